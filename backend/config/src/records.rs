@@ -1,0 +1,37 @@
+use cairn_proto::map::VolumeStatus;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerRecord {
+    pub name: String,
+    /// `host:port` of the node's cairnd.
+    pub addr: String,
+    pub uuid: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrickRecord {
+    pub index: u32,
+    pub node: String,
+    pub path: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SetRecord {
+    pub id: u32,
+    pub bricks: Vec<BrickRecord>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VolumeRecord {
+    pub name: String,
+    /// 32 hex digits.
+    pub id: String,
+    pub status: VolumeStatus,
+    pub replica: u32,
+    pub sets: Vec<SetRecord>,
+    pub options: BTreeMap<String, String>,
+    pub layout_epoch: u64,
+    pub rebalancing: bool,
+}

@@ -1,0 +1,116 @@
+//! Errors as they cross the wire: a POSIX errno plus a message that names the context
+//! (volume, brick, id or path). The errno is what callers switch on; the message is for
+//! humans and logs.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A POSIX errno value (positive, as in `<errno.h>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Errno(pub i32);
+
+impl Errno {
+    pub const EPERM: Errno = Errno(libc::EPERM);
+    pub const ENOENT: Errno = Errno(libc::ENOENT);
+    pub const EIO: Errno = Errno(libc::EIO);
+    pub const EBADF: Errno = Errno(libc::EBADF);
+    pub const EAGAIN: Errno = Errno(libc::EAGAIN);
+    pub const EACCES: Errno = Errno(libc::EACCES);
+    pub const EEXIST: Errno = Errno(libc::EEXIST);
+    pub const EXDEV: Errno = Errno(libc::EXDEV);
+    pub const ENOTDIR: Errno = Errno(libc::ENOTDIR);
+    pub const EISDIR: Errno = Errno(libc::EISDIR);
+    pub const EINVAL: Errno = Errno(libc::EINVAL);
+    pub const ENOSPC: Errno = Errno(libc::ENOSPC);
+    pub const EROFS: Errno = Errno(libc::EROFS);
+    pub const ENAMETOOLONG: Errno = Errno(libc::ENAMETOOLONG);
+    pub const ENOTEMPTY: Errno = Errno(libc::ENOTEMPTY);
+    pub const ENODATA: Errno = Errno(libc::ENODATA);
+    pub const ENOTSUP: Errno = Errno(libc::ENOTSUP);
+    pub const ENOTCONN: Errno = Errno(libc::ENOTCONN);
+    pub const ETIMEDOUT: Errno = Errno(libc::ETIMEDOUT);
+    pub const ESTALE: Errno = Errno(libc::ESTALE);
+    pub const EPROTO: Errno = Errno(libc::EPROTO);
+    pub const EPROTONOSUPPORT: Errno = Errno(libc::EPROTONOSUPPORT);
+    pub const EMSGSIZE: Errno = Errno(libc::EMSGSIZE);
+    pub const EILSEQ: Errno = Errno(libc::EILSEQ);
+    pub const ERANGE: Errno = Errno(libc::ERANGE);
+    pub const EDEADLK: Errno = Errno(libc::EDEADLK);
+    pub const ENOLCK: Errno = Errno(libc::ENOLCK);
+    pub const ENXIO: Errno = Errno(libc::ENXIO);
+    pub const EFBIG: Errno = Errno(libc::EFBIG);
+    pub const EBUSY: Errno = Errno(libc::EBUSY);
+    pub const ECANCELED: Errno = Errno(libc::ECANCELED);
+    pub const EHOSTDOWN: Errno = Errno(libc::EHOSTDOWN);
+    /// Returned by a brick that is not (or no longer) the head of the chain for an inode,
+    /// or whose map epoch is older than the request's: the client refreshes its map.
+    pub const ESTALEMAP: Errno = Errno(libc::EREMCHG);
+    /// COMPARE_AND_WRITE found different data (maps to SCSI MISCOMPARE).
+    pub const EMISCOMPARE: Errno = Errno(libc::EILSEQ);
+
+    pub fn from_io(e: &std::io::Error) -> Errno {
+        Errno(e.raw_os_error().unwrap_or(libc::EIO))
+    }
+
+    pub fn name(self) -> &'static str {
+        match self.0 {
+            libc::EPERM => "EPERM",
+            libc::ENOENT => "ENOENT",
+            libc::EIO => "EIO",
+            libc::EBADF => "EBADF",
+            libc::EAGAIN => "EAGAIN",
+            libc::EACCES => "EACCES",
+            libc::EEXIST => "EEXIST",
+            libc::EXDEV => "EXDEV",
+            libc::ENOTDIR => "ENOTDIR",
+            libc::EISDIR => "EISDIR",
+            libc::EINVAL => "EINVAL",
+            libc::ENOSPC => "ENOSPC",
+            libc::EROFS => "EROFS",
+            libc::ENAMETOOLONG => "ENAMETOOLONG",
+            libc::ENOTEMPTY => "ENOTEMPTY",
+            libc::ENODATA => "ENODATA",
+            libc::ENOTSUP => "ENOTSUP",
+            libc::ENOTCONN => "ENOTCONN",
+            libc::ETIMEDOUT => "ETIMEDOUT",
+            libc::ESTALE => "ESTALE",
+            libc::EPROTO => "EPROTO",
+            libc::EMSGSIZE => "EMSGSIZE",
+            libc::EREMCHG => "ESTALEMAP",
+            libc::EILSEQ => "EILSEQ",
+            libc::ERANGE => "ERANGE",
+            libc::EDEADLK => "EDEADLK",
+            libc::ENXIO => "ENXIO",
+            libc::EFBIG => "EFBIG",
+            libc::EBUSY => "EBUSY",
+            libc::EHOSTDOWN => "EHOSTDOWN",
+            _ => "errno",
+        }
+    }
+}
+
+impl fmt::Display for Errno {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.name(), self.0)
+    }
+}
+
+/// An error returned by a remote peer, or produced locally about one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message}: {errno}")]
+pub struct RemoteError {
+    pub errno: Errno,
+    pub message: String,
+}
+
+impl RemoteError {
+    pub fn new(errno: Errno, message: impl Into<String>) -> Self {
+        RemoteError { errno, message: message.into() }
+    }
+}
+
+impl From<std::io::Error> for RemoteError {
+    fn from(e: std::io::Error) -> Self {
+        RemoteError::new(Errno::from_io(&e), e.to_string())
+    }
+}

@@ -1,0 +1,274 @@
+//! Requests, replies and pushes.
+//!
+//! A client sends [`Request::Brick`] to the `cairnd` serving a brick. Mutations go to the
+//! chain head of the inode's replica set, which applies them and forwards them to the rest
+//! of the set as [`Request::Replicate`]; reads go to the head too (it is the coherence
+//! point for leases and locks). Bulk data (WRITE payloads, READ results) travels in the
+//! frame's data segment, never inside the bincode header.
+
+use crate::map::VolumeMap;
+use crate::mgmt::{MgmtReply, MgmtRequest};
+use crate::types::*;
+use crate::RemoteError;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Request {
+    /// First message on every connection.
+    Hello(Hello),
+    Ping,
+    /// An operation on one brick.
+    Brick(BrickRequest),
+    /// A mutation forwarded by a chain head to another brick of the same replica set.
+    Replicate(ReplicateRequest),
+    /// Fetch the current volume map.
+    GetMap { volume: String },
+    /// Subscribe this connection to map changes and invalidations for a volume.
+    Subscribe { volume: String },
+    /// Acknowledge a [`Push::Invalidate`] (a lease recall).
+    InvalidateAck { seq: u64 },
+    /// Management call from the `cairn` CLI or another `cairnd`.
+    Mgmt(MgmtRequest),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PeerKind {
+    Client,
+    Daemon,
+    Cli,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    pub version: u16,
+    pub kind: PeerKind,
+    /// Free text naming the peer in logs, e.g. `ganesha@gw1` or `mount.cairn pid 42`.
+    pub name: String,
+    /// Shared cluster secret proof (HMAC of the nonce); empty when auth is off.
+    pub auth: Vec<u8>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Welcome {
+    pub version: u16,
+    /// Session id the server assigned; scopes lock owners and lease holders.
+    pub session: u64,
+    /// Node name of the server.
+    pub node: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BrickRequest {
+    pub volume: String,
+    pub brick: u32,
+    /// Map epoch the client routed by; a brick with a newer map answers ESTALEMAP.
+    pub epoch: u64,
+    pub creds: Creds,
+    pub op: Op,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplicateRequest {
+    pub volume: String,
+    pub brick: u32,
+    pub epoch: u64,
+    /// The head that applied the op first.
+    pub from_brick: u32,
+    /// Credentials of the original caller (replicas apply the op as root, then give new
+    /// inodes the owner the head gave them).
+    pub creds: Creds,
+    /// The op as the head applied it: ids are fixed by the head.
+    pub op: Op,
+    /// Attributes the head's copy ended with, for ops that create an inode: replicas copy
+    /// owner and permission bits from it so every copy is identical.
+    pub result: Option<Attr>,
+}
+
+/// Operations on one brick. Names are single components; ids are Cairn inode ids.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Op {
+    Lookup { dir: Id, #[serde(with = "serde_bytes")] name: Name },
+    /// Resolve a directory path from the root in one round trip. Replies with the attrs of
+    /// every component that resolved ([`Reply::Attrs`]); fewer than asked means the next
+    /// one does not exist (or is not a directory).
+    LookupPath { components: Vec<Name> },
+    GetAttr { id: Id },
+    SetAttr { id: Id, set: SetAttr },
+    /// Create a regular file, fifo, socket, device or symlink named `name` in `dir`.
+    Create {
+        dir: Id,
+        #[serde(with = "serde_bytes")]
+        name: Name,
+        id: Id,
+        kind: FileType,
+        perm: u32,
+        rdev: u64,
+        /// Symlink target.
+        target: Option<Name>,
+        /// Fail with EEXIST if the name exists (O_EXCL).
+        exclusive: bool,
+    },
+    Mkdir { dir: Id, #[serde(with = "serde_bytes")] name: Name, id: Id, perm: u32 },
+    /// Make `name` in `dir` a pointer to an inode homed on another replica set.
+    MkLinkto { dir: Id, #[serde(with = "serde_bytes")] name: Name, target: Id },
+    Link { id: Id, dir: Id, #[serde(with = "serde_bytes")] name: Name },
+    Unlink { dir: Id, #[serde(with = "serde_bytes")] name: Name },
+    Rmdir { dir: Id, #[serde(with = "serde_bytes")] name: Name },
+    Rename {
+        src_dir: Id,
+        #[serde(with = "serde_bytes")]
+        src_name: Name,
+        dst_dir: Id,
+        #[serde(with = "serde_bytes")]
+        dst_name: Name,
+        flags: u32,
+    },
+    Readlink { id: Id },
+    /// Note an open by this session (keeps an unlinked file alive until Release).
+    Open { id: Id },
+    Release { id: Id },
+    Read { id: Id, offset: u64, len: u32 },
+    /// Payload is the frame's data segment.
+    Write { id: Id, offset: u64 },
+    Fsync { id: Id, datasync: bool },
+    Fallocate { id: Id, mode: u32, offset: u64, len: u64 },
+    Seek { id: Id, offset: u64, whence: SeekWhence },
+    /// Compare the data at `offset` with the first half of the payload; if equal, write
+    /// the second half. Atomic with respect to every other op on the inode.
+    CompareAndWrite { id: Id, offset: u64 },
+    GetXattr { id: Id, #[serde(with = "serde_bytes")] name: Vec<u8> },
+    SetXattr {
+        id: Id,
+        #[serde(with = "serde_bytes")]
+        name: Vec<u8>,
+        #[serde(with = "serde_bytes")]
+        value: Vec<u8>,
+        flags: u32,
+    },
+    ListXattr { id: Id },
+    RemoveXattr { id: Id, #[serde(with = "serde_bytes")] name: Vec<u8> },
+    StatFs,
+    ReadDir { dir: Id, cookie: u64, max: u32, plus: bool },
+    SetLock { id: Id, lock: Lock, wait: bool },
+    GetLock { id: Id, lock: Lock },
+    /// Heal: ids this brick changed while `peer` was away.
+    PendingList { peer: u32 },
+    /// Heal: the full state of an inode, for a peer to copy.
+    HealFetch { id: Id },
+    /// Heal: `peer` has copied these ids; forget them.
+    PendingClear { peer: u32, ids: Vec<Id> },
+    /// Heal: make this brick's copy of an inode equal to `state` (sent by the healer).
+    HealApply { state: Box<HealState> },
+}
+
+impl Op {
+    /// True for operations that change state and must go through the chain.
+    pub fn is_mutation(&self) -> bool {
+        matches!(
+            self,
+            Op::SetAttr { .. }
+                | Op::Create { .. }
+                | Op::Mkdir { .. }
+                | Op::MkLinkto { .. }
+                | Op::Link { .. }
+                | Op::Unlink { .. }
+                | Op::Rmdir { .. }
+                | Op::Rename { .. }
+                | Op::Write { .. }
+                | Op::Fallocate { .. }
+                | Op::CompareAndWrite { .. }
+                | Op::SetXattr { .. }
+                | Op::RemoveXattr { .. }
+                | Op::Fsync { .. }
+        )
+    }
+
+    /// Short name for logs and metrics.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Lookup { .. } => "lookup",
+            Op::LookupPath { .. } => "lookup_path",
+            Op::GetAttr { .. } => "getattr",
+            Op::SetAttr { .. } => "setattr",
+            Op::Create { .. } => "create",
+            Op::Mkdir { .. } => "mkdir",
+            Op::MkLinkto { .. } => "mklinkto",
+            Op::Link { .. } => "link",
+            Op::Unlink { .. } => "unlink",
+            Op::Rmdir { .. } => "rmdir",
+            Op::Rename { .. } => "rename",
+            Op::Readlink { .. } => "readlink",
+            Op::Open { .. } => "open",
+            Op::Release { .. } => "release",
+            Op::Read { .. } => "read",
+            Op::Write { .. } => "write",
+            Op::Fsync { .. } => "fsync",
+            Op::Fallocate { .. } => "fallocate",
+            Op::Seek { .. } => "seek",
+            Op::CompareAndWrite { .. } => "compare_and_write",
+            Op::GetXattr { .. } => "getxattr",
+            Op::SetXattr { .. } => "setxattr",
+            Op::ListXattr { .. } => "listxattr",
+            Op::RemoveXattr { .. } => "removexattr",
+            Op::StatFs => "statfs",
+            Op::ReadDir { .. } => "readdir",
+            Op::SetLock { .. } => "setlock",
+            Op::GetLock { .. } => "getlock",
+            Op::PendingList { .. } => "pending_list",
+            Op::HealFetch { .. } => "heal_fetch",
+            Op::PendingClear { .. } => "pending_clear",
+            Op::HealApply { .. } => "heal_apply",
+        }
+    }
+}
+
+/// Everything a replica needs to become identical to its source for one inode.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HealState {
+    pub attr: Option<Attr>,
+    /// Cairn-visible xattrs (internal ones excluded).
+    pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
+    pub symlink: Option<Name>,
+    /// For directories: every entry (name, id, kind, linkto target).
+    pub entries: Vec<(Name, Id, FileType, Option<Id>)>,
+    /// For directories: where the directory sits (parent id, name), to re-create it.
+    pub parent: Option<(Id, Name)>,
+    /// For regular files: the data is sent in the frame's data segment.
+    pub data_len: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Reply {
+    Welcome(Welcome),
+    Pong,
+    Unit,
+    Attr(Attr),
+    /// Lookup of a name: the entry's attributes, or a pointer to the inode's home set.
+    Entry { attr: Attr, linkto: Option<Id> },
+    Attrs(Vec<Attr>),
+    /// READ: `len` bytes are in the frame's data segment; `eof` if the read reached EOF.
+    Data { eof: bool },
+    Written { count: u32, attr: Attr },
+    Offset(u64),
+    Bytes(#[serde(with = "serde_bytes")] Vec<u8>),
+    Names(Vec<Name>),
+    StatFs(StatFs),
+    Dir { entries: Vec<DirEntry>, eof: bool },
+    Lock(Option<Lock>),
+    Ids(Vec<Id>),
+    Heal(Box<HealState>),
+    Map(Box<VolumeMap>),
+    Mgmt(MgmtReply),
+}
+
+/// What a response frame carries.
+pub type Response = Result<Reply, RemoteError>;
+
+/// Unsolicited messages from a `cairnd` to a subscribed client.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Push {
+    MapChanged(Box<VolumeMap>),
+    /// Lease recall: drop cached attributes (and, for a directory, cached entries) of `id`
+    /// then send [`Request::InvalidateAck`] with `seq`.
+    Invalidate { volume: String, id: Id, entries: bool, seq: u64 },
+}

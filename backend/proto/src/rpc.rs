@@ -1,0 +1,342 @@
+//! The multiplexed, pipelined RPC connection used by clients, the CLI and `cairnd` itself.
+//!
+//! One TCP connection carries any number of requests in flight, matched to responses by
+//! request id; a writer task owns the socket's write half so callers never block each
+//! other. The server side spawns a task per request (pipelining) and answers in completion
+//! order. The first request on a connection must be HELLO with a matching major version.
+
+use crate::frame::{self, Frame, FrameError, FrameKind};
+use crate::msg::{Hello, PeerKind, Push, Reply, Request, Response, Welcome};
+use crate::{Errno, RemoteError, PROTOCOL_VERSION};
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::BufWriter;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot};
+
+type Waiter = oneshot::Sender<Result<(Reply, Bytes), RemoteError>>;
+
+/// Client side of a connection.
+pub struct Connection {
+    tx: mpsc::UnboundedSender<Frame>,
+    pending: Arc<Mutex<HashMap<u64, Waiter>>>,
+    next_id: AtomicU64,
+    closed: Arc<AtomicBool>,
+    pub peer: String,
+    pub welcome: Welcome,
+}
+
+/// Called for every push frame received on a client connection.
+pub type PushHandler = Arc<dyn Fn(Push) + Send + Sync>;
+
+impl Connection {
+    /// Connect, say HELLO, and return the established connection.
+    pub async fn connect(
+        addr: &str,
+        kind: PeerKind,
+        name: &str,
+        on_push: Option<PushHandler>,
+        timeout: Duration,
+    ) -> Result<Arc<Connection>, RemoteError> {
+        let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
+            .await
+            .map_err(|_| RemoteError::new(Errno::ETIMEDOUT, format!("connect to {addr} timed out")))?
+            .map_err(|e| RemoteError::new(Errno::from_io(&e), format!("connect to {addr}: {e}")))?;
+        stream.set_nodelay(true).ok();
+        let (rd, wr) = stream.into_split();
+        let (tx, rx) = mpsc::unbounded_channel::<Frame>();
+        let pending: Arc<Mutex<HashMap<u64, Waiter>>> = Arc::default();
+        let closed = Arc::new(AtomicBool::new(false));
+        tokio::spawn(writer_task(wr, rx, closed.clone()));
+        tokio::spawn(client_reader(rd, pending.clone(), closed.clone(), on_push, addr.to_string()));
+        let mut conn = Connection {
+            tx,
+            pending,
+            next_id: AtomicU64::new(1),
+            closed,
+            peer: addr.to_string(),
+            welcome: Welcome { version: 0, session: 0, node: String::new() },
+        };
+        let hello = Request::Hello(Hello {
+            version: PROTOCOL_VERSION,
+            kind,
+            name: name.to_string(),
+            auth: vec![],
+        });
+        let fut = conn.call(hello, Bytes::new());
+        let reply = tokio::time::timeout(timeout, fut)
+            .await
+            .map_err(|_| RemoteError::new(Errno::ETIMEDOUT, format!("HELLO to {addr} timed out")))??;
+        match reply.0 {
+            Reply::Welcome(w) => conn.welcome = w,
+            other => {
+                return Err(RemoteError::new(Errno::EPROTO, format!("{addr}: unexpected HELLO reply {other:?}")))
+            }
+        }
+        Ok(Arc::new(conn))
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Send a request with an optional bulk segment and await its reply.
+    pub async fn call(&self, req: Request, data: Bytes) -> Result<(Reply, Bytes), RemoteError> {
+        if self.is_closed() {
+            return Err(RemoteError::new(Errno::ENOTCONN, format!("connection to {} is closed", self.peer)));
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (wtx, wrx) = oneshot::channel();
+        self.pending.lock().insert(id, wtx);
+        let frame = Frame::new(FrameKind::Request, id, frame::encode(&req), data);
+        if self.tx.send(frame).is_err() {
+            self.pending.lock().remove(&id);
+            return Err(RemoteError::new(Errno::ENOTCONN, format!("connection to {} is closed", self.peer)));
+        }
+        match wrx.await {
+            Ok(r) => r,
+            Err(_) => Err(RemoteError::new(Errno::ENOTCONN, format!("connection to {} lost", self.peer))),
+        }
+    }
+
+    /// Close the connection; requests in flight fail with ENOTCONN.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        let waiters: Vec<_> = self.pending.lock().drain().collect();
+        for (_, w) in waiters {
+            let _ = w.send(Err(RemoteError::new(Errno::ENOTCONN, format!("connection to {} closed", self.peer))));
+        }
+        // Dropping the sender ends the writer task, which shuts the socket.
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.closed.store(true, Ordering::Release);
+    }
+}
+
+async fn writer_task(
+    wr: tokio::net::tcp::OwnedWriteHalf,
+    mut rx: mpsc::UnboundedReceiver<Frame>,
+    closed: Arc<AtomicBool>,
+) {
+    use tokio::io::AsyncWriteExt;
+    let mut w = BufWriter::with_capacity(256 * 1024, wr);
+    while let Some(f) = rx.recv().await {
+        if frame::write_frame(&mut w, &f).await.is_err() {
+            break;
+        }
+        // Batch whatever is already queued before flushing.
+        let mut failed = false;
+        while let Ok(f) = rx.try_recv() {
+            if frame::write_frame(&mut w, &f).await.is_err() {
+                failed = true;
+                break;
+            }
+        }
+        if failed || w.flush().await.is_err() {
+            break;
+        }
+        if closed.load(Ordering::Acquire) && rx.is_empty() {
+            break;
+        }
+    }
+    closed.store(true, Ordering::Release);
+    let _ = w.shutdown().await;
+}
+
+async fn client_reader(
+    mut rd: tokio::net::tcp::OwnedReadHalf,
+    pending: Arc<Mutex<HashMap<u64, Waiter>>>,
+    closed: Arc<AtomicBool>,
+    on_push: Option<PushHandler>,
+    peer: String,
+) {
+    loop {
+        let f = match frame::read_frame(&mut rd).await {
+            Ok(f) => f,
+            Err(e) => {
+                if !matches!(e, FrameError::Closed) {
+                    tracing::debug!(peer = %peer, error = %e, "connection read failed");
+                }
+                break;
+            }
+        };
+        match f.kind {
+            FrameKind::Response => {
+                let Some(w) = pending.lock().remove(&f.id) else { continue };
+                let r = match frame::decode::<Response>(&f.header) {
+                    Ok(Ok(reply)) => Ok((reply, f.data)),
+                    Ok(Err(e)) => Err(e),
+                    Err(e) => Err(RemoteError::new(Errno::EPROTO, format!("{peer}: undecodable response: {e}"))),
+                };
+                let _ = w.send(r);
+            }
+            FrameKind::Push => {
+                if let (Some(h), Ok(p)) = (&on_push, frame::decode::<Push>(&f.header)) {
+                    h(p);
+                }
+            }
+            FrameKind::Request => {
+                tracing::warn!(peer = %peer, "server sent a request frame; closing");
+                break;
+            }
+        }
+    }
+    closed.store(true, Ordering::Release);
+    let waiters: Vec<_> = pending.lock().drain().collect();
+    for (_, w) in waiters {
+        let _ = w.send(Err(RemoteError::new(Errno::ENOTCONN, format!("connection to {peer} lost"))));
+    }
+}
+
+/// Server-side view of one client connection.
+pub struct Session {
+    pub id: u64,
+    pub peer: SocketAddr,
+    pub hello: Hello,
+    tx: mpsc::UnboundedSender<Frame>,
+    closed: Arc<AtomicBool>,
+}
+
+impl Session {
+    /// Send an unsolicited message; false if the connection is gone.
+    pub fn push(&self, p: &Push) -> bool {
+        self.tx.send(Frame::new(FrameKind::Push, 0, frame::encode(p), Bytes::new())).is_ok()
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire) || self.tx.is_closed()
+    }
+
+    pub fn label(&self) -> String {
+        format!("{}@{}#{}", self.hello.name, self.peer, self.id)
+    }
+}
+
+/// What a server does with requests. `call` runs concurrently for pipelined requests.
+pub trait Service: Send + Sync + 'static {
+    fn welcome(&self, session_id: u64) -> Welcome;
+    fn call(&self, session: Arc<Session>, req: Request, data: Bytes) -> BoxFuture<'static, (Response, Bytes)>;
+    /// The connection closed: drop its locks, leases and subscriptions.
+    fn closed(&self, _session: &Arc<Session>) {}
+}
+
+static SESSION_IDS: AtomicU64 = AtomicU64::new(1);
+
+/// Accept connections forever.
+pub async fn serve<S: Service>(listener: TcpListener, service: Arc<S>) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                let service = service.clone();
+                tokio::spawn(async move { serve_connection(stream, peer, service).await });
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+fn error_frame(id: u64, errno: Errno, msg: String) -> Frame {
+    let resp: Response = Err(RemoteError::new(errno, msg));
+    Frame::new(FrameKind::Response, id, frame::encode(&resp), Bytes::new())
+}
+
+/// Serve one connection until it closes or misbehaves.
+pub async fn serve_connection<S: Service>(stream: TcpStream, peer: SocketAddr, service: Arc<S>) {
+    stream.set_nodelay(true).ok();
+    let (mut rd, wr) = stream.into_split();
+    let (tx, rx) = mpsc::unbounded_channel::<Frame>();
+    let closed = Arc::new(AtomicBool::new(false));
+    let writer = tokio::spawn(writer_task(wr, rx, closed.clone()));
+
+    // HELLO first.
+    let session = match frame::read_frame(&mut rd).await {
+        Ok(f) => match frame::decode::<Request>(&f.header) {
+            Ok(Request::Hello(h)) if h.version == PROTOCOL_VERSION && f.kind == FrameKind::Request => {
+                let id = SESSION_IDS.fetch_add(1, Ordering::Relaxed);
+                let welcome = service.welcome(id);
+                let resp: Response = Ok(Reply::Welcome(welcome));
+                let _ = tx.send(Frame::new(FrameKind::Response, f.id, frame::encode(&resp), Bytes::new()));
+                Arc::new(Session { id, peer, hello: h, tx: tx.clone(), closed: closed.clone() })
+            }
+            Ok(Request::Hello(h)) => {
+                let _ = tx.send(error_frame(
+                    f.id,
+                    Errno::EPROTONOSUPPORT,
+                    format!("protocol version {} not supported (this node speaks {PROTOCOL_VERSION})", h.version),
+                ));
+                drop(tx);
+                let _ = writer.await;
+                return;
+            }
+            _ => {
+                let _ = tx.send(error_frame(f.id, Errno::EPROTO, "first request must be HELLO".into()));
+                drop(tx);
+                let _ = writer.await;
+                return;
+            }
+        },
+        Err(e) => {
+            if let FrameError::TooLarge { id, .. } = e {
+                let _ = tx.send(error_frame(id, Errno::EMSGSIZE, e.to_string()));
+            }
+            tracing::debug!(%peer, error = %e, "connection rejected before HELLO");
+            drop(tx);
+            let _ = writer.await;
+            return;
+        }
+    };
+
+    loop {
+        let f = match frame::read_frame(&mut rd).await {
+            Ok(f) => f,
+            Err(FrameError::Closed) => break,
+            Err(e) => {
+                let (id, errno) = match &e {
+                    FrameError::TooLarge { id, .. } => (*id, Errno::EMSGSIZE),
+                    _ => (0, Errno::EPROTO),
+                };
+                tracing::warn!(session = %session.label(), error = %e, "protocol error; closing connection");
+                let _ = tx.send(error_frame(id, errno, e.to_string()));
+                break;
+            }
+        };
+        if f.kind != FrameKind::Request {
+            tracing::warn!(session = %session.label(), "client sent a non-request frame; closing");
+            let _ = tx.send(error_frame(f.id, Errno::EPROTO, "expected a request frame".into()));
+            break;
+        }
+        let req = match frame::decode::<Request>(&f.header) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(session = %session.label(), error = %e, "undecodable request; closing");
+                let _ = tx.send(error_frame(f.id, Errno::EPROTO, format!("undecodable request: {e}")));
+                break;
+            }
+        };
+        let fut = service.call(session.clone(), req, f.data);
+        let tx = tx.clone();
+        let id = f.id;
+        tokio::spawn(async move {
+            let (resp, data) = fut.await;
+            let _ = tx.send(Frame::new(FrameKind::Response, id, frame::encode(&resp), data));
+        });
+    }
+    closed.store(true, Ordering::Release);
+    service.closed(&session);
+    drop(tx);
+    drop(session);
+    // The writer ends once every in-flight request task has dropped its sender.
+    let _ = writer.await;
+}
