@@ -1,1 +1,13 @@
-//! Caches
+//! Client-side caches, pure data structures (the client drives all I/O):
+//!
+//! - [`AttrCache`] and [`EntryCache`]: attributes by id and `(directory, name) → id`,
+//!   trusted for at most the cache timeout and dropped at once when a brick recalls the
+//!   lease (`Push::Invalidate`).
+//! - [`WriteBehind`]: per-file buffers of small sequential writes, coalesced into large
+//!   requests and bounded in size.
+
+mod attr;
+mod writebehind;
+
+pub use attr::{AttrCache, EntryCache};
+pub use writebehind::{Append, WriteBehind};

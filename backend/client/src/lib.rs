@@ -11,6 +11,7 @@
 //! (`libcairn` creates one runtime per process at the first mount, so a process that
 //! forks — smbd — must mount after the fork).
 
+mod conn;
 mod volume;
 
 pub use cairn_proto::{Attr, Creds, DirEntry, Errno, FileType, Id, Lock, LockKind, RemoteError, SeekWhence, SetAttr, SetTime, StatFs, Timespec};

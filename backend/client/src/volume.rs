@@ -1,7 +1,17 @@
+use crate::conn::Pool;
 use crate::Result;
 use bytes::Bytes;
 use cairn_proto::map::VolumeMap;
+use cairn_cache::{Append, AttrCache, EntryCache, WriteBehind};
+use cairn_placement::{hashed_set, home_set};
+use cairn_proto::map::BrickState;
+use cairn_proto::msg::{BrickRequest, Op, Push, Reply, Request};
 use cairn_proto::*;
+use parking_lot::{Mutex, RwLock};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -47,140 +57,1084 @@ pub struct Stats {
 /// Called when a brick recalls a lease on `id` (`entries`: its directory entries too).
 pub type InvalidateFn = Arc<dyn Fn(Id, bool) + Send + Sync>;
 
-pub struct Volume {
-    _todo: (),
+/// How long an operation keeps retrying while bricks fail over (map refreshes, re-dials).
+const RETRY_BUDGET: Duration = Duration::from_secs(30);
+/// Largest single WRITE/READ request.
+const MAX_IO: usize = 8 << 20;
+/// Write-behind flushes in flight per file.
+const MAX_INFLIGHT: usize = 4;
+
+fn is_retryable(e: &RemoteError) -> bool {
+    matches!(e.errno.0, libc::EREMCHG | libc::ENOTCONN | libc::ECONNREFUSED | libc::ECONNRESET | libc::EHOSTDOWN | libc::ETIMEDOUT | libc::EPIPE)
 }
 
-#[allow(unused_variables)]
+fn err(errno: Errno, msg: impl Into<String>) -> RemoteError {
+    RemoteError::new(errno, msg)
+}
+
+fn unexpected(op: &str, r: &Reply) -> RemoteError {
+    err(Errno::EPROTO, format!("{op}: unexpected reply {r:?}"))
+}
+
+fn attr_of(op: &str, r: Reply) -> Result<Attr> {
+    match r {
+        Reply::Attr(a) | Reply::Entry { attr: a, linkto: None } | Reply::Written { attr: a, .. } => Ok(a),
+        other => Err(unexpected(op, &other)),
+    }
+}
+
+fn max_ts(a: Timespec, b: Timespec) -> Timespec {
+    if (b.sec, b.nsec) > (a.sec, a.nsec) {
+        b
+    } else {
+        a
+    }
+}
+
+/// Where an operation goes: the chain head of `key` in replica set `set`.
+#[derive(Clone, Copy)]
+struct Target {
+    set: u32,
+    key: Id,
+}
+
+#[derive(Default)]
+struct OpenState {
+    count: u32,
+    /// The bricks were told (the file was unlinked while open here).
+    registered: bool,
+}
+
+struct Inner {
+    opts: MountOptions,
+    map: RwLock<Arc<VolumeMap>>,
+    map_changed: Notify,
+    pool: Pool,
+    attrs: AttrCache,
+    entries: EntryCache,
+    wb: WriteBehind,
+    wb_on: AtomicBool,
+    inflight: Mutex<HashMap<Id, Vec<JoinHandle<()>>>>,
+    opens: Mutex<HashMap<Id, OpenState>>,
+    on_invalidate: RwLock<Option<InvalidateFn>>,
+    by_op: Mutex<HashMap<&'static str, u64>>,
+    round_trips: AtomicU64,
+    closed: AtomicBool,
+}
+
+/// A mounted volume. Cheap to clone (shared state).
+#[derive(Clone)]
+pub struct Volume {
+    inner: Arc<Inner>,
+}
+
+impl Inner {
+    fn map(&self) -> Arc<VolumeMap> {
+        self.map.read().clone()
+    }
+
+    fn apply_options(&self, m: &VolumeMap) {
+        let mut ttl = self.opts.cache_timeout;
+        if let Some(t) = m.option("performance.cache-timeout").and_then(|v| v.parse::<u64>().ok()) {
+            ttl = ttl.min(Duration::from_secs(t));
+        }
+        self.attrs.set_ttl(ttl);
+        self.entries.set_ttl(ttl);
+        let on = self.opts.write_behind && m.option("performance.write-behind") != Some("off");
+        self.wb_on.store(on, Ordering::Release);
+        if let Some(n) = m.option("performance.write-behind-window-size").and_then(|v| v.parse::<usize>().ok()) {
+            self.wb.set_limit(n.min(self.opts.write_behind_bytes.max(4096)));
+        }
+    }
+
+    fn set_map(&self, m: VolumeMap) {
+        let mut cur = self.map.write();
+        if m.epoch >= cur.epoch {
+            self.apply_options(&m);
+            *cur = Arc::new(m);
+            drop(cur);
+            self.map_changed.notify_waiters();
+        }
+    }
+
+    /// Ask the nodes for a newer map (after a brick said ours is stale).
+    async fn refresh_map(&self) {
+        let map = self.map();
+        let mut addrs: Vec<String> = map.sets.iter().flat_map(|s| s.bricks.iter().map(|b| b.addr.clone())).collect();
+        addrs.extend(self.opts.servers.iter().cloned());
+        addrs.sort();
+        addrs.dedup();
+        for a in addrs {
+            let Ok(c) = self.pool.get(&a).await else { continue };
+            if let Ok((Reply::Map(m), _)) = c.call(Request::GetMap { volume: map.name.clone() }, Bytes::new()).await {
+                self.set_map(*m);
+                return;
+            }
+        }
+    }
+
+    fn count(&self, op: &'static str) {
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        *self.by_op.lock().entry(op).or_default() += 1;
+    }
+
+    /// Send one op to the chain head of `t`, retrying across fail-overs.
+    async fn call(&self, t: Target, c: &Creds, op: Op, data: Bytes) -> Result<(Reply, Bytes)> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(err(Errno::ENOTCONN, "volume is unmounted"));
+        }
+        let deadline = tokio::time::Instant::now() + RETRY_BUDGET;
+        let mut attempt = 0u32;
+        loop {
+            let map = self.map();
+            let set = map.set_by_id(t.set).or_else(|| map.sets.first()).ok_or_else(|| err(Errno::EIO, format!("{}: volume has no replica sets", map.name)))?;
+            let last = tokio::time::Instant::now() >= deadline;
+            let head = cairn_placement::head(set, t.key);
+            let res = match head {
+                None => Err(err(Errno::EHOSTDOWN, format!("{}: no brick of replica set {} is up", map.name, set.id))),
+                Some(b) => {
+                    let req = BrickRequest { volume: map.name.clone(), brick: b.index, epoch: map.epoch, creds: c.clone(), op: op.clone() };
+                    self.count(op.name());
+                    match self.pool.get(&b.addr).await {
+                        Ok(conn) => conn.call(Request::Brick(req), data.clone()).await,
+                        Err(e) => Err(e),
+                    }
+                    .map_err(|e| {
+                        if matches!(e.errno.0, libc::ENOTCONN | libc::ECONNREFUSED | libc::ECONNRESET) {
+                            self.pool.forget(&b.addr);
+                        }
+                        RemoteError::new(e.errno, format!("{}: brick {} ({}:{}): {}", map.name, b.index, b.node, b.path, e.message))
+                    })
+                }
+            };
+            match res {
+                Err(e) if is_retryable(&e) && !last => {
+                    attempt += 1;
+                    tracing::debug!(error = %e, attempt, "retrying after map refresh");
+                    let wait = Duration::from_millis((25 * attempt as u64).min(500));
+                    tokio::select! {
+                        _ = self.map_changed.notified() => {}
+                        _ = tokio::time::sleep(wait) => {}
+                    }
+                    self.refresh_map().await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn home(&self, id: Id) -> u32 {
+        home_set(&self.map(), id).id
+    }
+
+    fn hashed(&self, dir: Id, name: &[u8]) -> u32 {
+        hashed_set(&self.map(), dir, name).id
+    }
+
+    fn set_ids(&self) -> Vec<u32> {
+        self.map().sets.iter().map(|s| s.id).collect()
+    }
+
+    fn remember(&self, dir: Id, name: &[u8], a: &Attr) {
+        self.entries.put(dir, name, a.id);
+        self.attrs.put(a);
+    }
+
+    fn forget_entry(&self, dir: Id, name: &[u8]) {
+        self.entries.remove(dir, name);
+        self.attrs.invalidate(dir);
+    }
+
+    // ---- write-behind ----
+
+    fn has_pending(&self, id: Id) -> bool {
+        self.wb.buffered_end(id).is_some() || self.inflight.lock().get(&id).map(|v| !v.is_empty()).unwrap_or(false)
+    }
+
+    async fn wait_inflight(&self, id: Id) {
+        loop {
+            let hs = self.inflight.lock().remove(&id).unwrap_or_default();
+            if hs.is_empty() {
+                return;
+            }
+            for h in hs {
+                let _ = h.await;
+            }
+        }
+    }
+
+    async fn spawn_flush(self: &Arc<Self>, id: Id, c: Creds, offset: u64, data: Bytes) {
+        // Bound what is in flight per file.
+        loop {
+            let oldest = {
+                let mut m = self.inflight.lock();
+                let v = m.entry(id).or_default();
+                v.retain(|h| !h.is_finished());
+                if v.len() < MAX_INFLIGHT {
+                    None
+                } else {
+                    Some(v.remove(0))
+                }
+            };
+            match oldest {
+                Some(h) => {
+                    let _ = h.await;
+                }
+                None => break,
+            }
+        }
+        let me = self.clone();
+        let h = tokio::spawn(async move {
+            if let Err(e) = me.write_now(&c, id, offset, data).await {
+                tracing::warn!(%id, offset, error = %e, "write-behind flush failed; reporting on next call");
+                me.wb.set_error(id, e);
+            }
+        });
+        self.inflight.lock().entry(id).or_default().push(h);
+    }
+
+    async fn flush(self: &Arc<Self>, id: Id) -> Result<()> {
+        if let Some((c, off, data)) = self.wb.take(id) {
+            self.spawn_flush(id, c, off, data).await;
+        }
+        self.wait_inflight(id).await;
+        match self.wb.take_error(id) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    async fn write_now(&self, c: &Creds, id: Id, offset: u64, data: Bytes) -> Result<u32> {
+        let t = Target { set: self.home(id), key: id };
+        let mut done = 0usize;
+        while done < data.len() {
+            let n = (data.len() - done).min(MAX_IO);
+            let chunk = data.slice(done..done + n);
+            let (r, _) = self.call(t, c, Op::Write { id, offset: offset + done as u64 }, chunk).await?;
+            match r {
+                Reply::Written { count, attr } => {
+                    self.attrs.put(&attr);
+                    done += count as usize;
+                    if (count as usize) < n {
+                        break;
+                    }
+                }
+                other => return Err(unexpected("write", &other)),
+            }
+        }
+        Ok(done as u32)
+    }
+
+    // ---- pushes ----
+
+    async fn run_pushes(self: Arc<Self>, mut rx: tokio::sync::mpsc::UnboundedReceiver<(String, Push)>) {
+        while let Some((addr, p)) = rx.recv().await {
+            match p {
+                Push::MapChanged(m) => self.set_map(*m),
+                Push::Invalidate { id, entries, seq, .. } => {
+                    self.attrs.invalidate(id);
+                    if entries {
+                        self.entries.invalidate_dir(id);
+                    }
+                    let cb = self.on_invalidate.read().clone();
+                    if let Some(cb) = cb {
+                        cb(id, entries);
+                    }
+                    let me = self.clone();
+                    tokio::spawn(async move {
+                        if let Ok(c) = me.pool.get(&addr).await {
+                            let _ = c.call(Request::InvalidateAck { seq }, Bytes::new()).await;
+                        }
+                    });
+                }
+            }
+        }
+    }
+
+    /// Keep one subscription for map pushes alive.
+    async fn run_subscription(self: Arc<Self>) {
+        let mut current: Option<Arc<cairn_proto::rpc::Connection>> = None;
+        while !self.closed.load(Ordering::Acquire) {
+            if current.as_ref().map(|c| c.is_closed()).unwrap_or(true) {
+                current = None;
+                let map = self.map();
+                let mut addrs: Vec<String> = self.opts.servers.clone();
+                addrs.extend(map.sets.iter().flat_map(|s| s.bricks.iter().filter(|b| b.state != BrickState::Down).map(|b| b.addr.clone())));
+                for a in addrs {
+                    let Ok(c) = self.pool.get(&a).await else { continue };
+                    if let Ok((Reply::Map(m), _)) = c.call(Request::Subscribe { volume: map.name.clone() }, Bytes::new()).await {
+                        self.set_map(*m);
+                        current = Some(c);
+                        break;
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+}
+
 impl Volume {
     pub async fn mount(opts: MountOptions) -> Result<Arc<Volume>> {
-        todo!()
+        if opts.volume.is_empty() {
+            return Err(err(Errno::EINVAL, "no volume name given"));
+        }
+        if opts.servers.is_empty() {
+            return Err(err(Errno::EINVAL, "no server given"));
+        }
+        let (pool, rx) = Pool::new(opts.client_name.clone(), opts.connect_timeout);
+        let mut last = err(Errno::ENOTCONN, "no server answered");
+        let mut found = None;
+        for s in &opts.servers {
+            match pool.get(s).await {
+                Ok(c) => match c.call(Request::Subscribe { volume: opts.volume.clone() }, Bytes::new()).await {
+                    Ok((Reply::Map(m), _)) => {
+                        found = Some(*m);
+                        break;
+                    }
+                    Ok((other, _)) => last = unexpected("subscribe", &other),
+                    Err(e) => last = RemoteError::new(e.errno, format!("{s}: {}", e.message)),
+                },
+                Err(e) => last = e,
+            }
+        }
+        let map = found.ok_or(last)?;
+        if map.status != cairn_proto::map::VolumeStatus::Started {
+            return Err(err(Errno::ENOTCONN, format!("volume {} is not started (status {})", map.name, map.status)));
+        }
+        let inner = Arc::new(Inner {
+            attrs: AttrCache::new(opts.cache_timeout),
+            entries: EntryCache::new(opts.cache_timeout),
+            wb: WriteBehind::new(opts.write_behind_bytes),
+            wb_on: AtomicBool::new(opts.write_behind),
+            opts,
+            map: RwLock::new(Arc::new(map.clone())),
+            map_changed: Notify::new(),
+            pool,
+            inflight: Mutex::default(),
+            opens: Mutex::default(),
+            on_invalidate: RwLock::new(None),
+            by_op: Mutex::default(),
+            round_trips: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
+        });
+        inner.apply_options(&map);
+        tokio::spawn(inner.clone().run_pushes(rx));
+        tokio::spawn(inner.clone().run_subscription());
+        Ok(Arc::new(Volume { inner }))
     }
+
     /// Flush everything buffered and close all connections.
     pub async fn unmount(&self) -> Result<()> {
-        todo!()
+        let i = &self.inner;
+        if i.closed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let mut first_err = None;
+        let mut ids = i.wb.dirty();
+        ids.extend(i.inflight.lock().keys().copied());
+        ids.sort();
+        ids.dedup();
+        for id in ids {
+            if let Err(e) = i.flush(id).await {
+                first_err.get_or_insert(e);
+            }
+        }
+        let registered: Vec<Id> = i.opens.lock().drain().filter(|(_, o)| o.registered).map(|(id, _)| id).collect();
+        for id in registered {
+            let _ = i.call(Target { set: i.home(id), key: id }, &Creds::root(), Op::Release { id }, Bytes::new()).await;
+        }
+        i.closed.store(true, Ordering::Release);
+        i.pool.close_all();
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
+
     pub fn map(&self) -> Arc<VolumeMap> {
-        todo!()
+        self.inner.map()
     }
+
     pub fn volume_id(&self) -> u128 {
-        todo!()
+        self.inner.map().id
     }
+
     pub fn stats(&self) -> Stats {
-        todo!()
+        let mut by_op: Vec<(&'static str, u64)> = self.inner.by_op.lock().iter().map(|(k, v)| (*k, *v)).collect();
+        by_op.sort();
+        Stats { round_trips: self.inner.round_trips.load(Ordering::Relaxed), by_op }
     }
+
     /// Register the upcall for lease recalls (Ganesha's and Samba's cache invalidation).
     pub fn on_invalidate(&self, f: InvalidateFn) {
-        todo!()
+        *self.inner.on_invalidate.write() = Some(f);
+    }
+
+    /// Drop every cached attribute and entry (tests and benchmarks measure cold paths).
+    pub fn drop_caches(&self) {
+        self.inner.attrs.clear();
+        self.inner.entries.clear();
+    }
+
+    async fn lookup_remote(&self, c: &Creds, dir: Id, name: &[u8]) -> Result<Attr> {
+        let i = &self.inner;
+        let map = i.map();
+        let hashed = i.hashed(dir, name);
+        let r = i.call(Target { set: hashed, key: dir }, c, Op::Lookup { dir, name: name.to_vec() }, Bytes::new()).await;
+        let r = match r {
+            Err(e) if e.errno == Errno::ENOENT && map.rebalancing => {
+                // A rebalance may have moved the name: look everywhere.
+                let mut found = Err(e);
+                for s in map.sets.iter().filter(|s| s.id != hashed) {
+                    let r = i.call(Target { set: s.id, key: dir }, c, Op::Lookup { dir, name: name.to_vec() }, Bytes::new()).await;
+                    if r.is_ok() {
+                        found = r;
+                        break;
+                    }
+                }
+                found
+            }
+            r => r,
+        };
+        let attr = match r?.0 {
+            Reply::Entry { attr, linkto: None } => attr,
+            Reply::Entry { linkto: Some(target), .. } => self.getattr_remote(c, target).await?,
+            other => return Err(unexpected("lookup", &other)),
+        };
+        i.remember(dir, name, &attr);
+        Ok(attr)
+    }
+
+    fn adjust(&self, mut a: Attr) -> Attr {
+        if let Some(end) = self.inner.wb.buffered_end(a.id) {
+            a.size = a.size.max(end);
+        }
+        a
     }
 
     pub async fn lookup(&self, c: &Creds, dir: Id, name: &[u8]) -> Result<Attr> {
-        todo!()
+        valid_name(name)?;
+        if let Some(id) = self.inner.entries.get(dir, name) {
+            if let Some(a) = self.inner.attrs.get(id) {
+                return Ok(self.adjust(a));
+            }
+        }
+        self.lookup_remote(c, dir, name).await
     }
+
     /// Resolve a `/`-separated path relative to the volume root (no symlinks followed):
     /// the directory chain on one brick, then the entry on its hashed set.
     pub async fn resolve(&self, c: &Creds, path: &[u8]) -> Result<Attr> {
-        todo!()
+        let comps: Vec<&[u8]> = path.split(|&b| b == b'/').filter(|p| !p.is_empty() && *p != b".").collect();
+        for p in &comps {
+            valid_name(p)?;
+        }
+        let Some((last, dirs)) = comps.split_last() else {
+            return self.getattr(c, Id::ROOT).await;
+        };
+        // Warm path: every directory of the chain is cached.
+        let mut cur = Id::ROOT;
+        let mut cached = true;
+        for d in dirs {
+            match self.inner.entries.get(cur, d) {
+                Some(id) => cur = id,
+                None => {
+                    cached = false;
+                    break;
+                }
+            }
+        }
+        if !cached {
+            let i = &self.inner;
+            let first = i.set_ids()[0];
+            let comps: Vec<Name> = dirs.iter().map(|d| d.to_vec()).collect();
+            let (r, _) = i.call(Target { set: first, key: Id::ROOT }, c, Op::LookupPath { components: comps }, Bytes::new()).await?;
+            let attrs = match r {
+                Reply::Attrs(v) => v,
+                other => return Err(unexpected("lookup_path", &other)),
+            };
+            cur = Id::ROOT;
+            for (d, a) in dirs.iter().zip(attrs.iter()) {
+                i.remember(cur, d, a);
+                cur = a.id;
+            }
+            if attrs.len() < dirs.len() {
+                // Find out exactly why the chain stopped.
+                let failed = dirs[attrs.len()];
+                let a = self.lookup_remote(c, cur, failed).await?;
+                if a.kind != FileType::Directory {
+                    return Err(err(Errno::ENOTDIR, format!("{}: not a directory", String::from_utf8_lossy(failed))));
+                }
+                return Err(err(Errno::ENOENT, format!("{}: no such directory", String::from_utf8_lossy(failed))));
+            }
+        }
+        self.lookup(c, cur, last).await
     }
+
+    async fn getattr_remote(&self, c: &Creds, id: Id) -> Result<Attr> {
+        let i = &self.inner;
+        let home = i.home(id);
+        let (r, _) = i.call(Target { set: home, key: id }, c, Op::GetAttr { id }, Bytes::new()).await?;
+        let mut a = attr_of("getattr", r)?;
+        if a.kind == FileType::Directory {
+            // A directory exists on every set; entries changed on other sets moved their
+            // copies' times.
+            let others: Vec<u32> = i.set_ids().into_iter().filter(|s| *s != home).collect();
+            let calls = others.iter().map(|s| i.call(Target { set: *s, key: id }, c, Op::GetAttr { id }, Bytes::new()));
+            for (r, _) in futures::future::join_all(calls).await.into_iter().flatten() {
+                if let Reply::Attr(o) = r {
+                    a.mtime = max_ts(a.mtime, o.mtime);
+                    a.ctime = max_ts(a.ctime, o.ctime);
+                    a.atime = max_ts(a.atime, o.atime);
+                    a.change = a.change.max(o.change);
+                }
+            }
+        }
+        i.attrs.put(&a);
+        Ok(a)
+    }
+
     pub async fn getattr(&self, c: &Creds, id: Id) -> Result<Attr> {
-        todo!()
+        if self.inner.has_pending(id) {
+            self.inner.flush(id).await?;
+        }
+        if let Some(a) = self.inner.attrs.get(id) {
+            return Ok(a);
+        }
+        self.getattr_remote(c, id).await
     }
+
+    async fn kind_of(&self, c: &Creds, id: Id) -> Result<FileType> {
+        if let Some(a) = self.inner.attrs.get(id) {
+            return Ok(a.kind);
+        }
+        Ok(self.getattr_remote(c, id).await?.kind)
+    }
+
+    /// Run a per-inode op on the right set(s): a file's home set, or every set of a
+    /// directory (home set first, so its errors win).
+    async fn on_inode(&self, c: &Creds, id: Id, op: Op) -> Result<(Reply, Bytes)> {
+        let i = &self.inner;
+        let home = i.home(id);
+        let r = i.call(Target { set: home, key: id }, c, op.clone(), Bytes::new()).await?;
+        if self.kind_of(c, id).await? == FileType::Directory {
+            let others: Vec<u32> = i.set_ids().into_iter().filter(|s| *s != home).collect();
+            let calls = others.iter().map(|s| i.call(Target { set: *s, key: id }, c, op.clone(), Bytes::new()));
+            for (s, r) in others.iter().zip(futures::future::join_all(calls).await) {
+                if let Err(e) = r {
+                    tracing::warn!(%id, set = s, op = op.name(), error = %e, "directory copy not updated on one set");
+                }
+            }
+        }
+        i.attrs.invalidate(id);
+        Ok(r)
+    }
+
     pub async fn setattr(&self, c: &Creds, id: Id, set: &SetAttr) -> Result<Attr> {
-        todo!()
+        if self.inner.has_pending(id) {
+            self.inner.flush(id).await?;
+        }
+        let (r, _) = self.on_inode(c, id, Op::SetAttr { id, set: set.clone() }).await?;
+        let a = attr_of("setattr", r)?;
+        if a.kind != FileType::Directory {
+            self.inner.attrs.put(&a);
+        }
+        Ok(a)
     }
+
+    async fn make_entry(&self, c: &Creds, dir: Id, name: &[u8], kind: FileType, perm: u32, rdev: u64, target: Option<Name>, exclusive: bool) -> Result<Attr> {
+        valid_name(name)?;
+        let i = &self.inner;
+        let set = i.hashed(dir, name);
+        let id = Id::new_on_set(set);
+        let op = Op::Create { dir, name: name.to_vec(), id, kind, perm, rdev, target, exclusive: true };
+        match i.call(Target { set, key: dir }, c, op, Bytes::new()).await {
+            Ok((r, _)) => {
+                let a = attr_of("create", r)?;
+                i.remember(dir, name, &a);
+                i.attrs.invalidate(dir);
+                Ok(a)
+            }
+            Err(e) if e.errno == Errno::EEXIST => {
+                i.entries.remove(dir, name);
+                let existing = self.lookup_remote(c, dir, name).await;
+                match existing {
+                    // Our own create, answered on a retry after a fail-over.
+                    Ok(a) if a.id == id => Ok(a),
+                    Ok(a) if !exclusive && kind == FileType::Regular && a.kind == FileType::Regular => Ok(a),
+                    _ => Err(e),
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     pub async fn create(&self, c: &Creds, dir: Id, name: &[u8], perm: u32, exclusive: bool) -> Result<Attr> {
-        todo!()
+        self.make_entry(c, dir, name, FileType::Regular, perm, 0, None, exclusive).await
     }
+
     pub async fn mknod(&self, c: &Creds, dir: Id, name: &[u8], kind: FileType, perm: u32, rdev: u64) -> Result<Attr> {
-        todo!()
+        if kind == FileType::Directory || kind == FileType::Symlink {
+            return Err(err(Errno::EINVAL, "mknod cannot make directories or symlinks"));
+        }
+        self.make_entry(c, dir, name, kind, perm, rdev, None, true).await
     }
+
     pub async fn mkdir(&self, c: &Creds, dir: Id, name: &[u8], perm: u32) -> Result<Attr> {
-        todo!()
+        valid_name(name)?;
+        let i = &self.inner;
+        let hashed = i.hashed(dir, name);
+        let id = Id::new_on_set(hashed);
+        let op = Op::Mkdir { dir, name: name.to_vec(), id, perm };
+        let a = match i.call(Target { set: hashed, key: dir }, c, op.clone(), Bytes::new()).await {
+            Ok((r, _)) => attr_of("mkdir", r)?,
+            Err(e) if e.errno == Errno::EEXIST => {
+                i.entries.remove(dir, name);
+                match self.lookup_remote(c, dir, name).await {
+                    Ok(a) if a.id == id => a,
+                    _ => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        };
+        let others: Vec<u32> = i.set_ids().into_iter().filter(|s| *s != hashed).collect();
+        let calls = others.iter().map(|s| i.call(Target { set: *s, key: dir }, c, op.clone(), Bytes::new()));
+        for (s, r) in others.iter().zip(futures::future::join_all(calls).await) {
+            match r {
+                Ok(_) => {}
+                Err(e) if e.errno == Errno::EEXIST => {}
+                Err(e) => tracing::warn!(%dir, set = s, error = %e, "mkdir did not reach one replica set"),
+            }
+        }
+        i.remember(dir, name, &a);
+        i.attrs.invalidate(dir);
+        Ok(a)
     }
+
     pub async fn symlink(&self, c: &Creds, dir: Id, name: &[u8], target: &[u8]) -> Result<Attr> {
-        todo!()
+        if target.is_empty() || target.len() > 4095 || target.contains(&0) {
+            return Err(err(Errno::EINVAL, "symlink target must be 1-4095 bytes without NUL"));
+        }
+        self.make_entry(c, dir, name, FileType::Symlink, 0o777, 0, Some(target.to_vec()), true).await
     }
+
     pub async fn readlink(&self, c: &Creds, id: Id) -> Result<Vec<u8>> {
-        todo!()
+        let i = &self.inner;
+        match i.call(Target { set: i.home(id), key: id }, c, Op::Readlink { id }, Bytes::new()).await?.0 {
+            Reply::Bytes(b) => Ok(b),
+            other => Err(unexpected("readlink", &other)),
+        }
     }
+
     pub async fn link(&self, c: &Creds, id: Id, dir: Id, name: &[u8]) -> Result<Attr> {
-        todo!()
+        valid_name(name)?;
+        let i = &self.inner;
+        let home = i.home(id);
+        let hashed = i.hashed(dir, name);
+        let (r, _) = i.call(Target { set: home, key: dir }, c, Op::Link { id, dir, name: name.to_vec() }, Bytes::new()).await?;
+        let a = attr_of("link", r)?;
+        if hashed != home {
+            let mk = Op::MkLinkto { dir, name: name.to_vec(), target: id };
+            if let Err(e) = i.call(Target { set: hashed, key: dir }, c, mk, Bytes::new()).await {
+                // Undo so the name does not exist half-way.
+                let _ = i.call(Target { set: home, key: dir }, c, Op::Unlink { dir, name: name.to_vec() }, Bytes::new()).await;
+                return Err(e);
+            }
+        }
+        i.remember(dir, name, &a);
+        i.attrs.invalidate(dir);
+        Ok(a)
     }
+
     pub async fn unlink(&self, c: &Creds, dir: Id, name: &[u8]) -> Result<()> {
-        todo!()
+        valid_name(name)?;
+        let a = self.lookup(c, dir, name).await?;
+        let i = &self.inner;
+        let hashed = i.hashed(dir, name);
+        let (home, is_dir) = (i.home(a.id), a.kind == FileType::Directory);
+        if !is_dir {
+            // Keep the inode alive on the bricks if it is open here.
+            let register = {
+                let mut o = i.opens.lock();
+                match o.get_mut(&a.id) {
+                    Some(s) if s.count > 0 && !s.registered => {
+                        s.registered = true;
+                        true
+                    }
+                    _ => false,
+                }
+            };
+            if register {
+                i.call(Target { set: home, key: a.id }, c, Op::Open { id: a.id }, Bytes::new()).await?;
+            }
+        }
+        let real = if is_dir { hashed } else { home };
+        let r = i.call(Target { set: real, key: dir }, c, Op::Unlink { dir, name: name.to_vec() }, Bytes::new()).await;
+        i.forget_entry(dir, name);
+        i.attrs.invalidate(a.id);
+        r?;
+        if !is_dir && hashed != home {
+            if let Err(e) = i.call(Target { set: hashed, key: dir }, &Creds::root(), Op::Unlink { dir, name: name.to_vec() }, Bytes::new()).await {
+                if e.errno != Errno::ENOENT {
+                    tracing::warn!(%dir, name = %String::from_utf8_lossy(name), error = %e, "stale linkto left behind");
+                }
+            }
+        }
+        Ok(())
     }
+
     pub async fn rmdir(&self, c: &Creds, dir: Id, name: &[u8]) -> Result<()> {
-        todo!()
+        valid_name(name)?;
+        let a = self.lookup(c, dir, name).await?;
+        if a.kind != FileType::Directory {
+            return Err(err(Errno::ENOTDIR, format!("{}: not a directory", String::from_utf8_lossy(name))));
+        }
+        let i = &self.inner;
+        let sets = i.set_ids();
+        if sets.len() > 1 {
+            let probes = sets.iter().map(|s| {
+                i.call(Target { set: *s, key: a.id }, c, Op::ReadDir { dir: a.id, cookie: 0, max: 1, plus: false }, Bytes::new())
+            });
+            for r in futures::future::join_all(probes).await {
+                if let Ok((Reply::Dir { entries, .. }, _)) = r {
+                    if !entries.is_empty() {
+                        return Err(err(Errno::ENOTEMPTY, format!("{}: directory not empty", String::from_utf8_lossy(name))));
+                    }
+                }
+            }
+        }
+        let hashed = i.hashed(dir, name);
+        let op = Op::Rmdir { dir, name: name.to_vec() };
+        let others: Vec<u32> = sets.iter().copied().filter(|s| *s != hashed).collect();
+        let calls = others.iter().map(|s| i.call(Target { set: *s, key: dir }, c, op.clone(), Bytes::new()));
+        for r in futures::future::join_all(calls).await {
+            match r {
+                Ok(_) => {}
+                Err(e) if e.errno == Errno::ENOENT => {}
+                Err(e) => {
+                    i.forget_entry(dir, name);
+                    return Err(e);
+                }
+            }
+        }
+        let r = i.call(Target { set: hashed, key: dir }, c, op, Bytes::new()).await;
+        i.forget_entry(dir, name);
+        i.attrs.invalidate(a.id);
+        i.entries.invalidate_dir(a.id);
+        r.map(|_| ())
     }
+
     pub async fn rename(&self, c: &Creds, src_dir: Id, src: &[u8], dst_dir: Id, dst: &[u8], flags: u32) -> Result<()> {
-        todo!()
+        valid_name(src)?;
+        valid_name(dst)?;
+        let i = &self.inner;
+        let s = self.lookup(c, src_dir, src).await?;
+        let d = match self.lookup(c, dst_dir, dst).await {
+            Ok(a) => Some(a),
+            Err(e) if e.errno == Errno::ENOENT => None,
+            Err(e) => return Err(e),
+        };
+        if flags & rename_flags::NOREPLACE != 0 && d.is_some() {
+            return Err(err(Errno::EEXIST, format!("{}: exists", String::from_utf8_lossy(dst))));
+        }
+        if flags & rename_flags::EXCHANGE != 0 && (i.set_ids().len() > 1 || d.is_none()) {
+            return Err(err(Errno::EINVAL, "RENAME_EXCHANGE is only supported on single-set volumes"));
+        }
+        if let Some(d) = &d {
+            if d.id == s.id {
+                return Ok(()); // Two names of one inode: POSIX says do nothing.
+            }
+        }
+        let op = Op::Rename { src_dir, src_name: src.to_vec(), dst_dir, dst_name: dst.to_vec(), flags };
+        let invalidate = |i: &Inner| {
+            i.forget_entry(src_dir, src);
+            i.forget_entry(dst_dir, dst);
+            i.attrs.invalidate(s.id);
+            if let Some(d) = &d {
+                i.attrs.invalidate(d.id);
+            }
+        };
+        if s.kind == FileType::Directory {
+            if let Some(d) = &d {
+                if d.kind != FileType::Directory {
+                    return Err(err(Errno::ENOTDIR, format!("{}: not a directory", String::from_utf8_lossy(dst))));
+                }
+            }
+            let first = i.hashed(dst_dir, dst);
+            let r = i.call(Target { set: first, key: src_dir }, c, op.clone(), Bytes::new()).await;
+            invalidate(i);
+            r?;
+            let others: Vec<u32> = i.set_ids().into_iter().filter(|x| *x != first).collect();
+            let calls = others.iter().map(|x| i.call(Target { set: *x, key: src_dir }, c, op.clone(), Bytes::new()));
+            for (x, r) in others.iter().zip(futures::future::join_all(calls).await) {
+                if let Err(e) = r {
+                    tracing::warn!(set = x, error = %e, "directory rename did not reach one replica set");
+                }
+            }
+            i.entries.invalidate_dir(s.id);
+            return Ok(());
+        }
+        if let Some(d) = &d {
+            if d.kind == FileType::Directory {
+                return Err(err(Errno::EISDIR, format!("{}: is a directory", String::from_utf8_lossy(dst))));
+            }
+        }
+        let home = i.home(s.id);
+        // A replaced file homed elsewhere loses its real entry there first.
+        if let Some(d) = &d {
+            let dh = i.home(d.id);
+            if dh != home {
+                i.call(Target { set: dh, key: dst_dir }, c, Op::Unlink { dir: dst_dir, name: dst.to_vec() }, Bytes::new()).await?;
+            }
+        }
+        let r = i.call(Target { set: home, key: src_dir }, c, op, Bytes::new()).await;
+        invalidate(i);
+        r?;
+        let (hd, hs) = (i.hashed(dst_dir, dst), i.hashed(src_dir, src));
+        let root = Creds::root();
+        if hd != home {
+            let _ = i.call(Target { set: hd, key: dst_dir }, &root, Op::Unlink { dir: dst_dir, name: dst.to_vec() }, Bytes::new()).await;
+            i.call(Target { set: hd, key: dst_dir }, &root, Op::MkLinkto { dir: dst_dir, name: dst.to_vec(), target: s.id }, Bytes::new()).await?;
+        }
+        if hs != home {
+            let _ = i.call(Target { set: hs, key: src_dir }, &root, Op::Unlink { dir: src_dir, name: src.to_vec() }, Bytes::new()).await;
+        }
+        Ok(())
     }
-    /// Note an open (keeps an unlinked file readable until `release`).
-    pub async fn open(&self, c: &Creds, id: Id) -> Result<()> {
-        todo!()
+
+    /// Note an open (keeps an unlinked file readable until `release`). No round trip.
+    pub async fn open(&self, _c: &Creds, id: Id) -> Result<()> {
+        self.inner.opens.lock().entry(id).or_default().count += 1;
+        Ok(())
     }
+
     /// Flush write-behind for `id` and drop the open; returns any deferred write error.
     pub async fn release(&self, id: Id) -> Result<()> {
-        todo!()
+        let i = &self.inner;
+        let r = i.flush(id).await;
+        let unregister = {
+            let mut o = i.opens.lock();
+            match o.get_mut(&id) {
+                Some(s) => {
+                    s.count = s.count.saturating_sub(1);
+                    if s.count == 0 {
+                        o.remove(&id).map(|s| s.registered).unwrap_or(false)
+                    } else {
+                        false
+                    }
+                }
+                None => false,
+            }
+        };
+        if unregister {
+            let _ = i.call(Target { set: i.home(id), key: id }, &Creds::root(), Op::Release { id }, Bytes::new()).await;
+        }
+        r
     }
+
     /// Read up to `len` bytes; the bool is true at end of file.
     pub async fn read(&self, c: &Creds, id: Id, offset: u64, len: u32) -> Result<(Bytes, bool)> {
-        todo!()
+        let i = &self.inner;
+        if i.has_pending(id) {
+            i.flush(id).await?;
+        }
+        let len = len.min(MAX_IO as u32);
+        match i.call(Target { set: i.home(id), key: id }, c, Op::Read { id, offset, len }, Bytes::new()).await? {
+            (Reply::Data { eof }, data) => Ok((data, eof)),
+            (other, _) => Err(unexpected("read", &other)),
+        }
     }
+
     /// Write; buffered by write-behind when enabled (an error surfaces on a later write,
     /// flush, fsync or release of the same file).
     pub async fn write(&self, c: &Creds, id: Id, offset: u64, data: Bytes) -> Result<u32> {
-        todo!()
+        let i = &self.inner;
+        if let Some(e) = i.wb.take_error(id) {
+            return Err(e);
+        }
+        if !i.wb_on.load(Ordering::Acquire) {
+            return i.write_now(c, id, offset, data).await;
+        }
+        let len = data.len() as u32;
+        match i.wb.append(id, c, offset, &data) {
+            Append::Buffered => {
+                i.attrs.invalidate(id);
+                Ok(len)
+            }
+            Append::Send { creds, offset, data } => {
+                i.attrs.invalidate(id);
+                i.spawn_flush(id, creds, offset, data).await;
+                Ok(len)
+            }
+            Append::Barrier { flushed } => {
+                if let Some((cr, off, d)) = flushed {
+                    i.spawn_flush(id, cr, off, d).await;
+                }
+                i.wait_inflight(id).await;
+                if let Some(e) = i.wb.take_error(id) {
+                    return Err(e);
+                }
+                i.write_now(c, id, offset, data).await
+            }
+        }
     }
+
     /// Write through to every live replica before returning (NFS FILE_SYNC, SCSI FUA
     /// also call `fsync`).
     pub async fn write_through(&self, c: &Creds, id: Id, offset: u64, data: Bytes) -> Result<u32> {
-        todo!()
+        let i = &self.inner;
+        i.flush(id).await?;
+        i.write_now(c, id, offset, data).await
     }
+
     /// Send buffered writes of `id` to the bricks; returns any deferred error.
     pub async fn flush(&self, id: Id) -> Result<()> {
-        todo!()
+        self.inner.flush(id).await
     }
+
     pub async fn fsync(&self, c: &Creds, id: Id, datasync: bool) -> Result<()> {
-        todo!()
+        let i = &self.inner;
+        i.flush(id).await?;
+        i.call(Target { set: i.home(id), key: id }, c, Op::Fsync { id, datasync }, Bytes::new()).await.map(|_| ())
     }
+
     pub async fn fallocate(&self, c: &Creds, id: Id, mode: u32, offset: u64, len: u64) -> Result<()> {
-        todo!()
+        let i = &self.inner;
+        i.flush(id).await?;
+        let r = i.call(Target { set: i.home(id), key: id }, c, Op::Fallocate { id, mode, offset, len }, Bytes::new()).await;
+        i.attrs.invalidate(id);
+        r.map(|_| ())
     }
+
     pub async fn seek(&self, c: &Creds, id: Id, offset: u64, whence: SeekWhence) -> Result<u64> {
-        todo!()
+        let i = &self.inner;
+        i.flush(id).await?;
+        match i.call(Target { set: i.home(id), key: id }, c, Op::Seek { id, offset, whence }, Bytes::new()).await?.0 {
+            Reply::Offset(o) => Ok(o),
+            other => Err(unexpected("seek", &other)),
+        }
     }
+
     /// Atomically, on the brick: if the data at `offset` equals `cmp`, write `data`
     /// (same length). EILSEQ (`Errno::EMISCOMPARE`) when it differs.
     pub async fn compare_and_write(&self, c: &Creds, id: Id, offset: u64, cmp: Bytes, data: Bytes) -> Result<()> {
-        todo!()
+        if cmp.len() != data.len() || cmp.is_empty() {
+            return Err(err(Errno::EINVAL, "compare_and_write: compare and write buffers must have the same, non-zero length"));
+        }
+        let i = &self.inner;
+        i.flush(id).await?;
+        let mut both = bytes::BytesMut::with_capacity(cmp.len() * 2);
+        both.extend_from_slice(&cmp);
+        both.extend_from_slice(&data);
+        let r = i.call(Target { set: i.home(id), key: id }, c, Op::CompareAndWrite { id, offset }, both.freeze()).await;
+        i.attrs.invalidate(id);
+        r.map(|_| ())
     }
+
     /// List a directory from `cookie` (0 = start). Cookies are stable across calls and
     /// changes; the bool is true at the end.
     pub async fn readdir(&self, c: &Creds, dir: Id, cookie: u64, max: u32, plus: bool) -> Result<(Vec<DirEntry>, bool)> {
-        todo!()
+        let i = &self.inner;
+        let sets = i.set_ids();
+        let (mut idx, mut sub) = if cookie == 0 { (0usize, 0u64) } else { (((cookie >> 56) as usize).saturating_sub(1), cookie & ((1 << 56) - 1)) };
+        if idx >= sets.len() {
+            return Ok((vec![], true));
+        }
+        let max = max.clamp(1, 4096);
+        let mut out = vec![];
+        while idx < sets.len() && out.len() < max as usize {
+            let want = max - out.len() as u32;
+            let op = Op::ReadDir { dir, cookie: sub, max: want, plus };
+            let (r, _) = i.call(Target { set: sets[idx], key: dir }, c, op, Bytes::new()).await?;
+            let (entries, eof) = match r {
+                Reply::Dir { entries, eof } => (entries, eof),
+                other => return Err(unexpected("readdir", &other)),
+            };
+            let last_cookie = entries.last().map(|e| e.cookie);
+            for mut e in entries {
+                // Directories exist on every set: list them from the first one only.
+                if e.kind == FileType::Directory && idx != 0 {
+                    continue;
+                }
+                if let Some(a) = &e.attr {
+                    i.remember(dir, &e.name, a);
+                }
+                e.cookie = ((idx as u64 + 1) << 56) | (e.cookie & ((1 << 56) - 1));
+                out.push(e);
+            }
+            if eof {
+                idx += 1;
+                sub = 0;
+            } else if let Some(lc) = last_cookie {
+                sub = lc & ((1 << 56) - 1);
+                if out.is_empty() {
+                    continue;
+                }
+                break;
+            }
+        }
+        Ok((out, idx >= sets.len()))
     }
+
     pub async fn getxattr(&self, c: &Creds, id: Id, name: &[u8]) -> Result<Vec<u8>> {
-        todo!()
+        let i = &self.inner;
+        match i.call(Target { set: i.home(id), key: id }, c, Op::GetXattr { id, name: name.to_vec() }, Bytes::new()).await?.0 {
+            Reply::Bytes(b) => Ok(b),
+            other => Err(unexpected("getxattr", &other)),
+        }
     }
+
     pub async fn setxattr(&self, c: &Creds, id: Id, name: &[u8], value: &[u8], flags: u32) -> Result<()> {
-        todo!()
+        self.on_inode(c, id, Op::SetXattr { id, name: name.to_vec(), value: value.to_vec(), flags }).await.map(|_| ())
     }
+
     pub async fn listxattr(&self, c: &Creds, id: Id) -> Result<Vec<Vec<u8>>> {
-        todo!()
+        let i = &self.inner;
+        match i.call(Target { set: i.home(id), key: id }, c, Op::ListXattr { id }, Bytes::new()).await?.0 {
+            Reply::Names(n) => Ok(n),
+            other => Err(unexpected("listxattr", &other)),
+        }
     }
+
     pub async fn removexattr(&self, c: &Creds, id: Id, name: &[u8]) -> Result<()> {
-        todo!()
+        self.on_inode(c, id, Op::RemoveXattr { id, name: name.to_vec() }).await.map(|_| ())
     }
+
     pub async fn statfs(&self, c: &Creds) -> Result<StatFs> {
-        todo!()
+        let i = &self.inner;
+        let calls = i.set_ids().into_iter().map(|s| i.call(Target { set: s, key: Id::ROOT }, c, Op::StatFs, Bytes::new()));
+        let mut total = StatFs::default();
+        for r in futures::future::join_all(calls).await {
+            match r?.0 {
+                Reply::StatFs(s) => {
+                    let scale = |v: u64| v * s.bsize as u64;
+                    total.bsize = 4096;
+                    total.blocks += scale(s.blocks) / 4096;
+                    total.bfree += scale(s.bfree) / 4096;
+                    total.bavail += scale(s.bavail) / 4096;
+                    total.files += s.files;
+                    total.ffree += s.ffree;
+                    total.namemax = 255;
+                }
+                other => return Err(unexpected("statfs", &other)),
+            }
+        }
+        Ok(total)
     }
+
     /// Set or release a POSIX byte-range lock; `wait` blocks until granted.
     pub async fn setlock(&self, c: &Creds, id: Id, lock: Lock, wait: bool) -> Result<()> {
-        todo!()
+        let i = &self.inner;
+        i.call(Target { set: i.home(id), key: id }, c, Op::SetLock { id, lock, wait }, Bytes::new()).await.map(|_| ())
     }
+
     /// The first conflicting lock, if any.
     pub async fn getlock(&self, c: &Creds, id: Id, lock: Lock) -> Result<Option<Lock>> {
-        todo!()
+        let i = &self.inner;
+        match i.call(Target { set: i.home(id), key: id }, c, Op::GetLock { id, lock }, Bytes::new()).await?.0 {
+            Reply::Lock(l) => Ok(l),
+            other => Err(unexpected("getlock", &other)),
+        }
     }
 }

@@ -1,1 +1,161 @@
-//! Placement
+//! Placement: which replica set holds a name, and the chain order of bricks for an inode.
+//!
+//! *Elastic hashing.* A name in directory `d` hashes (xxh3-64 seeded by `d`'s id, top 32
+//! bits) into a 32-bit ring split into one contiguous range per replica set. Seeding by
+//! the directory spreads each directory's files differently over the sets. Nothing is
+//! stored per directory: the layout is a function of the volume map (`layout_epoch` tells
+//! when it changed, and while `rebalancing` a miss must be looked up on every set).
+//!
+//! *Chains.* Within a set the bricks form a chain whose order is rotated by the inode id,
+//! so each brick heads an equal share of the inodes. The head (first brick in the chain
+//! that is `Up`) serves reads, locks and leases for the inode; `cairn-replication` decides
+//! what happens to a mutation from there.
+//!
+//! Everything here is pure and deterministic; `tests` simulates it.
+
+use cairn_proto::map::{BrickInfo, BrickState, ReplicaSet, VolumeMap};
+use cairn_proto::Id;
+use xxhash_rust::xxh3::xxh3_64_with_seed;
+
+/// Fold an id into the 64-bit seed of its directory's hash.
+fn dir_seed(dir: Id) -> u64 {
+    (dir.0 as u64) ^ ((dir.0 >> 64) as u64)
+}
+
+/// The 32-bit ring position of `name` in directory `dir`.
+pub fn name_hash(dir: Id, name: &[u8]) -> u32 {
+    (xxh3_64_with_seed(name, dir_seed(dir)) >> 32) as u32
+}
+
+/// Index (into `sets`) of the set whose range holds `hash`, for `n` equal ranges.
+pub fn range_index(hash: u32, n: usize) -> usize {
+    assert!(n > 0, "a volume has at least one replica set");
+    // Equal ranges: set i owns [i * 2^32 / n, (i+1) * 2^32 / n).
+    ((hash as u64 * n as u64) >> 32) as usize
+}
+
+/// The replica set a name hashes to.
+pub fn hashed_set<'a>(map: &'a VolumeMap, dir: Id, name: &[u8]) -> &'a ReplicaSet {
+    &map.sets[range_index(name_hash(dir, name), map.sets.len())]
+}
+
+/// The set an inode id is homed on; falls back to the first set for ids whose home is
+/// unknown (the root, which lives on every set).
+pub fn home_set(map: &VolumeMap, id: Id) -> &ReplicaSet {
+    map.set_by_id(id.home_set()).unwrap_or(&map.sets[0])
+}
+
+fn rotation(id: Id, n: usize) -> usize {
+    (id.ino() % n as u64) as usize
+}
+
+/// Chain order of the set's bricks for inode `id`.
+pub fn chain(set: &ReplicaSet, id: Id) -> Vec<&BrickInfo> {
+    let n = set.bricks.len();
+    let r = rotation(id, n);
+    (0..n).map(|i| &set.bricks[(r + i) % n]).collect()
+}
+
+/// The brick that heads `id`'s chain: the first `Up` brick in chain order.
+pub fn head(set: &ReplicaSet, id: Id) -> Option<&BrickInfo> {
+    chain(set, id).into_iter().find(|b| b.state == BrickState::Up)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cairn_proto::map::VolumeStatus;
+    use std::collections::BTreeMap;
+
+    fn map(sets: usize, replica: usize) -> VolumeMap {
+        VolumeMap {
+            name: "v".into(),
+            id: 7,
+            epoch: 1,
+            layout_epoch: 1,
+            rebalancing: false,
+            status: VolumeStatus::Started,
+            replica: replica as u32,
+            sets: (0..sets)
+                .map(|s| ReplicaSet {
+                    id: s as u32 + 1,
+                    bricks: (0..replica)
+                        .map(|r| BrickInfo {
+                            index: (s * replica + r) as u32,
+                            node: format!("n{r}"),
+                            addr: String::new(),
+                            path: format!("/b{s}{r}"),
+                            state: BrickState::Up,
+                        })
+                        .collect(),
+                })
+                .collect(),
+            options: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn hash_is_stable_across_builds() {
+        // Placement is persistent (files live where their names hashed): the function must
+        // never change. These values pin it.
+        assert_eq!(name_hash(Id::ROOT, b"a"), 3539390617);
+        assert_eq!(name_hash(Id(42), b"a"), 1279491540, "seeded by directory");
+        assert_eq!(name_hash(Id(0x1234), b"hello.txt"), 2979469470);
+    }
+
+    #[test]
+    fn ranges_cover_the_ring_evenly() {
+        for n in 1..=7 {
+            assert_eq!(range_index(0, n), 0);
+            assert_eq!(range_index(u32::MAX, n), n - 1);
+            let mut counts = vec![0u32; n];
+            for h in (0..u32::MAX).step_by(65_537) {
+                counts[range_index(h, n)] += 1;
+            }
+            let min = *counts.iter().min().unwrap() as f64;
+            let max = *counts.iter().max().unwrap() as f64;
+            assert!(max / min < 1.01, "n={n} counts={counts:?}");
+        }
+    }
+
+    #[test]
+    fn names_spread_over_sets() {
+        let m = map(4, 2);
+        let mut counts = [0u32; 4];
+        for i in 0..40_000 {
+            let s = hashed_set(&m, Id(99), format!("f{i}").as_bytes());
+            counts[(s.id - 1) as usize] += 1;
+        }
+        for c in counts {
+            assert!((9_000..11_000).contains(&c), "{counts:?}");
+        }
+    }
+
+    #[test]
+    fn heads_rotate_and_skip_dead_bricks() {
+        let mut m = map(1, 3);
+        let mut heads = [0u32; 3];
+        for i in 0..3000u128 {
+            let id = Id::new_on_set(1);
+            let _ = i;
+            heads[head(&m.sets[0], id).unwrap().index as usize] += 1;
+        }
+        assert!(heads.iter().all(|&h| h > 800), "{heads:?}");
+        m.sets[0].bricks[0].state = BrickState::Down;
+        for _ in 0..300 {
+            assert_ne!(head(&m.sets[0], Id::new_on_set(1)).unwrap().index, 0);
+        }
+        for b in &mut m.sets[0].bricks {
+            b.state = BrickState::Down;
+        }
+        assert!(head(&m.sets[0], Id(5)).is_none(), "no Up brick: no head");
+    }
+
+    #[test]
+    fn home_set_routes_ids() {
+        let m = map(4, 2);
+        let id = Id::new_on_set(3);
+        assert_eq!(home_set(&m, id).id, 3);
+        assert_eq!(home_set(&m, Id::ROOT).id, 1);
+    }
+}

@@ -159,6 +159,10 @@ pub enum Op {
     PendingClear { peer: u32, ids: Vec<Id> },
     /// Heal: make this brick's copy of an inode equal to `state` (sent by the healer).
     HealApply { state: Box<HealState> },
+    /// Heal, handled by `cairnd` around the brick: under the inode's lock, fetch `id`
+    /// here and apply it on brick `peer`, then forget it from the pending index. Sent by a
+    /// brick catching up to the brick that holds the pending entry.
+    HealSync { id: Id, peer: u32 },
 }
 
 impl Op {
@@ -218,6 +222,7 @@ impl Op {
             Op::HealFetch { .. } => "heal_fetch",
             Op::PendingClear { .. } => "pending_clear",
             Op::HealApply { .. } => "heal_apply",
+            Op::HealSync { .. } => "heal_sync",
         }
     }
 }
