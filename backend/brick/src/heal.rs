@@ -485,6 +485,12 @@ impl Brick {
         let name = &mark[16..];
         let pfd = self.dir(pid)?;
         let d = pfd.as_raw_fd();
+        // The replacement must not show as a change of the (already healed) directory.
+        let pst = sys::fstat(d).ctx(what)?;
+        let ptimes = [
+            libc::timespec { tv_sec: pst.st_atime, tv_nsec: pst.st_atime_nsec },
+            libc::timespec { tv_sec: pst.st_mtime, tv_nsec: pst.st_mtime_nsec },
+        ];
         let tmp = format!(".cairn-heal.{}", id.to_hex()).into_bytes();
         let ctmp = cstr(&tmp).ctx(what)?;
         let _ = sys::unlinkat(d, &ctmp, 0);
@@ -507,6 +513,7 @@ impl Brick {
         self.idx.unlink(id).ctx(what)?;
         self.idx.link_file(id, d, name).ctx(what)?;
         self.forget_listing(pid);
+        sys::futimens(d, &ptimes).ctx(what)?;
         Ok(())
     }
 }
