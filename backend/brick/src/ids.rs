@@ -106,7 +106,7 @@ pub fn parse_dir_link(t: &[u8]) -> Option<(Id, Vec<u8>)> {
         return None;
     }
     let hex = std::str::from_utf8(&rest[6..38]).ok()?;
-    if &hex[0..2].as_bytes() != &&rest[0..2] || &hex[2..4].as_bytes() != &&rest[3..5] {
+    if hex.as_bytes()[0..2] != rest[0..2] || hex.as_bytes()[2..4] != rest[3..5] {
         return None;
     }
     let id = Id::from_hex(hex)?;

@@ -1199,7 +1199,7 @@ impl Brick {
 
     fn op_caw(&self, cx: &Cx, id: Id, offset: u64, data: &[u8]) -> R<Reply> {
         let what = || format!("compare_and_write of {id} at {offset}+{}", data.len() / 2);
-        if data.len() % 2 != 0 {
+        if data.len() & 1 != 0 {
             return Err(fail(libc::EINVAL, format!("{}: payload has odd length", what())));
         }
         let (cmp, new) = data.split_at(data.len() / 2);

@@ -14,7 +14,8 @@ fn fetch(b: &Brick, id: Id) -> (HealState, Vec<u8>) {
 }
 
 fn apply(b: &Brick, s: HealState, d: &[u8]) {
-    b.execute(&root(), &Op::HealApply { state: Box::new(s) }, d, Exec::Replica { result: None }).unwrap();
+    b.execute(&root(), &Op::HealApply { state: Box::new(s) }, d, Exec::Replica { result: None })
+        .unwrap();
 }
 
 /// Heal every inode reachable from the root of `src` onto `dst`, directories first.
@@ -55,10 +56,16 @@ fn snapshot(b: &Brick) -> Tree {
             a.ctime = Timespec::default();
             a.change = 0;
             a.blocks = 0;
-            let (st, data) = if linkto.is_some() { (None, vec![]) } else { let f = fetch(b, id); (Some(f.0), f.1) };
+            let (st, data) = if linkto.is_some() {
+                (None, vec![])
+            } else {
+                let f = fetch(b, id);
+                (Some(f.0), f.1)
+            };
             let content = match (&st, kind) {
                 (Some(s), FileType::Symlink) => s.symlink.clone().unwrap(),
-                _ => format!("{} bytes, xxh3 {:x}", data.len(), xxhash_rust::xxh3::xxh3_64(&data)).into_bytes(),
+                _ => format!("{} bytes, xxh3 {:x}", data.len(), xxhash_rust::xxh3::xxh3_64(&data))
+                    .into_bytes(),
             };
             if linkto.is_some() {
                 a.mtime = Timespec::default();
@@ -96,15 +103,80 @@ fn heal_round_trip_between_two_bricks() {
     let d2 = mkdir(&a, d1, "d2");
     let f = file(&a, d1, "f");
     write(&a, f.id, 0, b"file data on A");
-    run(&a, &root(), Op::SetAttr { id: f.id, set: SetAttr { uid: Some(1000), gid: Some(1001), perm: Some(0o640), mtime: Some(SetTime::At(Timespec { sec: 12345, nsec: 6 })), ..Default::default() } }).unwrap();
-    run(&a, &root(), Op::SetXattr { id: f.id, name: b"user.k".to_vec(), value: b"v".to_vec(), flags: 0 }).unwrap();
-    run(&a, &root(), Op::SetXattr { id: f.id, name: b"trusted.t".to_vec(), value: b"tv".to_vec(), flags: 0 }).unwrap();
+    run(
+        &a,
+        &root(),
+        Op::SetAttr {
+            id: f.id,
+            set: SetAttr {
+                uid: Some(1000),
+                gid: Some(1001),
+                perm: Some(0o640),
+                mtime: Some(SetTime::At(Timespec { sec: 12345, nsec: 6 })),
+                ..Default::default()
+            },
+        },
+    )
+    .unwrap();
+    run(
+        &a,
+        &root(),
+        Op::SetXattr { id: f.id, name: b"user.k".to_vec(), value: b"v".to_vec(), flags: 0 },
+    )
+    .unwrap();
+    run(
+        &a,
+        &root(),
+        Op::SetXattr { id: f.id, name: b"trusted.t".to_vec(), value: b"tv".to_vec(), flags: 0 },
+    )
+    .unwrap();
     run(&a, &root(), Op::Link { id: f.id, dir: d2, name: b"hard".to_vec() }).unwrap();
-    run(&a, &root(), Op::Create { dir: d2, name: b"sym".to_vec(), id: Id::new_on_set(1), kind: FileType::Symlink, perm: 0o777, rdev: 0, target: Some(b"../f".to_vec()), exclusive: true }).unwrap();
-    run(&a, &root(), Op::Create { dir: d2, name: b"dev".to_vec(), id: Id::new_on_set(1), kind: FileType::BlockDevice, perm: 0o600, rdev: libc::makedev(7, 0), target: None, exclusive: true }).unwrap();
+    run(
+        &a,
+        &root(),
+        Op::Create {
+            dir: d2,
+            name: b"sym".to_vec(),
+            id: Id::new_on_set(1),
+            kind: FileType::Symlink,
+            perm: 0o777,
+            rdev: 0,
+            target: Some(b"../f".to_vec()),
+            exclusive: true,
+        },
+    )
+    .unwrap();
+    run(
+        &a,
+        &root(),
+        Op::Create {
+            dir: d2,
+            name: b"dev".to_vec(),
+            id: Id::new_on_set(1),
+            kind: FileType::BlockDevice,
+            perm: 0o600,
+            rdev: libc::makedev(7, 0),
+            target: None,
+            exclusive: true,
+        },
+    )
+    .unwrap();
     create_as(&a, &root(), d2, "fifo", FileType::Fifo, 0o644).unwrap();
-    run(&a, &root(), Op::MkLinkto { dir: d1, name: b"elsewhere".to_vec(), target: Id::new_on_set(5) }).unwrap();
-    run(&a, &root(), Op::SetAttr { id: d2, set: SetAttr { perm: Some(0o2750), gid: Some(77), ..Default::default() } }).unwrap();
+    run(
+        &a,
+        &root(),
+        Op::MkLinkto { dir: d1, name: b"elsewhere".to_vec(), target: Id::new_on_set(5) },
+    )
+    .unwrap();
+    run(
+        &a,
+        &root(),
+        Op::SetAttr {
+            id: d2,
+            set: SetAttr { perm: Some(0o2750), gid: Some(77), ..Default::default() },
+        },
+    )
+    .unwrap();
     let big = file(&a, Id::ROOT, "big");
     write(&a, big.id, 0, &vec![0x5a; 300_000]);
 
@@ -118,8 +190,24 @@ fn heal_round_trip_between_two_bricks() {
 
     // B is away; A changes: delete, rename a directory, rewrite, truncate
     run(&a, &root(), Op::Unlink { dir: d2, name: b"fifo".to_vec() }).unwrap();
-    run(&a, &root(), Op::Rename { src_dir: d1, src_name: b"d2".to_vec(), dst_dir: Id::ROOT, dst_name: b"d2-moved".to_vec(), flags: 0 }).unwrap();
-    run(&a, &root(), Op::SetAttr { id: big.id, set: SetAttr { size: Some(10), ..Default::default() } }).unwrap();
+    run(
+        &a,
+        &root(),
+        Op::Rename {
+            src_dir: d1,
+            src_name: b"d2".to_vec(),
+            dst_dir: Id::ROOT,
+            dst_name: b"d2-moved".to_vec(),
+            flags: 0,
+        },
+    )
+    .unwrap();
+    run(
+        &a,
+        &root(),
+        Op::SetAttr { id: big.id, set: SetAttr { size: Some(10), ..Default::default() } },
+    )
+    .unwrap();
     run(&a, &root(), Op::Unlink { dir: d1, name: b"elsewhere".to_vec() }).unwrap();
     mkdir(&a, d1, "new-dir");
     run(&a, &root(), Op::RemoveXattr { id: f.id, name: b"user.k".to_vec() }).unwrap();
