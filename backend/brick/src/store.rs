@@ -1359,7 +1359,11 @@ impl Brick {
         }
         entries.sort_by(|a, b| a.cookie.cmp(&b.cookie).then_with(|| a.name.cmp(&b.name)));
         let l = Arc::new(Listing { key, entries });
-        self.listings.lock().insert(dir, l.clone());
+        let mut cache = self.listings.lock();
+        if cache.len() >= 64 {
+            cache.clear(); // bounded memory; listings are cheap to rebuild once
+        }
+        cache.insert(dir, l.clone());
         Ok(l)
     }
 
