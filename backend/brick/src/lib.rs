@@ -25,6 +25,10 @@
 //! filesystem enforces POSIX permission semantics; replica operations run as root and
 //! copy owner and mode from the head's result.
 
+mod creds;
+mod heal;
+mod ids;
 mod store;
+mod sys;
 
-pub use store::{Brick, BrickMarker, Exec};
+pub use store::{cookie, Brick, BrickMarker, Exec};

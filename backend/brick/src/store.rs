@@ -1,8 +1,22 @@
+//! The brick: marker, opening, and the dispatch of every operation.
+
+use crate::creds::AsCaller;
+use crate::ids::{self, id_of, id_of_fd, is_dir, is_lnk, is_reg, linkto_of, Found, Index};
+use crate::sys::{self, cstr, XTarget};
 use bytes::Bytes;
 use cairn_proto::msg::{Op, Reply};
-use cairn_proto::{Attr, Creds, Id, RemoteError};
+use cairn_proto::{
+    valid_name, Attr, Creds, DirEntry, Errno, FileType, Id, RemoteError, SeekWhence, SetTime,
+    StatFs, Timespec,
+};
+use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, HashSet};
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Contents of `.cairn/brick.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,9 +39,205 @@ pub enum Exec<'a> {
     Replica { result: Option<&'a Attr> },
 }
 
+/// An operation's failure before the brick context is added: errno plus what failed.
+#[derive(Debug)]
+pub(crate) struct Fail {
+    pub errno: i32,
+    pub what: String,
+}
+
+pub(crate) type R<T> = Result<T, Fail>;
+
+pub(crate) fn fail(errno: i32, what: impl Into<String>) -> Fail {
+    Fail { errno, what: what.into() }
+}
+
+pub(crate) trait Ctx<T> {
+    fn ctx<S: Into<String>>(self, what: impl FnOnce() -> S) -> R<T>;
+}
+
+impl<T> Ctx<T> for io::Result<T> {
+    fn ctx<S: Into<String>>(self, what: impl FnOnce() -> S) -> R<T> {
+        self.map_err(|e| {
+            let errno = e.raw_os_error().unwrap_or(libc::EIO);
+            let msg = io::Error::from_raw_os_error(errno);
+            Fail { errno, what: format!("{}: {}", what().into(), msg) }
+        })
+    }
+}
+
+impl From<RemoteError> for Fail {
+    fn from(e: RemoteError) -> Fail {
+        Fail { errno: e.errno.0, what: e.message }
+    }
+}
+
+/// A name for messages: UTF-8 shown as is, other bytes escaped.
+pub(crate) fn show(name: &[u8]) -> String {
+    format!("{:?}", String::from_utf8_lossy(name))
+}
+
+/// The execution context of one operation.
+pub(crate) struct Cx<'a> {
+    /// Credentials to apply for permission-checked syscalls; `None` = root.
+    pub caller: Option<&'a Creds>,
+    pub replica: bool,
+    pub result: Option<&'a Attr>,
+}
+
+impl Cx<'_> {
+    /// Run `f` with the caller's credentials on this thread (root again afterwards).
+    pub fn user<T>(&self, f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+        let _g = AsCaller::apply(self.caller)?;
+        f()
+    }
+
+    /// POSIX access check for data ops that go through the shared root-opened fd. The
+    /// owner may always read and write an inode it owns (as knfsd does), so a file created
+    /// read-only can be written by its creator.
+    pub fn check(&self, st: &libc::stat, want: u32) -> R<()> {
+        let Some(c) = self.caller else { return Ok(()) };
+        if c.uid == st.st_uid {
+            return Ok(());
+        }
+        let mode = st.st_mode;
+        let bits = if c.gid == st.st_gid || c.groups.contains(&st.st_gid) {
+            (mode >> 3) & 7
+        } else {
+            mode & 7
+        };
+        if bits & want == want {
+            Ok(())
+        } else {
+            Err(fail(libc::EACCES, format!("uid {} may not access this inode", c.uid)))
+        }
+    }
+}
+
+/// One entry of a cached directory listing.
+#[derive(Clone)]
+pub(crate) struct LEntry {
+    pub cookie: u64,
+    pub name: Vec<u8>,
+    pub id: Id,
+    pub kind: FileType,
+}
+
+pub(crate) struct Listing {
+    key: (i64, i64, i64, i64, u64),
+    entries: Vec<LEntry>,
+}
+
 pub struct Brick {
-    root: PathBuf,
-    marker: BrickMarker,
+    pub(crate) root: PathBuf,
+    pub(crate) marker: BrickMarker,
+    pub(crate) idx: Index,
+    pub(crate) pending_dir: OwnedFd,
+    /// Ids held open by `Op::Open`, with their count.
+    pub(crate) opens: Mutex<HashMap<Id, u32>>,
+    pub(crate) pending: Mutex<HashMap<u32, HashSet<Id>>>,
+    pub(crate) listings: Mutex<HashMap<Id, Arc<Listing>>>,
+    stripes: Vec<Mutex<()>>,
+}
+
+/// Cookie of a directory entry: stable, hash based, 56 bits, never 0, 1 or 2.
+pub fn cookie(name: &[u8]) -> u64 {
+    let c = xxhash_rust::xxh3::xxh3_64(name) & ((1u64 << 56) - 1);
+    c.max(3)
+}
+
+pub(crate) fn ts(sec: i64, nsec: i64) -> Timespec {
+    Timespec { sec, nsec: nsec as u32 }
+}
+
+/// Attributes of an inode from its `stat`. `indexed`: the inode has an index hard link
+/// that the user must not see in `nlink`.
+pub(crate) fn attr_of(id: Id, st: &libc::stat, indexed: bool) -> Attr {
+    let kind = FileType::from_mode(st.st_mode).unwrap_or(FileType::Regular);
+    let mut nlink = st.st_nlink as u32;
+    if indexed && kind != FileType::Directory {
+        nlink = nlink.saturating_sub(1);
+    }
+    Attr {
+        id,
+        kind,
+        perm: st.st_mode & 0o7777,
+        nlink,
+        uid: st.st_uid,
+        gid: st.st_gid,
+        size: st.st_size as u64,
+        blocks: st.st_blocks as u64,
+        rdev: st.st_rdev,
+        atime: ts(st.st_atime, st.st_atime_nsec),
+        mtime: ts(st.st_mtime, st.st_mtime_nsec),
+        ctime: ts(st.st_ctime, st.st_ctime_nsec),
+        change: (st.st_ctime as u64)
+            .wrapping_mul(1_000_000_000)
+            .wrapping_add(st.st_ctime_nsec as u64),
+    }
+}
+
+/// What a name in a directory is.
+pub(crate) enum Ent {
+    Inode {
+        id: Id,
+        st: libc::stat,
+    },
+    Linkto {
+        target: Id,
+        st: libc::stat,
+    },
+    /// No Cairn id (not created through Cairn).
+    Foreign {
+        st: libc::stat,
+    },
+}
+
+impl Ent {
+    pub fn st(&self) -> &libc::stat {
+        match self {
+            Ent::Inode { st, .. } | Ent::Linkto { st, .. } | Ent::Foreign { st } => st,
+        }
+    }
+}
+
+fn kind_of_dtype(d: u8) -> Option<FileType> {
+    Some(match d {
+        libc::DT_REG => FileType::Regular,
+        libc::DT_DIR => FileType::Directory,
+        libc::DT_LNK => FileType::Symlink,
+        libc::DT_FIFO => FileType::Fifo,
+        libc::DT_SOCK => FileType::Socket,
+        libc::DT_CHR => FileType::CharDevice,
+        libc::DT_BLK => FileType::BlockDevice,
+        _ => return None,
+    })
+}
+
+fn set_time(t: Option<SetTime>) -> libc::timespec {
+    match t {
+        None => libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_OMIT },
+        Some(SetTime::Now) => libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_NOW },
+        Some(SetTime::At(t)) => libc::timespec { tv_sec: t.sec, tv_nsec: t.nsec as i64 },
+    }
+}
+
+fn read_marker(path: &Path) -> Result<Option<BrickMarker>, RemoteError> {
+    let p = path.join(".cairn/brick.json");
+    match std::fs::read(&p) {
+        Ok(b) => serde_json::from_slice(&b).map(Some).map_err(|e| {
+            RemoteError::new(Errno::EIO, format!("brick marker {}: {e}", p.display()))
+        }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(RemoteError::new(
+            Errno::from_io(&e),
+            format!("reading brick marker {}: {e}", p.display()),
+        )),
+    }
+}
+
+fn io_err(e: io::Error, what: impl std::fmt::Display) -> RemoteError {
+    RemoteError::new(Errno::from_io(&e), format!("{what}: {e}"))
 }
 
 impl Brick {
@@ -35,15 +245,154 @@ impl Brick {
     /// directory, if it already is a brick (of any volume), or if it is not empty (unless
     /// `force`). Writes the marker, `.cairn/` and `data/` (mode 0755, root-owned).
     pub fn prepare(path: &Path, marker: &BrickMarker, force: bool) -> Result<(), RemoteError> {
-        let _ = (path, marker, force);
-        todo!()
+        let shown = path.display();
+        match std::fs::symlink_metadata(path) {
+            Ok(m) if !m.is_dir() => {
+                return Err(RemoteError::new(
+                    Errno::ENOTDIR,
+                    format!("brick path {shown} exists and is not a directory"),
+                ))
+            }
+            Ok(_) => {
+                if let Some(m) = read_marker(path)? {
+                    return Err(RemoteError::new(
+                        Errno::EEXIST,
+                        format!(
+                            "{shown} is already brick {} of volume {} ({})",
+                            m.index, m.volume, m.volume_id
+                        ),
+                    ));
+                }
+                let non_empty = std::fs::read_dir(path)
+                    .map_err(|e| io_err(e, format!("listing brick path {shown}")))?
+                    .next()
+                    .is_some();
+                if non_empty && !force {
+                    return Err(RemoteError::new(
+                        Errno::ENOTEMPTY,
+                        format!("brick path {shown} is not empty (use force to reuse it)"),
+                    ));
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(path)
+                    .map_err(|e| io_err(e, format!("creating brick path {shown}")))?;
+            }
+            Err(e) => return Err(io_err(e, format!("brick path {shown}"))),
+        }
+        if marker.volume_id.len() != 32 || Id::from_hex(&marker.volume_id).is_none() {
+            return Err(RemoteError::new(
+                Errno::EINVAL,
+                format!("volume id {:?} is not 32 hex digits", marker.volume_id),
+            ));
+        }
+        let step = |what: &str, r: io::Result<()>| -> Result<(), RemoteError> {
+            match r {
+                Err(e) if e.kind() != io::ErrorKind::AlreadyExists => {
+                    Err(io_err(e, format!("preparing brick {shown}: {what}")))
+                }
+                _ => Ok(()),
+            }
+        };
+        use std::os::unix::fs::{symlink, DirBuilderExt, PermissionsExt};
+        let mk = |p: PathBuf, mode: u32| -> io::Result<()> {
+            std::fs::DirBuilder::new().mode(mode).create(&p)?;
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode))
+        };
+        step("chmod 0711", std::fs::set_permissions(path, PermissionsExt::from_mode(0o711)))?;
+        step("chown root", std::os::unix::fs::chown(path, Some(0), Some(0)))?;
+        step("mkdir .cairn", mk(path.join(".cairn"), 0o711))?;
+        step("mkdir .cairn/ids", mk(path.join(".cairn/ids"), 0o711))?;
+        step("mkdir .cairn/pending", mk(path.join(".cairn/pending"), 0o700))?;
+        step("mkdir data", mk(path.join("data"), 0o755))?;
+        step("chown data", std::os::unix::fs::chown(path.join("data"), Some(0), Some(0)))?;
+        let data = sys::cstr(path.join("data").as_os_str().as_encoded_bytes())
+            .map_err(|e| io_err(e, "brick path"))?;
+        step(
+            "set root id on data/",
+            XTarget::Path(data).set(ids::XATTR_ID, &Id::ROOT.to_bytes(), 0),
+        )?;
+        step("mkdir .cairn/ids/00", mk(path.join(".cairn/ids/00"), 0o711))?;
+        step("mkdir .cairn/ids/00/00", mk(path.join(".cairn/ids/00/00"), 0o711))?;
+        step(
+            "root index link",
+            symlink("../../../../data", path.join(".cairn/ids/00/00").join(Id::ROOT.to_hex())),
+        )?;
+        let json = serde_json::to_vec_pretty(marker).expect("marker serializes");
+        let tmp = path.join(".cairn/brick.json.tmp");
+        step("write marker", std::fs::write(&tmp, json))?;
+        step("sync marker", std::fs::File::open(&tmp).and_then(|f| f.sync_all()))?;
+        step("rename marker", std::fs::rename(&tmp, path.join(".cairn/brick.json")))?;
+        step("sync .cairn", std::fs::File::open(path.join(".cairn")).and_then(|f| f.sync_all()))?;
+        Ok(())
     }
 
     /// Open an existing brick, checking its marker names `volume_id` and `index`.
     /// Errors name the path and what did not match.
+    ///
+    /// Sets the process umask to 0: modes come from clients, which applied their own.
     pub fn open(path: &Path, volume_id: &str, index: u32) -> Result<Brick, RemoteError> {
-        let _ = (path, volume_id, index);
-        todo!()
+        let shown = path.display();
+        let marker = read_marker(path)?.ok_or_else(|| {
+            RemoteError::new(
+                Errno::ENOENT,
+                format!("{shown} is not a brick (no .cairn/brick.json)"),
+            )
+        })?;
+        if marker.format != 1 {
+            return Err(RemoteError::new(
+                Errno::EINVAL,
+                format!("brick {shown}: unknown format {}", marker.format),
+            ));
+        }
+        if marker.volume_id != volume_id {
+            return Err(RemoteError::new(
+                Errno::EINVAL,
+                format!(
+                    "brick {shown} belongs to volume {} ({}), not {volume_id}",
+                    marker.volume, marker.volume_id
+                ),
+            ));
+        }
+        if marker.index != index {
+            return Err(RemoteError::new(
+                Errno::EINVAL,
+                format!("brick {shown} is brick {} of its volume, not {index}", marker.index),
+            ));
+        }
+        let p = sys::cstr(path.as_os_str().as_encoded_bytes()).map_err(|e| io_err(e, &shown))?;
+        let open = |dir: RawFd, name: &std::ffi::CStr, what: &str| {
+            sys::open_dir_at(dir, name).map_err(|e| io_err(e, format!("brick {shown}: {what}")))
+        };
+        let root = open(libc::AT_FDCWD, &p, "open")?;
+        let ids = open(root.as_raw_fd(), c".cairn/ids", "open .cairn/ids")?;
+        let data = open(root.as_raw_fd(), c"data", "open data/")?;
+        let pending_dir = open(root.as_raw_fd(), c".cairn/pending", "open .cairn/pending")?;
+        match id_of_fd(data.as_raw_fd()) {
+            Ok(Some(id)) if id == Id::ROOT => {}
+            other => {
+                return Err(RemoteError::new(
+                    Errno::EIO,
+                    format!("brick {shown}: data/ does not carry the root id ({other:?})"),
+                ))
+            }
+        }
+        unsafe { libc::umask(0) };
+        let brick = Brick {
+            root: path.to_path_buf(),
+            marker,
+            idx: Index::new(root, ids, data),
+            pending_dir,
+            opens: Mutex::new(HashMap::new()),
+            pending: Mutex::new(HashMap::new()),
+            listings: Mutex::new(HashMap::new()),
+            stripes: (0..64).map(|_| Mutex::new(())).collect(),
+        };
+        brick.sweep().map_err(|e| io_err(e, format!("brick {shown}: sweeping the id index")))?;
+        brick
+            .load_pending()
+            .map_err(|e| io_err(e, format!("brick {shown}: reading .cairn/pending")))?;
+        Ok(brick)
     }
 
     pub fn root(&self) -> &Path {
@@ -54,23 +403,1039 @@ impl Brick {
         &self.marker
     }
 
+    /// Remove index hard links whose inode has no other name (left by a crash between
+    /// unlinking a name and its index link), and leftover temporary links.
+    fn sweep(&self) -> io::Result<()> {
+        let ids = self.idx.ids_fd();
+        let mut removed = 0u64;
+        for a in sys::read_dir(ids)? {
+            let Ok(afd) = sys::open_dir_at(ids, &cstr(&a.name)?) else { continue };
+            for b in sys::read_dir(afd.as_raw_fd())? {
+                let Ok(bfd) = sys::open_dir_at(afd.as_raw_fd(), &cstr(&b.name)?) else {
+                    continue;
+                };
+                for e in sys::read_dir(bfd.as_raw_fd())? {
+                    let name = cstr(&e.name)?;
+                    if e.name.starts_with(b".tmp.") {
+                        let _ = sys::unlinkat(bfd.as_raw_fd(), &name, 0);
+                        continue;
+                    }
+                    let Some(id) = std::str::from_utf8(&e.name).ok().and_then(Id::from_hex) else {
+                        continue;
+                    };
+                    if id == Id::ROOT {
+                        continue;
+                    }
+                    let st = sys::lstatat(bfd.as_raw_fd(), &name)?;
+                    if st.st_nlink != 1 || is_dir(&st) {
+                        continue;
+                    }
+                    // A symlink without the id xattr is a directory's index link.
+                    if is_lnk(&st) && id_of(&XTarget::at(bfd.as_raw_fd(), &e.name)?)? != Some(id) {
+                        continue;
+                    }
+                    sys::unlinkat(bfd.as_raw_fd(), &name, 0)?;
+                    removed += 1;
+                }
+            }
+        }
+        if removed > 0 {
+            tracing::info!(brick = %self.root.display(), removed, "removed orphaned index links");
+        }
+        Ok(())
+    }
+
     /// Execute one operation. `data` is the request's bulk segment (WRITE payload,
     /// COMPARE_AND_WRITE pair); the returned `Bytes` is the reply's bulk segment (READ
     /// data, HEAL_FETCH file contents). Lock ops (`SetLock`, `GetLock`) are not brick
     /// operations and return ENOTSUP here (`cairnd` keeps locks in memory).
-    pub fn execute(&self, creds: &Creds, op: &Op, data: &[u8], mode: Exec<'_>) -> Result<(Reply, Bytes), RemoteError> {
-        let _ = (creds, op, data, mode);
-        todo!()
+    pub fn execute(
+        &self,
+        creds: &Creds,
+        op: &Op,
+        data: &[u8],
+        mode: Exec<'_>,
+    ) -> Result<(Reply, Bytes), RemoteError> {
+        let cx = match mode {
+            Exec::Primary => Cx {
+                caller: if creds.uid == 0 { None } else { Some(creds) },
+                replica: false,
+                result: None,
+            },
+            Exec::Replica { result } => Cx { caller: None, replica: true, result },
+        };
+        self.run(&cx, op, data).map_err(|f| {
+            let e = RemoteError::new(
+                Errno(f.errno),
+                format!(
+                    "brick {}#{} ({}): {}: {}",
+                    self.marker.volume,
+                    self.marker.index,
+                    self.root.display(),
+                    op.name(),
+                    f.what
+                ),
+            );
+            tracing::debug!(error = %e, "brick op failed");
+            e
+        })
     }
 
-    /// Record, durably, that `id` changed while brick `peer` was not receiving writes.
-    pub fn pending_add(&self, peer: u32, id: Id) -> Result<(), RemoteError> {
-        let _ = (peer, id);
-        todo!()
+    fn run(&self, cx: &Cx, op: &Op, data: &[u8]) -> R<(Reply, Bytes)> {
+        let unit = |r: R<Reply>| r.map(|r| (r, Bytes::new()));
+        match op {
+            Op::Lookup { dir, name } => unit(self.op_lookup(cx, *dir, name)),
+            Op::LookupPath { components } => unit(self.op_lookup_path(cx, components)),
+            Op::GetAttr { id } => unit(self.attr(*id).map(Reply::Attr)),
+            Op::SetAttr { id, set } => unit(self.op_setattr(cx, *id, set)),
+            Op::Create { dir, name, id, kind, perm, rdev, target, exclusive } => {
+                unit(self.op_create(
+                    cx,
+                    *dir,
+                    name,
+                    *id,
+                    *kind,
+                    *perm,
+                    *rdev,
+                    target.as_deref(),
+                    *exclusive,
+                ))
+            }
+            Op::Mkdir { dir, name, id, perm } => unit(self.op_mkdir(cx, *dir, name, *id, *perm)),
+            Op::MkLinkto { dir, name, target } => unit(self.op_mklinkto(cx, *dir, name, *target)),
+            Op::Link { id, dir, name } => unit(self.op_link(cx, *id, *dir, name)),
+            Op::Unlink { dir, name } => unit(self.op_unlink(cx, *dir, name)),
+            Op::Rmdir { dir, name } => unit(self.op_rmdir(cx, *dir, name)),
+            Op::Rename { src_dir, src_name, dst_dir, dst_name, flags } => {
+                unit(self.op_rename(cx, *src_dir, src_name, *dst_dir, dst_name, *flags))
+            }
+            Op::Readlink { id } => unit(self.op_readlink(*id)),
+            Op::Open { id } => unit(self.op_open(*id)),
+            Op::Release { id } => unit(self.op_release(*id)),
+            Op::Read { id, offset, len } => self.op_read(cx, *id, *offset, *len),
+            Op::Write { id, offset } => unit(self.op_write(cx, *id, *offset, data)),
+            Op::Fsync { id, datasync } => unit(self.op_fsync(*id, *datasync)),
+            Op::Fallocate { id, mode, offset, len } => {
+                unit(self.op_fallocate(cx, *id, *mode, *offset, *len))
+            }
+            Op::Seek { id, offset, whence } => unit(self.op_seek(*id, *offset, *whence)),
+            Op::CompareAndWrite { id, offset } => unit(self.op_caw(cx, *id, *offset, data)),
+            Op::GetXattr { id, name } => unit(self.op_getxattr(cx, *id, name)),
+            Op::SetXattr { id, name, value, flags } => {
+                unit(self.op_setxattr(cx, *id, name, value, *flags))
+            }
+            Op::ListXattr { id } => unit(self.op_listxattr(*id)),
+            Op::RemoveXattr { id, name } => unit(self.op_removexattr(cx, *id, name)),
+            Op::StatFs => unit(self.op_statfs()),
+            Op::ReadDir { dir, cookie, max, plus } => {
+                unit(self.op_readdir(*dir, *cookie, *max, *plus))
+            }
+            Op::SetLock { .. } | Op::GetLock { .. } => {
+                Err(fail(libc::ENOTSUP, "locks are kept by cairnd, not by the brick store"))
+            }
+            Op::PendingList { peer } => unit(Ok(Reply::Ids(self.pending_list(*peer)))),
+            Op::PendingClear { peer, ids } => {
+                unit(self.pending_clear(*peer, ids).map(|_| Reply::Unit))
+            }
+            Op::HealFetch { id } => self.heal_fetch(*id),
+            Op::HealApply { state } => unit(self.heal_apply(state, data).map(|_| Reply::Unit)),
+        }
     }
 
-    /// Number of ids pending for each peer.
-    pub fn pending_counts(&self) -> Vec<(u32, u64)> {
-        todo!()
+    // ----- helpers -----
+
+    /// An fd of directory `id`; an unknown id is ESTALE, a non-directory ENOTDIR.
+    pub(crate) fn dir(&self, id: Id) -> R<Arc<OwnedFd>> {
+        self.idx.dir_fd(id).map_err(|e| match e.raw_os_error() {
+            Some(libc::ENOENT) => fail(libc::ESTALE, format!("no directory with id {id}")),
+            _ => Err::<(), _>(e).ctx(|| format!("directory {id}")).unwrap_err(),
+        })
     }
+
+    pub(crate) fn find(&self, id: Id) -> R<Found> {
+        self.idx.find(id).map_err(|e| match e.raw_os_error() {
+            Some(libc::ENOENT) => fail(libc::ESTALE, format!("no inode with id {id}")),
+            _ => Err::<(), _>(e).ctx(|| format!("id {id}")).unwrap_err(),
+        })
+    }
+
+    pub(crate) fn file(&self, id: Id) -> R<Arc<OwnedFd>> {
+        self.idx.file_fd(id).map_err(|e| match e.raw_os_error() {
+            Some(libc::ENOENT) => fail(libc::ESTALE, format!("no inode with id {id}")),
+            _ => Err::<(), _>(e).ctx(|| format!("regular file {id}")).unwrap_err(),
+        })
+    }
+
+    pub(crate) fn attr(&self, id: Id) -> R<Attr> {
+        match self.find(id)? {
+            Found::Dir(fd) => {
+                let st = sys::fstat(fd.as_raw_fd()).ctx(|| format!("stat of directory {id}"))?;
+                Ok(attr_of(id, &st, false))
+            }
+            Found::Other(st) => Ok(attr_of(id, &st, true)),
+        }
+    }
+
+    /// What `name` in `dir` is (never following a symlink).
+    pub(crate) fn entry(&self, dir: RawFd, name: &[u8]) -> io::Result<Ent> {
+        let st = sys::lstatat(dir, &cstr(name)?)?;
+        let t = XTarget::at(dir, name)?;
+        if let Some(id) = id_of(&t)? {
+            return Ok(Ent::Inode { id, st });
+        }
+        if is_reg(&st) {
+            if let Some(target) = linkto_of(&t)? {
+                return Ok(Ent::Linkto { target, st });
+            }
+        }
+        Ok(Ent::Foreign { st })
+    }
+
+    pub(crate) fn forget_listing(&self, dir: Id) {
+        self.listings.lock().remove(&dir);
+    }
+
+    /// Drop the index link of non-directory `id` once no name and no open refers to it.
+    pub(crate) fn drop_if_unused(&self, id: Id) -> R<()> {
+        let opens = self.opens.lock();
+        if opens.get(&id).copied().unwrap_or(0) > 0 {
+            return Ok(());
+        }
+        match self.idx.lstat_index(id) {
+            Ok(st) if st.st_nlink <= 1 && !is_dir(&st) => {
+                if is_lnk(&st)
+                    && id_of(&self.idx.xtarget(id).ctx(|| "")?).ok().flatten() != Some(id)
+                {
+                    return Ok(()); // a directory's index link
+                }
+                self.idx.unlink(id).ctx(|| format!("removing index link of {id}"))
+            }
+            Ok(_) => Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+            Err(e) => Err(e).ctx(|| format!("index link of {id}")),
+        }
+    }
+
+    /// Copy owner and permission bits of the head's result onto a replica's new inode.
+    pub(crate) fn apply_result(&self, cx: &Cx, id: Id, dirfd: Option<RawFd>) -> R<()> {
+        let Some(a) = cx.result else { return Ok(()) };
+        let what = || format!("copying owner/mode of {id} from the head");
+        match dirfd {
+            Some(fd) => {
+                sys::fchown(fd, a.uid, a.gid).ctx(what)?;
+                sys::fchmod(fd, a.perm & 0o7777).ctx(what)?;
+            }
+            None => {
+                let r = ids::rel(id);
+                sys::lchownat(self.idx.ids_fd(), &r, a.uid, a.gid).ctx(what)?;
+                if a.kind != FileType::Symlink {
+                    sys::fchmodat(self.idx.ids_fd(), &r, a.perm & 0o7777).ctx(what)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn stripe(&self, id: Id) -> &Mutex<()> {
+        &self.stripes[(id.0 % self.stripes.len() as u128) as usize]
+    }
+
+    // ----- namespace ops -----
+
+    fn op_lookup(&self, cx: &Cx, dir: Id, name: &[u8]) -> R<Reply> {
+        valid_name(name)?;
+        let dfd = self.dir(dir)?;
+        let d = dfd.as_raw_fd();
+        let what = || format!("{} in directory {dir}", show(name));
+        let cname = cstr(name).ctx(what)?;
+        cx.user(|| sys::lstatat(d, &cname)).ctx(what)?;
+        match self.entry(d, name).ctx(what)? {
+            Ent::Inode { id, st } => {
+                Ok(Reply::Entry { attr: attr_of(id, &st, true), linkto: None })
+            }
+            Ent::Linkto { target, st } => {
+                Ok(Reply::Entry { attr: attr_of(target, &st, false), linkto: Some(target) })
+            }
+            Ent::Foreign { .. } => Err(fail(libc::EIO, format!("{} has no cairn id", what()))),
+        }
+    }
+
+    fn op_lookup_path(&self, cx: &Cx, components: &[Vec<u8>]) -> R<Reply> {
+        let mut cur = self.idx.data.clone();
+        let mut out = Vec::new();
+        for c in components {
+            valid_name(c)?;
+            let cname = cstr(c).ctx(|| show(c))?;
+            let fd = match cx.user(|| sys::open_dir_at(cur.as_raw_fd(), &cname)) {
+                Ok(fd) => fd,
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::ENOENT) | Some(libc::ENOTDIR) | Some(libc::ELOOP)
+                    ) =>
+                {
+                    break
+                }
+                Err(e) => return Err(e).ctx(|| format!("path component {}", show(c))),
+            };
+            let Some(id) = id_of_fd(fd.as_raw_fd()).ctx(|| show(c))? else { break };
+            let st = sys::fstat(fd.as_raw_fd()).ctx(|| show(c))?;
+            out.push(attr_of(id, &st, false));
+            cur = self.idx.remember_dir(id, fd);
+        }
+        Ok(Reply::Attrs(out))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn op_create(
+        &self,
+        cx: &Cx,
+        dir: Id,
+        name: &[u8],
+        id: Id,
+        kind: FileType,
+        perm: u32,
+        rdev: u64,
+        target: Option<&[u8]>,
+        exclusive: bool,
+    ) -> R<Reply> {
+        valid_name(name)?;
+        let what = || format!("{} in directory {dir}", show(name));
+        if id == Id::ROOT || id == Id(0) {
+            return Err(fail(libc::EINVAL, format!("{}: invalid id {id}", what())));
+        }
+        let dfd = self.dir(dir)?;
+        let d = dfd.as_raw_fd();
+        let cname = cstr(name).ctx(what)?;
+        let existing = |cx: &Cx| -> R<Option<Reply>> {
+            match self.entry(d, name) {
+                Ok(Ent::Inode { id: eid, st }) => {
+                    if cx.replica && eid == id {
+                        self.apply_result(cx, id, None)?;
+                        return Ok(Some(Reply::Attr(self.attr(id)?)));
+                    }
+                    if !exclusive && !cx.replica && kind == FileType::Regular && is_reg(&st) {
+                        return Ok(Some(Reply::Attr(attr_of(eid, &st, true))));
+                    }
+                    Err(fail(libc::EEXIST, format!("{} exists (id {eid})", what())))
+                }
+                Ok(_) => Err(fail(libc::EEXIST, format!("{} exists", what()))),
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
+                Err(e) => Err(e).ctx(what),
+            }
+        };
+        if cx.replica || !exclusive {
+            if let Some(r) = existing(cx)? {
+                return Ok(r);
+            }
+        }
+        let perm = perm & 0o7777;
+        let mut file: Option<OwnedFd> = None;
+        let made = match kind {
+            FileType::Regular => cx
+                .user(|| {
+                    sys::openat(
+                        d,
+                        &cname,
+                        libc::O_CREAT | libc::O_EXCL | libc::O_RDONLY | libc::O_NOFOLLOW,
+                        perm,
+                    )
+                })
+                .map(|fd| file = Some(fd)),
+            FileType::Directory => {
+                return Err(fail(libc::EINVAL, format!("{}: create of a directory", what())))
+            }
+            FileType::Symlink => {
+                let t = target.ok_or_else(|| {
+                    fail(libc::EINVAL, format!("{}: symlink without target", what()))
+                })?;
+                if t.is_empty() || t.len() > 4095 {
+                    return Err(fail(
+                        libc::EINVAL,
+                        format!("{}: bad symlink target length", what()),
+                    ));
+                }
+                let ct = cstr(t).ctx(what)?;
+                cx.user(|| sys::symlinkat(&ct, d, &cname))
+            }
+            other => cx.user(|| sys::mknodat(d, &cname, other.mode_bits() | perm, rdev)),
+        };
+        if let Err(e) = made {
+            if e.raw_os_error() == Some(libc::EEXIST) && !exclusive {
+                if let Some(r) = existing(cx)? {
+                    return Ok(r);
+                }
+            }
+            return Err(e).ctx(what);
+        }
+        let finish = || -> io::Result<()> {
+            let t = match &file {
+                Some(fd) => XTarget::Fd(fd.as_raw_fd()),
+                None => XTarget::at(d, name)?,
+            };
+            t.set(ids::XATTR_ID, &id.to_bytes(), libc::XATTR_CREATE)?;
+            self.idx.link_file(id, d, name)
+        };
+        if let Err(e) = finish() {
+            let _ = sys::unlinkat(d, &cname, 0);
+            return Err(e).ctx(|| format!("{}: recording id {id}", what()));
+        }
+        self.forget_listing(dir);
+        if cx.replica {
+            self.apply_result(cx, id, None)?;
+        }
+        Ok(Reply::Attr(self.attr(id)?))
+    }
+
+    fn op_mkdir(&self, cx: &Cx, dir: Id, name: &[u8], id: Id, perm: u32) -> R<Reply> {
+        valid_name(name)?;
+        let what = || format!("{} in directory {dir}", show(name));
+        if id == Id::ROOT || id == Id(0) {
+            return Err(fail(libc::EINVAL, format!("{}: invalid id {id}", what())));
+        }
+        let dfd = self.dir(dir)?;
+        let d = dfd.as_raw_fd();
+        let cname = cstr(name).ctx(what)?;
+        match self.entry(d, name) {
+            Ok(Ent::Inode { id: eid, st }) if cx.replica && eid == id && is_dir(&st) => {
+                let fd = self.dir(id)?;
+                self.apply_result(cx, id, Some(fd.as_raw_fd()))?;
+                return Ok(Reply::Attr(self.attr(id)?));
+            }
+            Ok(_) => return Err(fail(libc::EEXIST, format!("{} exists", what()))),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+            Err(e) => return Err(e).ctx(what),
+        }
+        if self.idx.lstat_index(id).is_ok() {
+            return Err(fail(libc::EEXIST, format!("{}: id {id} already in use", what())));
+        }
+        cx.user(|| sys::mkdirat(d, &cname, perm & 0o7777)).ctx(what)?;
+        let finish = || -> io::Result<Arc<OwnedFd>> {
+            let fd = sys::open_dir_at(d, &cname)?;
+            XTarget::Fd(fd.as_raw_fd()).set(ids::XATTR_ID, &id.to_bytes(), libc::XATTR_CREATE)?;
+            self.idx.set_dir_link(id, dir, name)?;
+            Ok(self.idx.remember_dir(id, fd))
+        };
+        let fd = match finish() {
+            Ok(fd) => fd,
+            Err(e) => {
+                let _ = sys::unlinkat(d, &cname, libc::AT_REMOVEDIR);
+                self.idx.forget_dir(id);
+                return Err(e).ctx(|| format!("{}: recording id {id}", what()));
+            }
+        };
+        self.forget_listing(dir);
+        if cx.replica {
+            self.apply_result(cx, id, Some(fd.as_raw_fd()))?;
+        }
+        let st = sys::fstat(fd.as_raw_fd()).ctx(what)?;
+        Ok(Reply::Attr(attr_of(id, &st, false)))
+    }
+
+    fn op_mklinkto(&self, cx: &Cx, dir: Id, name: &[u8], target: Id) -> R<Reply> {
+        valid_name(name)?;
+        let what = || format!("linkto {} in directory {dir}", show(name));
+        let dfd = self.dir(dir)?;
+        let d = dfd.as_raw_fd();
+        let cname = cstr(name).ctx(what)?;
+        match self.entry(d, name) {
+            Ok(Ent::Linkto { target: t, .. }) if cx.replica && t == target => {
+                return Ok(Reply::Unit)
+            }
+            Ok(_) => return Err(fail(libc::EEXIST, format!("{} exists", what()))),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+            Err(e) => return Err(e).ctx(what),
+        }
+        let fd = sys::openat(
+            d,
+            &cname,
+            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_NOFOLLOW,
+            0,
+        )
+        .ctx(what)?;
+        if let Err(e) = XTarget::Fd(fd.as_raw_fd()).set(ids::XATTR_LINKTO, &target.to_bytes(), 0) {
+            let _ = sys::unlinkat(d, &cname, 0);
+            return Err(e).ctx(what);
+        }
+        self.forget_listing(dir);
+        Ok(Reply::Unit)
+    }
+
+    fn op_link(&self, cx: &Cx, id: Id, dir: Id, name: &[u8]) -> R<Reply> {
+        valid_name(name)?;
+        let what = || format!("link of {id} as {} in directory {dir}", show(name));
+        if let Found::Dir(_) = self.find(id)? {
+            return Err(fail(libc::EPERM, format!("{}: hard link to a directory", what())));
+        }
+        let dfd = self.dir(dir)?;
+        let d = dfd.as_raw_fd();
+        let cname = cstr(name).ctx(what)?;
+        match cx.user(|| sys::linkat(self.idx.ids_fd(), &ids::rel(id), d, &cname)) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) && cx.replica => {
+                match self.entry(d, name) {
+                    Ok(Ent::Inode { id: eid, .. }) if eid == id => {}
+                    _ => return Err(e).ctx(what),
+                }
+            }
+            Err(e) => return Err(e).ctx(what),
+        }
+        self.forget_listing(dir);
+        Ok(Reply::Attr(self.attr(id)?))
+    }
+
+    fn op_unlink(&self, cx: &Cx, dir: Id, name: &[u8]) -> R<Reply> {
+        valid_name(name)?;
+        let what = || format!("{} in directory {dir}", show(name));
+        let dfd = self.dir(dir)?;
+        let d = dfd.as_raw_fd();
+        let cname = cstr(name).ctx(what)?;
+        let ent = match self.entry(d, name) {
+            Ok(e) => e,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) && cx.replica => {
+                return Ok(Reply::Unit)
+            }
+            Err(e) => return Err(e).ctx(what),
+        };
+        if is_dir(ent.st()) {
+            return Err(fail(libc::EISDIR, format!("{} is a directory", what())));
+        }
+        cx.user(|| sys::unlinkat(d, &cname, 0)).ctx(what)?;
+        self.forget_listing(dir);
+        if let Ent::Inode { id, .. } = ent {
+            self.drop_if_unused(id)?;
+        }
+        Ok(Reply::Unit)
+    }
+
+    fn op_rmdir(&self, cx: &Cx, dir: Id, name: &[u8]) -> R<Reply> {
+        valid_name(name)?;
+        let what = || format!("{} in directory {dir}", show(name));
+        let dfd = self.dir(dir)?;
+        let d = dfd.as_raw_fd();
+        let cname = cstr(name).ctx(what)?;
+        let ent = match self.entry(d, name) {
+            Ok(e) => e,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) && cx.replica => {
+                return Ok(Reply::Unit)
+            }
+            Err(e) => return Err(e).ctx(what),
+        };
+        if !is_dir(ent.st()) {
+            return Err(fail(libc::ENOTDIR, format!("{} is not a directory", what())));
+        }
+        let mut r = cx.user(|| sys::unlinkat(d, &cname, libc::AT_REMOVEDIR));
+        if matches!(&r, Err(e) if e.raw_os_error() == Some(libc::ENOTEMPTY))
+            && self.remove_linktos_only(d, name).ctx(what)?
+        {
+            r = cx.user(|| sys::unlinkat(d, &cname, libc::AT_REMOVEDIR));
+        }
+        r.ctx(what)?;
+        self.forget_listing(dir);
+        if let Ent::Inode { id, .. } = ent {
+            self.forget_listing(id);
+            self.idx.unlink(id).ctx(|| format!("removing index link of {id}"))?;
+        }
+        Ok(Reply::Unit)
+    }
+
+    /// If directory `name` holds linkto entries only, remove them (they are internal, the
+    /// user sees the directory as empty). Returns whether it did.
+    fn remove_linktos_only(&self, d: RawFd, name: &[u8]) -> io::Result<bool> {
+        let sub = sys::open_dir_at(d, &cstr(name)?)?;
+        let s = sub.as_raw_fd();
+        let entries = sys::read_dir(s)?;
+        for e in &entries {
+            if !matches!(self.entry(s, &e.name)?, Ent::Linkto { .. }) {
+                return Ok(false);
+            }
+        }
+        for e in &entries {
+            sys::unlinkat(s, &cstr(&e.name)?, 0)?;
+        }
+        Ok(true)
+    }
+
+    fn op_rename(
+        &self,
+        cx: &Cx,
+        src_dir: Id,
+        src_name: &[u8],
+        dst_dir: Id,
+        dst_name: &[u8],
+        flags: u32,
+    ) -> R<Reply> {
+        valid_name(src_name)?;
+        valid_name(dst_name)?;
+        let what = || {
+            format!(
+                "{} in directory {src_dir} to {} in directory {dst_dir}",
+                show(src_name),
+                show(dst_name)
+            )
+        };
+        use cairn_proto::rename_flags::{EXCHANGE, NOREPLACE};
+        if flags & !(EXCHANGE | NOREPLACE) != 0 || flags == EXCHANGE | NOREPLACE {
+            return Err(fail(libc::EINVAL, format!("{}: bad flags {flags:#x}", what())));
+        }
+        let sfd = self.dir(src_dir)?;
+        let dfd = self.dir(dst_dir)?;
+        let (s, d) = (sfd.as_raw_fd(), dfd.as_raw_fd());
+        let (cs, cd) = (cstr(src_name).ctx(what)?, cstr(dst_name).ctx(what)?);
+        let src = match self.entry(s, src_name) {
+            Ok(e) => e,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) && cx.replica => {
+                return Ok(Reply::Unit)
+            }
+            Err(e) => return Err(e).ctx(what),
+        };
+        let dst = match self.entry(d, dst_name) {
+            Ok(e) => Some(e),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
+            Err(e) => return Err(e).ctx(what),
+        };
+        // renameat2 flags have the same values as ours.
+        cx.user(|| sys::renameat2(s, &cs, d, &cd, flags)).ctx(what)?;
+        self.forget_listing(src_dir);
+        self.forget_listing(dst_dir);
+        if let Ent::Inode { id, st } = &src {
+            if is_dir(st) {
+                self.idx
+                    .set_dir_link(*id, dst_dir, dst_name)
+                    .ctx(|| format!("{}: updating index link of {id}", what()))?;
+            }
+        }
+        let same = |a: &libc::stat, b: &libc::stat| a.st_ino == b.st_ino && a.st_dev == b.st_dev;
+        if let Some(Ent::Inode { id, st }) = &dst {
+            if flags & EXCHANGE != 0 {
+                if is_dir(st) {
+                    self.idx
+                        .set_dir_link(*id, src_dir, src_name)
+                        .ctx(|| format!("{}: updating index link of {id}", what()))?;
+                }
+            } else if !same(st, src.st()) {
+                if is_dir(st) {
+                    self.forget_listing(*id);
+                    self.idx.unlink(*id).ctx(|| format!("removing index link of {id}"))?;
+                } else {
+                    self.drop_if_unused(*id)?;
+                }
+            }
+        }
+        Ok(Reply::Unit)
+    }
+
+    fn op_readlink(&self, id: Id) -> R<Reply> {
+        match self.find(id)? {
+            Found::Other(st) if is_lnk(&st) => {
+                let t = sys::readlinkat(self.idx.ids_fd(), &ids::rel(id))
+                    .ctx(|| format!("readlink of {id}"))?;
+                Ok(Reply::Bytes(t))
+            }
+            _ => Err(fail(libc::EINVAL, format!("{id} is not a symlink"))),
+        }
+    }
+
+    fn op_setattr(&self, cx: &Cx, id: Id, set: &cairn_proto::SetAttr) -> R<Reply> {
+        let what = || format!("setattr of {id}");
+        let times = [set_time(set.atime), set_time(set.mtime)];
+        let want_times = set.atime.is_some() || set.mtime.is_some();
+        let chown = set.uid.is_some() || set.gid.is_some();
+        let (uid, gid) = (set.uid.unwrap_or(u32::MAX), set.gid.unwrap_or(u32::MAX));
+        let found = self.find(id)?;
+        let fd: Option<Arc<OwnedFd>> = match &found {
+            Found::Dir(fd) => Some(fd.clone()),
+            Found::Other(st) if is_reg(st) => Some(self.file(id)?),
+            Found::Other(_) => None,
+        };
+        let st = match &found {
+            Found::Dir(fd) => sys::fstat(fd.as_raw_fd()).ctx(what)?,
+            Found::Other(st) => *st,
+        };
+        let r = ids::rel(id);
+        let ix = self.idx.ids_fd();
+        if chown {
+            match &fd {
+                Some(fd) => cx.user(|| sys::fchown(fd.as_raw_fd(), uid, gid)),
+                None => cx.user(|| sys::lchownat(ix, &r, uid, gid)),
+            }
+            .ctx(what)?;
+        }
+        if let Some(perm) = set.perm {
+            match &fd {
+                Some(fd) => cx.user(|| sys::fchmod(fd.as_raw_fd(), perm & 0o7777)),
+                None if is_lnk(&st) => Err(sys::errno(libc::EOPNOTSUPP)),
+                None => cx.user(|| sys::fchmodat(ix, &r, perm & 0o7777)),
+            }
+            .ctx(what)?;
+        }
+        if let Some(size) = set.size {
+            if is_dir(&st) {
+                return Err(fail(libc::EISDIR, format!("{}: truncate of a directory", what())));
+            }
+            let Some(fd) = fd.as_ref().filter(|_| is_reg(&st)) else {
+                return Err(fail(
+                    libc::EINVAL,
+                    format!("{}: truncate of a non-regular file", what()),
+                ));
+            };
+            cx.check(&st, 2)?;
+            sys::ftruncate(fd.as_raw_fd(), size).ctx(what)?;
+        }
+        if want_times {
+            match &fd {
+                Some(fd) => cx.user(|| sys::futimens(fd.as_raw_fd(), &times)),
+                None => cx.user(|| sys::lutimensat(ix, &r, &times)),
+            }
+            .ctx(what)?;
+        }
+        Ok(Reply::Attr(self.attr(id)?))
+    }
+
+    fn op_open(&self, id: Id) -> R<Reply> {
+        let mut opens = self.opens.lock();
+        self.find(id)?;
+        *opens.entry(id).or_insert(0) += 1;
+        Ok(Reply::Unit)
+    }
+
+    fn op_release(&self, id: Id) -> R<Reply> {
+        {
+            let mut opens = self.opens.lock();
+            match opens.get_mut(&id) {
+                Some(n) if *n > 1 => {
+                    *n -= 1;
+                    return Ok(Reply::Unit);
+                }
+                Some(_) => {
+                    opens.remove(&id);
+                }
+                None => return Ok(Reply::Unit),
+            }
+        }
+        if let Ok(Found::Other(_)) = self.idx.find(id) {
+            self.drop_if_unused(id)?;
+        }
+        Ok(Reply::Unit)
+    }
+
+    // ----- data ops -----
+
+    fn op_read(&self, cx: &Cx, id: Id, offset: u64, len: u32) -> R<(Reply, Bytes)> {
+        let what = || format!("read of {id} at {offset}+{len}");
+        let fd = self.file(id)?;
+        let st = sys::fstat(fd.as_raw_fd()).ctx(what)?;
+        cx.check(&st, 4)?;
+        let len = (len as usize).min(64 << 20);
+        let mut buf = vec![0u8; len];
+        let n = sys::pread(fd.as_raw_fd(), &mut buf, offset).ctx(what)?;
+        buf.truncate(n);
+        let eof = n < len || offset.saturating_add(n as u64) >= st.st_size as u64;
+        Ok((Reply::Data { eof }, Bytes::from(buf)))
+    }
+
+    fn op_write(&self, cx: &Cx, id: Id, offset: u64, data: &[u8]) -> R<Reply> {
+        let what = || format!("write of {id} at {offset}+{}", data.len());
+        let fd = self.file(id)?;
+        let _g = self.stripe(id).lock();
+        let st = sys::fstat(fd.as_raw_fd()).ctx(what)?;
+        cx.check(&st, 2)?;
+        sys::pwrite_all(fd.as_raw_fd(), data, offset).ctx(what)?;
+        self.clear_suid(cx, fd.as_raw_fd(), &st).ctx(what)?;
+        let st = sys::fstat(fd.as_raw_fd()).ctx(what)?;
+        Ok(Reply::Written { count: data.len() as u32, attr: attr_of(id, &st, true) })
+    }
+
+    /// A write by someone other than root clears setuid (and setgid with group exec).
+    fn clear_suid(&self, cx: &Cx, fd: RawFd, st: &libc::stat) -> io::Result<()> {
+        if cx.caller.is_none() {
+            return Ok(());
+        }
+        let mut kill = libc::S_ISUID;
+        if st.st_mode & libc::S_IXGRP != 0 {
+            kill |= libc::S_ISGID;
+        }
+        if st.st_mode & kill != 0 {
+            sys::fchmod(fd, st.st_mode & 0o7777 & !kill)?;
+        }
+        Ok(())
+    }
+
+    fn op_fsync(&self, id: Id, datasync: bool) -> R<Reply> {
+        let fd = match self.find(id)? {
+            Found::Dir(fd) => fd,
+            Found::Other(st) if is_reg(&st) => self.file(id)?,
+            Found::Other(_) => return Ok(Reply::Unit),
+        };
+        sys::fsync(fd.as_raw_fd(), datasync).ctx(|| format!("fsync of {id}"))?;
+        Ok(Reply::Unit)
+    }
+
+    fn op_fallocate(&self, cx: &Cx, id: Id, mode: u32, offset: u64, len: u64) -> R<Reply> {
+        use cairn_proto::falloc::{KEEP_SIZE, PUNCH_HOLE, ZERO_RANGE};
+        let what = || format!("fallocate of {id} mode {mode:#x} at {offset}+{len}");
+        if mode & !(KEEP_SIZE | PUNCH_HOLE | ZERO_RANGE) != 0 {
+            return Err(fail(libc::EOPNOTSUPP, format!("{}: unsupported mode", what())));
+        }
+        let fd = self.file(id)?;
+        let _g = self.stripe(id).lock();
+        let st = sys::fstat(fd.as_raw_fd()).ctx(what)?;
+        cx.check(&st, 2)?;
+        sys::fallocate(fd.as_raw_fd(), mode as i32, offset, len).ctx(what)?;
+        Ok(Reply::Attr(self.attr(id)?))
+    }
+
+    fn op_seek(&self, id: Id, offset: u64, whence: SeekWhence) -> R<Reply> {
+        let fd = self.file(id)?;
+        let w = match whence {
+            SeekWhence::Data => libc::SEEK_DATA,
+            SeekWhence::Hole => libc::SEEK_HOLE,
+        };
+        // lseek on a shared fd moves its offset; nothing else uses the offset (pread/pwrite).
+        let off = sys::lseek(fd.as_raw_fd(), offset, w)
+            .ctx(|| format!("seek {whence:?} of {id} from {offset}"))?;
+        Ok(Reply::Offset(off))
+    }
+
+    fn op_caw(&self, cx: &Cx, id: Id, offset: u64, data: &[u8]) -> R<Reply> {
+        let what = || format!("compare_and_write of {id} at {offset}+{}", data.len() / 2);
+        if data.len() & 1 != 0 {
+            return Err(fail(libc::EINVAL, format!("{}: payload has odd length", what())));
+        }
+        let (cmp, new) = data.split_at(data.len() / 2);
+        let fd = self.file(id)?;
+        let _g = self.stripe(id).lock();
+        let st = sys::fstat(fd.as_raw_fd()).ctx(what)?;
+        cx.check(&st, 6)?;
+        let mut cur = vec![0u8; cmp.len()];
+        let n = sys::pread(fd.as_raw_fd(), &mut cur, offset).ctx(what)?;
+        cur[n..].fill(0);
+        if let Some(at) = cur.iter().zip(cmp).position(|(a, b)| a != b) {
+            return Err(fail(
+                Errno::EMISCOMPARE.0,
+                format!("{}: miscompare at byte {}", what(), offset + at as u64),
+            ));
+        }
+        sys::pwrite_all(fd.as_raw_fd(), new, offset).ctx(what)?;
+        let st = sys::fstat(fd.as_raw_fd()).ctx(what)?;
+        Ok(Reply::Written { count: new.len() as u32, attr: attr_of(id, &st, true) })
+    }
+
+    // ----- xattrs -----
+
+    /// Where the xattrs of `id` live; the fd (if any) is kept alive by the returned Arc.
+    fn xtarget(&self, id: Id) -> R<(XTarget, Option<Arc<OwnedFd>>)> {
+        let what = || format!("xattrs of {id}");
+        match self.find(id)? {
+            Found::Dir(fd) => Ok((XTarget::Fd(fd.as_raw_fd()), Some(fd))),
+            Found::Other(st) if is_reg(&st) => {
+                let fd = self.file(id)?;
+                Ok((XTarget::Fd(fd.as_raw_fd()), Some(fd)))
+            }
+            Found::Other(_) => Ok((self.idx.xtarget(id).ctx(what)?, None)),
+        }
+    }
+
+    fn op_getxattr(&self, cx: &Cx, id: Id, name: &[u8]) -> R<Reply> {
+        let (disk, privileged) = map_xattr(cx, name)?;
+        let (t, _keep) = self.xtarget(id)?;
+        let what = || format!("xattr {} of {id}", show(name));
+        let v = if privileged { t.get(&disk) } else { cx.user(|| t.get(&disk)) }.ctx(what)?;
+        Ok(Reply::Bytes(v))
+    }
+
+    fn op_setxattr(&self, cx: &Cx, id: Id, name: &[u8], value: &[u8], flags: u32) -> R<Reply> {
+        let (disk, privileged) = map_xattr(cx, name)?;
+        let what = || format!("xattr {} of {id}", show(name));
+        use cairn_proto::xattr_flags::{CREATE, REPLACE};
+        if flags & !(CREATE | REPLACE) != 0 {
+            return Err(fail(libc::EINVAL, format!("{}: bad flags {flags:#x}", what())));
+        }
+        let mut f = 0;
+        if flags & CREATE != 0 {
+            f |= libc::XATTR_CREATE;
+        }
+        if flags & REPLACE != 0 {
+            f |= libc::XATTR_REPLACE;
+        }
+        let (t, _keep) = self.xtarget(id)?;
+        if privileged { t.set(&disk, value, f) } else { cx.user(|| t.set(&disk, value, f)) }
+            .ctx(what)?;
+        Ok(Reply::Unit)
+    }
+
+    fn op_removexattr(&self, cx: &Cx, id: Id, name: &[u8]) -> R<Reply> {
+        let (disk, privileged) = map_xattr(cx, name)?;
+        let what = || format!("xattr {} of {id}", show(name));
+        let (t, _keep) = self.xtarget(id)?;
+        if privileged { t.remove(&disk) } else { cx.user(|| t.remove(&disk)) }.ctx(what)?;
+        Ok(Reply::Unit)
+    }
+
+    fn op_listxattr(&self, id: Id) -> R<Reply> {
+        Ok(Reply::Names(self.visible_xattrs(id)?))
+    }
+
+    /// The client-visible xattr names of `id`.
+    pub(crate) fn visible_xattrs(&self, id: Id) -> R<Vec<Vec<u8>>> {
+        let (t, _keep) = self.xtarget(id)?;
+        let names = t.list().ctx(|| format!("xattrs of {id}"))?;
+        Ok(names.into_iter().filter_map(|n| unmap_xattr(&n)).collect())
+    }
+
+    /// Read a client-visible xattr as root (heal).
+    pub(crate) fn xattr_pairs(&self, id: Id) -> R<Vec<(Vec<u8>, Vec<u8>)>> {
+        let root = Cx { caller: None, replica: true, result: None };
+        let (t, _keep) = self.xtarget(id)?;
+        let mut out = Vec::new();
+        for n in self.visible_xattrs(id)? {
+            let (disk, _) = map_xattr(&root, &n)?;
+            match t.get(&disk) {
+                Ok(v) => out.push((n, v)),
+                Err(e) if e.raw_os_error() == Some(libc::ENODATA) => {}
+                Err(e) => return Err(e).ctx(|| format!("xattr {} of {id}", show(&n))),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Make the client-visible xattrs of `id` exactly `want` (heal, as root).
+    pub(crate) fn set_xattrs(&self, id: Id, want: &[(Vec<u8>, Vec<u8>)]) -> R<()> {
+        let root = Cx { caller: None, replica: true, result: None };
+        let (t, _keep) = self.xtarget(id)?;
+        for n in self.visible_xattrs(id)? {
+            if !want.iter().any(|(w, _)| *w == n) {
+                let (disk, _) = map_xattr(&root, &n)?;
+                t.remove(&disk).ctx(|| format!("removing xattr {} of {id}", show(&n)))?;
+            }
+        }
+        for (n, v) in want {
+            let (disk, _) = map_xattr(&root, n)?;
+            t.set(&disk, v, 0).ctx(|| format!("setting xattr {} of {id}", show(n)))?;
+        }
+        Ok(())
+    }
+
+    fn op_statfs(&self) -> R<Reply> {
+        let s = sys::fstatvfs(self.idx.root.as_raw_fd()).ctx(|| "statfs")?;
+        Ok(Reply::StatFs(StatFs {
+            bsize: s.f_frsize as u32,
+            blocks: s.f_blocks,
+            bfree: s.f_bfree,
+            bavail: s.f_bavail,
+            files: s.f_files,
+            ffree: s.f_ffree,
+            namemax: s.f_namemax as u32,
+        }))
+    }
+
+    // ----- directories -----
+
+    /// Every entry of directory `dir` (with linkto entries when `linktos`), sorted by
+    /// cookie. Cached per directory, keyed by its mtime/ctime and dropped on every change
+    /// made through this brick.
+    pub(crate) fn listing(&self, dir: Id, d: RawFd) -> R<Arc<Listing>> {
+        let what = || format!("listing directory {dir}");
+        let st = sys::fstat(d).ctx(what)?;
+        let key = (st.st_mtime, st.st_mtime_nsec, st.st_ctime, st.st_ctime_nsec, st.st_ino);
+        if let Some(l) = self.listings.lock().get(&dir) {
+            if l.key == key {
+                return Ok(l.clone());
+            }
+        }
+        let mut entries = Vec::new();
+        for e in sys::read_dir(d).ctx(what)? {
+            match self.entry(d, &e.name) {
+                Ok(Ent::Inode { id, st }) => {
+                    let kind = kind_of_dtype(e.d_type)
+                        .or_else(|| FileType::from_mode(st.st_mode))
+                        .unwrap_or(FileType::Regular);
+                    entries.push(LEntry { cookie: cookie(&e.name), name: e.name, id, kind });
+                }
+                Ok(_) => {}
+                Err(err) if err.raw_os_error() == Some(libc::ENOENT) => {}
+                Err(err) => return Err(err).ctx(|| format!("{}: {}", what(), show(&e.name))),
+            }
+        }
+        entries.sort_by(|a, b| a.cookie.cmp(&b.cookie).then_with(|| a.name.cmp(&b.name)));
+        let l = Arc::new(Listing { key, entries });
+        let mut cache = self.listings.lock();
+        if cache.len() >= 64 {
+            cache.clear(); // bounded memory; listings are cheap to rebuild once
+        }
+        cache.insert(dir, l.clone());
+        Ok(l)
+    }
+
+    fn op_readdir(&self, dir: Id, cookie: u64, max: u32, plus: bool) -> R<Reply> {
+        let dfd = self.dir(dir)?;
+        let d = dfd.as_raw_fd();
+        let l = self.listing(dir, d)?;
+        let start = l.entries.partition_point(|e| e.cookie <= cookie);
+        let mut end = (start + max.max(1) as usize).min(l.entries.len());
+        // Never split entries whose cookies collide across two pages.
+        while end < l.entries.len()
+            && end > start
+            && l.entries[end].cookie == l.entries[end - 1].cookie
+        {
+            end += 1;
+        }
+        let mut out = Vec::with_capacity(end - start);
+        for e in &l.entries[start..end] {
+            let attr = if plus {
+                match sys::lstatat(d, &cstr(&e.name).ctx(|| show(&e.name))?) {
+                    Ok(st) => Some(attr_of(e.id, &st, true)),
+                    Err(err) if err.raw_os_error() == Some(libc::ENOENT) => continue,
+                    Err(err) => return Err(err).ctx(|| format!("stat of {}", show(&e.name))),
+                }
+            } else {
+                None
+            };
+            out.push(DirEntry {
+                name: e.name.clone(),
+                id: e.id,
+                kind: e.kind,
+                cookie: e.cookie,
+                attr,
+            });
+        }
+        Ok(Reply::Dir { entries: out, eof: end == l.entries.len() })
+    }
+}
+
+/// Map a client xattr name to its on-disk name; `true` when it needs uid 0.
+pub(crate) fn map_xattr(cx: &Cx, name: &[u8]) -> R<(CString, bool)> {
+    let shown = || show(name);
+    if name.is_empty() || name.len() > 255 || name.contains(&0) {
+        return Err(fail(libc::EINVAL, format!("bad xattr name {}", shown())));
+    }
+    if (name.starts_with(b"user.") && name.len() > 5)
+        || name == b"system.posix_acl_access"
+        || name == b"system.posix_acl_default"
+    {
+        return Ok((cstr(name).ctx(shown)?, false));
+    }
+    if name.starts_with(b"trusted.") || name.starts_with(b"security.") {
+        if cx.caller.is_some() {
+            return Err(fail(libc::EPERM, format!("xattr {} needs uid 0", shown())));
+        }
+        let mut disk = b"trusted.cairn.x.".to_vec();
+        disk.extend_from_slice(name);
+        return Ok((cstr(&disk).ctx(shown)?, true));
+    }
+    Err(fail(libc::ENOTSUP, format!("xattr namespace of {} is not supported", shown())))
+}
+
+/// The client-visible name of an on-disk xattr, or `None` for internal/foreign ones.
+pub(crate) fn unmap_xattr(disk: &[u8]) -> Option<Vec<u8>> {
+    if let Some(rest) = disk.strip_prefix(b"trusted.cairn.x.") {
+        return Some(rest.to_vec());
+    }
+    if disk.starts_with(b"user.")
+        || disk == b"system.posix_acl_access"
+        || disk == b"system.posix_acl_default"
+    {
+        return Some(disk.to_vec());
+    }
+    None
 }

@@ -1,0 +1,519 @@
+//! Heal support: the durable pending lists, and fetching / applying the full state of an
+//! inode so a brick that was away becomes identical to its peers.
+
+use crate::ids::{self, is_dir, is_lnk, is_reg, Found};
+use crate::store::{fail, show, Brick, Ctx, Ent, R};
+use crate::sys::{self, cstr, XTarget};
+use bytes::Bytes;
+use cairn_proto::msg::{HealState, Reply};
+use cairn_proto::{Errno, FileType, Id, RemoteError};
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
+
+/// On a placeholder created by a directory heal (symlink or device whose target / rdev is
+/// not known yet): the 16-byte parent id followed by the name, so the inode's own heal can
+/// replace it in place.
+const XATTR_HEAL: &std::ffi::CStr = c"trusted.cairn.heal";
+const PLACEHOLDER_TARGET: &[u8] = b".cairn-heal-pending";
+
+fn not_found(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ESTALE))
+}
+
+impl Brick {
+    pub(crate) fn load_pending(&self) -> io::Result<()> {
+        let mut p = self.pending.lock();
+        for peer in sys::read_dir(self.pending_dir.as_raw_fd())? {
+            let Some(n) = std::str::from_utf8(&peer.name).ok().and_then(|s| s.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let fd = sys::open_dir_at(self.pending_dir.as_raw_fd(), &cstr(&peer.name)?)?;
+            let set = p.entry(n).or_default();
+            for e in sys::read_dir(fd.as_raw_fd())? {
+                if let Some(id) = std::str::from_utf8(&e.name).ok().and_then(Id::from_hex) {
+                    set.insert(id);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Record, durably, that `id` changed while brick `peer` was not receiving writes.
+    pub fn pending_add(&self, peer: u32, id: Id) -> Result<(), RemoteError> {
+        let mut p = self.pending.lock();
+        if p.get(&peer).is_some_and(|s| s.contains(&id)) {
+            return Ok(());
+        }
+        let r = (|| -> io::Result<()> {
+            let pd = cstr(peer.to_string().as_bytes())?;
+            match sys::mkdirat(self.pending_dir.as_raw_fd(), &pd, 0o700) {
+                Err(e) if e.raw_os_error() != Some(libc::EEXIST) => return Err(e),
+                _ => {}
+            }
+            let dfd = sys::open_dir_at(self.pending_dir.as_raw_fd(), &pd)?;
+            sys::openat(
+                dfd.as_raw_fd(),
+                &cstr(id.to_hex().as_bytes())?,
+                libc::O_CREAT | libc::O_WRONLY | libc::O_NOFOLLOW,
+                0o600,
+            )?;
+            sys::fsync(dfd.as_raw_fd(), false)
+        })();
+        r.map_err(|e| {
+            RemoteError::new(
+                Errno::from_io(&e),
+                format!(
+                    "brick {}#{} ({}): recording pending heal of {id} for peer {peer}: {e}",
+                    self.marker.volume,
+                    self.marker.index,
+                    self.root.display()
+                ),
+            )
+        })?;
+        p.entry(peer).or_default().insert(id);
+        Ok(())
+    }
+
+    /// Number of ids pending for each peer.
+    pub fn pending_counts(&self) -> Vec<(u32, u64)> {
+        let p = self.pending.lock();
+        let mut v: Vec<(u32, u64)> =
+            p.iter().filter(|(_, s)| !s.is_empty()).map(|(k, s)| (*k, s.len() as u64)).collect();
+        v.sort();
+        v
+    }
+
+    pub(crate) fn pending_list(&self, peer: u32) -> Vec<Id> {
+        let p = self.pending.lock();
+        let mut v: Vec<Id> = p.get(&peer).map(|s| s.iter().copied().collect()).unwrap_or_default();
+        v.sort();
+        v
+    }
+
+    pub(crate) fn pending_clear(&self, peer: u32, ids: &[Id]) -> R<()> {
+        let mut p = self.pending.lock();
+        let pd = cstr(peer.to_string().as_bytes()).ctx(|| "peer")?;
+        let dfd = match sys::open_dir_at(self.pending_dir.as_raw_fd(), &pd) {
+            Ok(fd) => fd,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(()),
+            Err(e) => return Err(e).ctx(|| format!("pending list of peer {peer}")),
+        };
+        for id in ids {
+            match sys::unlinkat(dfd.as_raw_fd(), &cstr(id.to_hex().as_bytes()).ctx(|| "id")?, 0) {
+                Err(e) if e.raw_os_error() != Some(libc::ENOENT) => {
+                    return Err(e).ctx(|| format!("clearing pending {id} of peer {peer}"))
+                }
+                _ => {}
+            }
+            if let Some(s) = p.get_mut(&peer) {
+                s.remove(id);
+            }
+        }
+        Ok(())
+    }
+
+    // ----- fetch -----
+
+    pub(crate) fn heal_fetch(&self, id: Id) -> R<(Reply, Bytes)> {
+        let gone = HealState {
+            attr: None,
+            xattrs: vec![],
+            symlink: None,
+            entries: vec![],
+            parent: None,
+            data_len: 0,
+        };
+        let found = match self.idx.find(id) {
+            Ok(f) => f,
+            Err(e) if not_found(&e) => return Ok((Reply::Heal(Box::new(gone)), Bytes::new())),
+            Err(e) => return Err(e).ctx(|| format!("heal fetch of {id}")),
+        };
+        let attr = self.attr(id)?;
+        let mut state = HealState {
+            attr: None,
+            xattrs: self.xattr_pairs(id)?,
+            symlink: None,
+            entries: vec![],
+            parent: None,
+            data_len: 0,
+        };
+        let mut data = Bytes::new();
+        match found {
+            Found::Dir(fd) => {
+                let d = fd.as_raw_fd();
+                for e in sys::read_dir(d).ctx(|| format!("listing {id}"))? {
+                    match self.entry(d, &e.name) {
+                        Ok(Ent::Inode { id: eid, st }) => {
+                            let kind = FileType::from_mode(st.st_mode).unwrap_or(FileType::Regular);
+                            state.entries.push((e.name, eid, kind, None));
+                        }
+                        Ok(Ent::Linkto { target, .. }) => {
+                            state.entries.push((e.name, target, FileType::Regular, Some(target)))
+                        }
+                        Ok(Ent::Foreign { .. }) => {}
+                        Err(err) if err.raw_os_error() == Some(libc::ENOENT) => {}
+                        Err(err) => {
+                            return Err(err).ctx(|| format!("entry {} of {id}", show(&e.name)))
+                        }
+                    }
+                }
+                state.entries.sort_by(|a, b| a.0.cmp(&b.0));
+                if id != Id::ROOT {
+                    state.parent = Some(self.idx.dir_parent(id).ctx(|| format!("parent of {id}"))?);
+                }
+            }
+            Found::Other(st) if is_reg(&st) => {
+                let fd = self.file(id)?;
+                let _g = self.stripe_lock(id);
+                let st = sys::fstat(fd.as_raw_fd()).ctx(|| format!("stat of {id}"))?;
+                let mut buf = vec![0u8; st.st_size as usize];
+                let n = sys::pread(fd.as_raw_fd(), &mut buf, 0).ctx(|| format!("reading {id}"))?;
+                buf.truncate(n);
+                state.data_len = n as u64;
+                data = Bytes::from(buf);
+            }
+            Found::Other(st) if is_lnk(&st) => {
+                state.symlink = Some(
+                    sys::readlinkat(self.idx.ids_fd(), &ids::rel(id))
+                        .ctx(|| format!("readlink of {id}"))?,
+                );
+            }
+            Found::Other(_) => {}
+        }
+        state.attr = Some(attr);
+        Ok((Reply::Heal(Box::new(state)), data))
+    }
+
+    // ----- apply -----
+
+    pub(crate) fn heal_apply(&self, state: &HealState, data: &[u8]) -> R<()> {
+        // No attr: the inode is gone at the source; its names go with its parent's heal.
+        let Some(a) = &state.attr else { return Ok(()) };
+        let id = a.id;
+        if a.kind == FileType::Directory {
+            let fd = self.heal_dir_place(id, a.perm, state)?;
+            self.heal_dir_entries(id, fd.as_raw_fd(), state)?;
+            let what = || format!("heal of directory {id}");
+            let d = fd.as_raw_fd();
+            sys::fchown(d, a.uid, a.gid).ctx(what)?;
+            sys::fchmod(d, a.perm & 0o7777).ctx(what)?;
+            self.set_xattrs(id, &state.xattrs)?;
+            let t = [
+                libc::timespec { tv_sec: a.atime.sec, tv_nsec: a.atime.nsec as i64 },
+                libc::timespec { tv_sec: a.mtime.sec, tv_nsec: a.mtime.nsec as i64 },
+            ];
+            sys::futimens(d, &t).ctx(what)?;
+            return Ok(());
+        }
+        let what = || format!("heal of {id}");
+        let st = match self.idx.lstat_index(id) {
+            Ok(st) => st,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                return Err(fail(
+                    libc::ESTALE,
+                    format!("{}: not on this brick; heal its parent directory first", what()),
+                ))
+            }
+            Err(e) => return Err(e).ctx(what),
+        };
+        let local_kind = FileType::from_mode(st.st_mode);
+        let needs_replace = match a.kind {
+            FileType::Symlink => {
+                let t = sys::readlinkat(self.idx.ids_fd(), &ids::rel(id)).ctx(what)?;
+                Some(&t) != state.symlink.as_ref()
+            }
+            FileType::CharDevice | FileType::BlockDevice => st.st_rdev != a.rdev,
+            _ => false,
+        };
+        if local_kind != Some(a.kind) || needs_replace {
+            self.heal_replace(id, a, state)?;
+        }
+        let ix = self.idx.ids_fd();
+        let r = ids::rel(id);
+        if a.kind == FileType::Regular {
+            if data.len() as u64 != state.data_len {
+                return Err(fail(
+                    libc::EINVAL,
+                    format!(
+                        "{}: {} data bytes for data_len {}",
+                        what(),
+                        data.len(),
+                        state.data_len
+                    ),
+                ));
+            }
+            let fd = self.file(id)?;
+            let _g = self.stripe_lock(id);
+            sys::ftruncate(fd.as_raw_fd(), state.data_len).ctx(what)?;
+            sys::pwrite_all(fd.as_raw_fd(), data, 0).ctx(what)?;
+        }
+        sys::lchownat(ix, &r, a.uid, a.gid).ctx(what)?;
+        if a.kind != FileType::Symlink {
+            sys::fchmodat(ix, &r, a.perm & 0o7777).ctx(what)?;
+        }
+        self.set_xattrs(id, &state.xattrs)?;
+        let _ = self.idx.xtarget(id).map(|t| t.remove(XATTR_HEAL));
+        let t = [
+            libc::timespec { tv_sec: a.atime.sec, tv_nsec: a.atime.nsec as i64 },
+            libc::timespec { tv_sec: a.mtime.sec, tv_nsec: a.mtime.nsec as i64 },
+        ];
+        sys::lutimensat(ix, &r, &t).ctx(what)?;
+        Ok(())
+    }
+
+    fn stripe_lock(&self, id: Id) -> parking_lot::MutexGuard<'_, ()> {
+        self.stripe(id).lock()
+    }
+
+    /// Make directory `id` exist at the place `state.parent` names, creating or moving it.
+    fn heal_dir_place(&self, id: Id, perm: u32, state: &HealState) -> R<Arc<OwnedFd>> {
+        let what = || format!("heal of directory {id}");
+        match self.idx.find(id) {
+            Ok(Found::Dir(fd)) => {
+                if id == Id::ROOT {
+                    return Ok(fd);
+                }
+                let Some((pid, name)) = &state.parent else { return Ok(fd) };
+                let cur = self.idx.dir_parent(id).ctx(what)?;
+                if (cur.0, &cur.1) == (*pid, name) {
+                    return Ok(fd);
+                }
+                // Moved at the source while this brick was away: move it here too.
+                let from = self.dir(cur.0)?;
+                let to = self.dir(*pid)?;
+                self.clear_slot(to.as_raw_fd(), name, id)?;
+                sys::renameat2(
+                    from.as_raw_fd(),
+                    &cstr(&cur.1).ctx(what)?,
+                    to.as_raw_fd(),
+                    &cstr(name).ctx(what)?,
+                    0,
+                )
+                .ctx(what)?;
+                self.idx.set_dir_link(id, *pid, name).ctx(what)?;
+                self.forget_listing(cur.0);
+                self.forget_listing(*pid);
+                Ok(fd)
+            }
+            Ok(Found::Other(_)) => {
+                Err(fail(libc::EIO, format!("{}: id is a non-directory here", what())))
+            }
+            Err(e) if not_found(&e) => {
+                let Some((pid, name)) = &state.parent else {
+                    return Err(fail(libc::EINVAL, format!("{}: no parent in heal state", what())));
+                };
+                let pfd = self.dir(*pid)?;
+                self.clear_slot(pfd.as_raw_fd(), name, id)?;
+                self.make_dir(pfd.as_raw_fd(), *pid, name, id, perm & 0o7777).ctx(what)
+            }
+            Err(e) => Err(e).ctx(what),
+        }
+    }
+
+    /// Remove whatever occupies `name` in `d` unless it is `keep`.
+    fn clear_slot(&self, d: RawFd, name: &[u8], keep: Id) -> R<()> {
+        match self.entry(d, name) {
+            Ok(Ent::Inode { id, .. }) if id == keep => Ok(()),
+            Ok(ent) => self.remove_entry(d, name, &ent),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+            Err(e) => Err(e).ctx(|| format!("entry {}", show(name))),
+        }
+    }
+
+    fn make_dir(
+        &self,
+        d: RawFd,
+        parent: Id,
+        name: &[u8],
+        id: Id,
+        perm: u32,
+    ) -> io::Result<Arc<OwnedFd>> {
+        let cname = cstr(name)?;
+        sys::mkdirat(d, &cname, perm)?;
+        let fd = sys::open_dir_at(d, &cname)?;
+        XTarget::Fd(fd.as_raw_fd()).set(ids::XATTR_ID, &id.to_bytes(), 0)?;
+        self.idx.set_dir_link(id, parent, name)?;
+        self.forget_listing(parent);
+        Ok(self.idx.remember_dir(id, fd))
+    }
+
+    /// Remove an entry (recursively for a directory), dropping index links as needed.
+    fn remove_entry(&self, d: RawFd, name: &[u8], ent: &Ent) -> R<()> {
+        let what = || format!("heal: removing {}", show(name));
+        let cname = cstr(name).ctx(what)?;
+        if is_dir(ent.st()) {
+            let sub = sys::open_dir_at(d, &cname).ctx(what)?;
+            for e in sys::read_dir(sub.as_raw_fd()).ctx(what)? {
+                match self.entry(sub.as_raw_fd(), &e.name) {
+                    Ok(child) => self.remove_entry(sub.as_raw_fd(), &e.name, &child)?,
+                    Err(err) if err.raw_os_error() == Some(libc::ENOENT) => {}
+                    Err(err) => return Err(err).ctx(what),
+                }
+            }
+            sys::unlinkat(d, &cname, libc::AT_REMOVEDIR).ctx(what)?;
+            if let Ent::Inode { id, .. } = ent {
+                self.forget_listing(*id);
+                self.idx.unlink(*id).ctx(what)?;
+            }
+        } else {
+            sys::unlinkat(d, &cname, 0).ctx(what)?;
+            if let Ent::Inode { id, .. } = ent {
+                self.drop_if_unused(*id)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Make the entries of directory `dir` exactly those of the state.
+    fn heal_dir_entries(&self, dir: Id, d: RawFd, state: &HealState) -> R<()> {
+        let what = || format!("heal of the entries of {dir}");
+        let want: HashMap<&[u8], (Id, FileType, Option<Id>)> =
+            state.entries.iter().map(|(n, i, k, l)| (n.as_slice(), (*i, *k, *l))).collect();
+        let mut have: HashMap<Vec<u8>, ()> = HashMap::new();
+        for e in sys::read_dir(d).ctx(what)? {
+            let ent = match self.entry(d, &e.name) {
+                Ok(ent) => ent,
+                Err(err) if err.raw_os_error() == Some(libc::ENOENT) => continue,
+                Err(err) => return Err(err).ctx(what),
+            };
+            let keep = match (want.get(e.name.as_slice()), &ent) {
+                (Some((_, _, Some(t))), Ent::Linkto { target, .. }) => t == target,
+                (Some((wid, kind, None)), Ent::Inode { id, st }) => {
+                    wid == id && FileType::from_mode(st.st_mode) == Some(*kind)
+                }
+                _ => false,
+            };
+            if keep {
+                have.insert(e.name, ());
+            } else {
+                self.remove_entry(d, &e.name, &ent)?;
+            }
+        }
+        for (name, wid, kind, linkto) in &state.entries {
+            if have.contains_key(name) {
+                continue;
+            }
+            let w = || format!("heal: creating {} ({wid}) in {dir}", show(name));
+            let cname = cstr(name).ctx(w)?;
+            if let Some(t) = linkto {
+                let fd = sys::openat(
+                    d,
+                    &cname,
+                    libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_NOFOLLOW,
+                    0,
+                )
+                .ctx(w)?;
+                XTarget::Fd(fd.as_raw_fd()).set(ids::XATTR_LINKTO, &t.to_bytes(), 0).ctx(w)?;
+                continue;
+            }
+            if *kind == FileType::Directory {
+                match self.idx.find(*wid) {
+                    Ok(Found::Dir(_)) => {
+                        // Elsewhere on this brick: move it here.
+                        let (cp, cn) = self.idx.dir_parent(*wid).ctx(w)?;
+                        let from = self.dir(cp)?;
+                        sys::renameat2(from.as_raw_fd(), &cstr(&cn).ctx(w)?, d, &cname, 0)
+                            .ctx(w)?;
+                        self.idx.set_dir_link(*wid, dir, name).ctx(w)?;
+                        self.forget_listing(cp);
+                    }
+                    _ => {
+                        self.make_dir(d, dir, name, *wid, 0o700).ctx(w)?;
+                    }
+                }
+                continue;
+            }
+            if self.idx.lstat_index(*wid).is_ok() {
+                // A hard link (or a rename) of an inode this brick has.
+                sys::linkat(self.idx.ids_fd(), &ids::rel(*wid), d, &cname).ctx(w)?;
+                continue;
+            }
+            let mut heal_mark = false;
+            match kind {
+                FileType::Regular => {
+                    sys::openat(
+                        d,
+                        &cname,
+                        libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_NOFOLLOW,
+                        0,
+                    )
+                    .ctx(w)?;
+                }
+                FileType::Symlink => {
+                    sys::symlinkat(&cstr(PLACEHOLDER_TARGET).ctx(w)?, d, &cname).ctx(w)?;
+                    heal_mark = true;
+                }
+                k => {
+                    sys::mknodat(d, &cname, k.mode_bits(), 0).ctx(w)?;
+                    heal_mark = matches!(k, FileType::CharDevice | FileType::BlockDevice);
+                }
+            }
+            let t = XTarget::at(d, name).ctx(w)?;
+            t.set(ids::XATTR_ID, &wid.to_bytes(), 0).ctx(w)?;
+            if heal_mark {
+                let mut v = dir.to_bytes().to_vec();
+                v.extend_from_slice(name);
+                t.set(XATTR_HEAL, &v, 0).ctx(w)?;
+            }
+            self.idx.link_file(*wid, d, name).ctx(w)?;
+        }
+        self.forget_listing(dir);
+        Ok(())
+    }
+
+    /// Replace a placeholder symlink/device (or an inode of the wrong kind) by a correct
+    /// one at the place recorded when the directory heal created it.
+    fn heal_replace(&self, id: Id, a: &cairn_proto::Attr, state: &HealState) -> R<()> {
+        let what = || format!("heal of {id}: replacing the local inode");
+        let mark = self.idx.xtarget(id).ctx(what)?.get(XATTR_HEAL);
+        let Ok(mark) = mark else {
+            return Err(fail(
+                libc::EIO,
+                format!(
+                    "{}: it differs in kind, target or device and its names are unknown",
+                    what()
+                ),
+            ));
+        };
+        if mark.len() < 17 {
+            return Err(fail(libc::EIO, format!("{}: bad heal mark", what())));
+        }
+        let pid = Id::from_bytes(mark[..16].try_into().expect("16 bytes"));
+        let name = &mark[16..];
+        let pfd = self.dir(pid)?;
+        let d = pfd.as_raw_fd();
+        // The replacement must not show as a change of the (already healed) directory.
+        let pst = sys::fstat(d).ctx(what)?;
+        let ptimes = [
+            libc::timespec { tv_sec: pst.st_atime, tv_nsec: pst.st_atime_nsec },
+            libc::timespec { tv_sec: pst.st_mtime, tv_nsec: pst.st_mtime_nsec },
+        ];
+        let tmp = format!(".cairn-heal.{}", id.to_hex()).into_bytes();
+        let ctmp = cstr(&tmp).ctx(what)?;
+        let _ = sys::unlinkat(d, &ctmp, 0);
+        match a.kind {
+            FileType::Symlink => {
+                let t = state
+                    .symlink
+                    .as_ref()
+                    .ok_or_else(|| fail(libc::EINVAL, "symlink without target"))?;
+                sys::symlinkat(&cstr(t).ctx(what)?, d, &ctmp).ctx(what)?;
+            }
+            FileType::Regular => {
+                sys::openat(d, &ctmp, libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY, 0)
+                    .ctx(what)?;
+            }
+            k => sys::mknodat(d, &ctmp, k.mode_bits(), a.rdev).ctx(what)?,
+        }
+        XTarget::at(d, &tmp).ctx(what)?.set(ids::XATTR_ID, &id.to_bytes(), 0).ctx(what)?;
+        sys::renameat2(d, &ctmp, d, &cstr(name).ctx(what)?, 0).ctx(what)?;
+        self.idx.unlink(id).ctx(what)?;
+        self.idx.link_file(id, d, name).ctx(what)?;
+        self.forget_listing(pid);
+        sys::futimens(d, &ptimes).ctx(what)?;
+        Ok(())
+    }
+}

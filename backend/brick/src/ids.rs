@@ -1,0 +1,330 @@
+//! The id index `.cairn/ids/ab/cd/<32 hex>` and the caches of open fds by id.
+//!
+//! A non-directory's index entry is a hard link to the inode itself; a directory's is a
+//! symlink `../../pp/qq/<parent hex>/<name>` that is never followed by the kernel: the
+//! store reads it and opens the directory one component at a time from `data/`, with
+//! `O_NOFOLLOW`, checking the id xattr at the end.
+
+use crate::sys::{self, cstr, XTarget};
+use cairn_proto::Id;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
+
+pub const XATTR_ID: &std::ffi::CStr = c"trusted.cairn.id";
+pub const XATTR_LINKTO: &std::ffi::CStr = c"trusted.cairn.linkto";
+/// Longest chain of parent directories followed before giving up (a corrupt loop).
+const MAX_DEPTH: usize = 4096;
+
+/// A small LRU of fds keyed by id.
+pub struct FdLru {
+    cap: usize,
+    tick: u64,
+    map: HashMap<Id, (Arc<OwnedFd>, u64)>,
+}
+
+impl FdLru {
+    pub fn new(cap: usize) -> FdLru {
+        FdLru { cap, tick: 0, map: HashMap::new() }
+    }
+
+    pub fn get(&mut self, id: Id) -> Option<Arc<OwnedFd>> {
+        self.tick += 1;
+        let t = self.tick;
+        self.map.get_mut(&id).map(|e| {
+            e.1 = t;
+            e.0.clone()
+        })
+    }
+
+    pub fn put(&mut self, id: Id, fd: Arc<OwnedFd>) {
+        self.tick += 1;
+        if self.map.len() >= self.cap && !self.map.contains_key(&id) {
+            if let Some(old) = self.map.iter().min_by_key(|(_, v)| v.1).map(|(k, _)| *k) {
+                self.map.remove(&old);
+            }
+        }
+        self.map.insert(id, (fd, self.tick));
+    }
+
+    pub fn remove(&mut self, id: Id) {
+        self.map.remove(&id);
+    }
+}
+
+/// What an id names on this brick.
+pub enum Found {
+    Dir(Arc<OwnedFd>),
+    /// A non-directory: its `lstat` through the index link.
+    Other(libc::stat),
+}
+
+pub struct Index {
+    pub root: OwnedFd,
+    pub ids: OwnedFd,
+    pub data: Arc<OwnedFd>,
+    dirs: Mutex<FdLru>,
+    files: Mutex<FdLru>,
+}
+
+pub fn is_dir(st: &libc::stat) -> bool {
+    st.st_mode & libc::S_IFMT == libc::S_IFDIR
+}
+pub fn is_reg(st: &libc::stat) -> bool {
+    st.st_mode & libc::S_IFMT == libc::S_IFREG
+}
+pub fn is_lnk(st: &libc::stat) -> bool {
+    st.st_mode & libc::S_IFMT == libc::S_IFLNK
+}
+
+pub fn bucket(id: Id) -> (String, String) {
+    let h = id.to_hex();
+    (h[0..2].to_string(), format!("{}/{}", &h[0..2], &h[2..4]))
+}
+
+/// `ab/cd/<hex>` relative to `.cairn/ids`.
+pub fn rel(id: Id) -> CString {
+    let h = id.to_hex();
+    CString::new(format!("{}/{}/{}", &h[0..2], &h[2..4], h)).expect("hex has no NUL")
+}
+
+/// The target of a directory's index symlink.
+pub fn dir_link_target(parent: Id, name: &[u8]) -> Vec<u8> {
+    let h = parent.to_hex();
+    let mut t = format!("../../{}/{}/{}/", &h[0..2], &h[2..4], h).into_bytes();
+    t.extend_from_slice(name);
+    t
+}
+
+/// Parse a directory index symlink target back into (parent id, name).
+pub fn parse_dir_link(t: &[u8]) -> Option<(Id, Vec<u8>)> {
+    let rest = t.strip_prefix(b"../../")?;
+    if rest.len() < 6 + 32 + 2 || rest[2] != b'/' || rest[5] != b'/' || rest[38] != b'/' {
+        return None;
+    }
+    let hex = std::str::from_utf8(&rest[6..38]).ok()?;
+    if hex.as_bytes()[0..2] != rest[0..2] || hex.as_bytes()[2..4] != rest[3..5] {
+        return None;
+    }
+    let id = Id::from_hex(hex)?;
+    let name = rest[39..].to_vec();
+    cairn_proto::valid_name(&name).ok()?;
+    Some((id, name))
+}
+
+/// Read the id xattr of an open inode.
+pub fn id_of_fd(fd: RawFd) -> io::Result<Option<Id>> {
+    id_of(&XTarget::Fd(fd))
+}
+
+pub fn id_of(t: &XTarget) -> io::Result<Option<Id>> {
+    match t.get(XATTR_ID) {
+        Ok(v) if v.len() == 16 => Ok(Some(Id::from_bytes(v.try_into().expect("16 bytes")))),
+        Ok(_) => Err(sys::errno(libc::EIO)),
+        Err(e) if e.raw_os_error() == Some(libc::ENODATA) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+pub fn linkto_of(t: &XTarget) -> io::Result<Option<Id>> {
+    match t.get(XATTR_LINKTO) {
+        Ok(v) if v.len() == 16 => Ok(Some(Id::from_bytes(v.try_into().expect("16 bytes")))),
+        Ok(_) => Err(sys::errno(libc::EIO)),
+        Err(e) if e.raw_os_error() == Some(libc::ENODATA) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+impl Index {
+    pub fn new(root: OwnedFd, ids: OwnedFd, data: OwnedFd) -> Index {
+        Index {
+            root,
+            ids,
+            data: Arc::new(data),
+            dirs: Mutex::new(FdLru::new(1024)),
+            files: Mutex::new(FdLru::new(256)),
+        }
+    }
+
+    pub fn ids_fd(&self) -> RawFd {
+        self.ids.as_raw_fd()
+    }
+
+    /// The xattr target of a non-directory's index link.
+    pub fn xtarget(&self, id: Id) -> io::Result<XTarget> {
+        let mut p = format!("/proc/self/fd/{}/", self.ids.as_raw_fd()).into_bytes();
+        p.extend_from_slice(rel(id).as_bytes());
+        Ok(XTarget::Path(cstr(&p)?))
+    }
+
+    fn ensure_bucket(&self, id: Id) -> io::Result<()> {
+        let (a, ab) = bucket(id);
+        for d in [a, ab] {
+            match sys::mkdirat(self.ids_fd(), &cstr(d.as_bytes())?, 0o711) {
+                Ok(()) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// `lstat` of the index entry of `id`.
+    pub fn lstat_index(&self, id: Id) -> io::Result<libc::stat> {
+        sys::lstatat(self.ids_fd(), &rel(id))
+    }
+
+    /// Hard-link the non-directory `name` in `dir` into the index as `id`. An index entry
+    /// that already is this inode is fine; one that is another inode is EEXIST.
+    pub fn link_file(&self, id: Id, dir: RawFd, name: &[u8]) -> io::Result<()> {
+        self.ensure_bucket(id)?;
+        let cname = cstr(name)?;
+        match sys::linkat(dir, &cname, self.ids_fd(), &rel(id)) {
+            Ok(()) => Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
+                let a = sys::lstatat(dir, &cname)?;
+                let b = self.lstat_index(id)?;
+                if a.st_ino == b.st_ino && a.st_dev == b.st_dev {
+                    Ok(())
+                } else {
+                    Err(e)
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Create or replace (atomically) the index symlink of directory `id`.
+    pub fn set_dir_link(&self, id: Id, parent: Id, name: &[u8]) -> io::Result<()> {
+        self.ensure_bucket(id)?;
+        let target = cstr(&dir_link_target(parent, name))?;
+        let r = rel(id);
+        match sys::symlinkat(&target, self.ids_fd(), &r) {
+            Ok(()) => Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
+                let (_, ab) = bucket(id);
+                let tmp = cstr(format!("{}/.tmp.{}", ab, id.to_hex()).as_bytes())?;
+                let _ = sys::unlinkat(self.ids_fd(), &tmp, 0);
+                sys::symlinkat(&target, self.ids_fd(), &tmp)?;
+                sys::renameat2(self.ids_fd(), &tmp, self.ids_fd(), &r, 0)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Remove the index entry of `id` (missing is fine) and forget cached fds.
+    pub fn unlink(&self, id: Id) -> io::Result<()> {
+        self.files.lock().remove(id);
+        self.dirs.lock().remove(id);
+        match sys::unlinkat(self.ids_fd(), &rel(id), 0) {
+            Err(e) if e.raw_os_error() != Some(libc::ENOENT) => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    pub fn forget_dir(&self, id: Id) {
+        self.dirs.lock().remove(id);
+    }
+
+    pub fn remember_dir(&self, id: Id, fd: OwnedFd) -> Arc<OwnedFd> {
+        let fd = Arc::new(fd);
+        self.dirs.lock().put(id, fd.clone());
+        fd
+    }
+
+    /// Is the symlink index entry of `id` a directory link (no id xattr) rather than a
+    /// hard link to a user symlink (which carries the id)?
+    fn is_dir_link(&self, id: Id) -> io::Result<bool> {
+        Ok(id_of(&self.xtarget(id)?)? != Some(id))
+    }
+
+    /// What `id` names here. ENOENT when this brick has no such inode.
+    pub fn find(&self, id: Id) -> io::Result<Found> {
+        if id == Id::ROOT {
+            return Ok(Found::Dir(self.data.clone()));
+        }
+        if let Some(fd) = self.dirs.lock().get(id) {
+            return Ok(Found::Dir(fd));
+        }
+        let st = self.lstat_index(id)?;
+        if is_lnk(&st) && self.is_dir_link(id)? {
+            return Ok(Found::Dir(self.dir_fd(id)?));
+        }
+        Ok(Found::Other(st))
+    }
+
+    /// (parent id, name) of directory `id`, from its index symlink.
+    pub fn dir_parent(&self, id: Id) -> io::Result<(Id, Vec<u8>)> {
+        let t = sys::readlinkat(self.ids_fd(), &rel(id))?;
+        parse_dir_link(&t).ok_or_else(|| sys::errno(libc::EIO))
+    }
+
+    /// An fd of directory `id`, found through the index symlinks.
+    pub fn dir_fd(&self, id: Id) -> io::Result<Arc<OwnedFd>> {
+        self.dir_fd_depth(id, 0)
+    }
+
+    fn dir_fd_depth(&self, id: Id, depth: usize) -> io::Result<Arc<OwnedFd>> {
+        if id == Id::ROOT {
+            return Ok(self.data.clone());
+        }
+        if let Some(fd) = self.dirs.lock().get(id) {
+            return Ok(fd);
+        }
+        if depth > MAX_DEPTH {
+            return Err(sys::errno(libc::ELOOP));
+        }
+        let st = self.lstat_index(id)?;
+        if !is_lnk(&st) || !self.is_dir_link(id)? {
+            return Err(sys::errno(libc::ENOTDIR));
+        }
+        let (parent, name) = self.dir_parent(id)?;
+        let pfd = self.dir_fd_depth(parent, depth + 1)?;
+        let fd = match sys::open_dir_at(pfd.as_raw_fd(), &cstr(&name)?) {
+            Ok(fd) => fd,
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                return Err(sys::errno(libc::ESTALE))
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {
+                return Err(sys::errno(libc::ESTALE))
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                return Err(sys::errno(libc::ESTALE))
+            }
+            Err(e) => return Err(e),
+        };
+        if id_of_fd(fd.as_raw_fd())? != Some(id) {
+            return Err(sys::errno(libc::ESTALE));
+        }
+        Ok(self.remember_dir(id, fd))
+    }
+
+    /// An fd (read-write when the filesystem allows) of the regular file `id`.
+    pub fn file_fd(&self, id: Id) -> io::Result<Arc<OwnedFd>> {
+        if let Some(fd) = self.files.lock().get(id) {
+            return Ok(fd);
+        }
+        let r = rel(id);
+        let st = sys::lstatat(self.ids_fd(), &r)?;
+        if !is_reg(&st) {
+            return Err(sys::errno(if is_lnk(&st) && self.is_dir_link(id)? {
+                libc::EISDIR
+            } else {
+                libc::EINVAL
+            }));
+        }
+        let flags = libc::O_NOFOLLOW | libc::O_NOCTTY | libc::O_NONBLOCK;
+        let fd = match sys::openat(self.ids_fd(), &r, libc::O_RDWR | flags, 0) {
+            Err(e) if e.raw_os_error() == Some(libc::EROFS) => {
+                sys::openat(self.ids_fd(), &r, libc::O_RDONLY | flags, 0)?
+            }
+            other => other?,
+        };
+        let fd = Arc::new(fd);
+        self.files.lock().put(id, fd.clone());
+        Ok(fd)
+    }
+}

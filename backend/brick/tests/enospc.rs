@@ -1,0 +1,70 @@
+//! Errors of the underlying filesystem pass through with context: ENOSPC from a small
+//! loop-mounted ext4 (a 4 MiB tmpfs when loop devices are not available).
+mod common;
+use cairn_proto::msg::Op;
+use cairn_proto::{Errno, FileType, Id};
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+struct Mount(PathBuf);
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+fn small_fs(dir: &Path) -> (Mount, &'static str) {
+    let mnt = dir.join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let img = dir.join("img");
+    let ok = |c: &mut Command| c.status().map(|s| s.success()).unwrap_or(false);
+    if ok(Command::new("truncate").arg("-s").arg("8M").arg(&img))
+        && ok(Command::new("mkfs.ext4").arg("-q").arg(&img))
+        && ok(Command::new("mount").arg("-o").arg("loop").arg(&img).arg(&mnt))
+    {
+        return (Mount(mnt), "ext4");
+    }
+    assert!(
+        ok(Command::new("mount").args(["-t", "tmpfs", "-o", "size=4m", "tmpfs"]).arg(&mnt)),
+        "neither a loop-mounted ext4 nor a tmpfs could be mounted (tests must run as root)"
+    );
+    (Mount(mnt), "tmpfs")
+}
+
+#[test]
+fn enospc_passes_through_with_context() {
+    let t = tempfile::tempdir().unwrap();
+    let (m, kind) = small_fs(t.path());
+    let b = new_brick_at(&m.0.join("brick"), 7);
+    let f = file(&b, Id::ROOT, "filler");
+    let chunk = vec![0xabu8; 1 << 20];
+    let mut err = None;
+    for i in 0..64u64 {
+        match run_data(&b, &root(), Op::Write { id: f.id, offset: i << 20 }, &chunk) {
+            Ok(_) => {}
+            Err(e) => {
+                err = Some(e);
+                break;
+            }
+        }
+    }
+    let e = err.unwrap_or_else(|| panic!("a 64 MiB write fit on an 8 MiB {kind}"));
+    assert_eq!(e.errno, Errno::ENOSPC, "{e}");
+    let msg = e.to_string();
+    assert!(msg.contains("vol0#7"), "{msg}");
+    assert!(msg.contains(&m.0.join("brick").display().to_string()), "{msg}");
+    assert!(msg.contains("write"), "{msg}");
+    assert!(msg.contains(&f.id.to_hex()), "{msg}");
+    // fallocate too, and the brick still serves reads
+    let e = run(&b, &root(), Op::Fallocate { id: f.id, mode: 0, offset: 0, len: 64 << 20 })
+        .unwrap_err();
+    assert_eq!(e.errno, Errno::ENOSPC, "{e}");
+    assert_eq!(read(&b, f.id, 0, 4).0, vec![0xab; 4]);
+    // deleting frees space and writes work again
+    run(&b, &root(), Op::Unlink { dir: Id::ROOT, name: b"filler".to_vec() }).unwrap();
+    let g = create_as(&b, &root(), Id::ROOT, "after", FileType::Regular, 0o644).unwrap();
+    write(&b, g.id, 0, &chunk);
+    drop(b);
+}
