@@ -121,7 +121,7 @@ pool of the node cairn talks to. Probing a node that is already a peer succeeds 
     Probe {
         /// The node's cairnd address; port 7420 when omitted.
         #[arg(value_name = "HOST[:PORT]")]
-        host: String,
+        peer: String,
     },
     /// Remove a node from the trusted storage pool.
     #[command(

@@ -102,10 +102,11 @@ fn read(command: &'static str, name: Option<String>, request: MgmtRequest, outpu
 
 pub fn plan(command: &Command) -> Result<Plan, UsageError> {
     Ok(match command {
-        Command::Peer(PeerCmd::Probe { host }) => {
-            let addr = grammar::with_default_port(host)
-                .map_err(|e| UsageError::new("peer probe", host, e))?;
-            done("peer probe", host.clone(), MgmtRequest::PeerProbe { addr })
+        // (Not named `host`: that id belongs to the global --host option.)
+        Command::Peer(PeerCmd::Probe { peer }) => {
+            let addr = grammar::with_default_port(peer)
+                .map_err(|e| UsageError::new("peer probe", peer, e))?;
+            done("peer probe", peer.clone(), MgmtRequest::PeerProbe { addr })
         }
         Command::Peer(PeerCmd::Detach { name, force }) => {
             if name.is_empty() {
@@ -225,6 +226,8 @@ mod tests {
     fn peer_commands() {
         assert_eq!(req("peer probe node2"), MgmtRequest::PeerProbe { addr: "node2:7420".into() });
         assert_eq!(req("peer probe n:99"), MgmtRequest::PeerProbe { addr: "n:99".into() });
+        let cli = parse("--host 127.0.0.1:1 peer probe node2");
+        assert_eq!(settings(&cli).unwrap().addr, "127.0.0.1:1");
         assert_eq!(
             req("peer detach node2 force"),
             MgmtRequest::PeerDetach { name: "node2".into(), force: true }
