@@ -56,13 +56,15 @@ pub async fn call(addr: &str, req: MgmtRequest, timeout: Duration) -> Result<Mgm
         .await
         .map_err(|error| CallError::Unreachable { addr: addr.to_string(), error })?;
     let result = tokio::time::timeout(timeout, conn.call(Request::Mgmt(req), Bytes::new())).await;
+    // An error reply leaves the connection open; a lost connection does not.
+    let lost = conn.is_closed();
     conn.close();
     match result {
         Err(_) => Err(CallError::Timeout { addr: addr.to_string(), after: timeout }),
         Ok(Ok((Reply::Mgmt(r), _))) => Ok(r),
         Ok(Ok((other, _))) => Err(CallError::Unexpected(format!("{other:?}"))),
         // The connection went away before the reply: cairnd died or closed on us.
-        Ok(Err(e)) if e.errno == Errno::ENOTCONN && e.message.contains(addr) => {
+        Ok(Err(e)) if lost && e.errno == Errno::ENOTCONN => {
             Err(CallError::Unreachable { addr: addr.to_string(), error: e })
         }
         Ok(Err(e)) => Err(CallError::Remote(e)),

@@ -386,3 +386,48 @@ fn confirmation_on_a_terminal() {
     assert_eq!(code, 1);
     assert_eq!(srv.seen().len(), 3);
 }
+
+/// A raw TCP server that answers HELLO with a proper Welcome and then, depending on
+/// `drop_after_hello`, closes the connection on the first request (cairnd dying mid-call)
+/// or closes right away without answering HELLO (something that is not cairnd).
+fn raw_server(drop_after_hello: bool) -> (String, std::thread::JoinHandle<()>) {
+    use cairn_proto::frame::{self, Frame, FrameKind};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let handle = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async move {
+            listener.set_nonblocking(true).unwrap();
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            let (mut sock, _) = listener.accept().await.unwrap();
+            if !drop_after_hello {
+                return;
+            }
+            let hello = frame::read_frame(&mut sock).await.unwrap();
+            let welcome: Response =
+                Ok(Reply::Welcome(Welcome { version: 1, session: 1, node: "raw".into() }));
+            let f =
+                Frame::new(FrameKind::Response, hello.id, frame::encode(&welcome), Bytes::new());
+            frame::write_frame(&mut sock, &f).await.unwrap();
+            // Read the management request, then vanish without a reply.
+            let _ = frame::read_frame(&mut sock).await.unwrap();
+        });
+    });
+    (addr, handle)
+}
+
+#[test]
+fn connection_lost_mid_call_exits_3() {
+    let (addr, h) = raw_server(true);
+    let out = cairn(&addr, &["volume", "start", "vol0"]);
+    h.join().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains(&format!("cannot reach cairnd at {addr}")), "{err}");
+    assert!(err.contains("lost"), "{err}");
+
+    let (addr, h) = raw_server(false);
+    let out = cairn(&addr, &["volume", "list"]);
+    h.join().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+}
