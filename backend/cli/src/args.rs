@@ -1,0 +1,260 @@
+//! The command line, declared with clap. Words that gluster treats as keywords inside a
+//! command (`replica N`, `force`, `info`) are plain positionals here and are checked by
+//! [`crate::grammar`], so the grammar stays exactly gluster's.
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+const ABOUT: &str = "Manage a Cairn cluster: peers and volumes";
+
+const LONG_ABOUT: &str = "\
+Manage a Cairn cluster: trusted peers and volumes.
+
+cairn sends every command to one cairnd (by default the one on this machine, at \
+127.0.0.1:7420), which carries it out against the cluster's config store and the other \
+nodes. The grammar follows the gluster CLI: `cairn volume create vol0 replica 2 \
+n1:/b1 n2:/b1` does what `gluster volume create` does.";
+
+const EXIT_CODES: &str = "\
+EXIT STATUS:
+  0  success
+  1  the operation failed (cairnd answered with an error, or a confirmation was declined);
+     the reason is printed on stderr as \"<command>: <name>: failed: <message>\"
+  2  usage error (unknown command, bad argument, failed local validation)
+  3  cairnd cannot be reached (nothing listening at the address, timeout, connection lost)
+
+ENVIRONMENT:
+  CAIRN_HOST  address of the cairnd to talk to, HOST[:PORT] (overridden by --host)
+
+EXAMPLES:
+  cairn peer probe node2
+  cairn volume create vol0 replica 3 node1:/bricks/b1 node2:/bricks/b1 node3:/bricks/b1
+  cairn volume start vol0
+  cairn volume info vol0
+  cairn --json volume status all | jq '.volumes[].bricks[] | select(.online | not)'
+  cairn --mode=script volume stop vol0";
+
+#[derive(Parser, Debug, Clone, PartialEq, Eq)]
+#[command(
+    name = "cairn",
+    version,
+    about = ABOUT,
+    long_about = LONG_ABOUT,
+    after_long_help = EXIT_CODES,
+    propagate_version = true,
+    subcommand_required = true,
+    arg_required_else_help = true
+)]
+pub struct Cli {
+    /// Address of the cairnd to talk to: HOST[:PORT], default port 7420.
+    #[arg(
+        long,
+        global = true,
+        env = "CAIRN_HOST",
+        value_name = "HOST[:PORT]",
+        default_value = "127.0.0.1:7420"
+    )]
+    pub host: String,
+
+    /// Print the reply as JSON on stdout (read commands print their data; other commands a
+    /// result object).
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// `script` never asks for confirmation (like gluster's --mode=script).
+    #[arg(long, global = true, value_enum, value_name = "MODE", default_value_t = Mode::Interactive)]
+    pub mode: Mode,
+
+    /// Answer "y" to every confirmation question.
+    #[arg(long, short = 'y', global = true)]
+    pub yes: bool,
+
+    /// Seconds to wait for cairnd's reply (connecting gives up after at most 10 s).
+    #[arg(long, global = true, value_name = "SECONDS", default_value_t = 120)]
+    pub timeout: u64,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Ask before destructive commands when stdin is a terminal.
+    Interactive,
+    /// Never ask.
+    Script,
+}
+
+/// The `force` keyword at the end of a command.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Force {
+    Force,
+}
+
+/// What `volume heal NAME` does.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HealAction {
+    /// List, per brick, the entries waiting to be healed.
+    Info,
+}
+
+#[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// Manage the trusted storage pool: probe, detach, status.
+    #[command(subcommand)]
+    Peer(PeerCmd),
+    /// List the nodes of the trusted storage pool.
+    #[command(subcommand)]
+    Pool(PoolCmd),
+    /// Create, start, stop, delete, inspect and tune volumes.
+    #[command(subcommand)]
+    Volume(VolumeCmd),
+}
+
+#[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
+pub enum PeerCmd {
+    /// Add a node to the trusted storage pool.
+    #[command(
+        long_about = "Add the node whose cairnd listens at HOST[:PORT] to the trusted storage \
+pool of the node cairn talks to. Probing a node that is already a peer succeeds and says so.",
+        after_help = "EXAMPLES:\n  cairn peer probe node2\n  cairn peer probe 10.0.0.12:7420"
+    )]
+    Probe {
+        /// The node's cairnd address; port 7420 when omitted.
+        #[arg(value_name = "HOST[:PORT]")]
+        peer: String,
+    },
+    /// Remove a node from the trusted storage pool.
+    #[command(
+        long_about = "Remove the peer NAME from the pool. cairnd refuses while the peer holds \
+bricks of a volume or is unreachable, unless `force` is given. On a terminal cairn asks for \
+confirmation first (see --mode=script, --yes).",
+        after_help = "EXAMPLES:\n  cairn peer detach node3\n  cairn --mode=script peer detach node3 force"
+    )]
+    Detach {
+        /// Peer name as shown by `cairn peer status`.
+        name: String,
+        /// Detach even if the peer is down or holds bricks.
+        #[arg(value_enum)]
+        force: Option<Force>,
+    },
+    /// Show the other peers of the pool and whether they are connected.
+    #[command(after_help = "EXAMPLES:\n  cairn peer status\n  cairn --json peer status")]
+    Status,
+}
+
+#[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
+pub enum PoolCmd {
+    /// List every node of the pool, this one included.
+    #[command(after_help = "EXAMPLES:\n  cairn pool list\n  cairn --json pool list")]
+    List,
+}
+
+#[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
+pub enum VolumeCmd {
+    /// Create a volume from bricks.
+    #[command(
+        override_usage = "cairn volume create NAME [replica N] HOST:/PATH... [force]",
+        long_about = "Create volume NAME from the given bricks (directories on peers). With \
+`replica N` (N from 1 to 3, default 1) consecutive groups of N bricks form a replica set, so \
+the brick count must be a multiple of N; files are distributed over the sets. cairn refuses \
+bricks of one replica set on the same host (no fault tolerance) and non-empty brick \
+directories unless `force` is given last. The volume is created stopped: start it with \
+`cairn volume start NAME`.\n\nVolume names are 1 to 64 characters of A-Z a-z 0-9 _ - \
+(and not `all`). Brick paths must be absolute.",
+        after_help = "EXAMPLES:\n  \
+cairn volume create vol0 node1:/bricks/b1\n  \
+cairn volume create vol0 replica 3 node1:/bricks/b1 node2:/bricks/b1 node3:/bricks/b1\n  \
+cairn volume create vol0 replica 2 n1:/b/1 n2:/b/1 n3:/b/1 n4:/b/1\n  \
+cairn volume create test replica 2 localhost:/b/1 localhost:/b/2 force"
+    )]
+    Create {
+        /// Name of the new volume.
+        name: String,
+        /// `[replica N] HOST:/PATH... [force]`
+        #[arg(value_name = "ARGS", required = true, num_args = 1.., allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Start a volume: bring its bricks online.
+    #[command(
+        long_about = "Start volume NAME: every node starts serving its bricks. `force` also \
+restarts bricks that are down on a volume that is already started.",
+        after_help = "EXAMPLES:\n  cairn volume start vol0\n  cairn volume start vol0 force"
+    )]
+    Start {
+        name: String,
+        /// Start even if already started (restarts bricks that are down).
+        #[arg(value_enum)]
+        force: Option<Force>,
+    },
+    /// Stop a volume: its data becomes inaccessible.
+    #[command(
+        long_about = "Stop volume NAME: bricks stop serving and clients lose access. On a \
+terminal cairn asks for confirmation first (see --mode=script, --yes). `force` stops even \
+when some bricks cannot be reached.",
+        after_help = "EXAMPLES:\n  cairn volume stop vol0\n  cairn --mode=script volume stop vol0 force"
+    )]
+    Stop {
+        name: String,
+        /// Stop even if some bricks cannot be reached.
+        #[arg(value_enum)]
+        force: Option<Force>,
+    },
+    /// Delete a stopped volume (brick directories are left in place).
+    #[command(
+        long_about = "Delete volume NAME from the cluster configuration. The volume must be \
+stopped. Brick directories and their data stay on disk. On a terminal cairn asks for \
+confirmation first (see --mode=script, --yes); `force` is accepted for symmetry with \
+start/stop and also skips the question.",
+        after_help = "EXAMPLES:\n  cairn volume delete vol0\n  cairn --yes volume delete vol0"
+    )]
+    Delete {
+        name: String,
+        /// Do not ask for confirmation.
+        #[arg(value_enum)]
+        force: Option<Force>,
+    },
+    /// Show the configuration of one volume or of all.
+    #[command(
+        override_usage = "cairn volume info [NAME|all]",
+        after_help = "EXAMPLES:\n  cairn volume info\n  cairn volume info vol0\n  cairn --json volume info all"
+    )]
+    Info {
+        /// Volume name; `all` or nothing for every volume.
+        name: Option<String>,
+    },
+    /// Show the bricks of one volume or of all: port, online, pid, pending heals.
+    #[command(
+        override_usage = "cairn volume status [NAME|all]",
+        after_help = "EXAMPLES:\n  cairn volume status vol0\n  cairn --json volume status"
+    )]
+    Status {
+        /// Volume name; `all` or nothing for every volume.
+        name: Option<String>,
+    },
+    /// List volume names.
+    #[command(after_help = "EXAMPLES:\n  cairn volume list\n  cairn --json volume list")]
+    List,
+    /// Set a volume option.
+    #[command(
+        long_about = "Set option KEY of volume NAME to VALUE. cairnd checks the key and the \
+value; options in effect are shown under \"Options Reconfigured\" by `cairn volume info`.",
+        after_help = "EXAMPLES:\n  cairn volume set vol0 performance.cache-size 256MB\n  \
+cairn volume set vol0 network.ping-timeout 10"
+    )]
+    Set { name: String, key: String, value: String },
+    /// Reset a volume option to its default.
+    #[command(after_help = "EXAMPLES:\n  cairn volume reset vol0 performance.cache-size")]
+    Reset { name: String, key: String },
+    /// Self-heal: show entries waiting to be healed.
+    #[command(
+        override_usage = "cairn volume heal NAME info",
+        long_about = "`cairn volume heal NAME info` lists, for each brick of the volume, the \
+entries (inode ids) it holds for replicas that were away and still need to copy them.",
+        after_help = "EXAMPLES:\n  cairn volume heal vol0 info\n  cairn --json volume heal vol0 info"
+    )]
+    Heal {
+        name: String,
+        #[arg(value_enum)]
+        action: HealAction,
+    },
+}

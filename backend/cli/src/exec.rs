@@ -1,0 +1,182 @@
+//! Run one command line: parse, check, ask, call, print, and pick the exit code.
+
+use crate::args::Cli;
+use crate::client::{self, CallError};
+use crate::grammar::{failed_message, UsageError};
+use crate::json::{self, HealDoc, PeersDoc, ResultDoc, VolumeListDoc, VolumeStatusDoc};
+use crate::plan::{self, Output, Plan, Settings};
+use crate::{exit, format};
+use cairn_proto::mgmt::MgmtReply;
+use clap::Parser;
+use std::ffi::OsString;
+use std::io::{BufRead, Write};
+
+/// Run `cairn` with `args` (including the program name) and return the exit code.
+/// `interactive` says whether `input` is a terminal a question may be asked on.
+pub fn run<I, T>(
+    args: I,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+    input: &mut dyn BufRead,
+    interactive: bool,
+) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) => {
+            // --help and --version are "errors" with exit code 0 that go to stdout.
+            let text = e.render().to_string();
+            let _ = if e.use_stderr() { write!(err, "{text}") } else { write!(out, "{text}") };
+            return e.exit_code();
+        }
+    };
+    let prepared = plan::settings(&cli).and_then(|s| Ok((s, plan::plan(&cli.command)?)));
+    let (settings, plan) = match prepared {
+        Ok(p) => p,
+        Err(e) => return usage(err, &e),
+    };
+    if let Some(question) = plan.confirm {
+        if settings.may_ask && interactive && !confirm(out, input, question) {
+            let _ = writeln!(
+                err,
+                "{}",
+                failed_message(plan.command, plan.name.as_deref(), "cancelled")
+            );
+            return exit::FAILED;
+        }
+    }
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            let _ = writeln!(err, "cairn: cannot start the I/O runtime: {e}");
+            return exit::FAILED;
+        }
+    };
+    let result = rt.block_on(client::call(&settings.addr, plan.request.clone(), settings.timeout));
+    match result {
+        Ok(reply) => show(out, err, &settings, &plan, reply),
+        Err(e) => fail(out, err, &settings, &plan, &e),
+    }
+}
+
+fn usage(err: &mut dyn Write, e: &UsageError) -> i32 {
+    let _ = writeln!(err, "{e}");
+    exit::USAGE
+}
+
+/// Ask `question`; true only for an answer starting with y.
+fn confirm(out: &mut dyn Write, input: &mut dyn BufRead, question: &str) -> bool {
+    let _ = write!(out, "{question}");
+    let _ = out.flush();
+    let mut line = String::new();
+    match input.read_line(&mut line) {
+        Ok(n) if n > 0 => matches!(line.trim().chars().next(), Some('y' | 'Y')),
+        _ => false,
+    }
+}
+
+fn fail(out: &mut dyn Write, err: &mut dyn Write, s: &Settings, p: &Plan, e: &CallError) -> i32 {
+    let code = match e {
+        CallError::Unreachable { .. } => exit::UNREACHABLE,
+        CallError::Timeout { .. } | CallError::Remote(_) | CallError::Unexpected(_) => exit::FAILED,
+    };
+    let _ = writeln!(err, "{}", failed_message(p.command, p.name.as_deref(), e));
+    if s.json {
+        let errno = match e {
+            CallError::Remote(r) => Some(r.errno.name().to_string()),
+            _ => None,
+        };
+        let doc = ResultDoc {
+            command: p.command.to_string(),
+            name: p.name.clone(),
+            result: "failed".into(),
+            errno,
+            message: e.to_string(),
+        };
+        let _ = write!(out, "{}", json::render(&doc));
+    }
+    code
+}
+
+fn show(out: &mut dyn Write, err: &mut dyn Write, s: &Settings, p: &Plan, reply: MgmtReply) -> i32 {
+    let text = match (p.output, reply) {
+        (Output::Done, MgmtReply::Done { message }) => {
+            if s.json {
+                json::render(&ResultDoc {
+                    command: p.command.to_string(),
+                    name: p.name.clone(),
+                    result: "success".into(),
+                    errno: None,
+                    message,
+                })
+            } else {
+                let mut line = match &p.name {
+                    Some(n) => format!("{}: {n}: success", p.command),
+                    None => format!("{}: success", p.command),
+                };
+                if !message.is_empty() {
+                    line.push_str(": ");
+                    line.push_str(&message);
+                }
+                line.push('\n');
+                line
+            }
+        }
+        (Output::PeerStatus, MgmtReply::Peers(peers)) => {
+            if s.json {
+                let peers = peers.into_iter().filter(|p| !p.local).collect();
+                json::render(&PeersDoc { peers })
+            } else {
+                format::peer_status(&peers)
+            }
+        }
+        (Output::PoolList, MgmtReply::Peers(peers)) => {
+            if s.json {
+                json::render(&PeersDoc { peers })
+            } else {
+                format::pool_list(&peers)
+            }
+        }
+        (Output::VolumeInfo, MgmtReply::Volumes(vols)) => {
+            if s.json {
+                json::volume_info(&vols)
+            } else {
+                format::volume_info(&vols)
+            }
+        }
+        (Output::VolumeStatus, MgmtReply::Status(vols)) => {
+            if s.json {
+                json::render(&VolumeStatusDoc { volumes: vols })
+            } else {
+                format::volume_status(&vols)
+            }
+        }
+        (Output::VolumeList, MgmtReply::Names(names)) => {
+            if s.json {
+                json::render(&VolumeListDoc { volumes: names })
+            } else {
+                format::volume_list(&names)
+            }
+        }
+        (Output::HealInfo, MgmtReply::Heal(bricks)) => {
+            if s.json {
+                let volume = p.name.clone().unwrap_or_default();
+                json::render(&HealDoc { volume, bricks })
+            } else {
+                format::heal_info(&bricks)
+            }
+        }
+        (_, other) => {
+            let e = CallError::Unexpected(format!("{other:?}"));
+            return fail(out, err, s, p, &e);
+        }
+    };
+    if out.write_all(text.as_bytes()).and_then(|()| out.flush()).is_err() {
+        // stdout closed (e.g. `| head`): nothing useful left to do.
+        return exit::FAILED;
+    }
+    exit::OK
+}
