@@ -243,12 +243,16 @@ impl CairnFs {
         self.sh.inodes.lock().id(ino).ok_or(libc::ESTALE)
     }
 
+    /// The open file `fh` (of inode `ino`): its id, the opener's credentials, O_SYNC.
     fn handle(&self, fh: u64, ino: u64) -> Result<(Id, Creds, bool), i32> {
-        if let Some(h) = self.sh.handles.lock().get(&fh) {
-            return Ok((h.id, h.creds.clone(), h.sync));
+        match self.sh.handles.lock().get(&fh) {
+            Some(h) => Ok((h.id, h.creds.clone(), h.sync)),
+            // Not a handle we issued (directories get fh 0): never guess credentials.
+            None => {
+                debug!(fh, ino, "request on an unknown file handle");
+                Err(libc::EBADF)
+            }
         }
-        // No handle (e.g. a request on a handle we did not issue): fall back to the inode.
-        Ok((self.id(ino)?, Creds::root(), false))
     }
 
     fn new_handle(sh: &Shared, id: Id, creds: Creds, flags: i32) -> u64 {
