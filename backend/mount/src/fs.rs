@@ -1,0 +1,1061 @@
+//! The FUSE filesystem: each kernel request is translated into one `cairn_client::Volume`
+//! call, spawned onto the tokio runtime, and answered from there (fuser's `Reply*` objects
+//! are `Send`), so a slow call never holds up the session loop or other requests.
+
+use crate::creds::GroupCache;
+use crate::inodes::InodeTable;
+use bytes::Bytes;
+use cairn_client::{
+    Attr, Creds, FileType, Id, Lock, LockKind, RemoteError, SeekWhence, SetAttr, SetTime, Timespec,
+    Volume,
+};
+use fuser::{
+    consts, FileAttr, Filesystem, KernelConfig, Notifier, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLock, ReplyLseek, ReplyOpen,
+    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
+};
+use parking_lot::Mutex;
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsStr;
+use std::future::Future;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tracing::{debug, warn};
+
+/// Entries asked from the bricks per READDIR / READDIRPLUS (the kernel's buffer is one
+/// page; what does not fit is asked again from the last cookie that did).
+const READDIR_BATCH: u32 = 128;
+const READDIRPLUS_BATCH: u32 = 32;
+/// Preferred I/O size reported in `st_blksize`.
+const BLKSIZE: u32 = 128 * 1024;
+/// POSIX lock `end` meaning "to end of file" (the kernel's OFFSET_MAX).
+const OFFSET_MAX: u64 = i64::MAX as u64;
+
+/// `cairn_client`'s lease-recall upcall type.
+pub type InvalidateFn = Arc<dyn Fn(Id, bool) + Send + Sync>;
+
+#[derive(Debug, Clone)]
+pub struct FsConfig {
+    pub attr_ttl: Duration,
+    pub entry_ttl: Duration,
+}
+
+/// An open file.
+struct Handle {
+    id: Id,
+    /// The opener's credentials: I/O on the handle runs with them, as permission was
+    /// checked at open (writeback from the page cache arrives with pid 0 and no groups).
+    creds: Creds,
+    /// O_SYNC / O_DSYNC: writes go through to every replica before returning.
+    sync: bool,
+}
+
+struct Shared {
+    vol: Arc<Volume>,
+    cfg: FsConfig,
+    inodes: Mutex<InodeTable>,
+    handles: Mutex<HashMap<u64, Handle>>,
+    next_fh: AtomicU64,
+    groups: GroupCache,
+    /// (inode, lock owner) pairs that may hold POSIX locks: FLUSH releases them (close(2)
+    /// drops a process's locks), and only these cost a round trip on close.
+    lockers: Mutex<HashSet<(Id, u64)>>,
+}
+
+pub struct CairnFs {
+    sh: Arc<Shared>,
+    rt: tokio::runtime::Handle,
+}
+
+/// errno to hand the kernel for a client error.
+pub fn errno(e: &RemoteError) -> i32 {
+    match e.errno.0 {
+        // Internal to the client/brick protocol: must never reach an application.
+        libc::EREMCHG => libc::EIO,
+        n if n <= 0 => libc::EIO,
+        n => n,
+    }
+}
+
+fn fail(op: &str, what: impl std::fmt::Display, e: &RemoteError) -> i32 {
+    let n = errno(e);
+    if n == libc::ENOENT || n == libc::EEXIST || n == libc::ENODATA || n == libc::ENOTEMPTY {
+        debug!(op, %what, error = %e, "fuse op failed");
+    } else {
+        warn!(op, %what, error = %e, "fuse op failed");
+    }
+    n
+}
+
+pub fn kind(k: FileType) -> fuser::FileType {
+    match k {
+        FileType::Regular => fuser::FileType::RegularFile,
+        FileType::Directory => fuser::FileType::Directory,
+        FileType::Symlink => fuser::FileType::Symlink,
+        FileType::Fifo => fuser::FileType::NamedPipe,
+        FileType::Socket => fuser::FileType::Socket,
+        FileType::CharDevice => fuser::FileType::CharDevice,
+        FileType::BlockDevice => fuser::FileType::BlockDevice,
+    }
+}
+
+pub fn to_system_time(t: Timespec) -> SystemTime {
+    if t.sec >= 0 {
+        UNIX_EPOCH + Duration::new(t.sec as u64, t.nsec)
+    } else {
+        UNIX_EPOCH - Duration::from_secs(t.sec.unsigned_abs()) + Duration::from_nanos(t.nsec as u64)
+    }
+}
+
+pub fn to_timespec(t: SystemTime) -> Timespec {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => Timespec { sec: d.as_secs() as i64, nsec: d.subsec_nanos() },
+        Err(e) => {
+            let d = e.duration();
+            // Negative: floor to whole seconds below, nanoseconds counted upwards.
+            let (mut sec, mut nsec) = (-(d.as_secs() as i64), d.subsec_nanos());
+            if nsec > 0 {
+                sec -= 1;
+                nsec = 1_000_000_000 - nsec;
+            }
+            Timespec { sec, nsec }
+        }
+    }
+}
+
+pub fn file_attr(a: &Attr, ino: u64) -> FileAttr {
+    FileAttr {
+        ino,
+        size: a.size,
+        blocks: a.blocks,
+        atime: to_system_time(a.atime),
+        mtime: to_system_time(a.mtime),
+        ctime: to_system_time(a.ctime),
+        crtime: to_system_time(a.ctime),
+        kind: kind(a.kind),
+        perm: (a.perm & 0o7777) as u16,
+        nlink: a.nlink,
+        uid: a.uid,
+        gid: a.gid,
+        rdev: a.rdev as u32,
+        blksize: BLKSIZE,
+        flags: 0,
+    }
+}
+
+fn set_time(t: TimeOrNow) -> SetTime {
+    match t {
+        TimeOrNow::Now => SetTime::Now,
+        TimeOrNow::SpecificTime(st) => SetTime::At(to_timespec(st)),
+    }
+}
+
+/// A FUSE lock range (`start..=end`, `end == OFFSET_MAX` for "to EOF") as a Cairn lock.
+pub fn to_lock(typ: i32, start: u64, end: u64, owner: u64, pid: u32) -> Result<Lock, i32> {
+    let kind = match typ {
+        libc::F_RDLCK => LockKind::Read,
+        libc::F_WRLCK => LockKind::Write,
+        libc::F_UNLCK => LockKind::Unlock,
+        _ => return Err(libc::EINVAL),
+    };
+    if end < start {
+        return Err(libc::EINVAL);
+    }
+    let len = if end >= OFFSET_MAX { 0 } else { end - start + 1 };
+    Ok(Lock { kind, start, len, owner, pid })
+}
+
+/// A Cairn lock as the FUSE `(start, end, type, pid)` the kernel expects from GETLK.
+pub fn from_lock(l: &Lock) -> (u64, u64, i32, u32) {
+    let typ = match l.kind {
+        LockKind::Read => libc::F_RDLCK,
+        LockKind::Write => libc::F_WRLCK,
+        LockKind::Unlock => libc::F_UNLCK,
+    };
+    let end =
+        if l.len == 0 { OFFSET_MAX } else { l.start.saturating_add(l.len - 1).min(OFFSET_MAX) };
+    (l.start, end, typ, l.pid)
+}
+
+impl CairnFs {
+    pub fn new(vol: Arc<Volume>, root: Id, cfg: FsConfig, rt: tokio::runtime::Handle) -> CairnFs {
+        CairnFs {
+            sh: Arc::new(Shared {
+                vol,
+                cfg,
+                inodes: Mutex::new(InodeTable::new(root)),
+                handles: Mutex::new(HashMap::new()),
+                next_fh: AtomicU64::new(1),
+                groups: GroupCache::default(),
+                lockers: Mutex::new(HashSet::new()),
+            }),
+            rt,
+        }
+    }
+
+    /// Returns a maker of the upcall to register with `Volume::on_invalidate`, given the
+    /// session's notifier (which exists only once the filesystem moved into the session).
+    /// Lease recalls are passed to the kernel's caches from a thread of their own: a
+    /// notification can wait on kernel locks held by a request that itself waits on us, so
+    /// it must not run on the session loop nor hold a runtime worker.
+    pub fn invalidator_factory(&self) -> impl FnOnce(Notifier) -> InvalidateFn {
+        let sh = self.sh.clone();
+        move |notifier| {
+            let (tx, rx) = std::sync::mpsc::channel::<(Id, bool)>();
+            std::thread::Builder::new()
+                .name("cairn-inval".into())
+                .spawn(move || {
+                    while let Ok((id, entries)) = rx.recv() {
+                        let (ino, names) = {
+                            let t = sh.inodes.lock();
+                            let Some(ino) = t.ino_of(id) else { continue };
+                            (ino, if entries { t.children(ino) } else { Vec::new() })
+                        };
+                        if let Err(e) = notifier.inval_inode(ino, 0, 0) {
+                            debug!(%id, ino, error = %e, "inval_inode");
+                        }
+                        for name in names {
+                            if let Err(e) = notifier.inval_entry(ino, OsStr::from_bytes(&name)) {
+                                debug!(%id, ino, error = %e, "inval_entry");
+                            }
+                        }
+                    }
+                })
+                .expect("spawn invalidation thread");
+            Arc::new(move |id: Id, entries: bool| {
+                let _ = tx.send((id, entries));
+            })
+        }
+    }
+
+    fn spawn(&self, f: impl Future<Output = ()> + Send + 'static) {
+        self.rt.spawn(f);
+    }
+
+    fn creds(&self, req: &Request<'_>) -> Creds {
+        self.sh.groups.creds(req.uid(), req.gid(), req.pid())
+    }
+
+    fn id(&self, ino: u64) -> Result<Id, i32> {
+        self.sh.inodes.lock().id(ino).ok_or(libc::ESTALE)
+    }
+
+    /// The open file `fh` (of inode `ino`): its id, the opener's credentials, O_SYNC.
+    fn handle(&self, fh: u64, ino: u64) -> Result<(Id, Creds, bool), i32> {
+        match self.sh.handles.lock().get(&fh) {
+            Some(h) => Ok((h.id, h.creds.clone(), h.sync)),
+            // Not a handle we issued (directories get fh 0): never guess credentials.
+            None => {
+                debug!(fh, ino, "request on an unknown file handle");
+                Err(libc::EBADF)
+            }
+        }
+    }
+
+    fn new_handle(sh: &Shared, id: Id, creds: Creds, flags: i32) -> u64 {
+        let fh = sh.next_fh.fetch_add(1, Ordering::Relaxed);
+        let sync = flags & (libc::O_SYNC | libc::O_DSYNC) != 0;
+        sh.handles.lock().insert(fh, Handle { id, creds, sync });
+        fh
+    }
+}
+
+/// Reply to an entry-creating call: reference the inode and hand it to the kernel.
+fn reply_entry(sh: &Shared, parent: u64, name: &[u8], attr: &Attr, reply: ReplyEntry) {
+    let ino = sh.inodes.lock().add_entry(parent, name, attr.id);
+    reply.entry(&sh.cfg.entry_ttl, &file_attr(attr, ino), 0);
+}
+
+macro_rules! try_reply {
+    ($e:expr, $reply:ident) => {
+        match $e {
+            Ok(v) => v,
+            Err(n) => return $reply.error(n),
+        }
+    };
+}
+
+impl Filesystem for CairnFs {
+    fn init(&mut self, _req: &Request<'_>, config: &mut KernelConfig) -> Result<(), libc::c_int> {
+        for cap in [
+            consts::FUSE_POSIX_LOCKS,
+            consts::FUSE_DO_READDIRPLUS,
+            consts::FUSE_READDIRPLUS_AUTO,
+            consts::FUSE_PARALLEL_DIROPS,
+            consts::FUSE_AUTO_INVAL_DATA,
+            consts::FUSE_ASYNC_DIO,
+        ] {
+            if config.add_capabilities(cap).is_err() {
+                debug!(cap, "kernel lacks FUSE capability");
+            }
+        }
+        let _ = config.set_max_write(1 << 20);
+        let _ = config.set_max_readahead(1 << 20);
+        let _ = config.set_max_background(64);
+        Ok(())
+    }
+
+    fn lookup(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
+        let dir = try_reply!(self.id(parent), reply);
+        let (c, sh, name) = (self.creds(req), self.sh.clone(), name.as_bytes().to_vec());
+        self.spawn(async move {
+            match sh.vol.lookup(&c, dir, &name).await {
+                Ok(a) => reply_entry(&sh, parent, &name, &a, reply),
+                Err(e) => reply.error(fail("lookup", format!("{dir}/{}", name.escape_ascii()), &e)),
+            }
+        });
+    }
+
+    fn forget(&mut self, _req: &Request<'_>, ino: u64, nlookup: u64) {
+        self.sh.inodes.lock().forget(ino, nlookup);
+    }
+
+    fn getattr(&mut self, req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
+        let id = try_reply!(self.id(ino), reply);
+        let (c, sh) = (self.creds(req), self.sh.clone());
+        self.spawn(async move {
+            match sh.vol.getattr(&c, id).await {
+                Ok(a) => reply.attr(&sh.cfg.attr_ttl, &file_attr(&a, ino)),
+                Err(e) => reply.error(fail("getattr", id, &e)),
+            }
+        });
+    }
+
+    fn setattr(
+        &mut self,
+        req: &Request<'_>,
+        ino: u64,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<u64>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<u32>,
+        reply: ReplyAttr,
+    ) {
+        let id = try_reply!(self.id(ino), reply);
+        let set = SetAttr {
+            perm: mode.map(|m| m & 0o7777),
+            uid,
+            gid,
+            size,
+            atime: atime.map(set_time),
+            mtime: mtime.map(set_time),
+        };
+        let (c, sh) = (self.creds(req), self.sh.clone());
+        self.spawn(async move {
+            let r = if set.is_empty() {
+                sh.vol.getattr(&c, id).await
+            } else {
+                sh.vol.setattr(&c, id, &set).await
+            };
+            match r {
+                Ok(a) => reply.attr(&sh.cfg.attr_ttl, &file_attr(&a, ino)),
+                Err(e) => reply.error(fail("setattr", id, &e)),
+            }
+        });
+    }
+
+    fn readlink(&mut self, req: &Request<'_>, ino: u64, reply: ReplyData) {
+        let id = try_reply!(self.id(ino), reply);
+        let (c, sh) = (self.creds(req), self.sh.clone());
+        self.spawn(async move {
+            match sh.vol.readlink(&c, id).await {
+                Ok(t) => reply.data(&t),
+                Err(e) => reply.error(fail("readlink", id, &e)),
+            }
+        });
+    }
+
+    fn mknod(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let dir = try_reply!(self.id(parent), reply);
+        let k = try_reply!(FileType::from_mode(mode).ok_or(libc::EINVAL), reply);
+        let (c, sh, name) = (self.creds(req), self.sh.clone(), name.as_bytes().to_vec());
+        self.spawn(async move {
+            match sh.vol.mknod(&c, dir, &name, k, mode & 0o7777, rdev as u64).await {
+                Ok(a) => reply_entry(&sh, parent, &name, &a, reply),
+                Err(e) => reply.error(fail("mknod", format!("{dir}/{}", name.escape_ascii()), &e)),
+            }
+        });
+    }
+
+    fn mkdir(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let dir = try_reply!(self.id(parent), reply);
+        let (c, sh, name) = (self.creds(req), self.sh.clone(), name.as_bytes().to_vec());
+        self.spawn(async move {
+            match sh.vol.mkdir(&c, dir, &name, mode & 0o7777).await {
+                Ok(a) => reply_entry(&sh, parent, &name, &a, reply),
+                Err(e) => reply.error(fail("mkdir", format!("{dir}/{}", name.escape_ascii()), &e)),
+            }
+        });
+    }
+
+    fn unlink(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        let dir = try_reply!(self.id(parent), reply);
+        let (c, sh, name) = (self.creds(req), self.sh.clone(), name.as_bytes().to_vec());
+        self.spawn(async move {
+            match sh.vol.unlink(&c, dir, &name).await {
+                Ok(()) => {
+                    sh.inodes.lock().remove_name(parent, &name);
+                    reply.ok()
+                }
+                Err(e) => reply.error(fail("unlink", format!("{dir}/{}", name.escape_ascii()), &e)),
+            }
+        });
+    }
+
+    fn rmdir(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        let dir = try_reply!(self.id(parent), reply);
+        let (c, sh, name) = (self.creds(req), self.sh.clone(), name.as_bytes().to_vec());
+        self.spawn(async move {
+            match sh.vol.rmdir(&c, dir, &name).await {
+                Ok(()) => {
+                    sh.inodes.lock().remove_name(parent, &name);
+                    reply.ok()
+                }
+                Err(e) => reply.error(fail("rmdir", format!("{dir}/{}", name.escape_ascii()), &e)),
+            }
+        });
+    }
+
+    fn symlink(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let dir = try_reply!(self.id(parent), reply);
+        let (c, sh) = (self.creds(req), self.sh.clone());
+        let (name, target) =
+            (link_name.as_bytes().to_vec(), target.as_os_str().as_bytes().to_vec());
+        self.spawn(async move {
+            match sh.vol.symlink(&c, dir, &name, &target).await {
+                Ok(a) => reply_entry(&sh, parent, &name, &a, reply),
+                Err(e) => {
+                    reply.error(fail("symlink", format!("{dir}/{}", name.escape_ascii()), &e))
+                }
+            }
+        });
+    }
+
+    fn rename(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        newparent: u64,
+        newname: &OsStr,
+        flags: u32,
+        reply: ReplyEmpty,
+    ) {
+        use cairn_proto::rename_flags::{EXCHANGE, NOREPLACE};
+        if flags & !(NOREPLACE | EXCHANGE) != 0 || flags == NOREPLACE | EXCHANGE {
+            return reply.error(libc::EINVAL); // RENAME_WHITEOUT and nonsense
+        }
+        let src = try_reply!(self.id(parent), reply);
+        let dst = try_reply!(self.id(newparent), reply);
+        let (c, sh) = (self.creds(req), self.sh.clone());
+        let (name, newname) = (name.as_bytes().to_vec(), newname.as_bytes().to_vec());
+        self.spawn(async move {
+            match sh.vol.rename(&c, src, &name, dst, &newname, flags).await {
+                Ok(()) => {
+                    let mut t = sh.inodes.lock();
+                    if flags & EXCHANGE == 0 {
+                        t.remove_name(parent, &name);
+                    }
+                    t.add_name(newparent, &newname);
+                    drop(t);
+                    reply.ok()
+                }
+                Err(e) => reply.error(fail(
+                    "rename",
+                    format!("{src}/{} -> {dst}/{}", name.escape_ascii(), newname.escape_ascii()),
+                    &e,
+                )),
+            }
+        });
+    }
+
+    fn link(
+        &mut self,
+        req: &Request<'_>,
+        ino: u64,
+        newparent: u64,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        let id = try_reply!(self.id(ino), reply);
+        let dir = try_reply!(self.id(newparent), reply);
+        let (c, sh, name) = (self.creds(req), self.sh.clone(), newname.as_bytes().to_vec());
+        self.spawn(async move {
+            match sh.vol.link(&c, id, dir, &name).await {
+                Ok(a) => reply_entry(&sh, newparent, &name, &a, reply),
+                Err(e) => {
+                    reply.error(fail("link", format!("{id} -> {dir}/{}", name.escape_ascii()), &e))
+                }
+            }
+        });
+    }
+
+    fn open(&mut self, req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
+        let id = try_reply!(self.id(ino), reply);
+        let (c, sh) = (self.creds(req), self.sh.clone());
+        self.spawn(async move {
+            match sh.vol.open(&c, id).await {
+                Ok(()) => reply.opened(CairnFs::new_handle(&sh, id, c, flags), 0),
+                Err(e) => reply.error(fail("open", id, &e)),
+            }
+        });
+    }
+
+    fn read(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        fh: u64,
+        offset: i64,
+        size: u32,
+        _flags: i32,
+        _lock_owner: Option<u64>,
+        reply: ReplyData,
+    ) {
+        let (id, c, _) = try_reply!(self.handle(fh, ino), reply);
+        let offset = try_reply!(u64::try_from(offset).map_err(|_| libc::EINVAL), reply);
+        let sh = self.sh.clone();
+        self.spawn(async move {
+            match sh.vol.read(&c, id, offset, size).await {
+                Ok((data, _eof)) => reply.data(&data),
+                Err(e) => reply.error(fail("read", format!("{id}@{offset}+{size}"), &e)),
+            }
+        });
+    }
+
+    fn write(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        fh: u64,
+        offset: i64,
+        data: &[u8],
+        _write_flags: u32,
+        _flags: i32,
+        _lock_owner: Option<u64>,
+        reply: ReplyWrite,
+    ) {
+        let (id, c, sync) = try_reply!(self.handle(fh, ino), reply);
+        let offset = try_reply!(u64::try_from(offset).map_err(|_| libc::EINVAL), reply);
+        let (sh, data) = (self.sh.clone(), Bytes::copy_from_slice(data));
+        self.spawn(async move {
+            let len = data.len();
+            let r = if sync {
+                sh.vol.write_through(&c, id, offset, data).await
+            } else {
+                sh.vol.write(&c, id, offset, data).await
+            };
+            match r {
+                Ok(n) => reply.written(n),
+                Err(e) => reply.error(fail("write", format!("{id}@{offset}+{len}"), &e)),
+            }
+        });
+    }
+
+    fn flush(&mut self, req: &Request<'_>, ino: u64, fh: u64, lock_owner: u64, reply: ReplyEmpty) {
+        let (id, _, _) = try_reply!(self.handle(fh, ino), reply);
+        let (c, sh, pid) = (self.creds(req), self.sh.clone(), req.pid());
+        self.spawn(async move {
+            let r = sh.vol.flush(id).await;
+            // close(2) releases every POSIX lock the process holds on the file.
+            if sh.lockers.lock().remove(&(id, lock_owner)) {
+                let unlock =
+                    Lock { kind: LockKind::Unlock, start: 0, len: 0, owner: lock_owner, pid };
+                if let Err(e) = sh.vol.setlock(&c, id, unlock, false).await {
+                    warn!(%id, lock_owner, error = %e, "releasing POSIX locks on close");
+                }
+            }
+            match r {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(fail("flush", id, &e)),
+            }
+        });
+    }
+
+    fn release(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        fh: u64,
+        _flags: i32,
+        _lock_owner: Option<u64>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        let h = self.sh.handles.lock().remove(&fh);
+        let id = match h {
+            Some(h) => h.id,
+            None => try_reply!(self.id(ino), reply),
+        };
+        let sh = self.sh.clone();
+        self.spawn(async move {
+            match sh.vol.release(id).await {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(fail("release", id, &e)),
+            }
+        });
+    }
+
+    fn fsync(&mut self, req: &Request<'_>, ino: u64, fh: u64, datasync: bool, reply: ReplyEmpty) {
+        let (id, _, _) = try_reply!(self.handle(fh, ino), reply);
+        let (c, sh) = (self.creds(req), self.sh.clone());
+        self.spawn(async move {
+            match sh.vol.fsync(&c, id, datasync).await {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(fail("fsync", id, &e)),
+            }
+        });
+    }
+
+    fn opendir(&mut self, _req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
+        try_reply!(self.id(ino), reply);
+        reply.opened(0, 0);
+    }
+
+    fn readdir(
+        &mut self,
+        req: &Request<'_>,
+        ino: u64,
+        _fh: u64,
+        offset: i64,
+        mut reply: ReplyDirectory,
+    ) {
+        let dir = try_reply!(self.id(ino), reply);
+        let (c, sh) = (self.creds(req), self.sh.clone());
+        self.spawn(async move {
+            let mut cookie = offset as u64;
+            loop {
+                let (ents, eof) = match sh.vol.readdir(&c, dir, cookie, READDIR_BATCH, false).await
+                {
+                    Ok(r) => r,
+                    Err(e) => return reply.error(fail("readdir", format!("{dir}@{cookie}"), &e)),
+                };
+                let got_some = !ents.is_empty();
+                for e in &ents {
+                    let eino = sh.inodes.lock().ino_of(e.id).unwrap_or_else(|| e.id.ino());
+                    if reply.add(eino, e.cookie as i64, kind(e.kind), OsStr::from_bytes(&e.name)) {
+                        return reply.ok();
+                    }
+                    cookie = e.cookie;
+                }
+                if eof || got_some {
+                    return reply.ok();
+                }
+            }
+        });
+    }
+
+    fn readdirplus(
+        &mut self,
+        req: &Request<'_>,
+        ino: u64,
+        _fh: u64,
+        offset: i64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let dir = try_reply!(self.id(ino), reply);
+        let (c, sh) = (self.creds(req), self.sh.clone());
+        self.spawn(async move {
+            let mut cookie = offset as u64;
+            loop {
+                let (ents, eof) =
+                    match sh.vol.readdir(&c, dir, cookie, READDIRPLUS_BATCH, true).await {
+                        Ok(r) => r,
+                        Err(e) => {
+                            return reply.error(fail("readdirplus", format!("{dir}@{cookie}"), &e))
+                        }
+                    };
+                let got_some = !ents.is_empty();
+                for e in ents {
+                    let attr = match e.attr {
+                        Some(a) => a,
+                        None => match sh.vol.getattr(&c, e.id).await {
+                            Ok(a) => a,
+                            // Gone between listing and stat: skip it.
+                            Err(_) => {
+                                cookie = e.cookie;
+                                continue;
+                            }
+                        },
+                    };
+                    // Every entry the kernel accepts holds a lookup reference.
+                    let mut t = sh.inodes.lock();
+                    let eino = t.add_entry(ino, &e.name, attr.id);
+                    let fa = file_attr(&attr, eino);
+                    let ttl = sh.cfg.entry_ttl;
+                    if reply.add(eino, e.cookie as i64, OsStr::from_bytes(&e.name), &ttl, &fa, 0) {
+                        t.forget(eino, 1);
+                        drop(t);
+                        return reply.ok();
+                    }
+                    cookie = e.cookie;
+                }
+                if eof || got_some {
+                    return reply.ok();
+                }
+            }
+        });
+    }
+
+    fn releasedir(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        _fh: u64,
+        _flags: i32,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok();
+    }
+
+    fn fsyncdir(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        _fh: u64,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        // Directory operations are synchronous on the bricks.
+        reply.ok();
+    }
+
+    fn statfs(&mut self, req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {
+        let (c, sh) = (self.creds(req), self.sh.clone());
+        self.spawn(async move {
+            match sh.vol.statfs(&c).await {
+                Ok(s) => reply.statfs(
+                    s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namemax, s.bsize,
+                ),
+                Err(e) => reply.error(fail("statfs", "volume", &e)),
+            }
+        });
+    }
+
+    fn setxattr(
+        &mut self,
+        req: &Request<'_>,
+        ino: u64,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        let id = try_reply!(self.id(ino), reply);
+        let (c, sh) = (self.creds(req), self.sh.clone());
+        let (name, value) = (name.as_bytes().to_vec(), value.to_vec());
+        self.spawn(async move {
+            match sh.vol.setxattr(&c, id, &name, &value, flags as u32).await {
+                Ok(()) => reply.ok(),
+                Err(e) => {
+                    reply.error(fail("setxattr", format!("{id} {}", name.escape_ascii()), &e))
+                }
+            }
+        });
+    }
+
+    fn getxattr(
+        &mut self,
+        req: &Request<'_>,
+        ino: u64,
+        name: &OsStr,
+        size: u32,
+        reply: ReplyXattr,
+    ) {
+        let id = try_reply!(self.id(ino), reply);
+        let (c, sh, name) = (self.creds(req), self.sh.clone(), name.as_bytes().to_vec());
+        self.spawn(async move {
+            match sh.vol.getxattr(&c, id, &name).await {
+                Ok(v) => reply_xattr(v, size, reply),
+                Err(e) => {
+                    reply.error(fail("getxattr", format!("{id} {}", name.escape_ascii()), &e))
+                }
+            }
+        });
+    }
+
+    fn listxattr(&mut self, req: &Request<'_>, ino: u64, size: u32, reply: ReplyXattr) {
+        let id = try_reply!(self.id(ino), reply);
+        let (c, sh) = (self.creds(req), self.sh.clone());
+        self.spawn(async move {
+            match sh.vol.listxattr(&c, id).await {
+                Ok(names) => {
+                    let mut buf = Vec::new();
+                    for n in names {
+                        buf.extend_from_slice(&n);
+                        buf.push(0);
+                    }
+                    reply_xattr(buf, size, reply)
+                }
+                Err(e) => reply.error(fail("listxattr", id, &e)),
+            }
+        });
+    }
+
+    fn removexattr(&mut self, req: &Request<'_>, ino: u64, name: &OsStr, reply: ReplyEmpty) {
+        let id = try_reply!(self.id(ino), reply);
+        let (c, sh, name) = (self.creds(req), self.sh.clone(), name.as_bytes().to_vec());
+        self.spawn(async move {
+            match sh.vol.removexattr(&c, id, &name).await {
+                Ok(()) => reply.ok(),
+                Err(e) => {
+                    reply.error(fail("removexattr", format!("{id} {}", name.escape_ascii()), &e))
+                }
+            }
+        });
+    }
+
+    fn access(&mut self, _req: &Request<'_>, _ino: u64, _mask: i32, reply: ReplyEmpty) {
+        // default_permissions: the kernel checks mode bits against our attributes.
+        reply.ok();
+    }
+
+    fn create(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let dir = try_reply!(self.id(parent), reply);
+        let (c, sh, name) = (self.creds(req), self.sh.clone(), name.as_bytes().to_vec());
+        let excl = flags & libc::O_EXCL != 0;
+        self.spawn(async move {
+            let what = || format!("{dir}/{}", name.escape_ascii());
+            let mut a = match sh.vol.create(&c, dir, &name, mode & 0o7777, excl).await {
+                Ok(a) => a,
+                Err(e) => return reply.error(fail("create", what(), &e)),
+            };
+            // Lost a race with another creator: O_TRUNC still applies to what we open.
+            if !excl && flags & libc::O_TRUNC != 0 && a.size > 0 {
+                let set = SetAttr { size: Some(0), ..Default::default() };
+                match sh.vol.setattr(&c, a.id, &set).await {
+                    Ok(t) => a = t,
+                    Err(e) => return reply.error(fail("create(truncate)", what(), &e)),
+                }
+            }
+            if let Err(e) = sh.vol.open(&c, a.id).await {
+                return reply.error(fail("create(open)", what(), &e));
+            }
+            let fh = CairnFs::new_handle(&sh, a.id, c, flags);
+            let ino = sh.inodes.lock().add_entry(parent, &name, a.id);
+            reply.created(&sh.cfg.entry_ttl, &file_attr(&a, ino), 0, fh, 0);
+        });
+    }
+
+    fn getlk(
+        &mut self,
+        req: &Request<'_>,
+        ino: u64,
+        fh: u64,
+        lock_owner: u64,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        reply: ReplyLock,
+    ) {
+        let (id, _, _) = try_reply!(self.handle(fh, ino), reply);
+        let lock = try_reply!(to_lock(typ, start, end, lock_owner, pid), reply);
+        let (c, sh) = (self.creds(req), self.sh.clone());
+        self.spawn(async move {
+            match sh.vol.getlock(&c, id, lock).await {
+                Ok(Some(l)) => {
+                    let (s, e, t, p) = from_lock(&l);
+                    reply.locked(s, e, t, p)
+                }
+                Ok(None) => reply.locked(start, end, libc::F_UNLCK, 0),
+                Err(e) => reply.error(fail("getlk", id, &e)),
+            }
+        });
+    }
+
+    fn setlk(
+        &mut self,
+        req: &Request<'_>,
+        ino: u64,
+        fh: u64,
+        lock_owner: u64,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        sleep: bool,
+        reply: ReplyEmpty,
+    ) {
+        let (id, _, _) = try_reply!(self.handle(fh, ino), reply);
+        let lock = try_reply!(to_lock(typ, start, end, lock_owner, pid), reply);
+        let (c, sh) = (self.creds(req), self.sh.clone());
+        self.spawn(async move {
+            let taking = lock.kind != LockKind::Unlock;
+            if taking {
+                sh.lockers.lock().insert((id, lock_owner));
+            }
+            match sh.vol.setlock(&c, id, lock, sleep).await {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(fail("setlk", id, &e)),
+            }
+        });
+    }
+
+    fn fallocate(
+        &mut self,
+        req: &Request<'_>,
+        ino: u64,
+        fh: u64,
+        offset: i64,
+        length: i64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        let (id, _, _) = try_reply!(self.handle(fh, ino), reply);
+        if offset < 0 || length <= 0 {
+            return reply.error(libc::EINVAL);
+        }
+        let (c, sh) = (self.creds(req), self.sh.clone());
+        self.spawn(async move {
+            match sh.vol.fallocate(&c, id, mode as u32, offset as u64, length as u64).await {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(fail("fallocate", format!("{id}@{offset}+{length}"), &e)),
+            }
+        });
+    }
+
+    fn lseek(
+        &mut self,
+        req: &Request<'_>,
+        ino: u64,
+        fh: u64,
+        offset: i64,
+        whence: i32,
+        reply: ReplyLseek,
+    ) {
+        let (id, _, _) = try_reply!(self.handle(fh, ino), reply);
+        let w = match whence {
+            libc::SEEK_DATA => SeekWhence::Data,
+            libc::SEEK_HOLE => SeekWhence::Hole,
+            _ => return reply.error(libc::EINVAL),
+        };
+        if offset < 0 {
+            return reply.error(libc::ENXIO);
+        }
+        let (c, sh) = (self.creds(req), self.sh.clone());
+        self.spawn(async move {
+            match sh.vol.seek(&c, id, offset as u64, w).await {
+                Ok(o) => reply.offset(o as i64),
+                Err(e) => reply.error(fail("lseek", format!("{id}@{offset}"), &e)),
+            }
+        });
+    }
+}
+
+fn reply_xattr(v: Vec<u8>, size: u32, reply: ReplyXattr) {
+    if size == 0 {
+        reply.size(v.len() as u32)
+    } else if v.len() > size as usize {
+        reply.error(libc::ERANGE)
+    } else {
+        reply.data(&v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errno_passthrough_and_internal() {
+        let e = |n| RemoteError::new(cairn_client::Errno(n), "x");
+        assert_eq!(errno(&e(libc::ENOENT)), libc::ENOENT);
+        assert_eq!(errno(&e(libc::EREMCHG)), libc::EIO);
+        assert_eq!(errno(&e(0)), libc::EIO);
+    }
+
+    #[test]
+    fn timespec_roundtrip() {
+        for t in [
+            Timespec { sec: 0, nsec: 0 },
+            Timespec { sec: 1_700_000_000, nsec: 123_456_789 },
+            Timespec { sec: -1, nsec: 500_000_000 },
+            Timespec { sec: -86_400, nsec: 0 },
+        ] {
+            assert_eq!(to_timespec(to_system_time(t)), t, "{t:?}");
+        }
+    }
+
+    #[test]
+    fn lock_ranges() {
+        let l = to_lock(libc::F_WRLCK, 10, OFFSET_MAX, 7, 99).unwrap();
+        assert_eq!((l.kind, l.start, l.len, l.owner), (LockKind::Write, 10, 0, 7));
+        assert_eq!(from_lock(&l), (10, OFFSET_MAX, libc::F_WRLCK, 99));
+        let l = to_lock(libc::F_RDLCK, 0, 9, 1, 2).unwrap();
+        assert_eq!(l.len, 10);
+        assert_eq!(from_lock(&l), (0, 9, libc::F_RDLCK, 2));
+        assert!(to_lock(99, 0, 1, 0, 0).is_err());
+        assert!(to_lock(libc::F_RDLCK, 5, 4, 0, 0).is_err());
+    }
+
+    #[test]
+    fn attr_conversion() {
+        let a = Attr {
+            id: Id::new_on_set(2),
+            kind: FileType::Directory,
+            perm: 0o1777,
+            nlink: 3,
+            uid: 10,
+            gid: 20,
+            size: 4096,
+            blocks: 8,
+            rdev: 0,
+            atime: Timespec { sec: 1, nsec: 2 },
+            mtime: Timespec { sec: 3, nsec: 4 },
+            ctime: Timespec { sec: 5, nsec: 6 },
+            change: 9,
+        };
+        let f = file_attr(&a, 42);
+        assert_eq!(f.ino, 42);
+        assert_eq!(f.kind, fuser::FileType::Directory);
+        assert_eq!(f.perm, 0o1777);
+        assert_eq!((f.nlink, f.uid, f.gid, f.size, f.blocks), (3, 10, 20, 4096, 8));
+        assert_eq!(f.mtime, UNIX_EPOCH + Duration::new(3, 4));
+    }
+}

@@ -1,0 +1,244 @@
+//! Command line of `mount.cairn`, in the shape every mount helper has:
+//! `mount.cairn HOST[:PORT]:/VOLUME[/SUBDIR] MOUNTPOINT [-o opt,opt] [-f] [-n] [-s] [-v]`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Everything the command line says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Args {
+    /// The source as given (shown in `/proc/mounts`).
+    pub source: String,
+    /// `host:port` of the `cairnd`s to fetch the map from; the source's host first.
+    pub servers: Vec<String>,
+    pub volume: String,
+    /// Sub-directory of the volume to mount (empty: the volume root).
+    pub subdir: String,
+    pub mountpoint: PathBuf,
+    pub foreground: bool,
+    pub read_only: bool,
+    pub allow_other: bool,
+    pub attr_timeout: Duration,
+    pub entry_timeout: Duration,
+    pub write_behind: bool,
+    pub debug: bool,
+    pub log_file: Option<PathBuf>,
+    /// Generic mount flags passed on to the kernel (`nosuid`, `noatime`, ...).
+    pub kernel_flags: Vec<String>,
+}
+
+/// Mount flags the kernel understands and we pass through unchanged.
+const KERNEL_FLAGS: &[&str] = &[
+    "rw", "dev", "nodev", "suid", "nosuid", "exec", "noexec", "atime", "noatime", "sync", "async",
+    "dirsync",
+];
+/// fstab/mount(8) options that mean nothing to the helper.
+const IGNORED: &[&str] =
+    &["defaults", "auto", "noauto", "user", "nouser", "users", "_netdev", "nofail", "relatime"];
+
+pub const USAGE: &str =
+    "usage: mount.cairn HOST[:PORT]:/VOLUME[/SUBDIR] MOUNTPOINT [-o OPTIONS] [-f]
+
+options (comma separated after -o):
+  ro                   mount read-only
+  allow_other          let other users in (default when run as root)
+  servers=H:P,H:P      more cairnd addresses to fetch the volume map from
+  attr_timeout=S       seconds the kernel caches attributes (default 1)
+  entry_timeout=S      seconds the kernel caches names (default 1)
+  nowb                 no write-behind: every write goes to the bricks before it returns
+  log_file=PATH        where a background mount logs (default /var/log/cairn/mount-*.log)
+  debug                verbose logs on stderr, stay in the foreground
+  -f                   stay in the foreground";
+
+/// Parse the helper's argv (without argv[0]). `is_root` decides the `allow_other` default.
+pub fn parse(argv: &[String], is_root: bool) -> Result<Args, String> {
+    let mut positional = Vec::new();
+    let mut opts: Vec<String> = Vec::new();
+    let mut foreground = false;
+    let mut it = argv.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "-o" => {
+                let v = it.next().ok_or("-o needs an argument")?;
+                opts.push(v.clone());
+            }
+            "-f" => foreground = true,
+            // mount(8) passes these to helpers: no mtab, sloppy, verbose.
+            "-n" | "-s" | "-v" => {}
+            "-h" | "--help" => return Err(USAGE.to_string()),
+            s if s.starts_with("-o") && s.len() > 2 => opts.push(s[2..].to_string()),
+            s if s.starts_with('-') && s.len() > 1 => return Err(format!("unknown flag {s}")),
+            s => positional.push(s.to_string()),
+        }
+    }
+    if positional.len() != 2 {
+        return Err(format!(
+            "expected SOURCE and MOUNTPOINT, got {} argument(s)",
+            positional.len()
+        ));
+    }
+    let source = positional[0].clone();
+    let (server, volume, subdir) = parse_source(&source)?;
+    let mut args = Args {
+        source,
+        servers: vec![server],
+        volume,
+        subdir,
+        mountpoint: PathBuf::from(&positional[1]),
+        foreground,
+        read_only: false,
+        allow_other: is_root,
+        attr_timeout: Duration::from_secs(1),
+        entry_timeout: Duration::from_secs(1),
+        write_behind: true,
+        debug: false,
+        log_file: None,
+        kernel_flags: Vec::new(),
+    };
+    let mut in_servers = false;
+    for tok in opts.iter().flat_map(|o| o.split(',')).filter(|t| !t.is_empty()) {
+        let (key, val) = match tok.split_once('=') {
+            Some((k, v)) => (k, Some(v)),
+            None => (tok, None),
+        };
+        // `servers=h1:p,h2:p`: the comma also separates options, so bare `host:port`
+        // tokens right after `servers=` belong to it.
+        if in_servers && val.is_none() && key.contains(':') {
+            args.servers.push(check_server(key)?);
+            continue;
+        }
+        in_servers = false;
+        match (key, val) {
+            ("ro", None) => args.read_only = true,
+            ("rw", None) => args.read_only = false,
+            ("allow_other", None) => args.allow_other = true,
+            ("default_permissions", None) => {} // always on
+            ("nowb", None) => args.write_behind = false,
+            ("debug", None) => {
+                args.debug = true;
+                args.foreground = true;
+            }
+            ("servers", Some(v)) => {
+                for s in v.split(['+', ',']).filter(|s| !s.is_empty()) {
+                    args.servers.push(check_server(s)?);
+                }
+                in_servers = true;
+            }
+            ("attr_timeout", Some(v)) => args.attr_timeout = seconds(key, v)?,
+            ("entry_timeout", Some(v)) => args.entry_timeout = seconds(key, v)?,
+            ("log_file", Some(v)) => args.log_file = Some(PathBuf::from(v)),
+            (k, None) if KERNEL_FLAGS.contains(&k) => args.kernel_flags.push(k.to_string()),
+            (k, None) if IGNORED.contains(&k) || k.starts_with("x-") => {}
+            _ => return Err(format!("unknown mount option '{tok}'")),
+        }
+    }
+    args.kernel_flags.retain(|f| f != "rw");
+    args.servers.dedup();
+    Ok(args)
+}
+
+/// `HOST[:PORT]:/VOLUME[/SUBDIR]` → (`host:port`, volume, subdir). IPv6 hosts in brackets.
+pub fn parse_source(src: &str) -> Result<(String, String, String), String> {
+    let bad = || format!("bad source '{src}': expected HOST[:PORT]:/VOLUME");
+    let (host, path) = src.split_once(":/").ok_or_else(bad)?;
+    let path = path.trim_matches('/');
+    let (volume, subdir) = match path.split_once('/') {
+        Some((v, s)) => (v, s.trim_matches('/')),
+        None => (path, ""),
+    };
+    if host.is_empty() || volume.is_empty() {
+        return Err(bad());
+    }
+    let server = if host.starts_with('[') {
+        // [v6] or [v6]:port
+        match host.rsplit_once("]:") {
+            Some(_) => host.to_string(),
+            None if host.ends_with(']') => format!("{host}:{}", cairn_proto::DEFAULT_PORT),
+            None => return Err(bad()),
+        }
+    } else if host.contains(':') {
+        host.to_string()
+    } else {
+        format!("{host}:{}", cairn_proto::DEFAULT_PORT)
+    };
+    Ok((check_server(&server)?, volume.to_string(), subdir.to_string()))
+}
+
+fn check_server(s: &str) -> Result<String, String> {
+    let (host, port) = s.rsplit_once(':').ok_or_else(|| format!("server '{s}' needs HOST:PORT"))?;
+    if host.is_empty() || port.parse::<u16>().is_err() {
+        return Err(format!("bad server address '{s}': expected HOST:PORT"));
+    }
+    Ok(s.to_string())
+}
+
+fn seconds(key: &str, v: &str) -> Result<Duration, String> {
+    let f: f64 = v.parse().map_err(|_| format!("{key}={v}: not a number of seconds"))?;
+    if !(0.0..=86400.0).contains(&f) {
+        return Err(format!("{key}={v}: out of range (0..86400 s)"));
+    }
+    Ok(Duration::from_secs_f64(f))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(args: &[&str], root: bool) -> Result<Args, String> {
+        parse(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>(), root)
+    }
+
+    #[test]
+    fn source_forms() {
+        assert_eq!(parse_source("srv:/vol").unwrap(), ("srv:7420".into(), "vol".into(), "".into()));
+        assert_eq!(
+            parse_source("10.0.0.1:9000:/vol/a/b/").unwrap(),
+            ("10.0.0.1:9000".into(), "vol".into(), "a/b".into())
+        );
+        assert_eq!(
+            parse_source("[::1]:9000:/v").unwrap(),
+            ("[::1]:9000".into(), "v".into(), "".into())
+        );
+        assert_eq!(parse_source("[::1]:/v").unwrap().0, "[::1]:7420");
+        assert!(parse_source("srv/vol").is_err());
+        assert!(parse_source(":/vol").is_err());
+        assert!(parse_source("srv:/").is_err());
+        assert!(parse_source("srv:99999:/v").is_err());
+    }
+
+    #[test]
+    fn options() {
+        let a = p(
+            &[
+                "h:1:/v",
+                "/mnt",
+                "-o",
+                "ro,servers=a:2,b:3,attr_timeout=0.5,nosuid",
+                "-o",
+                "nowb",
+                "-n",
+            ],
+            false,
+        )
+        .unwrap();
+        assert_eq!(a.servers, vec!["h:1", "a:2", "b:3"]);
+        assert!(a.read_only && !a.write_behind && !a.allow_other && !a.foreground);
+        assert_eq!(a.attr_timeout, Duration::from_millis(500));
+        assert_eq!(a.entry_timeout, Duration::from_secs(1));
+        assert_eq!(a.kernel_flags, vec!["nosuid"]);
+        assert_eq!(a.mountpoint, PathBuf::from("/mnt"));
+    }
+
+    #[test]
+    fn defaults_and_errors() {
+        let a = p(&["h:/v", "/m"], true).unwrap();
+        assert!(a.allow_other && a.write_behind && !a.read_only);
+        let a = p(&["h:/v", "/m", "-odebug,_netdev"], false).unwrap();
+        assert!(a.debug && a.foreground);
+        assert!(p(&["h:/v"], true).is_err());
+        assert!(p(&["h:/v", "/m", "-o", "bogus"], true).unwrap_err().contains("bogus"));
+        assert!(p(&["h:/v", "/m", "-o", "attr_timeout=x"], true).is_err());
+        assert!(p(&["h:/v", "/m", "-o", "servers=nohost"], true).is_err());
+        assert!(p(&["h:/v", "/m", "-x"], true).is_err());
+    }
+}
