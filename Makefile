@@ -58,7 +58,7 @@ build: deps
 	cd $(BACKEND) && $(CARGO) build --workspace $(call cargo_flags,$(PROFILE))
 
 install: build
-	PREFIX=$(PREFIX) scripts/install.sh $(TARGET_DIR)/$(PROFILE)
+	PREFIX=$(PREFIX) DESTDIR=$(DESTDIR) scripts/install.sh $(TARGET_DIR)/$(PROFILE)
 
 up: install
 	scripts/cluster-up.sh
