@@ -28,6 +28,11 @@ TEST_PROFILE ?= debug
 CARGO ?= cargo
 PREFIX ?= /usr/local
 
+# CI builds once from scratch: incremental compilation only costs time and disk there.
+ifneq ($(CI),)
+export CARGO_INCREMENTAL := 0
+endif
+
 REPO := $(CURDIR)
 BACKEND := $(REPO)/backend
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(BACKEND)/target)
@@ -91,7 +96,7 @@ shellcheck: deps
 lint: fmt-check shellcheck clippy
 
 unit: build-test
-	cd $(BACKEND) && $(CARGO) test --workspace $(call cargo_flags,$(TEST_PROFILE))
+	cd $(BACKEND) && $(CARGO) test --workspace --no-fail-fast $(call cargo_flags,$(TEST_PROFILE))
 
 integration: build-test
 	CAIRN_BIN_DIR=$(TARGET_DIR)/$(TEST_PROFILE) tests/run-all.sh

@@ -3,7 +3,7 @@
 # Settings of the single-host cluster that `make up` starts and `make down` stops.
 # Every one can be overridden from the environment.
 
-CAIRN_REPO=${CAIRN_REPO:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
+CAIRN_REPO=${CAIRN_REPO:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)}
 CAIRN_RUN_DIR=${CAIRN_RUN_DIR:-$CAIRN_REPO/run}
 CAIRN_NODE=${CAIRN_NODE:-$(hostname -s)}
 CAIRN_HOST=${CAIRN_HOST:-127.0.0.1}
