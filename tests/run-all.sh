@@ -12,12 +12,35 @@
 #      SUITE_DIRS, SUITE_TIMEOUT (default 1200), TEST_LOG_DIR, VERBOSE=1 (stream output).
 set -uo pipefail
 
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+# shellcheck source=scripts/common.sh
+. "$repo/scripts/common.sh"
+CAIRN_LOG_TAG=run-all
 export CAIRN_BIN_DIR=${CAIRN_BIN_DIR:-$repo/backend/target/debug}
 SUITE_DIRS=${SUITE_DIRS:-integration posix}
 SUITE_TIMEOUT=${SUITE_TIMEOUT:-1200}
 TEST_LOG_DIR=${TEST_LOG_DIR:-$repo/build/test-logs}
-mkdir -p "$TEST_LOG_DIR"
+TEST_TMP_ROOT=${TEST_TMP_ROOT:-$repo/build/test-tmp}
+mkdir -p "$TEST_LOG_DIR" "$TEST_TMP_ROOT"
+
+# sweep DIR: after a suite, unmount whatever is still mounted under DIR and stop every
+# process whose command line names DIR (a suite killed by the timeout had no chance to
+# run its own cleanup). Returns 1 if it found anything.
+sweep() {
+    local dir=$1 found=0 m pid
+    while read -r m; do
+        found=1
+        fusermount3 -uz "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+    done < <(awk -v d="$dir/" 'index($2, d) == 1 { print $2 }' /proc/self/mounts | sort -r)
+    for pid in /proc/[0-9]*; do
+        pid=${pid#/proc/}
+        [[ $pid != "$$" ]] || continue
+        tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF -- "$dir/" || continue
+        found=1
+        stop_pid "$pid" "$dir/" 10 || true
+    done
+    return $((found))
+}
 
 suites=()
 if (($#)); then
@@ -45,6 +68,12 @@ for s in "${suites[@]}"; do
     name=$(basename "$(dirname "$s")")/$(basename "$s" .sh)
     log=$TEST_LOG_DIR/${name//\//-}.log
     start=$SECONDS
+    # Suites that use tests/integration/lib.sh put their temp dirs here, so that a suite
+    # killed by the timeout can be cleaned up after.
+    tmp=$TEST_TMP_ROOT/${name//\//-}
+    rm -rf "$tmp"
+    mkdir -p "$tmp"
+    export CAIRN_TEST_TMP=$tmp
     if [[ ${VERBOSE:-} == 1 ]]; then
         timeout -k 30 "$SUITE_TIMEOUT" bash "$s" </dev/null 2>&1 | tee "$log"
         rc=${PIPESTATUS[0]}
@@ -53,6 +82,10 @@ for s in "${suites[@]}"; do
         rc=$?
     fi
     took=$((SECONDS - start))
+    if ! sweep "$tmp"; then
+        echo "run-all: $name left mounts or processes behind (cleaned up)" >>"$log"
+        ((rc == 0)) && rc=1
+    fi
     case $rc in
     0)
         passed=$((passed + 1))
