@@ -55,7 +55,7 @@ start_cairnd() {
         echo $! >"$pidfile"
         log "started cairnd $CAIRN_NODE (pid $!)"
     fi
-    if ! wait_port "$CAIRN_HOST" "$CAIRN_PORT" 30; then
+    if ! wait_port_pid "$CAIRN_HOST" "$CAIRN_PORT" "$(cat "$pidfile")" 30; then
         tail -n 20 "$LOG_DIR/cairnd-$CAIRN_NODE.out" "$LOG_DIR/cairnd-$CAIRN_NODE.log" >&2 || true
         die "cairnd does not listen on $CAIRN_ADDR; see $LOG_DIR/cairnd-$CAIRN_NODE.log"
     fi
@@ -106,7 +106,7 @@ ensure_mount() {
     # wait for the mount to appear.
     setsid "$mount" "$CAIRN_ADDR:/$CAIRN_VOLUME" "$CAIRN_MNT" \
         </dev/null >>"$LOG_DIR/mount-$CAIRN_VOLUME.log" 2>&1 &
-    if ! wait_until 30 is_mounted "$CAIRN_MNT"; then
+    if ! wait_mount "$CAIRN_MNT" $! 30; then
         tail -n 20 "$LOG_DIR/mount-$CAIRN_VOLUME.log" >&2 || true
         die "$CAIRN_MNT not mounted after 30s; see $LOG_DIR/mount-$CAIRN_VOLUME.log"
     fi

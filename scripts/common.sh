@@ -22,6 +22,46 @@ wait_port() {
     return 1
 }
 
+# wait_port_pid HOST PORT PID [TIMEOUT]: like wait_port, but give up at once when PID (the
+# process that should open the port) has exited.
+wait_port_pid() {
+    local host=$1 port=$2 pid=$3 timeout=${4:-30} i
+    for ((i = 0; i < timeout * 10; i++)); do
+        if (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; then
+            return 0
+        fi
+        if ! pid_alive "$pid"; then
+            log "pid $pid exited before listening on $host:$port"
+            return 1
+        fi
+        sleep 0.1
+    done
+    log "nothing listens on $host:$port after ${timeout}s"
+    return 1
+}
+
+# wait_mount DIR PID [TIMEOUT]: wait until DIR is a mount point that answers. PID is the
+# mount helper: it may daemonize (exit once mounted), so its exit only counts as failure
+# when the mount has not appeared 2 s later.
+wait_mount() {
+    local dir=$1 pid=$2 timeout=${3:-30} i dead=0
+    for ((i = 0; i < timeout * 10; i++)); do
+        if is_mounted "$dir" && stat -t "$dir" >/dev/null 2>&1; then
+            return 0
+        fi
+        if ! pid_alive "$pid"; then
+            dead=$((dead + 1))
+            if ((dead > 20)); then
+                log "mount helper (pid $pid) exited and $dir is not mounted"
+                return 1
+            fi
+        fi
+        sleep 0.1
+    done
+    log "$dir not mounted (or not answering) after ${timeout}s"
+    return 1
+}
+
 # port_in_use PORT: true if something on 127.0.0.1 accepts connections on PORT.
 port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 

@@ -21,7 +21,7 @@
 # Functions: cluster_up, cl_init, cl_start_etcd, cl_stop_etcd, cl_start_node,
 #   cl_stop_node, cl_restart_node, cl_node_addr, cl_peer_probe, cl_create_volume,
 #   cl_mount, cl_umount, cl_stop_all, cl_start_all, cairn_cli, cairn_cli_at,
-#   wait_port, wait_until, fail, pass, skip, assert_eq, finish.
+#   wait_port, wait_port_pid, wait_mount, wait_until, fail, pass, skip, assert_eq, finish.
 # Variables set: CL_DIR, CL_NODES (names in start order), CL_MNT (last mount), CL_VOLUME.
 
 CL_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -55,8 +55,8 @@ pass() {
 # fail MSG: report, show the daemons' log tails, and end the suite (the trap cleans up).
 fail() {
     CL_FAILED=$((CL_FAILED + 1))
-    echo "FAIL - $*" >&2
     cl_show_logs >&2
+    echo "FAIL - $*" >&2
     exit 1
 }
 
@@ -81,12 +81,14 @@ finish() {
 }
 
 cl_show_logs() {
-    local f
+    local f n
     [[ -n $CL_DIR && -d $CL_DIR/log ]] || return 0
     for f in "$CL_DIR"/log/*; do
         [[ -s $f ]] || continue
+        n=20
+        [[ $f == */etcd.log ]] && n=3
         echo "--- last lines of $f"
-        tail -n 25 "$f"
+        tail -n "$n" "$f"
     done
 }
 
@@ -164,7 +166,7 @@ cl_start_node() {
         --log-file "$CL_DIR/log/cairnd-$name.log" \
         </dev/null >>"$CL_DIR/log/cairnd-$name.out" 2>&1 &
     CL_PID[$name]=$!
-    wait_port 127.0.0.1 "${CL_PORT[$name]}" 30 ||
+    wait_port_pid 127.0.0.1 "${CL_PORT[$name]}" "${CL_PID[$name]}" 30 ||
         fail "cairnd $name does not listen on 127.0.0.1:${CL_PORT[$name]}"
 }
 
@@ -221,8 +223,7 @@ cl_mount() {
     setsid "$CAIRN_BIN_DIR/mount-cairn" "$(cl_node_addr "$node"):/$vol" "$dir" \
         </dev/null >>"$CL_DIR/log/mount-$vol.log" 2>&1 &
     CL_MOUNTS[$dir]=$vol
-    wait_until 30 is_mounted "$dir" || fail "mount of $vol at $dir did not appear in 30s"
-    wait_until 10 stat -t "$dir" >/dev/null 2>&1 || fail "mount of $vol at $dir does not answer"
+    wait_mount "$dir" $! 30 || fail "mount of $vol at $dir through node $node failed"
     CL_MNT=$dir
 }
 
