@@ -28,6 +28,12 @@ TEST_PROFILE ?= debug
 CARGO ?= cargo
 PREFIX ?= /usr/local
 
+# rustup's toolchain (what the machine image provides), even when a login shell did not
+# put it on PATH.
+ifneq ($(wildcard $(HOME)/.cargo/bin/cargo),)
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+endif
+
 # CI builds once from scratch: incremental compilation only costs time and disk there.
 ifneq ($(CI),)
 export CARGO_INCREMENTAL := 0

@@ -56,7 +56,7 @@ start_cairnd() {
         log "started cairnd $CAIRN_NODE (pid $!)"
     fi
     if ! wait_port_pid "$CAIRN_HOST" "$CAIRN_PORT" "$(cat "$pidfile")" 30; then
-        tail -n 20 "$LOG_DIR/cairnd-$CAIRN_NODE.out" "$LOG_DIR/cairnd-$CAIRN_NODE.log" >&2 || true
+        tail -n 20 "$LOG_DIR/cairnd-$CAIRN_NODE.out" "$LOG_DIR/cairnd-$CAIRN_NODE.log" >&2 2>/dev/null || true
         die "cairnd does not listen on $CAIRN_ADDR; see $LOG_DIR/cairnd-$CAIRN_NODE.log"
     fi
 }
