@@ -1,0 +1,121 @@
+# Cairn: the two commands are `make up` (run the whole thing on this host) and `make test`
+# (everything CI checks). `make help` lists the rest.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+# Debian packages the build, `make up` and the tests need (installed by `make deps`).
+DEB_PACKAGES :=
+DEB_PACKAGES += etcd-server       # config store: one etcd for make up and for each test cluster
+DEB_PACKAGES += fuse3             # fusermount3, /dev/fuse for mount.cairn
+DEB_PACKAGES += libfuse3-dev      # FUSE headers/library the mount crate links against
+DEB_PACKAGES += protobuf-compiler # protoc, for etcd-client's gRPC code at build time
+DEB_PACKAGES += cbindgen          # generates cairn.h from libcairn
+DEB_PACKAGES += attr              # getfattr/setfattr: xattr checks on bricks and mounts
+DEB_PACKAGES += pkg-config        # finds fuse3 (and cairn.pc for the C modules)
+DEB_PACKAGES += build-essential   # cc, ld, make for the C parts and build scripts
+DEB_PACKAGES += curl              # etcd health checks in scripts/ and tests/
+DEB_PACKAGES += python3           # JSON checks and free-port picking in scripts/ and tests/
+DEB_PACKAGES += python3-pip       # Python test tools (later suites)
+DEB_PACKAGES += shellcheck        # lints scripts/ and tests/ in make test
+
+# Profiles: `make build/install/up/bench` use release; `make test` builds, unit-tests and
+# runs the integration suites on one debug build (faster to compile on 2 cores, and
+# incremental for edit-test loops). Either can be overridden: make test TEST_PROFILE=release
+PROFILE ?= release
+TEST_PROFILE ?= debug
+CARGO ?= cargo
+PREFIX ?= /usr/local
+
+# rustup's toolchain (what the machine image provides), even when a login shell did not
+# put it on PATH.
+ifneq ($(wildcard $(HOME)/.cargo/bin/cargo),)
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+endif
+
+# CI builds once from scratch: incremental compilation only costs time and disk there.
+ifneq ($(CI),)
+export CARGO_INCREMENTAL := 0
+endif
+
+REPO := $(CURDIR)
+BACKEND := $(REPO)/backend
+TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(BACKEND)/target)
+BUILD := $(REPO)/build
+cargo_flags = $(if $(filter release,$(1)),--release,)
+
+.PHONY: help deps build build-test install up down clean-run test fmt-check clippy \
+	shellcheck lint unit integration bench
+
+help:
+	@echo 'make up         deps + build + install, then start etcd, cairnd and vol0 mounted at run/mnt/vol0'
+	@echo 'make down       unmount and stop everything make up started (data in run/ stays)'
+	@echo 'make test       deps + build + cargo test + fmt/clippy/shellcheck + integration suites (what CI runs)'
+	@echo 'make deps       install the Debian packages listed in DEB_PACKAGES; check cargo >= 1.80'
+	@echo 'make build      cargo build --release of backend/ (PROFILE=debug for a debug build)'
+	@echo 'make install    install binaries, libcairn.so, cairn.h, cairn.pc under $(PREFIX)'
+	@echo 'make bench      release build + tests/bench/run.sh'
+	@echo 'make clean-run  delete run/ (after make down)'
+
+deps: $(BUILD)/deps.stamp
+
+$(BUILD)/deps.stamp: Makefile scripts/deps.sh
+	@mkdir -p $(BUILD)
+	scripts/deps.sh $(DEB_PACKAGES)
+	@touch $@
+
+build: deps
+	cd $(BACKEND) && $(CARGO) build --workspace $(call cargo_flags,$(PROFILE))
+
+install: build
+	PREFIX=$(PREFIX) DESTDIR=$(DESTDIR) scripts/install.sh $(TARGET_DIR)/$(PROFILE)
+
+up: install
+	scripts/cluster-up.sh
+
+down:
+	scripts/cluster-down.sh
+
+clean-run:
+	@if [[ -d run/mnt ]] && grep -qF " $(REPO)/run/" /proc/self/mounts; then \
+		echo 'run/ still has mounts: run make down first' >&2; exit 1; fi
+	rm -rf run
+
+# --- test -------------------------------------------------------------------------------
+
+build-test: deps
+	cd $(BACKEND) && $(CARGO) build --workspace $(call cargo_flags,$(TEST_PROFILE))
+
+fmt-check: deps
+	cd $(BACKEND) && $(CARGO) fmt --all --check
+
+clippy: deps
+	cd $(BACKEND) && $(CARGO) clippy --workspace -- -D warnings
+
+SHELL_FILES = $(shell find scripts tests .ci -type f \( -name '*.sh' -o -path .ci/run \) \
+	-not -path 'tests/vm/cache/*' 2>/dev/null | sort)
+
+shellcheck: deps
+	shellcheck -x $(SHELL_FILES)
+
+lint: fmt-check shellcheck clippy
+
+unit: build-test
+	cd $(BACKEND) && $(CARGO) test --workspace --no-fail-fast $(call cargo_flags,$(TEST_PROFILE))
+
+integration: build-test
+	CAIRN_BIN_DIR=$(TARGET_DIR)/$(TEST_PROFILE) tests/run-all.sh
+
+# Cheap checks first, then the build and the tests on it.
+test: deps
+	$(MAKE) --no-print-directory fmt-check shellcheck
+	$(MAKE) --no-print-directory build-test
+	$(MAKE) --no-print-directory unit
+	$(MAKE) --no-print-directory clippy
+	$(MAKE) --no-print-directory integration
+
+bench: build
+	@if [[ -f tests/bench/run.sh ]]; then \
+		CAIRN_BIN_DIR=$(TARGET_DIR)/$(PROFILE) bash tests/bench/run.sh; \
+	else echo 'no benchmarks yet (tests/bench/run.sh)'; fi

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# Start the single-host cluster (`make up`): etcd, one cairnd, volume vol0 (2 x 2 bricks as
+# directories under run/bricks), mounted at run/mnt/vol0 with mount.cairn. Each step
+# checks first, so running it again is harmless. Everything listens on 127.0.0.1.
+set -euo pipefail
+CAIRN_LOG_TAG=cluster-up
+# shellcheck source=scripts/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+# shellcheck source=scripts/cluster-env.sh
+. "$(dirname "${BASH_SOURCE[0]}")/cluster-env.sh"
+
+start_etcd() {
+    local pidfile=$PID_DIR/etcd.pid
+    if pidfile_alive "$pidfile" etcd; then
+        log "etcd already runs (pid $(cat "$pidfile"))"
+    else
+        port_in_use "$CAIRN_ETCD_PORT" &&
+            die "port $CAIRN_ETCD_PORT is taken by another process (set CAIRN_ETCD_PORT)"
+        command -v etcd >/dev/null || die "etcd is not installed: run 'make deps'"
+        mkdir -p "$CAIRN_RUN_DIR/etcd"
+        setsid etcd \
+            --name "cairn-$CAIRN_NODE" \
+            --data-dir "$CAIRN_RUN_DIR/etcd" \
+            --listen-client-urls "$CAIRN_ETCD_URL" \
+            --advertise-client-urls "$CAIRN_ETCD_URL" \
+            --listen-peer-urls "http://$CAIRN_HOST:$CAIRN_ETCD_PEER_PORT" \
+            --initial-advertise-peer-urls "http://$CAIRN_HOST:$CAIRN_ETCD_PEER_PORT" \
+            --initial-cluster "cairn-$CAIRN_NODE=http://$CAIRN_HOST:$CAIRN_ETCD_PEER_PORT" \
+            --initial-cluster-state new \
+            </dev/null >>"$LOG_DIR/etcd.log" 2>&1 &
+        echo $! >"$pidfile"
+        log "started etcd (pid $!)"
+    fi
+    wait_until 30 etcd_healthy "$CAIRN_ETCD_URL" ||
+        die "etcd at $CAIRN_ETCD_URL is not healthy after 30s; see $LOG_DIR/etcd.log"
+}
+
+start_cairnd() {
+    local pidfile=$PID_DIR/cairnd-$CAIRN_NODE.pid cairnd
+    cairnd=$(bin cairnd)
+    if pidfile_alive "$pidfile" cairnd; then
+        log "cairnd already runs (pid $(cat "$pidfile"))"
+    else
+        port_in_use "$CAIRN_PORT" &&
+            die "port $CAIRN_PORT is taken by another process (set CAIRN_PORT)"
+        [[ -x $cairnd ]] || die "no cairnd at $cairnd: run 'make install'"
+        mkdir -p "$CAIRN_RUN_DIR/state/$CAIRN_NODE"
+        setsid "$cairnd" \
+            --name "$CAIRN_NODE" \
+            --listen "$CAIRN_ADDR" \
+            --etcd "$CAIRN_ETCD_URL" \
+            --state-dir "$CAIRN_RUN_DIR/state/$CAIRN_NODE" \
+            --log-file "$LOG_DIR/cairnd-$CAIRN_NODE.log" \
+            </dev/null >>"$LOG_DIR/cairnd-$CAIRN_NODE.out" 2>&1 &
+        echo $! >"$pidfile"
+        log "started cairnd $CAIRN_NODE (pid $!)"
+    fi
+    if ! wait_port_pid "$CAIRN_HOST" "$CAIRN_PORT" "$(cat "$pidfile")" 30; then
+        tail -n 20 "$LOG_DIR/cairnd-$CAIRN_NODE.out" "$LOG_DIR/cairnd-$CAIRN_NODE.log" >&2 2>/dev/null || true
+        die "cairnd does not listen on $CAIRN_ADDR; see $LOG_DIR/cairnd-$CAIRN_NODE.log"
+    fi
+}
+
+# Print the status of $CAIRN_VOLUME ("absent", "Created", "Started", "Stopped").
+vol_status() {
+    local json
+    json=$(cairn_cli volume info --json) || die "cairn volume info failed against $CAIRN_ADDR"
+    volume_status "$CAIRN_VOLUME" <<<"$json"
+}
+
+ensure_volume() {
+    local status i bricks=()
+    status=$(vol_status)
+    if [[ $status == absent ]]; then
+        for ((i = 1; i <= CAIRN_BRICKS; i++)); do
+            mkdir -p "$CAIRN_RUN_DIR/bricks/b$i"
+            bricks+=("$CAIRN_NODE:$CAIRN_RUN_DIR/bricks/b$i")
+        done
+        # force: the bricks of a replica set share this one node.
+        cairn_cli volume create "$CAIRN_VOLUME" replica "$CAIRN_REPLICA" "${bricks[@]}" force
+        status=$(vol_status)
+    fi
+    if [[ $status != Started ]]; then
+        cairn_cli volume start "$CAIRN_VOLUME"
+        status=$(vol_status)
+        [[ $status == Started ]] || die "volume $CAIRN_VOLUME is $status after 'volume start'"
+    else
+        log "volume $CAIRN_VOLUME already started"
+    fi
+}
+
+ensure_mount() {
+    local mount
+    mount=$(bin mount)
+    if is_mounted "$CAIRN_MNT"; then
+        if stat -t "$CAIRN_MNT" >/dev/null 2>&1; then
+            log "$CAIRN_MNT already mounted"
+            return 0
+        fi
+        log "$CAIRN_MNT is a dead mount: unmounting it first"
+        unmount_fuse "$CAIRN_MNT"
+    fi
+    [[ -x $mount ]] || die "no mount.cairn at $mount: run 'make install'"
+    mkdir -p "$CAIRN_MNT"
+    # mount.cairn may stay in the foreground or daemonize: background it either way and
+    # wait for the mount to appear.
+    setsid "$mount" "$CAIRN_ADDR:/$CAIRN_VOLUME" "$CAIRN_MNT" \
+        </dev/null >>"$LOG_DIR/mount-$CAIRN_VOLUME.log" 2>&1 &
+    if ! wait_mount "$CAIRN_MNT" $! 30; then
+        tail -n 20 "$LOG_DIR/mount-$CAIRN_VOLUME.log" >&2 || true
+        die "$CAIRN_MNT not mounted after 30s; see $LOG_DIR/mount-$CAIRN_VOLUME.log"
+    fi
+    log "mounted $CAIRN_VOLUME at $CAIRN_MNT"
+}
+
+# Hooks for the gateways (NFS-Ganesha with FSAL_CAIRN, smbd with vfs_cairn). Each starts
+# its service if it is built and installed, checks first like the steps above, writes a pid
+# file to $PID_DIR and a log to $LOG_DIR, and adds a line to print_summary. Stopped by the
+# matching stop_* hooks in cluster-down.sh.
+start_nfs_ganesha() { :; }
+start_smbd() { :; }
+start_gateways() {
+    start_nfs_ganesha
+    start_smbd
+}
+
+print_summary() {
+    cat <<MSG
+
+Cairn runs on this host (all on 127.0.0.1; run dir $CAIRN_RUN_DIR):
+  etcd    pid $(cat "$PID_DIR/etcd.pid")  client $CAIRN_ETCD_URL  peer port $CAIRN_ETCD_PEER_PORT  log $LOG_DIR/etcd.log
+  cairnd  pid $(cat "$PID_DIR/cairnd-$CAIRN_NODE.pid")  node $CAIRN_NODE  $CAIRN_ADDR  log $LOG_DIR/cairnd-$CAIRN_NODE.log
+  volume  $CAIRN_VOLUME (replica $CAIRN_REPLICA, $CAIRN_BRICKS bricks in $CAIRN_RUN_DIR/bricks)
+  mount   $CAIRN_MNT  log $LOG_DIR/mount-$CAIRN_VOLUME.log
+
+Try:
+  ls $CAIRN_MNT
+  cairn --host $CAIRN_ADDR volume info $CAIRN_VOLUME
+  cairn --host $CAIRN_ADDR volume status $CAIRN_VOLUME
+Stop with 'make down' (data in $CAIRN_RUN_DIR stays); 'make clean-run' deletes it.
+MSG
+}
+
+main() {
+    mkdir -p "$PID_DIR" "$LOG_DIR"
+    start_etcd
+    start_cairnd
+    ensure_volume
+    ensure_mount
+    start_gateways
+    print_summary
+}
+
+main "$@"

@@ -1,0 +1,275 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034 # CL_* variables are for the suites that source this
+# Cluster harness for integration suites. Source it from a suite:
+#
+#   . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"      (or ../integration/lib.sh)
+#   cluster_up 2 vol0 2 4        # 2 cairnd nodes, volume vol0, replica 2, 4 bricks, mounted
+#   echo hi >"$CL_MNT/f" || fail "write through the mount"
+#   pass "wrote f"
+#   finish
+#
+# Everything lives in one temp dir ($CL_DIR): etcd data, each node's state dir, bricks,
+# mount points and logs. All servers listen on 127.0.0.1 on free ports. An EXIT trap
+# always unmounts and stops whatever the suite started; the temp dir is removed when the
+# suite passed (kept on failure, or with CAIRN_TEST_KEEP=1).
+#
+# Env: CAIRN_BIN_DIR   dir holding cairnd, cairn, mount-cairn (default backend/target/debug)
+#      CAIRN_TEST_TMP  parent of the temp dir (default ${TMPDIR:-/tmp})
+#      CAIRN_TEST_KEEP 1: keep the temp dir
+#      RUST_LOG        passed to the daemons (default info)
+#
+# Functions: cluster_up, cl_init, cl_start_etcd, cl_stop_etcd, cl_start_node,
+#   cl_stop_node, cl_restart_node, cl_node_addr, cl_peer_probe, cl_create_volume,
+#   cl_mount, cl_umount, cl_stop_all, cl_start_all, cairn_cli, cairn_cli_at,
+#   wait_port, wait_port_pid, wait_mount, wait_until, fail, pass, skip, assert_eq, finish.
+# Variables set: CL_DIR, CL_NODES (names in start order), CL_MNT (last mount), CL_VOLUME.
+
+CL_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=scripts/common.sh
+. "$CL_REPO/scripts/common.sh"
+
+CAIRN_BIN_DIR=${CAIRN_BIN_DIR:-$CL_REPO/backend/target/debug}
+CAIRN_LOG_TAG=$(basename "${BASH_SOURCE[1]:-$0}" .sh)
+export RUST_LOG=${RUST_LOG:-info}
+
+CL_DIR=
+CL_NODES=()
+CL_MNT=
+CL_VOLUME=
+CL_ETCD_PORT=
+CL_ETCD_PEER_PORT=
+CL_ETCD_PID=
+declare -A CL_PORT=()   # node -> cairnd port
+declare -A CL_PID=()    # node -> cairnd pid
+declare -A CL_MOUNTS=() # mount dir -> volume
+CL_PASSED=0
+CL_FAILED=0
+
+# --- results ------------------------------------------------------------------------------
+
+pass() {
+    CL_PASSED=$((CL_PASSED + 1))
+    echo "ok - $*"
+}
+
+# fail MSG: report, show the daemons' log tails, and end the suite (the trap cleans up).
+fail() {
+    CL_FAILED=$((CL_FAILED + 1))
+    cl_show_logs >&2
+    echo "FAIL - $*" >&2
+    exit 1
+}
+
+# skip REASON: the suite cannot run here (exit 77, counted as skipped by tests/run-all.sh).
+skip() {
+    echo "SKIP - $*"
+    exit 77
+}
+
+# assert_eq EXPECTED ACTUAL WHAT
+assert_eq() {
+    if [[ $1 == "$2" ]]; then
+        pass "$3"
+    else
+        fail "$3: expected '$1', got '$2'"
+    fi
+}
+
+# finish: print the suite's count; call it last.
+finish() {
+    echo "${CAIRN_LOG_TAG}: $CL_PASSED checks passed"
+}
+
+cl_show_logs() {
+    local f n
+    [[ -n $CL_DIR && -d $CL_DIR/log ]] || return 0
+    for f in "$CL_DIR"/log/*; do
+        [[ -s $f ]] || continue
+        n=20
+        [[ $f == */etcd.log ]] && n=3
+        echo "--- last lines of $f"
+        tail -n "$n" "$f"
+    done
+}
+
+# --- setup and teardown -------------------------------------------------------------------
+
+cl_init() {
+    [[ -z $CL_DIR ]] || return 0
+    local b
+    for b in cairnd cairn mount-cairn; do
+        [[ -x $CAIRN_BIN_DIR/$b ]] || fail "$CAIRN_BIN_DIR/$b missing: build first (make build-test)"
+    done
+    command -v etcd >/dev/null || fail "etcd not installed (make deps)"
+    [[ -e /dev/fuse ]] || skip "/dev/fuse is missing: no FUSE mounts on this machine"
+    CL_DIR=$(mktemp -d "${CAIRN_TEST_TMP:-${TMPDIR:-/tmp}}/cairn-test.XXXXXX")
+    mkdir -p "$CL_DIR"/{log,state,bricks,mnt,etcd}
+    trap cl_cleanup EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+}
+
+cl_cleanup() {
+    local rc=$?
+    trap - EXIT
+    cl_stop_all || rc=1
+    if ((rc == 0 || rc == 77)) && [[ ${CAIRN_TEST_KEEP:-} != 1 ]]; then
+        rm -rf "$CL_DIR"
+    else
+        echo "test dir kept: $CL_DIR" >&2
+    fi
+    exit "$rc"
+}
+
+cl_start_etcd() {
+    cl_init
+    if [[ -n $CL_ETCD_PID ]] && pid_alive "$CL_ETCD_PID" etcd; then
+        return 0
+    fi
+    CL_ETCD_PORT=${CL_ETCD_PORT:-$(free_port)}
+    CL_ETCD_PEER_PORT=${CL_ETCD_PEER_PORT:-$(free_port)}
+    setsid etcd --name cairn-test --data-dir "$CL_DIR/etcd" \
+        --listen-client-urls "http://127.0.0.1:$CL_ETCD_PORT" \
+        --advertise-client-urls "http://127.0.0.1:$CL_ETCD_PORT" \
+        --listen-peer-urls "http://127.0.0.1:$CL_ETCD_PEER_PORT" \
+        --initial-advertise-peer-urls "http://127.0.0.1:$CL_ETCD_PEER_PORT" \
+        --initial-cluster "cairn-test=http://127.0.0.1:$CL_ETCD_PEER_PORT" \
+        </dev/null >>"$CL_DIR/log/etcd.log" 2>&1 &
+    CL_ETCD_PID=$!
+    wait_until 30 etcd_healthy "http://127.0.0.1:$CL_ETCD_PORT" ||
+        fail "etcd on 127.0.0.1:$CL_ETCD_PORT not healthy after 30s"
+}
+
+cl_stop_etcd() {
+    [[ -n $CL_ETCD_PID ]] || return 0
+    stop_pid "$CL_ETCD_PID" etcd 10
+    wait "$CL_ETCD_PID" 2>/dev/null || true
+    CL_ETCD_PID=
+}
+
+# cl_start_node NAME: start cairnd for node NAME (same port and state dir on a restart).
+cl_start_node() {
+    local name=$1
+    cl_start_etcd
+    if [[ -n ${CL_PID[$name]:-} ]] && pid_alive "${CL_PID[$name]}" cairnd; then
+        return 0
+    fi
+    if [[ -z ${CL_PORT[$name]:-} ]]; then
+        CL_PORT[$name]=$(free_port)
+        CL_NODES+=("$name")
+    fi
+    mkdir -p "$CL_DIR/state/$name"
+    setsid "$CAIRN_BIN_DIR/cairnd" --name "$name" \
+        --listen "127.0.0.1:${CL_PORT[$name]}" \
+        --etcd "http://127.0.0.1:$CL_ETCD_PORT" \
+        --state-dir "$CL_DIR/state/$name" \
+        --log-file "$CL_DIR/log/cairnd-$name.log" \
+        </dev/null >>"$CL_DIR/log/cairnd-$name.out" 2>&1 &
+    CL_PID[$name]=$!
+    wait_port_pid 127.0.0.1 "${CL_PORT[$name]}" "${CL_PID[$name]}" 30 ||
+        fail "cairnd $name does not listen on 127.0.0.1:${CL_PORT[$name]}"
+}
+
+# cl_stop_node NAME: SIGTERM, SIGKILL after 10 s.
+cl_stop_node() {
+    local name=$1 pid=${CL_PID[$1]:-}
+    [[ -n $pid ]] || return 0
+    stop_pid "$pid" cairnd 10 || return 1
+    wait "$pid" 2>/dev/null || true
+    CL_PID[$name]=
+}
+
+cl_restart_node() {
+    cl_stop_node "$1" || fail "could not stop cairnd $1"
+    cl_start_node "$1"
+}
+
+cl_node_addr() { echo "127.0.0.1:${CL_PORT[$1]:?unknown node $1}"; }
+
+# cairn_cli ARGS: the cairn CLI against the first node; cairn_cli_at NODE ARGS: against NODE.
+cairn_cli() { cairn_cli_at "${CL_NODES[0]:?no node started}" "$@"; }
+cairn_cli_at() {
+    local node=$1
+    shift
+    "$CAIRN_BIN_DIR/cairn" --host "$(cl_node_addr "$node")" "$@"
+}
+
+# cl_peer_probe NODE: add NODE to the first node's cluster.
+cl_peer_probe() {
+    cairn_cli peer probe "$(cl_node_addr "$1")" || fail "cairn peer probe $1"
+}
+
+# cl_create_volume VOL REPLICA NBRICKS: bricks round-robin over the started nodes (so a
+# replica set spans distinct nodes when there are at least REPLICA of them), then start it.
+cl_create_volume() {
+    local vol=$1 replica=$2 n=$3 i node bricks=() force=()
+    for ((i = 0; i < n; i++)); do
+        node=${CL_NODES[i % ${#CL_NODES[@]}]}
+        mkdir -p "$CL_DIR/bricks/$vol-b$i"
+        bricks+=("$node:$CL_DIR/bricks/$vol-b$i")
+    done
+    ((${#CL_NODES[@]} >= replica)) || force=(force)
+    cairn_cli volume create "$vol" replica "$replica" "${bricks[@]}" "${force[@]}" ||
+        fail "volume create $vol replica $replica ${bricks[*]}"
+    cairn_cli volume start "$vol" || fail "volume start $vol"
+    CL_VOLUME=$vol
+}
+
+# cl_mount VOL [DIR] [NODE]: mount VOL with mount-cairn through NODE (default the first);
+# sets CL_MNT to the mount dir.
+cl_mount() {
+    local vol=$1 dir=${2:-$CL_DIR/mnt/$1} node=${3:-${CL_NODES[0]}}
+    mkdir -p "$dir"
+    setsid "$CAIRN_BIN_DIR/mount-cairn" "$(cl_node_addr "$node"):/$vol" "$dir" \
+        </dev/null >>"$CL_DIR/log/mount-$vol.log" 2>&1 &
+    CL_MOUNTS[$dir]=$vol
+    wait_mount "$dir" $! 30 || fail "mount of $vol at $dir through node $node failed"
+    CL_MNT=$dir
+}
+
+# cl_umount DIR: unmount and wait for the FUSE daemon to exit.
+cl_umount() {
+    unmount_fuse "$1" || fail "could not unmount $1"
+}
+
+# cl_stop_all: `make down` for the test cluster: unmount, stop nodes, stop etcd. The
+# cluster's settings stay, so cl_start_all brings the same cluster back on the same ports.
+cl_stop_all() {
+    local dir node rc=0
+    for dir in "${!CL_MOUNTS[@]}"; do
+        unmount_fuse "$dir" || rc=1
+    done
+    for node in "${CL_NODES[@]}"; do
+        cl_stop_node "$node" || rc=1
+    done
+    cl_stop_etcd || rc=1
+    return "$rc"
+}
+
+# cl_start_all: etcd, every node, and every mount made so far.
+cl_start_all() {
+    local dir node
+    cl_start_etcd
+    for node in "${CL_NODES[@]}"; do
+        cl_start_node "$node"
+    done
+    for dir in "${!CL_MOUNTS[@]}"; do
+        is_mounted "$dir" || cl_mount "${CL_MOUNTS[$dir]}" "$dir"
+    done
+}
+
+# cluster_up NODES VOL REPLICA NBRICKS: the usual start: etcd, NODES cairnd (n1, n2, ...)
+# joined by peer probe, volume VOL created and started, mounted at $CL_MNT.
+cluster_up() {
+    local nodes=$1 vol=$2 replica=$3 nbricks=$4 i
+    cl_init
+    cl_start_etcd
+    for ((i = 1; i <= nodes; i++)); do
+        cl_start_node "n$i"
+    done
+    for ((i = 2; i <= nodes; i++)); do
+        cl_peer_probe "n$i"
+    done
+    cl_create_volume "$vol" "$replica" "$nbricks"
+    cl_mount "$vol"
+}

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Run every test suite under tests/ and print one line per suite, then a closing line
+# "N passed, M failed" (", K skipped" when some skipped). Exit non-zero if any failed.
+#
+# A suite is a *.sh file directly in one of SUITE_DIRS (default: integration posix), not
+# named lib*.sh or _*.sh. It passes with exit 0, is skipped with exit 77 (the automake
+# convention: what it needs is missing here), and fails otherwise, or after SUITE_TIMEOUT
+# seconds. Each suite's output goes to build/test-logs/DIR-NAME.log; a failure prints its
+# tail. Arguments, if any, name suites to run (paths or DIR/NAME).
+#
+# Env: CAIRN_BIN_DIR (dir with cairnd, cairn, mount-cairn; default backend/target/debug),
+#      SUITE_DIRS, SUITE_TIMEOUT (default 1200), TEST_LOG_DIR, VERBOSE=1 (stream output).
+set -uo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+# shellcheck source=scripts/common.sh
+. "$repo/scripts/common.sh"
+CAIRN_LOG_TAG=run-all
+export CAIRN_BIN_DIR=${CAIRN_BIN_DIR:-$repo/backend/target/debug}
+SUITE_DIRS=${SUITE_DIRS:-integration posix}
+SUITE_TIMEOUT=${SUITE_TIMEOUT:-1200}
+TEST_LOG_DIR=${TEST_LOG_DIR:-$repo/build/test-logs}
+TEST_TMP_ROOT=${TEST_TMP_ROOT:-$repo/build/test-tmp}
+mkdir -p "$TEST_LOG_DIR" "$TEST_TMP_ROOT"
+
+# sweep DIR: after a suite, unmount whatever is still mounted under DIR and stop every
+# process whose command line names DIR (a suite killed by the timeout had no chance to
+# run its own cleanup). Returns 1 if it found anything.
+sweep() {
+    local dir=$1 found=0 m pid
+    while read -r m; do
+        found=1
+        fusermount3 -uz "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+    done < <(awk -v d="$dir/" 'index($2, d) == 1 { print $2 }' /proc/self/mounts | sort -r)
+    for pid in /proc/[0-9]*; do
+        pid=${pid#/proc/}
+        [[ $pid != "$$" ]] || continue
+        tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF -- "$dir/" || continue
+        found=1
+        stop_pid "$pid" "$dir/" 10 || true
+    done
+    return $((found))
+}
+
+suites=()
+if (($#)); then
+    for s in "$@"; do
+        [[ -f $s ]] || s=$repo/tests/$s
+        [[ -f $s ]] || s=$s.sh
+        [[ -f $s ]] || {
+            echo "run-all: no suite $1" >&2
+            exit 2
+        }
+        suites+=("$s")
+    done
+else
+    for d in $SUITE_DIRS; do
+        for s in "$repo/tests/$d"/*.sh; do
+            [[ -f $s ]] || continue
+            case $(basename "$s") in lib*.sh | _*) continue ;; esac
+            suites+=("$s")
+        done
+    done
+fi
+
+passed=0 failed=0 skipped=0 failed_names=()
+for s in "${suites[@]}"; do
+    name=$(basename "$(dirname "$s")")/$(basename "$s" .sh)
+    log=$TEST_LOG_DIR/${name//\//-}.log
+    start=$SECONDS
+    # Suites that use tests/integration/lib.sh put their temp dirs here, so that a suite
+    # killed by the timeout can be cleaned up after.
+    tmp=$TEST_TMP_ROOT/${name//\//-}
+    rm -rf "$tmp"
+    mkdir -p "$tmp"
+    export CAIRN_TEST_TMP=$tmp
+    if [[ ${VERBOSE:-} == 1 ]]; then
+        timeout -k 30 "$SUITE_TIMEOUT" bash "$s" </dev/null 2>&1 | tee "$log"
+        rc=${PIPESTATUS[0]}
+    else
+        timeout -k 30 "$SUITE_TIMEOUT" bash "$s" </dev/null >"$log" 2>&1
+        rc=$?
+    fi
+    took=$((SECONDS - start))
+    if ! sweep "$tmp"; then
+        echo "run-all: $name left mounts or processes behind (cleaned up)" >>"$log"
+        ((rc == 0)) && rc=1
+    fi
+    case $rc in
+    0)
+        passed=$((passed + 1))
+        echo "PASS  $name (${took}s)"
+        ;;
+    77)
+        skipped=$((skipped + 1))
+        echo "SKIP  $name: $(grep -m1 -i 'skip' "$log" || echo 'exit 77')"
+        ;;
+    *)
+        failed=$((failed + 1))
+        failed_names+=("$name")
+        [[ $rc == 124 || $rc == 137 ]] && why="timed out after ${SUITE_TIMEOUT}s" || why="exit $rc"
+        echo "FAIL  $name ($why, ${took}s; log $log)"
+        if [[ ${VERBOSE:-} != 1 ]]; then
+            tail -n 40 "$log" | sed 's/^/    | /'
+        fi
+        ;;
+    esac
+done
+
+((failed)) && echo "failed suites: ${failed_names[*]}"
+if ((skipped)); then
+    echo "$passed passed, $failed failed, $skipped skipped"
+else
+    echo "$passed passed, $failed failed"
+fi
+((failed == 0))
