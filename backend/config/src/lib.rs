@@ -10,8 +10,14 @@
 //! ```
 //! Only `cairnd` talks to etcd; clients get the volume map from `cairnd`.
 
+// `ConfigError` carries `etcd_client::Error` (~180 bytes) inline, as the API contract says;
+// every fallible call here is an etcd round trip, so the size of the error does not matter.
+#![allow(clippy::result_large_err)]
+
 mod records;
 mod store;
+#[doc(hidden)]
+pub mod testing;
 
 pub use records::{BrickRecord, PeerRecord, SetRecord, VolumeRecord};
-pub use store::{build_map, ConfigError, NodeLease, Store};
+pub use store::{build_map, ConfigError, NodeLease, Store, DEFAULT_CONNECT_TIMEOUT};
