@@ -857,6 +857,44 @@ impl Store {
             .collect())
     }
 
+    /// Maps of all volumes from one consistent read of the whole store; the epoch of every
+    /// map is the etcd revision of that read (so epochs only grow, and equal the revision
+    /// `watch()` reported for the last change they include).
+    pub async fn volume_maps(&self) -> Result<(u64, Vec<VolumeMap>), ConfigError> {
+        let root = format!("{}/", self.ctx.prefix);
+        let (kvs, rev) = self.ctx.range("read volume maps", &root).await?;
+        let (pdir, vdir, bdir) =
+            (self.ctx.dir("peers"), self.ctx.dir("volumes"), self.ctx.dir("bricks"));
+        let mut peers = Vec::new();
+        let mut volumes = Vec::new();
+        let mut states: HashMap<String, HashMap<u32, BrickState>> = HashMap::new();
+        for kv in &kvs {
+            let key = String::from_utf8_lossy(kv.key());
+            if key.starts_with(&pdir) {
+                peers.push(decode::<PeerRecord>(kv)?);
+            } else if key.starts_with(&vdir) {
+                volumes.push(decode::<VolumeRecord>(kv)?);
+            } else if let Some(rest) = key.strip_prefix(&bdir) {
+                let state = match kv.value() {
+                    b"up" => BrickState::Up,
+                    b"healing" => BrickState::Healing,
+                    _ => continue,
+                };
+                if let Some((vol, idx)) = rest.split_once('/') {
+                    if let Ok(i) = idx.parse::<u32>() {
+                        states.entry(vol.to_string()).or_default().insert(i, state);
+                    }
+                }
+            }
+        }
+        let empty = HashMap::new();
+        let maps = volumes
+            .iter()
+            .map(|v| build_map(v, &peers, states.get(&v.name).unwrap_or(&empty), rev as u64))
+            .collect();
+        Ok((rev as u64, maps))
+    }
+
     // ---- watch ----
 
     /// Yields the etcd revision each time anything under the prefix changes, starting with

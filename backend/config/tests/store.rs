@@ -294,6 +294,39 @@ async fn lease_lost_for_good_once_expired() {
 }
 
 #[tokio::test]
+async fn volume_maps_from_one_snapshot() {
+    let etcd = Etcd::start();
+    let s = store(&etcd).await;
+    s.add_peer(peer("n1", "10.0.0.1:7000", "u1")).await.unwrap();
+    s.add_peer(peer("n2", "10.0.0.2:7000", "u2")).await.unwrap();
+    s.create_volume(&volume("va", &[("n1", "/a"), ("n2", "/a")])).await.unwrap();
+    s.create_volume(&volume("vb", &[("n1", "/b")])).await.unwrap();
+    let lease = s.register_node("n1", "10.0.0.1:7000", 5).await.unwrap();
+    lease.set_brick_state("va", 0, BrickState::Up).await.unwrap();
+    lease.set_brick_state("vb", 0, BrickState::Healing).await.unwrap();
+
+    let (rev, maps) = s.volume_maps().await.unwrap();
+    assert_eq!(rev, s.revision().await.unwrap());
+    assert_eq!(maps.iter().map(|m| m.name.as_str()).collect::<Vec<_>>(), ["va", "vb"]);
+    assert!(maps.iter().all(|m| m.epoch == rev));
+    let state = |m: &cairn_proto::map::VolumeMap, i| m.brick(i).unwrap().1.state;
+    assert_eq!((state(&maps[0], 0), state(&maps[0], 1)), (BrickState::Up, BrickState::Down));
+    assert_eq!(maps[0].brick(1).unwrap().1.addr, "10.0.0.2:7000");
+    assert_eq!(state(&maps[1], 0), BrickState::Healing);
+    // Same answer as assembling it by hand.
+    let (va, _) = s.get_volume("va").await.unwrap().unwrap();
+    let by_hand =
+        build_map(&va, &s.list_peers().await.unwrap(), &s.brick_states("va").await.unwrap(), rev);
+    assert_eq!(maps[0], by_hand);
+
+    lease.revoke().await.unwrap();
+    let (rev2, maps) = s.volume_maps().await.unwrap();
+    assert!(rev2 > rev);
+    assert_eq!(state(&maps[0], 0), BrickState::Down);
+    assert_eq!(state(&maps[1], 0), BrickState::Down);
+}
+
+#[tokio::test]
 async fn watch_fires_and_survives_etcd_restart() {
     let mut etcd = Etcd::start();
     let s = store(&etcd).await;
