@@ -9,9 +9,33 @@
 //! /cairn/bricks/<volume>/<index>           "up" | "healing", under the serving node's lease
 //! ```
 //! Only `cairnd` talks to etcd; clients get the volume map from `cairnd`.
+//!
+//! How `cairnd` uses it:
+//! - `Store::connect` (bounded; `ConfigError::Unreachable` names the endpoints).
+//! - `register_node` once at start; keep the `NodeLease`, publish brick states through it
+//!   (`set_brick_state`), and check `is_alive()` before accepting a write: it turns false
+//!   when the lease could not be renewed for half its TTL (the node is fenced; the lease
+//!   itself expires at the full TTL and the node's keys vanish). Once etcd reports the
+//!   lease gone it never comes back: register again.
+//! - `watch()` yields a revision after every change under the prefix; on each, call
+//!   `volume_maps()` (one consistent read; map epoch = that read's revision) and push maps
+//!   whose content changed.
+//!
+//! Writes that must be unique (peer names/addresses, volume names, brick `node:path`) read a
+//! snapshot, check it and commit in a transaction that fails if anything in that key range
+//! changed since the snapshot (then retry), so concurrent writers cannot both win.
+//! Volume updates are compare-and-swap on the record's mod revision.
+//!
+//! `testing::Etcd` starts a throwaway etcd for tests.
+
+// `ConfigError` carries `etcd_client::Error` (~180 bytes) inline, as the API contract says;
+// every fallible call here is an etcd round trip, so the size of the error does not matter.
+#![allow(clippy::result_large_err)]
 
 mod records;
 mod store;
+#[doc(hidden)]
+pub mod testing;
 
 pub use records::{BrickRecord, PeerRecord, SetRecord, VolumeRecord};
-pub use store::{build_map, ConfigError, NodeLease, Store};
+pub use store::{build_map, ConfigError, NodeLease, Store, DEFAULT_CONNECT_TIMEOUT};
