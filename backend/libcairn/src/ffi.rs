@@ -83,7 +83,12 @@ pub(crate) fn panic_error(p: &(dyn std::any::Any + Send)) -> Error {
 
 /// Run an entry point body: `Ok(v)` → `ok(v)`, `Err(e)` → `err(-errno)` with the message
 /// recorded, panic → `err(-EIO)`.
-pub(crate) fn guard<T, R>(op: &str, ok: impl FnOnce(T) -> R, err: impl FnOnce(i32) -> R, f: impl FnOnce() -> Res<T>) -> R {
+pub(crate) fn guard<T, R>(
+    op: &str,
+    ok: impl FnOnce(T) -> R,
+    err: impl FnOnce(i32) -> R,
+    f: impl FnOnce() -> Res<T>,
+) -> R {
     set_last_error("");
     let result = match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r,
@@ -193,5 +198,78 @@ pub(crate) unsafe fn put<T>(p: *mut T, v: T) {
     // SAFETY: forwarded contract.
     if let Some(r) = unsafe { p.as_mut() } {
         *r = v;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn last() -> String {
+        // SAFETY: the thread-local slot always holds a valid C string.
+        unsafe { CStr::from_ptr(last_error_ptr()) }.to_string_lossy().into_owned()
+    }
+
+    #[test]
+    fn panic_becomes_eio_with_message() {
+        let rc = guard_int("cairn_test", || panic!("boom in the client"));
+        assert_eq!(rc, -libc::EIO);
+        assert!(
+            last().contains("cairn_test: internal error (panic): boom in the client"),
+            "{}",
+            last()
+        );
+        assert_eq!(guard_int("cairn_test", || Ok(())), 0);
+        assert_eq!(last(), "");
+    }
+
+    #[test]
+    fn errors_name_the_errno_once() {
+        let rc = guard_count("cairn_test", || {
+            Err(Error::remote(
+                RemoteError::new(cairn_proto::Errno::ENOENT, "no such entry \"x\" in 01"),
+                "lookup",
+            ))
+        });
+        assert_eq!(rc, -(libc::ENOENT as isize));
+        assert_eq!(last(), "cairn_test: lookup: no such entry \"x\" in 01: ENOENT (2)");
+        guard_int("cairn_test", || Err(Error::new(libc::EAGAIN, "busy")));
+        assert_eq!(last(), "cairn_test: busy (EAGAIN)");
+        // errno 0 or negative from a confused backend still reports a failure
+        assert_eq!(guard_int("cairn_test", || Err(Error::new(0, "zero"))), -libc::EIO);
+    }
+
+    #[test]
+    fn creds_copy_and_validation() {
+        // SAFETY: NULL and valid pointers only.
+        unsafe {
+            assert_eq!(creds(std::ptr::null()).unwrap(), Creds::root());
+            let groups = [10u32, 20];
+            let c = cairn_creds_t { uid: 5, gid: 6, ngroups: 2, groups: groups.as_ptr() };
+            assert_eq!(creds(&c).unwrap(), Creds { uid: 5, gid: 6, groups: vec![10, 20] });
+            let c = cairn_creds_t { uid: 5, gid: 6, ngroups: 2, groups: std::ptr::null() };
+            assert_eq!(creds(&c).unwrap_err().errno, libc::EINVAL);
+            let c = cairn_creds_t { uid: 5, gid: 6, ngroups: 0, groups: std::ptr::null() };
+            assert!(creds(&c).unwrap().groups.is_empty());
+            let c = cairn_creds_t { uid: 5, gid: 6, ngroups: 70000, groups: groups.as_ptr() };
+            assert_eq!(creds(&c).unwrap_err().errno, libc::EINVAL);
+        }
+    }
+
+    #[test]
+    fn names_are_checked_before_any_round_trip() {
+        let check = |s: &str| {
+            let c = CString::new(s).unwrap();
+            // SAFETY: a valid C string.
+            unsafe { name_arg(c.as_ptr(), "name") }.map(|n| n.to_vec()).map_err(|e| e.errno)
+        };
+        assert_eq!(check("ok.txt"), Ok(b"ok.txt".to_vec()));
+        assert_eq!(check(""), Err(libc::EINVAL));
+        assert_eq!(check("."), Err(libc::EINVAL));
+        assert_eq!(check(".."), Err(libc::EINVAL));
+        assert_eq!(check("a/b"), Err(libc::EINVAL));
+        assert_eq!(check(&"x".repeat(256)), Err(libc::ENAMETOOLONG));
+        // SAFETY: NULL is allowed and rejected.
+        assert_eq!(unsafe { name_arg(std::ptr::null(), "name") }.unwrap_err().errno, libc::EINVAL);
     }
 }

@@ -28,19 +28,33 @@ struct OutBuf(*mut u8, usize);
 unsafe impl Send for OutBuf {}
 
 fn range(off: u64, len: usize, what: &str) -> Res<()> {
-    if len > isize::MAX as usize || off.checked_add(len as u64).is_none_or(|end| end > i64::MAX as u64) {
-        return Err(Error::new(libc::EFBIG, format!("{what}: offset {off} + length {len} out of range")));
+    if len > isize::MAX as usize
+        || off.checked_add(len as u64).is_none_or(|end| end > i64::MAX as u64)
+    {
+        return Err(Error::new(
+            libc::EFBIG,
+            format!("{what}: offset {off} + length {len} out of range"),
+        ));
     }
     Ok(())
 }
 
-async fn read_into(vol: Arc<Volume>, c: Creds, id: Id, off: u64, buf: OutBuf, label: String) -> Res<usize> {
+async fn read_into(
+    vol: Arc<Volume>,
+    c: Creds,
+    id: Id,
+    off: u64,
+    buf: OutBuf,
+    label: String,
+) -> Res<usize> {
     let mut done = 0usize;
     while done < buf.1 {
         let want = (buf.1 - done).min(MAX_IO) as u32;
         let at = off + done as u64;
-        let (data, eof) =
-            vol.read(&c, id, at, want).await.map_err(|e| Error::remote(e, format!("{label}: read {id} at {at}+{want}")))?;
+        let (data, eof) = vol
+            .read(&c, id, at, want)
+            .await
+            .map_err(|e| Error::remote(e, format!("{label}: read {id} at {at}+{want}")))?;
         let n = data.len().min(buf.1 - done);
         // SAFETY: `buf` holds `buf.1` bytes and `done + n <= buf.1`.
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buf.0.add(done), n) };
@@ -52,15 +66,31 @@ async fn read_into(vol: Arc<Volume>, c: Creds, id: Id, off: u64, buf: OutBuf, la
     Ok(done)
 }
 
-async fn write_all(vol: Arc<Volume>, c: Creds, id: Id, off: u64, data: Bytes, through: bool, label: String) -> Res<usize> {
+async fn write_all(
+    vol: Arc<Volume>,
+    c: Creds,
+    id: Id,
+    off: u64,
+    data: Bytes,
+    through: bool,
+    label: String,
+) -> Res<usize> {
     let mut done = 0usize;
     while done < data.len() {
         let chunk = data.slice(done..data.len().min(done + MAX_IO));
         let (at, len) = (off + done as u64, chunk.len());
-        let r = if through { vol.write_through(&c, id, at, chunk).await } else { vol.write(&c, id, at, chunk).await };
-        let n = r.map_err(|e| Error::remote(e, format!("{label}: write {id} at {at}+{len}")))? as usize;
+        let r = if through {
+            vol.write_through(&c, id, at, chunk).await
+        } else {
+            vol.write(&c, id, at, chunk).await
+        };
+        let n =
+            r.map_err(|e| Error::remote(e, format!("{label}: write {id} at {at}+{len}")))? as usize;
         if n == 0 {
-            return Err(Error::new(libc::EIO, format!("{label}: write {id} at {at}+{len}: server accepted 0 bytes")));
+            return Err(Error::new(
+                libc::EIO,
+                format!("{label}: write {id} at {at}+{len}: server accepted 0 bytes"),
+            ));
         }
         done += n.min(len);
     }
@@ -73,19 +103,27 @@ unsafe fn data_in(buf: *const c_void, len: usize) -> Res<Bytes> {
     Ok(Bytes::copy_from_slice(unsafe { bytes_in(buf, len, "buf") }?))
 }
 
-unsafe fn fs_creds<'a>(fs: *mut cairn_fs_t, c: *const cairn_creds_t) -> Res<(&'a cairn_fs_t, Creds)> {
+unsafe fn fs_creds<'a>(
+    fs: *mut cairn_fs_t,
+    c: *const cairn_creds_t,
+) -> Res<(&'a cairn_fs_t, Creds)> {
     // SAFETY: forwarded contract.
     Ok((unsafe { fs_ref(fs) }?, unsafe { ffi::creds(c) }?))
 }
 
 /// Note an open of `id`: an unlinked file stays readable until the matching cairn_release.
 #[no_mangle]
-pub unsafe extern "C" fn cairn_open(fs: *mut cairn_fs_t, creds: *const cairn_creds_t, id: cairn_id_t) -> c_int {
+pub unsafe extern "C" fn cairn_open(
+    fs: *mut cairn_fs_t,
+    creds: *const cairn_creds_t,
+    id: cairn_id_t,
+) -> c_int {
     guard_int("cairn_open", || {
         // SAFETY: forwarded contract for all pointers.
         let (fs, c) = unsafe { fs_creds(fs, creds) }?;
         let id = Id::from(id);
-        fs.block_on(fs.vol.open(&c, id)).map_err(|e| Error::remote(e, format!("{}: open {id}", fs.label)))
+        fs.block_on(fs.vol.open(&c, id))
+            .map_err(|e| Error::remote(e, format!("{}: open {id}", fs.label)))
     })
 }
 
@@ -97,7 +135,8 @@ pub unsafe extern "C" fn cairn_release(fs: *mut cairn_fs_t, id: cairn_id_t) -> c
         // SAFETY: forwarded contract.
         let fs = unsafe { fs_ref(fs) }?;
         let id = Id::from(id);
-        fs.block_on(fs.vol.release(id)).map_err(|e| Error::remote(e, format!("{}: release {id}", fs.label)))
+        fs.block_on(fs.vol.release(id))
+            .map_err(|e| Error::remote(e, format!("{}: release {id}", fs.label)))
     })
 }
 
@@ -122,17 +161,41 @@ pub unsafe extern "C" fn cairn_read(
         if buf.is_null() {
             return Err(Error::inval("buf is NULL"));
         }
-        fs.block_on(read_into(fs.vol.clone(), c, id.into(), offset, OutBuf(buf as *mut u8, len), fs.label.clone()))
+        fs.block_on(read_into(
+            fs.vol.clone(),
+            c,
+            id.into(),
+            offset,
+            OutBuf(buf as *mut u8, len),
+            fs.label.clone(),
+        ))
     })
 }
 
-fn write_common(op: &str, fs: *mut cairn_fs_t, creds: *const cairn_creds_t, id: cairn_id_t, offset: u64, buf: *const c_void, len: usize, through: bool) -> libc::ssize_t {
+fn write_common(
+    op: &str,
+    fs: *mut cairn_fs_t,
+    creds: *const cairn_creds_t,
+    id: cairn_id_t,
+    offset: u64,
+    buf: *const c_void,
+    len: usize,
+    through: bool,
+) -> libc::ssize_t {
     guard_count(op, || {
         // SAFETY: forwarded contract for all pointers.
         let (fs, c) = unsafe { fs_creds(fs, creds) }?;
         range(offset, len, "write")?;
         let data = unsafe { data_in(buf, len) }?;
-        fs.block_on(write_all(fs.vol.clone(), c, id.into(), offset, data, through, fs.label.clone()))
+        fs.block_on(write_all(
+            fs.vol.clone(),
+            c,
+            id.into(),
+            offset,
+            data,
+            through,
+            fs.label.clone(),
+        ))
     })
 }
 
@@ -172,18 +235,25 @@ pub unsafe extern "C" fn cairn_flush(fs: *mut cairn_fs_t, id: cairn_id_t) -> c_i
         // SAFETY: forwarded contract.
         let fs = unsafe { fs_ref(fs) }?;
         let id = Id::from(id);
-        fs.block_on(fs.vol.flush(id)).map_err(|e| Error::remote(e, format!("{}: flush {id}", fs.label)))
+        fs.block_on(fs.vol.flush(id))
+            .map_err(|e| Error::remote(e, format!("{}: flush {id}", fs.label)))
     })
 }
 
 /// Make the data (and with `datasync` false, the metadata) of `id` durable on the servers.
 #[no_mangle]
-pub unsafe extern "C" fn cairn_fsync(fs: *mut cairn_fs_t, creds: *const cairn_creds_t, id: cairn_id_t, datasync: bool) -> c_int {
+pub unsafe extern "C" fn cairn_fsync(
+    fs: *mut cairn_fs_t,
+    creds: *const cairn_creds_t,
+    id: cairn_id_t,
+    datasync: bool,
+) -> c_int {
     guard_int("cairn_fsync", || {
         // SAFETY: forwarded contract for all pointers.
         let (fs, c) = unsafe { fs_creds(fs, creds) }?;
         let id = Id::from(id);
-        fs.block_on(fs.vol.fsync(&c, id, datasync)).map_err(|e| Error::remote(e, format!("{}: fsync {id}", fs.label)))
+        fs.block_on(fs.vol.fsync(&c, id, datasync))
+            .map_err(|e| Error::remote(e, format!("{}: fsync {id}", fs.label)))
     })
 }
 
@@ -203,15 +273,19 @@ pub unsafe extern "C" fn cairn_fallocate(
         let (fs, c) = unsafe { fs_creds(fs, creds) }?;
         use cairn_proto::falloc::{KEEP_SIZE, PUNCH_HOLE, ZERO_RANGE};
         if mode & !(KEEP_SIZE | PUNCH_HOLE | ZERO_RANGE) != 0 {
-            return Err(Error::new(libc::EOPNOTSUPP, format!("fallocate mode {mode:#x} not supported")));
+            return Err(Error::new(
+                libc::EOPNOTSUPP,
+                format!("fallocate mode {mode:#x} not supported"),
+            ));
         }
         if len == 0 {
             return Err(Error::inval("fallocate: length 0"));
         }
         range(offset, 0, "fallocate")?;
         let id = Id::from(id);
-        fs.block_on(fs.vol.fallocate(&c, id, mode, offset, len))
-            .map_err(|e| Error::remote(e, format!("{}: fallocate {id} mode {mode:#x} {offset}+{len}", fs.label)))
+        fs.block_on(fs.vol.fallocate(&c, id, mode, offset, len)).map_err(|e| {
+            Error::remote(e, format!("{}: fallocate {id} mode {mode:#x} {offset}+{len}", fs.label))
+        })
     })
 }
 
@@ -233,12 +307,16 @@ pub unsafe extern "C" fn cairn_seek(
         let w = match whence {
             libc::SEEK_DATA => SeekWhence::Data,
             libc::SEEK_HOLE => SeekWhence::Hole,
-            _ => return Err(Error::inval(format!("seek: whence {whence} (only SEEK_DATA, SEEK_HOLE)"))),
+            _ => {
+                return Err(Error::inval(format!(
+                    "seek: whence {whence} (only SEEK_DATA, SEEK_HOLE)"
+                )))
+            }
         };
         let id = Id::from(id);
-        *result = fs
-            .block_on(fs.vol.seek(&c, id, offset, w))
-            .map_err(|e| Error::remote(e, format!("{}: seek {id} {w:?} from {offset}", fs.label)))?;
+        *result = fs.block_on(fs.vol.seek(&c, id, offset, w)).map_err(|e| {
+            Error::remote(e, format!("{}: seek {id} {w:?} from {offset}", fs.label))
+        })?;
         Ok(())
     })
 }
@@ -261,8 +339,9 @@ pub unsafe extern "C" fn cairn_compare_and_write(
         range(offset, len, "compare_and_write")?;
         let (cmp, data) = (unsafe { data_in(cmp, len) }?, unsafe { data_in(data, len) }?);
         let id = Id::from(id);
-        fs.block_on(fs.vol.compare_and_write(&c, id, offset, cmp, data))
-            .map_err(|e| Error::remote(e, format!("{}: compare_and_write {id} at {offset}+{len}", fs.label)))
+        fs.block_on(fs.vol.compare_and_write(&c, id, offset, cmp, data)).map_err(|e| {
+            Error::remote(e, format!("{}: compare_and_write {id} at {offset}+{len}", fs.label))
+        })
     })
 }
 
@@ -271,8 +350,13 @@ pub unsafe extern "C" fn cairn_compare_and_write(
 // ---------------------------------------------------------------------------------------
 
 /// Spawn `fut` and run `cb(result, arg)` on a library thread when it completes.
-fn submit<F>(fs: &cairn_fs_t, op: &'static str, cb: unsafe extern "C" fn(i32, *mut c_void), arg: *mut c_void, fut: F)
-where
+fn submit<F>(
+    fs: &cairn_fs_t,
+    op: &'static str,
+    cb: unsafe extern "C" fn(i32, *mut c_void),
+    arg: *mut c_void,
+    fut: F,
+) where
     F: Future<Output = Res<usize>> + Send + 'static,
 {
     fs.inflight.begin();
@@ -329,7 +413,13 @@ pub unsafe extern "C" fn cairn_aio_read(
             return Err(Error::inval("buf is NULL"));
         }
         let b = OutBuf(buf as *mut u8, len);
-        submit(fs, "cairn_aio_read", cb, arg, read_into(fs.vol.clone(), c, id.into(), offset, b, fs.label.clone()));
+        submit(
+            fs,
+            "cairn_aio_read",
+            cb,
+            arg,
+            read_into(fs.vol.clone(), c, id.into(), offset, b, fs.label.clone()),
+        );
         Ok(())
     })
 }
@@ -353,7 +443,13 @@ unsafe fn aio_write_common(
         range(offset, len, "aio_write")?;
         aio_len(len)?;
         let data = unsafe { data_in(buf, len) }?;
-        submit(fs, op, cb, arg, write_all(fs.vol.clone(), c, id.into(), offset, data, through, fs.label.clone()));
+        submit(
+            fs,
+            op,
+            cb,
+            arg,
+            write_all(fs.vol.clone(), c, id.into(), offset, data, through, fs.label.clone()),
+        );
         Ok(())
     })
 }
@@ -389,7 +485,9 @@ pub unsafe extern "C" fn cairn_aio_write_through(
     arg: *mut c_void,
 ) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { aio_write_common("cairn_aio_write_through", fs, creds, id, offset, buf, len, cb, arg, true) }
+    unsafe {
+        aio_write_common("cairn_aio_write_through", fs, creds, id, offset, buf, len, cb, arg, true)
+    }
 }
 
 /// Start an fsync of `id`; `cb` gets 0 or a negative errno.
@@ -408,7 +506,9 @@ pub unsafe extern "C" fn cairn_aio_fsync(
         let cb = cb.ok_or_else(|| Error::inval("callback is NULL"))?;
         let (vol, id, label) = (fs.vol.clone(), Id::from(id), fs.label.clone());
         submit(fs, "cairn_aio_fsync", cb, arg, async move {
-            vol.fsync(&c, id, datasync).await.map_err(|e| Error::remote(e, format!("{label}: fsync {id}")))?;
+            vol.fsync(&c, id, datasync)
+                .await
+                .map_err(|e| Error::remote(e, format!("{label}: fsync {id}")))?;
             Ok(0)
         });
         Ok(())
@@ -437,9 +537,9 @@ pub unsafe extern "C" fn cairn_aio_compare_and_write(
         let (cmp, data) = (unsafe { data_in(cmp, len) }?, unsafe { data_in(data, len) }?);
         let (vol, id, label) = (fs.vol.clone(), Id::from(id), fs.label.clone());
         submit(fs, "cairn_aio_compare_and_write", cb, arg, async move {
-            vol.compare_and_write(&c, id, offset, cmp, data)
-                .await
-                .map_err(|e| Error::remote(e, format!("{label}: compare_and_write {id} at {offset}+{len}")))?;
+            vol.compare_and_write(&c, id, offset, cmp, data).await.map_err(|e| {
+                Error::remote(e, format!("{label}: compare_and_write {id} at {offset}+{len}"))
+            })?;
             Ok(0)
         });
         Ok(())

@@ -39,7 +39,11 @@ pub extern "C" fn cairn_abi_version() -> u32 {
 /// The library version as a static string ("0.1.0"); each of `major`, `minor`, `patch` may
 /// be NULL.
 #[no_mangle]
-pub unsafe extern "C" fn cairn_version(major: *mut c_int, minor: *mut c_int, patch: *mut c_int) -> *const c_char {
+pub unsafe extern "C" fn cairn_version(
+    major: *mut c_int,
+    minor: *mut c_int,
+    patch: *mut c_int,
+) -> *const c_char {
     fn num(s: &str) -> c_int {
         s.parse().unwrap_or(0)
     }
@@ -236,7 +240,11 @@ pub unsafe extern "C" fn cairn_volume_id(fs: *mut cairn_fs_t, id_out: *mut u8) -
 /// CAIRN_INVALIDATE_ENTRIES) must be dropped. It may call other libcairn functions except
 /// cairn_unmount, and should return quickly.
 #[no_mangle]
-pub unsafe extern "C" fn cairn_register_invalidate(fs: *mut cairn_fs_t, cb: cairn_invalidate_cb, arg: *mut c_void) -> c_int {
+pub unsafe extern "C" fn cairn_register_invalidate(
+    fs: *mut cairn_fs_t,
+    cb: cairn_invalidate_cb,
+    arg: *mut c_void,
+) -> c_int {
     guard_int("cairn_register_invalidate", || {
         // SAFETY: forwarded contract.
         let fs = unsafe { fs_ref(fs) }?;
@@ -271,7 +279,10 @@ pub(crate) unsafe fn fs_ref<'a>(fs: *mut cairn_fs_t) -> Res<&'a cairn_fs_t> {
 }
 
 /// The common preamble: the mounted volume and the caller's credentials.
-unsafe fn fs_creds<'a>(fs: *mut cairn_fs_t, c: *const cairn_creds_t) -> Res<(&'a cairn_fs_t, cairn_client::Creds)> {
+unsafe fn fs_creds<'a>(
+    fs: *mut cairn_fs_t,
+    c: *const cairn_creds_t,
+) -> Res<(&'a cairn_fs_t, cairn_client::Creds)> {
     // SAFETY: forwarded contract.
     Ok((unsafe { fs_ref(fs) }?, unsafe { ffi::creds(c) }?))
 }
@@ -299,9 +310,9 @@ pub unsafe extern "C" fn cairn_lookup(
         let (fs, c) = unsafe { fs_creds(fs, creds) }?;
         let n = unsafe { name_arg(name, "name") }?;
         let dir = Id::from(dir);
-        let a = fs
-            .block_on(fs.vol.lookup(&c, dir, n))
-            .map_err(|e| Error::remote(e, format!("{}: lookup {:?} in {dir}", fs.label, show(n))))?;
+        let a = fs.block_on(fs.vol.lookup(&c, dir, n)).map_err(|e| {
+            Error::remote(e, format!("{}: lookup {:?} in {dir}", fs.label, show(n)))
+        })?;
         unsafe { put_attr(attr, &a) };
         Ok(())
     })
@@ -341,7 +352,9 @@ pub unsafe extern "C" fn cairn_getattr(
         let (fs, c) = unsafe { fs_creds(fs, creds) }?;
         let attr = unsafe { out(attr, "attr") }?;
         let id = Id::from(id);
-        let a = fs.block_on(fs.vol.getattr(&c, id)).map_err(|e| Error::remote(e, format!("{}: getattr {id}", fs.label)))?;
+        let a = fs
+            .block_on(fs.vol.getattr(&c, id))
+            .map_err(|e| Error::remote(e, format!("{}: getattr {id}", fs.label)))?;
         *attr = (&a).into();
         Ok(())
     })
@@ -429,7 +442,9 @@ pub unsafe extern "C" fn cairn_create(
         let dir = Id::from(dir);
         let a = fs
             .block_on(fs.vol.create(&c, dir, n, mode & 0o7777, flags & CAIRN_CREATE_EXCL != 0))
-            .map_err(|e| Error::remote(e, format!("{}: create {:?} in {dir}", fs.label, show(n))))?;
+            .map_err(|e| {
+                Error::remote(e, format!("{}: create {:?} in {dir}", fs.label, show(n)))
+            })?;
         unsafe { put_attr(attr, &a) };
         Ok(())
     })
@@ -452,8 +467,15 @@ pub unsafe extern "C" fn cairn_mknod(
         let (fs, c) = unsafe { fs_creds(fs, creds) }?;
         let n = unsafe { name_arg(name, "name") }?;
         let kind = cairn_client::FileType::from_mode(mode)
-            .filter(|k| !matches!(k, cairn_client::FileType::Directory | cairn_client::FileType::Symlink))
-            .ok_or_else(|| Error::inval(format!("mknod {:?}: unsupported file type in mode {mode:#o}", show(n))))?;
+            .filter(|k| {
+                !matches!(k, cairn_client::FileType::Directory | cairn_client::FileType::Symlink)
+            })
+            .ok_or_else(|| {
+                Error::inval(format!(
+                    "mknod {:?}: unsupported file type in mode {mode:#o}",
+                    show(n)
+                ))
+            })?;
         let dir = Id::from(dir);
         let a = fs
             .block_on(fs.vol.mknod(&c, dir, n, kind, mode & 0o7777, rdev))
@@ -505,9 +527,9 @@ pub unsafe extern "C" fn cairn_symlink(
             return Err(Error::new(libc::ENOENT, "symlink: empty target"));
         }
         let dir = Id::from(dir);
-        let a = fs
-            .block_on(fs.vol.symlink(&c, dir, n, t))
-            .map_err(|e| Error::remote(e, format!("{}: symlink {:?} in {dir}", fs.label, show(n))))?;
+        let a = fs.block_on(fs.vol.symlink(&c, dir, n, t)).map_err(|e| {
+            Error::remote(e, format!("{}: symlink {:?} in {dir}", fs.label, show(n)))
+        })?;
         unsafe { put_attr(attr, &a) };
         Ok(())
     })
@@ -520,7 +542,10 @@ unsafe fn copy_out(data: &[u8], buf: *mut c_void, size: usize, nul: bool) -> Res
         return Ok(data.len());
     }
     if size < data.len() {
-        return Err(Error::new(libc::ERANGE, format!("buffer of {size} bytes, need {}", data.len())));
+        return Err(Error::new(
+            libc::ERANGE,
+            format!("buffer of {size} bytes, need {}", data.len()),
+        ));
     }
     // SAFETY: buf holds `size` >= data.len() bytes per the contract.
     unsafe {
@@ -546,7 +571,9 @@ pub unsafe extern "C" fn cairn_readlink(
         // SAFETY: forwarded contract for all pointers.
         let (fs, c) = unsafe { fs_creds(fs, creds) }?;
         let id = Id::from(id);
-        let t = fs.block_on(fs.vol.readlink(&c, id)).map_err(|e| Error::remote(e, format!("{}: readlink {id}", fs.label)))?;
+        let t = fs
+            .block_on(fs.vol.readlink(&c, id))
+            .map_err(|e| Error::remote(e, format!("{}: readlink {id}", fs.label)))?;
         unsafe { copy_out(&t, buf as *mut c_void, size, true) }
     })
 }
@@ -566,9 +593,9 @@ pub unsafe extern "C" fn cairn_link(
         let (fs, c) = unsafe { fs_creds(fs, creds) }?;
         let n = unsafe { name_arg(name, "name") }?;
         let (id, dir) = (Id::from(id), Id::from(dir));
-        let a = fs
-            .block_on(fs.vol.link(&c, id, dir, n))
-            .map_err(|e| Error::remote(e, format!("{}: link {id} as {:?} in {dir}", fs.label, show(n))))?;
+        let a = fs.block_on(fs.vol.link(&c, id, dir, n)).map_err(|e| {
+            Error::remote(e, format!("{}: link {id} as {:?} in {dir}", fs.label, show(n)))
+        })?;
         unsafe { put_attr(attr, &a) };
         Ok(())
     })
@@ -576,7 +603,12 @@ pub unsafe extern "C" fn cairn_link(
 
 /// Remove the non-directory entry `name` from `dir`.
 #[no_mangle]
-pub unsafe extern "C" fn cairn_unlink(fs: *mut cairn_fs_t, creds: *const cairn_creds_t, dir: cairn_id_t, name: *const c_char) -> c_int {
+pub unsafe extern "C" fn cairn_unlink(
+    fs: *mut cairn_fs_t,
+    creds: *const cairn_creds_t,
+    dir: cairn_id_t,
+    name: *const c_char,
+) -> c_int {
     guard_int("cairn_unlink", || {
         // SAFETY: forwarded contract for all pointers.
         let (fs, c) = unsafe { fs_creds(fs, creds) }?;
@@ -589,7 +621,12 @@ pub unsafe extern "C" fn cairn_unlink(fs: *mut cairn_fs_t, creds: *const cairn_c
 
 /// Remove the empty directory `name` from `dir`.
 #[no_mangle]
-pub unsafe extern "C" fn cairn_rmdir(fs: *mut cairn_fs_t, creds: *const cairn_creds_t, dir: cairn_id_t, name: *const c_char) -> c_int {
+pub unsafe extern "C" fn cairn_rmdir(
+    fs: *mut cairn_fs_t,
+    creds: *const cairn_creds_t,
+    dir: cairn_id_t,
+    name: *const c_char,
+) -> c_int {
     guard_int("cairn_rmdir", || {
         // SAFETY: forwarded contract for all pointers.
         let (fs, c) = unsafe { fs_creds(fs, creds) }?;
@@ -624,7 +661,10 @@ pub unsafe extern "C" fn cairn_rename(
         }
         let (sd, dd) = (Id::from(src_dir), Id::from(dst_dir));
         fs.block_on(fs.vol.rename(&c, sd, s, dd, d, flags)).map_err(|e| {
-            Error::remote(e, format!("{}: rename {:?} in {sd} to {:?} in {dd}", fs.label, show(s), show(d)))
+            Error::remote(
+                e,
+                format!("{}: rename {:?} in {sd} to {:?} in {dd}", fs.label, show(s), show(d)),
+            )
         })
     })
 }
@@ -649,41 +689,39 @@ pub unsafe extern "C" fn cairn_readdir(
     arg: *mut c_void,
     eof: *mut bool,
 ) -> c_int {
-    guard(
-        "cairn_readdir",
-        || {
-            // SAFETY: forwarded contract for all pointers.
-            let (fs, c) = unsafe { fs_creds(fs, creds) }?;
-            let cb = cb.ok_or_else(|| Error::inval("callback is NULL"))?;
-            if flags & !CAIRN_READDIR_PLUS != 0 {
-                return Err(Error::inval(format!("unknown readdir flags {flags:#x}")));
-            }
-            let plus = flags & CAIRN_READDIR_PLUS != 0;
-            let dir = Id::from(dir);
-            let mut cookie = cookie;
-            let mut count: usize = 0;
-            loop {
-                let (batch, end) = fs
-                    .block_on(fs.vol.readdir(&c, dir, cookie, READDIR_BATCH, plus))
-                    .map_err(|e| Error::remote(e, format!("{}: readdir {dir} from cookie {cookie}", fs.label)))?;
-                for e in &batch {
-                    let owned = types::OwnedDirent::new(e);
-                    let ent = owned.as_c();
-                    count += 1;
-                    cookie = e.cookie;
-                    // SAFETY: a C callback with the caller's argument; `ent` outlives the call.
-                    if unsafe { cb(&ent, arg) } != 0 {
-                        unsafe { put(eof, false) };
-                        return Ok(count);
-                    }
-                }
-                if end || batch.is_empty() {
-                    unsafe { put(eof, true) };
+    guard("cairn_readdir", || {
+        // SAFETY: forwarded contract for all pointers.
+        let (fs, c) = unsafe { fs_creds(fs, creds) }?;
+        let cb = cb.ok_or_else(|| Error::inval("callback is NULL"))?;
+        if flags & !CAIRN_READDIR_PLUS != 0 {
+            return Err(Error::inval(format!("unknown readdir flags {flags:#x}")));
+        }
+        let plus = flags & CAIRN_READDIR_PLUS != 0;
+        let dir = Id::from(dir);
+        let mut cookie = cookie;
+        let mut count: usize = 0;
+        loop {
+            let (batch, end) =
+                fs.block_on(fs.vol.readdir(&c, dir, cookie, READDIR_BATCH, plus)).map_err(|e| {
+                    Error::remote(e, format!("{}: readdir {dir} from cookie {cookie}", fs.label))
+                })?;
+            for e in &batch {
+                let owned = types::OwnedDirent::new(e);
+                let ent = owned.as_c();
+                count += 1;
+                cookie = e.cookie;
+                // SAFETY: a C callback with the caller's argument; `ent` outlives the call.
+                if unsafe { cb(&ent, arg) } != 0 {
+                    unsafe { put(eof, false) };
                     return Ok(count);
                 }
             }
-        },
-    )
+            if end || batch.is_empty() {
+                unsafe { put(eof, true) };
+                return Ok(count);
+            }
+        }
+    })
 }
 
 const READDIR_BATCH: u32 = 256;
@@ -712,9 +750,9 @@ pub unsafe extern "C" fn cairn_getxattr(
         let (fs, c) = unsafe { fs_creds(fs, creds) }?;
         let n = unsafe { xattr_name(name) }?;
         let id = Id::from(id);
-        let v = fs
-            .block_on(fs.vol.getxattr(&c, id, n))
-            .map_err(|e| Error::remote(e, format!("{}: getxattr {:?} of {id}", fs.label, show(n))))?;
+        let v = fs.block_on(fs.vol.getxattr(&c, id, n)).map_err(|e| {
+            Error::remote(e, format!("{}: getxattr {:?} of {id}", fs.label, show(n)))
+        })?;
         unsafe { copy_out(&v, value, size, false) }
     })
 }
@@ -735,7 +773,9 @@ pub unsafe extern "C" fn cairn_setxattr(
         let (fs, c) = unsafe { fs_creds(fs, creds) }?;
         let n = unsafe { xattr_name(name) }?;
         let v = unsafe { bytes_in(value, size, "value") }?;
-        if flags & !(CAIRN_XATTR_CREATE | CAIRN_XATTR_REPLACE) != 0 || flags == CAIRN_XATTR_CREATE | CAIRN_XATTR_REPLACE {
+        if flags & !(CAIRN_XATTR_CREATE | CAIRN_XATTR_REPLACE) != 0
+            || flags == CAIRN_XATTR_CREATE | CAIRN_XATTR_REPLACE
+        {
             return Err(Error::inval(format!("bad setxattr flags {flags:#x}")));
         }
         let id = Id::from(id);
@@ -758,7 +798,9 @@ pub unsafe extern "C" fn cairn_listxattr(
         // SAFETY: forwarded contract for all pointers.
         let (fs, c) = unsafe { fs_creds(fs, creds) }?;
         let id = Id::from(id);
-        let names = fs.block_on(fs.vol.listxattr(&c, id)).map_err(|e| Error::remote(e, format!("{}: listxattr {id}", fs.label)))?;
+        let names = fs
+            .block_on(fs.vol.listxattr(&c, id))
+            .map_err(|e| Error::remote(e, format!("{}: listxattr {id}", fs.label)))?;
         let mut all = Vec::new();
         for n in names {
             all.extend_from_slice(&n);
@@ -770,14 +812,20 @@ pub unsafe extern "C" fn cairn_listxattr(
 
 /// Remove xattr `name` of `id` (-ENODATA if absent).
 #[no_mangle]
-pub unsafe extern "C" fn cairn_removexattr(fs: *mut cairn_fs_t, creds: *const cairn_creds_t, id: cairn_id_t, name: *const c_char) -> c_int {
+pub unsafe extern "C" fn cairn_removexattr(
+    fs: *mut cairn_fs_t,
+    creds: *const cairn_creds_t,
+    id: cairn_id_t,
+    name: *const c_char,
+) -> c_int {
     guard_int("cairn_removexattr", || {
         // SAFETY: forwarded contract for all pointers.
         let (fs, c) = unsafe { fs_creds(fs, creds) }?;
         let n = unsafe { xattr_name(name) }?;
         let id = Id::from(id);
-        fs.block_on(fs.vol.removexattr(&c, id, n))
-            .map_err(|e| Error::remote(e, format!("{}: removexattr {:?} of {id}", fs.label, show(n))))
+        fs.block_on(fs.vol.removexattr(&c, id, n)).map_err(|e| {
+            Error::remote(e, format!("{}: removexattr {:?} of {id}", fs.label, show(n)))
+        })
     })
 }
 
@@ -785,7 +833,10 @@ unsafe fn xattr_name<'a>(p: *const c_char) -> Res<&'a [u8]> {
     // SAFETY: forwarded contract.
     let n = unsafe { cstr(p, "xattr name") }?;
     if n.is_empty() || n.len() > 255 {
-        return Err(Error::new(if n.is_empty() { libc::EINVAL } else { libc::ERANGE }, format!("bad xattr name {:?}", show(n))));
+        return Err(Error::new(
+            if n.is_empty() { libc::EINVAL } else { libc::ERANGE },
+            format!("bad xattr name {:?}", show(n)),
+        ));
     }
     Ok(n)
 }
@@ -812,12 +863,18 @@ pub(crate) unsafe fn bytes_in<'a>(p: *const c_void, len: usize, what: &str) -> R
 
 /// Space and inode counts of the whole volume.
 #[no_mangle]
-pub unsafe extern "C" fn cairn_statfs(fs: *mut cairn_fs_t, creds: *const cairn_creds_t, st: *mut cairn_statfs_t) -> c_int {
+pub unsafe extern "C" fn cairn_statfs(
+    fs: *mut cairn_fs_t,
+    creds: *const cairn_creds_t,
+    st: *mut cairn_statfs_t,
+) -> c_int {
     guard_int("cairn_statfs", || {
         // SAFETY: forwarded contract for all pointers.
         let (fs, c) = unsafe { fs_creds(fs, creds) }?;
         let st = unsafe { out(st, "statfs") }?;
-        let s = fs.block_on(fs.vol.statfs(&c)).map_err(|e| Error::remote(e, format!("{}: statfs", fs.label)))?;
+        let s = fs
+            .block_on(fs.vol.statfs(&c))
+            .map_err(|e| Error::remote(e, format!("{}: statfs", fs.label)))?;
         *st = s.into();
         Ok(())
     })
@@ -843,7 +900,10 @@ pub unsafe extern "C" fn cairn_setlock(
         let l = unsafe { lock.as_ref() }.ok_or_else(|| Error::inval("lock is NULL"))?;
         let l = l.to_lock().ok_or_else(|| Error::inval(format!("bad lock type {}", l.r#type)))?;
         let id = Id::from(id);
-        let what = format!("{}: setlock {id} {:?} {}+{} owner {:#x}", fs.label, l.kind, l.start, l.len, l.owner);
+        let what = format!(
+            "{}: setlock {id} {:?} {}+{} owner {:#x}",
+            fs.label, l.kind, l.start, l.len, l.owner
+        );
         fs.block_on(fs.vol.setlock(&c, id, l, wait)).map_err(|e| Error::remote(e, what))
     })
 }
@@ -851,7 +911,12 @@ pub unsafe extern "C" fn cairn_setlock(
 /// Test for a lock conflicting with `*lock` (F_GETLK): on return `lock->type` is F_UNLCK if
 /// none, else `*lock` describes the first conflicting lock.
 #[no_mangle]
-pub unsafe extern "C" fn cairn_getlock(fs: *mut cairn_fs_t, creds: *const cairn_creds_t, id: cairn_id_t, lock: *mut cairn_lock_t) -> c_int {
+pub unsafe extern "C" fn cairn_getlock(
+    fs: *mut cairn_fs_t,
+    creds: *const cairn_creds_t,
+    id: cairn_id_t,
+    lock: *mut cairn_lock_t,
+) -> c_int {
     guard_int("cairn_getlock", || {
         // SAFETY: forwarded contract for all pointers.
         let (fs, c) = unsafe { fs_creds(fs, creds) }?;

@@ -40,7 +40,12 @@ pub(crate) fn runtime(threads: u32) -> Res<Handle> {
         .thread_name("cairn-worker")
         .enable_all()
         .build()
-        .map_err(|e| Error::new(e.raw_os_error().unwrap_or(libc::EIO), format!("cannot start the libcairn runtime: {e}")))?;
+        .map_err(|e| {
+            Error::new(
+                e.raw_os_error().unwrap_or(libc::EIO),
+                format!("cannot start the libcairn runtime: {e}"),
+            )
+        })?;
     let handle = rt.handle().clone();
     *slot = Some((pid, rt));
     Ok(handle)
@@ -88,7 +93,8 @@ impl Inflight {
 }
 
 /// The registered invalidation upcall: function pointer and its argument (as an address).
-pub(crate) type InvalidateSlot = Mutex<Option<(unsafe extern "C" fn(crate::cairn_id_t, u32, *mut libc::c_void), usize)>>;
+pub(crate) type InvalidateSlot =
+    Mutex<Option<(unsafe extern "C" fn(crate::cairn_id_t, u32, *mut libc::c_void), usize)>>;
 
 /// A mounted volume (`cairn_fs_t` in C; opaque).
 #[allow(non_camel_case_types)]
@@ -132,8 +138,9 @@ pub(crate) fn parse_servers(s: &[u8]) -> Res<Vec<String>> {
         if item.is_empty() {
             return Err(Error::inval(format!("servers {s:?}: empty entry")));
         }
-        let (host, port) = split_host_port(item)
-            .ok_or_else(|| Error::inval(format!("servers {s:?}: bad entry {item:?} (expected host:port)")))?;
+        let (host, port) = split_host_port(item).ok_or_else(|| {
+            Error::inval(format!("servers {s:?}: bad entry {item:?} (expected host:port)"))
+        })?;
         if host.is_empty() || host.contains(|c: char| c.is_whitespace() || c == '/') {
             return Err(Error::inval(format!("servers {s:?}: bad host in {item:?}")));
         }
@@ -141,10 +148,16 @@ pub(crate) fn parse_servers(s: &[u8]) -> Res<Vec<String>> {
             None => cairn_proto::DEFAULT_PORT,
             Some(p) => match p.parse::<u16>() {
                 Ok(p) if p != 0 => p,
-                _ => return Err(Error::inval(format!("servers {s:?}: bad port {p:?} in {item:?}"))),
+                _ => {
+                    return Err(Error::inval(format!("servers {s:?}: bad port {p:?} in {item:?}")))
+                }
             },
         };
-        out.push(if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") });
+        out.push(if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        });
     }
     Ok(out)
 }
@@ -190,7 +203,11 @@ pub(crate) fn probe_servers(servers: &[String], volume: &str, timeout: Duration)
     ))
 }
 
-pub(crate) fn mount_options(servers: Vec<String>, volume: String, o: &crate::cairn_options_t) -> Res<MountOptions> {
+pub(crate) fn mount_options(
+    servers: Vec<String>,
+    volume: String,
+    o: &crate::cairn_options_t,
+) -> Res<MountOptions> {
     let client_name = if o.client_name.is_null() {
         "libcairn".to_string()
     } else {
@@ -212,4 +229,50 @@ pub(crate) fn mount_options(servers: Vec<String>, volume: String, o: &crate::cai
         cache_timeout: Duration::from_millis(o.cache_timeout_ms as u64),
         connect_timeout: Duration::from_millis(o.connect_timeout_ms as u64),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_lists() {
+        let p = |s: &str| parse_servers(s.as_bytes());
+        assert_eq!(p("h1:1,h2:2").unwrap(), vec!["h1:1", "h2:2"]);
+        assert_eq!(
+            p(" h1 , 10.0.0.2:9 ").unwrap(),
+            vec!["h1:7420".to_string(), "10.0.0.2:9".into()]
+        );
+        assert_eq!(p("[::1]:5,[fe80::2]").unwrap(), vec!["[::1]:5", "[fe80::2]:7420"]);
+        for bad in ["", ",", "h:", "h:x", "h:0", "h:65536", "::1:5", "[::1]x", "a b:1", "h/x:1"] {
+            let e = p(bad).unwrap_err();
+            assert_eq!(e.errno, libc::EINVAL, "{bad:?}");
+            assert!(e.message.starts_with("servers"), "{bad:?}: {}", e.message);
+        }
+    }
+
+    #[test]
+    fn inflight_waits_for_zero() {
+        let i = Arc::new(Inflight::default());
+        i.begin();
+        i.begin();
+        let j = i.clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            j.end();
+            std::thread::sleep(Duration::from_millis(30));
+            j.end();
+        });
+        let start = std::time::Instant::now();
+        i.wait_idle();
+        assert!(start.elapsed() >= Duration::from_millis(55));
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn one_runtime_per_process() {
+        let a = runtime(1).unwrap();
+        let b = runtime(3).unwrap();
+        assert_eq!(a.id(), b.id(), "the first call decides; later calls reuse it");
+    }
 }

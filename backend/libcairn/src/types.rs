@@ -298,4 +298,5 @@ pub type cairn_readdir_cb =
 
 /// Lease-recall upcall: drop cached state of `id` (and its entries when `flags` has
 /// CAIRN_INVALIDATE_ENTRIES). Runs on a library thread.
-pub type cairn_invalidate_cb = Option<unsafe extern "C" fn(id: cairn_id_t, flags: u32, arg: *mut c_void)>;
+pub type cairn_invalidate_cb =
+    Option<unsafe extern "C" fn(id: cairn_id_t, flags: u32, arg: *mut c_void)>;
