@@ -275,4 +275,16 @@ mod tests {
         let b = runtime(3).unwrap();
         assert_eq!(a.id(), b.id(), "the first call decides; later calls reuse it");
     }
+
+    #[test]
+    fn callbacks_may_block_on_the_runtime() {
+        // aio completions and upcalls run on blocking-pool threads; the synchronous API
+        // they may call blocks on the same runtime from there.
+        let h = runtime(0).unwrap();
+        let h2 = h.clone();
+        let v = h.block_on(async move {
+            tokio::task::spawn_blocking(move || h2.block_on(async { 41 + 1 })).await.unwrap()
+        });
+        assert_eq!(v, 42);
+    }
 }
