@@ -1,0 +1,302 @@
+//! The plain C types of the ABI and their conversions from the client's Rust types.
+//!
+//! Everything here is `#[repr(C)]` and appears in `cairn.h`. Layouts are part of the ABI:
+//! never reorder or resize a field; add new fields only behind a new `CAIRN_ABI_VERSION`.
+
+#![allow(non_camel_case_types)]
+
+use cairn_client::{Attr, DirEntry, FileType, Id, Lock, LockKind, StatFs, Timespec};
+use libc::{c_char, c_int, c_void};
+
+/// Version of the binary interface described by this header. Bumped on any incompatible
+/// change; compare with `cairn_abi_version()` at run time.
+pub const CAIRN_ABI_VERSION: u32 = 1;
+
+/// Version of `cairn_options_t` this header describes (set by `cairn_options_init`).
+pub const CAIRN_OPTIONS_VERSION: u32 = 1;
+
+/// `cairn_create` flag: fail with -EEXIST if the name exists.
+pub const CAIRN_CREATE_EXCL: u32 = 1;
+
+/// `cairn_setattr` mask bits: which fields of the `cairn_attr_t` argument to apply.
+pub const CAIRN_SETATTR_MODE: u32 = 1;
+pub const CAIRN_SETATTR_UID: u32 = 2;
+pub const CAIRN_SETATTR_GID: u32 = 4;
+pub const CAIRN_SETATTR_SIZE: u32 = 8;
+pub const CAIRN_SETATTR_ATIME: u32 = 16;
+pub const CAIRN_SETATTR_MTIME: u32 = 32;
+/// Set atime to the server's current time (takes precedence over CAIRN_SETATTR_ATIME).
+pub const CAIRN_SETATTR_ATIME_NOW: u32 = 64;
+/// Set mtime to the server's current time (takes precedence over CAIRN_SETATTR_MTIME).
+pub const CAIRN_SETATTR_MTIME_NOW: u32 = 128;
+
+/// `cairn_rename` flags (same meaning as renameat2's RENAME_NOREPLACE / RENAME_EXCHANGE).
+pub const CAIRN_RENAME_NOREPLACE: u32 = 1;
+pub const CAIRN_RENAME_EXCHANGE: u32 = 2;
+
+/// `cairn_setxattr` flags (same meaning as XATTR_CREATE / XATTR_REPLACE).
+pub const CAIRN_XATTR_CREATE: u32 = 1;
+pub const CAIRN_XATTR_REPLACE: u32 = 2;
+
+/// `cairn_readdir` flag: fill `cairn_dirent_t.attr` (readdirplus).
+pub const CAIRN_READDIR_PLUS: u32 = 1;
+
+/// Invalidation flag: the directory entries of the id changed too, not only its
+/// attributes/data.
+pub const CAIRN_INVALIDATE_ENTRIES: u32 = 1;
+
+/// Returned (negated) by `cairn_compare_and_write` when the data differs (EILSEQ; maps to
+/// SCSI MISCOMPARE).
+pub const CAIRN_EMISCOMPARE: i32 = 84;
+
+/// A 128-bit inode id: the handle of a file, stable across client, gateway and server
+/// restarts. Compare with memcmp; store the 16 bytes verbatim in NFS/SMB handles.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct cairn_id_t {
+    pub bytes: [u8; 16],
+}
+
+impl From<Id> for cairn_id_t {
+    fn from(id: Id) -> Self {
+        cairn_id_t { bytes: id.to_bytes() }
+    }
+}
+
+impl From<cairn_id_t> for Id {
+    fn from(id: cairn_id_t) -> Self {
+        Id::from_bytes(id.bytes)
+    }
+}
+
+/// Caller credentials, passed to every call that touches the volume. A NULL
+/// `const cairn_creds_t *` means root (uid 0, gid 0, no groups).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct cairn_creds_t {
+    pub uid: u32,
+    pub gid: u32,
+    /// Number of entries in `groups` (at most 65536).
+    pub ngroups: u32,
+    /// Supplementary groups; may be NULL when `ngroups` is 0.
+    pub groups: *const libc::gid_t,
+}
+
+/// Attributes of an inode, as stat(2) would give them.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct cairn_attr_t {
+    pub id: cairn_id_t,
+    /// 64-bit fold of `id` for st_ino / NFS fileid (1 for the root).
+    pub ino: u64,
+    /// File type as a dirent d_type value (DT_REG, DT_DIR, DT_LNK, ...).
+    pub r#type: u32,
+    /// Type and permission bits (S_IFMT | 07777), as st_mode.
+    pub mode: u32,
+    pub nlink: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub size: u64,
+    /// 512-byte blocks allocated.
+    pub blocks: u64,
+    pub rdev: u64,
+    pub atime: libc::timespec,
+    pub mtime: libc::timespec,
+    pub ctime: libc::timespec,
+    /// Changes on every data or metadata change (NFSv4 change attribute).
+    pub change: u64,
+}
+
+#[allow(clippy::unnecessary_cast)] // time_t / c_long differ by target
+fn ts(t: Timespec) -> libc::timespec {
+    libc::timespec { tv_sec: t.sec as libc::time_t, tv_nsec: t.nsec as libc::c_long }
+}
+
+#[allow(clippy::unnecessary_cast)]
+pub(crate) fn from_ts(t: libc::timespec) -> Timespec {
+    Timespec { sec: t.tv_sec as i64, nsec: t.tv_nsec.clamp(0, 999_999_999) as u32 }
+}
+
+pub(crate) fn d_type(kind: FileType) -> u32 {
+    (match kind {
+        FileType::Regular => libc::DT_REG,
+        FileType::Directory => libc::DT_DIR,
+        FileType::Symlink => libc::DT_LNK,
+        FileType::Fifo => libc::DT_FIFO,
+        FileType::Socket => libc::DT_SOCK,
+        FileType::CharDevice => libc::DT_CHR,
+        FileType::BlockDevice => libc::DT_BLK,
+    }) as u32
+}
+
+impl From<&Attr> for cairn_attr_t {
+    fn from(a: &Attr) -> Self {
+        cairn_attr_t {
+            id: a.id.into(),
+            ino: a.id.ino(),
+            r#type: d_type(a.kind),
+            mode: a.mode(),
+            nlink: a.nlink,
+            uid: a.uid,
+            gid: a.gid,
+            size: a.size,
+            blocks: a.blocks,
+            rdev: a.rdev,
+            atime: ts(a.atime),
+            mtime: ts(a.mtime),
+            ctime: ts(a.ctime),
+            change: a.change,
+        }
+    }
+}
+
+/// One directory entry handed to a `cairn_readdir_cb`. Valid only during the callback.
+#[repr(C)]
+pub struct cairn_dirent_t {
+    /// NUL-terminated name (never "." or "..").
+    pub name: *const c_char,
+    pub namelen: usize,
+    pub id: cairn_id_t,
+    /// d_type value (DT_REG, DT_DIR, ...).
+    pub r#type: u32,
+    /// Pass this cookie to `cairn_readdir` to resume right after this entry.
+    pub cookie: u64,
+    /// Attributes when CAIRN_READDIR_PLUS was given and the server returned them, else NULL.
+    pub attr: *const cairn_attr_t,
+}
+
+pub(crate) struct OwnedDirent {
+    pub name: std::ffi::CString,
+    pub namelen: usize,
+    pub id: cairn_id_t,
+    pub kind: u32,
+    pub cookie: u64,
+    pub attr: Option<cairn_attr_t>,
+}
+
+impl OwnedDirent {
+    pub fn new(e: &DirEntry) -> OwnedDirent {
+        // Names never contain NUL (checked by every brick); be defensive anyway.
+        let bytes: Vec<u8> = e.name.iter().copied().filter(|&b| b != 0).collect();
+        OwnedDirent {
+            namelen: bytes.len(),
+            name: std::ffi::CString::new(bytes).unwrap_or_default(),
+            id: e.id.into(),
+            kind: d_type(e.kind),
+            cookie: e.cookie,
+            attr: e.attr.as_ref().map(cairn_attr_t::from),
+        }
+    }
+
+    pub fn as_c(&self) -> cairn_dirent_t {
+        cairn_dirent_t {
+            name: self.name.as_ptr(),
+            namelen: self.namelen,
+            id: self.id,
+            r#type: self.kind,
+            cookie: self.cookie,
+            attr: self.attr.as_ref().map_or(std::ptr::null(), |a| a as *const cairn_attr_t),
+        }
+    }
+}
+
+/// Volume-wide space and inode counts, as statvfs(3).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct cairn_statfs_t {
+    pub bsize: u32,
+    pub namemax: u32,
+    pub blocks: u64,
+    pub bfree: u64,
+    pub bavail: u64,
+    pub files: u64,
+    pub ffree: u64,
+}
+
+impl From<StatFs> for cairn_statfs_t {
+    fn from(s: StatFs) -> Self {
+        cairn_statfs_t {
+            bsize: s.bsize,
+            namemax: s.namemax,
+            blocks: s.blocks,
+            bfree: s.bfree,
+            bavail: s.bavail,
+            files: s.files,
+            ffree: s.ffree,
+        }
+    }
+}
+
+/// A POSIX byte-range lock (fcntl F_SETLK/F_GETLK semantics, offsets always absolute).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct cairn_lock_t {
+    /// F_RDLCK, F_WRLCK or F_UNLCK (from <fcntl.h>).
+    pub r#type: c_int,
+    /// Process id; reported back by cairn_getlock (informational).
+    pub pid: u32,
+    pub start: u64,
+    /// 0 means "to end of file".
+    pub len: u64,
+    /// Opaque lock owner (e.g. the NFSv4 lock-owner or the SMB open), scoped by this mount.
+    pub owner: u64,
+}
+
+impl cairn_lock_t {
+    pub(crate) fn to_lock(self) -> Option<Lock> {
+        let kind = match self.r#type {
+            libc::F_RDLCK => LockKind::Read,
+            libc::F_WRLCK => LockKind::Write,
+            libc::F_UNLCK => LockKind::Unlock,
+            _ => return None,
+        };
+        Some(Lock { kind, start: self.start, len: self.len, owner: self.owner, pid: self.pid })
+    }
+
+    pub(crate) fn from_lock(l: &Lock) -> cairn_lock_t {
+        let t = match l.kind {
+            LockKind::Read => libc::F_RDLCK,
+            LockKind::Write => libc::F_WRLCK,
+            LockKind::Unlock => libc::F_UNLCK,
+        };
+        cairn_lock_t { r#type: t, pid: l.pid, start: l.start, len: l.len, owner: l.owner }
+    }
+}
+
+/// Mount options. Always initialise with `cairn_options_init` and then change fields, so
+/// that a program built against an older header keeps working with a newer library.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct cairn_options_t {
+    /// Must be CAIRN_OPTIONS_VERSION (set by cairn_options_init).
+    pub version: u32,
+    /// Coalesce small sequential writes (flushed on fsync, flush, release, or a conflicting
+    /// access). Default true.
+    pub write_behind: bool,
+    /// Bytes buffered per file before a flush is forced. Default 1 MiB.
+    pub write_behind_bytes: usize,
+    /// Longest time cached attributes/entries are trusted without a lease recall.
+    /// Default 1000 ms.
+    pub cache_timeout_ms: u32,
+    /// Per-server connect timeout. Default 5000 ms.
+    pub connect_timeout_ms: u32,
+    /// Worker threads of the process-wide runtime; 0 = min(4, CPUs). Only the first mount
+    /// of a process decides.
+    pub runtime_threads: u32,
+    /// Label in the servers' logs (e.g. "ganesha@gw1"); NULL = "libcairn". Copied.
+    pub client_name: *const c_char,
+}
+
+/// Completion of an asynchronous call: `result` is the byte count (reads/writes) or 0, or
+/// a negative errno. Runs on a library thread, never inside the submitting call.
+pub type cairn_aio_cb = Option<unsafe extern "C" fn(result: c_int, arg: *mut c_void)>;
+
+/// Called once per directory entry by `cairn_readdir`, on the calling thread. Return 0 to
+/// continue, non-zero to stop (the entry counts as consumed).
+pub type cairn_readdir_cb =
+    Option<unsafe extern "C" fn(entry: *const cairn_dirent_t, arg: *mut c_void) -> c_int>;
+
+/// Lease-recall upcall: drop cached state of `id` (and its entries when `flags` has
+/// CAIRN_INVALIDATE_ENTRIES). Runs on a library thread.
+pub type cairn_invalidate_cb =
+    Option<unsafe extern "C" fn(id: cairn_id_t, flags: u32, arg: *mut c_void)>;
