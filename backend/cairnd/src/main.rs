@@ -1,1 +1,174 @@
-fn main() {}
+//! `cairnd`: the Cairn brick daemon. One per node; serves every brick of the node, heads
+//! and replicates chains, heals returning bricks, and answers the `cairn` CLI.
+
+mod chain;
+mod heal;
+mod leases;
+mod locks;
+mod metrics;
+mod mgmt;
+mod node;
+mod service;
+
+use anyhow::Context;
+use clap::Parser;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "cairnd",
+    version,
+    about = "The Cairn brick daemon",
+    long_about = "cairnd serves the bricks of this node: it stores files on local \
+directories, replicates writes along each replica set's chain, heals bricks that come back, \
+and answers clients (mount.cairn, the NFS, SMB and iSCSI gateways) and the `cairn` CLI.\n\n\
+The cluster configuration lives in etcd; cairnd registers this node there under a lease \
+and opens the bricks the configuration assigns to it.",
+    after_help = "EXAMPLES:\n    cairnd --name node1 --listen 127.0.0.1:7420 --etcd http://127.0.0.1:2379 \\\n           --state-dir /var/lib/cairn\n\nLOG LEVELS:\n    --log-level takes a tracing filter: error, warn, info (default), debug, or e.g. cairnd=debug."
+)]
+struct Args {
+    /// Node name, as used in brick specs (HOST:/path). Defaults to the short host name.
+    #[arg(long)]
+    name: Option<String>,
+    /// Address to listen on for clients, peers and the CLI.
+    #[arg(long, default_value = "127.0.0.1:7420")]
+    listen: String,
+    /// Address other nodes and clients use to reach this node (default: --listen).
+    #[arg(long)]
+    advertise: Option<String>,
+    /// etcd endpoints, comma separated.
+    #[arg(long, default_value = "http://127.0.0.1:2379", value_delimiter = ',')]
+    etcd: Vec<String>,
+    /// Key prefix of this cluster in etcd.
+    #[arg(long, default_value = "/cairn")]
+    etcd_prefix: String,
+    /// Directory for node state (node uuid).
+    #[arg(long, default_value = "/var/lib/cairn")]
+    state_dir: PathBuf,
+    /// Liveness lease in seconds: a node silent this long is considered down.
+    #[arg(long, default_value_t = 6)]
+    lease_ttl: u64,
+    /// Serve Prometheus metrics on this address (GET /metrics).
+    #[arg(long)]
+    metrics_listen: Option<String>,
+    /// Log filter (error, warn, info, debug, or a tracing directive).
+    #[arg(long, default_value = "info")]
+    log_level: String,
+    /// Append logs to this file instead of stderr.
+    #[arg(long)]
+    log_file: Option<PathBuf>,
+    /// Log as JSON lines.
+    #[arg(long)]
+    log_json: bool,
+}
+
+fn node_uuid(state_dir: &std::path::Path) -> anyhow::Result<String> {
+    std::fs::create_dir_all(state_dir).with_context(|| format!("creating state dir {}", state_dir.display()))?;
+    let p = state_dir.join("node-uuid");
+    if let Ok(s) = std::fs::read_to_string(&p) {
+        let s = s.trim().to_string();
+        if !s.is_empty() {
+            return Ok(s);
+        }
+    }
+    let id = cairn_proto::Id::new_on_set(0).to_hex();
+    let uuid = format!("{}-{}-{}-{}-{}", &id[0..8], &id[8..12], &id[12..16], &id[16..20], &id[20..32]);
+    std::fs::write(&p, &uuid).with_context(|| format!("writing {}", p.display()))?;
+    Ok(uuid)
+}
+
+fn init_logging(args: &Args) -> anyhow::Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_new(&args.log_level).context("bad --log-level")?;
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
+    match &args.log_file {
+        Some(path) => {
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("opening log file {}", path.display()))?;
+            let b = builder.with_ansi(false).with_writer(std::sync::Mutex::new(f));
+            if args.log_json {
+                b.json().init()
+            } else {
+                b.init()
+            }
+        }
+        None => {
+            if args.log_json {
+                builder.json().init()
+            } else {
+                builder.init()
+            }
+        }
+    }
+    Ok(())
+}
+
+fn hostname() -> String {
+    rustix::system::uname().nodename().to_string_lossy().split('.').next().unwrap_or("localhost").to_string()
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    init_logging(&args)?;
+    let name = args.name.clone().unwrap_or_else(hostname);
+    let addr = args.advertise.clone().unwrap_or_else(|| args.listen.clone());
+    let uuid = node_uuid(&args.state_dir)?;
+    let listener = tokio::net::TcpListener::bind(&args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let store = cairn_config::Store::connect(&args.etcd, &args.etcd_prefix)
+        .await
+        .with_context(|| format!("cannot reach the config store at {}", args.etcd.join(",")))?;
+    let store = Arc::new(store);
+    // The local node is always a member of its own pool.
+    match store.get_peer(&name).await? {
+        Some(p) if p.uuid != uuid => anyhow::bail!(
+            "node name {name} is already used by another node (uuid {}); pick another --name or remove {}",
+            p.uuid,
+            args.state_dir.join("node-uuid").display()
+        ),
+        Some(p) if p.addr == addr => {}
+        _ => store
+            .add_peer(cairn_config::PeerRecord { name: name.clone(), addr: addr.clone(), uuid: uuid.clone() })
+            .await
+            .context("registering this node in the config store")?,
+    }
+    let lease = store.register_node(&name, &addr, args.lease_ttl).await.context("registering the node lease")?;
+    let node = Arc::new(node::Node::new(name.clone(), addr.clone(), store, lease));
+    if let Some(m) = &args.metrics_listen {
+        let l = tokio::net::TcpListener::bind(m).await.with_context(|| format!("cannot listen on {m} for metrics"))?;
+        tokio::spawn(metrics::serve(l));
+    }
+    tracing::info!(node = %name, listen = %args.listen, "cairnd started");
+    tokio::spawn(node.clone().run_reconciler());
+    let service = Arc::new(service::Daemon { node: node.clone() });
+    tokio::select! {
+        _ = cairn_proto::rpc::serve(listener, service) => {}
+        _ = shutdown_signal() => {
+            tracing::info!(node = %name, "shutting down");
+        }
+    }
+    // Flush and close bricks; the lease is revoked so peers see this node down at once.
+    let slots: Vec<_> = node.bricks.read().values().cloned().collect();
+    for s in slots {
+        let _ = node.lease().clear_brick_state(&s.volume, s.index).await;
+    }
+    if let Some(lease) = node.take_lease() {
+        let _ = lease.revoke().await;
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}

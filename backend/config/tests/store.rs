@@ -149,20 +149,20 @@ async fn peers_unique_names_and_addresses() {
     let etcd = Etcd::start();
     let s = store(&etcd).await;
 
-    let p1 = peer("p1", "10.0.0.1:24007", "u1");
+    let p1 = peer("p1", "127.0.1.1:24007", "u1");
     s.add_peer(p1.clone()).await.unwrap();
     s.add_peer(p1.clone()).await.unwrap(); // idempotent
-    let m = conflict(s.add_peer(peer("p1", "10.0.0.9:24007", "u9")).await);
+    let m = conflict(s.add_peer(peer("p1", "127.0.1.9:24007", "u9")).await);
     assert!(m.contains("p1") && m.contains("u1"), "{m}");
-    let m = conflict(s.add_peer(peer("p2", "10.0.0.1:24007", "u2")).await);
-    assert!(m.contains("10.0.0.1:24007") && m.contains("p1"), "{m}");
-    let m = conflict(s.add_peer(peer("p9", "10.0.0.9:24007", "u1")).await);
+    let m = conflict(s.add_peer(peer("p2", "127.0.1.1:24007", "u2")).await);
+    assert!(m.contains("127.0.1.1:24007") && m.contains("p1"), "{m}");
+    let m = conflict(s.add_peer(peer("p9", "127.0.1.9:24007", "u1")).await);
     assert!(m.contains("u1"), "{m}");
 
     // Same node, new address: allowed.
-    let p1b = peer("p1", "10.0.0.11:24007", "u1");
+    let p1b = peer("p1", "127.0.1.11:24007", "u1");
     s.add_peer(p1b.clone()).await.unwrap();
-    let p2 = peer("p2", "10.0.0.1:24007", "u2"); // p1's old address is free again
+    let p2 = peer("p2", "127.0.1.1:24007", "u2"); // p1's old address is free again
     s.add_peer(p2.clone()).await.unwrap();
     assert_eq!(s.list_peers().await.unwrap(), vec![p1b.clone(), p2.clone()]);
     assert_eq!(s.get_peer("p2").await.unwrap(), Some(p2));
@@ -297,11 +297,11 @@ async fn lease_lost_for_good_once_expired() {
 async fn volume_maps_from_one_snapshot() {
     let etcd = Etcd::start();
     let s = store(&etcd).await;
-    s.add_peer(peer("n1", "10.0.0.1:7000", "u1")).await.unwrap();
-    s.add_peer(peer("n2", "10.0.0.2:7000", "u2")).await.unwrap();
+    s.add_peer(peer("n1", "127.0.1.1:7000", "u1")).await.unwrap();
+    s.add_peer(peer("n2", "127.0.1.2:7000", "u2")).await.unwrap();
     s.create_volume(&volume("va", &[("n1", "/a"), ("n2", "/a")])).await.unwrap();
     s.create_volume(&volume("vb", &[("n1", "/b")])).await.unwrap();
-    let lease = s.register_node("n1", "10.0.0.1:7000", 5).await.unwrap();
+    let lease = s.register_node("n1", "127.0.1.1:7000", 5).await.unwrap();
     lease.set_brick_state("va", 0, BrickState::Up).await.unwrap();
     lease.set_brick_state("vb", 0, BrickState::Healing).await.unwrap();
 
@@ -311,7 +311,7 @@ async fn volume_maps_from_one_snapshot() {
     assert!(maps.iter().all(|m| m.epoch == rev));
     let state = |m: &cairn_proto::map::VolumeMap, i| m.brick(i).unwrap().1.state;
     assert_eq!((state(&maps[0], 0), state(&maps[0], 1)), (BrickState::Up, BrickState::Down));
-    assert_eq!(maps[0].brick(1).unwrap().1.addr, "10.0.0.2:7000");
+    assert_eq!(maps[0].brick(1).unwrap().1.addr, "127.0.1.2:7000");
     assert_eq!(state(&maps[1], 0), BrickState::Healing);
     // Same answer as assembling it by hand.
     let (va, _) = s.get_volume("va").await.unwrap().unwrap();
@@ -335,13 +335,13 @@ async fn watch_fires_and_survives_etcd_restart() {
 
     let before = s.revision().await.unwrap();
     let mut rx = s.watch().await.unwrap();
-    s.add_peer(peer("p1", "10.0.0.1:1", "u1")).await.unwrap();
+    s.add_peer(peer("p1", "127.0.1.1:1", "u1")).await.unwrap();
     let r1 = tokio::time::timeout(Duration::from_secs(3), rx.recv()).await.unwrap().unwrap();
     assert!(r1 > before);
     assert_eq!(r1, s.revision().await.unwrap());
 
     // Changes outside the prefix are not reported.
-    other.add_peer(peer("x", "10.0.0.2:1", "ux")).await.unwrap();
+    other.add_peer(peer("x", "127.0.1.2:1", "ux")).await.unwrap();
     assert!(tokio::time::timeout(Duration::from_millis(300), rx.recv()).await.is_err());
     lease.set_brick_state("vol", 0, BrickState::Up).await.unwrap();
     let r2 = tokio::time::timeout(Duration::from_secs(3), rx.recv()).await.unwrap().unwrap();
@@ -407,7 +407,7 @@ fn build_map_fills_addresses_and_states() {
     v.layout_epoch = 4;
     v.rebalancing = true;
     v.options.insert("cache.size".into(), "1G".into());
-    let peers = [peer("n1", "10.0.0.1:7000", "u1"), peer("n2", "10.0.0.2:7000", "u2")];
+    let peers = [peer("n1", "127.0.1.1:7000", "u1"), peer("n2", "127.0.1.2:7000", "u2")];
     // Brick 2 claims Up but its node is not a peer: Down. Brick 3 has no state: Down.
     let states =
         HashMap::from([(0, BrickState::Up), (1, BrickState::Healing), (2, BrickState::Up)]);
@@ -422,13 +422,13 @@ fn build_map_fills_addresses_and_states() {
     let b = |i| m.brick(i).unwrap().1.clone();
     assert_eq!(
         (b(0).addr.as_str(), b(0).state, b(0).path.as_str()),
-        ("10.0.0.1:7000", BrickState::Up, "/a")
+        ("127.0.1.1:7000", BrickState::Up, "/a")
     );
     assert_eq!(
         (b(1).addr.as_str(), b(1).state, b(1).node.as_str()),
-        ("10.0.0.2:7000", BrickState::Healing, "n2")
+        ("127.0.1.2:7000", BrickState::Healing, "n2")
     );
     assert_eq!((b(2).addr.as_str(), b(2).state), ("", BrickState::Down));
-    assert_eq!((b(3).addr.as_str(), b(3).state), ("10.0.0.1:7000", BrickState::Down));
+    assert_eq!((b(3).addr.as_str(), b(3).state), ("127.0.1.1:7000", BrickState::Down));
     assert_eq!(m.set_by_id(7).unwrap().bricks.len(), 2);
 }

@@ -176,7 +176,7 @@ mod tests {
         let r: Result<crate::msg::Request, _> = decode(&[0xff, 0xff, 0xff, 0xff, 1, 2, 3]);
         assert!(r.is_err());
         // A length prefix claiming 2^60 elements must not allocate.
-        let mut evil = vec![1u8, 0, 0, 0];
+        let mut evil = vec![2u8, 0, 0, 0]; // Request::Brick, whose first field is a string
         evil.extend_from_slice(&(1u64 << 60).to_le_bytes());
         let r: Result<crate::msg::Request, _> = decode(&evil);
         assert!(r.is_err());

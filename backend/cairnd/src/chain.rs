@@ -1,0 +1,270 @@
+//! The data path of a brick: client operations arrive at the chain head of their inode,
+//! which applies them, forwards mutations to the rest of the replica set, records pending
+//! heals for bricks that are down, and recalls other clients' leases before answering.
+
+use crate::node::{BrickSlot, Node};
+use bytes::Bytes;
+use cairn_brick::Exec;
+use cairn_proto::map::VolumeMap;
+use cairn_proto::msg::{BrickRequest, Op, Reply, ReplicateRequest, Request};
+use cairn_proto::rpc::Session;
+use cairn_proto::{Attr, Creds, Errno, Id, RemoteError};
+use std::sync::Arc;
+
+pub type OpResult = Result<(Reply, Bytes), RemoteError>;
+
+/// The inode whose chain (head, lock, lease) an operation belongs to.
+pub fn key_id(op: &Op) -> Id {
+    match op {
+        Op::Lookup { dir, .. }
+        | Op::Create { dir, .. }
+        | Op::Mkdir { dir, .. }
+        | Op::MkLinkto { dir, .. }
+        | Op::Link { dir, .. }
+        | Op::Unlink { dir, .. }
+        | Op::Rmdir { dir, .. }
+        | Op::ReadDir { dir, .. } => *dir,
+        Op::Rename { src_dir, .. } => *src_dir,
+        Op::GetAttr { id }
+        | Op::SetAttr { id, .. }
+        | Op::Readlink { id }
+        | Op::Open { id }
+        | Op::Release { id }
+        | Op::Read { id, .. }
+        | Op::Write { id, .. }
+        | Op::Fsync { id, .. }
+        | Op::Fallocate { id, .. }
+        | Op::Seek { id, .. }
+        | Op::CompareAndWrite { id, .. }
+        | Op::GetXattr { id, .. }
+        | Op::SetXattr { id, .. }
+        | Op::ListXattr { id }
+        | Op::RemoveXattr { id, .. }
+        | Op::SetLock { id, .. }
+        | Op::GetLock { id, .. }
+        | Op::HealFetch { id }
+        | Op::HealSync { id, .. } => *id,
+        Op::LookupPath { .. } | Op::StatFs | Op::PendingList { .. } | Op::PendingClear { .. } | Op::HealApply { .. } => {
+            Id::ROOT
+        }
+    }
+}
+
+/// Inodes a mutation changes: locked while it runs, and recorded for bricks that miss it.
+pub fn changed_ids(op: &Op) -> Vec<Id> {
+    match op {
+        Op::Create { dir, id, .. } | Op::Mkdir { dir, id, .. } => vec![*dir, *id],
+        Op::Link { id, dir, .. } => vec![*dir, *id],
+        Op::MkLinkto { dir, .. } | Op::Unlink { dir, .. } | Op::Rmdir { dir, .. } => vec![*dir],
+        Op::Rename { src_dir, dst_dir, .. } => {
+            if src_dir == dst_dir {
+                vec![*src_dir]
+            } else {
+                vec![*src_dir, *dst_dir]
+            }
+        }
+        Op::SetAttr { id, .. }
+        | Op::Write { id, .. }
+        | Op::Fallocate { id, .. }
+        | Op::CompareAndWrite { id, .. }
+        | Op::SetXattr { id, .. }
+        | Op::RemoveXattr { id, .. } => vec![*id],
+        _ => vec![],
+    }
+}
+
+/// Leases to recall after a mutation: (id, its directory entries changed).
+fn recalls(op: &Op) -> Vec<(Id, bool)> {
+    match op {
+        Op::Create { dir, .. } | Op::Mkdir { dir, .. } | Op::MkLinkto { dir, .. } | Op::Unlink { dir, .. } | Op::Rmdir { dir, .. } => {
+            vec![(*dir, true)]
+        }
+        Op::Link { id, dir, .. } => vec![(*dir, true), (*id, false)],
+        Op::Rename { src_dir, dst_dir, .. } => vec![(*src_dir, true), (*dst_dir, true)],
+        op => changed_ids(op).into_iter().map(|i| (i, false)).collect(),
+    }
+}
+
+/// Run one op on a local brick, off the async threads.
+pub async fn exec_local(slot: &Arc<BrickSlot>, creds: Creds, op: Op, data: Bytes, result: Option<Attr>, replica: bool) -> OpResult {
+    let brick = slot.brick.clone();
+    let (volume, index) = (slot.volume.clone(), slot.index);
+    let name = op.name();
+    tokio::task::spawn_blocking(move || {
+        let mode = if replica { Exec::Replica { result: result.as_ref() } } else { Exec::Primary };
+        brick.execute(&creds, &op, &data, mode)
+    })
+    .await
+    .unwrap_or_else(|e| Err(RemoteError::new(Errno::EIO, format!("{volume}: brick {index}: {name} task failed: {e}"))))
+}
+
+fn stale(volume: &str, brick: u32, why: &str) -> RemoteError {
+    RemoteError::new(Errno::ESTALEMAP, format!("{volume}: brick {brick}: {why}; refresh the volume map"))
+}
+
+fn result_attr(reply: &Reply) -> Option<Attr> {
+    match reply {
+        Reply::Attr(a) | Reply::Entry { attr: a, linkto: None } | Reply::Written { attr: a, .. } => Some(a.clone()),
+        _ => None,
+    }
+}
+
+/// Forward a mutation to brick `target` of the volume (local or remote).
+async fn forward(node: &Arc<Node>, map: &VolumeMap, target: u32, req: ReplicateRequest, data: Bytes) -> Result<(), RemoteError> {
+    if let Some(slot) = node.slot(&req.volume, target) {
+        return exec_local(&slot, req.creds.clone(), req.op.clone(), data, req.result.clone(), true).await.map(|_| ());
+    }
+    let Some((_, b)) = map.brick(target) else {
+        return Err(RemoteError::new(Errno::ENOENT, format!("{}: brick {target} not in the volume map", req.volume)));
+    };
+    if b.node == node.name {
+        return Err(RemoteError::new(Errno::ENOTCONN, format!("{}: brick {target} is not open on this node", req.volume)));
+    }
+    let addr = b.addr.clone();
+    node.peers.call(&addr, &node.name, Request::Replicate(req), data).await.map(|_| ())
+}
+
+/// Record `ids` as pending for `peer` on this brick, durably, before the client is answered.
+async fn mark_pending(slot: &Arc<BrickSlot>, peer: u32, ids: Vec<Id>) {
+    let brick = slot.brick.clone();
+    let (volume, index) = (slot.volume.clone(), slot.index);
+    let r = tokio::task::spawn_blocking(move || -> Result<(), RemoteError> {
+        for id in ids {
+            brick.pending_add(peer, id)?;
+        }
+        Ok(())
+    })
+    .await;
+    if !matches!(r, Ok(Ok(()))) {
+        tracing::error!(volume, brick = index, peer, "cannot record pending heal entries: {r:?}");
+    }
+}
+
+/// Apply a mutation at the head and replicate it.
+async fn mutate(node: &Arc<Node>, session: &Arc<Session>, slot: &Arc<BrickSlot>, map: &VolumeMap, req: BrickRequest, data: Bytes) -> OpResult {
+    let (set, _) = map.brick(req.brick).ok_or_else(|| stale(&req.volume, req.brick, "not in the volume map"))?;
+    let key = key_id(&req.op);
+    let plan = cairn_replication::plan(set, key).ok_or_else(|| {
+        RemoteError::new(Errno::EIO, format!("{}: replica set {} has no brick up", req.volume, set.id))
+    })?;
+    if plan.head != req.brick {
+        return Err(stale(&req.volume, req.brick, &format!("not the chain head of {key} (brick {} is)", plan.head)));
+    }
+    if !node.lease_alive() {
+        // Self-fencing: the config store may already have declared this node dead and
+        // promoted another head; accepting the write could fork the replica set.
+        return Err(RemoteError::new(
+            Errno::EHOSTDOWN,
+            format!("{}: brick {}: node {} cannot renew its lease; refusing writes", req.volume, req.brick, node.name),
+        ));
+    }
+    if !matches!(req.op, Op::Fsync { .. }) && map.option("features.read-only") == Some("on") {
+        return Err(RemoteError::new(Errno::EROFS, format!("{}: volume is read-only (features.read-only)", req.volume)));
+    }
+    let changed = changed_ids(&req.op);
+    let guards = node.lock_inodes(&req.volume, req.brick, &changed).await;
+    let (reply, out) = exec_local(slot, req.creds.clone(), req.op.clone(), data.clone(), None, false).await?;
+    let rreq = ReplicateRequest {
+        volume: req.volume.clone(),
+        brick: 0,
+        epoch: map.epoch,
+        from_brick: req.brick,
+        creds: req.creds.clone(),
+        op: req.op.clone(),
+        result: result_attr(&reply),
+    };
+    let sends = plan.forward.iter().map(|&t| {
+        let r = ReplicateRequest { brick: t, ..rreq.clone() };
+        let data = data.clone();
+        async move { (t, forward(node, map, t, r, data).await) }
+    });
+    let mut missed: Vec<u32> = plan.pending.clone();
+    for (t, r) in futures::future::join_all(sends).await {
+        if let Err(e) = r {
+            tracing::warn!(volume = %req.volume, brick = req.brick, peer = t, op = req.op.name(), error = %e, "replica missed a mutation; marking for heal");
+            missed.push(t);
+        }
+    }
+    for peer in missed {
+        mark_pending(slot, peer, changed.clone()).await;
+    }
+    drop(guards);
+    node.leases.recall(&req.volume, &recalls(&req.op), session.id).await;
+    Ok((reply, out))
+}
+
+fn grant_leases(node: &Node, session: &Arc<Session>, volume: &str, op: &Op, reply: &Reply) {
+    match (op, reply) {
+        (Op::GetAttr { id }, _) => node.leases.grant(volume, *id, session),
+        (Op::Lookup { dir, .. }, Reply::Entry { attr, .. }) => {
+            node.leases.grant(volume, *dir, session);
+            node.leases.grant(volume, attr.id, session);
+        }
+        (Op::ReadDir { dir, .. }, _) => node.leases.grant(volume, *dir, session),
+        (Op::LookupPath { .. }, Reply::Attrs(attrs)) => {
+            for a in attrs {
+                node.leases.grant(volume, a.id, session);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A client's operation on one of this node's bricks.
+pub async fn handle(node: &Arc<Node>, session: &Arc<Session>, req: BrickRequest, data: Bytes) -> OpResult {
+    let slot = node.slot(&req.volume, req.brick).ok_or_else(|| stale(&req.volume, req.brick, &format!("not served by node {}", node.name)))?;
+    // Heal traffic between bricks does not go through the chain.
+    match &req.op {
+        Op::PendingList { .. } | Op::PendingClear { .. } | Op::HealFetch { .. } => {
+            return exec_local(&slot, Creds::root(), req.op, data, None, false).await;
+        }
+        Op::HealSync { id, peer } => return crate::heal::serve_sync(node, &slot, *id, *peer).await,
+        Op::HealApply { .. } => {
+            return Err(RemoteError::new(Errno::EINVAL, "heal_apply is sent as a replicate request"));
+        }
+        _ => {}
+    }
+    if slot.healing.load(std::sync::atomic::Ordering::Acquire) {
+        return Err(stale(&req.volume, req.brick, "brick is healing and does not serve clients yet"));
+    }
+    let map = node.map(&req.volume).ok_or_else(|| RemoteError::new(Errno::ENOENT, format!("volume {} not found", req.volume)))?;
+    if req.op.is_mutation() {
+        return mutate(node, session, &slot, &map, req, data).await;
+    }
+    let (set, _) = map.brick(req.brick).ok_or_else(|| stale(&req.volume, req.brick, "not in the volume map"))?;
+    let key = key_id(&req.op);
+    if !matches!(req.op, Op::StatFs | Op::LookupPath { .. }) {
+        match cairn_placement::head(set, key) {
+            Some(h) if h.index == req.brick => {}
+            Some(h) => return Err(stale(&req.volume, req.brick, &format!("not the chain head of {key} (brick {} is)", h.index))),
+            None => return Err(RemoteError::new(Errno::EIO, format!("{}: replica set {} has no brick up", req.volume, set.id))),
+        }
+    }
+    match &req.op {
+        Op::SetLock { id, lock, wait } => {
+            let s = session.clone();
+            node.locks.set(&req.volume, *id, session.id, lock, *wait, move || s.is_closed()).await?;
+            Ok((Reply::Unit, Bytes::new()))
+        }
+        Op::GetLock { id, lock } => Ok((Reply::Lock(node.locks.get(&req.volume, *id, session.id, lock)), Bytes::new())),
+        op => {
+            if let Op::Open { id } = op {
+                node.note_open(session.id, &req.volume, req.brick, *id);
+            }
+            if let Op::Release { id } = op {
+                node.note_release(session.id, &req.volume, req.brick, *id);
+            }
+            let (reply, out) = exec_local(&slot, req.creds.clone(), req.op.clone(), data, None, false).await?;
+            grant_leases(node, session, &req.volume, &req.op, &reply);
+            Ok((reply, out))
+        }
+    }
+}
+
+/// A mutation forwarded by the head of a chain.
+pub async fn replicate(node: &Arc<Node>, req: ReplicateRequest, data: Bytes) -> OpResult {
+    let slot = node
+        .slot(&req.volume, req.brick)
+        .ok_or_else(|| RemoteError::new(Errno::ENOTCONN, format!("{}: brick {} is not open on node {}", req.volume, req.brick, node.name)))?;
+    exec_local(&slot, req.creds, req.op, data, req.result, true).await
+}

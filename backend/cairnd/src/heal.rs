@@ -1,0 +1,234 @@
+//! Catching up: a brick that (re)opens starts *Healing*. It receives forwarded writes but
+//! serves no client until it has pulled every inode its peers recorded as pending for it,
+//! each copied from the inode's current chain head under the head's inode lock (so no
+//! concurrent write can slip between the copy and the forwarded stream). Then it turns
+//! *Up*. While Up it keeps polling its peers' pending lists, and goes back to Healing if a
+//! peer recorded a write it missed.
+
+use crate::chain::{exec_local, OpResult};
+use crate::node::{BrickSlot, Node};
+use bytes::Bytes;
+use cairn_proto::map::{BrickState, VolumeMap};
+use cairn_proto::msg::{BrickRequest, Op, Reply, ReplicateRequest, Request};
+use cairn_proto::{Creds, Errno, Id, RemoteError};
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long a reopened brick waits for the other bricks of its set to come back before it
+/// heals from whoever is there.
+const PEER_WAIT: Duration = Duration::from_secs(15);
+const POLL: Duration = Duration::from_secs(5);
+
+/// Call an op on brick `index` of the volume, wherever it is served.
+pub async fn brick_call(node: &Arc<Node>, map: &VolumeMap, index: u32, op: Op) -> OpResult {
+    if let Some(slot) = node.slot(&map.name, index) {
+        return exec_local(&slot, Creds::root(), op, Bytes::new(), None, false).await;
+    }
+    let (_, b) = map.brick(index).ok_or_else(|| RemoteError::new(Errno::ENOENT, format!("{}: no brick {index}", map.name)))?;
+    let req = BrickRequest { volume: map.name.clone(), brick: index, epoch: map.epoch, creds: Creds::root(), op };
+    node.peers.call(&b.addr, &node.name, Request::Brick(req), Bytes::new()).await
+}
+
+/// Serve a HEAL_SYNC: copy `id` from this brick (its chain head) onto brick `peer`.
+pub async fn serve_sync(node: &Arc<Node>, slot: &Arc<BrickSlot>, id: Id, peer: u32) -> OpResult {
+    let map = node.map(&slot.volume).ok_or_else(|| RemoteError::new(Errno::ENOENT, format!("volume {} not found", slot.volume)))?;
+    let _guard = node.lock_inodes(&slot.volume, slot.index, &[id]).await;
+    let (state, data) = match exec_local(slot, Creds::root(), Op::HealFetch { id }, Bytes::new(), None, false).await {
+        Ok((Reply::Heal(s), d)) => (s, d),
+        Ok((other, _)) => return Err(RemoteError::new(Errno::EPROTO, format!("heal_fetch {id}: unexpected reply {other:?}"))),
+        // Gone here too: the directory heal removes its names.
+        Err(e) if e.errno == Errno::ENOENT => return Ok((Reply::Unit, Bytes::new())),
+        Err(e) => return Err(e),
+    };
+    let req = ReplicateRequest {
+        volume: slot.volume.clone(),
+        brick: peer,
+        epoch: map.epoch,
+        from_brick: slot.index,
+        creds: Creds::root(),
+        op: Op::HealApply { state },
+        result: None,
+    };
+    if let Some(target) = node.slot(&slot.volume, peer) {
+        exec_local(&target, Creds::root(), req.op, data, None, true).await?;
+    } else {
+        let (_, b) = map.brick(peer).ok_or_else(|| RemoteError::new(Errno::ENOENT, format!("{}: no brick {peer}", map.name)))?;
+        node.peers.call(&b.addr.clone(), &node.name, Request::Replicate(req), data).await?;
+    }
+    Ok((Reply::Unit, Bytes::new()))
+}
+
+fn peer_online(node: &Node, map: &VolumeMap, index: u32) -> bool {
+    node.slot(&map.name, index).is_some() || map.brick(index).map(|(_, b)| b.state != BrickState::Down).unwrap_or(false)
+}
+
+/// Pull every pending entry recorded for this brick. Returns how many were copied.
+async fn catch_up(node: &Arc<Node>, slot: &Arc<BrickSlot>, wait_for_peers: bool) -> Result<usize, RemoteError> {
+    let started = Instant::now();
+    let mut copied = 0;
+    for pass in 0..20 {
+        let map = node.map(&slot.volume).ok_or_else(|| RemoteError::new(Errno::ENOENT, format!("volume {} not in map", slot.volume)))?;
+        let (set, _) = map.brick(slot.index).ok_or_else(|| RemoteError::new(Errno::ENOENT, format!("brick {} not in map", slot.index)))?;
+        let peers: Vec<u32> = set.bricks.iter().map(|b| b.index).filter(|&i| i != slot.index).collect();
+        if wait_for_peers && pass == 0 {
+            while started.elapsed() < PEER_WAIT && !peers.iter().all(|&p| peer_online(node, &map, p)) {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+        // Collect what each peer recorded for us.
+        let mut recorded: BTreeMap<Id, Vec<u32>> = BTreeMap::new();
+        for &p in &peers {
+            if !peer_online(node, &map, p) {
+                continue;
+            }
+            match brick_call(node, &map, p, Op::PendingList { peer: slot.index }).await {
+                Ok((Reply::Ids(ids), _)) => {
+                    for id in ids {
+                        recorded.entry(id).or_default().push(p);
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => tracing::debug!(volume = %slot.volume, brick = slot.index, peer = p, error = %e, "pending list unavailable"),
+            }
+        }
+        if recorded.is_empty() {
+            return Ok(copied);
+        }
+        let total = recorded.len();
+        let mut failed = 0;
+        for (n, (id, recorders)) in recorded.into_iter().enumerate() {
+            // Copy from the current head of the inode's chain (it is up to date).
+            let Some(head) = cairn_placement::head(set, id).map(|b| b.index).filter(|&h| h != slot.index) else {
+                // No other brick is Up: the recorder's copy is the newest there is.
+                if let Err(e) = sync_from(node, &map, recorders[0], id, slot.index).await {
+                    tracing::warn!(volume = %slot.volume, brick = slot.index, %id, error = %e, "heal failed; will retry");
+                    failed += 1;
+                    continue;
+                }
+                clear(node, &map, &recorders, slot.index, id).await;
+                copied += 1;
+                continue;
+            };
+            match sync_from(node, &map, head, id, slot.index).await {
+                Ok(()) => {
+                    clear(node, &map, &recorders, slot.index, id).await;
+                    copied += 1;
+                }
+                Err(e) => {
+                    tracing::warn!(volume = %slot.volume, brick = slot.index, %id, error = %e, "heal failed; will retry");
+                    failed += 1;
+                }
+            }
+            if (n + 1) % 1000 == 0 {
+                tracing::info!(volume = %slot.volume, brick = slot.index, done = n + 1, total, "heal progress");
+            }
+        }
+        if failed > 0 {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    Err(RemoteError::new(Errno::EAGAIN, format!("{}: brick {}: heal did not converge in 20 passes", slot.volume, slot.index)))
+}
+
+async fn sync_from(node: &Arc<Node>, map: &VolumeMap, source: u32, id: Id, me: u32) -> Result<(), RemoteError> {
+    brick_call(node, map, source, Op::HealSync { id, peer: me }).await.map(|_| ())
+}
+
+async fn clear(node: &Arc<Node>, map: &VolumeMap, recorders: &[u32], me: u32, id: Id) {
+    for &r in recorders {
+        if let Err(e) = brick_call(node, map, r, Op::PendingClear { peer: me, ids: vec![id] }).await {
+            tracing::debug!(volume = %map.name, brick = r, %id, error = %e, "pending clear failed");
+        }
+    }
+}
+
+/// Heal loop of one brick, for as long as it is open.
+pub fn spawn(node: Arc<Node>, slot: Arc<BrickSlot>) {
+    tokio::spawn(async move {
+        let mut first = true;
+        loop {
+            if slot.stopped.load(Ordering::Acquire) {
+                return;
+            }
+            if slot.healing.load(Ordering::Acquire) {
+                // Make sure the heads forward to us before we pull the backlog, or writes
+                // recorded as pending after the pull would be missed.
+                wait_until_seen_healing(&node, &slot).await;
+                match catch_up(&node, &slot, first).await {
+                    Ok(n) => {
+                        slot.healing.store(false, Ordering::Release);
+                        if let Err(e) = node.lease().set_brick_state(&slot.volume, slot.index, BrickState::Up).await {
+                            tracing::warn!(volume = %slot.volume, brick = slot.index, error = %e, "cannot publish brick state");
+                            slot.healing.store(true, Ordering::Release);
+                        } else {
+                            tracing::info!(volume = %slot.volume, brick = slot.index, healed = n, "brick is up");
+                            node.kick.notify_one();
+                        }
+                    }
+                    Err(e) => tracing::warn!(volume = %slot.volume, brick = slot.index, error = %e, "heal incomplete; retrying"),
+                }
+                first = false;
+            } else if has_backlog(&node, &slot).await {
+                tracing::warn!(volume = %slot.volume, brick = slot.index, "a peer recorded writes this brick missed; healing");
+                slot.healing.store(true, Ordering::Release);
+                let _ = node.lease().set_brick_state(&slot.volume, slot.index, BrickState::Healing).await;
+                node.kick.notify_one();
+                continue;
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    });
+}
+
+async fn has_backlog(node: &Arc<Node>, slot: &Arc<BrickSlot>) -> bool {
+    let Some(map) = node.map(&slot.volume) else { return false };
+    let Some((set, _)) = map.brick(slot.index) else { return false };
+    for b in &set.bricks {
+        if b.index == slot.index || !peer_online(node, &map, b.index) {
+            continue;
+        }
+        if let Ok((Reply::Ids(ids), _)) = brick_call(node, &map, b.index, Op::PendingList { peer: slot.index }).await {
+            if !ids.is_empty() {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// Wait (bounded) until every online peer's map shows this brick as not Down.
+async fn wait_until_seen_healing(node: &Arc<Node>, slot: &Arc<BrickSlot>) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        let Some(map) = node.map(&slot.volume) else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        let me_seen_locally = map.brick(slot.index).map(|(_, b)| b.state != BrickState::Down).unwrap_or(false);
+        if !me_seen_locally {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        }
+        let Some((set, _)) = map.brick(slot.index) else { return };
+        let mut all = true;
+        for b in &set.bricks {
+            if b.index == slot.index || b.node == node.name || b.state == BrickState::Down {
+                continue;
+            }
+            match node.peers.call(&b.addr, &node.name, Request::GetMap { volume: map.name.clone() }, Bytes::new()).await {
+                Ok((Reply::Map(m), _)) => {
+                    if m.brick(slot.index).map(|(_, x)| x.state == BrickState::Down).unwrap_or(true) {
+                        all = false;
+                    }
+                }
+                _ => {}
+            }
+        }
+        if all {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

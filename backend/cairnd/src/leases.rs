@@ -1,0 +1,92 @@
+//! Read leases and their recall (upcalls).
+//!
+//! A chain head records which client sessions read an inode's attributes or a directory's
+//! entries. Before a mutation by another session completes, the head pushes
+//! `Push::Invalidate` to each holder and waits (bounded by [`RECALL_WAIT`]) for the ack, so
+//! a client never serves its cached copy after the change is acknowledged — unless it
+//! failed to answer, in which case its cache expires after at most [`LEASE`].
+
+use cairn_proto::msg::Push;
+use cairn_proto::rpc::Session;
+use cairn_proto::Id;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+
+/// How long a read grants a lease for; clients never cache longer than this.
+pub const LEASE: Duration = Duration::from_secs(10);
+/// How long a mutation waits for holders to acknowledge a recall.
+pub const RECALL_WAIT: Duration = Duration::from_millis(500);
+
+struct Holder {
+    session: Weak<Session>,
+    until: Instant,
+}
+
+#[derive(Default)]
+pub struct Leases {
+    holders: Mutex<HashMap<(String, Id), HashMap<u64, Holder>>>,
+    acks: Mutex<HashMap<u64, oneshot::Sender<()>>>,
+    seq: AtomicU64,
+}
+
+impl Leases {
+    pub fn grant(&self, volume: &str, id: Id, session: &Arc<Session>) {
+        let mut h = self.holders.lock();
+        h.entry((volume.to_string(), id))
+            .or_default()
+            .insert(session.id, Holder { session: Arc::downgrade(session), until: Instant::now() + LEASE });
+    }
+
+    pub fn ack(&self, seq: u64) {
+        if let Some(tx) = self.acks.lock().remove(&seq) {
+            let _ = tx.send(());
+        }
+    }
+
+    /// Recall the leases on `ids` held by sessions other than `except`; returns once all
+    /// acknowledged or [`RECALL_WAIT`] passed.
+    pub async fn recall(&self, volume: &str, ids: &[(Id, bool)], except: u64) {
+        let now = Instant::now();
+        let mut waits = vec![];
+        for &(id, entries) in ids {
+            let holders = self.holders.lock().remove(&(volume.to_string(), id));
+            let Some(holders) = holders else { continue };
+            for (sid, h) in holders {
+                if sid == except || h.until < now {
+                    continue;
+                }
+                let Some(s) = h.session.upgrade() else { continue };
+                let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+                let (tx, rx) = oneshot::channel();
+                self.acks.lock().insert(seq, tx);
+                if s.push(&Push::Invalidate { volume: volume.to_string(), id, entries, seq }) {
+                    waits.push((seq, rx));
+                } else {
+                    self.acks.lock().remove(&seq);
+                }
+            }
+        }
+        if waits.is_empty() {
+            return;
+        }
+        let deadline = tokio::time::Instant::now() + RECALL_WAIT;
+        for (seq, rx) in waits {
+            if tokio::time::timeout_at(deadline, rx).await.is_err() {
+                self.acks.lock().remove(&seq);
+                tracing::debug!(volume, seq, "lease recall not acknowledged in time");
+            }
+        }
+    }
+
+    pub fn drop_session(&self, session: u64) {
+        let mut h = self.holders.lock();
+        h.retain(|_, m| {
+            m.remove(&session);
+            !m.is_empty()
+        });
+    }
+}

@@ -1,0 +1,464 @@
+//! Management requests from the `cairn` CLI, carried out against the config store and
+//! the other nodes. Messages follow the `gluster` CLI's wording where one exists.
+
+use crate::node::Node;
+use cairn_brick::{Brick, BrickMarker};
+use cairn_config::{build_map, BrickRecord, PeerRecord, SetRecord, VolumeRecord};
+use cairn_proto::map::{BrickState, VolumeStatus};
+use cairn_proto::mgmt::*;
+use cairn_proto::msg::{Reply, Request};
+use cairn_proto::{Errno, RemoteError};
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn fail(errno: Errno, msg: impl Into<String>) -> RemoteError {
+    RemoteError::new(errno, msg)
+}
+
+fn cfg(e: cairn_config::ConfigError) -> RemoteError {
+    use cairn_config::ConfigError as C;
+    let errno = match &e {
+        C::Conflict(_) => Errno::EEXIST,
+        C::NotFound(_) => Errno::ENOENT,
+        _ => Errno::EHOSTDOWN,
+    };
+    RemoteError::new(errno, e.to_string())
+}
+
+fn done(message: impl Into<String>) -> MgmtReply {
+    MgmtReply::Done { message: message.into() }
+}
+
+/// Volume options that can be set, with their validators. Only options the code honours
+/// are listed; an unknown key is refused.
+pub const OPTIONS: &[(&str, &str)] = &[
+    ("features.read-only", "on|off: refuse every change with EROFS"),
+    ("performance.write-behind", "on|off: clients coalesce small sequential writes"),
+    ("performance.write-behind-window-size", "bytes buffered per file by write-behind (4096..=67108864)"),
+    ("performance.cache-timeout", "seconds clients may cache attributes and entries (0..=10)"),
+];
+
+pub fn validate_option(key: &str, value: &str) -> Result<(), String> {
+    let on_off = |v: &str| matches!(v, "on" | "off");
+    let ok = match key {
+        "features.read-only" | "performance.write-behind" => on_off(value),
+        "performance.write-behind-window-size" => value.parse::<u64>().map(|n| (4096..=64 << 20).contains(&n)).unwrap_or(false),
+        "performance.cache-timeout" => value.parse::<u64>().map(|n| n <= 10).unwrap_or(false),
+        _ => return Err(format!("option {key} does not exist")),
+    };
+    if ok {
+        Ok(())
+    } else {
+        let help = OPTIONS.iter().find(|(k, _)| *k == key).map(|(_, h)| *h).unwrap_or("");
+        Err(format!("invalid value '{value}' for option {key} ({help})"))
+    }
+}
+
+fn valid_volume_name(n: &str) -> bool {
+    !n.is_empty() && n.len() <= 64 && n.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
+}
+
+fn host_of(addr: &str) -> &str {
+    addr.rsplit_once(':').map(|(h, _)| h).unwrap_or(addr)
+}
+
+fn new_volume_id() -> String {
+    cairn_proto::Id::new_on_set(0).to_hex().replacen("00000000", &format!("{:08x}", std::process::id() ^ 0x5eed), 1)
+}
+
+async fn wait_states(node: &Node, volume: &str, want_up: bool, bricks: usize, limit: Duration) -> Vec<u32> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let states = node.store.brick_states(volume).await.unwrap_or_default();
+        let lagging: Vec<u32> = (0..bricks as u32)
+            .filter(|i| {
+                let s = states.get(i).copied().unwrap_or(BrickState::Down);
+                if want_up {
+                    s != BrickState::Up
+                } else {
+                    s != BrickState::Down
+                }
+            })
+            .collect();
+        if lagging.is_empty() || Instant::now() >= deadline {
+            return lagging;
+        }
+        node.kick.notify_one();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn volume_create(node: &Arc<Node>, c: VolumeCreate) -> Result<MgmtReply, RemoteError> {
+    let name = c.name.clone();
+    let f = |m: String| fail(Errno::EINVAL, format!("volume create: {name}: failed: {m}"));
+    if !valid_volume_name(&c.name) {
+        return Err(f("volume names are 1-64 characters of letters, digits, '-' and '_'".into()));
+    }
+    if !(1..=3).contains(&c.replica) {
+        return Err(f(format!("replica count {} is not supported (1, 2 or 3)", c.replica)));
+    }
+    if c.bricks.is_empty() || c.bricks.len() % c.replica as usize != 0 {
+        return Err(f(format!(
+            "number of bricks ({}) is not a multiple of replica count ({})",
+            c.bricks.len(),
+            c.replica
+        )));
+    }
+    let peers = node.store.list_peers().await.map_err(cfg)?;
+    let mut seen = HashSet::new();
+    let mut bricks = vec![];
+    for (i, spec) in c.bricks.iter().enumerate() {
+        let (host, path) = spec.split_once(":/").map(|(h, p)| (h, format!("/{p}"))).ok_or_else(|| {
+            f(format!("brick '{spec}' is not of the form HOST:/ABSOLUTE/PATH"))
+        })?;
+        let path = path.trim_end_matches('/').to_string();
+        let path = if path.is_empty() { "/".to_string() } else { path };
+        let peer = peers
+            .iter()
+            .find(|p| p.name == host || host_of(&p.addr) == host)
+            .ok_or_else(|| f(format!("host {host} is not in 'Peer in Cluster' state (probe it with 'cairn peer probe')")))?;
+        if path == "/" {
+            return Err(f(format!("brick {spec}: the root directory cannot be a brick")));
+        }
+        if !seen.insert((peer.name.clone(), path.clone())) {
+            return Err(f(format!("brick {spec} is given twice")));
+        }
+        bricks.push(BrickRecord { index: i as u32, node: peer.name.clone(), path });
+    }
+    let sets: Vec<SetRecord> = bricks
+        .chunks(c.replica as usize)
+        .enumerate()
+        .map(|(i, ch)| SetRecord { id: i as u32 + 1, bricks: ch.to_vec() })
+        .collect();
+    if !c.force {
+        for s in &sets {
+            let nodes: HashSet<_> = s.bricks.iter().map(|b| &b.node).collect();
+            if nodes.len() < s.bricks.len() {
+                return Err(f("Multiple bricks of a replicate volume are present on the same server. This setup is not optimal. Use 'force' at the end of the command if you want to override this behavior.".into()));
+            }
+        }
+    }
+    if node.store.get_volume(&c.name).await.map_err(cfg)?.is_some() {
+        return Err(fail(Errno::EEXIST, format!("volume create: {name}: failed: Volume {name} already exists")));
+    }
+    let id = new_volume_id();
+    // Prepare every brick on its node before the volume exists anywhere.
+    for b in &bricks {
+        let req = MgmtRequest::BrickPrepare {
+            volume: c.name.clone(),
+            volume_id: u128::from_str_radix(&id, 16).unwrap_or(0),
+            index: b.index,
+            path: b.path.clone(),
+            force: c.force,
+        };
+        let r = if b.node == node.name {
+            brick_prepare(node, req).await
+        } else {
+            let addr = peers.iter().find(|p| p.name == b.node).map(|p| p.addr.clone()).unwrap_or_default();
+            match node.peers.call(&addr, &node.name, Request::Mgmt(req), bytes::Bytes::new()).await {
+                Ok((Reply::Mgmt(m), _)) => Ok(m),
+                Ok(_) => Err(fail(Errno::EPROTO, "unexpected reply to brick prepare")),
+                Err(e) => Err(e),
+            }
+        };
+        if let Err(e) = r {
+            return Err(fail(e.errno, format!("volume create: {name}: failed: brick {}:{}: {}", b.node, b.path, e.message)));
+        }
+    }
+    let rec = VolumeRecord {
+        name: c.name.clone(),
+        id,
+        status: VolumeStatus::Created,
+        replica: c.replica,
+        sets,
+        options: BTreeMap::new(),
+        layout_epoch: 1,
+        rebalancing: false,
+    };
+    node.store.create_volume(&rec).await.map_err(|e| fail(Errno::EEXIST, format!("volume create: {name}: failed: {e}")))?;
+    node.kick.notify_one();
+    Ok(done(format!("volume create: {name}: success: please start the volume to access data")))
+}
+
+async fn set_status(node: &Arc<Node>, name: &str, verb: &str, status: VolumeStatus, force: bool) -> Result<MgmtReply, RemoteError> {
+    let (mut rec, rev) = node
+        .store
+        .get_volume(name)
+        .await
+        .map_err(cfg)?
+        .ok_or_else(|| fail(Errno::ENOENT, format!("volume {verb}: {name}: failed: Volume {name} does not exist")))?;
+    if rec.status == status && !force {
+        let what = if status == VolumeStatus::Started { "already started" } else { "is not in the started state" };
+        return Err(fail(Errno(libc::EALREADY), format!("volume {verb}: {name}: failed: Volume {name} {what}")));
+    }
+    rec.status = status;
+    node.store.update_volume(&rec, rev).await.map_err(|e| fail(Errno::EAGAIN, format!("volume {verb}: {name}: failed: {e}")))?;
+    node.kick.notify_one();
+    let n = rec.sets.iter().map(|s| s.bricks.len()).sum();
+    let lagging = wait_states(node, name, status == VolumeStatus::Started, n, Duration::from_secs(30)).await;
+    if lagging.is_empty() {
+        Ok(done(format!("volume {verb}: {name}: success")))
+    } else {
+        let list: Vec<String> = lagging.iter().map(|i| i.to_string()).collect();
+        let state = if status == VolumeStatus::Started { "not up yet" } else { "still running" };
+        Ok(done(format!("volume {verb}: {name}: success (bricks {} {state}; see 'cairn volume status {name}')", list.join(", "))))
+    }
+}
+
+async fn maps(node: &Arc<Node>, name: Option<&str>) -> Result<Vec<cairn_proto::map::VolumeMap>, RemoteError> {
+    let rev = node.store.revision().await.map_err(cfg)?;
+    let peers = node.store.list_peers().await.map_err(cfg)?;
+    let vols = node.store.list_volumes().await.map_err(cfg)?;
+    let mut out = vec![];
+    for v in vols.iter().filter(|v| name.map(|n| n == v.name).unwrap_or(true)) {
+        let states = node.store.brick_states(&v.name).await.map_err(cfg)?;
+        out.push(build_map(v, &peers, &states, rev));
+    }
+    if let Some(n) = name {
+        if out.is_empty() {
+            return Err(fail(Errno::ENOENT, format!("Volume {n} does not exist")));
+        }
+    }
+    Ok(out)
+}
+
+pub async fn handle(node: &Arc<Node>, req: MgmtRequest) -> Result<MgmtReply, RemoteError> {
+    match req {
+        MgmtRequest::PeerProbe { addr } => {
+            let addr = if addr.contains(':') { addr } else { format!("{addr}:{}", cairn_proto::DEFAULT_PORT) };
+            if addr == node.addr {
+                return Ok(done(format!("peer probe: success. Probe on localhost not needed")));
+            }
+            let r = node.peers.call(&addr, &node.name, Request::Mgmt(MgmtRequest::PeerStatus), bytes::Bytes::new()).await;
+            let peers = match r {
+                Ok((Reply::Mgmt(MgmtReply::Peers(p)), _)) => p,
+                Ok(_) => return Err(fail(Errno::EPROTO, format!("peer probe: failed: {addr} answered oddly"))),
+                Err(e) => return Err(fail(e.errno, format!("peer probe: failed: Probe returned with {}: {}", e.errno, e.message))),
+            };
+            let me = peers.into_iter().find(|p| p.local).ok_or_else(|| fail(Errno::EPROTO, format!("peer probe: failed: {addr} did not name itself")))?;
+            node.store
+                .add_peer(PeerRecord { name: me.name.clone(), addr: addr.clone(), uuid: me.uuid })
+                .await
+                .map_err(|e| fail(Errno::EEXIST, format!("peer probe: failed: {e}")))?;
+            node.kick.notify_one();
+            Ok(done(format!("peer probe: success ({} at {addr})", me.name)))
+        }
+        MgmtRequest::PeerDetach { name, force } => {
+            if name == node.name {
+                return Err(fail(Errno::EINVAL, format!("peer detach: failed: {name} is localhost")));
+            }
+            if node.store.get_peer(&name).await.map_err(cfg)?.is_none() {
+                return Err(fail(Errno::ENOENT, format!("peer detach: failed: {name} is not part of cluster")));
+            }
+            let vols = node.store.list_volumes().await.map_err(cfg)?;
+            if vols.iter().any(|v| v.sets.iter().any(|s| s.bricks.iter().any(|b| b.node == name))) {
+                return Err(fail(Errno::EBUSY, format!("peer detach: failed: Brick(s) with the peer {name} exist in cluster")));
+            }
+            let _ = force;
+            node.store.remove_peer(&name).await.map_err(cfg)?;
+            Ok(done("peer detach: success"))
+        }
+        MgmtRequest::PeerStatus => {
+            let peers = node.store.list_peers().await.map_err(cfg)?;
+            let live: HashSet<String> = node.store.live_nodes().await.map_err(cfg)?.into_keys().collect();
+            Ok(MgmtReply::Peers(
+                peers
+                    .into_iter()
+                    .map(|p| cairn_proto::mgmt::PeerInfo {
+                        connected: live.contains(&p.name),
+                        local: p.name == node.name,
+                        name: p.name,
+                        addr: p.addr,
+                        uuid: p.uuid,
+                    })
+                    .collect(),
+            ))
+        }
+        MgmtRequest::VolumeCreate(c) => volume_create(node, c).await,
+        MgmtRequest::VolumeStart { name, force } => set_status(node, &name, "start", VolumeStatus::Started, force).await,
+        MgmtRequest::VolumeStop { name, force } => set_status(node, &name, "stop", VolumeStatus::Stopped, force).await,
+        MgmtRequest::VolumeDelete { name } => {
+            let (rec, _) = node
+                .store
+                .get_volume(&name)
+                .await
+                .map_err(cfg)?
+                .ok_or_else(|| fail(Errno::ENOENT, format!("volume delete: {name}: failed: Volume {name} does not exist")))?;
+            if rec.status == VolumeStatus::Started {
+                return Err(fail(
+                    Errno::EBUSY,
+                    format!("volume delete: {name}: failed: Volume {name} has been started. Volume needs to be stopped before deletion."),
+                ));
+            }
+            node.store.delete_volume(&name).await.map_err(cfg)?;
+            node.kick.notify_one();
+            Ok(done(format!("volume delete: {name}: success")))
+        }
+        MgmtRequest::VolumeInfo { name } => Ok(MgmtReply::Volumes(maps(node, name.as_deref()).await?)),
+        MgmtRequest::VolumeList => Ok(MgmtReply::Names(maps(node, None).await?.into_iter().map(|m| m.name).collect())),
+        MgmtRequest::VolumeStatus { name } => {
+            let mut out = vec![];
+            for m in maps(node, name.as_deref()).await? {
+                let mut bricks = vec![];
+                for s in &m.sets {
+                    for b in &s.bricks {
+                        let slot = node.slot(&m.name, b.index);
+                        let (pending, total, free) = match &slot {
+                            Some(sl) => {
+                                let pending: u64 = sl.brick.pending_counts().iter().map(|(_, n)| n).sum();
+                                let st = rustix_statvfs(sl.brick.root());
+                                (pending, st.0, st.1)
+                            }
+                            None => (0, 0, 0),
+                        };
+                        bricks.push(BrickStatus {
+                            index: b.index,
+                            node: b.node.clone(),
+                            path: b.path.clone(),
+                            online: b.state != BrickState::Down,
+                            state: format!("{:?}", b.state),
+                            port: b.addr.rsplit_once(':').and_then(|(_, p)| p.parse().ok()).unwrap_or(0),
+                            pid: if b.node == node.name && slot.is_some() { std::process::id() } else { 0 },
+                            pending_heal: pending,
+                            total_bytes: total,
+                            free_bytes: free,
+                        });
+                    }
+                }
+                out.push(VolumeStatusInfo { name: m.name.clone(), status: m.status.to_string(), bricks });
+            }
+            Ok(MgmtReply::Status(out))
+        }
+        MgmtRequest::VolumeSet { name, key, value } => {
+            validate_option(&key, &value).map_err(|m| fail(Errno::EINVAL, format!("volume set: {name}: failed: {m}")))?;
+            update_options(node, &name, "set", |o| {
+                o.insert(key.clone(), value.clone());
+            })
+            .await
+        }
+        MgmtRequest::VolumeReset { name, key } => {
+            if key != "all" && !OPTIONS.iter().any(|(k, _)| *k == key) {
+                return Err(fail(Errno::EINVAL, format!("volume reset: {name}: failed: option {key} does not exist")));
+            }
+            update_options(node, &name, "reset", |o| {
+                if key == "all" {
+                    o.clear();
+                } else {
+                    o.remove(&key);
+                }
+            })
+            .await
+        }
+        req @ MgmtRequest::BrickPrepare { .. } => brick_prepare(node, req).await,
+        MgmtRequest::HealInfo { name } => heal_info(node, &name).await,
+    }
+}
+
+async fn brick_prepare(node: &Arc<Node>, req: MgmtRequest) -> Result<MgmtReply, RemoteError> {
+    match req {
+        MgmtRequest::BrickPrepare { volume, volume_id, index, path, force } => {
+            let marker = BrickMarker { format: 1, volume: volume.clone(), volume_id: format!("{volume_id:032x}"), index };
+            let p = path.clone();
+            tokio::task::spawn_blocking(move || Brick::prepare(Path::new(&p), &marker, force))
+                .await
+                .map_err(|e| fail(Errno::EIO, format!("brick prepare task: {e}")))??;
+            Ok(done(format!("brick {}:{path} prepared for {volume}", node.name)))
+        }
+        _ => Err(fail(Errno::EINVAL, "not a brick prepare request")),
+    }
+}
+
+async fn heal_info(node: &Arc<Node>, name: &str) -> Result<MgmtReply, RemoteError> {
+    {
+        {
+            let m = maps(node, Some(name)).await?.remove(0);
+            let mut out = vec![];
+            for s in &m.sets {
+                for b in &s.bricks {
+                    let pending = match node.slot(&m.name, b.index) {
+                        Some(sl) => {
+                            let brick = sl.brick.clone();
+                            let counts = brick.pending_counts();
+                            let mut ids = vec![];
+                            for (peer, _) in counts {
+                                let r = crate::chain::exec_local(
+                                    &sl,
+                                    cairn_proto::Creds::root(),
+                                    cairn_proto::msg::Op::PendingList { peer },
+                                    bytes::Bytes::new(),
+                                    None,
+                                    false,
+                                )
+                                .await;
+                                if let Ok((Reply::Ids(v), _)) = r {
+                                    ids.extend(v.into_iter().map(|i| format!("<id:{i}> (for brick {peer})")));
+                                }
+                            }
+                            ids
+                        }
+                        None => vec![],
+                    };
+                    out.push(HealBrickInfo {
+                        index: b.index,
+                        node: b.node.clone(),
+                        path: b.path.clone(),
+                        online: b.state != BrickState::Down,
+                        pending,
+                    });
+                }
+            }
+            Ok(MgmtReply::Heal(out))
+        }
+    }
+}
+
+async fn update_options(node: &Arc<Node>, name: &str, verb: &str, f: impl Fn(&mut BTreeMap<String, String>)) -> Result<MgmtReply, RemoteError> {
+    for _ in 0..5 {
+        let (mut rec, rev) = node
+            .store
+            .get_volume(name)
+            .await
+            .map_err(cfg)?
+            .ok_or_else(|| fail(Errno::ENOENT, format!("volume {verb}: {name}: failed: Volume {name} does not exist")))?;
+        f(&mut rec.options);
+        match node.store.update_volume(&rec, rev).await {
+            Ok(_) => {
+                node.kick.notify_one();
+                return Ok(done(format!("volume {verb}: success")));
+            }
+            Err(cairn_config::ConfigError::Conflict(_)) => continue,
+            Err(e) => return Err(cfg(e)),
+        }
+    }
+    Err(fail(Errno::EAGAIN, format!("volume {verb}: {name}: failed: concurrent updates; try again")))
+}
+
+/// (total, free) bytes of the filesystem holding `path`.
+fn rustix_statvfs(path: &Path) -> (u64, u64) {
+    match rustix::fs::statvfs(path) {
+        Ok(s) => (s.f_blocks * s.f_frsize, s.f_bavail * s.f_frsize),
+        Err(_) => (0, 0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_are_validated() {
+        assert!(validate_option("features.read-only", "on").is_ok());
+        assert!(validate_option("features.read-only", "yes").unwrap_err().contains("invalid value"));
+        assert!(validate_option("performance.cache-timeout", "11").is_err());
+        assert!(validate_option("nfs.disable", "on").unwrap_err().contains("does not exist"));
+    }
+
+    #[test]
+    fn volume_names() {
+        assert!(valid_volume_name("vol0"));
+        assert!(!valid_volume_name("a/b"));
+        assert!(!valid_volume_name(""));
+    }
+}

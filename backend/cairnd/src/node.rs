@@ -1,0 +1,295 @@
+//! The node: what one `cairnd` holds — its bricks, the volume maps it builds from the
+//! config store and pushes to clients, connections to the other nodes, and the
+//! coordination state of the chains it heads (inode locks, byte-range locks, leases).
+
+use crate::leases::Leases;
+use crate::locks::LockTable;
+use cairn_brick::Brick;
+use cairn_config::{NodeLease, Store};
+use cairn_proto::map::{BrickState, VolumeMap, VolumeStatus};
+use cairn_proto::msg::{PeerKind, Push, Reply, Request};
+use cairn_proto::rpc::{Connection, Session};
+use cairn_proto::{Errno, Id, RemoteError};
+use parking_lot::{Mutex, RwLock};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+use tokio::sync::Notify;
+
+pub struct BrickSlot {
+    pub volume: String,
+    pub index: u32,
+    pub brick: Arc<Brick>,
+    /// True until the brick caught up with its peers (state Healing in the config store).
+    pub healing: AtomicBool,
+    /// Set when the volume stops: the heal task and the syncer end.
+    pub stopped: AtomicBool,
+}
+
+/// Connections to other nodes' `cairnd`, made on demand and re-made after a failure.
+#[derive(Default)]
+pub struct PeerPool {
+    conns: Mutex<HashMap<String, Arc<Connection>>>,
+    dialing: tokio::sync::Mutex<()>,
+}
+
+impl PeerPool {
+    pub async fn get(&self, addr: &str, me: &str) -> Result<Arc<Connection>, RemoteError> {
+        if let Some(c) = self.conns.lock().get(addr) {
+            if !c.is_closed() {
+                return Ok(c.clone());
+            }
+        }
+        let _g = self.dialing.lock().await;
+        if let Some(c) = self.conns.lock().get(addr) {
+            if !c.is_closed() {
+                return Ok(c.clone());
+            }
+        }
+        let c = Connection::connect(addr, PeerKind::Daemon, me, None, Duration::from_secs(2)).await?;
+        self.conns.lock().insert(addr.to_string(), c.clone());
+        Ok(c)
+    }
+
+    pub async fn call(&self, addr: &str, me: &str, req: Request, data: bytes::Bytes) -> Result<(Reply, bytes::Bytes), RemoteError> {
+        let c = self.get(addr, me).await?;
+        let r = c.call(req, data).await;
+        if let Err(e) = &r {
+            if e.errno == Errno::ENOTCONN {
+                self.conns.lock().remove(addr);
+            }
+        }
+        r
+    }
+}
+
+pub struct Node {
+    pub name: String,
+    pub addr: String,
+    pub store: Arc<Store>,
+    lease: Mutex<Option<Arc<NodeLease>>>,
+    pub bricks: RwLock<HashMap<(String, u32), Arc<BrickSlot>>>,
+    pub maps: RwLock<HashMap<String, Arc<VolumeMap>>>,
+    pub peers: PeerPool,
+    subs: Mutex<HashMap<String, Vec<Weak<Session>>>>,
+    pub locks: LockTable,
+    pub leases: Leases,
+    stripes: Vec<tokio::sync::Mutex<()>>,
+    pub kick: Notify,
+    opens: Mutex<HashMap<u64, Vec<(String, u32, Id)>>>,
+}
+
+const STRIPES: usize = 4096;
+
+impl Node {
+    pub fn new(name: String, addr: String, store: Arc<Store>, lease: NodeLease) -> Node {
+        Node {
+            name,
+            addr,
+            store,
+            lease: Mutex::new(Some(Arc::new(lease))),
+            bricks: RwLock::default(),
+            maps: RwLock::default(),
+            peers: PeerPool::default(),
+            subs: Mutex::default(),
+            locks: LockTable::default(),
+            leases: Leases::default(),
+            stripes: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
+            kick: Notify::new(),
+            opens: Mutex::default(),
+        }
+    }
+
+    /// The node's liveness lease (brick states are published under it).
+    pub fn lease(&self) -> Arc<NodeLease> {
+        self.lease.lock().clone().expect("lease is held until shutdown")
+    }
+
+    /// Give up the lease at shutdown (so peers see this node down at once).
+    pub fn take_lease(&self) -> Option<NodeLease> {
+        let l = self.lease.lock().take()?;
+        Arc::try_unwrap(l).ok()
+    }
+
+    /// False once the lease could not be renewed for half its time: the node must stop
+    /// accepting writes (the config store may already consider it dead).
+    pub fn lease_alive(&self) -> bool {
+        self.lease.lock().as_ref().map(|l| l.is_alive()).unwrap_or(false)
+    }
+
+    pub fn slot(&self, volume: &str, index: u32) -> Option<Arc<BrickSlot>> {
+        self.bricks.read().get(&(volume.to_string(), index)).cloned()
+    }
+
+    pub fn map(&self, volume: &str) -> Option<Arc<VolumeMap>> {
+        self.maps.read().get(volume).cloned()
+    }
+
+    /// Serialize mutations of the given inodes on this brick (ids sorted by stripe so two
+    /// multi-inode ops cannot deadlock).
+    pub async fn lock_inodes(&self, volume: &str, brick: u32, ids: &[Id]) -> Vec<tokio::sync::MutexGuard<'_, ()>> {
+        let mut idx: Vec<usize> = ids
+            .iter()
+            .map(|id| {
+                let h = xxhash_rust::xxh3::xxh3_64(volume.as_bytes()) ^ (brick as u64).rotate_left(32) ^ id.ino();
+                (h % STRIPES as u64) as usize
+            })
+            .collect();
+        idx.sort_unstable();
+        idx.dedup();
+        let mut guards = Vec::with_capacity(idx.len());
+        for i in idx {
+            guards.push(self.stripes[i].lock().await);
+        }
+        guards
+    }
+
+    pub fn subscribe(&self, volume: &str, s: &Arc<Session>) {
+        let mut subs = self.subs.lock();
+        let v = subs.entry(volume.to_string()).or_default();
+        v.retain(|w| w.strong_count() > 0);
+        v.push(Arc::downgrade(s));
+    }
+
+    fn push_map(&self, map: &Arc<VolumeMap>) {
+        let targets: Vec<Arc<Session>> = {
+            let mut subs = self.subs.lock();
+            let Some(v) = subs.get_mut(&map.name) else { return };
+            v.retain(|w| w.strong_count() > 0);
+            v.iter().filter_map(|w| w.upgrade()).collect()
+        };
+        let p = Push::MapChanged(Box::new((**map).clone()));
+        for s in targets {
+            s.push(&p);
+        }
+    }
+
+    /// Bring the bricks and maps of this node in line with the config store.
+    pub async fn reconcile(self: &Arc<Self>) -> Result<(), RemoteError> {
+        let cfg = |e: cairn_config::ConfigError| RemoteError::new(Errno::EHOSTDOWN, e.to_string());
+        let volumes = self.store.list_volumes().await.map_err(cfg)?;
+        let mut wanted = std::collections::HashSet::new();
+        for v in &volumes {
+            for set in &v.sets {
+                for b in &set.bricks {
+                    if b.node != self.name || v.status != VolumeStatus::Started {
+                        continue;
+                    }
+                    wanted.insert((v.name.clone(), b.index));
+                    if self.slot(&v.name, b.index).is_some() {
+                        continue;
+                    }
+                    let path = PathBuf::from(&b.path);
+                    let opened = {
+                        let (path, id, index) = (path.clone(), v.id.clone(), b.index);
+                        tokio::task::spawn_blocking(move || Brick::open(&path, &id, index)).await
+                    };
+                    match opened {
+                        Ok(Ok(brick)) => {
+                            let slot = Arc::new(BrickSlot {
+                                volume: v.name.clone(),
+                                index: b.index,
+                                brick: Arc::new(brick),
+                                healing: AtomicBool::new(true),
+                                stopped: AtomicBool::new(false),
+                            });
+                            self.bricks.write().insert((v.name.clone(), b.index), slot.clone());
+                            if let Err(e) = self.lease().set_brick_state(&v.name, b.index, BrickState::Healing).await {
+                                tracing::warn!(volume = %v.name, brick = b.index, error = %e, "cannot publish brick state");
+                            }
+                            tracing::info!(volume = %v.name, brick = b.index, path = %b.path, "brick opened; catching up with peers");
+                            crate::heal::spawn(self.clone(), slot);
+                        }
+                        Ok(Err(e)) => {
+                            tracing::error!(volume = %v.name, brick = b.index, path = %b.path, error = %e, "cannot open brick")
+                        }
+                        Err(e) => tracing::error!(error = %e, "brick open task failed"),
+                    }
+                }
+            }
+        }
+        // Close bricks of stopped or deleted volumes.
+        let gone: Vec<_> = self.bricks.read().keys().filter(|k| !wanted.contains(*k)).cloned().collect();
+        for k in gone {
+            let removed = self.bricks.write().remove(&k);
+            if let Some(slot) = removed {
+                slot.stopped.store(true, Ordering::Release);
+                let _ = self.lease().clear_brick_state(&k.0, k.1).await;
+                tracing::info!(volume = %k.0, brick = k.1, "brick closed");
+            }
+        }
+        // Rebuild maps from one consistent read.
+        let (_, all) = self.store.volume_maps().await.map_err(cfg)?;
+        let maps: HashMap<String, Arc<VolumeMap>> = all.into_iter().map(|m| (m.name.clone(), Arc::new(m))).collect();
+        let changed: Vec<Arc<VolumeMap>> = {
+            let old = self.maps.read();
+            maps.values().filter(|m| old.get(&m.name).map(|o| o.as_ref() != m.as_ref()).unwrap_or(true)).cloned().collect()
+        };
+        *self.maps.write() = maps;
+        for m in changed {
+            self.push_map(&m);
+        }
+        Ok(())
+    }
+
+    /// Watch the config store and reconcile on every change (and every few seconds).
+    pub async fn run_reconciler(self: Arc<Self>) {
+        let mut watch = loop {
+            match self.store.watch().await {
+                Ok(w) => break w,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot watch the config store; retrying");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        };
+        loop {
+            if let Err(e) = self.reconcile().await {
+                tracing::warn!(error = %e, "reconcile failed; retrying");
+            }
+            tokio::select! {
+                _ = watch.recv() => {
+                    // Coalesce bursts of changes.
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    while watch.try_recv().is_ok() {}
+                }
+                _ = self.kick.notified() => {}
+                _ = tokio::time::sleep(Duration::from_secs(3)) => {}
+            }
+        }
+    }
+}
+
+impl Node {
+    pub fn note_open(&self, session: u64, volume: &str, brick: u32, id: Id) {
+        self.opens.lock().entry(session).or_default().push((volume.to_string(), brick, id));
+    }
+
+    pub fn note_release(&self, session: u64, volume: &str, brick: u32, id: Id) {
+        if let Some(v) = self.opens.lock().get_mut(&session) {
+            if let Some(i) = v.iter().position(|(vv, b, x)| vv == volume && *b == brick && *x == id) {
+                v.swap_remove(i);
+            }
+        }
+    }
+
+    /// A client connection closed: release its locks, leases and opens.
+    pub fn session_closed(self: &Arc<Self>, session: u64) {
+        self.locks.release_session(session);
+        self.leases.drop_session(session);
+        let opens = self.opens.lock().remove(&session).unwrap_or_default();
+        if opens.is_empty() {
+            return;
+        }
+        let node = self.clone();
+        tokio::spawn(async move {
+            for (volume, brick, id) in opens {
+                if let Some(slot) = node.slot(&volume, brick) {
+                    let _ = crate::chain::exec_local(&slot, cairn_proto::Creds::root(), cairn_proto::msg::Op::Release { id }, bytes::Bytes::new(), None, false).await;
+                }
+            }
+        });
+    }
+}

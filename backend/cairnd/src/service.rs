@@ -1,0 +1,71 @@
+//! The RPC service of `cairnd`: dispatches every request a connection carries.
+
+use crate::node::Node;
+use crate::{chain, mgmt, metrics};
+use bytes::Bytes;
+use cairn_proto::msg::{Reply, Request, Response, Welcome};
+use cairn_proto::rpc::{Service, Session};
+use cairn_proto::{Errno, RemoteError, PROTOCOL_VERSION};
+use futures::future::BoxFuture;
+use std::sync::Arc;
+
+pub struct Daemon {
+    pub node: Arc<Node>,
+}
+
+async fn dispatch(node: Arc<Node>, session: Arc<Session>, req: Request, data: Bytes) -> Result<(Reply, Bytes), RemoteError> {
+    match req {
+        Request::Hello(_) => Err(RemoteError::new(Errno::EPROTO, "HELLO sent twice")),
+        Request::Ping => Ok((Reply::Pong, Bytes::new())),
+        Request::Brick(r) => {
+            let op = r.op.name();
+            let t = std::time::Instant::now();
+            let res = chain::handle(&node, &session, r, data).await;
+            metrics::observe(op, t.elapsed(), res.is_ok());
+            res
+        }
+        Request::Replicate(r) => {
+            let op = r.op.name();
+            let t = std::time::Instant::now();
+            let res = chain::replicate(&node, r, data).await;
+            metrics::observe_replica(op, t.elapsed(), res.is_ok());
+            res
+        }
+        Request::GetMap { volume } => match node.map(&volume) {
+            Some(m) => Ok((Reply::Map(Box::new((*m).clone())), Bytes::new())),
+            None => Err(RemoteError::new(Errno::ENOENT, format!("volume {volume} does not exist"))),
+        },
+        Request::Subscribe { volume } => match node.map(&volume) {
+            Some(m) => {
+                node.subscribe(&volume, &session);
+                Ok((Reply::Map(Box::new((*m).clone())), Bytes::new()))
+            }
+            None => Err(RemoteError::new(Errno::ENOENT, format!("volume {volume} does not exist"))),
+        },
+        Request::InvalidateAck { seq } => {
+            node.leases.ack(seq);
+            Ok((Reply::Unit, Bytes::new()))
+        }
+        Request::Mgmt(m) => mgmt::handle(&node, m).await.map(|r| (Reply::Mgmt(r), Bytes::new())),
+    }
+}
+
+impl Service for Daemon {
+    fn welcome(&self, session: u64) -> Welcome {
+        Welcome { version: PROTOCOL_VERSION, session, node: self.node.name.clone() }
+    }
+
+    fn call(&self, session: Arc<Session>, req: Request, data: Bytes) -> BoxFuture<'static, (Response, Bytes)> {
+        let node = self.node.clone();
+        Box::pin(async move {
+            match dispatch(node, session, req, data).await {
+                Ok((r, d)) => (Ok(r), d),
+                Err(e) => (Err(e), Bytes::new()),
+            }
+        })
+    }
+
+    fn closed(&self, session: &Arc<Session>) {
+        self.node.session_closed(session.id);
+    }
+}
