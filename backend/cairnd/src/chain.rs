@@ -158,7 +158,7 @@ async fn mutate(node: &Arc<Node>, session: &Arc<Session>, slot: &Arc<BrickSlot>,
             format!("{}: brick {}: node {} cannot renew its lease; refusing writes", req.volume, req.brick, node.name),
         ));
     }
-    if !matches!(req.op, Op::Fsync { .. }) && map.option("features.read-only") == Some("on") {
+    if !matches!(req.op, Op::Fsync { .. } | Op::Open { .. } | Op::Release { .. }) && map.option("features.read-only") == Some("on") {
         return Err(RemoteError::new(Errno::EROFS, format!("{}: volume is read-only (features.read-only)", req.volume)));
     }
     let changed = changed_ids(&req.op);
@@ -228,6 +228,12 @@ pub async fn handle(node: &Arc<Node>, session: &Arc<Session>, req: BrickRequest,
         return Err(stale(&req.volume, req.brick, "brick is healing and does not serve clients yet"));
     }
     let map = node.map(&req.volume).ok_or_else(|| RemoteError::new(Errno::ENOENT, format!("volume {} not found", req.volume)))?;
+    if let Op::Open { id } = &req.op {
+        node.note_open(session.id, &req.volume, req.brick, *id);
+    }
+    if let Op::Release { id } = &req.op {
+        node.note_release(session.id, &req.volume, req.brick, *id);
+    }
     if req.op.is_mutation() {
         return mutate(node, session, &slot, &map, req, data).await;
     }
@@ -247,13 +253,7 @@ pub async fn handle(node: &Arc<Node>, session: &Arc<Session>, req: BrickRequest,
             Ok((Reply::Unit, Bytes::new()))
         }
         Op::GetLock { id, lock } => Ok((Reply::Lock(node.locks.get(&req.volume, *id, session.id, lock)), Bytes::new())),
-        op => {
-            if let Op::Open { id } = op {
-                node.note_open(session.id, &req.volume, req.brick, *id);
-            }
-            if let Op::Release { id } = op {
-                node.note_release(session.id, &req.volume, req.brick, *id);
-            }
+        _ => {
             let (reply, out) = exec_local(&slot, req.creds.clone(), req.op.clone(), data, None, false).await?;
             grant_leases(node, session, &req.volume, &req.op, &reply);
             Ok((reply, out))
@@ -267,4 +267,24 @@ pub async fn replicate(node: &Arc<Node>, req: ReplicateRequest, data: Bytes) -> 
         .slot(&req.volume, req.brick)
         .ok_or_else(|| RemoteError::new(Errno::ENOTCONN, format!("{}: brick {} is not open on node {}", req.volume, req.brick, node.name)))?;
     exec_local(&slot, req.creds, req.op, data, req.result, true).await
+}
+
+/// Drop an open a closed session still held, on the head and on every replica.
+pub async fn release_everywhere(node: &Arc<Node>, volume: &str, brick: u32, id: Id) {
+    let Some(slot) = node.slot(volume, brick) else { return };
+    let _ = exec_local(&slot, Creds::root(), Op::Release { id }, Bytes::new(), None, false).await;
+    let Some(map) = node.map(volume) else { return };
+    let Some((set, _)) = map.brick(brick) else { return };
+    for b in set.bricks.iter().filter(|b| b.index != brick) {
+        let req = ReplicateRequest {
+            volume: volume.to_string(),
+            brick: b.index,
+            epoch: map.epoch,
+            from_brick: brick,
+            creds: Creds::root(),
+            op: Op::Release { id },
+            result: None,
+        };
+        let _ = forward(node, &map, b.index, req, Bytes::new()).await;
+    }
 }

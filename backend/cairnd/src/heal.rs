@@ -24,6 +24,9 @@ const POLL: Duration = Duration::from_secs(5);
 /// Call an op on brick `index` of the volume, wherever it is served.
 pub async fn brick_call(node: &Arc<Node>, map: &VolumeMap, index: u32, op: Op) -> OpResult {
     if let Some(slot) = node.slot(&map.name, index) {
+        if let Op::HealSync { id, peer } = op {
+            return serve_sync(node, &slot, id, peer).await;
+        }
         return exec_local(&slot, Creds::root(), op, Bytes::new(), None, false).await;
     }
     let (_, b) = map.brick(index).ok_or_else(|| RemoteError::new(Errno::ENOENT, format!("{}: no brick {index}", map.name)))?;
@@ -42,6 +45,11 @@ pub async fn serve_sync(node: &Arc<Node>, slot: &Arc<BrickSlot>, id: Id, peer: u
         Err(e) if e.errno == Errno::ENOENT => return Ok((Reply::Unit, Bytes::new())),
         Err(e) => return Err(e),
     };
+    if state.attr.as_ref().map(|a| a.nlink == 0).unwrap_or(false) {
+        // Open but unlinked here: it has no name to heal under and lives only until its
+        // last release.
+        return Ok((Reply::Unit, Bytes::new()));
+    }
     let req = ReplicateRequest {
         volume: slot.volume.clone(),
         brick: peer,

@@ -65,7 +65,9 @@ fn host_of(addr: &str) -> &str {
 }
 
 fn new_volume_id() -> String {
-    cairn_proto::Id::new_on_set(0).to_hex().replacen("00000000", &format!("{:08x}", std::process::id() ^ 0x5eed), 1)
+    // 128 random bits (Id::new_on_set leaves the top 32 bits for the set: fill them too).
+    let (a, b) = (cairn_proto::Id::new_on_set(0).0, cairn_proto::Id::new_on_set(0).0);
+    format!("{:032x}", a ^ (b << 32))
 }
 
 async fn wait_states(node: &Node, volume: &str, want_up: bool, bricks: usize, limit: Duration) -> Vec<u32> {
@@ -92,7 +94,7 @@ async fn wait_states(node: &Node, volume: &str, want_up: bool, bricks: usize, li
 
 async fn volume_create(node: &Arc<Node>, c: VolumeCreate) -> Result<MgmtReply, RemoteError> {
     let name = c.name.clone();
-    let f = |m: String| fail(Errno::EINVAL, format!("volume create: {name}: failed: {m}"));
+    let f = |m: String| fail(Errno::EINVAL, format!("{m}"));
     if !valid_volume_name(&c.name) {
         return Err(f("volume names are 1-64 characters of letters, digits, '-' and '_'".into()));
     }
@@ -141,7 +143,7 @@ async fn volume_create(node: &Arc<Node>, c: VolumeCreate) -> Result<MgmtReply, R
         }
     }
     if node.store.get_volume(&c.name).await.map_err(cfg)?.is_some() {
-        return Err(fail(Errno::EEXIST, format!("volume create: {name}: failed: Volume {name} already exists")));
+        return Err(fail(Errno::EEXIST, format!("Volume {name} already exists")));
     }
     let id = new_volume_id();
     // Prepare every brick on its node before the volume exists anywhere.
@@ -164,7 +166,7 @@ async fn volume_create(node: &Arc<Node>, c: VolumeCreate) -> Result<MgmtReply, R
             }
         };
         if let Err(e) = r {
-            return Err(fail(e.errno, format!("volume create: {name}: failed: brick {}:{}: {}", b.node, b.path, e.message)));
+            return Err(fail(e.errno, format!("brick {}:{}: {}", b.node, b.path, e.message)));
         }
     }
     let rec = VolumeRecord {
@@ -177,33 +179,33 @@ async fn volume_create(node: &Arc<Node>, c: VolumeCreate) -> Result<MgmtReply, R
         layout_epoch: 1,
         rebalancing: false,
     };
-    node.store.create_volume(&rec).await.map_err(|e| fail(Errno::EEXIST, format!("volume create: {name}: failed: {e}")))?;
+    node.store.create_volume(&rec).await.map_err(|e| fail(Errno::EEXIST, format!("{e}")))?;
     node.kick.notify_one();
-    Ok(done(format!("volume create: {name}: success: please start the volume to access data")))
+    Ok(done("please start the volume to access data"))
 }
 
-async fn set_status(node: &Arc<Node>, name: &str, verb: &str, status: VolumeStatus, force: bool) -> Result<MgmtReply, RemoteError> {
+async fn set_status(node: &Arc<Node>, name: &str, _verb: &str, status: VolumeStatus, force: bool) -> Result<MgmtReply, RemoteError> {
     let (mut rec, rev) = node
         .store
         .get_volume(name)
         .await
         .map_err(cfg)?
-        .ok_or_else(|| fail(Errno::ENOENT, format!("volume {verb}: {name}: failed: Volume {name} does not exist")))?;
+        .ok_or_else(|| fail(Errno::ENOENT, format!("Volume {name} does not exist")))?;
     if rec.status == status && !force {
         let what = if status == VolumeStatus::Started { "already started" } else { "is not in the started state" };
-        return Err(fail(Errno(libc::EALREADY), format!("volume {verb}: {name}: failed: Volume {name} {what}")));
+        return Err(fail(Errno(libc::EALREADY), format!("Volume {name} {what}")));
     }
     rec.status = status;
-    node.store.update_volume(&rec, rev).await.map_err(|e| fail(Errno::EAGAIN, format!("volume {verb}: {name}: failed: {e}")))?;
+    node.store.update_volume(&rec, rev).await.map_err(|e| fail(Errno::EAGAIN, format!("{e}")))?;
     node.kick.notify_one();
     let n = rec.sets.iter().map(|s| s.bricks.len()).sum();
     let lagging = wait_states(node, name, status == VolumeStatus::Started, n, Duration::from_secs(30)).await;
     if lagging.is_empty() {
-        Ok(done(format!("volume {verb}: {name}: success")))
+        Ok(done(""))
     } else {
         let list: Vec<String> = lagging.iter().map(|i| i.to_string()).collect();
         let state = if status == VolumeStatus::Started { "not up yet" } else { "still running" };
-        Ok(done(format!("volume {verb}: {name}: success (bricks {} {state}; see 'cairn volume status {name}')", list.join(", "))))
+        Ok(done(format!("bricks {} {state}; see 'cairn volume status {name}'", list.join(", "))))
     }
 }
 
@@ -229,36 +231,36 @@ pub async fn handle(node: &Arc<Node>, req: MgmtRequest) -> Result<MgmtReply, Rem
         MgmtRequest::PeerProbe { addr } => {
             let addr = if addr.contains(':') { addr } else { format!("{addr}:{}", cairn_proto::DEFAULT_PORT) };
             if addr == node.addr {
-                return Ok(done(format!("peer probe: success. Probe on localhost not needed")));
+                return Ok(done("Probe on localhost not needed"));
             }
             let r = node.peers.call(&addr, &node.name, Request::Mgmt(MgmtRequest::PeerStatus), bytes::Bytes::new()).await;
             let peers = match r {
                 Ok((Reply::Mgmt(MgmtReply::Peers(p)), _)) => p,
-                Ok(_) => return Err(fail(Errno::EPROTO, format!("peer probe: failed: {addr} answered oddly"))),
-                Err(e) => return Err(fail(e.errno, format!("peer probe: failed: Probe returned with {}: {}", e.errno, e.message))),
+                Ok(_) => return Err(fail(Errno::EPROTO, format!("{addr} answered oddly"))),
+                Err(e) => return Err(fail(e.errno, format!("Probe returned with {}: {}", e.errno, e.message))),
             };
-            let me = peers.into_iter().find(|p| p.local).ok_or_else(|| fail(Errno::EPROTO, format!("peer probe: failed: {addr} did not name itself")))?;
+            let me = peers.into_iter().find(|p| p.local).ok_or_else(|| fail(Errno::EPROTO, format!("{addr} did not name itself")))?;
             node.store
                 .add_peer(PeerRecord { name: me.name.clone(), addr: addr.clone(), uuid: me.uuid })
                 .await
-                .map_err(|e| fail(Errno::EEXIST, format!("peer probe: failed: {e}")))?;
+                .map_err(|e| fail(Errno::EEXIST, format!("{e}")))?;
             node.kick.notify_one();
-            Ok(done(format!("peer probe: success ({} at {addr})", me.name)))
+            Ok(done(format!("{} at {addr}", me.name)))
         }
         MgmtRequest::PeerDetach { name, force } => {
             if name == node.name {
-                return Err(fail(Errno::EINVAL, format!("peer detach: failed: {name} is localhost")));
+                return Err(fail(Errno::EINVAL, format!("{name} is localhost")));
             }
             if node.store.get_peer(&name).await.map_err(cfg)?.is_none() {
-                return Err(fail(Errno::ENOENT, format!("peer detach: failed: {name} is not part of cluster")));
+                return Err(fail(Errno::ENOENT, format!("{name} is not part of cluster")));
             }
             let vols = node.store.list_volumes().await.map_err(cfg)?;
             if vols.iter().any(|v| v.sets.iter().any(|s| s.bricks.iter().any(|b| b.node == name))) {
-                return Err(fail(Errno::EBUSY, format!("peer detach: failed: Brick(s) with the peer {name} exist in cluster")));
+                return Err(fail(Errno::EBUSY, format!("Brick(s) with the peer {name} exist in cluster")));
             }
             let _ = force;
             node.store.remove_peer(&name).await.map_err(cfg)?;
-            Ok(done("peer detach: success"))
+            Ok(done(""))
         }
         MgmtRequest::PeerStatus => {
             let peers = node.store.list_peers().await.map_err(cfg)?;
@@ -285,16 +287,16 @@ pub async fn handle(node: &Arc<Node>, req: MgmtRequest) -> Result<MgmtReply, Rem
                 .get_volume(&name)
                 .await
                 .map_err(cfg)?
-                .ok_or_else(|| fail(Errno::ENOENT, format!("volume delete: {name}: failed: Volume {name} does not exist")))?;
+                .ok_or_else(|| fail(Errno::ENOENT, format!("Volume {name} does not exist")))?;
             if rec.status == VolumeStatus::Started {
                 return Err(fail(
                     Errno::EBUSY,
-                    format!("volume delete: {name}: failed: Volume {name} has been started. Volume needs to be stopped before deletion."),
+                    format!("Volume {name} has been started. Volume needs to be stopped before deletion."),
                 ));
             }
             node.store.delete_volume(&name).await.map_err(cfg)?;
             node.kick.notify_one();
-            Ok(done(format!("volume delete: {name}: success")))
+            Ok(done(""))
         }
         MgmtRequest::VolumeInfo { name } => Ok(MgmtReply::Volumes(maps(node, name.as_deref()).await?)),
         MgmtRequest::VolumeList => Ok(MgmtReply::Names(maps(node, None).await?.into_iter().map(|m| m.name).collect())),
@@ -332,7 +334,7 @@ pub async fn handle(node: &Arc<Node>, req: MgmtRequest) -> Result<MgmtReply, Rem
             Ok(MgmtReply::Status(out))
         }
         MgmtRequest::VolumeSet { name, key, value } => {
-            validate_option(&key, &value).map_err(|m| fail(Errno::EINVAL, format!("volume set: {name}: failed: {m}")))?;
+            validate_option(&key, &value).map_err(|m| fail(Errno::EINVAL, format!("{m}")))?;
             update_options(node, &name, "set", |o| {
                 o.insert(key.clone(), value.clone());
             })
@@ -340,7 +342,7 @@ pub async fn handle(node: &Arc<Node>, req: MgmtRequest) -> Result<MgmtReply, Rem
         }
         MgmtRequest::VolumeReset { name, key } => {
             if key != "all" && !OPTIONS.iter().any(|(k, _)| *k == key) {
-                return Err(fail(Errno::EINVAL, format!("volume reset: {name}: failed: option {key} does not exist")));
+                return Err(fail(Errno::EINVAL, format!("option {key} does not exist")));
             }
             update_options(node, &name, "reset", |o| {
                 if key == "all" {
@@ -414,25 +416,25 @@ async fn heal_info(node: &Arc<Node>, name: &str) -> Result<MgmtReply, RemoteErro
     }
 }
 
-async fn update_options(node: &Arc<Node>, name: &str, verb: &str, f: impl Fn(&mut BTreeMap<String, String>)) -> Result<MgmtReply, RemoteError> {
+async fn update_options(node: &Arc<Node>, name: &str, _verb: &str, f: impl Fn(&mut BTreeMap<String, String>)) -> Result<MgmtReply, RemoteError> {
     for _ in 0..5 {
         let (mut rec, rev) = node
             .store
             .get_volume(name)
             .await
             .map_err(cfg)?
-            .ok_or_else(|| fail(Errno::ENOENT, format!("volume {verb}: {name}: failed: Volume {name} does not exist")))?;
+            .ok_or_else(|| fail(Errno::ENOENT, format!("Volume {name} does not exist")))?;
         f(&mut rec.options);
         match node.store.update_volume(&rec, rev).await {
             Ok(_) => {
                 node.kick.notify_one();
-                return Ok(done(format!("volume {verb}: success")));
+                return Ok(done(""));
             }
             Err(cairn_config::ConfigError::Conflict(_)) => continue,
             Err(e) => return Err(cfg(e)),
         }
     }
-    Err(fail(Errno::EAGAIN, format!("volume {verb}: {name}: failed: concurrent updates; try again")))
+    Err(fail(Errno::EAGAIN, format!("concurrent updates; try again")))
 }
 
 /// (total, free) bytes of the filesystem holding `path`.

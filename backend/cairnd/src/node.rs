@@ -286,9 +286,7 @@ impl Node {
         let node = self.clone();
         tokio::spawn(async move {
             for (volume, brick, id) in opens {
-                if let Some(slot) = node.slot(&volume, brick) {
-                    let _ = crate::chain::exec_local(&slot, cairn_proto::Creds::root(), cairn_proto::msg::Op::Release { id }, bytes::Bytes::new(), None, false).await;
-                }
+                crate::chain::release_everywhere(&node, &volume, brick, id).await;
             }
         });
     }

@@ -784,6 +784,27 @@ impl Volume {
         Ok(())
     }
 
+    /// A directory's entries are spread over the sets: it is empty only if it is empty on
+    /// every one of them (a single set's rmdir/rename would not notice the others).
+    async fn check_empty(&self, c: &Creds, dir: Id, name: &[u8]) -> Result<()> {
+        let i = &self.inner;
+        let sets = i.set_ids();
+        if sets.len() < 2 {
+            return Ok(());
+        }
+        let probes = sets.iter().map(|s| {
+            i.call(Target { set: *s, key: dir }, c, Op::ReadDir { dir, cookie: 0, max: 1, plus: false }, Bytes::new())
+        });
+        for r in futures::future::join_all(probes).await {
+            if let (Reply::Dir { entries, .. }, _) = r? {
+                if !entries.is_empty() {
+                    return Err(err(Errno::ENOTEMPTY, format!("{}: directory not empty", String::from_utf8_lossy(name))));
+                }
+            }
+        }
+        Ok(())
+    }
+
     pub async fn rmdir(&self, c: &Creds, dir: Id, name: &[u8]) -> Result<()> {
         valid_name(name)?;
         let a = self.lookup(c, dir, name).await?;
@@ -792,18 +813,7 @@ impl Volume {
         }
         let i = &self.inner;
         let sets = i.set_ids();
-        if sets.len() > 1 {
-            let probes = sets.iter().map(|s| {
-                i.call(Target { set: *s, key: a.id }, c, Op::ReadDir { dir: a.id, cookie: 0, max: 1, plus: false }, Bytes::new())
-            });
-            for r in futures::future::join_all(probes).await {
-                if let Ok((Reply::Dir { entries, .. }, _)) = r {
-                    if !entries.is_empty() {
-                        return Err(err(Errno::ENOTEMPTY, format!("{}: directory not empty", String::from_utf8_lossy(name))));
-                    }
-                }
-            }
-        }
+        self.check_empty(c, a.id, name).await?;
         let hashed = i.hashed(dir, name);
         let op = Op::Rmdir { dir, name: name.to_vec() };
         let others: Vec<u32> = sets.iter().copied().filter(|s| *s != hashed).collect();
@@ -860,6 +870,7 @@ impl Volume {
                 if d.kind != FileType::Directory {
                     return Err(err(Errno::ENOTDIR, format!("{}: not a directory", String::from_utf8_lossy(dst))));
                 }
+                self.check_empty(c, d.id, dst).await?;
             }
             let first = i.hashed(dst_dir, dst);
             let r = i.call(Target { set: first, key: src_dir }, c, op.clone(), Bytes::new()).await;

@@ -124,7 +124,8 @@ pub enum Op {
         flags: u32,
     },
     Readlink { id: Id },
-    /// Note an open by this session (keeps an unlinked file alive until Release).
+    /// Keep an inode alive while a client holds it open, even after its last name is
+    /// unlinked, until Release. Replicated, so every copy stays writable.
     Open { id: Id },
     Release { id: Id },
     Read { id: Id, offset: u64, len: u32 },
@@ -184,6 +185,8 @@ impl Op {
                 | Op::SetXattr { .. }
                 | Op::RemoveXattr { .. }
                 | Op::Fsync { .. }
+                | Op::Open { .. }
+                | Op::Release { .. }
         )
     }
 
