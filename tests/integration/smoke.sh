@@ -44,6 +44,8 @@ json=$(cairn_cli volume info smoke --json) || fail "cairn volume info smoke --js
 summary=$(python3 -c '
 import json, sys
 doc = json.loads(sys.argv[1])
+if isinstance(doc, dict) and "volumes" in doc:
+    doc = doc["volumes"]
 if isinstance(doc, list):
     doc = [v for v in doc if v.get("name") == "smoke"][0]
 bricks = [b for s in doc["sets"] for b in s["bricks"]]
