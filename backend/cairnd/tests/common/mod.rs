@@ -1,0 +1,105 @@
+//! A real single-node cluster for integration tests: etcd, one `cairnd`, a volume.
+
+#![allow(dead_code)]
+
+use bytes::Bytes;
+use cairn_client::{MountOptions, Volume};
+use cairn_config::testing::Etcd;
+use cairn_proto::mgmt::{MgmtReply, MgmtRequest, VolumeCreate};
+use cairn_proto::msg::{PeerKind, Reply, Request};
+use cairn_proto::rpc::Connection;
+use cairn_proto::RemoteError;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub struct Cluster {
+    pub etcd: Etcd,
+    pub dir: tempfile::TempDir,
+    pub addr: String,
+    pub daemon: Option<Child>,
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+impl Cluster {
+    pub fn start() -> Cluster {
+        let etcd = Etcd::start();
+        let dir = tempfile::tempdir().unwrap();
+        let addr = format!("127.0.0.1:{}", free_port());
+        let mut c = Cluster { etcd, dir, addr, daemon: None };
+        c.start_daemon();
+        c
+    }
+
+    pub fn path(&self, p: &str) -> PathBuf {
+        self.dir.path().join(p)
+    }
+
+    pub fn start_daemon(&mut self) {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.path("cairnd.log")).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_cairnd"))
+            .args(["--name", "t1", "--listen", &self.addr, "--etcd", &self.etcd.endpoint()])
+            .args(["--state-dir", self.path("state").to_str().unwrap(), "--log-level", "warn"])
+            .stderr(log)
+            .spawn()
+            .expect("spawn cairnd");
+        self.daemon = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(&self.addr).is_err() {
+            assert!(Instant::now() < deadline, "cairnd did not listen: {}", self.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn kill_daemon(&mut self) {
+        if let Some(mut c) = self.daemon.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.path("cairnd.log")).unwrap_or_default()
+    }
+
+    pub async fn cli(&self) -> Arc<Connection> {
+        Connection::connect(&self.addr, PeerKind::Cli, "test", None, Duration::from_secs(5)).await.unwrap()
+    }
+
+    pub async fn mgmt(&self, req: MgmtRequest) -> Result<MgmtReply, RemoteError> {
+        match self.cli().await.call(Request::Mgmt(req), Bytes::new()).await? {
+            (Reply::Mgmt(m), _) => Ok(m),
+            (other, _) => panic!("unexpected {other:?}"),
+        }
+    }
+
+    /// Create and start a volume of `replica` x (`bricks`/`replica`) under the temp dir (or
+    /// on the given brick paths).
+    pub async fn volume(&self, name: &str, replica: u32, bricks: &[&Path]) {
+        let specs = bricks.iter().map(|b| format!("t1:{}", b.display())).collect();
+        self.mgmt(MgmtRequest::VolumeCreate(VolumeCreate { name: name.into(), replica, bricks: specs, force: true }))
+            .await
+            .unwrap();
+        self.mgmt(MgmtRequest::VolumeStart { name: name.into(), force: false }).await.unwrap();
+    }
+
+    pub async fn mount(&self, name: &str) -> Result<Arc<Volume>, RemoteError> {
+        Volume::mount(MountOptions {
+            servers: vec![self.addr.clone()],
+            volume: name.into(),
+            client_name: "test".into(),
+            ..MountOptions::default()
+        })
+        .await
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.kill_daemon();
+    }
+}
