@@ -86,6 +86,14 @@ impl Brick {
         v
     }
 
+    /// Peers this brick holds `id` pending for.
+    pub fn pending_peers(&self, id: Id) -> Vec<u32> {
+        let p = self.pending.lock();
+        let mut v: Vec<u32> = p.iter().filter(|(_, s)| s.contains(&id)).map(|(k, _)| *k).collect();
+        v.sort();
+        v
+    }
+
     pub(crate) fn pending_list(&self, peer: u32) -> Vec<Id> {
         let p = self.pending.lock();
         let mut v: Vec<Id> = p.get(&peer).map(|s| s.iter().copied().collect()).unwrap_or_default();
@@ -125,6 +133,7 @@ impl Brick {
             entries: vec![],
             parent: None,
             data_len: 0,
+            pending_for: vec![],
         };
         let found = match self.idx.find(id) {
             Ok(f) => f,
@@ -139,6 +148,7 @@ impl Brick {
             entries: vec![],
             parent: None,
             data_len: 0,
+            pending_for: vec![],
         };
         let mut data = Bytes::new();
         match found {

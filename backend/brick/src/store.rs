@@ -534,6 +534,12 @@ impl Brick {
                 Err(fail(libc::ENOTSUP, "locks are kept by cairnd, not by the brick store"))
             }
             Op::PendingList { peer } => unit(Ok(Reply::Ids(self.pending_list(*peer)))),
+            Op::PendingAdd { peer, ids } => {
+                for id in ids {
+                    self.pending_add(*peer, *id)?;
+                }
+                Ok((Reply::Unit, Bytes::new()))
+            }
             Op::PendingClear { peer, ids } => {
                 unit(self.pending_clear(*peer, ids).map(|_| Reply::Unit))
             }

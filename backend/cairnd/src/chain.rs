@@ -44,7 +44,12 @@ pub fn key_id(op: &Op) -> Id {
         | Op::GetLock { id, .. }
         | Op::HealFetch { id }
         | Op::HealSync { id, .. } => *id,
-        Op::LookupPath { .. } | Op::StatFs | Op::PendingList { .. } | Op::PendingClear { .. } | Op::HealApply { .. } => {
+        Op::LookupPath { .. }
+        | Op::StatFs
+        | Op::PendingList { .. }
+        | Op::PendingClear { .. }
+        | Op::PendingAdd { .. }
+        | Op::HealApply { .. } => {
             Id::ROOT
         }
     }
@@ -172,21 +177,48 @@ async fn mutate(node: &Arc<Node>, session: &Arc<Session>, slot: &Arc<BrickSlot>,
         creds: req.creds.clone(),
         op: req.op.clone(),
         result: result_attr(&reply),
+        missed: plan.pending.clone(),
     };
     let sends = plan.forward.iter().map(|&t| {
         let r = ReplicateRequest { brick: t, ..rreq.clone() };
         let data = data.clone();
         async move { (t, forward(node, map, t, r, data).await) }
     });
-    let mut missed: Vec<u32> = plan.pending.clone();
+    let mut applied = vec![];
+    let mut failed = vec![];
     for (t, r) in futures::future::join_all(sends).await {
-        if let Err(e) = r {
-            tracing::warn!(volume = %req.volume, brick = req.brick, peer = t, op = req.op.name(), error = %e, "replica missed a mutation; marking for heal");
-            missed.push(t);
+        match r {
+            Ok(()) => applied.push(t),
+            Err(e) => {
+                tracing::warn!(volume = %req.volume, brick = req.brick, peer = t, op = req.op.name(), error = %e, "replica missed a mutation; marking for heal");
+                failed.push(t);
+            }
         }
     }
-    for peer in missed {
+    // Who missed it is recorded by the head and by every replica that applied it, so the
+    // record survives the head (replicas recorded `plan.pending` as they applied).
+    for &peer in plan.pending.iter().chain(failed.iter()) {
         mark_pending(slot, peer, changed.clone()).await;
+    }
+    for &peer in &failed {
+        let add = Op::PendingAdd { peer, ids: changed.clone() };
+        for &t in &applied {
+            let r = ReplicateRequest { brick: t, op: add.clone(), result: None, missed: vec![], ..rreq.clone() };
+            if let Err(e) = forward(node, map, t, r, Bytes::new()).await {
+                tracing::warn!(volume = %req.volume, brick = t, error = %e, "could not copy a pending record");
+            }
+        }
+    }
+    // A brick that missed the write must stop being a candidate head before the client
+    // hears "done", or a later head change could serve the old data.
+    for &peer in plan.pending.iter().chain(failed.iter()) {
+        if let Err(e) = node.mark_stale(&req.volume, peer, req.brick).await {
+            drop(guards);
+            return Err(RemoteError::new(
+                Errno::EIO,
+                format!("{}: brick {peer} missed a write and that could not be recorded in the config store: {e}", req.volume),
+            ));
+        }
     }
     drop(guards);
     node.leases.recall(&req.volume, &recalls(&req.op), session.id).await;
@@ -215,7 +247,7 @@ pub async fn handle(node: &Arc<Node>, session: &Arc<Session>, req: BrickRequest,
     let slot = node.slot(&req.volume, req.brick).ok_or_else(|| stale(&req.volume, req.brick, &format!("not served by node {}", node.name)))?;
     // Heal traffic between bricks does not go through the chain.
     match &req.op {
-        Op::PendingList { .. } | Op::PendingClear { .. } | Op::HealFetch { .. } => {
+        Op::PendingList { .. } | Op::PendingClear { .. } | Op::PendingAdd { .. } | Op::HealFetch { .. } => {
             return exec_local(&slot, Creds::root(), req.op, data, None, false).await;
         }
         Op::HealSync { id, peer } => return crate::heal::serve_sync(node, &slot, *id, *peer).await,
@@ -266,7 +298,19 @@ pub async fn replicate(node: &Arc<Node>, req: ReplicateRequest, data: Bytes) -> 
     let slot = node
         .slot(&req.volume, req.brick)
         .ok_or_else(|| RemoteError::new(Errno::ENOTCONN, format!("{}: brick {} is not open on node {}", req.volume, req.brick, node.name)))?;
-    exec_local(&slot, req.creds, req.op, data, req.result, true).await
+    // Records of who else misses this change: from the head's plan, or carried by a heal.
+    let mut records: Vec<(u32, Vec<Id>)> =
+        req.missed.iter().filter(|&&m| m != req.brick).map(|&m| (m, changed_ids(&req.op))).collect();
+    if let Op::HealApply { state } = &req.op {
+        if let Some(a) = &state.attr {
+            records.extend(state.pending_for.iter().filter(|&&p| p != req.brick).map(|&p| (p, vec![a.id])));
+        }
+    }
+    let out = exec_local(&slot, req.creds, req.op, data, req.result, true).await?;
+    for (peer, ids) in records {
+        mark_pending(&slot, peer, ids).await;
+    }
+    Ok(out)
 }
 
 /// Drop an open a closed session still held, on the head and on every replica.
@@ -284,6 +328,7 @@ pub async fn release_everywhere(node: &Arc<Node>, volume: &str, brick: u32, id: 
             creds: Creds::root(),
             op: Op::Release { id },
             result: None,
+            missed: vec![],
         };
         let _ = forward(node, &map, b.index, req, Bytes::new()).await;
     }

@@ -45,6 +45,8 @@ pub async fn serve_sync(node: &Arc<Node>, slot: &Arc<BrickSlot>, id: Id, peer: u
         Err(e) if e.errno == Errno::ENOENT => return Ok((Reply::Unit, Bytes::new())),
         Err(e) => return Err(e),
     };
+    let mut state = state;
+    state.pending_for = slot.brick.pending_peers(id).into_iter().filter(|&p| p != peer).collect();
     if state.attr.as_ref().map(|a| a.nlink == 0).unwrap_or(false) {
         // Open but unlinked here: it has no name to heal under and lives only until its
         // last release.
@@ -58,6 +60,7 @@ pub async fn serve_sync(node: &Arc<Node>, slot: &Arc<BrickSlot>, id: Id, peer: u
         creds: Creds::root(),
         op: Op::HealApply { state },
         result: None,
+        missed: vec![],
     };
     if let Some(target) = node.slot(&slot.volume, peer) {
         exec_local(&target, Creds::root(), req.op, data, None, true).await?;
@@ -72,8 +75,9 @@ fn peer_online(node: &Node, map: &VolumeMap, index: u32) -> bool {
     node.slot(&map.name, index).is_some() || map.brick(index).map(|(_, b)| b.state != BrickState::Down).unwrap_or(false)
 }
 
-/// Pull every pending entry recorded for this brick. Returns how many were copied.
-async fn catch_up(node: &Arc<Node>, slot: &Arc<BrickSlot>, wait_for_peers: bool) -> Result<usize, RemoteError> {
+/// Pull every pending entry recorded for this brick. Returns how many were copied and how
+/// many `Up` peers answered the final (empty) round.
+async fn catch_up(node: &Arc<Node>, slot: &Arc<BrickSlot>, wait_for_peers: bool) -> Result<(usize, usize), RemoteError> {
     let started = Instant::now();
     let mut copied = 0;
     for pass in 0..20 {
@@ -87,12 +91,16 @@ async fn catch_up(node: &Arc<Node>, slot: &Arc<BrickSlot>, wait_for_peers: bool)
         }
         // Collect what each peer recorded for us.
         let mut recorded: BTreeMap<Id, Vec<u32>> = BTreeMap::new();
+        let mut up_heard = 0;
         for &p in &peers {
             if !peer_online(node, &map, p) {
                 continue;
             }
             match brick_call(node, &map, p, Op::PendingList { peer: slot.index }).await {
                 Ok((Reply::Ids(ids), _)) => {
+                    if map.brick(p).map(|(_, b)| b.state == BrickState::Up).unwrap_or(false) {
+                        up_heard += 1;
+                    }
                     for id in ids {
                         recorded.entry(id).or_default().push(p);
                     }
@@ -102,30 +110,21 @@ async fn catch_up(node: &Arc<Node>, slot: &Arc<BrickSlot>, wait_for_peers: bool)
             }
         }
         if recorded.is_empty() {
-            return Ok(copied);
+            return Ok((copied, up_heard));
         }
         let total = recorded.len();
+        let steps = cairn_replication::heal_plan(set, slot.index, &recorded).map_err(|id| {
+            RemoteError::new(Errno::EAGAIN, format!("{}: brick {}: no up brick to copy {id} from; staying out of service", slot.volume, slot.index))
+        })?;
         let mut failed = 0;
-        for (n, (id, recorders)) in recorded.into_iter().enumerate() {
-            // Copy from the current head of the inode's chain (it is up to date).
-            let Some(head) = cairn_placement::head(set, id).map(|b| b.index).filter(|&h| h != slot.index) else {
-                // No other brick is Up: the recorder's copy is the newest there is.
-                if let Err(e) = sync_from(node, &map, recorders[0], id, slot.index).await {
-                    tracing::warn!(volume = %slot.volume, brick = slot.index, %id, error = %e, "heal failed; will retry");
-                    failed += 1;
-                    continue;
-                }
-                clear(node, &map, &recorders, slot.index, id).await;
-                copied += 1;
-                continue;
-            };
-            match sync_from(node, &map, head, id, slot.index).await {
+        for (n, step) in steps.into_iter().enumerate() {
+            match sync_from(node, &map, step.source, step.id, slot.index).await {
                 Ok(()) => {
-                    clear(node, &map, &recorders, slot.index, id).await;
+                    clear(node, &map, &step.clear, slot.index, step.id).await;
                     copied += 1;
                 }
                 Err(e) => {
-                    tracing::warn!(volume = %slot.volume, brick = slot.index, %id, error = %e, "heal failed; will retry");
+                    tracing::warn!(volume = %slot.volume, brick = slot.index, id = %step.id, error = %e, "heal failed; will retry");
                     failed += 1;
                 }
             }
@@ -164,8 +163,27 @@ pub fn spawn(node: Arc<Node>, slot: Arc<BrickSlot>) {
                 // Make sure the heads forward to us before we pull the backlog, or writes
                 // recorded as pending after the pull would be missed.
                 wait_until_seen_healing(&node, &slot).await;
+                let markers = node.store.stale_bricks(&slot.volume).await.unwrap_or_default();
+                let marker = markers.iter().find(|(i, _)| *i == slot.index).map(|(_, rev)| *rev);
                 match catch_up(&node, &slot, first).await {
-                    Ok(n) => {
+                    Ok((n, up_heard)) => {
+                        if !cairn_replication::may_come_up(marker.is_some(), up_heard) {
+                            tracing::warn!(volume = %slot.volume, brick = slot.index, "brick missed writes and no up peer can vouch for it; waiting");
+                            tokio::time::sleep(POLL).await;
+                            continue;
+                        }
+                        if let Some(rev) = marker {
+                            match node.store.clear_stale(&slot.volume, slot.index, rev).await {
+                                Ok(true) => {}
+                                // Marked again while we healed: heal again.
+                                Ok(false) => continue,
+                                Err(e) => {
+                                    tracing::warn!(volume = %slot.volume, brick = slot.index, error = %e, "cannot clear stale marker");
+                                    tokio::time::sleep(POLL).await;
+                                    continue;
+                                }
+                            }
+                        }
                         slot.healing.store(false, Ordering::Release);
                         if let Err(e) = node.lease().set_brick_state(&slot.volume, slot.index, BrickState::Up).await {
                             tracing::warn!(volume = %slot.volume, brick = slot.index, error = %e, "cannot publish brick state");
@@ -178,7 +196,7 @@ pub fn spawn(node: Arc<Node>, slot: Arc<BrickSlot>) {
                     Err(e) => tracing::warn!(volume = %slot.volume, brick = slot.index, error = %e, "heal incomplete; retrying"),
                 }
                 first = false;
-            } else if has_backlog(&node, &slot).await {
+            } else if demoted(&node, &slot) || has_backlog(&node, &slot).await {
                 tracing::warn!(volume = %slot.volume, brick = slot.index, "a peer recorded writes this brick missed; healing");
                 slot.healing.store(true, Ordering::Release);
                 let _ = node.lease().set_brick_state(&slot.volume, slot.index, BrickState::Healing).await;
@@ -188,6 +206,13 @@ pub fn spawn(node: Arc<Node>, slot: Arc<BrickSlot>) {
             tokio::time::sleep(POLL).await;
         }
     });
+}
+
+/// The map shows this brick Healing while it serves as Up: a head marked it stale.
+fn demoted(node: &Node, slot: &BrickSlot) -> bool {
+    node.map(&slot.volume)
+        .and_then(|m| m.brick(slot.index).map(|(_, b)| b.state == BrickState::Healing))
+        .unwrap_or(false)
 }
 
 async fn has_backlog(node: &Arc<Node>, slot: &Arc<BrickSlot>) -> bool {

@@ -79,6 +79,9 @@ pub struct Node {
     stripes: Vec<tokio::sync::Mutex<()>>,
     pub kick: Notify,
     opens: Mutex<HashMap<u64, Vec<(String, u32, Id)>>>,
+    /// Bricks this node already marked stale while they were down (cleared once the map
+    /// shows them back, so a brick that healed and fell again is marked again).
+    marked_stale: Mutex<std::collections::HashSet<(String, u32)>>,
 }
 
 const STRIPES: usize = 4096;
@@ -99,6 +102,7 @@ impl Node {
             stripes: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
             kick: Notify::new(),
             opens: Mutex::default(),
+            marked_stale: Mutex::default(),
         }
     }
 
@@ -117,6 +121,23 @@ impl Node {
     /// accepting writes (the config store may already consider it dead).
     pub fn lease_alive(&self) -> bool {
         self.lease.lock().as_ref().map(|l| l.is_alive()).unwrap_or(false)
+    }
+
+    /// Mark a brick stale in the config store (once per outage for down bricks).
+    pub async fn mark_stale(&self, volume: &str, brick: u32, by: u32) -> Result<(), cairn_config::ConfigError> {
+        let key = (volume.to_string(), brick);
+        let down = self
+            .map(volume)
+            .and_then(|m| m.brick(brick).map(|(_, b)| b.state == BrickState::Down))
+            .unwrap_or(false);
+        if down && self.marked_stale.lock().contains(&key) {
+            return Ok(());
+        }
+        self.store.mark_stale(volume, brick, by).await?;
+        if down {
+            self.marked_stale.lock().insert(key);
+        }
+        Ok(())
     }
 
     pub fn slot(&self, volume: &str, index: u32) -> Option<Arc<BrickSlot>> {
@@ -227,6 +248,9 @@ impl Node {
             let old = self.maps.read();
             maps.values().filter(|m| old.get(&m.name).map(|o| o.as_ref() != m.as_ref()).unwrap_or(true)).cloned().collect()
         };
+        self.marked_stale.lock().retain(|(v, i)| {
+            maps.get(v).and_then(|m| m.brick(*i).map(|(_, b)| b.state == BrickState::Down)).unwrap_or(false)
+        });
         *self.maps.write() = maps;
         for m in changed {
             self.push_map(&m);

@@ -754,10 +754,12 @@ impl Store {
         let op = format!("delete volume {name}");
         let key = self.ctx.key("volumes", name);
         let bricks = format!("{}/bricks/{}/", self.ctx.prefix, name);
+        let stale = format!("{}/stale/{}/", self.ctx.prefix, name);
         let txn =
             Txn::new().when([Compare::version(key.as_str(), CompareOp::Greater, 0)]).and_then([
                 TxnOp::delete(key.as_str(), None),
                 TxnOp::delete(bricks, Some(DeleteOptions::new().with_prefix())),
+                TxnOp::delete(stale, Some(DeleteOptions::new().with_prefix())),
             ]);
         if self.ctx.txn(&op, txn).await?.0 {
             info!(volume = name, "volume deleted");
@@ -839,7 +841,50 @@ impl Store {
                 }
             }
         }
+        for (i, _) in self.stale_bricks(volume).await? {
+            if let Some(s) = out.get_mut(&i) {
+                if *s == BrickState::Up {
+                    *s = BrickState::Healing;
+                }
+            }
+        }
         Ok(out)
+    }
+
+    /// Demote brick `index` of `volume`: it missed a write that brick `by` acknowledged.
+    /// Until the brick heals and clears the marker, maps show it Healing (never a chain
+    /// head, never read from). The marker is not under any lease: it outlives both nodes.
+    pub async fn mark_stale(&self, volume: &str, index: u32, by: u32) -> Result<(), ConfigError> {
+        check_name("volume", volume)?;
+        let key = format!("{}/stale/{}/{}", self.ctx.prefix, volume, index);
+        let mut kv = self.ctx.client.kv_client();
+        self.ctx.call(&format!("mark brick {index} of {volume} stale"), kv.put(key, format!("missed a write acknowledged by brick {by}"), None)).await?;
+        Ok(())
+    }
+
+    /// Stale markers of a volume: brick index and the marker's mod revision.
+    pub async fn stale_bricks(&self, volume: &str) -> Result<Vec<(u32, i64)>, ConfigError> {
+        check_name("volume", volume)?;
+        let dir = format!("{}/stale/{}/", self.ctx.prefix, volume);
+        let (kvs, _) = self.ctx.range(&format!("stale markers of {volume}"), &dir).await?;
+        Ok(kvs
+            .iter()
+            .filter_map(|kv| {
+                let key = String::from_utf8_lossy(kv.key());
+                key[dir.len()..].parse::<u32>().ok().map(|i| (i, kv.mod_revision()))
+            })
+            .collect())
+    }
+
+    /// Clear a brick's stale marker if it is still the one seen (mod revision `seen`) when
+    /// the heal that answers it started; false if it was set again meanwhile.
+    pub async fn clear_stale(&self, volume: &str, index: u32, seen: i64) -> Result<bool, ConfigError> {
+        check_name("volume", volume)?;
+        let key = format!("{}/stale/{}/{}", self.ctx.prefix, volume, index);
+        let txn = Txn::new()
+            .when([Compare::mod_revision(key.as_str(), CompareOp::Equal, seen)])
+            .and_then([TxnOp::delete(key.as_str(), None)]);
+        Ok(self.ctx.txn(&format!("clear stale marker of brick {index} of {volume}"), txn).await?.0)
     }
 
     /// Nodes holding a live lease: name -> address.
@@ -865,12 +910,20 @@ impl Store {
         let (kvs, rev) = self.ctx.range("read volume maps", &root).await?;
         let (pdir, vdir, bdir) =
             (self.ctx.dir("peers"), self.ctx.dir("volumes"), self.ctx.dir("bricks"));
+        let sdir = self.ctx.dir("stale");
         let mut peers = Vec::new();
         let mut volumes = Vec::new();
         let mut states: HashMap<String, HashMap<u32, BrickState>> = HashMap::new();
+        let mut stale: Vec<(String, u32)> = Vec::new();
         for kv in &kvs {
             let key = String::from_utf8_lossy(kv.key());
-            if key.starts_with(&pdir) {
+            if let Some(rest) = key.strip_prefix(&sdir) {
+                if let Some((vol, idx)) = rest.split_once('/') {
+                    if let Ok(i) = idx.parse::<u32>() {
+                        stale.push((vol.to_string(), i));
+                    }
+                }
+            } else if key.starts_with(&pdir) {
                 peers.push(decode::<PeerRecord>(kv)?);
             } else if key.starts_with(&vdir) {
                 volumes.push(decode::<VolumeRecord>(kv)?);
@@ -884,6 +937,13 @@ impl Store {
                     if let Ok(i) = idx.parse::<u32>() {
                         states.entry(vol.to_string()).or_default().insert(i, state);
                     }
+                }
+            }
+        }
+        for (vol, i) in stale {
+            if let Some(s) = states.get_mut(&vol).and_then(|m| m.get_mut(&i)) {
+                if *s == BrickState::Up {
+                    *s = BrickState::Healing;
                 }
             }
         }

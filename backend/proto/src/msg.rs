@@ -82,6 +82,9 @@ pub struct ReplicateRequest {
     /// Attributes the head's copy ended with, for ops that create an inode: replicas copy
     /// owner and permission bits from it so every copy is identical.
     pub result: Option<Attr>,
+    /// Bricks of the set known to miss this op (down): every replica that applies it
+    /// records them as pending too, so the record survives the head.
+    pub missed: Vec<u32>,
 }
 
 /// Operations on one brick. Names are single components; ids are Cairn inode ids.
@@ -158,6 +161,9 @@ pub enum Op {
     HealFetch { id: Id },
     /// Heal: `peer` has copied these ids; forget them.
     PendingClear { peer: u32, ids: Vec<Id> },
+    /// Heal: record that `peer` missed changes of these ids (sent by a head to the replicas
+    /// that did get a write another replica missed).
+    PendingAdd { peer: u32, ids: Vec<Id> },
     /// Heal: make this brick's copy of an inode equal to `state` (sent by the healer).
     HealApply { state: Box<HealState> },
     /// Heal, handled by `cairnd` around the brick: under the inode's lock, fetch `id`
@@ -224,6 +230,7 @@ impl Op {
             Op::PendingList { .. } => "pending_list",
             Op::HealFetch { .. } => "heal_fetch",
             Op::PendingClear { .. } => "pending_clear",
+            Op::PendingAdd { .. } => "pending_add",
             Op::HealApply { .. } => "heal_apply",
             Op::HealSync { .. } => "heal_sync",
         }
@@ -243,6 +250,9 @@ pub struct HealState {
     pub parent: Option<(Id, Name)>,
     /// For regular files: the data is sent in the frame's data segment.
     pub data_len: u64,
+    /// Other bricks the source holds this inode pending for: the healed copy records them
+    /// too, so it can vouch for them once it is up.
+    pub pending_for: Vec<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

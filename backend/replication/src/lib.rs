@@ -6,10 +6,21 @@
 //! all of them applied it. For every brick that is down it records the inode in its
 //! durable *pending index*; a brick coming back pulls those inodes from the head before it
 //! serves reads (see `docs/failure-model.md`).
+//!
+//! The rules that keep acknowledged writes from being lost, checked by the deterministic
+//! simulation in `tests/simulation.rs`:
+//! 1. A brick that misses a write is recorded as *pending* for that inode by the head
+//!    **and by every replica that applied it**, so the record survives the head.
+//! 2. It is also marked *stale* in the config store before the write is acknowledged; a
+//!    stale brick is never a head and never read from.
+//! 3. A heal copies an inode from its current head, along with the pending records the
+//!    head holds for other bricks.
+//! 4. A stale brick turns `Up` only after catching up from an `Up` peer ([`may_come_up`]).
 
 use cairn_placement::chain;
 use cairn_proto::map::{BrickState, ReplicaSet};
 use cairn_proto::Id;
+use std::collections::BTreeMap;
 
 /// What the head does with a mutation of `id`: forward to every other brick that is not
 /// down (healing bricks included, so they stay current), and record a pending heal for
@@ -37,6 +48,36 @@ pub fn plan(set: &ReplicaSet, id: Id) -> Option<ChainPlan> {
     Some(ChainPlan { head: h.index, forward, pending })
 }
 
+
+/// One inode a returning brick must copy: from `source` (the inode's current head, which
+/// is up to date), then forget it at every brick in `clear` that recorded it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealStep {
+    pub id: Id,
+    pub source: u32,
+    pub clear: Vec<u32>,
+}
+
+/// Plan the catch-up of brick `me`, given what each peer recorded as pending for it.
+/// Fails with the first id no brick can be copied from (no `Up` brick heads it): the brick
+/// must then stay out of service rather than serve what it has.
+pub fn heal_plan(set: &ReplicaSet, me: u32, recorded: &BTreeMap<Id, Vec<u32>>) -> Result<Vec<HealStep>, Id> {
+    recorded
+        .iter()
+        .map(|(id, by)| match cairn_placement::head(set, *id) {
+            Some(h) if h.index != me => Ok(HealStep { id: *id, source: h.index, clear: by.clone() }),
+            _ => Err(*id),
+        })
+        .collect()
+}
+
+/// May a brick turn `Up` after its catch-up? One that was never marked stale missed no
+/// acknowledged write. A stale one must have caught up from at least one `Up` peer that
+/// *answered* (an `Up` peer holds every pending record for it); a peer the map still shows
+/// up but that did not answer vouches for nothing. Otherwise it waits out of service.
+pub fn may_come_up(stale: bool, up_peers_heard: usize) -> bool {
+    !stale || up_peers_heard > 0
+}
 
 #[cfg(test)]
 mod tests {
