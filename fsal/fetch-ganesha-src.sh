@@ -38,3 +38,4 @@ if ! cmake -S "$tree" -B "$cmake_dir" -DUSE_SYSTEM_NTIRPC=ON "${fsals[@]}" \
     exit 1
 fi
 [[ -f $cmake_dir/include/config.h ]] || { echo "fetch-ganesha-src: no config.h generated" >&2; exit 1; }
+touch "$cmake_dir/include/config.h"
