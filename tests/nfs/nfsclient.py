@@ -91,7 +91,7 @@ def run(c, cmd, args):
             pos = page.next
         print(n)
     elif cmd == "fh":
-        for e in c.scandir(args[0]):
+        for e in (c.scandir() if args[0] == "/" else c.scandir(args[0])):
             if e.name == args[1]:
                 print(e.fh.hex())
                 return
