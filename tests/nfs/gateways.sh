@@ -4,6 +4,7 @@
 # (an export of a missing volume or subdir is refused with a clear message while the
 # good exports keep working; a client outside the allowed clients is denied).
 set -euo pipefail
+# shellcheck source=tests/nfs/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 nfs_suite_up vol0

@@ -27,8 +27,9 @@ nfs_prereqs() {
     make -s -C "$CL_REPO/fsal" plugins LIBCAIRN_DIR="$CAIRN_BIN_DIR" >/dev/null ||
         fail "building fsal/ failed"
     if [[ ! -x $NFS_VENV/bin/python ]] || ! "$NFS_VENV/bin/python" -c 'import nfs_rs' 2>/dev/null; then
-        python3 -m venv "$NFS_VENV" >/dev/null && "$NFS_VENV/bin/pip" install -q nfs-rs ||
+        if ! { python3 -m venv "$NFS_VENV" >/dev/null && "$NFS_VENV/bin/pip" install -q nfs-rs; }; then
             skip "cannot install the nfs-rs client from PyPI"
+        fi
     fi
 }
 

@@ -4,6 +4,7 @@
 # read back, rename, links, symlinks, setattr, readdir of 10 000 entries, statfs, and
 # cross-checks through the FUSE mount (same volume, another client).
 set -euo pipefail
+# shellcheck source=tests/nfs/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 nfs_suite_up vol0
