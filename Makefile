@@ -67,6 +67,7 @@ $(BUILD)/deps.stamp: Makefile scripts/deps.sh
 
 build: deps
 	cd $(BACKEND) && $(CARGO) build --workspace $(call cargo_flags,$(PROFILE))
+	if command -v ganesha.nfsd >/dev/null; then $(MAKE) -C fsal plugins LIBCAIRN_DIR=$(TARGET_DIR)/$(PROFILE); fi
 
 install: build
 	PREFIX=$(PREFIX) DESTDIR=$(DESTDIR) scripts/install.sh $(TARGET_DIR)/$(PROFILE)

@@ -9,7 +9,12 @@ CAIRN_LOG_TAG=cluster-down
 . "$(dirname "${BASH_SOURCE[0]}")/cluster-env.sh"
 
 # Gateway hooks, the counterparts of start_* in cluster-up.sh.
-stop_nfs_ganesha() { :; }
+stop_nfs_ganesha() {
+    local dir=$CAIRN_RUN_DIR/nfs
+    [[ -f $dir/ganesha.pid.self ]] || return 0
+    stop_pidfile "$dir/ganesha.pid.self" ganesha.nfsd 20 || die "could not stop ganesha.nfsd"
+    log "stopped ganesha.nfsd"
+}
 stop_smbd() { :; }
 stop_gateways() {
     stop_smbd

@@ -117,7 +117,38 @@ ensure_mount() {
 # its service if it is built and installed, checks first like the steps above, writes a pid
 # file to $PID_DIR and a log to $LOG_DIR, and adds a line to print_summary. Stopped by the
 # matching stop_* hooks in cluster-down.sh.
-start_nfs_ganesha() { :; }
+# NFS: ganesha.nfsd with FSAL_CAIRN exporting $CAIRN_VOLUME at /$CAIRN_VOLUME (NFSv3 with
+# MOUNT and NLM, v4.0, v4.1, v4.2), config rendered to run/nfs/ganesha.conf. Uses the
+# installed libfsalcairn.so, else build/fsal/plugins (make build makes it).
+CAIRN_NFS_PORT=${CAIRN_NFS_PORT:-2049}
+CAIRN_NFS_MNT_PORT=${CAIRN_NFS_MNT_PORT:-20048}
+CAIRN_NFS_NLM_PORT=${CAIRN_NFS_NLM_PORT:-32803}
+NFS_SUMMARY=
+start_nfs_ganesha() {
+    local dir=$CAIRN_RUN_DIR/nfs plugins=
+    command -v ganesha.nfsd >/dev/null || { log "nfs-ganesha not installed: no NFS gateway"; return 0; }
+    if [[ ! -f /usr/lib/x86_64-linux-gnu/ganesha/libfsalcairn.so ]]; then
+        plugins=$CAIRN_REPO/build/fsal/plugins
+        [[ -f $plugins/libfsalcairn.so ]] || { log "FSAL_CAIRN not built (make -C fsal plugins): no NFS gateway"; return 0; }
+    fi
+    # shellcheck source=scripts/nfs-ganesha.sh
+    . "$CAIRN_REPO/scripts/nfs-ganesha.sh"
+    mkdir -p "$dir"
+    if pidfile_alive "$dir/ganesha.pid.self" ganesha.nfsd; then
+        log "ganesha.nfsd already runs (pid $(cat "$dir/ganesha.pid.self"))"
+    else
+        port_in_use "$CAIRN_NFS_PORT" &&
+            die "port $CAIRN_NFS_PORT is taken by another process (set CAIRN_NFS_PORT)"
+        nfs_export_block 1 "$CAIRN_VOLUME" "$CAIRN_ADDR" "/$CAIRN_VOLUME" >"$dir/exports.conf"
+        nfs_render_config "$dir" "$CAIRN_NFS_PORT" "$CAIRN_NFS_MNT_PORT" "$CAIRN_NFS_NLM_PORT" \
+            "$dir/exports.conf" false "$plugins"
+        nfs_start_ganesha "$dir" "$CAIRN_NFS_PORT" || die "ganesha.nfsd did not start; see $dir/ganesha.log"
+        log "started ganesha.nfsd (pid $(cat "$dir/ganesha.pid.self"))"
+    fi
+    NFS_SUMMARY="  nfs     pid $(cat "$dir/ganesha.pid.self")  127.0.0.1:$CAIRN_NFS_PORT  export /$CAIRN_VOLUME  log $dir/ganesha.log
+          mount -t nfs -o vers=4.2,port=$CAIRN_NFS_PORT 127.0.0.1:/$CAIRN_VOLUME /mnt   (or vers=3,mountport=$CAIRN_NFS_MNT_PORT)
+          nfs-ls 'nfs://127.0.0.1/$CAIRN_VOLUME?nfsport=$CAIRN_NFS_PORT&mountport=$CAIRN_NFS_MNT_PORT&version=3'"
+}
 start_smbd() { :; }
 start_gateways() {
     start_nfs_ganesha
@@ -132,6 +163,7 @@ Cairn runs on this host (all on 127.0.0.1; run dir $CAIRN_RUN_DIR):
   cairnd  pid $(cat "$PID_DIR/cairnd-$CAIRN_NODE.pid")  node $CAIRN_NODE  $CAIRN_ADDR  log $LOG_DIR/cairnd-$CAIRN_NODE.log
   volume  $CAIRN_VOLUME (replica $CAIRN_REPLICA, $CAIRN_BRICKS bricks in $CAIRN_RUN_DIR/bricks)
   mount   $CAIRN_MNT  log $LOG_DIR/mount-$CAIRN_VOLUME.log
+${NFS_SUMMARY:-  nfs     not running}
 
 Try:
   ls $CAIRN_MNT

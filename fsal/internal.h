@@ -1,0 +1,115 @@
+/*
+ * FSAL_CAIRN internal header: NFS-Ganesha FSAL over libcairn.
+ * SPDX-License-Identifier: LGPL-3.0-or-later
+ *
+ * The FSAL is a thin translation layer: every object operation is one libcairn call
+ * (plus errno conversion through cairn2fsal_error, the one place errors are mapped).
+ * Objects are named by their 128-bit cairn id; the wire handle is the volume id followed
+ * by the inode id (32 bytes), so a handle is the same on every gateway and survives
+ * Ganesha and cairnd restarts.
+ */
+
+#ifndef FSAL_CAIRN_INTERNAL_H
+#define FSAL_CAIRN_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "fsal.h"
+#include "fsal_types.h"
+#include "fsal_api.h"
+#include "fsal_convert.h"
+#include "fsal_up.h"
+#include "FSAL/fsal_commonlib.h"
+#include "cairn.h"
+
+#define CAIRN_FSAL_NAME "CAIRN"
+
+struct cairn_fsal_module {
+	struct fsal_module fsal;
+	struct fsal_obj_ops handle_ops;
+};
+extern struct cairn_fsal_module CairnFSM;
+
+/* The wire handle: 32 bytes, identical on every gateway, never reused. */
+struct cairn_wire_handle {
+	uint8_t volume[16];
+	cairn_id_t inode;
+} __attribute__ ((__packed__));
+
+/* The cache key: the wire handle plus the export id (two exports of one volume have
+ * distinct mounts, so their objects must not share an mdcache entry). */
+struct cairn_handle_key {
+	struct cairn_wire_handle wire;
+	uint16_t export_id;
+} __attribute__ ((__packed__));
+
+struct cairn_export {
+	struct fsal_export export;
+	cairn_fs_t *fs;			/* one libcairn mount per export */
+	char *volume;			/* FSAL { Volume = ... } */
+	char *servers;			/* FSAL { Servers = "host:port,..." } */
+	uint8_t volume_id[16];
+	struct cairn_handle *root;
+	const struct fsal_up_vector *up_ops;
+};
+
+/* Per open state (NFSv4 open/lock state, NLM share, global fd). libcairn is stateless by
+ * id, so an "fd" is only the open mode used for share reservations. */
+struct cairn_fd {
+	fsal_openflags_t openflags;
+};
+
+struct cairn_state_fd {
+	struct state_t state;
+	struct cairn_fd cfd;
+};
+
+struct cairn_handle {
+	struct fsal_obj_handle handle;
+	struct cairn_handle_key key;
+	struct cairn_fd fd;		/* global (stateless, NFSv3) open */
+	struct fsal_share share;
+	struct cairn_export *export;
+};
+
+#define CAIRN_SUPPORTED_ATTRS ((const attrmask_t) (ATTRS_POSIX | ATTR4_XATTR))
+
+#define CAIRN_SETTABLE_ATTRS ((const attrmask_t) (			\
+	ATTR_MODE | ATTR_OWNER | ATTR_GROUP | ATTR_ATIME |		\
+	ATTR_CTIME | ATTR_MTIME | ATTR_SIZE | ATTR_MTIME_SERVER |	\
+	ATTR_ATIME_SERVER))
+
+/* internal.c */
+static inline fsal_status_t cairn2fsal_error(long rc)
+{
+	int err = rc < 0 ? (int)-rc : (int)rc;
+
+	if (err == 0)
+		return fsalstat(ERR_FSAL_NO_ERROR, 0);
+	return fsalstat(posix2fsal_error(err), err);
+}
+
+fsal_status_t cairn_log_error(const char *call, long rc);
+const cairn_creds_t *cairn_creds(cairn_creds_t *buf);
+void cairn2fsal_attributes(const struct cairn_export *export,
+			   const cairn_attr_t *ca,
+			   struct fsal_attrlist *attrs);
+struct cairn_handle *cairn_construct_handle(struct cairn_export *export,
+					    const cairn_attr_t *ca);
+void cairn_deconstruct_handle(struct cairn_handle *obj);
+
+/* export.c */
+void cairn_export_ops_init(struct export_ops *ops);
+
+/* handle.c */
+void cairn_handle_ops_init(struct fsal_obj_ops *ops);
+struct state_t *cairn_alloc_state(struct fsal_export *exp_hdl,
+				  enum state_type state_type,
+				  struct state_t *related_state);
+void cairn_free_state(struct fsal_export *exp_hdl, struct state_t *state);
+
+/* up.c */
+int cairn_up_register(struct cairn_export *export);
+void cairn_up_unregister(struct cairn_export *export);
+
+#endif /* FSAL_CAIRN_INTERNAL_H */

@@ -1,0 +1,107 @@
+# shellcheck shell=bash
+# NFS-Ganesha with FSAL_CAIRN: render a config, start/stop one ganesha.nfsd instance, and
+# make sure rpcbind runs (Ganesha 4.3 refuses to start NFSv3 without it). Sourced by
+# scripts/cluster-up.sh, scripts/cluster-down.sh, tests/nfs/lib.sh and tests/bench/nfs.sh;
+# it starts nothing by itself. Needs scripts/common.sh sourced first.
+#
+# One instance = one directory DIR holding ganesha.conf, ganesha.pid, ganesha.log and
+# the NFSv4 recovery dir. Everything binds 127.0.0.1 (Bind_Addr).
+
+# nfs_render_config DIR PORT MNT_PORT NLM_PORT EXPORTS_FILE [GRACELESS] [PLUGINS_DIR]
+# EXPORTS_FILE holds the EXPORT blocks (see nfs_export_block).
+nfs_render_config() {
+    local dir=$1 port=$2 mnt_port=$3 nlm_port=$4 exports=$5 graceless=${6:-false}
+    local plugins=${7:-}
+    mkdir -p "$dir/recovery"
+    {
+        echo "# rendered by scripts/nfs-ganesha.sh; do not edit"
+        echo "NFS_CORE_PARAM {"
+        echo "    Bind_Addr = 127.0.0.1;"
+        echo "    NFS_Port = $port;"
+        echo "    MNT_Port = $mnt_port;"
+        echo "    NLM_Port = $nlm_port;"
+        echo "    Enable_RQUOTA = false;"
+        echo "    Enable_UDP = false;"
+        echo "    Protocols = 3, 4;"
+        echo "    mount_path_pseudo = true;"
+        [[ -n $plugins ]] && echo "    Plugins_Dir = \"$plugins\";"
+        echo "}"
+        echo "NFSV4 {"
+        echo "    Graceless = $graceless;"
+        echo "    Minor_Versions = 0, 1, 2;"
+        echo "    RecoveryBackend = fs;"
+        echo "    RecoveryRoot = \"$dir/recovery\";"
+        echo "    Only_Numeric_Owners = true;"
+        echo "    PNFS_MDS = false;"
+        echo "    PNFS_DS = false;"
+        echo "}"
+        echo "NFS_KRB5 { Active_krb5 = false; }"
+        echo "MDCACHE { Entries_HWMark = 100000; }"
+        echo "LOG { Default_Log_Level = ${NFS_LOG_LEVEL:-EVENT}; }"
+        echo "CAIRN { }"
+        cat "$exports"
+    } >"$dir/ganesha.conf"
+}
+
+# nfs_export_block ID VOLUME SERVERS PSEUDO [CLIENTS] [PATH] [ACCESS] [SQUASH]
+nfs_export_block() {
+    local id=$1 volume=$2 servers=$3 pseudo=$4 clients=${5:-127.0.0.1} path=${6:-/}
+    local access=${7:-RW} squash=${8:-No_Root_Squash}
+    cat <<CONF
+EXPORT {
+    Export_Id = $id;
+    Path = "$path";
+    Pseudo = "$pseudo";
+    Protocols = 3, 4;
+    Transports = TCP;
+    SecType = sys;
+    Access_Type = None;
+    Squash = $squash;
+    CLIENT {
+        Clients = $clients;
+        Access_Type = $access;
+    }
+    FSAL {
+        Name = CAIRN;
+        Volume = "$volume";
+        Servers = "$servers";
+    }
+}
+CONF
+}
+
+# nfs_ensure_rpcbind: start rpcbind if none runs (Debian's rpcbind crashes with
+# -h 127.0.0.1, so it runs plain; it is only a port mapper).
+nfs_ensure_rpcbind() {
+    if pgrep -x rpcbind >/dev/null; then
+        return 0
+    fi
+    command -v rpcbind >/dev/null || { log "rpcbind is not installed"; return 1; }
+    mkdir -p /run/rpcbind
+    rpcbind -w || { log "rpcbind failed to start"; return 1; }
+    wait_port 127.0.0.1 111 10
+}
+
+# nfs_start_ganesha DIR PORT: start ganesha.nfsd on DIR/ganesha.conf; wait for PORT.
+nfs_start_ganesha() {
+    local dir=$1 port=$2 pid
+    command -v ganesha.nfsd >/dev/null || { log "ganesha.nfsd is not installed"; return 1; }
+    nfs_ensure_rpcbind || return 1
+    : >"$dir/ganesha.log"
+    setsid ganesha.nfsd -F -f "$dir/ganesha.conf" -L "$dir/ganesha.log" \
+        -p "$dir/ganesha.pid" -N "${NFS_LOG_LEVEL:-NIV_EVENT}" \
+        </dev/null >>"$dir/ganesha.out" 2>&1 &
+    pid=$!
+    echo "$pid" >"$dir/ganesha.pid.self"
+    if ! wait_port_pid 127.0.0.1 "$port" "$pid" 60; then
+        tail -n 30 "$dir/ganesha.log" >&2 2>/dev/null || true
+        log "ganesha.nfsd does not listen on 127.0.0.1:$port; see $dir/ganesha.log"
+        return 1
+    fi
+}
+
+# nfs_stop_ganesha DIR: stop the instance started from DIR.
+nfs_stop_ganesha() {
+    local dir=$1
+    stop_pidfile "$dir/ganesha.pid.self" ganesha.nfsd 20
+}
