@@ -45,6 +45,28 @@ check_rust() {
     cargo clippy --version >/dev/null 2>&1 || die "cargo clippy is missing from the Rust toolchain"
 }
 
+# The gateway modules build against the Debian source of the installed Ganesha, Samba and
+# tcmu-runner (`apt-get source`): make sure a deb-src entry for bookworm exists.
+ensure_deb_src() {
+    grep -rqs '^Types:.*deb-src\|^deb-src ' /etc/apt/sources.list /etc/apt/sources.list.d/ && return 0
+    log "adding a deb-src entry for bookworm (/etc/apt/sources.list.d/cairn-deb-src.sources)"
+    cat >/etc/apt/sources.list.d/cairn-deb-src.sources <<'SRC'
+Types: deb-src
+URIs: http://deb.debian.org/debian
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb-src
+URIs: http://deb.debian.org/debian-security
+Suites: bookworm-security
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+    apt-get update -qq
+}
+
+ensure_deb_src
 install_debs "$@"
 check_rust
 [[ -e /dev/fuse ]] || log "warning: /dev/fuse is missing: mounts (make up, integration tests) will fail"
