@@ -213,6 +213,9 @@ async fn mutate(node: &Arc<Node>, session: &Arc<Session>, slot: &Arc<BrickSlot>,
     // hears "done", or a later head change could serve the old data.
     for &peer in plan.pending.iter().chain(failed.iter()) {
         if let Err(e) = node.mark_stale(&req.volume, peer, req.brick).await {
+            // Not acknowledged, but applied here: flag it so this brick re-copies these
+            // inodes from whoever heads them when it catches up.
+            mark_pending(slot, req.brick, changed.clone()).await;
             drop(guards);
             return Err(RemoteError::new(
                 Errno::EIO,

@@ -89,9 +89,17 @@ async fn catch_up(node: &Arc<Node>, slot: &Arc<BrickSlot>, wait_for_peers: bool)
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }
-        // Collect what each peer recorded for us.
+        // Collect what each peer recorded for us, and what we flagged ourselves (writes we
+        // applied but could not get acknowledged).
         let mut recorded: BTreeMap<Id, Vec<u32>> = BTreeMap::new();
         let mut up_heard = 0;
+        if let Ok((Reply::Ids(ids), _)) =
+            exec_local(slot, Creds::root(), Op::PendingList { peer: slot.index }, Bytes::new(), None, false).await
+        {
+            for id in ids {
+                recorded.entry(id).or_default().push(slot.index);
+            }
+        }
         for &p in &peers {
             if !peer_online(node, &map, p) {
                 continue;

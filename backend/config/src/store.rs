@@ -851,15 +851,25 @@ impl Store {
         Ok(out)
     }
 
-    /// Demote brick `index` of `volume`: it missed a write that brick `by` acknowledged.
-    /// Until the brick heals and clears the marker, maps show it Healing (never a chain
-    /// head, never read from). The marker is not under any lease: it outlives both nodes.
+    /// Demote brick `index` of `volume`: it missed a write that brick `by` applied. Until
+    /// the brick heals and clears the marker, maps show it Healing (never a chain head,
+    /// never read from). The marker is not under any lease: it outlives both nodes.
+    ///
+    /// Refused (`Conflict`) when `by` is itself stale: of two bricks that lost each other,
+    /// only one may demote the other, or neither could ever come back up.
     pub async fn mark_stale(&self, volume: &str, index: u32, by: u32) -> Result<(), ConfigError> {
         check_name("volume", volume)?;
         let key = format!("{}/stale/{}/{}", self.ctx.prefix, volume, index);
-        let mut kv = self.ctx.client.kv_client();
-        self.ctx.call(&format!("mark brick {index} of {volume} stale"), kv.put(key, format!("missed a write acknowledged by brick {by}"), None)).await?;
-        Ok(())
+        let mine = format!("{}/stale/{}/{}", self.ctx.prefix, volume, by);
+        let txn = Txn::new()
+            .when([Compare::version(mine.as_str(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(key.as_str(), format!("missed a write applied by brick {by}"), None)]);
+        let op = format!("mark brick {index} of {volume} stale");
+        if self.ctx.txn(&op, txn).await?.0 {
+            Ok(())
+        } else {
+            Err(ConfigError::Conflict(format!("brick {by} of {volume} is stale itself and cannot demote brick {index}")))
+        }
     }
 
     /// Stale markers of a volume: brick index and the marker's mod revision.

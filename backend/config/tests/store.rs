@@ -432,3 +432,44 @@ fn build_map_fills_addresses_and_states() {
     assert_eq!((b(3).addr.as_str(), b(3).state), ("127.0.1.1:7000", BrickState::Down));
     assert_eq!(m.set_by_id(7).unwrap().bricks.len(), 2);
 }
+
+#[tokio::test]
+async fn stale_markers_demote_and_only_one_side_wins() {
+    let etcd = Etcd::start();
+    let s = store(&etcd).await;
+    s.add_peer(peer("n1", "127.0.1.1:7000", "u1")).await.unwrap();
+    s.add_peer(peer("n2", "127.0.1.2:7000", "u2")).await.unwrap();
+    s.create_volume(&volume("vs", &[("n1", "/s"), ("n2", "/s")])).await.unwrap();
+    let l1 = s.register_node("n1", "127.0.1.1:7000", 5).await.unwrap();
+    let l2 = s.register_node("n2", "127.0.1.2:7000", 5).await.unwrap();
+    l1.set_brick_state("vs", 0, BrickState::Up).await.unwrap();
+    l2.set_brick_state("vs", 1, BrickState::Up).await.unwrap();
+
+    // Brick 0 demotes brick 1: maps and brick_states show 1 Healing.
+    s.mark_stale("vs", 1, 0).await.unwrap();
+    let (_, maps) = s.volume_maps().await.unwrap();
+    assert_eq!(maps[0].brick(1).unwrap().1.state, BrickState::Healing);
+    assert_eq!(s.brick_states("vs").await.unwrap()[&1], BrickState::Healing);
+    // The demoted brick cannot demote the other back (both would be stuck).
+    let m = conflict(s.mark_stale("vs", 0, 1).await);
+    assert!(m.contains("stale itself"), "{m}");
+    assert_eq!(s.brick_states("vs").await.unwrap()[&0], BrickState::Up);
+
+    // Clearing needs the revision seen when the heal started.
+    let markers = s.stale_bricks("vs").await.unwrap();
+    assert_eq!(markers.len(), 1);
+    let (idx, rev) = markers[0];
+    assert_eq!(idx, 1);
+    s.mark_stale("vs", 1, 0).await.unwrap(); // marked again during the heal
+    assert!(!s.clear_stale("vs", 1, rev).await.unwrap(), "an older marker must not clear a newer one");
+    let rev2 = s.stale_bricks("vs").await.unwrap()[0].1;
+    assert!(s.clear_stale("vs", 1, rev2).await.unwrap());
+    assert_eq!(s.brick_states("vs").await.unwrap()[&1], BrickState::Up);
+    // Deleting the volume drops its markers.
+    s.mark_stale("vs", 1, 0).await.unwrap();
+    let mut v = s.get_volume("vs").await.unwrap().unwrap();
+    v.0.status = VolumeStatus::Stopped;
+    s.update_volume(&v.0, v.1).await.unwrap();
+    s.delete_volume("vs").await.unwrap();
+    assert!(s.stale_bricks("vs").await.unwrap().is_empty());
+}
