@@ -10,7 +10,7 @@ pass=0 fail=0
 check() { # NAME EXPECTED_RC [PATTERN] -- fsx args
     local name=$1 want=$2 pat=$3
     shift 4
-    out=$(python3 "$here/fsx.py" "$@" 2>&1)
+    out=$(python3 "$here/tools/fsx.py" "$@" 2>&1)
     rc=$?
     if [[ $rc -eq $want ]] && { [[ -z $pat ]] || grep -q -- "$pat" <<<"$out"; }; then
         echo "ok   $name"; pass=$((pass + 1))

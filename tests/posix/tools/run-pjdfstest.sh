@@ -28,7 +28,7 @@ if [[ $# -lt 1 || $1 == -h || $1 == --help ]]; then
 fi
 mnt=$1
 shift
-known=${PJDFSTEST_KNOWN:-$here/pjdfstest-known-failures.txt}
+known=${PJDFSTEST_KNOWN:-$here/../pjdfstest-known-failures.txt}
 results=${PJDFSTEST_RESULTS:-$PWD/pjdfstest-results.txt}
 features=${PJDFSTEST_FEATURES:-posix_fallocate utime_now utimensat rename_ctime}
 naptime=${PJDFSTEST_NAPTIME:-0.01}
