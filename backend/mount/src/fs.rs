@@ -41,6 +41,7 @@ pub type InvalidateFn = Arc<dyn Fn(Id, bool) + Send + Sync>;
 pub struct FsConfig {
     pub attr_ttl: Duration,
     pub entry_ttl: Duration,
+    pub writeback_cache: bool,
 }
 
 /// An open file.
@@ -291,6 +292,9 @@ impl Filesystem for CairnFs {
             if config.add_capabilities(cap).is_err() {
                 debug!(cap, "kernel lacks FUSE capability");
             }
+        }
+        if self.sh.cfg.writeback_cache && config.add_capabilities(consts::FUSE_WRITEBACK_CACHE).is_err() {
+            debug!("kernel lacks the FUSE writeback cache");
         }
         let _ = config.set_max_write(1 << 20);
         let _ = config.set_max_readahead(1 << 20);

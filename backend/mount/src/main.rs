@@ -184,7 +184,11 @@ fn run(args: Args, status_pipe: Option<std::fs::File>) -> anyhow::Result<()> {
         a.id
     };
 
-    let cfg = fs::FsConfig { attr_ttl: args.attr_timeout, entry_ttl: args.entry_timeout };
+    let cfg = fs::FsConfig {
+        attr_ttl: args.attr_timeout,
+        entry_ttl: args.entry_timeout,
+        writeback_cache: args.writeback_cache,
+    };
     let filesystem = fs::CairnFs::new(vol.clone(), root, cfg, rt.handle().clone());
 
     let mut mount_opts = vec![

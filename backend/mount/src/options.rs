@@ -21,6 +21,9 @@ pub struct Args {
     pub attr_timeout: Duration,
     pub entry_timeout: Duration,
     pub write_behind: bool,
+    /// Let the kernel cache written pages and send them in large writes (FUSE writeback
+    /// cache); off with `nowb` or `nowbcache`.
+    pub writeback_cache: bool,
     pub debug: bool,
     pub log_file: Option<PathBuf>,
     /// Generic mount flags passed on to the kernel (`nosuid`, `noatime`, ...).
@@ -46,6 +49,8 @@ options (comma separated after -o):
   attr_timeout=S       seconds the kernel caches attributes (default 1)
   entry_timeout=S      seconds the kernel caches names (default 1)
   nowb                 no write-behind: every write goes to the bricks before it returns
+                       (implies nowbcache)
+  nowbcache            no kernel writeback cache: every write(2) reaches mount.cairn
   log_file=PATH        where a background mount logs (default /var/log/cairn/mount-*.log)
   debug                verbose logs on stderr, stay in the foreground
   -f                   stay in the foreground";
@@ -91,6 +96,7 @@ pub fn parse(argv: &[String], is_root: bool) -> Result<Args, String> {
         attr_timeout: Duration::from_secs(1),
         entry_timeout: Duration::from_secs(1),
         write_behind: true,
+        writeback_cache: true,
         debug: false,
         log_file: None,
         kernel_flags: Vec::new(),
@@ -113,7 +119,11 @@ pub fn parse(argv: &[String], is_root: bool) -> Result<Args, String> {
             ("rw", None) => args.read_only = false,
             ("allow_other", None) => args.allow_other = true,
             ("default_permissions", None) => {} // always on
-            ("nowb", None) => args.write_behind = false,
+            ("nowb", None) => {
+                args.write_behind = false;
+                args.writeback_cache = false;
+            }
+            ("nowbcache", None) => args.writeback_cache = false,
             ("debug", None) => {
                 args.debug = true;
                 args.foreground = true;
@@ -223,6 +233,7 @@ mod tests {
         .unwrap();
         assert_eq!(a.servers, vec!["h:1", "a:2", "b:3"]);
         assert!(a.read_only && !a.write_behind && !a.allow_other && !a.foreground);
+        assert!(!a.writeback_cache, "nowb implies nowbcache");
         assert_eq!(a.attr_timeout, Duration::from_millis(500));
         assert_eq!(a.entry_timeout, Duration::from_secs(1));
         assert_eq!(a.kernel_flags, vec!["nosuid"]);
