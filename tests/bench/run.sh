@@ -22,7 +22,8 @@
 #      BENCH_QUICK=1   ~1 minute smoke: 64 MiB, 3 s, 400 files, 20000 appends, results
 #                      not saved under results/ unless BENCH_SAVE=1
 #      BENCH_SECONDS, BENCH_SIZE_MIB, BENCH_FILES, BENCH_APPENDS, BENCH_THREADS: override
-#      BENCH_TMP       parent of the cluster dir (default build/bench-tmp: the repo's disk)
+#      BENCH_TMP       parent of the cluster dir (default $CAIRN_TEST_TMP if set, as under
+#                      tests/run-all.sh, else build/bench-tmp: the repo's disk)
 #      BENCH_RESULTS   results dir (default tests/bench/results)
 #      BENCH_SAVE=0|1  save the table (default 1, 0 with BENCH_QUICK)
 #      BENCH_APPENDS_4X1=0|1  also run the appends on the 4x1 mount (default: quick runs
@@ -34,7 +35,7 @@ bench_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 repo=$(cd "$bench_dir/../.." && pwd -P)
 export CAIRN_BIN_DIR=${CAIRN_BIN_DIR:-$repo/backend/target/release}
 export RUST_LOG=${RUST_LOG:-warn}
-export CAIRN_TEST_TMP=${BENCH_TMP:-$repo/build/bench-tmp}
+export CAIRN_TEST_TMP=${BENCH_TMP:-${CAIRN_TEST_TMP:-$repo/build/bench-tmp}}
 mkdir -p "$CAIRN_TEST_TMP"
 
 if [[ ${BENCH_QUICK:-0} == 1 ]]; then
