@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# Cairn benchmark (`make bench`): starts its own single-host cluster (one etcd, one cairnd,
+# bricks on the local disk under build/bench-tmp), and measures side by side in one run:
+#
+#   local     a plain directory on the same disk as the bricks
+#   FUSE 2x2  mount-cairn on a 2 x 2 (replica 2) volume
+#   FUSE 4x1  mount-cairn on a 4 x 1 distribute volume (replica-vs-distribute ratio)
+#   lib 2x2   the Rust client API (cairn-client, what libcairn wraps) on the 2 x 2 volume
+#
+# Workloads (docs/benchmarks.md says exactly how): sequential write+fsync and cold read of
+# BENCH_SIZE_MIB in 1 MiB records; 4 KiB random read and write at queue depth 16 for
+# BENCH_SECONDS each (fio, libaio, O_DIRECT); 4 KiB small files create/read/stat/delete
+# (BENCH_FILES files, 4-level paths, 4 threads); BENCH_APPENDS 40-byte appends to one file;
+# and the round-trip checks (create on 1 vs 4 replica sets, cold/warm open of a 4-deep
+# path), which are assertions: the bench exits 1 if one fails.
+#
+# The table goes to stdout and to tests/bench/results/<date>-<host>.md (raw results next to
+# it as .jsonl). Exit: 0 ok, 1 a workload or a round-trip check failed.
+#
+# Env: CAIRN_BIN_DIR   binaries (cairnd, cairn, mount-cairn, cairn-bench); default
+#                      backend/target/release (make bench builds them)
+#      BENCH_QUICK=1   ~1 minute smoke: 64 MiB, 3 s, 400 files, 20000 appends, results
+#                      not saved under results/ unless BENCH_SAVE=1
+#      BENCH_SECONDS, BENCH_SIZE_MIB, BENCH_FILES, BENCH_APPENDS, BENCH_THREADS: override
+#      BENCH_TMP       parent of the cluster dir (default $CAIRN_TEST_TMP if set, as under
+#                      tests/run-all.sh, else build/bench-tmp: the repo's disk)
+#      BENCH_RESULTS   results dir (default tests/bench/results)
+#      BENCH_SAVE=0|1  save the table (default 1, 0 with BENCH_QUICK)
+#      BENCH_APPENDS_4X1=0|1  also run the appends on the 4x1 mount (default: quick runs
+#                      only; through FUSE each append costs ~2 FUSE requests, so a million
+#                      of them take minutes per mount)
+set -uo pipefail
+
+bench_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+repo=$(cd "$bench_dir/../.." && pwd -P)
+export CAIRN_BIN_DIR=${CAIRN_BIN_DIR:-$repo/backend/target/release}
+export RUST_LOG=${RUST_LOG:-warn}
+export CAIRN_TEST_TMP=${BENCH_TMP:-${CAIRN_TEST_TMP:-$repo/build/bench-tmp}}
+mkdir -p "$CAIRN_TEST_TMP"
+
+if [[ ${BENCH_QUICK:-0} == 1 ]]; then
+    mode=quick
+    : "${BENCH_SECONDS:=3}" "${BENCH_SIZE_MIB:=64}" "${BENCH_FILES:=400}" "${BENCH_APPENDS:=20000}"
+    : "${BENCH_SAVE:=0}" "${BENCH_APPENDS_4X1:=1}"
+else
+    mode=full
+    : "${BENCH_SECONDS:=30}" "${BENCH_SIZE_MIB:=1024}" "${BENCH_FILES:=5000}" "${BENCH_APPENDS:=1000000}"
+    : "${BENCH_SAVE:=1}" "${BENCH_APPENDS_4X1:=0}"
+fi
+: "${BENCH_THREADS:=4}"
+BENCH_RESULTS=${BENCH_RESULTS:-$bench_dir/results}
+
+# shellcheck source=tests/integration/lib.sh
+. "$repo/tests/integration/lib.sh"
+CAIRN_LOG_TAG=bench
+
+BENCH=$CAIRN_BIN_DIR/cairn-bench
+[[ -x $BENCH ]] || fail "$BENCH missing: build it (make bench, or cargo build --release -p cairn-bench)"
+FIO=$(command -v fio || true)
+if [[ -z $FIO ]]; then
+    log "fio not installed: the random-I/O rows through FUSE and local are skipped (apt-get install fio)"
+fi
+
+cl_init
+RAW=$CL_DIR/results.jsonl
+: >"$RAW"
+LOCAL=$CL_DIR/local
+mkdir -p "$LOCAL"
+started=$SECONDS
+
+# step WHAT CMD...: run one workload, append its JSON lines to $RAW, fail with context.
+step() {
+    local what=$1 out rc
+    shift
+    log "$what"
+    out=$("$@" 2>"$CL_DIR/log/step.err")
+    rc=$?
+    printf '%s\n' "$out" | grep '^{' >>"$RAW"
+    if ((rc != 0)); then
+        cat "$CL_DIR/log/step.err" >&2
+        return "$rc"
+    fi
+}
+
+# fio_rand TARGET OP FILE: 4 KiB random OP (randread|randwrite) at queue depth 16 with
+# libaio and O_DIRECT for BENCH_SECONDS on FILE (an existing file of BENCH_SIZE_MIB).
+fio_rand() {
+    local target=$1 op=$2 file=$3 direct=1 out
+    [[ -n $FIO ]] || return 0
+    log "fio $op on $target"
+    local args=(--name="$op" --filename="$file" --rw="$op" --bs=4k --iodepth=16
+        --ioengine=libaio --runtime="$BENCH_SECONDS" --time_based
+        --size="${BENCH_SIZE_MIB}M" --output-format=json)
+    [[ $op == randwrite ]] && args+=(--end_fsync=1)
+    if ! out=$("$FIO" "${args[@]}" --direct=1 2>"$CL_DIR/log/fio.err"); then
+        log "fio --direct=1 failed on $target ($(head -c 300 "$CL_DIR/log/fio.err")); retrying buffered"
+        direct=0
+        out=$("$FIO" "${args[@]}" --direct=0 2>"$CL_DIR/log/fio.err") || {
+            cat "$CL_DIR/log/fio.err" >&2
+            return 1
+        }
+    fi
+    printf '%s' "$out" | python3 -c '
+import json, sys
+target, op, direct, qd = sys.argv[1], sys.argv[2], sys.argv[3] == "1", 16
+text = sys.stdin.read()
+j = json.loads(text[text.index("{"):])["jobs"][0]
+side = j["read"] if op == "randread" else j["write"]
+name = "rand_read" if op == "randread" else "rand_write"
+print(json.dumps({"op": name, "target": target, "value": side["iops"], "unit": "IOPS",
+    "qd": qd, "direct": direct, "engine": "libaio", "seconds": j["job_runtime"] / 1000}))
+' "$target" "$op" "$direct" >>"$RAW"
+}
+
+drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true; }
+
+# --- the cluster ------------------------------------------------------------------------
+
+cl_start_etcd
+cl_start_node n1
+cl_create_volume rep 2 4
+cl_mount rep "$CL_DIR/mnt/rep"
+cl_create_volume dist 1 4
+cl_mount dist "$CL_DIR/mnt/dist"
+cl_create_volume one 1 1
+SERVER=$(cl_node_addr n1)
+FUSE_REP=$CL_DIR/mnt/rep
+FUSE_DIST=$CL_DIR/mnt/dist
+log "cluster up in $((SECONDS - started))s: $CL_DIR ($mode run)"
+
+failed=()
+run() { step "$@" || failed+=("$1"); }
+
+# --- round trips (deterministic: assertions) ---------------------------------------------
+
+run "round-trip checks" "$BENCH" rtt --server "$SERVER" --one-set one --four-sets dist --also rep
+
+# --- sequential --------------------------------------------------------------------------
+
+for t in local:"$LOCAL" fuse-2x2:"$FUSE_REP" fuse-4x1:"$FUSE_DIST"; do
+    run "sequential ${BENCH_SIZE_MIB} MiB on ${t%%:*}" \
+        "$BENCH" posix-seq --file "${t#*:}/seq.dat" --target "${t%%:*}" --mib "$BENCH_SIZE_MIB"
+done
+run "sequential ${BENCH_SIZE_MIB} MiB through the client API" \
+    "$BENCH" lib-seq --server "$SERVER" --volume rep --target lib-2x2 --mib "$BENCH_SIZE_MIB"
+
+# --- random 4 KiB, QD 16 (on the files the sequential step left) -------------------------
+
+for t in local:"$LOCAL" fuse-2x2:"$FUSE_REP"; do
+    if [[ -f ${t#*:}/seq.dat ]]; then
+        drop_caches
+        fio_rand "${t%%:*}" randread "${t#*:}/seq.dat" || failed+=("fio randread ${t%%:*}")
+        fio_rand "${t%%:*}" randwrite "${t#*:}/seq.dat" || failed+=("fio randwrite ${t%%:*}")
+    fi
+done
+if [[ -f $FUSE_DIST/seq.dat ]]; then
+    fio_rand fuse-4x1 randwrite "$FUSE_DIST/seq.dat" || failed+=("fio randwrite fuse-4x1")
+fi
+run "random 4 KiB through the client API" \
+    "$BENCH" lib-rand --server "$SERVER" --volume rep --target lib-2x2 --seconds "$BENCH_SECONDS"
+rm -f "$LOCAL/seq.dat" "$FUSE_REP/seq.dat" "$FUSE_DIST/seq.dat"
+
+# --- small files -------------------------------------------------------------------------
+
+for t in local:"$LOCAL" fuse-2x2:"$FUSE_REP" fuse-4x1:"$FUSE_DIST"; do
+    run "small files on ${t%%:*}" "$BENCH" posix-smallfiles --dir "${t#*:}" --target "${t%%:*}" \
+        --files "$BENCH_FILES" --threads "$BENCH_THREADS"
+done
+run "small files through the client API" "$BENCH" lib-smallfiles --server "$SERVER" --volume rep \
+    --target lib-2x2 --files "$BENCH_FILES" --threads "$BENCH_THREADS"
+
+# --- appends -----------------------------------------------------------------------------
+
+append_targets=(local:"$LOCAL" fuse-2x2:"$FUSE_REP")
+[[ $BENCH_APPENDS_4X1 == 1 ]] && append_targets+=(fuse-4x1:"$FUSE_DIST")
+for t in "${append_targets[@]}"; do
+    run "$BENCH_APPENDS appends on ${t%%:*}" \
+        "$BENCH" posix-append --file "${t#*:}/append.log" --target "${t%%:*}" --count "$BENCH_APPENDS"
+done
+run "$BENCH_APPENDS appends through the client API" \
+    "$BENCH" lib-append --server "$SERVER" --volume rep --target lib-2x2 --count "$BENCH_APPENDS"
+
+# --- the table ---------------------------------------------------------------------------
+
+took=$((SECONDS - started))
+host=$(hostname -s 2>/dev/null || hostname)
+stamp=$(date +%Y-%m-%d)
+commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
+report_args=(--raw "$RAW" --mode "$mode" --host "$host" --commit "$commit" --seconds "$took"
+    --settings "size=${BENCH_SIZE_MIB}MiB random=${BENCH_SECONDS}s files=$BENCH_FILES threads=$BENCH_THREADS appends=$BENCH_APPENDS")
+((${#failed[@]})) && report_args+=(--failed "${failed[*]}")
+table=$(python3 "$bench_dir/report.py" "${report_args[@]}") || fail "report.py could not build the table from $RAW"
+printf '%s\n' "$table"
+if [[ $BENCH_SAVE == 1 ]]; then
+    mkdir -p "$BENCH_RESULTS"
+    out=$BENCH_RESULTS/$stamp-$host
+    printf '%s\n' "$table" >"$out.md"
+    cp "$RAW" "$out.jsonl"
+    log "saved $out.md"
+fi
+
+if ((${#failed[@]})); then
+    fail "failed: ${failed[*]}"
+fi
+if grep -q '"pass": false' "$RAW"; then
+    fail "a round-trip check failed (see the table)"
+fi
+pass "benchmark done in ${took}s"
