@@ -304,6 +304,40 @@ fx_workload() {
     FX_PID[wl-$name]=$FX_WL_PID
 }
 
+# fx_bulk CLIENT NAME COUNT: create COUNT files with known contents (foreground).
+fx_bulk() {
+    local t0=$SECONDS
+    fx_in "$1" timeout 300 "$FX_PY" "$FX_LIB/workload.py" bulk --lib "$CAIRN_BIN_DIR/libcairn.so" \
+        --servers "$(fx_servers)" --volume "$FX_VOLUME" --seed "$FX_SEED" --count "$3" \
+        --history "$FX_DIR/hist/$2.jsonl" >>"$FX_DIR/log/workload-$2.log" 2>&1 ||
+        fx_fail "bulk create of $3 files failed (log: $FX_DIR/log/workload-$2.log)"
+    fx_log "bulk: $3 files created in $((SECONDS - t0))s"
+}
+
+# fx_wait_state STATE TIMEOUT: some brick is in STATE (e.g. healing).
+fx_wait_state() {
+    local i
+    for ((i = 0; i < $2 * 5; i++)); do
+        fx_status 2>/dev/null | grep -qi " $1 " && return 0
+        sleep 0.2
+    done
+    return 1
+}
+
+# fx_bitflip FILE OFFSET: flip one bit of FILE at OFFSET, behind Cairn's back.
+fx_bitflip() {
+    "$FX_PY" - "$1" "$2" <<'PY'
+import os, sys
+p, off = sys.argv[1], int(sys.argv[2])
+fd = os.open(p, os.O_RDWR)
+b = os.pread(fd, 1, off) or b"\0"
+os.pwrite(fd, bytes([b[0] ^ 0x10]), off)
+os.fsync(fd)
+os.close(fd)
+PY
+    fx_log "flipped a bit of $1 at offset $2"
+}
+
 # fx_wait_workload PID NAME: wait for the driver; fail if it crashed.
 fx_wait_workload() {
     local pid=$1 name=$2 rc

@@ -232,7 +232,9 @@ def renamer(c, fs, dirs, hist, rng, cid, stop, stats):
     hist.add({"c": cid, "op": "rinit", "model": [[d, n, t] for (d, n), t in model.items()]})
     while not stop.is_set():
         src = rng.choice(sorted(model))
-        dst = rng.choice(names)
+        free = [n for n in names if n not in model]
+        # Mostly to a free name (files survive), sometimes onto another file (replace).
+        dst = rng.choice(free) if free and rng.random() < 0.85 else rng.choice(names)
         if dst == src:
             continue
         rec = {"c": cid, "op": "rename", "src": list(src), "dst": list(dst), "call": now()}
@@ -306,6 +308,27 @@ def cmd_run(a):
     os._exit(0)
 
 
+def bulk_data(name, seed):
+    return (f"{name}:{seed};".encode() * 512)[:4096]
+
+
+def cmd_bulk(a):
+    """Create COUNT files bulk/bN with known contents (a heal backlog); record them."""
+    c = Cairn(a.lib)
+    hist = History(a.history)
+    fs = retry(lambda: c.mount(a.servers, a.volume))
+    d = retry(lambda: c.mkdir_p(fs, c.root, "bulk"))
+    made = 0
+    for n in range(a.count):
+        name = f"b{n}"
+        i = retry(lambda: c.create(fs, d, name))
+        retry(lambda: c.write(fs, i, 0, bulk_data(name, a.seed)))
+        made += 1
+    hist.add({"op": "bulk", "count": made, "seed": a.seed})
+    print(f"bulk: {made} files", flush=True)
+    os._exit(0)
+
+
 def load(paths):
     recs = []
     for p in paths:
@@ -361,6 +384,22 @@ def cmd_verify(a):
         for r in lost:
             problems.append(r)
             print("RENAME LOST A FILE", json.dumps(r))
+    for b in [r for r in recs if r.get("op") == "bulk"]:
+        d = c.lookup_path(fs, "bulk")
+        bad = 0
+        for n in range(b["count"]):
+            name = f"b{n}"
+            try:
+                got = retry(lambda: c.read(fs, c.lookup(fs, d, name), 0, 8192), tries=10)
+            except OSError as e:
+                got = f"error {e}".encode()
+            if got != bulk_data(name, b["seed"]):
+                bad += 1
+                if bad <= 5:
+                    print(f"BULK FILE bulk/{name}: wrong contents ({len(got)} bytes: {got[:40]!r})")
+        print(f"bulk: {b['count']} files checked, {bad} wrong", flush=True)
+        if bad:
+            problems.append({"bulk_wrong": bad})
     print("OK" if not problems else f"FAILED: {len(problems)} problems", flush=True)
     os._exit(0 if not problems else 1)
 
@@ -368,13 +407,17 @@ def cmd_verify(a):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
-    for name in ("run", "verify"):
+    for name in ("run", "verify", "bulk"):
         s = sub.add_parser(name)
         s.add_argument("--lib", required=True)
         s.add_argument("--servers", required=True)
         s.add_argument("--volume", required=True)
         s.add_argument("--mode", choices=("writes", "renames"), default="writes")
-        if name == "run":
+        if name == "bulk":
+            s.add_argument("--seed", type=int, required=True)
+            s.add_argument("--count", type=int, default=1000)
+            s.add_argument("--history", required=True)
+        elif name == "run":
             s.add_argument("--seed", type=int, required=True)
             s.add_argument("--client", required=True)
             s.add_argument("--duration", type=float, default=20)
@@ -384,7 +427,7 @@ def main():
         else:
             s.add_argument("--history", action="append", required=True)
     a = p.parse_args()
-    return cmd_run(a) if a.cmd == "run" else cmd_verify(a)
+    return {"run": cmd_run, "verify": cmd_verify, "bulk": cmd_bulk}[a.cmd](a)
 
 
 if __name__ == "__main__":
