@@ -52,6 +52,13 @@ fx_fail() {
     exit 1
 }
 
+# fx_soft_fail MSG: record a failed check but go on (the scenario fails at fx_finish).
+FX_SOFT_FAILS=()
+fx_soft_fail() {
+    FX_SOFT_FAILS+=("$*")
+    echo "not ok - $*" >&2
+}
+
 fx_skip() {
     echo "SKIP - $*"
     exit 77
@@ -361,7 +368,7 @@ fx_verify() {
         fx_pass "$mode: acknowledged data readable and history linearizable"
     else
         tail -n 25 "$FX_DIR/log/verify-$mode.log" >&2
-        fx_fail "$mode verification failed (full report: $FX_DIR/log/verify-$mode.log)"
+        fx_soft_fail "$mode verification failed (full report: $FX_DIR/log/verify-$mode.log)"
     fi
 }
 
@@ -383,7 +390,7 @@ for v in vols:
         fx_pass "replicas identical on every brick of every set"
     else
         head -n 30 "$FX_DIR/log/replicas.log" >&2
-        fx_fail "replicas differ (full report: $FX_DIR/log/replicas.log)"
+        fx_soft_fail "replicas differ (full report: $FX_DIR/log/replicas.log)"
     fi
 }
 
@@ -445,5 +452,8 @@ fx_sleep() {
 }
 
 fx_finish() {
+    if ((${#FX_SOFT_FAILS[@]})); then
+        fx_fail "${#FX_SOFT_FAILS[@]} checks failed: $(printf '%s; ' "${FX_SOFT_FAILS[@]}")"
+    fi
     echo "$FX_TAG: $FX_CHECKS checks passed (seed $FX_SEED)"
 }

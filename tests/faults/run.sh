@@ -62,7 +62,7 @@ for s in "${scenarios[@]}"; do
         skipped=$((skipped + 1))
         ;;
     *)
-        why=$(grep -m1 '^FAIL' "$logdir/$name.log")
+        why=$(grep -m1 '^FAIL - ' "$logdir/$name.log")
         ((rc == 124)) && why="timed out after ${t}s"
         echo "FAIL $name (${dt}s, $seed): ${why:-exit $rc} -- log $logdir/$name.log"
         failed=$((failed + 1))

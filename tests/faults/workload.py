@@ -234,7 +234,8 @@ def renamer(c, fs, dirs, hist, rng, cid, stop, stats):
         src = rng.choice(sorted(model))
         free = [n for n in names if n not in model]
         # Mostly to a free name (files survive), sometimes onto another file (replace).
-        dst = rng.choice(free) if free and rng.random() < 0.85 else rng.choice(names)
+        replace = len(model) > RFILES // 2 and rng.random() < 0.15
+        dst = rng.choice(names) if replace or not free else rng.choice(free)
         if dst == src:
             continue
         rec = {"c": cid, "op": "rename", "src": list(src), "dst": list(dst), "call": now()}
@@ -393,10 +394,13 @@ def cmd_verify(a):
                 got = retry(lambda: c.read(fs, c.lookup(fs, d, name), 0, 8192), tries=10)
             except OSError as e:
                 got = f"error {e}".encode()
-            if got != bulk_data(name, b["seed"]):
+            want = bulk_data(name, b["seed"])
+            if got != want:
                 bad += 1
+                at = next((i for i, (x, y) in enumerate(zip(got, want)) if x != y), min(len(got), len(want)))
                 if bad <= 5:
-                    print(f"BULK FILE bulk/{name}: wrong contents ({len(got)} bytes: {got[:40]!r})")
+                    print(f"BULK FILE bulk/{name}: wrong contents: {len(got)} bytes (want {len(want)}), "
+                          f"first difference at byte {at}: got {got[at:at + 8]!r}, want {want[at:at + 8]!r}")
         print(f"bulk: {b['count']} files checked, {bad} wrong", flush=True)
         if bad:
             problems.append({"bulk_wrong": bad})
