@@ -147,10 +147,27 @@ class History:
     def __init__(self, path):
         self.f = open(path, "a", buffering=1)
         self.lock = threading.Lock()
+        self.inflight = {}  # thread -> record of the op it waits on
+
+    def begin(self, rec):
+        with self.lock:
+            self.inflight[threading.get_ident()] = rec
+        return rec
 
     def add(self, rec):
         with self.lock:
+            self.inflight.pop(threading.get_ident(), None)
             self.f.write(json.dumps(rec) + "\n")
+
+    def abandon(self):
+        """Record ops that never returned as failed (outcome unknown) and hung."""
+        with self.lock:
+            hung = list(self.inflight.values())
+            self.inflight.clear()
+            for rec in hung:
+                rec.update(ret=None, ok=False, hung=True, err="no answer before the driver gave up")
+                self.f.write(json.dumps(rec) + "\n")
+        return hung
 
 
 def retry(fn, tries=60):
@@ -174,7 +191,7 @@ def writer(c, fs, ids, hist, rng, cid, tid, stop, stats):
         f, b = rng.randrange(FILES), rng.randrange(BLOCKS)
         seq += 1
         v = (cid << 48) | (tid << 40) | seq
-        rec = {"c": cid, "t": tid, "op": "w", "k": f"f{f}:{b}", "v": v, "call": now()}
+        rec = hist.begin({"c": cid, "t": tid, "op": "w", "k": f"f{f}:{b}", "v": v, "call": now()})
         try:
             c.write(fs, ids[f], b * BS, encode(v))
             rec.update(ret=now(), ok=True)
@@ -189,7 +206,7 @@ def writer(c, fs, ids, hist, rng, cid, tid, stop, stats):
 def reader(c, fs, ids, hist, rng, cid, tid, stop, stats):
     while not stop.is_set():
         f, b = rng.randrange(FILES), rng.randrange(BLOCKS)
-        rec = {"c": cid, "t": tid, "op": "r", "k": f"f{f}:{b}", "call": now()}
+        rec = hist.begin({"c": cid, "t": tid, "op": "r", "k": f"f{f}:{b}", "call": now()})
         try:
             data = c.read(fs, ids[f], b * BS, BS)
             rec.update(ret=now(), ok=True, v=decode(data))
@@ -238,7 +255,7 @@ def renamer(c, fs, dirs, hist, rng, cid, stop, stats):
         dst = rng.choice(names) if replace or not free else rng.choice(free)
         if dst == src:
             continue
-        rec = {"c": cid, "op": "rename", "src": list(src), "dst": list(dst), "call": now()}
+        rec = hist.begin({"c": cid, "op": "rename", "src": list(src), "dst": list(dst), "call": now()})
         try:
             c.rename(fs, dirs[src[0]], src[1], dirs[dst[0]], dst[1])
             rec.update(ret=now(), ok=True)
@@ -302,9 +319,13 @@ def cmd_run(a):
         time.sleep(1)
         print(f"{a.client}: t={time.monotonic() - t0:.0f}s {stats}", flush=True)
     stop.set()
+    deadline = time.monotonic() + a.grace
     for t in threads:
-        t.join()
-    print(f"{a.client}: done {stats}", flush=True)
+        t.join(max(0.1, deadline - time.monotonic()))
+    hung = hist.abandon()
+    for rec in hung:
+        print(f"{a.client}: HUNG op (no answer {a.grace:.0f}s after the run ended): {json.dumps(rec)}", flush=True)
+    print(f"{a.client}: done {stats}, {len(hung)} ops hung", flush=True)
     # The volume is not unmounted: a write stuck in a retry loop must not hang the exit.
     os._exit(0)
 
@@ -356,7 +377,11 @@ def cmd_verify(a):
     with open(a.history[0], "a") as out:
         for r in final:
             out.write(json.dumps(r) + "\n")
-    ops = [r for r in recs if r.get("op") in ("w", "r")] + final
+    for r in recs:
+        if r.get("hung"):
+            problems.append(r)
+            print("HUNG OP (never answered; the client library retries for 30 s at most):", json.dumps(r))
+    ops = [r for r in recs if r.get("op") in ("w", "r") and not (r.get("hung") and r["op"] == "r")] + final
     res = lincheck.check_history(ops)
     print(f"linearizability: {len(ops)} register ops on {res['keys']} blocks; "
           f"{len(res['violations'])} violations", flush=True)
@@ -428,6 +453,7 @@ def main():
             s.add_argument("--history", required=True)
             s.add_argument("--writers", type=int, default=2)
             s.add_argument("--readers", type=int, default=2)
+            s.add_argument("--grace", type=float, default=40, help="seconds to wait for ops in flight at the end")
         else:
             s.add_argument("--history", action="append", required=True)
     a = p.parse_args()

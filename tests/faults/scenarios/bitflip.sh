@@ -3,6 +3,7 @@
 # files get one flipped bit on n1's bricks. Reads must never return the corrupted data,
 # and the bad copies must be healed from a good replica.
 set -uo pipefail
+# shellcheck source=tests/faults/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 fx_cluster 3 2 3

@@ -3,6 +3,7 @@
 # a write stream exist before; n2 is killed, its bricks wiped, and it comes back. Heal
 # must rebuild the full replica.
 set -uo pipefail
+# shellcheck source=tests/faults/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 fx_cluster 3 2 3

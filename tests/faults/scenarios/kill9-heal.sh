@@ -3,6 +3,7 @@
 # comes back and is killed again mid-heal, then a heal source (n3) is killed mid-heal.
 # Writers run throughout. Heal must resume and converge with nothing lost.
 set -uo pipefail
+# shellcheck source=tests/faults/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 fx_cluster 3 2 3
@@ -23,7 +24,7 @@ fx_kill9 n3
 fx_sleep 3
 fx_start_node n3
 fx_wait_workload "$W2" c2
-if fx_wait_healthy 90; then fx_pass "healed"; else fx_soft_fail "volume did not heal within 90s"; fi
+if fx_wait_healthy 45; then fx_pass "healed"; else fx_soft_fail "volume did not heal within 45s"; fi
 fx_verify writes c2 bulk
 fx_verify_replicas
 fx_finish

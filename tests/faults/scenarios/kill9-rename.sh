@@ -3,6 +3,7 @@
 # sets) of a 2x3 volume; c2 writes meanwhile. Verify the namespace against the model of
 # acknowledged renames, every acknowledged write, and identical replicas.
 set -uo pipefail
+# shellcheck source=tests/faults/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 fx_cluster 3 2 3
@@ -20,7 +21,7 @@ fx_sleep 3
 fx_start_node n3
 fx_wait_workload "$W1" c1
 fx_wait_workload "$W2" c2
-if fx_wait_healthy 60; then fx_pass "healed"; else fx_soft_fail "volume did not heal within 60s"; fi
+if fx_wait_healthy 40; then fx_pass "healed"; else fx_soft_fail "volume did not heal within 40s"; fi
 fx_verify renames c1 c2
 fx_verify_replicas
 fx_finish

@@ -3,6 +3,7 @@
 # while two clients write and read, restarted later; then heal, verify every acknowledged
 # write, linearizability, and identical replicas.
 set -uo pipefail
+# shellcheck source=tests/faults/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 fx_cluster 3 2 3
@@ -16,7 +17,7 @@ fx_sleep 7
 fx_start_node n2
 fx_wait_workload "$W1" c1
 fx_wait_workload "$W2" c2
-if fx_wait_healthy 60; then fx_pass "n2 healed"; else fx_soft_fail "volume did not heal within 60s after n2 came back"; fi
+if fx_wait_healthy 40; then fx_pass "n2 healed"; else fx_soft_fail "volume did not heal within 40s after n2 came back"; fi
 fx_verify writes c1 c2
 fx_verify_replicas
 fx_finish

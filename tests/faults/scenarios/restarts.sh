@@ -2,6 +2,7 @@
 # cairnd and etcd restarts during a write stream: n1 restarted (SIGTERM), etcd killed
 # (SIGKILL) and restarted, n3 restarted, n2 killed and restarted while etcd is down.
 set -uo pipefail
+# shellcheck source=tests/faults/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 fx_cluster 3 2 3
@@ -24,7 +25,7 @@ fx_stop_node n3
 fx_start_node n3
 fx_wait_workload "$W1" c1
 fx_wait_workload "$W2" c2
-if fx_wait_healthy 60; then fx_pass "healed"; else fx_soft_fail "volume did not heal within 60s"; fi
+if fx_wait_healthy 40; then fx_pass "healed"; else fx_soft_fail "volume did not heal within 40s"; fi
 fx_verify writes c1 c2
 fx_verify_replicas
 fx_finish
