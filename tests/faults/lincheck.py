@@ -107,6 +107,35 @@ def _witnesses(ops):
     return out
 
 
+def _prefix(raw, t):
+    """The history as seen at time t: ops called by t; those not answered by then pending."""
+    out = []
+    for o in raw:
+        if o["call"] > t:
+            continue
+        if o.get("ret") is not None and o["ret"] <= t:
+            out.append(o)
+        elif o["op"] == "w":
+            out.append(dict(o, ok=False))  # pending write: may or may not have applied yet
+    return out
+
+
+def first_failure(raw, init=0):
+    """The earliest call or return time at which the history stops being linearizable (binary search;
+    linearizability is prefix-closed), and the ops answered or called in the second before."""
+    times = sorted({o["call"] for o in raw} | {o["ret"] for o in raw if o.get("ret") is not None})
+    lo, hi = 0, len(times) - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if linearizable(_prepare(_prefix(raw, times[mid])), init):
+            lo = mid + 1
+        else:
+            hi = mid
+    t = times[lo]
+    window = [o for o in raw if o["call"] <= t and (o.get("ret") is None or o["ret"] >= t - 1_000_000_000)]
+    return t, sorted(window, key=lambda o: o["call"])[-25:]
+
+
 def check_history(ops, init=0):
     by_key = {}
     for o in ops:
@@ -125,11 +154,13 @@ def check_history(ops, init=0):
             continue
         prepared = _prepare(raw)
         if not linearizable(prepared, init):
+            t, window = first_failure(raw, init)
             violations.append({
                 "key": k,
                 "reason": "not linearizable",
                 "witnesses": _witnesses(prepared),
-                "ops": [o.src for o in prepared][-60:],
+                "first_failure_at": t,
+                "ops_before_failure": window,
             })
     return {"keys": len(by_key), "violations": violations}
 

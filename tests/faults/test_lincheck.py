@@ -100,6 +100,12 @@ class Bad(unittest.TestCase):
         # A write that failed was read, then disappeared while nothing else was written.
         self.assertFalse(ok([w(1, 0, 1), w(2, 2, 3, ok=False), r(2, 4, 5), r(1, 6, 7)]))
 
+    def test_first_failure_points_at_the_stale_read(self):
+        h = [w(1, 0, 1), r(1, 2, 3), w(2, 4, 5), r(2, 6, 7), r(1, 8, 9), w(3, 10, 11), r(3, 12, 13)]
+        v = check_history(h)["violations"][0]
+        self.assertEqual(v["first_failure_at"], 9, "when the stale read returned")
+        self.assertEqual(v["ops_before_failure"][-1]["call"], 8)
+
     def test_value_never_written(self):
         res = check_history([w(1, 0, 1), r(9, 2, 3)])
         self.assertEqual(res["violations"][0]["reason"], "read a value never written")

@@ -385,9 +385,29 @@ def cmd_verify(a):
     res = lincheck.check_history(ops)
     print(f"linearizability: {len(ops)} register ops on {res['keys']} blocks; "
           f"{len(res['violations'])} violations", flush=True)
+    t0 = min((r["start"] for r in recs if r.get("op") == "meta"), default=0)
+
+    def fmt(o):
+        ret = "never" if o.get("ret") is None else f'{(o["ret"] - t0) / 1e9:.3f}'
+        who = "final" if o.get("final") else f'client {o["c"]} thread {o["t"]}'
+        return (f'{who}: {o["op"]} v={o.get("v")} call={(o["call"] - t0) / 1e9:.3f}s ret={ret} '
+                f'ok={o.get("ok")} {o.get("err", "")[:200]}')
+
     for v in res["violations"]:
         problems.append(v)
-        print("VIOLATION", json.dumps(v)[:4000])
+        print(f'VIOLATION on block {v["key"]}: {v["reason"]} (times in s since the first client started)')
+        for w in v.get("witnesses", []):
+            src = w["returned_value_of"]
+            print(f'  stale read: {fmt(w["read"])}\n    returned the value of: {fmt(src) if isinstance(src, dict) else src}'
+                  f'\n    overwritten by the acknowledged: {fmt(w["overwritten_by_acked"])}')
+        if "first_failure_at" in v:
+            print(f'  the history stops being linearizable at {(v["first_failure_at"] - t0) / 1e9:.3f}s; ops on this block before:')
+            key_ops = sorted((o for o in ops if o["k"] == v["key"] and o["call"] <= v["first_failure_at"]), key=lambda o: o["call"])
+            for o in key_ops[-14:]:
+                print("   ", fmt(o))
+        for r in v.get("reads", []):
+            print("  read:", fmt(r))
+        print("  raw:", json.dumps(v)[:1500])
     if a.mode == "renames":
         last = {}
         for r in recs:
