@@ -17,7 +17,7 @@ fx_sleep 10
 fx_unpartition
 fx_wait_workload "$W1" c1
 fx_wait_workload "$W2" c2
-if fx_wait_healthy 40; then fx_pass "healed"; else fx_soft_fail "volume did not heal within 40s after the partition"; fi
+if fx_wait_healthy 30; then fx_pass "healed"; else fx_soft_fail "volume did not heal within 30s after the partition"; fi
 fx_verify writes c1 c2
 fx_verify_replicas
 fx_finish
