@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The fault suite: run every scenario in tests/faults/scenarios (or those named as
+# arguments), each with a time bound, within a total budget; print one line per scenario
+# and "N passed, M failed" (", K skipped"). Exit non-zero if any failed.
+#
+# Each scenario builds its own cluster in network namespaces (see lib.sh), logs its seed
+# (replay a run with FX_SEED=...), and keeps its temp dir (daemon logs, histories) on
+# failure. Output of scenario X goes to $FAULTS_LOG_DIR/X.log.
+#
+# Env: CAIRN_BIN_DIR, FAULTS_TIMEOUT (per scenario, default 150 s), FAULTS_BUDGET (total,
+#      default 480 s), FAULTS_LOG_DIR (default build/test-logs/faults), FX_SEED.
+set -uo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+export CAIRN_BIN_DIR=${CAIRN_BIN_DIR:-$repo/backend/target/debug}
+timeout_s=${FAULTS_TIMEOUT:-150}
+budget=${FAULTS_BUDGET:-480}
+logdir=${FAULTS_LOG_DIR:-$repo/build/test-logs/faults}
+mkdir -p "$logdir"
+
+# The checker's own tests first: a broken checker would pass anything.
+if ! (cd "$here" && python3 -m unittest -q test_lincheck >"$logdir/test_lincheck.log" 2>&1); then
+    echo "FAIL lincheck unit tests (see $logdir/test_lincheck.log)"
+    exit 1
+fi
+
+scenarios=()
+if (($#)); then
+    for s in "$@"; do
+        [[ -f $s ]] || s=$here/scenarios/${s%.sh}.sh
+        scenarios+=("$s")
+    done
+else
+    scenarios=("$here"/scenarios/*.sh)
+fi
+
+passed=0 failed=0 skipped=0 start=$SECONDS
+for s in "${scenarios[@]}"; do
+    name=$(basename "$s" .sh)
+    left=$((budget - (SECONDS - start)))
+    if ((left < 30)); then
+        echo "FAIL $name (not run: the suite's ${budget}s budget is spent)"
+        failed=$((failed + 1))
+        continue
+    fi
+    t=$timeout_s
+    ((t > left)) && t=$left
+    t0=$SECONDS
+    # SIGTERM first so the scenario's trap tears its namespaces down.
+    timeout -k 20 "$t" bash "$s" >"$logdir/$name.log" 2>&1
+    rc=$?
+    dt=$((SECONDS - t0))
+    seed=$(grep -o 'seed=[0-9]*' "$logdir/$name.log" | head -1)
+    case $rc in
+    0)
+        echo "ok   $name (${dt}s, $seed)"
+        passed=$((passed + 1))
+        ;;
+    77)
+        echo "skip $name: $(grep -m1 '^SKIP' "$logdir/$name.log")"
+        skipped=$((skipped + 1))
+        ;;
+    *)
+        why=$(grep -m1 '^FAIL - ' "$logdir/$name.log")
+        ((rc == 124)) && why="timed out after ${t}s"
+        echo "FAIL $name (${dt}s, $seed): ${why:-exit $rc} -- log $logdir/$name.log"
+        failed=$((failed + 1))
+        ;;
+    esac
+done
+summary="$passed passed, $failed failed"
+((skipped)) && summary+=", $skipped skipped"
+echo "$summary ($((SECONDS - start))s)"
+((failed == 0))

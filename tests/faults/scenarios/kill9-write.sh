@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# kill -9 of a brick node during a write stream: a 2x3 volume on 3 nodes; n2 is killed
+# while two clients write and read, restarted later; then heal, verify every acknowledged
+# write, linearizability, and identical replicas.
+set -uo pipefail
+# shellcheck source=tests/faults/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+
+fx_cluster 3 2 3
+fx_workload c1 writes c1 20
+W1=$FX_WL_PID
+fx_workload c2 writes c2 20
+W2=$FX_WL_PID
+fx_sleep 5
+fx_kill9 n2
+fx_sleep 7
+fx_start_node n2
+fx_wait_workload "$W1" c1
+fx_wait_workload "$W2" c2
+if fx_wait_healthy 40; then fx_pass "n2 healed"; else fx_soft_fail "volume did not heal within 40s after n2 came back"; fi
+fx_verify writes c1 c2
+fx_verify_replicas
+fx_finish
