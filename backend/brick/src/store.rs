@@ -545,9 +545,10 @@ impl Brick {
             }
             Op::HealFetch { id } => self.heal_fetch(*id),
             Op::HealApply { state } => unit(self.heal_apply(state, data).map(|_| Reply::Unit)),
-            Op::HealSync { .. } => {
-                Err(fail(libc::ENOTSUP, "heal_sync is coordinated by cairnd, not by the brick store"))
-            }
+            Op::HealSync { .. } => Err(fail(
+                libc::ENOTSUP,
+                "heal_sync is coordinated by cairnd, not by the brick store",
+            )),
         }
     }
 

@@ -49,9 +49,12 @@ impl AttrCache {
     }
 }
 
+/// Names of one directory: name → (id, when cached).
+type DirEntries = HashMap<Name, (Id, Instant)>;
+
 pub struct EntryCache {
     ttl: Mutex<Duration>,
-    dirs: Mutex<HashMap<Id, HashMap<Name, (Id, Instant)>>>,
+    dirs: Mutex<HashMap<Id, DirEntries>>,
 }
 
 impl EntryCache {

@@ -56,7 +56,9 @@ impl WriteBehind {
         let mut files = self.files.lock();
         let f = files.entry(id).or_default();
         if data.len() >= limit {
-            return Append::Barrier { flushed: f.pending.take().map(|p| (p.creds, p.offset, p.buf.freeze())) };
+            return Append::Barrier {
+                flushed: f.pending.take().map(|p| (p.creds, p.offset, p.buf.freeze())),
+            };
         }
         match &mut f.pending {
             Some(p) if p.creds == *creds && p.offset + p.buf.len() as u64 == offset => {
@@ -67,7 +69,9 @@ impl WriteBehind {
                 }
                 Append::Buffered
             }
-            Some(_) => Append::Barrier { flushed: f.pending.take().map(|p| (p.creds, p.offset, p.buf.freeze())) },
+            Some(_) => Append::Barrier {
+                flushed: f.pending.take().map(|p| (p.creds, p.offset, p.buf.freeze())),
+            },
             None => {
                 let mut buf = BytesMut::with_capacity(limit.min(data.len().max(64 << 10)));
                 buf.extend_from_slice(data);
@@ -80,7 +84,10 @@ impl WriteBehind {
     /// Take the buffered extent of a file (to send it now).
     pub fn take(&self, id: Id) -> Option<(Creds, u64, Bytes)> {
         let mut files = self.files.lock();
-        files.get_mut(&id).and_then(|f| f.pending.take()).map(|p| (p.creds, p.offset, p.buf.freeze()))
+        files
+            .get_mut(&id)
+            .and_then(|f| f.pending.take())
+            .map(|p| (p.creds, p.offset, p.buf.freeze()))
     }
 
     /// End of the buffered extent, if any (the size the file will have at least).

@@ -6,7 +6,7 @@ use crate::node::{BrickSlot, Node};
 use bytes::Bytes;
 use cairn_brick::Exec;
 use cairn_proto::map::VolumeMap;
-use cairn_proto::msg::{BrickRequest, Op, Reply, ReplicateRequest, Request};
+use cairn_proto::msg::{BrickRequest, Op, ReplicateRequest, Reply, Request};
 use cairn_proto::rpc::Session;
 use cairn_proto::{Attr, Creds, Errno, Id, RemoteError};
 use std::sync::Arc;
@@ -49,9 +49,7 @@ pub fn key_id(op: &Op) -> Id {
         | Op::PendingList { .. }
         | Op::PendingClear { .. }
         | Op::PendingAdd { .. }
-        | Op::HealApply { .. } => {
-            Id::ROOT
-        }
+        | Op::HealApply { .. } => Id::ROOT,
     }
 }
 
@@ -81,7 +79,11 @@ pub fn changed_ids(op: &Op) -> Vec<Id> {
 /// Leases to recall after a mutation: (id, its directory entries changed).
 fn recalls(op: &Op) -> Vec<(Id, bool)> {
     match op {
-        Op::Create { dir, .. } | Op::Mkdir { dir, .. } | Op::MkLinkto { dir, .. } | Op::Unlink { dir, .. } | Op::Rmdir { dir, .. } => {
+        Op::Create { dir, .. }
+        | Op::Mkdir { dir, .. }
+        | Op::MkLinkto { dir, .. }
+        | Op::Unlink { dir, .. }
+        | Op::Rmdir { dir, .. } => {
             vec![(*dir, true)]
         }
         Op::Link { id, dir, .. } => vec![(*dir, true), (*id, false)],
@@ -91,7 +93,14 @@ fn recalls(op: &Op) -> Vec<(Id, bool)> {
 }
 
 /// Run one op on a local brick, off the async threads.
-pub async fn exec_local(slot: &Arc<BrickSlot>, creds: Creds, op: Op, data: Bytes, result: Option<Attr>, replica: bool) -> OpResult {
+pub async fn exec_local(
+    slot: &Arc<BrickSlot>,
+    creds: Creds,
+    op: Op,
+    data: Bytes,
+    result: Option<Attr>,
+    replica: bool,
+) -> OpResult {
     let brick = slot.brick.clone();
     let (volume, index) = (slot.volume.clone(), slot.index);
     let name = op.name();
@@ -100,30 +109,61 @@ pub async fn exec_local(slot: &Arc<BrickSlot>, creds: Creds, op: Op, data: Bytes
         brick.execute(&creds, &op, &data, mode)
     })
     .await
-    .unwrap_or_else(|e| Err(RemoteError::new(Errno::EIO, format!("{volume}: brick {index}: {name} task failed: {e}"))))
+    .unwrap_or_else(|e| {
+        Err(RemoteError::new(
+            Errno::EIO,
+            format!("{volume}: brick {index}: {name} task failed: {e}"),
+        ))
+    })
 }
 
 fn stale(volume: &str, brick: u32, why: &str) -> RemoteError {
-    RemoteError::new(Errno::ESTALEMAP, format!("{volume}: brick {brick}: {why}; refresh the volume map"))
+    RemoteError::new(
+        Errno::ESTALEMAP,
+        format!("{volume}: brick {brick}: {why}; refresh the volume map"),
+    )
 }
 
 fn result_attr(reply: &Reply) -> Option<Attr> {
     match reply {
-        Reply::Attr(a) | Reply::Entry { attr: a, linkto: None } | Reply::Written { attr: a, .. } => Some(a.clone()),
+        Reply::Attr(a)
+        | Reply::Entry { attr: a, linkto: None }
+        | Reply::Written { attr: a, .. } => Some(a.clone()),
         _ => None,
     }
 }
 
 /// Forward a mutation to brick `target` of the volume (local or remote).
-async fn forward(node: &Arc<Node>, map: &VolumeMap, target: u32, req: ReplicateRequest, data: Bytes) -> Result<(), RemoteError> {
+async fn forward(
+    node: &Arc<Node>,
+    map: &VolumeMap,
+    target: u32,
+    req: ReplicateRequest,
+    data: Bytes,
+) -> Result<(), RemoteError> {
     if let Some(slot) = node.slot(&req.volume, target) {
-        return exec_local(&slot, req.creds.clone(), req.op.clone(), data, req.result.clone(), true).await.map(|_| ());
+        return exec_local(
+            &slot,
+            req.creds.clone(),
+            req.op.clone(),
+            data,
+            req.result.clone(),
+            true,
+        )
+        .await
+        .map(|_| ());
     }
     let Some((_, b)) = map.brick(target) else {
-        return Err(RemoteError::new(Errno::ENOENT, format!("{}: brick {target} not in the volume map", req.volume)));
+        return Err(RemoteError::new(
+            Errno::ENOENT,
+            format!("{}: brick {target} not in the volume map", req.volume),
+        ));
     };
     if b.node == node.name {
-        return Err(RemoteError::new(Errno::ENOTCONN, format!("{}: brick {target} is not open on this node", req.volume)));
+        return Err(RemoteError::new(
+            Errno::ENOTCONN,
+            format!("{}: brick {target} is not open on this node", req.volume),
+        ));
     }
     let addr = b.addr.clone();
     node.peers.call(&addr, &node.name, Request::Replicate(req), data).await.map(|_| ())
@@ -146,29 +186,54 @@ async fn mark_pending(slot: &Arc<BrickSlot>, peer: u32, ids: Vec<Id>) {
 }
 
 /// Apply a mutation at the head and replicate it.
-async fn mutate(node: &Arc<Node>, session: &Arc<Session>, slot: &Arc<BrickSlot>, map: &VolumeMap, req: BrickRequest, data: Bytes) -> OpResult {
-    let (set, _) = map.brick(req.brick).ok_or_else(|| stale(&req.volume, req.brick, "not in the volume map"))?;
+async fn mutate(
+    node: &Arc<Node>,
+    session: &Arc<Session>,
+    slot: &Arc<BrickSlot>,
+    map: &VolumeMap,
+    req: BrickRequest,
+    data: Bytes,
+) -> OpResult {
+    let (set, _) = map
+        .brick(req.brick)
+        .ok_or_else(|| stale(&req.volume, req.brick, "not in the volume map"))?;
     let key = key_id(&req.op);
     let plan = cairn_replication::plan(set, key).ok_or_else(|| {
-        RemoteError::new(Errno::EIO, format!("{}: replica set {} has no brick up", req.volume, set.id))
+        RemoteError::new(
+            Errno::EIO,
+            format!("{}: replica set {} has no brick up", req.volume, set.id),
+        )
     })?;
     if plan.head != req.brick {
-        return Err(stale(&req.volume, req.brick, &format!("not the chain head of {key} (brick {} is)", plan.head)));
+        return Err(stale(
+            &req.volume,
+            req.brick,
+            &format!("not the chain head of {key} (brick {} is)", plan.head),
+        ));
     }
     if !node.lease_alive() {
         // Self-fencing: the config store may already have declared this node dead and
         // promoted another head; accepting the write could fork the replica set.
         return Err(RemoteError::new(
             Errno::EHOSTDOWN,
-            format!("{}: brick {}: node {} cannot renew its lease; refusing writes", req.volume, req.brick, node.name),
+            format!(
+                "{}: brick {}: node {} cannot renew its lease; refusing writes",
+                req.volume, req.brick, node.name
+            ),
         ));
     }
-    if !matches!(req.op, Op::Fsync { .. } | Op::Open { .. } | Op::Release { .. }) && map.option("features.read-only") == Some("on") {
-        return Err(RemoteError::new(Errno::EROFS, format!("{}: volume is read-only (features.read-only)", req.volume)));
+    if !matches!(req.op, Op::Fsync { .. } | Op::Open { .. } | Op::Release { .. })
+        && map.option("features.read-only") == Some("on")
+    {
+        return Err(RemoteError::new(
+            Errno::EROFS,
+            format!("{}: volume is read-only (features.read-only)", req.volume),
+        ));
     }
     let changed = changed_ids(&req.op);
     let guards = node.lock_inodes(&req.volume, req.brick, &changed).await;
-    let (reply, out) = exec_local(slot, req.creds.clone(), req.op.clone(), data.clone(), None, false).await?;
+    let (reply, out) =
+        exec_local(slot, req.creds.clone(), req.op.clone(), data.clone(), None, false).await?;
     let rreq = ReplicateRequest {
         volume: req.volume.clone(),
         brick: 0,
@@ -203,7 +268,13 @@ async fn mutate(node: &Arc<Node>, session: &Arc<Session>, slot: &Arc<BrickSlot>,
     for &peer in &failed {
         let add = Op::PendingAdd { peer, ids: changed.clone() };
         for &t in &applied {
-            let r = ReplicateRequest { brick: t, op: add.clone(), result: None, missed: vec![], ..rreq.clone() };
+            let r = ReplicateRequest {
+                brick: t,
+                op: add.clone(),
+                result: None,
+                missed: vec![],
+                ..rreq.clone()
+            };
             if let Err(e) = forward(node, map, t, r, Bytes::new()).await {
                 tracing::warn!(volume = %req.volume, brick = t, error = %e, "could not copy a pending record");
             }
@@ -246,23 +317,42 @@ fn grant_leases(node: &Node, session: &Arc<Session>, volume: &str, op: &Op, repl
 }
 
 /// A client's operation on one of this node's bricks.
-pub async fn handle(node: &Arc<Node>, session: &Arc<Session>, req: BrickRequest, data: Bytes) -> OpResult {
-    let slot = node.slot(&req.volume, req.brick).ok_or_else(|| stale(&req.volume, req.brick, &format!("not served by node {}", node.name)))?;
+pub async fn handle(
+    node: &Arc<Node>,
+    session: &Arc<Session>,
+    req: BrickRequest,
+    data: Bytes,
+) -> OpResult {
+    let slot = node.slot(&req.volume, req.brick).ok_or_else(|| {
+        stale(&req.volume, req.brick, &format!("not served by node {}", node.name))
+    })?;
     // Heal traffic between bricks does not go through the chain.
     match &req.op {
-        Op::PendingList { .. } | Op::PendingClear { .. } | Op::PendingAdd { .. } | Op::HealFetch { .. } => {
+        Op::PendingList { .. }
+        | Op::PendingClear { .. }
+        | Op::PendingAdd { .. }
+        | Op::HealFetch { .. } => {
             return exec_local(&slot, Creds::root(), req.op, data, None, false).await;
         }
         Op::HealSync { id, peer } => return crate::heal::serve_sync(node, &slot, *id, *peer).await,
         Op::HealApply { .. } => {
-            return Err(RemoteError::new(Errno::EINVAL, "heal_apply is sent as a replicate request"));
+            return Err(RemoteError::new(
+                Errno::EINVAL,
+                "heal_apply is sent as a replicate request",
+            ));
         }
         _ => {}
     }
     if slot.healing.load(std::sync::atomic::Ordering::Acquire) {
-        return Err(stale(&req.volume, req.brick, "brick is healing and does not serve clients yet"));
+        return Err(stale(
+            &req.volume,
+            req.brick,
+            "brick is healing and does not serve clients yet",
+        ));
     }
-    let map = node.map(&req.volume).ok_or_else(|| RemoteError::new(Errno::ENOENT, format!("volume {} not found", req.volume)))?;
+    let map = node.map(&req.volume).ok_or_else(|| {
+        RemoteError::new(Errno::ENOENT, format!("volume {} not found", req.volume))
+    })?;
     if let Op::Open { id } = &req.op {
         node.note_open(session.id, &req.volume, req.brick, *id);
     }
@@ -272,24 +362,42 @@ pub async fn handle(node: &Arc<Node>, session: &Arc<Session>, req: BrickRequest,
     if req.op.is_mutation() {
         return mutate(node, session, &slot, &map, req, data).await;
     }
-    let (set, _) = map.brick(req.brick).ok_or_else(|| stale(&req.volume, req.brick, "not in the volume map"))?;
+    let (set, _) = map
+        .brick(req.brick)
+        .ok_or_else(|| stale(&req.volume, req.brick, "not in the volume map"))?;
     let key = key_id(&req.op);
     if !matches!(req.op, Op::StatFs | Op::LookupPath { .. }) {
         match cairn_placement::head(set, key) {
             Some(h) if h.index == req.brick => {}
-            Some(h) => return Err(stale(&req.volume, req.brick, &format!("not the chain head of {key} (brick {} is)", h.index))),
-            None => return Err(RemoteError::new(Errno::EIO, format!("{}: replica set {} has no brick up", req.volume, set.id))),
+            Some(h) => {
+                return Err(stale(
+                    &req.volume,
+                    req.brick,
+                    &format!("not the chain head of {key} (brick {} is)", h.index),
+                ))
+            }
+            None => {
+                return Err(RemoteError::new(
+                    Errno::EIO,
+                    format!("{}: replica set {} has no brick up", req.volume, set.id),
+                ))
+            }
         }
     }
     match &req.op {
         Op::SetLock { id, lock, wait } => {
             let s = session.clone();
-            node.locks.set(&req.volume, *id, session.id, lock, *wait, move || s.is_closed()).await?;
+            node.locks
+                .set(&req.volume, *id, session.id, lock, *wait, move || s.is_closed())
+                .await?;
             Ok((Reply::Unit, Bytes::new()))
         }
-        Op::GetLock { id, lock } => Ok((Reply::Lock(node.locks.get(&req.volume, *id, session.id, lock)), Bytes::new())),
+        Op::GetLock { id, lock } => {
+            Ok((Reply::Lock(node.locks.get(&req.volume, *id, session.id, lock)), Bytes::new()))
+        }
         _ => {
-            let (reply, out) = exec_local(&slot, req.creds.clone(), req.op.clone(), data, None, false).await?;
+            let (reply, out) =
+                exec_local(&slot, req.creds.clone(), req.op.clone(), data, None, false).await?;
             grant_leases(node, session, &req.volume, &req.op, &reply);
             Ok((reply, out))
         }
@@ -298,15 +406,24 @@ pub async fn handle(node: &Arc<Node>, session: &Arc<Session>, req: BrickRequest,
 
 /// A mutation forwarded by the head of a chain.
 pub async fn replicate(node: &Arc<Node>, req: ReplicateRequest, data: Bytes) -> OpResult {
-    let slot = node
-        .slot(&req.volume, req.brick)
-        .ok_or_else(|| RemoteError::new(Errno::ENOTCONN, format!("{}: brick {} is not open on node {}", req.volume, req.brick, node.name)))?;
+    let slot = node.slot(&req.volume, req.brick).ok_or_else(|| {
+        RemoteError::new(
+            Errno::ENOTCONN,
+            format!("{}: brick {} is not open on node {}", req.volume, req.brick, node.name),
+        )
+    })?;
     // Records of who else misses this change: from the head's plan, or carried by a heal.
-    let mut records: Vec<(u32, Vec<Id>)> =
-        req.missed.iter().filter(|&&m| m != req.brick).map(|&m| (m, changed_ids(&req.op))).collect();
+    let mut records: Vec<(u32, Vec<Id>)> = req
+        .missed
+        .iter()
+        .filter(|&&m| m != req.brick)
+        .map(|&m| (m, changed_ids(&req.op)))
+        .collect();
     if let Op::HealApply { state } = &req.op {
         if let Some(a) = &state.attr {
-            records.extend(state.pending_for.iter().filter(|&&p| p != req.brick).map(|&p| (p, vec![a.id])));
+            records.extend(
+                state.pending_for.iter().filter(|&&p| p != req.brick).map(|&p| (p, vec![a.id])),
+            );
         }
     }
     let out = exec_local(&slot, req.creds, req.op, data, req.result, true).await?;

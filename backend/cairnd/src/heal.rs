@@ -9,7 +9,7 @@ use crate::chain::{exec_local, OpResult};
 use crate::node::{BrickSlot, Node};
 use bytes::Bytes;
 use cairn_proto::map::{BrickState, VolumeMap};
-use cairn_proto::msg::{BrickRequest, Op, Reply, ReplicateRequest, Request};
+use cairn_proto::msg::{BrickRequest, Op, ReplicateRequest, Reply, Request};
 use cairn_proto::{Creds, Errno, Id, RemoteError};
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -29,18 +29,42 @@ pub async fn brick_call(node: &Arc<Node>, map: &VolumeMap, index: u32, op: Op) -
         }
         return exec_local(&slot, Creds::root(), op, Bytes::new(), None, false).await;
     }
-    let (_, b) = map.brick(index).ok_or_else(|| RemoteError::new(Errno::ENOENT, format!("{}: no brick {index}", map.name)))?;
-    let req = BrickRequest { volume: map.name.clone(), brick: index, epoch: map.epoch, creds: Creds::root(), op };
+    let (_, b) = map.brick(index).ok_or_else(|| {
+        RemoteError::new(Errno::ENOENT, format!("{}: no brick {index}", map.name))
+    })?;
+    let req = BrickRequest {
+        volume: map.name.clone(),
+        brick: index,
+        epoch: map.epoch,
+        creds: Creds::root(),
+        op,
+    };
     node.peers.call(&b.addr, &node.name, Request::Brick(req), Bytes::new()).await
 }
 
 /// Serve a HEAL_SYNC: copy `id` from this brick (its chain head) onto brick `peer`.
 pub async fn serve_sync(node: &Arc<Node>, slot: &Arc<BrickSlot>, id: Id, peer: u32) -> OpResult {
-    let map = node.map(&slot.volume).ok_or_else(|| RemoteError::new(Errno::ENOENT, format!("volume {} not found", slot.volume)))?;
+    let map = node.map(&slot.volume).ok_or_else(|| {
+        RemoteError::new(Errno::ENOENT, format!("volume {} not found", slot.volume))
+    })?;
     let _guard = node.lock_inodes(&slot.volume, slot.index, &[id]).await;
-    let (state, data) = match exec_local(slot, Creds::root(), Op::HealFetch { id }, Bytes::new(), None, false).await {
+    let (state, data) = match exec_local(
+        slot,
+        Creds::root(),
+        Op::HealFetch { id },
+        Bytes::new(),
+        None,
+        false,
+    )
+    .await
+    {
         Ok((Reply::Heal(s), d)) => (s, d),
-        Ok((other, _)) => return Err(RemoteError::new(Errno::EPROTO, format!("heal_fetch {id}: unexpected reply {other:?}"))),
+        Ok((other, _)) => {
+            return Err(RemoteError::new(
+                Errno::EPROTO,
+                format!("heal_fetch {id}: unexpected reply {other:?}"),
+            ))
+        }
         // Gone here too: the directory heal removes its names.
         Err(e) if e.errno == Errno::ENOENT => return Ok((Reply::Unit, Bytes::new())),
         Err(e) => return Err(e),
@@ -65,27 +89,41 @@ pub async fn serve_sync(node: &Arc<Node>, slot: &Arc<BrickSlot>, id: Id, peer: u
     if let Some(target) = node.slot(&slot.volume, peer) {
         exec_local(&target, Creds::root(), req.op, data, None, true).await?;
     } else {
-        let (_, b) = map.brick(peer).ok_or_else(|| RemoteError::new(Errno::ENOENT, format!("{}: no brick {peer}", map.name)))?;
+        let (_, b) = map.brick(peer).ok_or_else(|| {
+            RemoteError::new(Errno::ENOENT, format!("{}: no brick {peer}", map.name))
+        })?;
         node.peers.call(&b.addr.clone(), &node.name, Request::Replicate(req), data).await?;
     }
     Ok((Reply::Unit, Bytes::new()))
 }
 
 fn peer_online(node: &Node, map: &VolumeMap, index: u32) -> bool {
-    node.slot(&map.name, index).is_some() || map.brick(index).map(|(_, b)| b.state != BrickState::Down).unwrap_or(false)
+    node.slot(&map.name, index).is_some()
+        || map.brick(index).map(|(_, b)| b.state != BrickState::Down).unwrap_or(false)
 }
 
 /// Pull every pending entry recorded for this brick. Returns how many were copied and how
 /// many `Up` peers answered the final (empty) round.
-async fn catch_up(node: &Arc<Node>, slot: &Arc<BrickSlot>, wait_for_peers: bool) -> Result<(usize, usize), RemoteError> {
+async fn catch_up(
+    node: &Arc<Node>,
+    slot: &Arc<BrickSlot>,
+    wait_for_peers: bool,
+) -> Result<(usize, usize), RemoteError> {
     let started = Instant::now();
     let mut copied = 0;
     for pass in 0..20 {
-        let map = node.map(&slot.volume).ok_or_else(|| RemoteError::new(Errno::ENOENT, format!("volume {} not in map", slot.volume)))?;
-        let (set, _) = map.brick(slot.index).ok_or_else(|| RemoteError::new(Errno::ENOENT, format!("brick {} not in map", slot.index)))?;
-        let peers: Vec<u32> = set.bricks.iter().map(|b| b.index).filter(|&i| i != slot.index).collect();
+        let map = node.map(&slot.volume).ok_or_else(|| {
+            RemoteError::new(Errno::ENOENT, format!("volume {} not in map", slot.volume))
+        })?;
+        let (set, _) = map.brick(slot.index).ok_or_else(|| {
+            RemoteError::new(Errno::ENOENT, format!("brick {} not in map", slot.index))
+        })?;
+        let peers: Vec<u32> =
+            set.bricks.iter().map(|b| b.index).filter(|&i| i != slot.index).collect();
         if wait_for_peers && pass == 0 {
-            while started.elapsed() < PEER_WAIT && !peers.iter().all(|&p| peer_online(node, &map, p)) {
+            while started.elapsed() < PEER_WAIT
+                && !peers.iter().all(|&p| peer_online(node, &map, p))
+            {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }
@@ -93,8 +131,15 @@ async fn catch_up(node: &Arc<Node>, slot: &Arc<BrickSlot>, wait_for_peers: bool)
         // applied but could not get acknowledged).
         let mut recorded: BTreeMap<Id, Vec<u32>> = BTreeMap::new();
         let mut up_heard = 0;
-        if let Ok((Reply::Ids(ids), _)) =
-            exec_local(slot, Creds::root(), Op::PendingList { peer: slot.index }, Bytes::new(), None, false).await
+        if let Ok((Reply::Ids(ids), _)) = exec_local(
+            slot,
+            Creds::root(),
+            Op::PendingList { peer: slot.index },
+            Bytes::new(),
+            None,
+            false,
+        )
+        .await
         {
             for id in ids {
                 recorded.entry(id).or_default().push(slot.index);
@@ -114,7 +159,9 @@ async fn catch_up(node: &Arc<Node>, slot: &Arc<BrickSlot>, wait_for_peers: bool)
                     }
                 }
                 Ok(_) => {}
-                Err(e) => tracing::debug!(volume = %slot.volume, brick = slot.index, peer = p, error = %e, "pending list unavailable"),
+                Err(e) => {
+                    tracing::debug!(volume = %slot.volume, brick = slot.index, peer = p, error = %e, "pending list unavailable")
+                }
             }
         }
         if recorded.is_empty() {
@@ -122,7 +169,13 @@ async fn catch_up(node: &Arc<Node>, slot: &Arc<BrickSlot>, wait_for_peers: bool)
         }
         let total = recorded.len();
         let steps = cairn_replication::heal_plan(set, slot.index, &recorded).map_err(|id| {
-            RemoteError::new(Errno::EAGAIN, format!("{}: brick {}: no up brick to copy {id} from; staying out of service", slot.volume, slot.index))
+            RemoteError::new(
+                Errno::EAGAIN,
+                format!(
+                    "{}: brick {}: no up brick to copy {id} from; staying out of service",
+                    slot.volume, slot.index
+                ),
+            )
         })?;
         let mut failed = 0;
         for (n, step) in steps.into_iter().enumerate() {
@@ -144,16 +197,26 @@ async fn catch_up(node: &Arc<Node>, slot: &Arc<BrickSlot>, wait_for_peers: bool)
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
-    Err(RemoteError::new(Errno::EAGAIN, format!("{}: brick {}: heal did not converge in 20 passes", slot.volume, slot.index)))
+    Err(RemoteError::new(
+        Errno::EAGAIN,
+        format!("{}: brick {}: heal did not converge in 20 passes", slot.volume, slot.index),
+    ))
 }
 
-async fn sync_from(node: &Arc<Node>, map: &VolumeMap, source: u32, id: Id, me: u32) -> Result<(), RemoteError> {
+async fn sync_from(
+    node: &Arc<Node>,
+    map: &VolumeMap,
+    source: u32,
+    id: Id,
+    me: u32,
+) -> Result<(), RemoteError> {
     brick_call(node, map, source, Op::HealSync { id, peer: me }).await.map(|_| ())
 }
 
 async fn clear(node: &Arc<Node>, map: &VolumeMap, recorders: &[u32], me: u32, id: Id) {
     for &r in recorders {
-        if let Err(e) = brick_call(node, map, r, Op::PendingClear { peer: me, ids: vec![id] }).await {
+        if let Err(e) = brick_call(node, map, r, Op::PendingClear { peer: me, ids: vec![id] }).await
+        {
             tracing::debug!(volume = %map.name, brick = r, %id, error = %e, "pending clear failed");
         }
     }
@@ -193,7 +256,11 @@ pub fn spawn(node: Arc<Node>, slot: Arc<BrickSlot>) {
                             }
                         }
                         slot.healing.store(false, Ordering::Release);
-                        if let Err(e) = node.lease().set_brick_state(&slot.volume, slot.index, BrickState::Up).await {
+                        if let Err(e) = node
+                            .lease()
+                            .set_brick_state(&slot.volume, slot.index, BrickState::Up)
+                            .await
+                        {
                             tracing::warn!(volume = %slot.volume, brick = slot.index, error = %e, "cannot publish brick state");
                             slot.healing.store(true, Ordering::Release);
                         } else {
@@ -201,13 +268,18 @@ pub fn spawn(node: Arc<Node>, slot: Arc<BrickSlot>) {
                             node.kick.notify_one();
                         }
                     }
-                    Err(e) => tracing::warn!(volume = %slot.volume, brick = slot.index, error = %e, "heal incomplete; retrying"),
+                    Err(e) => {
+                        tracing::warn!(volume = %slot.volume, brick = slot.index, error = %e, "heal incomplete; retrying")
+                    }
                 }
                 first = false;
             } else if demoted(&node, &slot) || has_backlog(&node, &slot).await {
                 tracing::warn!(volume = %slot.volume, brick = slot.index, "a peer recorded writes this brick missed; healing");
                 slot.healing.store(true, Ordering::Release);
-                let _ = node.lease().set_brick_state(&slot.volume, slot.index, BrickState::Healing).await;
+                let _ = node
+                    .lease()
+                    .set_brick_state(&slot.volume, slot.index, BrickState::Healing)
+                    .await;
                 node.kick.notify_one();
                 continue;
             }
@@ -230,7 +302,9 @@ async fn has_backlog(node: &Arc<Node>, slot: &Arc<BrickSlot>) -> bool {
         if b.index == slot.index || !peer_online(node, &map, b.index) {
             continue;
         }
-        if let Ok((Reply::Ids(ids), _)) = brick_call(node, &map, b.index, Op::PendingList { peer: slot.index }).await {
+        if let Ok((Reply::Ids(ids), _)) =
+            brick_call(node, &map, b.index, Op::PendingList { peer: slot.index }).await
+        {
             if !ids.is_empty() {
                 return true;
             }
@@ -247,7 +321,8 @@ async fn wait_until_seen_healing(node: &Arc<Node>, slot: &Arc<BrickSlot>) {
             tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         };
-        let me_seen_locally = map.brick(slot.index).map(|(_, b)| b.state != BrickState::Down).unwrap_or(false);
+        let me_seen_locally =
+            map.brick(slot.index).map(|(_, b)| b.state != BrickState::Down).unwrap_or(false);
         if !me_seen_locally {
             tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
@@ -258,13 +333,19 @@ async fn wait_until_seen_healing(node: &Arc<Node>, slot: &Arc<BrickSlot>) {
             if b.index == slot.index || b.node == node.name || b.state == BrickState::Down {
                 continue;
             }
-            match node.peers.call(&b.addr, &node.name, Request::GetMap { volume: map.name.clone() }, Bytes::new()).await {
-                Ok((Reply::Map(m), _)) => {
-                    if m.brick(slot.index).map(|(_, x)| x.state == BrickState::Down).unwrap_or(true) {
-                        all = false;
-                    }
+            if let Ok((Reply::Map(m), _)) = node
+                .peers
+                .call(
+                    &b.addr,
+                    &node.name,
+                    Request::GetMap { volume: map.name.clone() },
+                    Bytes::new(),
+                )
+                .await
+            {
+                if m.brick(slot.index).map(|(_, x)| x.state == BrickState::Down).unwrap_or(true) {
+                    all = false;
                 }
-                _ => {}
             }
         }
         if all {

@@ -36,9 +36,10 @@ pub struct Leases {
 impl Leases {
     pub fn grant(&self, volume: &str, id: Id, session: &Arc<Session>) {
         let mut h = self.holders.lock();
-        h.entry((volume.to_string(), id))
-            .or_default()
-            .insert(session.id, Holder { session: Arc::downgrade(session), until: Instant::now() + LEASE });
+        h.entry((volume.to_string(), id)).or_default().insert(
+            session.id,
+            Holder { session: Arc::downgrade(session), until: Instant::now() + LEASE },
+        );
     }
 
     pub fn ack(&self, seq: u64) {

@@ -85,7 +85,8 @@ impl LockTable {
         Self::carve(held, new.session, new.owner, new.start, new.end);
         let mut merged = new;
         held.retain(|h| {
-            let same = h.session == merged.session && h.owner == merged.owner && h.write == merged.write;
+            let same =
+                h.session == merged.session && h.owner == merged.owner && h.write == merged.write;
             if same && h.start <= merged.end && merged.start <= h.end {
                 merged.start = merged.start.min(h.start);
                 merged.end = merged.end.max(h.end);
@@ -124,7 +125,14 @@ impl LockTable {
                 let write = kind == LockKind::Write;
                 Self::insert(
                     &mut entry.held,
-                    Held { session, owner: lock.owner, pid: lock.pid, write, start: lock.start, end },
+                    Held {
+                        session,
+                        owner: lock.owner,
+                        pid: lock.pid,
+                        write,
+                        start: lock.start,
+                        end,
+                    },
                 );
                 // A downgrade (write -> read) may let readers in.
                 entry.notify.notify_waiters();
@@ -152,7 +160,10 @@ impl LockTable {
                 Err(n) => n,
             };
             if !wait {
-                return Err(RemoteError::new(Errno::EAGAIN, format!("{volume}: {id}: range is locked by another owner")));
+                return Err(RemoteError::new(
+                    Errno::EAGAIN,
+                    format!("{volume}: {id}: range is locked by another owner"),
+                ));
             }
             let notified = notify.notified();
             // Re-check after registering, so an unlock between try and wait is not missed.
@@ -164,7 +175,10 @@ impl LockTable {
                 _ = tokio::time::sleep(std::time::Duration::from_millis(500)) => {}
             }
             if closed() {
-                return Err(RemoteError::new(Errno::ECANCELED, "session closed while waiting for a lock"));
+                return Err(RemoteError::new(
+                    Errno::ECANCELED,
+                    "session closed while waiting for a lock",
+                ));
             }
         }
     }
@@ -220,7 +234,9 @@ mod tests {
         let id = Id(3);
         t.set("v", id, 1, &lk(LockKind::Write, 0, 0, 1), false, || false).await.unwrap();
         let t2 = t.clone();
-        let w = tokio::spawn(async move { t2.set("v", id, 2, &lk(LockKind::Write, 10, 1, 1), true, || false).await });
+        let w = tokio::spawn(async move {
+            t2.set("v", id, 2, &lk(LockKind::Write, 10, 1, 1), true, || false).await
+        });
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         assert!(!w.is_finished());
         t.set("v", id, 1, &lk(LockKind::Unlock, 0, 0, 1), false, || false).await.unwrap();

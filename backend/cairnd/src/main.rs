@@ -64,7 +64,8 @@ struct Args {
 }
 
 fn node_uuid(state_dir: &std::path::Path) -> anyhow::Result<String> {
-    std::fs::create_dir_all(state_dir).with_context(|| format!("creating state dir {}", state_dir.display()))?;
+    std::fs::create_dir_all(state_dir)
+        .with_context(|| format!("creating state dir {}", state_dir.display()))?;
     let p = state_dir.join("node-uuid");
     if let Ok(s) = std::fs::read_to_string(&p) {
         let s = s.trim().to_string();
@@ -73,13 +74,15 @@ fn node_uuid(state_dir: &std::path::Path) -> anyhow::Result<String> {
         }
     }
     let id = cairn_proto::Id::new_on_set(0).to_hex();
-    let uuid = format!("{}-{}-{}-{}-{}", &id[0..8], &id[8..12], &id[12..16], &id[16..20], &id[20..32]);
+    let uuid =
+        format!("{}-{}-{}-{}-{}", &id[0..8], &id[8..12], &id[12..16], &id[16..20], &id[20..32]);
     std::fs::write(&p, &uuid).with_context(|| format!("writing {}", p.display()))?;
     Ok(uuid)
 }
 
 fn init_logging(args: &Args) -> anyhow::Result<()> {
-    let filter = tracing_subscriber::EnvFilter::try_new(&args.log_level).context("bad --log-level")?;
+    let filter =
+        tracing_subscriber::EnvFilter::try_new(&args.log_level).context("bad --log-level")?;
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
     match &args.log_file {
         Some(path) => {
@@ -107,7 +110,13 @@ fn init_logging(args: &Args) -> anyhow::Result<()> {
 }
 
 fn hostname() -> String {
-    rustix::system::uname().nodename().to_string_lossy().split('.').next().unwrap_or("localhost").to_string()
+    rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .split('.')
+        .next()
+        .unwrap_or("localhost")
+        .to_string()
 }
 
 #[tokio::main]
@@ -137,10 +146,15 @@ async fn main() -> anyhow::Result<()> {
             .await
             .context("registering this node in the config store")?,
     }
-    let lease = store.register_node(&name, &addr, args.lease_ttl).await.context("registering the node lease")?;
+    let lease = store
+        .register_node(&name, &addr, args.lease_ttl)
+        .await
+        .context("registering the node lease")?;
     let node = Arc::new(node::Node::new(name.clone(), addr.clone(), store, lease));
     if let Some(m) = &args.metrics_listen {
-        let l = tokio::net::TcpListener::bind(m).await.with_context(|| format!("cannot listen on {m} for metrics"))?;
+        let l = tokio::net::TcpListener::bind(m)
+            .await
+            .with_context(|| format!("cannot listen on {m} for metrics"))?;
         tokio::spawn(metrics::serve(l));
     }
     tracing::info!(node = %name, listen = %args.listen, "cairnd started");

@@ -8,7 +8,8 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Upper bounds of the latency buckets, in seconds.
-const BUCKETS: [f64; 12] = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.5];
+const BUCKETS: [f64; 12] =
+    [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.5];
 
 #[derive(Default, Clone)]
 struct Hist {
@@ -59,20 +60,38 @@ pub fn render() -> String {
     let mut out = String::new();
     out.push_str("# HELP cairn_brick_ops_total Brick operations served.\n# TYPE cairn_brick_ops_total counter\n");
     for ((role, op), h) in &r.ops {
-        out.push_str(&format!("cairn_brick_ops_total{{role=\"{role}\",op=\"{op}\"}} {}\n", h.total));
+        out.push_str(&format!(
+            "cairn_brick_ops_total{{role=\"{role}\",op=\"{op}\"}} {}\n",
+            h.total
+        ));
     }
     out.push_str("# HELP cairn_brick_op_errors_total Brick operations that failed.\n# TYPE cairn_brick_op_errors_total counter\n");
     for ((role, op), h) in &r.ops {
-        out.push_str(&format!("cairn_brick_op_errors_total{{role=\"{role}\",op=\"{op}\"}} {}\n", h.errors));
+        out.push_str(&format!(
+            "cairn_brick_op_errors_total{{role=\"{role}\",op=\"{op}\"}} {}\n",
+            h.errors
+        ));
     }
     out.push_str("# HELP cairn_brick_op_seconds Brick operation latency.\n# TYPE cairn_brick_op_seconds histogram\n");
     for ((role, op), h) in &r.ops {
         for (i, b) in BUCKETS.iter().enumerate() {
-            out.push_str(&format!("cairn_brick_op_seconds_bucket{{role=\"{role}\",op=\"{op}\",le=\"{b}\"}} {}\n", h.counts[i]));
+            out.push_str(&format!(
+                "cairn_brick_op_seconds_bucket{{role=\"{role}\",op=\"{op}\",le=\"{b}\"}} {}\n",
+                h.counts[i]
+            ));
         }
-        out.push_str(&format!("cairn_brick_op_seconds_bucket{{role=\"{role}\",op=\"{op}\",le=\"+Inf\"}} {}\n", h.total));
-        out.push_str(&format!("cairn_brick_op_seconds_sum{{role=\"{role}\",op=\"{op}\"}} {}\n", h.sum));
-        out.push_str(&format!("cairn_brick_op_seconds_count{{role=\"{role}\",op=\"{op}\"}} {}\n", h.total));
+        out.push_str(&format!(
+            "cairn_brick_op_seconds_bucket{{role=\"{role}\",op=\"{op}\",le=\"+Inf\"}} {}\n",
+            h.total
+        ));
+        out.push_str(&format!(
+            "cairn_brick_op_seconds_sum{{role=\"{role}\",op=\"{op}\"}} {}\n",
+            h.sum
+        ));
+        out.push_str(&format!(
+            "cairn_brick_op_seconds_count{{role=\"{role}\",op=\"{op}\"}} {}\n",
+            h.total
+        ));
     }
     out
 }

@@ -36,7 +36,10 @@ fn done(message: impl Into<String>) -> MgmtReply {
 pub const OPTIONS: &[(&str, &str)] = &[
     ("features.read-only", "on|off: refuse every change with EROFS"),
     ("performance.write-behind", "on|off: clients coalesce small sequential writes"),
-    ("performance.write-behind-window-size", "bytes buffered per file by write-behind (4096..=67108864)"),
+    (
+        "performance.write-behind-window-size",
+        "bytes buffered per file by write-behind (4096..=67108864)",
+    ),
     ("performance.cache-timeout", "seconds clients may cache attributes and entries (0..=10)"),
 ];
 
@@ -44,7 +47,9 @@ pub fn validate_option(key: &str, value: &str) -> Result<(), String> {
     let on_off = |v: &str| matches!(v, "on" | "off");
     let ok = match key {
         "features.read-only" | "performance.write-behind" => on_off(value),
-        "performance.write-behind-window-size" => value.parse::<u64>().map(|n| (4096..=64 << 20).contains(&n)).unwrap_or(false),
+        "performance.write-behind-window-size" => {
+            value.parse::<u64>().map(|n| (4096..=64 << 20).contains(&n)).unwrap_or(false)
+        }
         "performance.cache-timeout" => value.parse::<u64>().map(|n| n <= 10).unwrap_or(false),
         _ => return Err(format!("option {key} does not exist")),
     };
@@ -57,7 +62,9 @@ pub fn validate_option(key: &str, value: &str) -> Result<(), String> {
 }
 
 fn valid_volume_name(n: &str) -> bool {
-    !n.is_empty() && n.len() <= 64 && n.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
+    !n.is_empty()
+        && n.len() <= 64
+        && n.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
 }
 
 fn host_of(addr: &str) -> &str {
@@ -70,7 +77,13 @@ fn new_volume_id() -> String {
     format!("{:032x}", a ^ (b << 32))
 }
 
-async fn wait_states(node: &Node, volume: &str, want_up: bool, bricks: usize, limit: Duration) -> Vec<u32> {
+async fn wait_states(
+    node: &Node,
+    volume: &str,
+    want_up: bool,
+    bricks: usize,
+    limit: Duration,
+) -> Vec<u32> {
     let deadline = Instant::now() + limit;
     loop {
         let states = node.store.brick_states(volume).await.unwrap_or_default();
@@ -94,14 +107,14 @@ async fn wait_states(node: &Node, volume: &str, want_up: bool, bricks: usize, li
 
 async fn volume_create(node: &Arc<Node>, c: VolumeCreate) -> Result<MgmtReply, RemoteError> {
     let name = c.name.clone();
-    let f = |m: String| fail(Errno::EINVAL, format!("{m}"));
+    let f = |m: String| fail(Errno::EINVAL, m.to_string());
     if !valid_volume_name(&c.name) {
         return Err(f("volume names are 1-64 characters of letters, digits, '-' and '_'".into()));
     }
     if !(1..=3).contains(&c.replica) {
         return Err(f(format!("replica count {} is not supported (1, 2 or 3)", c.replica)));
     }
-    if c.bricks.is_empty() || c.bricks.len() % c.replica as usize != 0 {
+    if c.bricks.is_empty() || !c.bricks.len().is_multiple_of(c.replica as usize) {
         return Err(f(format!(
             "number of bricks ({}) is not a multiple of replica count ({})",
             c.bricks.len(),
@@ -112,9 +125,10 @@ async fn volume_create(node: &Arc<Node>, c: VolumeCreate) -> Result<MgmtReply, R
     let mut seen = HashSet::new();
     let mut bricks = vec![];
     for (i, spec) in c.bricks.iter().enumerate() {
-        let (host, path) = spec.split_once(":/").map(|(h, p)| (h, format!("/{p}"))).ok_or_else(|| {
-            f(format!("brick '{spec}' is not of the form HOST:/ABSOLUTE/PATH"))
-        })?;
+        let (host, path) = spec
+            .split_once(":/")
+            .map(|(h, p)| (h, format!("/{p}")))
+            .ok_or_else(|| f(format!("brick '{spec}' is not of the form HOST:/ABSOLUTE/PATH")))?;
         let path = path.trim_end_matches('/').to_string();
         let path = if path.is_empty() { "/".to_string() } else { path };
         let peer = peers
@@ -158,8 +172,10 @@ async fn volume_create(node: &Arc<Node>, c: VolumeCreate) -> Result<MgmtReply, R
         let r = if b.node == node.name {
             brick_prepare(node, req).await
         } else {
-            let addr = peers.iter().find(|p| p.name == b.node).map(|p| p.addr.clone()).unwrap_or_default();
-            match node.peers.call(&addr, &node.name, Request::Mgmt(req), bytes::Bytes::new()).await {
+            let addr =
+                peers.iter().find(|p| p.name == b.node).map(|p| p.addr.clone()).unwrap_or_default();
+            match node.peers.call(&addr, &node.name, Request::Mgmt(req), bytes::Bytes::new()).await
+            {
                 Ok((Reply::Mgmt(m), _)) => Ok(m),
                 Ok(_) => Err(fail(Errno::EPROTO, "unexpected reply to brick prepare")),
                 Err(e) => Err(e),
@@ -184,7 +200,13 @@ async fn volume_create(node: &Arc<Node>, c: VolumeCreate) -> Result<MgmtReply, R
     Ok(done("please start the volume to access data"))
 }
 
-async fn set_status(node: &Arc<Node>, name: &str, _verb: &str, status: VolumeStatus, force: bool) -> Result<MgmtReply, RemoteError> {
+async fn set_status(
+    node: &Arc<Node>,
+    name: &str,
+    _verb: &str,
+    status: VolumeStatus,
+    force: bool,
+) -> Result<MgmtReply, RemoteError> {
     let (mut rec, rev) = node
         .store
         .get_volume(name)
@@ -192,14 +214,19 @@ async fn set_status(node: &Arc<Node>, name: &str, _verb: &str, status: VolumeSta
         .map_err(cfg)?
         .ok_or_else(|| fail(Errno::ENOENT, format!("Volume {name} does not exist")))?;
     if rec.status == status && !force {
-        let what = if status == VolumeStatus::Started { "already started" } else { "is not in the started state" };
+        let what = if status == VolumeStatus::Started {
+            "already started"
+        } else {
+            "is not in the started state"
+        };
         return Err(fail(Errno(libc::EALREADY), format!("Volume {name} {what}")));
     }
     rec.status = status;
     node.store.update_volume(&rec, rev).await.map_err(|e| fail(Errno::EAGAIN, format!("{e}")))?;
     node.kick.notify_one();
     let n = rec.sets.iter().map(|s| s.bricks.len()).sum();
-    let lagging = wait_states(node, name, status == VolumeStatus::Started, n, Duration::from_secs(30)).await;
+    let lagging =
+        wait_states(node, name, status == VolumeStatus::Started, n, Duration::from_secs(30)).await;
     if lagging.is_empty() {
         Ok(done(""))
     } else {
@@ -209,7 +236,10 @@ async fn set_status(node: &Arc<Node>, name: &str, _verb: &str, status: VolumeSta
     }
 }
 
-async fn maps(node: &Arc<Node>, name: Option<&str>) -> Result<Vec<cairn_proto::map::VolumeMap>, RemoteError> {
+async fn maps(
+    node: &Arc<Node>,
+    name: Option<&str>,
+) -> Result<Vec<cairn_proto::map::VolumeMap>, RemoteError> {
     let rev = node.store.revision().await.map_err(cfg)?;
     let peers = node.store.list_peers().await.map_err(cfg)?;
     let vols = node.store.list_volumes().await.map_err(cfg)?;
@@ -229,17 +259,37 @@ async fn maps(node: &Arc<Node>, name: Option<&str>) -> Result<Vec<cairn_proto::m
 pub async fn handle(node: &Arc<Node>, req: MgmtRequest) -> Result<MgmtReply, RemoteError> {
     match req {
         MgmtRequest::PeerProbe { addr } => {
-            let addr = if addr.contains(':') { addr } else { format!("{addr}:{}", cairn_proto::DEFAULT_PORT) };
+            let addr = if addr.contains(':') {
+                addr
+            } else {
+                format!("{addr}:{}", cairn_proto::DEFAULT_PORT)
+            };
             if addr == node.addr {
                 return Ok(done("Probe on localhost not needed"));
             }
-            let r = node.peers.call(&addr, &node.name, Request::Mgmt(MgmtRequest::PeerStatus), bytes::Bytes::new()).await;
+            let r = node
+                .peers
+                .call(
+                    &addr,
+                    &node.name,
+                    Request::Mgmt(MgmtRequest::PeerStatus),
+                    bytes::Bytes::new(),
+                )
+                .await;
             let peers = match r {
                 Ok((Reply::Mgmt(MgmtReply::Peers(p)), _)) => p,
                 Ok(_) => return Err(fail(Errno::EPROTO, format!("{addr} answered oddly"))),
-                Err(e) => return Err(fail(e.errno, format!("Probe returned with {}: {}", e.errno, e.message))),
+                Err(e) => {
+                    return Err(fail(
+                        e.errno,
+                        format!("Probe returned with {}: {}", e.errno, e.message),
+                    ))
+                }
             };
-            let me = peers.into_iter().find(|p| p.local).ok_or_else(|| fail(Errno::EPROTO, format!("{addr} did not name itself")))?;
+            let me = peers
+                .into_iter()
+                .find(|p| p.local)
+                .ok_or_else(|| fail(Errno::EPROTO, format!("{addr} did not name itself")))?;
             node.store
                 .add_peer(PeerRecord { name: me.name.clone(), addr: addr.clone(), uuid: me.uuid })
                 .await
@@ -256,7 +306,10 @@ pub async fn handle(node: &Arc<Node>, req: MgmtRequest) -> Result<MgmtReply, Rem
             }
             let vols = node.store.list_volumes().await.map_err(cfg)?;
             if vols.iter().any(|v| v.sets.iter().any(|s| s.bricks.iter().any(|b| b.node == name))) {
-                return Err(fail(Errno::EBUSY, format!("Brick(s) with the peer {name} exist in cluster")));
+                return Err(fail(
+                    Errno::EBUSY,
+                    format!("Brick(s) with the peer {name} exist in cluster"),
+                ));
             }
             let _ = force;
             node.store.remove_peer(&name).await.map_err(cfg)?;
@@ -264,7 +317,8 @@ pub async fn handle(node: &Arc<Node>, req: MgmtRequest) -> Result<MgmtReply, Rem
         }
         MgmtRequest::PeerStatus => {
             let peers = node.store.list_peers().await.map_err(cfg)?;
-            let live: HashSet<String> = node.store.live_nodes().await.map_err(cfg)?.into_keys().collect();
+            let live: HashSet<String> =
+                node.store.live_nodes().await.map_err(cfg)?.into_keys().collect();
             Ok(MgmtReply::Peers(
                 peers
                     .into_iter()
@@ -279,8 +333,12 @@ pub async fn handle(node: &Arc<Node>, req: MgmtRequest) -> Result<MgmtReply, Rem
             ))
         }
         MgmtRequest::VolumeCreate(c) => volume_create(node, c).await,
-        MgmtRequest::VolumeStart { name, force } => set_status(node, &name, "start", VolumeStatus::Started, force).await,
-        MgmtRequest::VolumeStop { name, force } => set_status(node, &name, "stop", VolumeStatus::Stopped, force).await,
+        MgmtRequest::VolumeStart { name, force } => {
+            set_status(node, &name, "start", VolumeStatus::Started, force).await
+        }
+        MgmtRequest::VolumeStop { name, force } => {
+            set_status(node, &name, "stop", VolumeStatus::Stopped, force).await
+        }
         MgmtRequest::VolumeDelete { name } => {
             let (rec, _) = node
                 .store
@@ -298,8 +356,12 @@ pub async fn handle(node: &Arc<Node>, req: MgmtRequest) -> Result<MgmtReply, Rem
             node.kick.notify_one();
             Ok(done(""))
         }
-        MgmtRequest::VolumeInfo { name } => Ok(MgmtReply::Volumes(maps(node, name.as_deref()).await?)),
-        MgmtRequest::VolumeList => Ok(MgmtReply::Names(maps(node, None).await?.into_iter().map(|m| m.name).collect())),
+        MgmtRequest::VolumeInfo { name } => {
+            Ok(MgmtReply::Volumes(maps(node, name.as_deref()).await?))
+        }
+        MgmtRequest::VolumeList => {
+            Ok(MgmtReply::Names(maps(node, None).await?.into_iter().map(|m| m.name).collect()))
+        }
         MgmtRequest::VolumeStatus { name } => {
             let mut out = vec![];
             for m in maps(node, name.as_deref()).await? {
@@ -309,7 +371,8 @@ pub async fn handle(node: &Arc<Node>, req: MgmtRequest) -> Result<MgmtReply, Rem
                         let slot = node.slot(&m.name, b.index);
                         let (pending, total, free) = match &slot {
                             Some(sl) => {
-                                let pending: u64 = sl.brick.pending_counts().iter().map(|(_, n)| n).sum();
+                                let pending: u64 =
+                                    sl.brick.pending_counts().iter().map(|(_, n)| n).sum();
                                 let st = rustix_statvfs(sl.brick.root());
                                 (pending, st.0, st.1)
                             }
@@ -321,20 +384,32 @@ pub async fn handle(node: &Arc<Node>, req: MgmtRequest) -> Result<MgmtReply, Rem
                             path: b.path.clone(),
                             online: b.state != BrickState::Down,
                             state: format!("{:?}", b.state),
-                            port: b.addr.rsplit_once(':').and_then(|(_, p)| p.parse().ok()).unwrap_or(0),
-                            pid: if b.node == node.name && slot.is_some() { std::process::id() } else { 0 },
+                            port: b
+                                .addr
+                                .rsplit_once(':')
+                                .and_then(|(_, p)| p.parse().ok())
+                                .unwrap_or(0),
+                            pid: if b.node == node.name && slot.is_some() {
+                                std::process::id()
+                            } else {
+                                0
+                            },
                             pending_heal: pending,
                             total_bytes: total,
                             free_bytes: free,
                         });
                     }
                 }
-                out.push(VolumeStatusInfo { name: m.name.clone(), status: m.status.to_string(), bricks });
+                out.push(VolumeStatusInfo {
+                    name: m.name.clone(),
+                    status: m.status.to_string(),
+                    bricks,
+                });
             }
             Ok(MgmtReply::Status(out))
         }
         MgmtRequest::VolumeSet { name, key, value } => {
-            validate_option(&key, &value).map_err(|m| fail(Errno::EINVAL, format!("{m}")))?;
+            validate_option(&key, &value).map_err(|m| fail(Errno::EINVAL, m.to_string()))?;
             update_options(node, &name, "set", |o| {
                 o.insert(key.clone(), value.clone());
             })
@@ -361,7 +436,12 @@ pub async fn handle(node: &Arc<Node>, req: MgmtRequest) -> Result<MgmtReply, Rem
 async fn brick_prepare(node: &Arc<Node>, req: MgmtRequest) -> Result<MgmtReply, RemoteError> {
     match req {
         MgmtRequest::BrickPrepare { volume, volume_id, index, path, force } => {
-            let marker = BrickMarker { format: 1, volume: volume.clone(), volume_id: format!("{volume_id:032x}"), index };
+            let marker = BrickMarker {
+                format: 1,
+                volume: volume.clone(),
+                volume_id: format!("{volume_id:032x}"),
+                index,
+            };
             let p = path.clone();
             tokio::task::spawn_blocking(move || Brick::prepare(Path::new(&p), &marker, force))
                 .await
@@ -395,7 +475,10 @@ async fn heal_info(node: &Arc<Node>, name: &str) -> Result<MgmtReply, RemoteErro
                                 )
                                 .await;
                                 if let Ok((Reply::Ids(v), _)) = r {
-                                    ids.extend(v.into_iter().map(|i| format!("<id:{i}> (for brick {peer})")));
+                                    ids.extend(
+                                        v.into_iter()
+                                            .map(|i| format!("<id:{i}> (for brick {peer})")),
+                                    );
                                 }
                             }
                             ids
@@ -416,7 +499,12 @@ async fn heal_info(node: &Arc<Node>, name: &str) -> Result<MgmtReply, RemoteErro
     }
 }
 
-async fn update_options(node: &Arc<Node>, name: &str, _verb: &str, f: impl Fn(&mut BTreeMap<String, String>)) -> Result<MgmtReply, RemoteError> {
+async fn update_options(
+    node: &Arc<Node>,
+    name: &str,
+    _verb: &str,
+    f: impl Fn(&mut BTreeMap<String, String>),
+) -> Result<MgmtReply, RemoteError> {
     for _ in 0..5 {
         let (mut rec, rev) = node
             .store
@@ -434,7 +522,7 @@ async fn update_options(node: &Arc<Node>, name: &str, _verb: &str, f: impl Fn(&m
             Err(e) => return Err(cfg(e)),
         }
     }
-    Err(fail(Errno::EAGAIN, format!("concurrent updates; try again")))
+    Err(fail(Errno::EAGAIN, "concurrent updates; try again"))
 }
 
 /// (total, free) bytes of the filesystem holding `path`.
@@ -452,7 +540,9 @@ mod tests {
     #[test]
     fn options_are_validated() {
         assert!(validate_option("features.read-only", "on").is_ok());
-        assert!(validate_option("features.read-only", "yes").unwrap_err().contains("invalid value"));
+        assert!(validate_option("features.read-only", "yes")
+            .unwrap_err()
+            .contains("invalid value"));
         assert!(validate_option("performance.cache-timeout", "11").is_err());
         assert!(validate_option("nfs.disable", "on").unwrap_err().contains("does not exist"));
     }

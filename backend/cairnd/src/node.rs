@@ -18,6 +18,9 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tokio::sync::Notify;
 
+/// An inode a session holds open on a brick: (volume, brick, id).
+type OpenRef = (String, u32, Id);
+
 pub struct BrickSlot {
     pub volume: String,
     pub index: u32,
@@ -48,12 +51,19 @@ impl PeerPool {
                 return Ok(c.clone());
             }
         }
-        let c = Connection::connect(addr, PeerKind::Daemon, me, None, Duration::from_secs(2)).await?;
+        let c =
+            Connection::connect(addr, PeerKind::Daemon, me, None, Duration::from_secs(2)).await?;
         self.conns.lock().insert(addr.to_string(), c.clone());
         Ok(c)
     }
 
-    pub async fn call(&self, addr: &str, me: &str, req: Request, data: bytes::Bytes) -> Result<(Reply, bytes::Bytes), RemoteError> {
+    pub async fn call(
+        &self,
+        addr: &str,
+        me: &str,
+        req: Request,
+        data: bytes::Bytes,
+    ) -> Result<(Reply, bytes::Bytes), RemoteError> {
         let c = self.get(addr, me).await?;
         let r = c.call(req, data).await;
         if let Err(e) = &r {
@@ -78,7 +88,7 @@ pub struct Node {
     pub leases: Leases,
     stripes: Vec<tokio::sync::Mutex<()>>,
     pub kick: Notify,
-    opens: Mutex<HashMap<u64, Vec<(String, u32, Id)>>>,
+    opens: Mutex<HashMap<u64, Vec<OpenRef>>>,
     /// Bricks this node already marked stale while they were down (cleared once the map
     /// shows them back, so a brick that healed and fell again is marked again).
     marked_stale: Mutex<std::collections::HashSet<(String, u32)>>,
@@ -124,7 +134,12 @@ impl Node {
     }
 
     /// Mark a brick stale in the config store (once per outage for down bricks).
-    pub async fn mark_stale(&self, volume: &str, brick: u32, by: u32) -> Result<(), cairn_config::ConfigError> {
+    pub async fn mark_stale(
+        &self,
+        volume: &str,
+        brick: u32,
+        by: u32,
+    ) -> Result<(), cairn_config::ConfigError> {
         let key = (volume.to_string(), brick);
         let down = self
             .map(volume)
@@ -150,11 +165,18 @@ impl Node {
 
     /// Serialize mutations of the given inodes on this brick (ids sorted by stripe so two
     /// multi-inode ops cannot deadlock).
-    pub async fn lock_inodes(&self, volume: &str, brick: u32, ids: &[Id]) -> Vec<tokio::sync::MutexGuard<'_, ()>> {
+    pub async fn lock_inodes(
+        &self,
+        volume: &str,
+        brick: u32,
+        ids: &[Id],
+    ) -> Vec<tokio::sync::MutexGuard<'_, ()>> {
         let mut idx: Vec<usize> = ids
             .iter()
             .map(|id| {
-                let h = xxhash_rust::xxh3::xxh3_64(volume.as_bytes()) ^ (brick as u64).rotate_left(32) ^ id.ino();
+                let h = xxhash_rust::xxh3::xxh3_64(volume.as_bytes())
+                    ^ (brick as u64).rotate_left(32)
+                    ^ id.ino();
                 (h % STRIPES as u64) as usize
             })
             .collect();
@@ -217,7 +239,11 @@ impl Node {
                                 stopped: AtomicBool::new(false),
                             });
                             self.bricks.write().insert((v.name.clone(), b.index), slot.clone());
-                            if let Err(e) = self.lease().set_brick_state(&v.name, b.index, BrickState::Healing).await {
+                            if let Err(e) = self
+                                .lease()
+                                .set_brick_state(&v.name, b.index, BrickState::Healing)
+                                .await
+                            {
                                 tracing::warn!(volume = %v.name, brick = b.index, error = %e, "cannot publish brick state");
                             }
                             tracing::info!(volume = %v.name, brick = b.index, path = %b.path, "brick opened; catching up with peers");
@@ -232,7 +258,8 @@ impl Node {
             }
         }
         // Close bricks of stopped or deleted volumes.
-        let gone: Vec<_> = self.bricks.read().keys().filter(|k| !wanted.contains(*k)).cloned().collect();
+        let gone: Vec<_> =
+            self.bricks.read().keys().filter(|k| !wanted.contains(*k)).cloned().collect();
         for k in gone {
             let removed = self.bricks.write().remove(&k);
             if let Some(slot) = removed {
@@ -243,13 +270,19 @@ impl Node {
         }
         // Rebuild maps from one consistent read.
         let (_, all) = self.store.volume_maps().await.map_err(cfg)?;
-        let maps: HashMap<String, Arc<VolumeMap>> = all.into_iter().map(|m| (m.name.clone(), Arc::new(m))).collect();
+        let maps: HashMap<String, Arc<VolumeMap>> =
+            all.into_iter().map(|m| (m.name.clone(), Arc::new(m))).collect();
         let changed: Vec<Arc<VolumeMap>> = {
             let old = self.maps.read();
-            maps.values().filter(|m| old.get(&m.name).map(|o| o.as_ref() != m.as_ref()).unwrap_or(true)).cloned().collect()
+            maps.values()
+                .filter(|m| old.get(&m.name).map(|o| o.as_ref() != m.as_ref()).unwrap_or(true))
+                .cloned()
+                .collect()
         };
         self.marked_stale.lock().retain(|(v, i)| {
-            maps.get(v).and_then(|m| m.brick(*i).map(|(_, b)| b.state == BrickState::Down)).unwrap_or(false)
+            maps.get(v)
+                .and_then(|m| m.brick(*i).map(|(_, b)| b.state == BrickState::Down))
+                .unwrap_or(false)
         });
         *self.maps.write() = maps;
         for m in changed {
@@ -293,7 +326,8 @@ impl Node {
 
     pub fn note_release(&self, session: u64, volume: &str, brick: u32, id: Id) {
         if let Some(v) = self.opens.lock().get_mut(&session) {
-            if let Some(i) = v.iter().position(|(vv, b, x)| vv == volume && *b == brick && *x == id) {
+            if let Some(i) = v.iter().position(|(vv, b, x)| vv == volume && *b == brick && *x == id)
+            {
                 v.swap_remove(i);
             }
         }

@@ -1,7 +1,7 @@
 //! The RPC service of `cairnd`: dispatches every request a connection carries.
 
 use crate::node::Node;
-use crate::{chain, mgmt, metrics};
+use crate::{chain, metrics, mgmt};
 use bytes::Bytes;
 use cairn_proto::msg::{Reply, Request, Response, Welcome};
 use cairn_proto::rpc::{Service, Session};
@@ -13,7 +13,12 @@ pub struct Daemon {
     pub node: Arc<Node>,
 }
 
-async fn dispatch(node: Arc<Node>, session: Arc<Session>, req: Request, data: Bytes) -> Result<(Reply, Bytes), RemoteError> {
+async fn dispatch(
+    node: Arc<Node>,
+    session: Arc<Session>,
+    req: Request,
+    data: Bytes,
+) -> Result<(Reply, Bytes), RemoteError> {
     match req {
         Request::Hello(_) => Err(RemoteError::new(Errno::EPROTO, "HELLO sent twice")),
         Request::Ping => Ok((Reply::Pong, Bytes::new())),
@@ -55,7 +60,12 @@ impl Service for Daemon {
         Welcome { version: PROTOCOL_VERSION, session, node: self.node.name.clone() }
     }
 
-    fn call(&self, session: Arc<Session>, req: Request, data: Bytes) -> BoxFuture<'static, (Response, Bytes)> {
+    fn call(
+        &self,
+        session: Arc<Session>,
+        req: Request,
+        data: Bytes,
+    ) -> BoxFuture<'static, (Response, Bytes)> {
         let node = self.node.clone();
         Box::pin(async move {
             match dispatch(node, session, req, data).await {

@@ -37,7 +37,8 @@ async fn errors_until_close(s: &mut TcpStream) -> Vec<Errno> {
 }
 
 fn hello_frame(version: u16) -> Frame {
-    let h = Request::Hello(Hello { version, kind: PeerKind::Client, name: "bad".into(), auth: vec![] });
+    let h =
+        Request::Hello(Hello { version, kind: PeerKind::Client, name: "bad".into(), auth: vec![] });
     Frame::new(FrameKind::Request, 1, frame::encode(&h), Bytes::new())
 }
 
@@ -57,7 +58,10 @@ async fn malformed_traffic_is_refused_and_the_daemon_keeps_serving() {
     let mut s = TcpStream::connect(&c.addr).await.unwrap();
     s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
     let mut buf = vec![];
-    let n = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut buf)).await.unwrap().unwrap_or(0);
+    let n = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut buf))
+        .await
+        .unwrap()
+        .unwrap_or(0);
     assert_eq!(n, 0, "garbage gets the connection closed, not an answer");
     still_serving(&c).await;
 
@@ -87,7 +91,12 @@ async fn malformed_traffic_is_refused_and_the_daemon_keeps_serving() {
 
     // A frame cut short, then the peer vanishes.
     let mut s = connect_hello(&c).await;
-    let f = Frame::new(FrameKind::Request, 4, frame::encode(&Request::Ping), Bytes::from_static(b"0123456789"));
+    let f = Frame::new(
+        FrameKind::Request,
+        4,
+        frame::encode(&Request::Ping),
+        Bytes::from_static(b"0123456789"),
+    );
     let mut raw = f.encode_prefix().to_vec();
     raw.extend_from_slice(&f.header[..2]);
     s.write_all(&raw[..PREFIX_LEN + 2]).await.unwrap();
@@ -96,7 +105,12 @@ async fn malformed_traffic_is_refused_and_the_daemon_keeps_serving() {
     // A response frame where a request belongs.
     let mut s = connect_hello(&c).await;
     let resp: Response = Ok(Reply::Pong);
-    frame::write_frame(&mut s, &Frame::new(FrameKind::Response, 5, frame::encode(&resp), Bytes::new())).await.unwrap();
+    frame::write_frame(
+        &mut s,
+        &Frame::new(FrameKind::Response, 5, frame::encode(&resp), Bytes::new()),
+    )
+    .await
+    .unwrap();
     assert_eq!(errors_until_close(&mut s).await, vec![Errno::EPROTO]);
 
     // Many of those at once do not disturb a client doing real work.
@@ -113,7 +127,11 @@ async fn malformed_traffic_is_refused_and_the_daemon_keeps_serving() {
     });
     let writes = (0..20u64).map(|i| {
         let vol = vol.clone();
-        async move { vol.write_through(&Creds::root(), f.id, i * 10, Bytes::from(vec![b'a' + i as u8; 10])).await.unwrap() }
+        async move {
+            vol.write_through(&Creds::root(), f.id, i * 10, Bytes::from(vec![b'a' + i as u8; 10]))
+                .await
+                .unwrap()
+        }
     });
     futures::future::join_all(attacks).await;
     futures::future::join_all(writes).await;
@@ -134,7 +152,13 @@ async fn unknown_volumes_and_escaping_names() {
     assert!(e.message.contains("nosuch"), "{e}");
     // A brick request for a volume this node does not serve.
     let conn = c.cli().await;
-    let req = BrickRequest { volume: "nosuch".into(), brick: 0, epoch: 0, creds: Creds::root(), op: Op::GetAttr { id: Id::ROOT } };
+    let req = BrickRequest {
+        volume: "nosuch".into(),
+        brick: 0,
+        epoch: 0,
+        creds: Creds::root(),
+        op: Op::GetAttr { id: Id::ROOT },
+    };
     let e = conn.call(Request::Brick(req), Bytes::new()).await.unwrap_err();
     assert!(e.message.contains("nosuch"), "{e}");
 
@@ -155,7 +179,9 @@ async fn unknown_volumes_and_escaping_names() {
             op: Op::Lookup { dir: Id::ROOT, name: b"../../../etc".to_vec() },
         };
         match conn.call(Request::Brick(req), Bytes::new()).await {
-            Err(e) => assert!(matches!(e.errno, Errno::EINVAL | Errno::ESTALEMAP), "brick {b}: {e}"),
+            Err(e) => {
+                assert!(matches!(e.errno, Errno::EINVAL | Errno::ESTALEMAP), "brick {b}: {e}")
+            }
             Ok(r) => panic!("brick {b} answered {r:?}"),
         }
     }
@@ -182,7 +208,12 @@ async fn full_brick_reports_enospc() {
     let ok = |cmd: &mut std::process::Command| cmd.status().map(|s| s.success()).unwrap_or(false);
     assert!(ok(std::process::Command::new("truncate").args(["-s", "16M", img.to_str().unwrap()])));
     assert!(ok(std::process::Command::new("mkfs.ext4").args(["-q", "-F", img.to_str().unwrap()])));
-    if !ok(std::process::Command::new("mount").args(["-o", "loop", img.to_str().unwrap(), mnt.to_str().unwrap()])) {
+    if !ok(std::process::Command::new("mount").args([
+        "-o",
+        "loop",
+        img.to_str().unwrap(),
+        mnt.to_str().unwrap(),
+    ])) {
         panic!("loop mount failed: the ENOSPC test needs loop devices (root)");
     }
     struct Umount(std::path::PathBuf);
@@ -206,10 +237,15 @@ async fn full_brick_reports_enospc() {
     }
     let err = match err {
         Some(e) => e,
-        None => vol.fsync(&root, f.id, false).await.expect_err("64 MiB cannot fit on a 16 MiB brick"),
+        None => {
+            vol.fsync(&root, f.id, false).await.expect_err("64 MiB cannot fit on a 16 MiB brick")
+        }
     };
     assert_eq!(err.errno, Errno::ENOSPC, "{err}");
-    assert!(err.message.contains("tiny") || err.message.contains("brick"), "error names where: {err}");
+    assert!(
+        err.message.contains("tiny") || err.message.contains("brick"),
+        "error names where: {err}"
+    );
     still_serving(&c).await;
     // Free the space: the volume works again.
     vol.unlink(&root, Id::ROOT, b"fill").await.unwrap();

@@ -22,7 +22,16 @@ pub struct Pool {
 impl Pool {
     pub fn new(name: String, timeout: Duration) -> (Pool, mpsc::UnboundedReceiver<(String, Push)>) {
         let (tx, rx) = mpsc::unbounded_channel();
-        (Pool { name, timeout, conns: Mutex::default(), dial: tokio::sync::Mutex::new(()), pushes: tx }, rx)
+        (
+            Pool {
+                name,
+                timeout,
+                conns: Mutex::default(),
+                dial: tokio::sync::Mutex::new(()),
+                pushes: tx,
+            },
+            rx,
+        )
     }
 
     pub async fn get(&self, addr: &str) -> Result<Arc<Connection>, RemoteError> {
@@ -41,7 +50,9 @@ impl Pool {
         let handler: PushHandler = Arc::new(move |p| {
             let _ = tx.send((a.clone(), p));
         });
-        let c = Connection::connect(addr, PeerKind::Client, &self.name, Some(handler), self.timeout).await?;
+        let c =
+            Connection::connect(addr, PeerKind::Client, &self.name, Some(handler), self.timeout)
+                .await?;
         self.conns.lock().insert(addr.to_string(), c.clone());
         Ok(c)
     }

@@ -14,7 +14,10 @@
 mod conn;
 mod volume;
 
-pub use cairn_proto::{Attr, Creds, DirEntry, Errno, FileType, Id, Lock, LockKind, RemoteError, SeekWhence, SetAttr, SetTime, StatFs, Timespec};
+pub use cairn_proto::{
+    Attr, Creds, DirEntry, Errno, FileType, Id, Lock, LockKind, RemoteError, SeekWhence, SetAttr,
+    SetTime, StatFs, Timespec,
+};
 pub use volume::{MountOptions, Stats, Volume};
 
 pub type Result<T> = std::result::Result<T, RemoteError>;

@@ -1,19 +1,19 @@
 use crate::conn::Pool;
 use crate::Result;
 use bytes::Bytes;
-use cairn_proto::map::VolumeMap;
 use cairn_cache::{Append, AttrCache, EntryCache, WriteBehind};
 use cairn_placement::{hashed_set, home_set};
 use cairn_proto::map::BrickState;
+use cairn_proto::map::VolumeMap;
 use cairn_proto::msg::{BrickRequest, Op, Push, Reply, Request};
 use cairn_proto::*;
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use tokio::sync::Notify;
-use tokio::task::JoinHandle;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
 
 #[derive(Debug, Clone)]
 pub struct MountOptions {
@@ -65,7 +65,16 @@ const MAX_IO: usize = 8 << 20;
 const MAX_INFLIGHT: usize = 4;
 
 fn is_retryable(e: &RemoteError) -> bool {
-    matches!(e.errno.0, libc::EREMCHG | libc::ENOTCONN | libc::ECONNREFUSED | libc::ECONNRESET | libc::EHOSTDOWN | libc::ETIMEDOUT | libc::EPIPE)
+    matches!(
+        e.errno.0,
+        libc::EREMCHG
+            | libc::ENOTCONN
+            | libc::ECONNREFUSED
+            | libc::ECONNRESET
+            | libc::EHOSTDOWN
+            | libc::ETIMEDOUT
+            | libc::EPIPE
+    )
 }
 
 fn err(errno: Errno, msg: impl Into<String>) -> RemoteError {
@@ -78,7 +87,9 @@ fn unexpected(op: &str, r: &Reply) -> RemoteError {
 
 fn attr_of(op: &str, r: Reply) -> Result<Attr> {
     match r {
-        Reply::Attr(a) | Reply::Entry { attr: a, linkto: None } | Reply::Written { attr: a, .. } => Ok(a),
+        Reply::Attr(a)
+        | Reply::Entry { attr: a, linkto: None }
+        | Reply::Written { attr: a, .. } => Ok(a),
         other => Err(unexpected(op, &other)),
     }
 }
@@ -142,7 +153,9 @@ impl Inner {
         self.entries.set_ttl(ttl);
         let on = self.opts.write_behind && m.option("performance.write-behind") != Some("off");
         self.wb_on.store(on, Ordering::Release);
-        if let Some(n) = m.option("performance.write-behind-window-size").and_then(|v| v.parse::<usize>().ok()) {
+        if let Some(n) =
+            m.option("performance.write-behind-window-size").and_then(|v| v.parse::<usize>().ok())
+        {
             self.wb.set_limit(n.min(self.opts.write_behind_bytes.max(4096)));
         }
     }
@@ -160,13 +173,16 @@ impl Inner {
     /// Ask the nodes for a newer map (after a brick said ours is stale).
     async fn refresh_map(&self) {
         let map = self.map();
-        let mut addrs: Vec<String> = map.sets.iter().flat_map(|s| s.bricks.iter().map(|b| b.addr.clone())).collect();
+        let mut addrs: Vec<String> =
+            map.sets.iter().flat_map(|s| s.bricks.iter().map(|b| b.addr.clone())).collect();
         addrs.extend(self.opts.servers.iter().cloned());
         addrs.sort();
         addrs.dedup();
         for a in addrs {
             let Ok(c) = self.pool.get(&a).await else { continue };
-            if let Ok((Reply::Map(m), _)) = c.call(Request::GetMap { volume: map.name.clone() }, Bytes::new()).await {
+            if let Ok((Reply::Map(m), _)) =
+                c.call(Request::GetMap { volume: map.name.clone() }, Bytes::new()).await
+            {
                 self.set_map(*m);
                 return;
             }
@@ -187,23 +203,43 @@ impl Inner {
         let mut attempt = 0u32;
         loop {
             let map = self.map();
-            let set = map.set_by_id(t.set).or_else(|| map.sets.first()).ok_or_else(|| err(Errno::EIO, format!("{}: volume has no replica sets", map.name)))?;
+            let set = map.set_by_id(t.set).or_else(|| map.sets.first()).ok_or_else(|| {
+                err(Errno::EIO, format!("{}: volume has no replica sets", map.name))
+            })?;
             let last = tokio::time::Instant::now() >= deadline;
             let head = cairn_placement::head(set, t.key);
             let res = match head {
-                None => Err(err(Errno::EHOSTDOWN, format!("{}: no brick of replica set {} is up", map.name, set.id))),
+                None => Err(err(
+                    Errno::EHOSTDOWN,
+                    format!("{}: no brick of replica set {} is up", map.name, set.id),
+                )),
                 Some(b) => {
-                    let req = BrickRequest { volume: map.name.clone(), brick: b.index, epoch: map.epoch, creds: c.clone(), op: op.clone() };
+                    let req = BrickRequest {
+                        volume: map.name.clone(),
+                        brick: b.index,
+                        epoch: map.epoch,
+                        creds: c.clone(),
+                        op: op.clone(),
+                    };
                     self.count(op.name());
                     match self.pool.get(&b.addr).await {
                         Ok(conn) => conn.call(Request::Brick(req), data.clone()).await,
                         Err(e) => Err(e),
                     }
                     .map_err(|e| {
-                        if matches!(e.errno.0, libc::ENOTCONN | libc::ECONNREFUSED | libc::ECONNRESET) {
+                        if matches!(
+                            e.errno.0,
+                            libc::ENOTCONN | libc::ECONNREFUSED | libc::ECONNRESET
+                        ) {
                             self.pool.forget(&b.addr);
                         }
-                        RemoteError::new(e.errno, format!("{}: brick {} ({}:{}): {}", map.name, b.index, b.node, b.path, e.message))
+                        RemoteError::new(
+                            e.errno,
+                            format!(
+                                "{}: brick {} ({}:{}): {}",
+                                map.name, b.index, b.node, b.path, e.message
+                            ),
+                        )
                     })
                 }
             };
@@ -248,7 +284,8 @@ impl Inner {
     // ---- write-behind ----
 
     fn has_pending(&self, id: Id) -> bool {
-        self.wb.buffered_end(id).is_some() || self.inflight.lock().get(&id).map(|v| !v.is_empty()).unwrap_or(false)
+        self.wb.buffered_end(id).is_some()
+            || self.inflight.lock().get(&id).map(|v| !v.is_empty()).unwrap_or(false)
     }
 
     async fn wait_inflight(&self, id: Id) {
@@ -310,7 +347,8 @@ impl Inner {
         while done < data.len() {
             let n = (data.len() - done).min(MAX_IO);
             let chunk = data.slice(done..done + n);
-            let (r, _) = self.call(t, c, Op::Write { id, offset: offset + done as u64 }, chunk).await?;
+            let (r, _) =
+                self.call(t, c, Op::Write { id, offset: offset + done as u64 }, chunk).await?;
             match r {
                 Reply::Written { count, attr } => {
                     self.attrs.put(&attr);
@@ -327,7 +365,10 @@ impl Inner {
 
     // ---- pushes ----
 
-    async fn run_pushes(self: Arc<Self>, mut rx: tokio::sync::mpsc::UnboundedReceiver<(String, Push)>) {
+    async fn run_pushes(
+        self: Arc<Self>,
+        mut rx: tokio::sync::mpsc::UnboundedReceiver<(String, Push)>,
+    ) {
         while let Some((addr, p)) = rx.recv().await {
             match p {
                 Push::MapChanged(m) => self.set_map(*m),
@@ -359,10 +400,14 @@ impl Inner {
                 current = None;
                 let map = self.map();
                 let mut addrs: Vec<String> = self.opts.servers.clone();
-                addrs.extend(map.sets.iter().flat_map(|s| s.bricks.iter().filter(|b| b.state != BrickState::Down).map(|b| b.addr.clone())));
+                addrs.extend(map.sets.iter().flat_map(|s| {
+                    s.bricks.iter().filter(|b| b.state != BrickState::Down).map(|b| b.addr.clone())
+                }));
                 for a in addrs {
                     let Ok(c) = self.pool.get(&a).await else { continue };
-                    if let Ok((Reply::Map(m), _)) = c.call(Request::Subscribe { volume: map.name.clone() }, Bytes::new()).await {
+                    if let Ok((Reply::Map(m), _)) =
+                        c.call(Request::Subscribe { volume: map.name.clone() }, Bytes::new()).await
+                    {
                         self.set_map(*m);
                         current = Some(c);
                         break;
@@ -387,7 +432,10 @@ impl Volume {
         let mut found = None;
         for s in &opts.servers {
             match pool.get(s).await {
-                Ok(c) => match c.call(Request::Subscribe { volume: opts.volume.clone() }, Bytes::new()).await {
+                Ok(c) => match c
+                    .call(Request::Subscribe { volume: opts.volume.clone() }, Bytes::new())
+                    .await
+                {
                     Ok((Reply::Map(m), _)) => {
                         found = Some(*m);
                         break;
@@ -400,7 +448,10 @@ impl Volume {
         }
         let map = found.ok_or(last)?;
         if map.status != cairn_proto::map::VolumeStatus::Started {
-            return Err(err(Errno::ENOTCONN, format!("volume {} is not started (status {})", map.name, map.status)));
+            return Err(err(
+                Errno::ENOTCONN,
+                format!("volume {} is not started (status {})", map.name, map.status),
+            ));
         }
         let inner = Arc::new(Inner {
             attrs: AttrCache::new(opts.cache_timeout),
@@ -440,9 +491,17 @@ impl Volume {
                 first_err.get_or_insert(e);
             }
         }
-        let registered: Vec<Id> = i.opens.lock().drain().filter(|(_, o)| o.registered).map(|(id, _)| id).collect();
+        let registered: Vec<Id> =
+            i.opens.lock().drain().filter(|(_, o)| o.registered).map(|(id, _)| id).collect();
         for id in registered {
-            let _ = i.call(Target { set: i.home(id), key: id }, &Creds::root(), Op::Release { id }, Bytes::new()).await;
+            let _ = i
+                .call(
+                    Target { set: i.home(id), key: id },
+                    &Creds::root(),
+                    Op::Release { id },
+                    Bytes::new(),
+                )
+                .await;
         }
         i.closed.store(true, Ordering::Release);
         i.pool.close_all();
@@ -461,7 +520,8 @@ impl Volume {
     }
 
     pub fn stats(&self) -> Stats {
-        let mut by_op: Vec<(&'static str, u64)> = self.inner.by_op.lock().iter().map(|(k, v)| (*k, *v)).collect();
+        let mut by_op: Vec<(&'static str, u64)> =
+            self.inner.by_op.lock().iter().map(|(k, v)| (*k, *v)).collect();
         by_op.sort();
         Stats { round_trips: self.inner.round_trips.load(Ordering::Relaxed), by_op }
     }
@@ -481,13 +541,27 @@ impl Volume {
         let i = &self.inner;
         let map = i.map();
         let hashed = i.hashed(dir, name);
-        let r = i.call(Target { set: hashed, key: dir }, c, Op::Lookup { dir, name: name.to_vec() }, Bytes::new()).await;
+        let r = i
+            .call(
+                Target { set: hashed, key: dir },
+                c,
+                Op::Lookup { dir, name: name.to_vec() },
+                Bytes::new(),
+            )
+            .await;
         let r = match r {
             Err(e) if e.errno == Errno::ENOENT && map.rebalancing => {
                 // A rebalance may have moved the name: look everywhere.
                 let mut found = Err(e);
                 for s in map.sets.iter().filter(|s| s.id != hashed) {
-                    let r = i.call(Target { set: s.id, key: dir }, c, Op::Lookup { dir, name: name.to_vec() }, Bytes::new()).await;
+                    let r = i
+                        .call(
+                            Target { set: s.id, key: dir },
+                            c,
+                            Op::Lookup { dir, name: name.to_vec() },
+                            Bytes::new(),
+                        )
+                        .await;
                     if r.is_ok() {
                         found = r;
                         break;
@@ -526,7 +600,8 @@ impl Volume {
     /// Resolve a `/`-separated path relative to the volume root (no symlinks followed):
     /// the directory chain on one brick, then the entry on its hashed set.
     pub async fn resolve(&self, c: &Creds, path: &[u8]) -> Result<Attr> {
-        let comps: Vec<&[u8]> = path.split(|&b| b == b'/').filter(|p| !p.is_empty() && *p != b".").collect();
+        let comps: Vec<&[u8]> =
+            path.split(|&b| b == b'/').filter(|p| !p.is_empty() && *p != b".").collect();
         for p in &comps {
             valid_name(p)?;
         }
@@ -549,7 +624,14 @@ impl Volume {
             let i = &self.inner;
             let first = i.set_ids()[0];
             let comps: Vec<Name> = dirs.iter().map(|d| d.to_vec()).collect();
-            let (r, _) = i.call(Target { set: first, key: Id::ROOT }, c, Op::LookupPath { components: comps }, Bytes::new()).await?;
+            let (r, _) = i
+                .call(
+                    Target { set: first, key: Id::ROOT },
+                    c,
+                    Op::LookupPath { components: comps },
+                    Bytes::new(),
+                )
+                .await?;
             let attrs = match r {
                 Reply::Attrs(v) => v,
                 other => return Err(unexpected("lookup_path", &other)),
@@ -564,9 +646,15 @@ impl Volume {
                 let failed = dirs[attrs.len()];
                 let a = self.lookup_remote(c, cur, failed).await?;
                 if a.kind != FileType::Directory {
-                    return Err(err(Errno::ENOTDIR, format!("{}: not a directory", String::from_utf8_lossy(failed))));
+                    return Err(err(
+                        Errno::ENOTDIR,
+                        format!("{}: not a directory", String::from_utf8_lossy(failed)),
+                    ));
                 }
-                return Err(err(Errno::ENOENT, format!("{}: no such directory", String::from_utf8_lossy(failed))));
+                return Err(err(
+                    Errno::ENOENT,
+                    format!("{}: no such directory", String::from_utf8_lossy(failed)),
+                ));
             }
         }
         self.lookup(c, cur, last).await
@@ -575,13 +663,16 @@ impl Volume {
     async fn getattr_remote(&self, c: &Creds, id: Id) -> Result<Attr> {
         let i = &self.inner;
         let home = i.home(id);
-        let (r, _) = i.call(Target { set: home, key: id }, c, Op::GetAttr { id }, Bytes::new()).await?;
+        let (r, _) =
+            i.call(Target { set: home, key: id }, c, Op::GetAttr { id }, Bytes::new()).await?;
         let mut a = attr_of("getattr", r)?;
         if a.kind == FileType::Directory {
             // A directory exists on every set; entries changed on other sets moved their
             // copies' times.
             let others: Vec<u32> = i.set_ids().into_iter().filter(|s| *s != home).collect();
-            let calls = others.iter().map(|s| i.call(Target { set: *s, key: id }, c, Op::GetAttr { id }, Bytes::new()));
+            let calls = others
+                .iter()
+                .map(|s| i.call(Target { set: *s, key: id }, c, Op::GetAttr { id }, Bytes::new()));
             for (r, _) in futures::future::join_all(calls).await.into_iter().flatten() {
                 if let Reply::Attr(o) = r {
                     a.mtime = max_ts(a.mtime, o.mtime);
@@ -620,7 +711,9 @@ impl Volume {
         let r = i.call(Target { set: home, key: id }, c, op.clone(), Bytes::new()).await?;
         if self.kind_of(c, id).await? == FileType::Directory {
             let others: Vec<u32> = i.set_ids().into_iter().filter(|s| *s != home).collect();
-            let calls = others.iter().map(|s| i.call(Target { set: *s, key: id }, c, op.clone(), Bytes::new()));
+            let calls = others
+                .iter()
+                .map(|s| i.call(Target { set: *s, key: id }, c, op.clone(), Bytes::new()));
             for (s, r) in others.iter().zip(futures::future::join_all(calls).await) {
                 if let Err(e) = r {
                     tracing::warn!(%id, set = s, op = op.name(), error = %e, "directory copy not updated on one set");
@@ -643,12 +736,23 @@ impl Volume {
         Ok(a)
     }
 
-    async fn make_entry(&self, c: &Creds, dir: Id, name: &[u8], kind: FileType, perm: u32, rdev: u64, target: Option<Name>, exclusive: bool) -> Result<Attr> {
+    async fn make_entry(
+        &self,
+        c: &Creds,
+        dir: Id,
+        name: &[u8],
+        kind: FileType,
+        perm: u32,
+        rdev: u64,
+        target: Option<Name>,
+        exclusive: bool,
+    ) -> Result<Attr> {
         valid_name(name)?;
         let i = &self.inner;
         let set = i.hashed(dir, name);
         let id = Id::new_on_set(set);
-        let op = Op::Create { dir, name: name.to_vec(), id, kind, perm, rdev, target, exclusive: true };
+        let op =
+            Op::Create { dir, name: name.to_vec(), id, kind, perm, rdev, target, exclusive: true };
         match i.call(Target { set, key: dir }, c, op, Bytes::new()).await {
             Ok((r, _)) => {
                 let a = attr_of("create", r)?;
@@ -662,7 +766,13 @@ impl Volume {
                 match existing {
                     // Our own create, answered on a retry after a fail-over.
                     Ok(a) if a.id == id => Ok(a),
-                    Ok(a) if !exclusive && kind == FileType::Regular && a.kind == FileType::Regular => Ok(a),
+                    Ok(a)
+                        if !exclusive
+                            && kind == FileType::Regular
+                            && a.kind == FileType::Regular =>
+                    {
+                        Ok(a)
+                    }
                     _ => Err(e),
                 }
             }
@@ -670,11 +780,26 @@ impl Volume {
         }
     }
 
-    pub async fn create(&self, c: &Creds, dir: Id, name: &[u8], perm: u32, exclusive: bool) -> Result<Attr> {
+    pub async fn create(
+        &self,
+        c: &Creds,
+        dir: Id,
+        name: &[u8],
+        perm: u32,
+        exclusive: bool,
+    ) -> Result<Attr> {
         self.make_entry(c, dir, name, FileType::Regular, perm, 0, None, exclusive).await
     }
 
-    pub async fn mknod(&self, c: &Creds, dir: Id, name: &[u8], kind: FileType, perm: u32, rdev: u64) -> Result<Attr> {
+    pub async fn mknod(
+        &self,
+        c: &Creds,
+        dir: Id,
+        name: &[u8],
+        kind: FileType,
+        perm: u32,
+        rdev: u64,
+    ) -> Result<Attr> {
         if kind == FileType::Directory || kind == FileType::Symlink {
             return Err(err(Errno::EINVAL, "mknod cannot make directories or symlinks"));
         }
@@ -699,12 +824,16 @@ impl Volume {
             Err(e) => return Err(e),
         };
         let others: Vec<u32> = i.set_ids().into_iter().filter(|s| *s != hashed).collect();
-        let calls = others.iter().map(|s| i.call(Target { set: *s, key: dir }, c, op.clone(), Bytes::new()));
+        let calls = others
+            .iter()
+            .map(|s| i.call(Target { set: *s, key: dir }, c, op.clone(), Bytes::new()));
         for (s, r) in others.iter().zip(futures::future::join_all(calls).await) {
             match r {
                 Ok(_) => {}
                 Err(e) if e.errno == Errno::EEXIST => {}
-                Err(e) => tracing::warn!(%dir, set = s, error = %e, "mkdir did not reach one replica set"),
+                Err(e) => {
+                    tracing::warn!(%dir, set = s, error = %e, "mkdir did not reach one replica set")
+                }
             }
         }
         i.remember(dir, name, &a);
@@ -716,12 +845,17 @@ impl Volume {
         if target.is_empty() || target.len() > 4095 || target.contains(&0) {
             return Err(err(Errno::EINVAL, "symlink target must be 1-4095 bytes without NUL"));
         }
-        self.make_entry(c, dir, name, FileType::Symlink, 0o777, 0, Some(target.to_vec()), true).await
+        self.make_entry(c, dir, name, FileType::Symlink, 0o777, 0, Some(target.to_vec()), true)
+            .await
     }
 
     pub async fn readlink(&self, c: &Creds, id: Id) -> Result<Vec<u8>> {
         let i = &self.inner;
-        match i.call(Target { set: i.home(id), key: id }, c, Op::Readlink { id }, Bytes::new()).await?.0 {
+        match i
+            .call(Target { set: i.home(id), key: id }, c, Op::Readlink { id }, Bytes::new())
+            .await?
+            .0
+        {
             Reply::Bytes(b) => Ok(b),
             other => Err(unexpected("readlink", &other)),
         }
@@ -732,13 +866,27 @@ impl Volume {
         let i = &self.inner;
         let home = i.home(id);
         let hashed = i.hashed(dir, name);
-        let (r, _) = i.call(Target { set: home, key: dir }, c, Op::Link { id, dir, name: name.to_vec() }, Bytes::new()).await?;
+        let (r, _) = i
+            .call(
+                Target { set: home, key: dir },
+                c,
+                Op::Link { id, dir, name: name.to_vec() },
+                Bytes::new(),
+            )
+            .await?;
         let a = attr_of("link", r)?;
         if hashed != home {
             let mk = Op::MkLinkto { dir, name: name.to_vec(), target: id };
             if let Err(e) = i.call(Target { set: hashed, key: dir }, c, mk, Bytes::new()).await {
                 // Undo so the name does not exist half-way.
-                let _ = i.call(Target { set: home, key: dir }, c, Op::Unlink { dir, name: name.to_vec() }, Bytes::new()).await;
+                let _ = i
+                    .call(
+                        Target { set: home, key: dir },
+                        c,
+                        Op::Unlink { dir, name: name.to_vec() },
+                        Bytes::new(),
+                    )
+                    .await;
                 return Err(e);
             }
         }
@@ -766,16 +914,32 @@ impl Volume {
                 }
             };
             if register {
-                i.call(Target { set: home, key: a.id }, c, Op::Open { id: a.id }, Bytes::new()).await?;
+                i.call(Target { set: home, key: a.id }, c, Op::Open { id: a.id }, Bytes::new())
+                    .await?;
             }
         }
         let real = if is_dir { hashed } else { home };
-        let r = i.call(Target { set: real, key: dir }, c, Op::Unlink { dir, name: name.to_vec() }, Bytes::new()).await;
+        let r = i
+            .call(
+                Target { set: real, key: dir },
+                c,
+                Op::Unlink { dir, name: name.to_vec() },
+                Bytes::new(),
+            )
+            .await;
         i.forget_entry(dir, name);
         i.attrs.invalidate(a.id);
         r?;
         if !is_dir && hashed != home {
-            if let Err(e) = i.call(Target { set: hashed, key: dir }, &Creds::root(), Op::Unlink { dir, name: name.to_vec() }, Bytes::new()).await {
+            if let Err(e) = i
+                .call(
+                    Target { set: hashed, key: dir },
+                    &Creds::root(),
+                    Op::Unlink { dir, name: name.to_vec() },
+                    Bytes::new(),
+                )
+                .await
+            {
                 if e.errno != Errno::ENOENT {
                     tracing::warn!(%dir, name = %String::from_utf8_lossy(name), error = %e, "stale linkto left behind");
                 }
@@ -793,12 +957,20 @@ impl Volume {
             return Ok(());
         }
         let probes = sets.iter().map(|s| {
-            i.call(Target { set: *s, key: dir }, c, Op::ReadDir { dir, cookie: 0, max: 1, plus: false }, Bytes::new())
+            i.call(
+                Target { set: *s, key: dir },
+                c,
+                Op::ReadDir { dir, cookie: 0, max: 1, plus: false },
+                Bytes::new(),
+            )
         });
         for r in futures::future::join_all(probes).await {
             if let (Reply::Dir { entries, .. }, _) = r? {
                 if !entries.is_empty() {
-                    return Err(err(Errno::ENOTEMPTY, format!("{}: directory not empty", String::from_utf8_lossy(name))));
+                    return Err(err(
+                        Errno::ENOTEMPTY,
+                        format!("{}: directory not empty", String::from_utf8_lossy(name)),
+                    ));
                 }
             }
         }
@@ -809,7 +981,10 @@ impl Volume {
         valid_name(name)?;
         let a = self.lookup(c, dir, name).await?;
         if a.kind != FileType::Directory {
-            return Err(err(Errno::ENOTDIR, format!("{}: not a directory", String::from_utf8_lossy(name))));
+            return Err(err(
+                Errno::ENOTDIR,
+                format!("{}: not a directory", String::from_utf8_lossy(name)),
+            ));
         }
         let i = &self.inner;
         let sets = i.set_ids();
@@ -817,7 +992,9 @@ impl Volume {
         let hashed = i.hashed(dir, name);
         let op = Op::Rmdir { dir, name: name.to_vec() };
         let others: Vec<u32> = sets.iter().copied().filter(|s| *s != hashed).collect();
-        let calls = others.iter().map(|s| i.call(Target { set: *s, key: dir }, c, op.clone(), Bytes::new()));
+        let calls = others
+            .iter()
+            .map(|s| i.call(Target { set: *s, key: dir }, c, op.clone(), Bytes::new()));
         for r in futures::future::join_all(calls).await {
             match r {
                 Ok(_) => {}
@@ -835,7 +1012,15 @@ impl Volume {
         r.map(|_| ())
     }
 
-    pub async fn rename(&self, c: &Creds, src_dir: Id, src: &[u8], dst_dir: Id, dst: &[u8], flags: u32) -> Result<()> {
+    pub async fn rename(
+        &self,
+        c: &Creds,
+        src_dir: Id,
+        src: &[u8],
+        dst_dir: Id,
+        dst: &[u8],
+        flags: u32,
+    ) -> Result<()> {
         valid_name(src)?;
         valid_name(dst)?;
         let i = &self.inner;
@@ -849,14 +1034,18 @@ impl Volume {
             return Err(err(Errno::EEXIST, format!("{}: exists", String::from_utf8_lossy(dst))));
         }
         if flags & rename_flags::EXCHANGE != 0 && (i.set_ids().len() > 1 || d.is_none()) {
-            return Err(err(Errno::EINVAL, "RENAME_EXCHANGE is only supported on single-set volumes"));
+            return Err(err(
+                Errno::EINVAL,
+                "RENAME_EXCHANGE is only supported on single-set volumes",
+            ));
         }
         if let Some(d) = &d {
             if d.id == s.id {
                 return Ok(()); // Two names of one inode: POSIX says do nothing.
             }
         }
-        let op = Op::Rename { src_dir, src_name: src.to_vec(), dst_dir, dst_name: dst.to_vec(), flags };
+        let op =
+            Op::Rename { src_dir, src_name: src.to_vec(), dst_dir, dst_name: dst.to_vec(), flags };
         let invalidate = |i: &Inner| {
             i.forget_entry(src_dir, src);
             i.forget_entry(dst_dir, dst);
@@ -868,7 +1057,10 @@ impl Volume {
         if s.kind == FileType::Directory {
             if let Some(d) = &d {
                 if d.kind != FileType::Directory {
-                    return Err(err(Errno::ENOTDIR, format!("{}: not a directory", String::from_utf8_lossy(dst))));
+                    return Err(err(
+                        Errno::ENOTDIR,
+                        format!("{}: not a directory", String::from_utf8_lossy(dst)),
+                    ));
                 }
                 self.check_empty(c, d.id, dst).await?;
             }
@@ -877,7 +1069,9 @@ impl Volume {
             invalidate(i);
             r?;
             let others: Vec<u32> = i.set_ids().into_iter().filter(|x| *x != first).collect();
-            let calls = others.iter().map(|x| i.call(Target { set: *x, key: src_dir }, c, op.clone(), Bytes::new()));
+            let calls = others
+                .iter()
+                .map(|x| i.call(Target { set: *x, key: src_dir }, c, op.clone(), Bytes::new()));
             for (x, r) in others.iter().zip(futures::future::join_all(calls).await) {
                 if let Err(e) = r {
                     tracing::warn!(set = x, error = %e, "directory rename did not reach one replica set");
@@ -888,7 +1082,10 @@ impl Volume {
         }
         if let Some(d) = &d {
             if d.kind == FileType::Directory {
-                return Err(err(Errno::EISDIR, format!("{}: is a directory", String::from_utf8_lossy(dst))));
+                return Err(err(
+                    Errno::EISDIR,
+                    format!("{}: is a directory", String::from_utf8_lossy(dst)),
+                ));
             }
         }
         let home = i.home(s.id);
@@ -896,7 +1093,13 @@ impl Volume {
         if let Some(d) = &d {
             let dh = i.home(d.id);
             if dh != home {
-                i.call(Target { set: dh, key: dst_dir }, c, Op::Unlink { dir: dst_dir, name: dst.to_vec() }, Bytes::new()).await?;
+                i.call(
+                    Target { set: dh, key: dst_dir },
+                    c,
+                    Op::Unlink { dir: dst_dir, name: dst.to_vec() },
+                    Bytes::new(),
+                )
+                .await?;
             }
         }
         let r = i.call(Target { set: home, key: src_dir }, c, op, Bytes::new()).await;
@@ -905,11 +1108,31 @@ impl Volume {
         let (hd, hs) = (i.hashed(dst_dir, dst), i.hashed(src_dir, src));
         let root = Creds::root();
         if hd != home {
-            let _ = i.call(Target { set: hd, key: dst_dir }, &root, Op::Unlink { dir: dst_dir, name: dst.to_vec() }, Bytes::new()).await;
-            i.call(Target { set: hd, key: dst_dir }, &root, Op::MkLinkto { dir: dst_dir, name: dst.to_vec(), target: s.id }, Bytes::new()).await?;
+            let _ = i
+                .call(
+                    Target { set: hd, key: dst_dir },
+                    &root,
+                    Op::Unlink { dir: dst_dir, name: dst.to_vec() },
+                    Bytes::new(),
+                )
+                .await;
+            i.call(
+                Target { set: hd, key: dst_dir },
+                &root,
+                Op::MkLinkto { dir: dst_dir, name: dst.to_vec(), target: s.id },
+                Bytes::new(),
+            )
+            .await?;
         }
         if hs != home {
-            let _ = i.call(Target { set: hs, key: src_dir }, &root, Op::Unlink { dir: src_dir, name: src.to_vec() }, Bytes::new()).await;
+            let _ = i
+                .call(
+                    Target { set: hs, key: src_dir },
+                    &root,
+                    Op::Unlink { dir: src_dir, name: src.to_vec() },
+                    Bytes::new(),
+                )
+                .await;
         }
         Ok(())
     }
@@ -939,7 +1162,14 @@ impl Volume {
             }
         };
         if unregister {
-            let _ = i.call(Target { set: i.home(id), key: id }, &Creds::root(), Op::Release { id }, Bytes::new()).await;
+            let _ = i
+                .call(
+                    Target { set: i.home(id), key: id },
+                    &Creds::root(),
+                    Op::Release { id },
+                    Bytes::new(),
+                )
+                .await;
         }
         r
     }
@@ -951,7 +1181,15 @@ impl Volume {
             i.flush(id).await?;
         }
         let len = len.min(MAX_IO as u32);
-        match i.call(Target { set: i.home(id), key: id }, c, Op::Read { id, offset, len }, Bytes::new()).await? {
+        match i
+            .call(
+                Target { set: i.home(id), key: id },
+                c,
+                Op::Read { id, offset, len },
+                Bytes::new(),
+            )
+            .await?
+        {
             (Reply::Data { eof }, data) => Ok((data, eof)),
             (other, _) => Err(unexpected("read", &other)),
         }
@@ -1007,13 +1245,29 @@ impl Volume {
     pub async fn fsync(&self, c: &Creds, id: Id, datasync: bool) -> Result<()> {
         let i = &self.inner;
         i.flush(id).await?;
-        i.call(Target { set: i.home(id), key: id }, c, Op::Fsync { id, datasync }, Bytes::new()).await.map(|_| ())
+        i.call(Target { set: i.home(id), key: id }, c, Op::Fsync { id, datasync }, Bytes::new())
+            .await
+            .map(|_| ())
     }
 
-    pub async fn fallocate(&self, c: &Creds, id: Id, mode: u32, offset: u64, len: u64) -> Result<()> {
+    pub async fn fallocate(
+        &self,
+        c: &Creds,
+        id: Id,
+        mode: u32,
+        offset: u64,
+        len: u64,
+    ) -> Result<()> {
         let i = &self.inner;
         i.flush(id).await?;
-        let r = i.call(Target { set: i.home(id), key: id }, c, Op::Fallocate { id, mode, offset, len }, Bytes::new()).await;
+        let r = i
+            .call(
+                Target { set: i.home(id), key: id },
+                c,
+                Op::Fallocate { id, mode, offset, len },
+                Bytes::new(),
+            )
+            .await;
         i.attrs.invalidate(id);
         r.map(|_| ())
     }
@@ -1021,7 +1275,16 @@ impl Volume {
     pub async fn seek(&self, c: &Creds, id: Id, offset: u64, whence: SeekWhence) -> Result<u64> {
         let i = &self.inner;
         i.flush(id).await?;
-        match i.call(Target { set: i.home(id), key: id }, c, Op::Seek { id, offset, whence }, Bytes::new()).await?.0 {
+        match i
+            .call(
+                Target { set: i.home(id), key: id },
+                c,
+                Op::Seek { id, offset, whence },
+                Bytes::new(),
+            )
+            .await?
+            .0
+        {
             Reply::Offset(o) => Ok(o),
             other => Err(unexpected("seek", &other)),
         }
@@ -1029,26 +1292,54 @@ impl Volume {
 
     /// Atomically, on the brick: if the data at `offset` equals `cmp`, write `data`
     /// (same length). EILSEQ (`Errno::EMISCOMPARE`) when it differs.
-    pub async fn compare_and_write(&self, c: &Creds, id: Id, offset: u64, cmp: Bytes, data: Bytes) -> Result<()> {
+    pub async fn compare_and_write(
+        &self,
+        c: &Creds,
+        id: Id,
+        offset: u64,
+        cmp: Bytes,
+        data: Bytes,
+    ) -> Result<()> {
         if cmp.len() != data.len() || cmp.is_empty() {
-            return Err(err(Errno::EINVAL, "compare_and_write: compare and write buffers must have the same, non-zero length"));
+            return Err(err(
+                Errno::EINVAL,
+                "compare_and_write: compare and write buffers must have the same, non-zero length",
+            ));
         }
         let i = &self.inner;
         i.flush(id).await?;
         let mut both = bytes::BytesMut::with_capacity(cmp.len() * 2);
         both.extend_from_slice(&cmp);
         both.extend_from_slice(&data);
-        let r = i.call(Target { set: i.home(id), key: id }, c, Op::CompareAndWrite { id, offset }, both.freeze()).await;
+        let r = i
+            .call(
+                Target { set: i.home(id), key: id },
+                c,
+                Op::CompareAndWrite { id, offset },
+                both.freeze(),
+            )
+            .await;
         i.attrs.invalidate(id);
         r.map(|_| ())
     }
 
     /// List a directory from `cookie` (0 = start). Cookies are stable across calls and
     /// changes; the bool is true at the end.
-    pub async fn readdir(&self, c: &Creds, dir: Id, cookie: u64, max: u32, plus: bool) -> Result<(Vec<DirEntry>, bool)> {
+    pub async fn readdir(
+        &self,
+        c: &Creds,
+        dir: Id,
+        cookie: u64,
+        max: u32,
+        plus: bool,
+    ) -> Result<(Vec<DirEntry>, bool)> {
         let i = &self.inner;
         let sets = i.set_ids();
-        let (mut idx, mut sub) = if cookie == 0 { (0usize, 0u64) } else { (((cookie >> 56) as usize).saturating_sub(1), cookie & ((1 << 56) - 1)) };
+        let (mut idx, mut sub) = if cookie == 0 {
+            (0usize, 0u64)
+        } else {
+            (((cookie >> 56) as usize).saturating_sub(1), cookie & ((1 << 56) - 1))
+        };
         if idx >= sets.len() {
             return Ok((vec![], true));
         }
@@ -1090,19 +1381,41 @@ impl Volume {
 
     pub async fn getxattr(&self, c: &Creds, id: Id, name: &[u8]) -> Result<Vec<u8>> {
         let i = &self.inner;
-        match i.call(Target { set: i.home(id), key: id }, c, Op::GetXattr { id, name: name.to_vec() }, Bytes::new()).await?.0 {
+        match i
+            .call(
+                Target { set: i.home(id), key: id },
+                c,
+                Op::GetXattr { id, name: name.to_vec() },
+                Bytes::new(),
+            )
+            .await?
+            .0
+        {
             Reply::Bytes(b) => Ok(b),
             other => Err(unexpected("getxattr", &other)),
         }
     }
 
-    pub async fn setxattr(&self, c: &Creds, id: Id, name: &[u8], value: &[u8], flags: u32) -> Result<()> {
-        self.on_inode(c, id, Op::SetXattr { id, name: name.to_vec(), value: value.to_vec(), flags }).await.map(|_| ())
+    pub async fn setxattr(
+        &self,
+        c: &Creds,
+        id: Id,
+        name: &[u8],
+        value: &[u8],
+        flags: u32,
+    ) -> Result<()> {
+        self.on_inode(c, id, Op::SetXattr { id, name: name.to_vec(), value: value.to_vec(), flags })
+            .await
+            .map(|_| ())
     }
 
     pub async fn listxattr(&self, c: &Creds, id: Id) -> Result<Vec<Vec<u8>>> {
         let i = &self.inner;
-        match i.call(Target { set: i.home(id), key: id }, c, Op::ListXattr { id }, Bytes::new()).await?.0 {
+        match i
+            .call(Target { set: i.home(id), key: id }, c, Op::ListXattr { id }, Bytes::new())
+            .await?
+            .0
+        {
             Reply::Names(n) => Ok(n),
             other => Err(unexpected("listxattr", &other)),
         }
@@ -1114,7 +1427,10 @@ impl Volume {
 
     pub async fn statfs(&self, c: &Creds) -> Result<StatFs> {
         let i = &self.inner;
-        let calls = i.set_ids().into_iter().map(|s| i.call(Target { set: s, key: Id::ROOT }, c, Op::StatFs, Bytes::new()));
+        let calls = i
+            .set_ids()
+            .into_iter()
+            .map(|s| i.call(Target { set: s, key: Id::ROOT }, c, Op::StatFs, Bytes::new()));
         let mut total = StatFs::default();
         for r in futures::future::join_all(calls).await {
             match r?.0 {
@@ -1137,13 +1453,19 @@ impl Volume {
     /// Set or release a POSIX byte-range lock; `wait` blocks until granted.
     pub async fn setlock(&self, c: &Creds, id: Id, lock: Lock, wait: bool) -> Result<()> {
         let i = &self.inner;
-        i.call(Target { set: i.home(id), key: id }, c, Op::SetLock { id, lock, wait }, Bytes::new()).await.map(|_| ())
+        i.call(Target { set: i.home(id), key: id }, c, Op::SetLock { id, lock, wait }, Bytes::new())
+            .await
+            .map(|_| ())
     }
 
     /// The first conflicting lock, if any.
     pub async fn getlock(&self, c: &Creds, id: Id, lock: Lock) -> Result<Option<Lock>> {
         let i = &self.inner;
-        match i.call(Target { set: i.home(id), key: id }, c, Op::GetLock { id, lock }, Bytes::new()).await?.0 {
+        match i
+            .call(Target { set: i.home(id), key: id }, c, Op::GetLock { id, lock }, Bytes::new())
+            .await?
+            .0
+        {
             Reply::Lock(l) => Ok(l),
             other => Err(unexpected("getlock", &other)),
         }

@@ -861,14 +861,17 @@ impl Store {
         check_name("volume", volume)?;
         let key = format!("{}/stale/{}/{}", self.ctx.prefix, volume, index);
         let mine = format!("{}/stale/{}/{}", self.ctx.prefix, volume, by);
-        let txn = Txn::new()
-            .when([Compare::version(mine.as_str(), CompareOp::Equal, 0)])
-            .and_then([TxnOp::put(key.as_str(), format!("missed a write applied by brick {by}"), None)]);
+        let txn =
+            Txn::new().when([Compare::version(mine.as_str(), CompareOp::Equal, 0)]).and_then([
+                TxnOp::put(key.as_str(), format!("missed a write applied by brick {by}"), None),
+            ]);
         let op = format!("mark brick {index} of {volume} stale");
         if self.ctx.txn(&op, txn).await?.0 {
             Ok(())
         } else {
-            Err(ConfigError::Conflict(format!("brick {by} of {volume} is stale itself and cannot demote brick {index}")))
+            Err(ConfigError::Conflict(format!(
+                "brick {by} of {volume} is stale itself and cannot demote brick {index}"
+            )))
         }
     }
 
@@ -888,7 +891,12 @@ impl Store {
 
     /// Clear a brick's stale marker if it is still the one seen (mod revision `seen`) when
     /// the heal that answers it started; false if it was set again meanwhile.
-    pub async fn clear_stale(&self, volume: &str, index: u32, seen: i64) -> Result<bool, ConfigError> {
+    pub async fn clear_stale(
+        &self,
+        volume: &str,
+        index: u32,
+        seen: i64,
+    ) -> Result<bool, ConfigError> {
         check_name("volume", volume)?;
         let key = format!("{}/stale/{}/{}", self.ctx.prefix, volume, index);
         let txn = Txn::new()

@@ -461,7 +461,10 @@ async fn stale_markers_demote_and_only_one_side_wins() {
     let (idx, rev) = markers[0];
     assert_eq!(idx, 1);
     s.mark_stale("vs", 1, 0).await.unwrap(); // marked again during the heal
-    assert!(!s.clear_stale("vs", 1, rev).await.unwrap(), "an older marker must not clear a newer one");
+    assert!(
+        !s.clear_stale("vs", 1, rev).await.unwrap(),
+        "an older marker must not clear a newer one"
+    );
     let rev2 = s.stale_bricks("vs").await.unwrap()[0].1;
     assert!(s.clear_stale("vs", 1, rev2).await.unwrap());
     assert_eq!(s.brick_states("vs").await.unwrap()[&1], BrickState::Up);

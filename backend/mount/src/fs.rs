@@ -293,7 +293,9 @@ impl Filesystem for CairnFs {
                 debug!(cap, "kernel lacks FUSE capability");
             }
         }
-        if self.sh.cfg.writeback_cache && config.add_capabilities(consts::FUSE_WRITEBACK_CACHE).is_err() {
+        if self.sh.cfg.writeback_cache
+            && config.add_capabilities(consts::FUSE_WRITEBACK_CACHE).is_err()
+        {
             debug!("kernel lacks the FUSE writeback cache");
         }
         let _ = config.set_max_write(1 << 20);

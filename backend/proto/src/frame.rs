@@ -142,7 +142,12 @@ mod tests {
 
     #[tokio::test]
     async fn roundtrip() {
-        let f = Frame::new(FrameKind::Request, 7, Bytes::from_static(b"hdr"), Bytes::from_static(b"data!"));
+        let f = Frame::new(
+            FrameKind::Request,
+            7,
+            Bytes::from_static(b"hdr"),
+            Bytes::from_static(b"data!"),
+        );
         let mut buf = Vec::new();
         write_frame(&mut buf, &f).await.unwrap();
         let g = read_frame(&mut &buf[..]).await.unwrap();
@@ -153,7 +158,7 @@ mod tests {
 
     #[tokio::test]
     async fn rejects_bad_magic_and_oversize() {
-        let mut buf = vec![0u8; PREFIX_LEN];
+        let mut buf = [0u8; PREFIX_LEN];
         buf[0..4].copy_from_slice(b"HTTP");
         assert!(matches!(read_frame(&mut &buf[..]).await, Err(FrameError::BadMagic(_))));
         let f = Frame::new(FrameKind::Request, 1, Bytes::new(), Bytes::new());

@@ -76,9 +76,7 @@ impl VolumeMap {
     }
 
     pub fn brick(&self, index: u32) -> Option<(&ReplicaSet, &BrickInfo)> {
-        self.sets
-            .iter()
-            .find_map(|s| s.bricks.iter().find(|b| b.index == index).map(|b| (s, b)))
+        self.sets.iter().find_map(|s| s.bricks.iter().find(|b| b.index == index).map(|b| (s, b)))
     }
 
     pub fn option(&self, key: &str) -> Option<&str> {

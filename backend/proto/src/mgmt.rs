@@ -8,23 +8,55 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MgmtRequest {
     /// Add the node whose `cairnd` listens at `addr` to the cluster.
-    PeerProbe { addr: String },
-    PeerDetach { name: String, force: bool },
+    PeerProbe {
+        addr: String,
+    },
+    PeerDetach {
+        name: String,
+        force: bool,
+    },
     PeerStatus,
     VolumeCreate(VolumeCreate),
-    VolumeStart { name: String, force: bool },
-    VolumeStop { name: String, force: bool },
-    VolumeDelete { name: String },
+    VolumeStart {
+        name: String,
+        force: bool,
+    },
+    VolumeStop {
+        name: String,
+        force: bool,
+    },
+    VolumeDelete {
+        name: String,
+    },
     /// `None`: every volume.
-    VolumeInfo { name: Option<String> },
-    VolumeStatus { name: Option<String> },
+    VolumeInfo {
+        name: Option<String>,
+    },
+    VolumeStatus {
+        name: Option<String>,
+    },
     VolumeList,
-    VolumeSet { name: String, key: String, value: String },
-    VolumeReset { name: String, key: String },
+    VolumeSet {
+        name: String,
+        key: String,
+        value: String,
+    },
+    VolumeReset {
+        name: String,
+        key: String,
+    },
     /// Prepare (`create == true`) or check a brick directory on this node; sent by the
     /// node that runs `volume create` to each node that holds one of its bricks.
-    BrickPrepare { volume: String, volume_id: u128, index: u32, path: String, force: bool },
-    HealInfo { name: String },
+    BrickPrepare {
+        volume: String,
+        volume_id: u128,
+        index: u32,
+        path: String,
+        force: bool,
+    },
+    HealInfo {
+        name: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

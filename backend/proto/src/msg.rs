@@ -22,11 +22,17 @@ pub enum Request {
     /// A mutation forwarded by a chain head to another brick of the same replica set.
     Replicate(ReplicateRequest),
     /// Fetch the current volume map.
-    GetMap { volume: String },
+    GetMap {
+        volume: String,
+    },
     /// Subscribe this connection to map changes and invalidations for a volume.
-    Subscribe { volume: String },
+    Subscribe {
+        volume: String,
+    },
     /// Acknowledge a [`Push::Invalidate`] (a lease recall).
-    InvalidateAck { seq: u64 },
+    InvalidateAck {
+        seq: u64,
+    },
     /// Management call from the `cairn` CLI or another `cairnd`.
     Mgmt(MgmtRequest),
 }
@@ -90,13 +96,24 @@ pub struct ReplicateRequest {
 /// Operations on one brick. Names are single components; ids are Cairn inode ids.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Op {
-    Lookup { dir: Id, #[serde(with = "serde_bytes")] name: Name },
+    Lookup {
+        dir: Id,
+        #[serde(with = "serde_bytes")]
+        name: Name,
+    },
     /// Resolve a directory path from the root in one round trip. Replies with the attrs of
     /// every component that resolved ([`Reply::Attrs`]); fewer than asked means the next
     /// one does not exist (or is not a directory).
-    LookupPath { components: Vec<Name> },
-    GetAttr { id: Id },
-    SetAttr { id: Id, set: SetAttr },
+    LookupPath {
+        components: Vec<Name>,
+    },
+    GetAttr {
+        id: Id,
+    },
+    SetAttr {
+        id: Id,
+        set: SetAttr,
+    },
     /// Create a regular file, fifo, socket, device or symlink named `name` in `dir`.
     Create {
         dir: Id,
@@ -111,12 +128,36 @@ pub enum Op {
         /// Fail with EEXIST if the name exists (O_EXCL).
         exclusive: bool,
     },
-    Mkdir { dir: Id, #[serde(with = "serde_bytes")] name: Name, id: Id, perm: u32 },
+    Mkdir {
+        dir: Id,
+        #[serde(with = "serde_bytes")]
+        name: Name,
+        id: Id,
+        perm: u32,
+    },
     /// Make `name` in `dir` a pointer to an inode homed on another replica set.
-    MkLinkto { dir: Id, #[serde(with = "serde_bytes")] name: Name, target: Id },
-    Link { id: Id, dir: Id, #[serde(with = "serde_bytes")] name: Name },
-    Unlink { dir: Id, #[serde(with = "serde_bytes")] name: Name },
-    Rmdir { dir: Id, #[serde(with = "serde_bytes")] name: Name },
+    MkLinkto {
+        dir: Id,
+        #[serde(with = "serde_bytes")]
+        name: Name,
+        target: Id,
+    },
+    Link {
+        id: Id,
+        dir: Id,
+        #[serde(with = "serde_bytes")]
+        name: Name,
+    },
+    Unlink {
+        dir: Id,
+        #[serde(with = "serde_bytes")]
+        name: Name,
+    },
+    Rmdir {
+        dir: Id,
+        #[serde(with = "serde_bytes")]
+        name: Name,
+    },
     Rename {
         src_dir: Id,
         #[serde(with = "serde_bytes")]
@@ -126,21 +167,53 @@ pub enum Op {
         dst_name: Name,
         flags: u32,
     },
-    Readlink { id: Id },
+    Readlink {
+        id: Id,
+    },
     /// Keep an inode alive while a client holds it open, even after its last name is
     /// unlinked, until Release. Replicated, so every copy stays writable.
-    Open { id: Id },
-    Release { id: Id },
-    Read { id: Id, offset: u64, len: u32 },
+    Open {
+        id: Id,
+    },
+    Release {
+        id: Id,
+    },
+    Read {
+        id: Id,
+        offset: u64,
+        len: u32,
+    },
     /// Payload is the frame's data segment.
-    Write { id: Id, offset: u64 },
-    Fsync { id: Id, datasync: bool },
-    Fallocate { id: Id, mode: u32, offset: u64, len: u64 },
-    Seek { id: Id, offset: u64, whence: SeekWhence },
+    Write {
+        id: Id,
+        offset: u64,
+    },
+    Fsync {
+        id: Id,
+        datasync: bool,
+    },
+    Fallocate {
+        id: Id,
+        mode: u32,
+        offset: u64,
+        len: u64,
+    },
+    Seek {
+        id: Id,
+        offset: u64,
+        whence: SeekWhence,
+    },
     /// Compare the data at `offset` with the first half of the payload; if equal, write
     /// the second half. Atomic with respect to every other op on the inode.
-    CompareAndWrite { id: Id, offset: u64 },
-    GetXattr { id: Id, #[serde(with = "serde_bytes")] name: Vec<u8> },
+    CompareAndWrite {
+        id: Id,
+        offset: u64,
+    },
+    GetXattr {
+        id: Id,
+        #[serde(with = "serde_bytes")]
+        name: Vec<u8>,
+    },
     SetXattr {
         id: Id,
         #[serde(with = "serde_bytes")]
@@ -149,27 +222,60 @@ pub enum Op {
         value: Vec<u8>,
         flags: u32,
     },
-    ListXattr { id: Id },
-    RemoveXattr { id: Id, #[serde(with = "serde_bytes")] name: Vec<u8> },
+    ListXattr {
+        id: Id,
+    },
+    RemoveXattr {
+        id: Id,
+        #[serde(with = "serde_bytes")]
+        name: Vec<u8>,
+    },
     StatFs,
-    ReadDir { dir: Id, cookie: u64, max: u32, plus: bool },
-    SetLock { id: Id, lock: Lock, wait: bool },
-    GetLock { id: Id, lock: Lock },
+    ReadDir {
+        dir: Id,
+        cookie: u64,
+        max: u32,
+        plus: bool,
+    },
+    SetLock {
+        id: Id,
+        lock: Lock,
+        wait: bool,
+    },
+    GetLock {
+        id: Id,
+        lock: Lock,
+    },
     /// Heal: ids this brick changed while `peer` was away.
-    PendingList { peer: u32 },
+    PendingList {
+        peer: u32,
+    },
     /// Heal: the full state of an inode, for a peer to copy.
-    HealFetch { id: Id },
+    HealFetch {
+        id: Id,
+    },
     /// Heal: `peer` has copied these ids; forget them.
-    PendingClear { peer: u32, ids: Vec<Id> },
+    PendingClear {
+        peer: u32,
+        ids: Vec<Id>,
+    },
     /// Heal: record that `peer` missed changes of these ids (sent by a head to the replicas
     /// that did get a write another replica missed).
-    PendingAdd { peer: u32, ids: Vec<Id> },
+    PendingAdd {
+        peer: u32,
+        ids: Vec<Id>,
+    },
     /// Heal: make this brick's copy of an inode equal to `state` (sent by the healer).
-    HealApply { state: Box<HealState> },
+    HealApply {
+        state: Box<HealState>,
+    },
     /// Heal, handled by `cairnd` around the brick: under the inode's lock, fetch `id`
     /// here and apply it on brick `peer`, then forget it from the pending index. Sent by a
     /// brick catching up to the brick that holds the pending entry.
-    HealSync { id: Id, peer: u32 },
+    HealSync {
+        id: Id,
+        peer: u32,
+    },
 }
 
 impl Op {
@@ -262,16 +368,27 @@ pub enum Reply {
     Unit,
     Attr(Attr),
     /// Lookup of a name: the entry's attributes, or a pointer to the inode's home set.
-    Entry { attr: Attr, linkto: Option<Id> },
+    Entry {
+        attr: Attr,
+        linkto: Option<Id>,
+    },
     Attrs(Vec<Attr>),
     /// READ: `len` bytes are in the frame's data segment; `eof` if the read reached EOF.
-    Data { eof: bool },
-    Written { count: u32, attr: Attr },
+    Data {
+        eof: bool,
+    },
+    Written {
+        count: u32,
+        attr: Attr,
+    },
     Offset(u64),
     Bytes(#[serde(with = "serde_bytes")] Vec<u8>),
     Names(Vec<Name>),
     StatFs(StatFs),
-    Dir { entries: Vec<DirEntry>, eof: bool },
+    Dir {
+        entries: Vec<DirEntry>,
+        eof: bool,
+    },
     Lock(Option<Lock>),
     Ids(Vec<Id>),
     Heal(Box<HealState>),
@@ -288,5 +405,10 @@ pub enum Push {
     MapChanged(Box<VolumeMap>),
     /// Lease recall: drop cached attributes (and, for a directory, cached entries) of `id`
     /// then send [`Request::InvalidateAck`] with `seq`.
-    Invalidate { volume: String, id: Id, entries: bool, seq: u64 },
+    Invalidate {
+        volume: String,
+        id: Id,
+        entries: bool,
+        seq: u64,
+    },
 }

@@ -46,7 +46,9 @@ impl Connection {
     ) -> Result<Arc<Connection>, RemoteError> {
         let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
             .await
-            .map_err(|_| RemoteError::new(Errno::ETIMEDOUT, format!("connect to {addr} timed out")))?
+            .map_err(|_| {
+                RemoteError::new(Errno::ETIMEDOUT, format!("connect to {addr} timed out"))
+            })?
             .map_err(|e| RemoteError::new(Errno::from_io(&e), format!("connect to {addr}: {e}")))?;
         stream.set_nodelay(true).ok();
         let (rd, wr) = stream.into_split();
@@ -70,13 +72,16 @@ impl Connection {
             auth: vec![],
         });
         let fut = conn.call(hello, Bytes::new());
-        let reply = tokio::time::timeout(timeout, fut)
-            .await
-            .map_err(|_| RemoteError::new(Errno::ETIMEDOUT, format!("HELLO to {addr} timed out")))??;
+        let reply = tokio::time::timeout(timeout, fut).await.map_err(|_| {
+            RemoteError::new(Errno::ETIMEDOUT, format!("HELLO to {addr} timed out"))
+        })??;
         match reply.0 {
             Reply::Welcome(w) => conn.welcome = w,
             other => {
-                return Err(RemoteError::new(Errno::EPROTO, format!("{addr}: unexpected HELLO reply {other:?}")))
+                return Err(RemoteError::new(
+                    Errno::EPROTO,
+                    format!("{addr}: unexpected HELLO reply {other:?}"),
+                ))
             }
         }
         Ok(Arc::new(conn))
@@ -89,7 +94,10 @@ impl Connection {
     /// Send a request with an optional bulk segment and await its reply.
     pub async fn call(&self, req: Request, data: Bytes) -> Result<(Reply, Bytes), RemoteError> {
         if self.is_closed() {
-            return Err(RemoteError::new(Errno::ENOTCONN, format!("connection to {} is closed", self.peer)));
+            return Err(RemoteError::new(
+                Errno::ENOTCONN,
+                format!("connection to {} is closed", self.peer),
+            ));
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (wtx, wrx) = oneshot::channel();
@@ -97,11 +105,16 @@ impl Connection {
         let frame = Frame::new(FrameKind::Request, id, frame::encode(&req), data);
         if self.tx.send(frame).is_err() {
             self.pending.lock().remove(&id);
-            return Err(RemoteError::new(Errno::ENOTCONN, format!("connection to {} is closed", self.peer)));
+            return Err(RemoteError::new(
+                Errno::ENOTCONN,
+                format!("connection to {} is closed", self.peer),
+            ));
         }
         match wrx.await {
             Ok(r) => r,
-            Err(_) => Err(RemoteError::new(Errno::ENOTCONN, format!("connection to {} lost", self.peer))),
+            Err(_) => {
+                Err(RemoteError::new(Errno::ENOTCONN, format!("connection to {} lost", self.peer)))
+            }
         }
     }
 
@@ -110,7 +123,10 @@ impl Connection {
         self.closed.store(true, Ordering::Release);
         let waiters: Vec<_> = self.pending.lock().drain().collect();
         for (_, w) in waiters {
-            let _ = w.send(Err(RemoteError::new(Errno::ENOTCONN, format!("connection to {} closed", self.peer))));
+            let _ = w.send(Err(RemoteError::new(
+                Errno::ENOTCONN,
+                format!("connection to {} closed", self.peer),
+            )));
         }
         // Dropping the sender ends the writer task, which shuts the socket.
     }
@@ -175,7 +191,10 @@ async fn client_reader(
                 let r = match frame::decode::<Response>(&f.header) {
                     Ok(Ok(reply)) => Ok((reply, f.data)),
                     Ok(Err(e)) => Err(e),
-                    Err(e) => Err(RemoteError::new(Errno::EPROTO, format!("{peer}: undecodable response: {e}"))),
+                    Err(e) => Err(RemoteError::new(
+                        Errno::EPROTO,
+                        format!("{peer}: undecodable response: {e}"),
+                    )),
                 };
                 let _ = w.send(r);
             }
@@ -193,7 +212,8 @@ async fn client_reader(
     closed.store(true, Ordering::Release);
     let waiters: Vec<_> = pending.lock().drain().collect();
     for (_, w) in waiters {
-        let _ = w.send(Err(RemoteError::new(Errno::ENOTCONN, format!("connection to {peer} lost"))));
+        let _ =
+            w.send(Err(RemoteError::new(Errno::ENOTCONN, format!("connection to {peer} lost"))));
     }
 }
 
@@ -224,7 +244,12 @@ impl Session {
 /// What a server does with requests. `call` runs concurrently for pipelined requests.
 pub trait Service: Send + Sync + 'static {
     fn welcome(&self, session_id: u64) -> Welcome;
-    fn call(&self, session: Arc<Session>, req: Request, data: Bytes) -> BoxFuture<'static, (Response, Bytes)>;
+    fn call(
+        &self,
+        session: Arc<Session>,
+        req: Request,
+        data: Bytes,
+    ) -> BoxFuture<'static, (Response, Bytes)>;
     /// The connection closed: drop its locks, leases and subscriptions.
     fn closed(&self, _session: &Arc<Session>) {}
 }
@@ -263,25 +288,36 @@ pub async fn serve_connection<S: Service>(stream: TcpStream, peer: SocketAddr, s
     // HELLO first.
     let session = match frame::read_frame(&mut rd).await {
         Ok(f) => match frame::decode::<Request>(&f.header) {
-            Ok(Request::Hello(h)) if h.version == PROTOCOL_VERSION && f.kind == FrameKind::Request => {
+            Ok(Request::Hello(h))
+                if h.version == PROTOCOL_VERSION && f.kind == FrameKind::Request =>
+            {
                 let id = SESSION_IDS.fetch_add(1, Ordering::Relaxed);
                 let welcome = service.welcome(id);
                 let resp: Response = Ok(Reply::Welcome(welcome));
-                let _ = tx.send(Frame::new(FrameKind::Response, f.id, frame::encode(&resp), Bytes::new()));
+                let _ = tx.send(Frame::new(
+                    FrameKind::Response,
+                    f.id,
+                    frame::encode(&resp),
+                    Bytes::new(),
+                ));
                 Arc::new(Session { id, peer, hello: h, tx: tx.clone(), closed: closed.clone() })
             }
             Ok(Request::Hello(h)) => {
                 let _ = tx.send(error_frame(
                     f.id,
                     Errno::EPROTONOSUPPORT,
-                    format!("protocol version {} not supported (this node speaks {PROTOCOL_VERSION})", h.version),
+                    format!(
+                        "protocol version {} not supported (this node speaks {PROTOCOL_VERSION})",
+                        h.version
+                    ),
                 ));
                 drop(tx);
                 let _ = writer.await;
                 return;
             }
             _ => {
-                let _ = tx.send(error_frame(f.id, Errno::EPROTO, "first request must be HELLO".into()));
+                let _ =
+                    tx.send(error_frame(f.id, Errno::EPROTO, "first request must be HELLO".into()));
                 drop(tx);
                 let _ = writer.await;
                 return;
@@ -321,7 +357,8 @@ pub async fn serve_connection<S: Service>(stream: TcpStream, peer: SocketAddr, s
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(session = %session.label(), error = %e, "undecodable request; closing");
-                let _ = tx.send(error_frame(f.id, Errno::EPROTO, format!("undecodable request: {e}")));
+                let _ =
+                    tx.send(error_frame(f.id, Errno::EPROTO, format!("undecodable request: {e}")));
                 break;
             }
         };

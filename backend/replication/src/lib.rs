@@ -48,7 +48,6 @@ pub fn plan(set: &ReplicaSet, id: Id) -> Option<ChainPlan> {
     Some(ChainPlan { head: h.index, forward, pending })
 }
 
-
 /// One inode a returning brick must copy: from `source` (the inode's current head, which
 /// is up to date), then forget it at every brick in `clear` that recorded it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,11 +60,17 @@ pub struct HealStep {
 /// Plan the catch-up of brick `me`, given what each peer recorded as pending for it.
 /// Fails with the first id no brick can be copied from (no `Up` brick heads it): the brick
 /// must then stay out of service rather than serve what it has.
-pub fn heal_plan(set: &ReplicaSet, me: u32, recorded: &BTreeMap<Id, Vec<u32>>) -> Result<Vec<HealStep>, Id> {
+pub fn heal_plan(
+    set: &ReplicaSet,
+    me: u32,
+    recorded: &BTreeMap<Id, Vec<u32>>,
+) -> Result<Vec<HealStep>, Id> {
     recorded
         .iter()
         .map(|(id, by)| match cairn_placement::head(set, *id) {
-            Some(h) if h.index != me => Ok(HealStep { id: *id, source: h.index, clear: by.clone() }),
+            Some(h) if h.index != me => {
+                Ok(HealStep { id: *id, source: h.index, clear: by.clone() })
+            }
             _ => Err(*id),
         })
         .collect()

@@ -56,7 +56,9 @@ struct World {
 impl World {
     fn new(n: usize) -> World {
         World {
-            bricks: (0..n).map(|_| Brick { life: Life::Up, data: BTreeMap::new(), pending: BTreeMap::new() }).collect(),
+            bricks: (0..n)
+                .map(|_| Brick { life: Life::Up, data: BTreeMap::new(), pending: BTreeMap::new() })
+                .collect(),
             stale: BTreeSet::new(),
             acked: BTreeMap::new(),
             log: vec![],
@@ -118,7 +120,10 @@ impl World {
             self.stale.insert(m);
         }
         self.acked.insert(id, v);
-        self.log.push(format!("write {id:?} v{v} head {} applied {applied:?} missed {missed:?}", p.head));
+        self.log.push(format!(
+            "write {id:?} v{v} head {} applied {applied:?} missed {missed:?}",
+            p.head
+        ));
     }
 
     fn read(&self, id: Id) -> Result<(), String> {
@@ -127,7 +132,10 @@ impl World {
         let got = self.bricks[h.index as usize].data.get(&id).copied().unwrap_or(0);
         let want = self.acked.get(&id).copied().unwrap_or(0);
         if got != want {
-            return Err(format!("read of {id:?} from head {} returned v{got}, last acknowledged v{want}", h.index));
+            return Err(format!(
+                "read of {id:?} from head {} returned v{got}, last acknowledged v{want}",
+                h.index
+            ));
         }
         Ok(())
     }
@@ -172,7 +180,8 @@ impl World {
         }
         // Rule 4: every non-down peer answered in this model; count the Up ones.
         let stale = self.stale.contains(&me);
-        let heard = set.bricks.iter().filter(|b| b.index != me && b.state == BrickState::Up).count();
+        let heard =
+            set.bricks.iter().filter(|b| b.index != me && b.state == BrickState::Up).count();
         if may_come_up(stale, heard) {
             self.stale.remove(&me);
             self.bricks[me as usize].life = Life::Up;
@@ -188,7 +197,10 @@ impl World {
             for (id, v) in &self.acked {
                 let got = self.bricks[b.index as usize].data.get(id).copied().unwrap_or(0);
                 if got != *v {
-                    return Err(format!("brick {} is up but holds v{got} of {id:?}, acknowledged v{v}", b.index));
+                    return Err(format!(
+                        "brick {} is up but holds v{got} of {id:?}, acknowledged v{v}",
+                        b.index
+                    ));
                 }
             }
         }
@@ -234,7 +246,9 @@ fn run(seed: u64, replicas: usize, steps: usize) -> Result<(), String> {
 fn acknowledged_writes_survive_random_failures() {
     for replicas in [2usize, 3] {
         for seed in 0..400u64 {
-            if let Err(e) = run(seed.wrapping_mul(0x9E3779B97F4A7C15) ^ replicas as u64, replicas, 400) {
+            if let Err(e) =
+                run(seed.wrapping_mul(0x9E3779B97F4A7C15) ^ replicas as u64, replicas, 400)
+            {
                 panic!("replica {replicas}, seed {seed}: {e}");
             }
         }
@@ -284,5 +298,8 @@ fn the_simulation_catches_a_broken_rule() {
         }
         Ok(())
     }
-    assert!((0..200).any(|s| run_head_only(s * 7 + 1).is_err()), "a broken protocol must be caught");
+    assert!(
+        (0..200).any(|s| run_head_only(s * 7 + 1).is_err()),
+        "a broken protocol must be caught"
+    );
 }

@@ -40,7 +40,11 @@ impl Cluster {
     }
 
     pub fn start_daemon(&mut self) {
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.path("cairnd.log")).unwrap();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.path("cairnd.log"))
+            .unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_cairnd"))
             .args(["--name", "t1", "--listen", &self.addr, "--etcd", &self.etcd.endpoint()])
             .args(["--state-dir", self.path("state").to_str().unwrap(), "--log-level", "warn"])
@@ -67,7 +71,9 @@ impl Cluster {
     }
 
     pub async fn cli(&self) -> Arc<Connection> {
-        Connection::connect(&self.addr, PeerKind::Cli, "test", None, Duration::from_secs(5)).await.unwrap()
+        Connection::connect(&self.addr, PeerKind::Cli, "test", None, Duration::from_secs(5))
+            .await
+            .unwrap()
     }
 
     pub async fn mgmt(&self, req: MgmtRequest) -> Result<MgmtReply, RemoteError> {
@@ -81,9 +87,14 @@ impl Cluster {
     /// on the given brick paths).
     pub async fn volume(&self, name: &str, replica: u32, bricks: &[&Path]) {
         let specs = bricks.iter().map(|b| format!("t1:{}", b.display())).collect();
-        self.mgmt(MgmtRequest::VolumeCreate(VolumeCreate { name: name.into(), replica, bricks: specs, force: true }))
-            .await
-            .unwrap();
+        self.mgmt(MgmtRequest::VolumeCreate(VolumeCreate {
+            name: name.into(),
+            replica,
+            bricks: specs,
+            force: true,
+        }))
+        .await
+        .unwrap();
         self.mgmt(MgmtRequest::VolumeStart { name: name.into(), force: false }).await.unwrap();
     }
 
