@@ -153,6 +153,8 @@ int cairn_cfg_parse(const char *cfgstring, struct cairn_cfg *out, char **reason)
 		return bad(reason, "config string is empty (%s)", usage);
 	if (strncmp(s, "cairn/", 6) == 0)
 		s += 6;
+	if (!*s)
+		return bad(reason, "config string is empty after 'cairn/' (%s)", usage);
 	at = strchr(s, '@');
 	slash = strchr(s, '/');
 	if (!at || (slash && slash < at))

@@ -246,6 +246,11 @@ static int hc_open(struct tcmu_device *dev, bool reopen)
 
 	cairn_options_init(&opts);
 	opts.write_behind = false; /* no write cache anywhere between LIO and the bricks */
+	/*
+	 * Nothing cached either: another gateway may export the same LUN (multipath), and a
+	 * block device has no use for cached attributes.
+	 */
+	opts.cache_timeout_ms = 0;
 	opts.client_name = "tcmu-runner/handler_cairn";
 	ret = cairn_mount(cd->cfg.servers, cd->cfg.volume, &opts, &cd->fs);
 	if (ret < 0) {
