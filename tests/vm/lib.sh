@@ -72,8 +72,8 @@ vm_cleanup() {
         keep=${VM_LOG_DIR:-$VM_REPO/build/vm-logs}/$(basename "$VM_DIR")
         mkdir -p "$keep"
         # logs only: overlays are large and worthless after the run
-        find "$VM_DIR" -name '*.log' -o -name '*.out' -o -name '*.txt' |
-            while read -r f; do cp --parents "$f" "$keep" 2>/dev/null || true; done
+        (cd "$VM_DIR" && find . -name '*.log' -o -name '*.out' -o -name '*.txt' |
+            while read -r f; do cp --parents "$f" "$keep" 2>/dev/null || true; done)
         echo "vm: run dir kept: $VM_DIR (logs copied to $keep)" >&2
     fi
     exit "$rc"

@@ -3,7 +3,8 @@
 # targets on portal 0.0.0.0:3260, each with one 64 MiB LUN 0:
 #   IQN_CAIRN  -> /backstores/user:cairn/lun0 (tcmu-runner + handler_cairn, CFGSTRING)
 #   IQN_FILEIO -> /backstores/fileio/flun0 (kernel fileio on the guest's disk)
-# Usage: iscsi-guest.sh CFGSTRING SIZE IQN_CAIRN IQN_FILEIO CAIRND_PORT...
+# Usage: iscsi-guest.sh CFGSTRING SIZE_BYTES IQN_CAIRN IQN_FILEIO CAIRND_PORT...
+# (the LIO part is iscsi-guest.py: one rtslib process instead of ~10 slow targetcli calls)
 set -euo pipefail
 cfg=$1 size=$2 iqn_cairn=$3 iqn_fileio=$4
 shift 4
@@ -31,27 +32,4 @@ systemctl is-active -q tcmu-runner || {
     exit 1
 }
 
-tc() { targetcli "$@" >/dev/null; }
-# retry the user: backstore: targetcli learns tcmu-runner's handlers over D-Bus
-for i in $(seq 1 30); do
-    if out=$(targetcli /backstores/user:cairn create name=lun0 size="$size" cfgstring="$cfg" 2>&1); then
-        break
-    fi
-    ((i < 30)) || {
-        echo "user:cairn backstore: $out" >&2
-        exit 1
-    }
-    sleep 1
-done
-tc /backstores/fileio create name=flun0 file_or_dev=/var/tmp/flun0.img size="$size" write_back=false
-tc /backstores/fileio/flun0 set attribute emulate_tpu=1 emulate_tpws=1
-for t in "$iqn_cairn:user:cairn/lun0" "$iqn_fileio:fileio/flun0"; do
-    iqn=${t%%:user:*}
-    iqn=${iqn%%:fileio/*}
-    bs=${t#"$iqn":}
-    tc /iscsi create "$iqn"
-    tc "/iscsi/$iqn/tpg1/luns" create "/backstores/$bs"
-    tc "/iscsi/$iqn/tpg1" set attribute authentication=0 demo_mode_write_protect=0 \
-        generate_node_acls=1 cache_dynamic_acls=1
-done
-targetcli ls / 2>&1 | sed 's/^/  | /'
+python3 /mnt/cairn/iscsi-guest.py "$cfg" "$size" "$iqn_cairn" "$iqn_fileio"

@@ -40,7 +40,7 @@ scenario_main() {
         vm_fail "building handler_cairn.so (log $VM_DIR/make.log)"
     share=$VM_DIR/share
     mkdir -p "$share"
-    cp "$VM_REPO/build/iscsi/handler_cairn.so" "$here/iscsi-guest.sh" "$share/"
+    cp "$VM_REPO/build/iscsi/handler_cairn.so" "$here/iscsi-guest.sh" "$here/iscsi-guest.py" "$share/"
     strip --strip-debug -o "$share/libcairn.so.1" "$CAIRN_BIN_DIR/libcairn.so"
 
     vm_step "starting the host cluster (2 cairnd, volume lunvol 2x2)"
@@ -55,7 +55,7 @@ scenario_main() {
     vm_wait g1
     vm_step "guest: LIO, tcmu-runner + handler_cairn, targets $IQN_CAIRN and $IQN_FILEIO"
     vm_ssh g1 "mountpoint -q /mnt/cairn || mount -t 9p -o trans=virtio,version=9p2000.L,ro cairn /mnt/cairn;
-        bash /mnt/cairn/iscsi-guest.sh '$cfg' $LUN_SIZE $IQN_CAIRN $IQN_FILEIO $p1 $p2" \
+        bash /mnt/cairn/iscsi-guest.sh '$cfg' $((64 << 20)) $IQN_CAIRN $IQN_FILEIO $p1 $p2" \
         >"$VM_DIR/g1/guest-setup.log" 2>&1 || {
         cat "$VM_DIR/g1/guest-setup.log" >&2
         vm_ssh g1 "journalctl -u tcmu-runner --no-pager; cat /var/log/tcmu-runner.log" \
