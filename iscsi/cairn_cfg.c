@@ -174,15 +174,27 @@ int cairn_cfg_parse(const char *cfgstring, struct cairn_cfg *out, char **reason)
 	if (slen > CAIRN_CFG_SERVERS_MAX)
 		return bad(reason, "server list is longer than %d characters",
 			   CAIRN_CFG_SERVERS_MAX);
-	item = at + 1;
-	while (item <= slash) {
-		const char *comma = memchr(item, ',', (size_t)(slash - item));
-		const char *end = comma ? comma : slash;
+	{
+		char norm[CAIRN_CFG_SERVERS_MAX + 1];
 
-		ret = check_server(item, (size_t)(end - item), reason);
-		if (ret)
-			return ret;
-		item = end + 1;
+		memcpy(norm, at + 1, slen);
+		norm[slen] = '\0';
+		for (char *c = norm; *c; c++) {
+			if (*c == '~')
+				*c = ':';
+			else if (*c == '+')
+				*c = ',';
+		}
+		item = norm;
+		while (item <= norm + slen) {
+			const char *comma = strchr(item, ',');
+			const char *end = comma ? comma : norm + slen;
+
+			ret = check_server(item, (size_t)(end - item), reason);
+			if (ret)
+				return ret;
+			item = end + 1;
+		}
 	}
 	ret = check_path(slash + 1, strlen(slash + 1), reason);
 	if (ret)
@@ -190,6 +202,13 @@ int cairn_cfg_parse(const char *cfgstring, struct cairn_cfg *out, char **reason)
 
 	memcpy(out->volume, s, vlen);
 	memcpy(out->servers, at + 1, slen);
+	/* the LIO-safe spelling: '~' for ':' and '+' for ',' (see cairn_cfg.h) */
+	for (char *c = out->servers; *c; c++) {
+		if (*c == '~')
+			*c = ':';
+		else if (*c == '+')
+			*c = ',';
+	}
 	strcpy(out->path, slash + 1);
 	return 0;
 }

@@ -7,6 +7,9 @@
  * VOLUME: 1-64 of [A-Za-z0-9._-], not starting with '.' or '-'.
  * SERVER: a host name or IPv4 address ([A-Za-z0-9.-], 1-253 chars) or a bracketed IPv6
  *         address; PORT 1-65535 (default 7420, libcairn's).
+ *         LIO cannot carry ':' (rtslib refuses it) or ',' (the kernel splits its control
+ *         string on commas) in a config string: write SERVER~PORT and SERVER+SERVER there
+ *         (e.g. vol0@10.0.2.2~7420+10.0.2.3~7420/luns/lun0.img); both spellings parse alike.
  * PATH:   a '/'-separated path from the volume root to a regular file; no empty, "." or
  *         ".." components, no trailing '/', at most 1024 bytes.
  */

@@ -73,15 +73,20 @@ int tcmur_register_handler(struct tcmur_handler *h)
 void tcmur_cmd_complete(struct tcmu_device *dev, void *data, int rc)
 {
 	struct hcmd *h = (struct hcmd *)data;
+	/* read before signalling: a waiter may free h as soon as done is set */
+	void (*on_done)(struct hcmd *) = h->on_done;
 
 	(void)dev;
+	if (on_done) {
+		h->sts = rc;
+		on_done(h);
+		return;
+	}
 	pthread_mutex_lock(&h->mu);
 	h->sts = rc;
 	h->done = true;
 	pthread_cond_broadcast(&h->cv);
 	pthread_mutex_unlock(&h->mu);
-	if (h->on_done)
-		h->on_done(h);
 }
 
 char *tcmu_dev_get_cfgstring(struct tcmu_device *dev) { return dev->cfgstring; }
@@ -419,6 +424,8 @@ static void test_config_offline(void)
 	expect_reject("cairn/vol0@127.0.0.1:http/f", "port 'http'");
 	expect_reject("cairn/vol0@host_name/f", "invalid character '_' in host name");
 	expect_reject("cairn/vol0@h1:7420,,h2/f", "empty entry");
+	expect_reject("cairn/vol0@h1~7420++h2/f", "empty entry");
+	expect_reject("cairn/vol0@h1~0/f", "port '0'");
 	expect_reject("cairn/vol0@[::1/f", "missing ']'");
 	expect_reject("cairn/vol0@127.0.0.1/", "file path is empty");
 	expect_reject("cairn/vol0@127.0.0.1/luns/", "ends with '/'");
@@ -488,6 +495,17 @@ static void test_ops(const char *servers, const char *volume)
 	CHECK(handler->check_config(cfg, &reason), "good config '%s' refused: %s", cfg,
 	      reason ? reason : "");
 	ok("check_config accepts '%s'", cfg);
+	{
+		/* the LIO-safe spelling: ~ for ':' and + for ',' */
+		char alt[1024];
+
+		snprintf(alt, sizeof(alt), "cairn/%s@%s/luns/ops.img", volume, servers);
+		for (char *c = alt + 6; *c; c++)
+			*c = *c == ':' ? '~' : *c == ',' ? '+' : *c;
+		CHECK(handler->check_config(alt, &reason), "LIO-safe config '%s' refused: %s", alt,
+		      reason ? reason : "");
+		ok("check_config accepts the LIO-safe spelling '%s'", alt);
+	}
 	snprintf(cfg, sizeof(cfg), "cairn/nosuchvol@%s/luns/ops.img", servers);
 	expect_reject(cfg, "nosuchvol");
 	snprintf(cfg, sizeof(cfg), "cairn/%s@%s/luns/missing.img", volume, servers);

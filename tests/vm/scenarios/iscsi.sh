@@ -49,7 +49,8 @@ scenario_main() {
     mkdir -p "$CL_MNT/luns"
     truncate -s "$LUN_SIZE" "$CL_MNT/luns/lun0.img"
     p1=${CL_PORT[n1]} p2=${CL_PORT[n2]}
-    cfg="lunvol@127.0.0.1:$p1,127.0.0.1:$p2/luns/lun0.img"
+    # LIO-safe spelling of lunvol@127.0.0.1:P1,127.0.0.1:P2/... (rtslib refuses ':')
+    cfg="lunvol@127.0.0.1~$p1+127.0.0.1~$p2/luns/lun0.img"
 
     vm_boot g1 --fwd 3260 --share "$share"
     vm_wait g1
