@@ -70,8 +70,8 @@ scenario_main() {
     vm_step "READ CAPACITY and LBP VPD of user:cairn"
     local cap
     cap=$(iscsi-readcapacity16 "$(url "$IQN_CAIRN")" 2>&1) || vm_fail "readcapacity16: $cap"
-    grep -q "Logical block length:512" <<<"$cap" || vm_fail "block size: $cap"
-    grep -q "Returned Logical Block Address:131071" <<<"$cap" || vm_fail "capacity: $cap"
+    grep -q "LOGICAL BLOCK LENGTH IN BYTES:512" <<<"$cap" || vm_fail "block size: $cap"
+    grep -q "RETURNED LOGICAL BLOCK ADDRESS:131071" <<<"$cap" || vm_fail "capacity: $cap"
     grep -q "LBPME:1" <<<"$cap" || vm_fail "thin provisioning (LBPME) not reported: $cap"
     pass "READ CAPACITY(16): 131072 x 512 bytes, LBPME=1"
 
