@@ -51,7 +51,7 @@ BUILD := $(REPO)/build
 cargo_flags = $(if $(filter release,$(1)),--release,)
 
 .PHONY: help deps build build-test install up down clean-run test fmt-check clippy \
-	shellcheck lint unit integration bench
+	shellcheck lint unit integration bench vm-test
 
 help:
 	@echo 'make up         deps + build + install, then start etcd, cairnd and vol0 mounted at run/mnt/vol0'
@@ -61,6 +61,7 @@ help:
 	@echo 'make build      cargo build --release of backend/ (PROFILE=debug for a debug build)'
 	@echo 'make install    install binaries, libcairn.so, cairn.h, cairn.pc under $(PREFIX)'
 	@echo 'make bench      release build + tests/bench/run.sh'
+	@echo 'make vm-test SCENARIO=NAME  run a VM scenario (tests/vm/scenarios/NAME.sh; e.g. iscsi)'
 	@echo 'make clean-run  delete run/ (after make down)'
 
 deps: $(BUILD)/deps.stamp
@@ -125,3 +126,9 @@ bench: build
 	@if [[ -f tests/bench/run.sh ]]; then \
 		CAIRN_BIN_DIR=$(TARGET_DIR)/$(PROFILE) bash tests/bench/run.sh; \
 	else echo 'no benchmarks yet (tests/bench/run.sh)'; fi
+
+# VM scenarios (tests/vm, docs/vm-harness.md): a debug build, then one named scenario.
+SCENARIO ?=
+vm-test: build-test
+	@[[ -n "$(SCENARIO)" ]] || { echo 'usage: make vm-test SCENARIO=NAME (see tests/vm/scenarios)'; exit 2; }
+	CAIRN_BIN_DIR=$(TARGET_DIR)/$(TEST_PROFILE) tests/vm/run.sh $(SCENARIO)

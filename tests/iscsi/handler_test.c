@@ -1,0 +1,891 @@
+/*
+ * handler_test.c - drive handler_cairn.so the way tcmu-runner does, without LIO.
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ *
+ * This program plays tcmu-runner: it exports the runner symbols a handler links against
+ * (tcmur_register_handler, tcmur_cmd_complete, tcmu_dev_get_*, logging, ...), with a fake
+ * struct tcmu_device, dlopens the handler, calls handler_init and then the handler's
+ * callouts with fake struct tcmur_cmd commands. The data goes to a real Cairn cluster;
+ * what the handler wrote is checked with libcairn directly.
+ *
+ *   handler_test HANDLER.so config                       config-string validation only
+ *   handler_test HANDLER.so ops SERVERS VOLUME           every op, CAW across 2 gateways
+ *   handler_test HANDLER.so stress SERVERS VOLUME SECS   writes for SECS seconds while the
+ *        caller restarts bricks, then checks no acknowledged write was lost or torn and
+ *        nothing unacknowledged was half-applied
+ *
+ * Prints "ok - ..." per check and exits 1 at the first failure.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cairn.h>
+
+#include "libtcmu.h"
+#include "tcmu-runner.h"
+#include "tcmur_device.h"
+
+/* ---------------------------------------------------------------------------------------- */
+/* The fake runner                                                                          */
+
+struct tcmu_device {
+	char cfgstring[2048];
+	uint64_t num_lbas;
+	uint32_t block_size;
+	void *hpriv;
+	bool wce;
+	bool ssd;
+};
+
+struct hcmd {
+	struct tcmur_cmd c; /* what the handler sees */
+	struct tcmulib_cmd lib;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool done;
+	int sts;
+	void (*on_done)(struct hcmd *h);
+	void *arg;
+};
+
+static struct tcmur_handler *handler;
+static int errors_logged;
+static bool quiet_errors;
+
+int tcmur_register_handler(struct tcmur_handler *h)
+{
+	handler = h;
+	return 0;
+}
+
+void tcmur_cmd_complete(struct tcmu_device *dev, void *data, int rc)
+{
+	struct hcmd *h = (struct hcmd *)data;
+	/* read before signalling: a waiter may free h as soon as done is set */
+	void (*on_done)(struct hcmd *) = h->on_done;
+
+	(void)dev;
+	if (on_done) {
+		h->sts = rc;
+		on_done(h);
+		return;
+	}
+	pthread_mutex_lock(&h->mu);
+	h->sts = rc;
+	h->done = true;
+	pthread_cond_broadcast(&h->cv);
+	pthread_mutex_unlock(&h->mu);
+}
+
+char *tcmu_dev_get_cfgstring(struct tcmu_device *dev) { return dev->cfgstring; }
+uint64_t tcmu_dev_get_num_lbas(struct tcmu_device *dev) { return dev->num_lbas; }
+void tcmu_dev_set_num_lbas(struct tcmu_device *dev, uint64_t n) { dev->num_lbas = n; }
+uint32_t tcmu_dev_get_block_size(struct tcmu_device *dev) { return dev->block_size; }
+void tcmu_dev_set_block_size(struct tcmu_device *dev, uint32_t b) { dev->block_size = b; }
+void tcmur_dev_set_private(struct tcmu_device *dev, void *p) { dev->hpriv = p; }
+void *tcmur_dev_get_private(struct tcmu_device *dev) { return dev->hpriv; }
+void tcmu_dev_set_write_cache_enabled(struct tcmu_device *dev, bool e) { dev->wce = e; }
+bool tcmu_dev_get_write_cache_enabled(struct tcmu_device *dev) { return dev->wce; }
+void tcmu_dev_set_solid_state_media(struct tcmu_device *dev, bool s) { dev->ssd = s; }
+void tcmu_dev_set_max_unmap_len(struct tcmu_device *dev, uint32_t l) { (void)dev, (void)l; }
+void tcmu_dev_set_opt_unmap_gran(struct tcmu_device *dev, uint32_t l, bool s)
+{
+	(void)dev, (void)l, (void)s;
+}
+void tcmu_dev_set_unmap_gran_align(struct tcmu_device *dev, uint32_t l) { (void)dev, (void)l; }
+
+/* as tcmu-runner's api.c: fixed-format sense, INFORMATION field, VALID bit */
+void tcmu_sense_set_info(uint8_t *sense_buf, uint32_t info)
+{
+	memset(sense_buf, 0, 18);
+	sense_buf[3] = info >> 24;
+	sense_buf[4] = info >> 16;
+	sense_buf[5] = info >> 8;
+	sense_buf[6] = info;
+	sense_buf[0] |= 0x80;
+}
+
+static void logmsg(const char *lvl, struct tcmu_device *dev, const char *fn, int line,
+		   const char *fmt, va_list ap)
+{
+	(void)dev;
+	fprintf(stderr, "  [handler %s] %s:%d: ", lvl, fn, line);
+	vfprintf(stderr, fmt, ap);
+}
+
+#define LOGFN(name, lvl, count)                                                         \
+	void name(struct tcmu_device *dev, const char *fn, int line, const char *fmt, ...) \
+	{                                                                                  \
+		va_list ap;                                                                \
+		if (count) {                                                               \
+			__atomic_add_fetch(&errors_logged, 1, __ATOMIC_RELAXED);           \
+			if (quiet_errors)                                                  \
+				return;                                                    \
+		}                                                                          \
+		va_start(ap, fmt);                                                         \
+		logmsg(lvl, dev, fn, line, fmt, ap);                                       \
+		va_end(ap);                                                                \
+	}
+LOGFN(tcmu_crit_message, "crit", 1)
+LOGFN(tcmu_err_message, "err", 1)
+LOGFN(tcmu_warn_message, "warn", 0)
+LOGFN(tcmu_info_message, "info", 0)
+LOGFN(tcmu_dbg_message, "dbg", 0)
+
+/* ---------------------------------------------------------------------------------------- */
+/* Test plumbing                                                                            */
+
+static int nchecks;
+
+static void ok(const char *fmt, ...)
+{
+	va_list ap;
+
+	nchecks++;
+	printf("ok - ");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	fflush(stdout);
+}
+
+static void __attribute__((noreturn)) die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	fprintf(stderr, "FAIL - ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\n");
+	exit(1);
+}
+
+#define CHECK(cond, ...)                   \
+	do {                               \
+		if (!(cond))               \
+			die(__VA_ARGS__);  \
+	} while (0)
+
+static struct hcmd *hcmd_new(void)
+{
+	struct hcmd *h = calloc(1, sizeof(*h));
+
+	CHECK(h, "out of memory");
+	pthread_mutex_init(&h->mu, NULL);
+	pthread_cond_init(&h->cv, NULL);
+	h->c.lib_cmd = &h->lib;
+	return h;
+}
+
+static void hcmd_free(struct hcmd *h)
+{
+	pthread_mutex_destroy(&h->mu);
+	pthread_cond_destroy(&h->cv);
+	free(h);
+}
+
+/* The callout returned rc: OK means "queued, completion follows"; else it is the status. */
+static int wait_cmd(struct hcmd *h, int rc)
+{
+	struct timespec dl;
+
+	if (rc != TCMU_STS_OK)
+		return rc;
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += 120;
+	pthread_mutex_lock(&h->mu);
+	while (!h->done) {
+		if (pthread_cond_timedwait(&h->cv, &h->mu, &dl) == ETIMEDOUT)
+			die("command not completed after 120 s");
+	}
+	pthread_mutex_unlock(&h->mu);
+	return h->sts;
+}
+
+static int do_read(struct tcmu_device *dev, void *buf, size_t len, uint64_t off, size_t nseg)
+{
+	struct hcmd *h = hcmd_new();
+	struct iovec iov[16];
+	size_t per = len / nseg, pos = 0;
+	int sts;
+
+	for (size_t i = 0; i < nseg; i++) {
+		iov[i].iov_base = (uint8_t *)buf + pos;
+		iov[i].iov_len = i == nseg - 1 ? len - pos : per;
+		pos += iov[i].iov_len;
+	}
+	sts = wait_cmd(h, handler->read(dev, &h->c, iov, nseg, len, (off_t)off));
+	hcmd_free(h);
+	return sts;
+}
+
+static int do_write(struct tcmu_device *dev, const void *buf, size_t len, uint64_t off,
+		    size_t nseg)
+{
+	struct hcmd *h = hcmd_new();
+	struct iovec iov[16];
+	size_t per = len / nseg, pos = 0;
+	int sts;
+
+	for (size_t i = 0; i < nseg; i++) {
+		iov[i].iov_base = (uint8_t *)buf + pos;
+		iov[i].iov_len = i == nseg - 1 ? len - pos : per;
+		pos += iov[i].iov_len;
+	}
+	sts = wait_cmd(h, handler->write(dev, &h->c, iov, nseg, len, (off_t)off));
+	hcmd_free(h);
+	return sts;
+}
+
+static int do_flush(struct tcmu_device *dev)
+{
+	struct hcmd *h = hcmd_new();
+	int sts = wait_cmd(h, handler->flush(dev, &h->c));
+
+	hcmd_free(h);
+	return sts;
+}
+
+static int do_unmap(struct tcmu_device *dev, uint64_t off, uint64_t len)
+{
+	struct hcmd *h = hcmd_new();
+	int sts = wait_cmd(h, handler->unmap(dev, &h->c, off, len));
+
+	hcmd_free(h);
+	return sts;
+}
+
+static int do_writesame(struct tcmu_device *dev, const void *pat, uint64_t off, uint64_t len)
+{
+	struct hcmd *h = hcmd_new();
+	struct iovec iov = { (void *)pat, dev->block_size };
+	int sts = wait_cmd(h, handler->writesame(dev, &h->c, off, len, &iov, 1));
+
+	hcmd_free(h);
+	return sts;
+}
+
+/* CAW as tcmu-runner calls it: one iovec with compare data then write data. */
+static int do_caw(struct tcmu_device *dev, const void *cmp, const void *data, size_t len,
+		  uint64_t off, uint8_t *sense)
+{
+	struct hcmd *h = hcmd_new();
+	uint8_t *both = malloc(2 * len);
+	struct iovec iov[2];
+	int sts;
+
+	memcpy(both, cmp, len);
+	memcpy(both + len, data, len);
+	/* split unevenly so the handler must gather across segments */
+	iov[0].iov_base = both;
+	iov[0].iov_len = len / 3;
+	iov[1].iov_base = both + len / 3;
+	iov[1].iov_len = 2 * len - len / 3;
+	sts = wait_cmd(h, handler->caw(dev, &h->c, off, len, iov, 2));
+	if (sense)
+		memcpy(sense, h->lib.sense_buf, 18);
+	free(both);
+	hcmd_free(h);
+	return sts;
+}
+
+static struct tcmu_device *dev_new(const char *cfg, uint64_t size, uint32_t bs)
+{
+	struct tcmu_device *dev = calloc(1, sizeof(*dev));
+
+	CHECK(dev, "out of memory");
+	snprintf(dev->cfgstring, sizeof(dev->cfgstring), "%s", cfg);
+	dev->block_size = bs;
+	dev->num_lbas = size / bs;
+	dev->wce = true; /* the handler must turn it off */
+	return dev;
+}
+
+static cairn_fs_t *lc_mount(const char *servers, const char *volume)
+{
+	cairn_options_t o;
+	cairn_fs_t *fs;
+	int ret;
+
+	cairn_options_init(&o);
+	o.write_behind = false;
+	/* no attribute caching: the checks must see what the handler's mount just did */
+	o.cache_timeout_ms = getenv("HT_CACHE_MS") ? (uint32_t)atoi(getenv("HT_CACHE_MS")) : 0;
+	o.client_name = "handler_test";
+	ret = cairn_mount(servers, volume, &o, &fs);
+	CHECK(ret == 0, "cairn_mount %s %s: %s", servers, volume, cairn_last_error_message());
+	return fs;
+}
+
+/* Create (or truncate to 0) PATH under directory "luns"; returns its id. */
+static cairn_id_t lc_create(cairn_fs_t *fs, const char *name)
+{
+	cairn_attr_t dir, a, zero = { .size = 0 };
+	int ret;
+
+	ret = cairn_mkdir(fs, NULL, cairn_id_root(), "luns", 0755, &dir);
+	if (ret == -EEXIST)
+		ret = cairn_lookup(fs, NULL, cairn_id_root(), "luns", &dir);
+	CHECK(ret == 0, "mkdir luns: %s", cairn_last_error_message());
+	ret = cairn_create(fs, NULL, dir.id, name, 0600, 0, &a);
+	CHECK(ret == 0, "create luns/%s: %s", name, cairn_last_error_message());
+	ret = cairn_setattr(fs, NULL, a.id, &zero, CAIRN_SETATTR_SIZE, NULL);
+	CHECK(ret == 0, "truncate luns/%s: %s", name, cairn_last_error_message());
+	return a.id;
+}
+
+static void lc_read(cairn_fs_t *fs, cairn_id_t id, void *buf, size_t len, uint64_t off)
+{
+	ssize_t n = cairn_read(fs, NULL, id, off, buf, len);
+
+	CHECK(n >= 0, "cairn_read %zu at %" PRIu64 ": %s", len, off, cairn_last_error_message());
+	memset((uint8_t *)buf + n, 0, len - (size_t)n);
+}
+
+static void fill(uint8_t *buf, size_t len, uint64_t seed)
+{
+	uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+
+	for (size_t i = 0; i < len; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		buf[i] = (uint8_t)x;
+	}
+}
+
+static bool all_zero(const uint8_t *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (b[i])
+			return false;
+	return true;
+}
+
+static void load_handler(const char *path)
+{
+	void *so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	int (*init)(void);
+
+	CHECK(so, "dlopen %s: %s", path, dlerror());
+	init = (int (*)(void))dlsym(so, "handler_init");
+	CHECK(init, "%s has no handler_init", path);
+	CHECK(init() == 0 && handler, "handler_init failed or registered nothing");
+	CHECK(strcmp(handler->subtype, "cairn") == 0, "subtype is '%s'", handler->subtype);
+	CHECK(handler->check_config && handler->open && handler->close && handler->read &&
+		      handler->write && handler->flush && handler->unmap && handler->writesame &&
+		      handler->caw,
+	      "handler lacks a callout");
+	ok("dlopen + handler_init registered subtype 'cairn' with all callouts");
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* config                                                                                   */
+
+static void expect_reject(const char *cfg, const char *needle)
+{
+	char *reason = NULL;
+	bool good = handler->check_config(cfg, &reason);
+
+	CHECK(!good, "config '%s' accepted", cfg);
+	CHECK(reason && strstr(reason, needle), "config '%s': reason '%s' does not name '%s'",
+	      cfg, reason ? reason : "(null)", needle);
+	ok("rejects '%s': %s", cfg, reason);
+	free(reason);
+}
+
+static void test_config_offline(void)
+{
+	expect_reject("", "empty");
+	expect_reject("cairn/", "empty");
+	expect_reject("cairn/vol0", "'@'");
+	expect_reject("cairn/@127.0.0.1/f", "volume name is empty");
+	expect_reject("cairn/vol 0@127.0.0.1/f", "invalid character ' '");
+	expect_reject("cairn/-vol@127.0.0.1/f", "must not start");
+	expect_reject("cairn/vol0@/f", "server is empty");
+	expect_reject("cairn/vol0@127.0.0.1", "no '/PATH'");
+	expect_reject("cairn/vol0@127.0.0.1:0/f", "port '0'");
+	expect_reject("cairn/vol0@127.0.0.1:70000/f", "port '70000'");
+	expect_reject("cairn/vol0@127.0.0.1:http/f", "port 'http'");
+	expect_reject("cairn/vol0@host_name/f", "invalid character '_' in host name");
+	expect_reject("cairn/vol0@h1:7420,,h2/f", "empty entry");
+	expect_reject("cairn/vol0@h1~7420++h2/f", "empty entry");
+	expect_reject("cairn/vol0@h1~0/f", "port '0'");
+	expect_reject("cairn/vol0@[::1/f", "missing ']'");
+	expect_reject("cairn/vol0@127.0.0.1/", "file path is empty");
+	expect_reject("cairn/vol0@127.0.0.1/luns/", "ends with '/'");
+	expect_reject("cairn/vol0@127.0.0.1/a//b", "empty component");
+	expect_reject("cairn/vol0@127.0.0.1/a/../b", "'..' component");
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* ops                                                                                      */
+
+struct caw_arg {
+	struct tcmu_device *dev;
+	int increments;
+	int miscompares;
+	int failures;
+};
+
+/* Increment a 64-bit counter in block 0 with CAW until `increments` succeeded. */
+static void *caw_incrementer(void *p)
+{
+	struct caw_arg *a = p;
+	uint32_t bs = a->dev->block_size;
+	uint8_t *cur = calloc(1, bs), *next = calloc(1, bs);
+	int done = 0;
+
+	while (done < a->increments) {
+		uint64_t v;
+		int sts;
+
+		if (do_read(a->dev, cur, bs, 0, 1) != TCMU_STS_OK) {
+			a->failures++;
+			break;
+		}
+		memcpy(&v, cur, 8);
+		memcpy(next, cur, bs);
+		v++;
+		memcpy(next, &v, 8);
+		sts = do_caw(a->dev, cur, next, bs, 0, NULL);
+		if (sts == TCMU_STS_OK)
+			done++;
+		else if (sts == TCMU_STS_MISCOMPARE)
+			a->miscompares++;
+		else {
+			a->failures++;
+			break;
+		}
+	}
+	free(cur);
+	free(next);
+	return NULL;
+}
+
+static void test_ops(const char *servers, const char *volume)
+{
+	const uint64_t size = 16u << 20;
+	const uint32_t bs = 512;
+	cairn_fs_t *fs = lc_mount(servers, volume);
+	cairn_id_t id = lc_create(fs, "ops.img");
+	char cfg[1024], *reason = NULL;
+	struct tcmu_device *dev;
+	cairn_attr_t attr;
+	uint8_t *a, *b;
+	int sts;
+
+	/* check_config against the live cluster */
+	snprintf(cfg, sizeof(cfg), "cairn/%s@%s/luns/ops.img", volume, servers);
+	CHECK(handler->check_config(cfg, &reason), "good config '%s' refused: %s", cfg,
+	      reason ? reason : "");
+	ok("check_config accepts '%s'", cfg);
+	{
+		/* the LIO-safe spelling: ~ for ':' and + for ',' */
+		char alt[1024];
+
+		snprintf(alt, sizeof(alt), "cairn/%s@%s/luns/ops.img", volume, servers);
+		for (char *c = alt + 6; *c; c++)
+			*c = *c == ':' ? '~' : *c == ',' ? '+' : *c;
+		CHECK(handler->check_config(alt, &reason), "LIO-safe config '%s' refused: %s", alt,
+		      reason ? reason : "");
+		ok("check_config accepts the LIO-safe spelling '%s'", alt);
+	}
+	snprintf(cfg, sizeof(cfg), "cairn/nosuchvol@%s/luns/ops.img", servers);
+	expect_reject(cfg, "nosuchvol");
+	snprintf(cfg, sizeof(cfg), "cairn/%s@%s/luns/missing.img", volume, servers);
+	expect_reject(cfg, "luns/missing.img");
+	snprintf(cfg, sizeof(cfg), "cairn/%s@%s/luns", volume, servers);
+	expect_reject(cfg, "not a regular file");
+
+	/* open: thin-extends the file to the LUN size, turns the write cache off */
+	snprintf(cfg, sizeof(cfg), "cairn/%s@%s/luns/ops.img", volume, servers);
+	dev = dev_new(cfg, size, bs);
+	CHECK(handler->open(dev, false) == 0, "open %s failed", cfg);
+	CHECK(cairn_getattr(fs, NULL, id, &attr) == 0, "getattr: %s", cairn_last_error_message());
+	CHECK(attr.size == size, "backing file size %" PRIu64 ", want %" PRIu64, attr.size, size);
+	CHECK(attr.blocks * 512 < (1u << 20), "extended file is not sparse: %" PRIu64 " blocks",
+	      attr.blocks);
+	CHECK(!dev->wce, "write cache still enabled after open");
+	ok("open extends the backing file sparsely to %" PRIu64 " bytes, WCE off", size);
+
+	/* write through 3 segments, read back through 5, and directly with libcairn */
+	a = malloc(1 << 20);
+	b = malloc(1 << 20);
+	fill(a, 65536, 1);
+	sts = do_write(dev, a, 65536, 1 << 20, 3);
+	CHECK(sts == TCMU_STS_OK, "write 64K at 1M: sts %d", sts);
+	memset(b, 0xee, 65536);
+	sts = do_read(dev, b, 65536, 1 << 20, 5);
+	CHECK(sts == TCMU_STS_OK && memcmp(a, b, 65536) == 0, "read back 64K at 1M differs");
+	lc_read(fs, id, b, 65536, 1 << 20);
+	CHECK(memcmp(a, b, 65536) == 0, "libcairn reads other data than the handler wrote");
+	ok("64 KiB written through the handler reads back (handler and libcairn)");
+
+	memset(b, 0xee, 8192);
+	sts = do_read(dev, b, 8192, 8u << 20, 2);
+	CHECK(sts == TCMU_STS_OK && all_zero(b, 8192), "unwritten blocks do not read as zeros");
+	ok("unwritten blocks read as zeros");
+
+	/* many writes in flight at once, then SYNCHRONIZE CACHE */
+	{
+		enum { N = 64, SZ = 4096 };
+		struct hcmd *h[N];
+		struct iovec iov[N];
+		uint8_t *data = malloc((size_t)N * SZ);
+
+		for (int i = 0; i < N; i++) {
+			fill(data + (size_t)i * SZ, SZ, 100 + i);
+			iov[i].iov_base = data + (size_t)i * SZ;
+			iov[i].iov_len = SZ;
+			h[i] = hcmd_new();
+			sts = handler->write(dev, &h[i]->c, &iov[i], 1, SZ,
+					     (off_t)(2u << 20) + (off_t)i * 3 * SZ);
+			CHECK(sts == TCMU_STS_OK, "queueing write %d: sts %d", i, sts);
+		}
+		for (int i = 0; i < N; i++) {
+			sts = wait_cmd(h[i], TCMU_STS_OK);
+			CHECK(sts == TCMU_STS_OK, "write %d completed with sts %d", i, sts);
+			hcmd_free(h[i]);
+		}
+		CHECK(do_flush(dev) == TCMU_STS_OK, "flush failed");
+		for (int i = 0; i < N; i++) {
+			lc_read(fs, id, b, SZ, (2u << 20) + (uint64_t)i * 3 * SZ);
+			CHECK(memcmp(b, data + (size_t)i * SZ, SZ) == 0, "write %d lost", i);
+		}
+		free(data);
+		ok("64 concurrent 4 KiB writes completed, flushed, and are all on the volume");
+	}
+
+	/* UNMAP punches a hole: zeros through the handler and libcairn, size unchanged */
+	sts = do_unmap(dev, (1 << 20) + 16384, 32768);
+	CHECK(sts == TCMU_STS_OK, "unmap: sts %d", sts);
+	sts = do_read(dev, b, 65536, 1 << 20, 1);
+	CHECK(sts == TCMU_STS_OK, "read after unmap: sts %d", sts);
+	CHECK(memcmp(a, b, 16384) == 0 && all_zero(b + 16384, 32768) &&
+		      memcmp(a + 49152, b + 49152, 16384) == 0,
+	      "unmap did not zero exactly the unmapped range");
+	lc_read(fs, id, b + 65536, 32768, (1 << 20) + 16384);
+	CHECK(all_zero(b + 65536, 32768), "libcairn still sees data in the unmapped range");
+	CHECK(cairn_getattr(fs, NULL, id, &attr) == 0 && attr.size == size,
+	      "unmap changed the file size");
+	ok("UNMAP punches a hole (reads zeros, size kept)");
+
+	/* WRITE SAME with a pattern, then with zeros */
+	{
+		uint8_t pat[512];
+		const uint64_t off = 4u << 20, len = 256 * 512;
+
+		fill(pat, sizeof(pat), 7);
+		sts = do_writesame(dev, pat, off, len);
+		CHECK(sts == TCMU_STS_OK, "write same: sts %d", sts);
+		lc_read(fs, id, b, len, off);
+		for (uint64_t i = 0; i < len; i += 512)
+			CHECK(memcmp(b + i, pat, 512) == 0, "write same block %" PRIu64 " wrong",
+			      i / 512);
+		memset(pat, 0, sizeof(pat));
+		sts = do_writesame(dev, pat, off + 512, 512 * 10);
+		CHECK(sts == TCMU_STS_OK, "write same zeros: sts %d", sts);
+		lc_read(fs, id, b, 512 * 12, off);
+		CHECK(!all_zero(b, 512) && all_zero(b + 512, 5120) && !all_zero(b + 5632, 512),
+		      "write same of zeros wrote the wrong range");
+		ok("WRITE SAME (pattern over 256 blocks; zeros over 10 blocks) lands exactly");
+	}
+
+	/* COMPARE AND WRITE: match writes; mismatch -> MISCOMPARE with the offset in sense */
+	{
+		uint8_t blkA[512], blkB[512], blkC[512], sense[18];
+		const uint64_t off = 6u << 20;
+		uint32_t info;
+
+		fill(blkA, 512, 11);
+		memcpy(blkB, blkA, 512);
+		blkB[100] ^= 0xff; /* B differs from A first at byte 100 */
+		fill(blkC, 512, 12);
+		CHECK(do_write(dev, blkA, 512, off, 1) == TCMU_STS_OK, "write A");
+		sts = do_caw(dev, blkA, blkB, 512, off, NULL);
+		CHECK(sts == TCMU_STS_OK, "CAW with matching data: sts %d", sts);
+		lc_read(fs, id, b, 512, off);
+		CHECK(memcmp(b, blkB, 512) == 0, "CAW did not write the new data");
+		ok("COMPARE AND WRITE with matching data writes");
+
+		sts = do_caw(dev, blkA, blkC, 512, off, sense);
+		CHECK(sts == TCMU_STS_MISCOMPARE, "stale CAW: sts %d, want MISCOMPARE", sts);
+		info = (uint32_t)sense[3] << 24 | (uint32_t)sense[4] << 16 |
+		       (uint32_t)sense[5] << 8 | sense[6];
+		CHECK((sense[0] & 0x80) && info == 100,
+		      "miscompare sense: valid %d offset %u, want offset 100", sense[0] >> 7, info);
+		lc_read(fs, id, b, 512, off);
+		CHECK(memcmp(b, blkB, 512) == 0, "a miscompared CAW changed the data");
+		ok("COMPARE AND WRITE with stale data: MISCOMPARE at byte 100, data unchanged");
+	}
+
+	/* CAW is atomic in the backend: two gateways (two mounts) incrementing one counter */
+	{
+		struct tcmu_device *dev2 = dev_new(cfg, size, bs);
+		struct caw_arg a1 = { dev, 40, 0, 0 }, a2 = { dev2, 40, 0, 0 };
+		pthread_t t1, t2;
+		uint64_t v;
+
+		CHECK(handler->open(dev2, false) == 0, "second open of %s", cfg);
+		memset(b, 0, bs);
+		CHECK(do_write(dev, b, bs, 0, 1) == TCMU_STS_OK, "zero counter");
+		pthread_create(&t1, NULL, caw_incrementer, &a1);
+		pthread_create(&t2, NULL, caw_incrementer, &a2);
+		pthread_join(t1, NULL);
+		pthread_join(t2, NULL);
+		CHECK(!a1.failures && !a2.failures, "CAW loop failed");
+		lc_read(fs, id, b, bs, 0);
+		memcpy(&v, b, 8);
+		CHECK(v == 80, "counter is %" PRIu64 " after 2x40 CAW increments (lost updates)",
+		      v);
+		ok("CAW from two gateways: 80 increments, none lost (%d+%d miscompares retried)",
+		   a1.miscompares, a2.miscompares);
+		handler->close(dev2);
+		free(dev2);
+	}
+
+	/* the pattern the suite checks through the FUSE mount: byte i = (i*7 + i/4096) & 255 */
+	for (size_t i = 0; i < (1 << 20); i++)
+		a[i] = (uint8_t)((i * 7 + i / 4096) & 255);
+	CHECK(do_write(dev, a, 1 << 20, 10u << 20, 4) == TCMU_STS_OK, "pattern write");
+	CHECK(do_flush(dev) == TCMU_STS_OK, "flush");
+	ok("wrote the 1 MiB check pattern at 10 MiB");
+
+	handler->close(dev);
+	CHECK(dev->hpriv == NULL, "close left private data");
+	ok("close");
+
+	/* a LUN smaller than its backing file is refused (would lose data) */
+	dev = dev_new(cfg, size / 2, bs);
+	quiet_errors = true;
+	CHECK(handler->open(dev, false) < 0, "open with a LUN smaller than the file succeeded");
+	ok("open refuses a LUN size below the backing file's size");
+	snprintf(cfg, sizeof(cfg), "cairn/%s@%s/luns/missing.img", volume, servers);
+	snprintf(dev->cfgstring, sizeof(dev->cfgstring), "%s", cfg);
+	CHECK(handler->open(dev, false) < 0, "open of a missing file succeeded");
+	ok("open refuses a missing backing file");
+	quiet_errors = false;
+	free(dev);
+
+	free(a);
+	free(b);
+	CHECK(cairn_unmount(fs) == 0, "unmount");
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* stress: writes while the caller restarts bricks                                          */
+
+#define ST_BLOCKS 512
+#define ST_BS 4096
+#define ST_QD 8
+#define ST_MAXGEN 64
+
+struct st_block {
+	uint32_t acked;		     /* highest generation acknowledged OK */
+	uint64_t maybe;		     /* bit g: generation g failed (may or may not be applied) */
+	bool busy;
+};
+
+static struct st_block st[ST_BLOCKS];
+static pthread_mutex_t st_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t st_cv = PTHREAD_COND_INITIALIZER;
+static int st_inflight, st_ok, st_err, st_ok_late;
+static time_t st_restart_seen;
+
+struct st_io {
+	int blk;
+	uint32_t gen;
+	uint8_t data[ST_BS];
+	struct iovec iov;
+	time_t t0;
+};
+
+/* block content for (blk, gen): header + PRNG fill, so torn or misplaced data shows */
+static void st_fill(uint8_t *buf, int blk, uint32_t gen)
+{
+	fill(buf, ST_BS, (uint64_t)blk << 32 | gen);
+	memcpy(buf, "CAIRNBLK", 8);
+	memcpy(buf + 8, &blk, 4);
+	memcpy(buf + 12, &gen, 4);
+}
+
+static void st_done(struct hcmd *h)
+{
+	struct st_io *io = h->arg;
+
+	pthread_mutex_lock(&st_mu);
+	if (h->sts == TCMU_STS_OK) {
+		st[io->blk].acked = io->gen;
+		st_ok++;
+		if (st_restart_seen && io->t0 > st_restart_seen)
+			st_ok_late++;
+	} else {
+		st[io->blk].maybe |= 1ull << io->gen;
+		st_err++;
+		if (!st_restart_seen)
+			st_restart_seen = time(NULL);
+	}
+	st[io->blk].busy = false;
+	st_inflight--;
+	pthread_cond_broadcast(&st_cv);
+	pthread_mutex_unlock(&st_mu);
+}
+
+static void test_stress(const char *servers, const char *volume, int secs)
+{
+	cairn_fs_t *fs = lc_mount(servers, volume);
+	cairn_id_t id = lc_create(fs, "stress.img");
+	char cfg[1024];
+	struct tcmu_device *dev;
+	time_t end = time(NULL) + secs;
+	uint32_t gen_next[ST_BLOCKS] = { 0 };
+	uint8_t *buf = malloc(ST_BS), *want = malloc(ST_BS);
+	unsigned seed = 1;
+	int bad = 0, lost = 0;
+
+	snprintf(cfg, sizeof(cfg), "cairn/%s@%s/luns/stress.img", volume, servers);
+	dev = dev_new(cfg, (uint64_t)ST_BLOCKS * ST_BS, ST_BS);
+	CHECK(handler->open(dev, false) == 0, "open %s", cfg);
+	quiet_errors = true; /* errors are expected while a brick is down; counted below */
+
+	while (time(NULL) < end) {
+		struct st_io *io;
+		struct hcmd *h;
+		int blk, rc;
+
+		pthread_mutex_lock(&st_mu);
+		while (st_inflight >= ST_QD)
+			pthread_cond_wait(&st_cv, &st_mu);
+		do
+			blk = rand_r(&seed) % ST_BLOCKS;
+		while (st[blk].busy);
+		if (gen_next[blk] + 1 >= ST_MAXGEN) {
+			pthread_mutex_unlock(&st_mu);
+			continue;
+		}
+		st[blk].busy = true;
+		st_inflight++;
+		pthread_mutex_unlock(&st_mu);
+
+		io = malloc(sizeof(*io));
+		io->blk = blk;
+		io->gen = ++gen_next[blk];
+		io->t0 = time(NULL);
+		st_fill(io->data, blk, io->gen);
+		io->iov.iov_base = io->data;
+		io->iov.iov_len = ST_BS;
+		h = hcmd_new();
+		h->on_done = st_done;
+		h->arg = io;
+		rc = handler->write(dev, &h->c, &io->iov, 1, ST_BS, (off_t)blk * ST_BS);
+		if (rc != TCMU_STS_OK) {
+			h->sts = rc;
+			st_done(h);
+		}
+		/* hcmd/io are leaked on purpose: completions may still reference them */
+	}
+	pthread_mutex_lock(&st_mu);
+	while (st_inflight > 0)
+		pthread_cond_wait(&st_cv, &st_mu);
+	pthread_mutex_unlock(&st_mu);
+	quiet_errors = false;
+	printf("# stress: %d writes acknowledged, %d failed (%d acknowledged after the first "
+	       "failure)\n", st_ok, st_err, st_ok_late);
+	CHECK(st_ok > 0, "no write succeeded");
+
+	/* every block: the acknowledged generation, or a later failed one; never torn */
+	for (int blk = 0; blk < ST_BLOCKS; blk++) {
+		uint32_t gen = 0;
+		bool self_ok;
+
+		if (do_read(dev, buf, ST_BS, (uint64_t)blk * ST_BS, 1) != TCMU_STS_OK)
+			die("read of block %d through the handler failed after the restart", blk);
+		lc_read(fs, id, want, ST_BS, (uint64_t)blk * ST_BS);
+		CHECK(memcmp(buf, want, ST_BS) == 0, "block %d: handler and libcairn disagree", blk);
+		if (all_zero(buf, ST_BS)) {
+			gen = 0;
+			self_ok = true;
+		} else {
+			memcpy(&gen, buf + 12, 4);
+			st_fill(want, blk, gen);
+			self_ok = gen < ST_MAXGEN && memcmp(buf, want, ST_BS) == 0;
+		}
+		if (!self_ok) {
+			fprintf(stderr, "block %d: torn or foreign data\n", blk);
+			bad++;
+		} else if (gen != st[blk].acked &&
+			   !(gen > st[blk].acked && (st[blk].maybe >> gen) & 1)) {
+			fprintf(stderr, "block %d holds generation %u, acknowledged %u\n", blk, gen,
+				st[blk].acked);
+			lost++;
+		}
+	}
+	CHECK(!bad && !lost, "%d torn blocks, %d blocks with lost or phantom writes", bad, lost);
+	ok("stress: %d blocks consistent: every acknowledged write present, none torn",
+	   ST_BLOCKS);
+
+	/* the device works again: one more write per block, all acknowledged (retrying BUSY
+	 * like an initiator would for up to 60 s) */
+	{
+		time_t give_up = time(NULL) + 60;
+		int retries = 0;
+
+		for (int blk = 0; blk < ST_BLOCKS; blk++) {
+			int sts;
+
+			st_fill(buf, blk, ST_MAXGEN - 1);
+			while ((sts = do_write(dev, buf, ST_BS, (uint64_t)blk * ST_BS, 1)) ==
+				       TCMU_STS_BUSY &&
+			       time(NULL) < give_up) {
+				retries++;
+				usleep(200000);
+			}
+			CHECK(sts == TCMU_STS_OK, "write to block %d after the restart: sts %d", blk,
+			      sts);
+		}
+		CHECK(do_flush(dev) == TCMU_STS_OK, "flush after the restart");
+		ok("all %d blocks writable after the restart (%d BUSY retries)", ST_BLOCKS,
+		   retries);
+	}
+	handler->close(dev);
+	free(dev);
+	CHECK(cairn_unmount(fs) == 0, "unmount");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: %s HANDLER.so config|ops|stress [SERVERS VOLUME [SECS]]\n",
+			argv[0]);
+		return 2;
+	}
+	load_handler(argv[1]);
+	if (strcmp(argv[2], "config") == 0) {
+		test_config_offline();
+	} else if (strcmp(argv[2], "ops") == 0 && argc == 5) {
+		test_ops(argv[3], argv[4]);
+	} else if (strcmp(argv[2], "stress") == 0 && argc == 6) {
+		test_stress(argv[3], argv[4], atoi(argv[5]));
+	} else {
+		fprintf(stderr, "bad arguments\n");
+		return 2;
+	}
+	printf("# %d checks passed, %d handler errors logged\n", nchecks, errors_logged);
+	return 0;
+}
