@@ -24,6 +24,11 @@ DEB_PACKAGES += nfs-ganesha nfs-ganesha-vfs rpcbind   # the server, FSAL_VFS for
 DEB_PACKAGES += cmake bison flex libntirpc-dev liburcu-dev libkrb5-dev libdbus-1-dev \
 	libcap-dev libblkid-dev uuid-dev                      # configure Ganesha's tree for config.h
 DEB_PACKAGES += libnfs-utils libnfs-dev python3-venv  # nfs-cat/nfs-cp/nfs-ls (v3); venv for nfs-rs
+# iSCSI gateway (issue 5): tcmu-runner's source (dpkg-source), initiator tools, VM harness.
+DEB_PACKAGES += dpkg-dev libiscsi-bin                  # apt-get source + dpkg-source; iscsi-test-cu
+DEB_PACKAGES += qemu-system-x86 qemu-utils debootstrap openssh-client e2fsprogs  # tests/vm
+# Benchmarks.
+DEB_PACKAGES += fio
 
 # Profiles: `make build/install/up/bench` use release; `make test` builds, unit-tests and
 # runs the integration suites on one debug build (faster to compile on 2 cores, and
