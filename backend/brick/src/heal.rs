@@ -382,7 +382,11 @@ impl Brick {
         let what = || format!("heal of the entries of {dir}");
         let want: HashMap<&[u8], (Id, FileType, Option<Id>)> =
             state.entries.iter().map(|(n, i, k, l)| (n.as_slice(), (*i, *k, *l))).collect();
+        // Phase 1: keep exact matches; park every other entry under a temporary name in
+        // this directory, so no inode loses its last link (and no directory its contents)
+        // before phase 2 had the chance to give it its wanted name.
         let mut have: HashMap<Vec<u8>, ()> = HashMap::new();
+        let mut parked: Vec<(Vec<u8>, Ent)> = Vec::new();
         for e in sys::read_dir(d).ctx(what)? {
             let ent = match self.entry(d, &e.name) {
                 Ok(ent) => ent,
@@ -398,16 +402,40 @@ impl Brick {
             };
             if keep {
                 have.insert(e.name, ());
-            } else {
-                self.remove_entry(d, &e.name, &ent)?;
+                continue;
             }
+            let tmp = format!(".cairn-heal.{}.{}", std::process::id(), parked.len()).into_bytes();
+            let w = || format!("heal: parking {} in {dir}", show(&e.name));
+            sys::renameat2(d, &cstr(&e.name).ctx(w)?, d, &cstr(&tmp).ctx(w)?, 0).ctx(w)?;
+            if let Ent::Inode { id, st } = &ent {
+                if is_dir(st) {
+                    self.idx.set_dir_link(*id, dir, &tmp).ctx(w)?;
+                }
+            }
+            parked.push((tmp, ent));
         }
+        self.forget_listing(dir);
+        // Phase 2: create what is missing, reusing parked inodes by renaming them back.
         for (name, wid, kind, linkto) in &state.entries {
             if have.contains_key(name) {
                 continue;
             }
             let w = || format!("heal: creating {} ({wid}) in {dir}", show(name));
             let cname = cstr(name).ctx(w)?;
+            if linkto.is_none() {
+                let reuse = parked.iter().position(|(_, e)| match e {
+                    Ent::Inode { id, st } => id == wid && FileType::from_mode(st.st_mode) == Some(*kind),
+                    _ => false,
+                });
+                if let Some(i) = reuse {
+                    let (tmp, _) = parked.remove(i);
+                    sys::renameat2(d, &cstr(&tmp).ctx(w)?, d, &cname, 0).ctx(w)?;
+                    if *kind == FileType::Directory {
+                        self.idx.set_dir_link(*wid, dir, name).ctx(w)?;
+                    }
+                    continue;
+                }
+            }
             if let Some(t) = linkto {
                 let fd = sys::openat(
                     d,
@@ -469,6 +497,10 @@ impl Brick {
                 t.set(XATTR_HEAL, &v, 0).ctx(w)?;
             }
             self.idx.link_file(*wid, d, name).ctx(w)?;
+        }
+        // Phase 3: what is still parked is not wanted here.
+        for (tmp, ent) in &parked {
+            self.remove_entry(d, tmp, ent)?;
         }
         self.forget_listing(dir);
         Ok(())

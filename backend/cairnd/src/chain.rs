@@ -166,8 +166,24 @@ async fn forward(
         ));
     }
     let addr = b.addr.clone();
-    node.peers.call(&addr, &node.name, Request::Replicate(req), data).await.map(|_| ())
+    let call = node.peers.call(&addr, &node.name, Request::Replicate(req), data);
+    match tokio::time::timeout(FORWARD_TIMEOUT, call).await {
+        Ok(r) => r.map(|_| ()),
+        Err(_) => {
+            // A peer that does not answer (partitioned, hung) is treated as having missed
+            // the write; drop the connection so the next call re-dials.
+            node.peers.forget(&addr);
+            Err(RemoteError::new(
+                Errno::ETIMEDOUT,
+                format!("brick {target} at {addr} did not answer within {FORWARD_TIMEOUT:?}"),
+            ))
+        }
+    }
 }
+
+/// How long a head waits for a replica before counting it as having missed the write.
+/// Shorter than the clients' retry budget, longer than a loaded brick's worst write.
+const FORWARD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Record `ids` as pending for `peer` on this brick, durably, before the client is answered.
 async fn mark_pending(slot: &Arc<BrickSlot>, peer: u32, ids: Vec<Id>) {
@@ -230,7 +246,19 @@ async fn mutate(
             format!("{}: volume is read-only (features.read-only)", req.volume),
         ));
     }
-    let changed = changed_ids(&req.op);
+    let mut changed = changed_ids(&req.op);
+    if let Op::Rename { src_dir, src_name, dst_dir, dst_name, .. } = &req.op {
+        // The moved inode (and a replaced one) change too: a brick that misses the rename
+        // must re-copy them, not just the two directories.
+        for (dir, name) in [(src_dir, src_name), (dst_dir, dst_name)] {
+            let look = Op::Lookup { dir: *dir, name: name.clone() };
+            if let Ok((Reply::Entry { attr, .. }, _)) =
+                exec_local(slot, Creds::root(), look, Bytes::new(), None, false).await
+            {
+                changed.push(attr.id);
+            }
+        }
+    }
     let guards = node.lock_inodes(&req.volume, req.brick, &changed).await;
     let (reply, out) =
         exec_local(slot, req.creds.clone(), req.op.clone(), data.clone(), None, false).await?;
@@ -293,6 +321,19 @@ async fn mutate(
                 format!("{}: brick {peer} missed a write and that could not be recorded in the config store: {e}", req.volume),
             ));
         }
+    }
+    if !node.lease_alive() {
+        // Fenced while the write was in flight: it may not be acknowledged (another brick
+        // may already head this inode). Flag it for re-copy when this brick catches up.
+        mark_pending(slot, req.brick, changed.clone()).await;
+        drop(guards);
+        return Err(RemoteError::new(
+            Errno::EHOSTDOWN,
+            format!(
+                "{}: brick {}: node {} lost its lease during the write; not acknowledged",
+                req.volume, req.brick, node.name
+            ),
+        ));
     }
     drop(guards);
     node.leases.recall(&req.volume, &recalls(&req.op), session.id).await;
@@ -396,6 +437,10 @@ pub async fn handle(
             Ok((Reply::Lock(node.locks.get(&req.volume, *id, session.id, lock)), Bytes::new()))
         }
         _ => {
+            let _read = node.read_lock(&req.volume, req.brick, key).await;
+            if !node.lease_alive() {
+                return Err(stale(&req.volume, req.brick, "node is fenced (lease not renewed)"));
+            }
             let (reply, out) =
                 exec_local(&slot, req.creds.clone(), req.op.clone(), data, None, false).await?;
             grant_leases(node, session, &req.volume, &req.op, &reply);
@@ -412,6 +457,20 @@ pub async fn replicate(node: &Arc<Node>, req: ReplicateRequest, data: Bytes) -> 
             format!("{}: brick {} is not open on node {}", req.volume, req.brick, node.name),
         )
     })?;
+    // A forward from a brick that is not Up in our map is from a deposed head (fenced,
+    // partitioned, demoted): applying it could resurrect a write nobody acknowledged.
+    if req.op.is_mutation() && !matches!(req.op, Op::Release { .. } | Op::Open { .. }) {
+        if let Some(map) = node.map(&req.volume) {
+            let up = map
+                .brick(req.from_brick)
+                .map(|(_, b)| b.state == cairn_proto::map::BrickState::Up)
+                .unwrap_or(false);
+            if !up {
+                let why = format!("forward from brick {}, which is not up", req.from_brick);
+                return Err(stale(&req.volume, req.brick, &why));
+            }
+        }
+    }
     // Records of who else misses this change: from the head's plan, or carried by a heal.
     let mut records: Vec<(u32, Vec<Id>)> = req
         .missed

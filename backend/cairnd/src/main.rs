@@ -159,6 +159,7 @@ async fn main() -> anyhow::Result<()> {
     }
     tracing::info!(node = %name, listen = %args.listen, "cairnd started");
     tokio::spawn(node.clone().run_reconciler());
+    tokio::spawn(node.clone().run_lease_keeper(args.lease_ttl));
     let service = Arc::new(service::Daemon { node: node.clone() });
     tokio::select! {
         _ = cairn_proto::rpc::serve(listener, service) => {}

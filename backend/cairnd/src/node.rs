@@ -57,6 +57,12 @@ impl PeerPool {
         Ok(c)
     }
 
+    pub fn forget(&self, addr: &str) {
+        if let Some(c) = self.conns.lock().remove(addr) {
+            c.close();
+        }
+    }
+
     pub async fn call(
         &self,
         addr: &str,
@@ -86,7 +92,9 @@ pub struct Node {
     subs: Mutex<HashMap<String, Vec<Weak<Session>>>>,
     pub locks: LockTable,
     pub leases: Leases,
-    stripes: Vec<tokio::sync::Mutex<()>>,
+    /// Inode locks, striped: mutations hold them exclusively, reads shared, so a read at
+    /// the head never sees a write its replicas do not have yet.
+    stripes: Vec<tokio::sync::RwLock<()>>,
     pub kick: Notify,
     opens: Mutex<HashMap<u64, Vec<OpenRef>>>,
     /// Bricks this node already marked stale while they were down (cleared once the map
@@ -109,7 +117,7 @@ impl Node {
             subs: Mutex::default(),
             locks: LockTable::default(),
             leases: Leases::default(),
-            stripes: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
+            stripes: (0..STRIPES).map(|_| tokio::sync::RwLock::new(())).collect(),
             kick: Notify::new(),
             opens: Mutex::default(),
             marked_stale: Mutex::default(),
@@ -163,30 +171,28 @@ impl Node {
         self.maps.read().get(volume).cloned()
     }
 
+    fn stripe(volume: &str, brick: u32, id: Id) -> usize {
+        let h = xxhash_rust::xxh3::xxh3_64(volume.as_bytes()) ^ (brick as u64).rotate_left(32) ^ id.ino();
+        (h % STRIPES as u64) as usize
+    }
+
     /// Serialize mutations of the given inodes on this brick (ids sorted by stripe so two
     /// multi-inode ops cannot deadlock).
-    pub async fn lock_inodes(
-        &self,
-        volume: &str,
-        brick: u32,
-        ids: &[Id],
-    ) -> Vec<tokio::sync::MutexGuard<'_, ()>> {
-        let mut idx: Vec<usize> = ids
-            .iter()
-            .map(|id| {
-                let h = xxhash_rust::xxh3::xxh3_64(volume.as_bytes())
-                    ^ (brick as u64).rotate_left(32)
-                    ^ id.ino();
-                (h % STRIPES as u64) as usize
-            })
-            .collect();
+    pub async fn lock_inodes(&self, volume: &str, brick: u32, ids: &[Id]) -> Vec<tokio::sync::RwLockWriteGuard<'_, ()>> {
+        let mut idx: Vec<usize> = ids.iter().map(|id| Self::stripe(volume, brick, *id)).collect();
         idx.sort_unstable();
         idx.dedup();
         let mut guards = Vec::with_capacity(idx.len());
         for i in idx {
-            guards.push(self.stripes[i].lock().await);
+            guards.push(self.stripes[i].write().await);
         }
         guards
+    }
+
+    /// Wait out any mutation of `id` in flight on this brick, and keep new ones out while
+    /// the guard lives.
+    pub async fn read_lock(&self, volume: &str, brick: u32, id: Id) -> tokio::sync::RwLockReadGuard<'_, ()> {
+        self.stripes[Self::stripe(volume, brick, id)].read().await
     }
 
     pub fn subscribe(&self, volume: &str, s: &Arc<Session>) {
@@ -289,6 +295,41 @@ impl Node {
             self.push_map(&m);
         }
         Ok(())
+    }
+
+    /// Keep a liveness lease: if the node lost its lease for good (partitioned from etcd
+    /// for longer than the TTL), register a new one and send every brick back through
+    /// heal — peers have marked it stale meanwhile, and it must not serve until caught up.
+    pub async fn run_lease_keeper(self: Arc<Self>, ttl: u64) {
+        let mut dead_since: Option<std::time::Instant> = None;
+        loop {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            if self.lease_alive() {
+                dead_since = None;
+                continue;
+            }
+            // Fenced: stop serving reads too until the lease is back.
+            for s in self.bricks.read().values() {
+                s.healing.store(true, Ordering::Release);
+            }
+            let since = *dead_since.get_or_insert_with(std::time::Instant::now);
+            if since.elapsed() < Duration::from_secs(ttl) {
+                continue;
+            }
+            match self.store.register_node(&self.name, &self.addr, ttl).await {
+                Ok(lease) => {
+                    *self.lease.lock() = Some(Arc::new(lease));
+                    dead_since = None;
+                    let slots: Vec<_> = self.bricks.read().values().cloned().collect();
+                    for s in slots {
+                        let _ = self.lease().set_brick_state(&s.volume, s.index, BrickState::Healing).await;
+                    }
+                    tracing::warn!(node = %self.name, "lease was lost; registered a new one, bricks catch up before serving");
+                    self.kick.notify_one();
+                }
+                Err(e) => tracing::warn!(node = %self.name, error = %e, "cannot register a new lease; retrying"),
+            }
+        }
     }
 
     /// Watch the config store and reconcile on every change (and every few seconds).
