@@ -498,9 +498,17 @@ impl Brick {
             }
             self.idx.link_file(*wid, d, name).ctx(w)?;
         }
-        // Phase 3: what is still parked is not wanted here.
+        // Phase 3: what is still parked is not wanted here. A non-directory inode keeps its
+        // index link: it may be wanted by another directory healed later (a rename across
+        // directories); true orphans are swept when the brick next opens.
         for (tmp, ent) in &parked {
-            self.remove_entry(d, tmp, ent)?;
+            match ent {
+                Ent::Inode { st, .. } if !is_dir(st) => {
+                    let w = || format!("heal: removing {} from {dir}", show(tmp));
+                    sys::unlinkat(d, &cstr(tmp).ctx(w)?, 0).ctx(w)?;
+                }
+                _ => self.remove_entry(d, tmp, ent)?,
+            }
         }
         self.forget_listing(dir);
         Ok(())
