@@ -35,9 +35,17 @@ else
     scenarios=("$here"/scenarios/*.sh)
 fi
 
+# Scenarios of features not built yet, each with its reason (reviewed; remove a line once
+# the feature lands). Listed scenarios still run when named on the command line.
+known=$here/known-failures.txt
 passed=0 failed=0 skipped=0 start=$SECONDS
 for s in "${scenarios[@]}"; do
     name=$(basename "$s" .sh)
+    if ((!$#)) && [[ -f $known ]] && grep -q "^$name[[:space:]]*#" "$known"; then
+        echo "skip $name (known failure: $(grep "^$name[[:space:]]*#" "$known" | sed 's/^[^#]*# *//'))"
+        skipped=$((skipped + 1))
+        continue
+    fi
     left=$((budget - (SECONDS - start)))
     if ((left < 30)); then
         echo "FAIL $name (not run: the suite's ${budget}s budget is spent)"
