@@ -424,7 +424,9 @@ impl Brick {
             let cname = cstr(name).ctx(w)?;
             if linkto.is_none() {
                 let reuse = parked.iter().position(|(_, e)| match e {
-                    Ent::Inode { id, st } => id == wid && FileType::from_mode(st.st_mode) == Some(*kind),
+                    Ent::Inode { id, st } => {
+                        id == wid && FileType::from_mode(st.st_mode) == Some(*kind)
+                    }
                     _ => false,
                 });
                 if let Some(i) = reuse {

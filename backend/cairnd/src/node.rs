@@ -172,13 +172,20 @@ impl Node {
     }
 
     fn stripe(volume: &str, brick: u32, id: Id) -> usize {
-        let h = xxhash_rust::xxh3::xxh3_64(volume.as_bytes()) ^ (brick as u64).rotate_left(32) ^ id.ino();
+        let h = xxhash_rust::xxh3::xxh3_64(volume.as_bytes())
+            ^ (brick as u64).rotate_left(32)
+            ^ id.ino();
         (h % STRIPES as u64) as usize
     }
 
     /// Serialize mutations of the given inodes on this brick (ids sorted by stripe so two
     /// multi-inode ops cannot deadlock).
-    pub async fn lock_inodes(&self, volume: &str, brick: u32, ids: &[Id]) -> Vec<tokio::sync::RwLockWriteGuard<'_, ()>> {
+    pub async fn lock_inodes(
+        &self,
+        volume: &str,
+        brick: u32,
+        ids: &[Id],
+    ) -> Vec<tokio::sync::RwLockWriteGuard<'_, ()>> {
         let mut idx: Vec<usize> = ids.iter().map(|id| Self::stripe(volume, brick, *id)).collect();
         idx.sort_unstable();
         idx.dedup();
@@ -191,7 +198,12 @@ impl Node {
 
     /// Wait out any mutation of `id` in flight on this brick, and keep new ones out while
     /// the guard lives.
-    pub async fn read_lock(&self, volume: &str, brick: u32, id: Id) -> tokio::sync::RwLockReadGuard<'_, ()> {
+    pub async fn read_lock(
+        &self,
+        volume: &str,
+        brick: u32,
+        id: Id,
+    ) -> tokio::sync::RwLockReadGuard<'_, ()> {
         self.stripes[Self::stripe(volume, brick, id)].read().await
     }
 
@@ -322,12 +334,17 @@ impl Node {
                     dead_since = None;
                     let slots: Vec<_> = self.bricks.read().values().cloned().collect();
                     for s in slots {
-                        let _ = self.lease().set_brick_state(&s.volume, s.index, BrickState::Healing).await;
+                        let _ = self
+                            .lease()
+                            .set_brick_state(&s.volume, s.index, BrickState::Healing)
+                            .await;
                     }
                     tracing::warn!(node = %self.name, "lease was lost; registered a new one, bricks catch up before serving");
                     self.kick.notify_one();
                 }
-                Err(e) => tracing::warn!(node = %self.name, error = %e, "cannot register a new lease; retrying"),
+                Err(e) => {
+                    tracing::warn!(node = %self.name, error = %e, "cannot register a new lease; retrying")
+                }
             }
         }
     }

@@ -64,7 +64,13 @@ struct Shared {
     /// (inode, lock owner) pairs that may hold POSIX locks: FLUSH releases them (close(2)
     /// drops a process's locks), and only these cost a round trip on close.
     lockers: Mutex<HashSet<(Id, u64)>>,
+    /// Inodes known to carry no `security.capability`, and since when. The kernel asks
+    /// before every write (to drop file capabilities); without this each write(2) through
+    /// the writeback cache would cost a brick round trip. Trusted for the attribute TTL.
+    no_caps: Mutex<HashMap<Id, std::time::Instant>>,
 }
+
+const CAPS: &[u8] = b"security.capability";
 
 pub struct CairnFs {
     sh: Arc<Shared>,
@@ -192,6 +198,7 @@ impl CairnFs {
                 next_fh: AtomicU64::new(1),
                 groups: GroupCache::default(),
                 lockers: Mutex::new(HashSet::new()),
+                no_caps: Mutex::new(HashMap::new()),
             }),
             rt,
         }
@@ -293,10 +300,17 @@ impl Filesystem for CairnFs {
                 debug!(cap, "kernel lacks FUSE capability");
             }
         }
-        if self.sh.cfg.writeback_cache
-            && config.add_capabilities(consts::FUSE_WRITEBACK_CACHE).is_err()
-        {
-            debug!("kernel lacks the FUSE writeback cache");
+        if self.sh.cfg.writeback_cache {
+            if config.add_capabilities(consts::FUSE_WRITEBACK_CACHE).is_err() {
+                debug!("kernel lacks the FUSE writeback cache");
+            }
+            // FUSE_HANDLE_KILLPRIV_V2 (ABI 7.33; fuser 0.15 has no constant for it): the
+            // bricks drop setuid/setgid on writes themselves, so the kernel need not ask for
+            // security.capability before every write(2) of a cached page.
+            const HANDLE_KILLPRIV_V2: u32 = 1 << 28;
+            if config.add_capabilities(HANDLE_KILLPRIV_V2).is_err() {
+                debug!("kernel lacks FUSE_HANDLE_KILLPRIV_V2");
+            }
         }
         let _ = config.set_max_write(1 << 20);
         let _ = config.set_max_readahead(1 << 20);
@@ -784,6 +798,7 @@ impl Filesystem for CairnFs {
         reply: ReplyEmpty,
     ) {
         let id = try_reply!(self.id(ino), reply);
+        self.sh.no_caps.lock().remove(&id);
         let (c, sh) = (self.creds(req), self.sh.clone());
         let (name, value) = (name.as_bytes().to_vec(), value.to_vec());
         self.spawn(async move {
@@ -806,9 +821,24 @@ impl Filesystem for CairnFs {
     ) {
         let id = try_reply!(self.id(ino), reply);
         let (c, sh, name) = (self.creds(req), self.sh.clone(), name.as_bytes().to_vec());
+        if name == CAPS {
+            let fresh =
+                sh.no_caps.lock().get(&id).map(|t| t.elapsed() < sh.cfg.attr_ttl).unwrap_or(false);
+            if fresh {
+                return reply.error(libc::ENODATA);
+            }
+        }
         self.spawn(async move {
             match sh.vol.getxattr(&c, id, &name).await {
                 Ok(v) => reply_xattr(v, size, reply),
+                Err(e) if name == CAPS && e.errno.0 == libc::ENODATA => {
+                    let mut m = sh.no_caps.lock();
+                    if m.len() > 100_000 {
+                        m.clear();
+                    }
+                    m.insert(id, std::time::Instant::now());
+                    reply.error(libc::ENODATA)
+                }
                 Err(e) => {
                     reply.error(fail("getxattr", format!("{id} {}", name.escape_ascii()), &e))
                 }
@@ -836,6 +866,7 @@ impl Filesystem for CairnFs {
 
     fn removexattr(&mut self, req: &Request<'_>, ino: u64, name: &OsStr, reply: ReplyEmpty) {
         let id = try_reply!(self.id(ino), reply);
+        self.sh.no_caps.lock().remove(&id);
         let (c, sh, name) = (self.creds(req), self.sh.clone(), name.as_bytes().to_vec());
         self.spawn(async move {
             match sh.vol.removexattr(&c, id, &name).await {
