@@ -41,8 +41,8 @@ known=$here/known-failures.txt
 passed=0 failed=0 skipped=0 start=$SECONDS
 for s in "${scenarios[@]}"; do
     name=$(basename "$s" .sh)
-    if ((!$#)) && [[ -f $known ]] && grep -q "^$name[[:space:]]*#" "$known"; then
-        echo "skip $name (known failure: $(grep "^$name[[:space:]]*#" "$known" | sed 's/^[^#]*# *//'))"
+    if ((!$#)) && [[ -f $known ]] && grep -q "^${name}[[:space:]]*#" "$known"; then
+        echo "skip $name (known failure: $(grep "^${name}[[:space:]]*#" "$known" | sed 's/^[^#]*# *//'))"
         skipped=$((skipped + 1))
         continue
     fi

@@ -15,7 +15,7 @@ check() { # NAME EXPECTED_RC [PATTERN] -- fsx args
     if [[ $rc -eq $want ]] && { [[ -z $pat ]] || grep -q -- "$pat" <<<"$out"; }; then
         echo "ok   $name"; pass=$((pass + 1))
     else
-        echo "FAIL $name (rc=$rc, want $want${pat:+, output matching '$pat'})"
+        echo "FAIL $name (rc=$rc, want $want${pat:+, output matching \"$pat\"})"
         echo "$out" | tail -20; fail=$((fail + 1))
     fi
 }

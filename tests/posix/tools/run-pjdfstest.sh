@@ -60,6 +60,7 @@ user_entry() { # NAME -> ["NAME", "GROUP"]
 work=$(mktemp -d "$mnt/pjdfstest.XXXXXX") || die "cannot create a work directory in $mnt"
 chmod 0755 "$work" # the unprivileged users must reach the test directories
 conf=$(mktemp /tmp/pjdfstest-conf.XXXXXX.toml)
+# shellcheck disable=SC2317 # called by the EXIT trap
 cleanup() { rm -rf "$work" "$conf"; }
 trap cleanup EXIT
 
@@ -110,7 +111,7 @@ echo "run-pjdfstest: $total tests: $(n "$passed") ok, $(n "$failed") failed," \
     "$(awk '$2 == "skipped"' "$results" | wc -l) skipped; results in $results"
 if [[ -n $now_pass ]]; then
     echo "run-pjdfstest: known failures that now PASS (remove them from $(basename "$known")):"
-    sed 's/^/  /' <<<"$now_pass"
+    while IFS= read -r t; do echo "  $t"; done <<<"$now_pass"
 fi
 if [[ -n $unexpected ]]; then
     echo "run-pjdfstest: UNEXPECTED failures:"
