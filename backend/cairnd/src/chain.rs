@@ -260,26 +260,57 @@ async fn mutate(
         }
     }
     let guards = node.lock_inodes(&req.volume, req.brick, &changed).await;
-    let (reply, out) =
-        exec_local(slot, req.creds.clone(), req.op.clone(), data.clone(), None, false).await?;
-    let rreq = ReplicateRequest {
+    let mut rreq = ReplicateRequest {
         volume: req.volume.clone(),
         brick: 0,
         epoch: map.epoch,
         from_brick: req.brick,
         creds: req.creds.clone(),
         op: req.op.clone(),
-        result: result_attr(&reply),
+        result: None,
         missed: plan.pending.clone(),
     };
-    let sends = plan.forward.iter().map(|&t| {
-        let r = ReplicateRequest { brick: t, ..rreq.clone() };
-        let data = data.clone();
-        async move { (t, forward(node, map, t, r, data).await) }
-    });
+    let fwd_data = data.clone();
+    let send_all = |rreq: ReplicateRequest| {
+        let fwd_data = fwd_data.clone();
+        let sends = plan.forward.iter().map(move |&t| {
+            let r = ReplicateRequest { brick: t, ..rreq.clone() };
+            let data = fwd_data.clone();
+            async move { (t, forward(node, map, t, r, data).await) }
+        });
+        futures::future::join_all(sends)
+    };
+    let (reply, out, results) = if matches!(req.op, Op::Write { .. }) {
+        // Data writes go to the replicas while the head writes its own copy, so a replicated
+        // write costs one disk write of latency, not two. If the head's copy fails, the
+        // replicas that took it hold bytes nobody acknowledged: demote them, and they
+        // re-copy this inode from the head when they catch up.
+        let local = exec_local(slot, req.creds.clone(), req.op.clone(), data.clone(), None, false);
+        let (local, results) = tokio::join!(local, send_all(rreq.clone()));
+        match local {
+            Ok((reply, out)) => (reply, out, results),
+            Err(e) => {
+                for (t, r) in results {
+                    if r.is_ok() {
+                        mark_pending(slot, t, changed.clone()).await;
+                        if let Err(se) = node.mark_stale(&req.volume, t, req.brick).await {
+                            tracing::warn!(volume = %req.volume, brick = t, error = %se, "cannot demote a replica holding an unacknowledged write");
+                        }
+                    }
+                }
+                return Err(e);
+            }
+        }
+    } else {
+        let (reply, out) =
+            exec_local(slot, req.creds.clone(), req.op.clone(), data.clone(), None, false).await?;
+        rreq.result = result_attr(&reply);
+        let results = send_all(rreq.clone()).await;
+        (reply, out, results)
+    };
     let mut applied = vec![];
     let mut failed = vec![];
-    for (t, r) in futures::future::join_all(sends).await {
+    for (t, r) in results {
         match r {
             Ok(()) => applied.push(t),
             Err(e) => {
