@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # smbd with vfs_cairn, for `make up` (scripts/cluster-up.sh) and tests/smb. Source it.
 #
-#   smb_module_path             path of the built vfs_cairn module (cairn.so) or ""
+#   smb_module_path             the vfs_cairn module smbd loads (linked from the build) or ""
 #   smb_ensure_user NAME        local Unix user for the SMB test login (created if missing)
 #   smb_write_conf DIR PORT     write DIR/smb.conf (global part; never /etc/samba/smb.conf)
 #   smb_add_cairn_share DIR NAME VOLUME SERVERS [SUBDIR] [extra smb.conf lines...]
@@ -16,13 +16,16 @@
 SMB_REPO=${SMB_REPO:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)}
 SMB_VFS_OBJECTS=${SMB_VFS_OBJECTS:-acl_xattr streams_xattr}
 
+SMB_MODULES_DIR=${SMB_MODULES_DIR:-/usr/lib/x86_64-linux-gnu/samba}
+
+# smb_module_path: the vfs_cairn module smbd will load (Samba 4.17 loads VFS modules only
+# from its module dir), after linking a fresh build there; "" if there is none.
 smb_module_path() {
-    local p
-    for p in "${CAIRN_SMB_MODULE:-}" "$SMB_REPO/vfs-module/build/cairn.so" \
-        /usr/lib/x86_64-linux-gnu/samba/vfs/cairn.so; do
-        [[ -n $p && -f $p ]] && { echo "$p"; return 0; }
-    done
-    echo ""
+    local built=$SMB_REPO/vfs-module/build/cairn.so inst=$SMB_MODULES_DIR/vfs/cairn.so
+    if [[ -f $built && ! $inst -ef $built && ! -f $inst ]] || [[ -L $inst ]]; then
+        ln -sfn "$built" "$inst" 2>/dev/null || true
+    fi
+    if [[ -f $inst ]]; then echo "$inst"; else echo ""; fi
 }
 
 smb_ensure_user() {
@@ -72,14 +75,13 @@ EOF
 smb_add_cairn_share() {
     local dir=$1 name=$2 volume=$3 servers=$4 subdir=${5:-/}
     shift 5 || shift $#
-    local mod
-    mod=$(smb_module_path)
-    [[ -n $mod ]] || { echo "vfs_cairn module not built (make -C vfs-module)" >&2; return 1; }
+    [[ -n $(smb_module_path) ]] ||
+        { echo "vfs_cairn module not built (make -C vfs-module)" >&2; return 1; }
     {
         echo "[$name]"
         echo "    path = $subdir"
         echo "    read only = no"
-        echo "    vfs objects = $SMB_VFS_OBJECTS $mod"
+        echo "    vfs objects = $SMB_VFS_OBJECTS cairn"
         echo "    cairn:servers = $servers"
         echo "    cairn:volume = $volume"
         local l
