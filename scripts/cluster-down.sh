@@ -10,7 +10,14 @@ CAIRN_LOG_TAG=cluster-down
 
 # Gateway hooks, the counterparts of start_* in cluster-up.sh.
 stop_nfs_ganesha() { :; }
-stop_smbd() { :; }
+stop_smbd() {
+    local dir=$CAIRN_RUN_DIR/smb
+    [[ -f $dir/smbd.pid ]] || return 0
+    # shellcheck source=scripts/smb.sh
+    . "$CAIRN_REPO/scripts/smb.sh"
+    smb_stop "$dir"
+    log "stopped smbd"
+}
 stop_gateways() {
     stop_smbd
     stop_nfs_ganesha

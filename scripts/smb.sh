@@ -82,6 +82,8 @@ smb_add_cairn_share() {
         echo "    path = $subdir"
         echo "    read only = no"
         echo "    vfs objects = $SMB_VFS_OBJECTS cairn"
+        # Cairn has no POSIX ACLs: Windows ACLs live only in security.NTACL (acl_xattr)
+        echo "    acl_xattr:ignore system acls = yes"
         echo "    cairn:servers = $servers"
         echo "    cairn:volume = $volume"
         local l
@@ -98,6 +100,7 @@ smb_add_stock_share() {
         echo "    path = $path"
         echo "    read only = no"
         echo "    vfs objects = $SMB_VFS_OBJECTS"
+        echo "    acl_xattr:ignore system acls = yes"
         local l
         for l in "$@"; do echo "    $l"; done
     } >>"$dir/smb.conf"

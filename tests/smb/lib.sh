@@ -71,6 +71,6 @@ smb_up() {
 smbc() {
     local share=$1
     shift
-    smbclient "//127.0.0.1/$share" -p "$SMB_PORT" -s "$SMB_CONF" -m SMB3 \
+    smbclient "//127.0.0.1/$share" -p "$SMB_PORT" -s "$SMB_CONF" -m SMB3 -t 600 \
         -U "$SMB_USER%$SMB_PASS" -c "$*"
 }
