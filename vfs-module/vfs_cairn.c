@@ -848,7 +848,7 @@ static int cairn_openat(struct vfs_handle_struct *handle,
 	if (how->resolve & VFS_OPEN_HOW_RESOLVE_NO_SYMLINKS) {
 		follow = false;
 	}
-	if (smb_fname->stream_name != NULL) {
+	if (is_named_stream(smb_fname)) {
 		errno = ENOENT;	/* streams come from streams_xattr */
 		return -1;
 	}
@@ -1226,7 +1226,7 @@ static int cairn_stat_common(struct vfs_handle_struct *handle,
 	cairn_attr_t a;
 	int ret;
 
-	if (smb_fname->stream_name != NULL) {
+	if (is_named_stream(smb_fname)) {
 		errno = ENOENT;
 		return -1;
 	}
@@ -1307,7 +1307,7 @@ static int cairn_unlinkat(struct vfs_handle_struct *handle,
 	const char *leaf = NULL;
 	int ret;
 
-	if (smb_fname->stream_name != NULL) {
+	if (is_named_stream(smb_fname)) {
 		errno = ENOENT;
 		return -1;
 	}
@@ -1706,15 +1706,25 @@ static NTSTATUS cairn_get_real_filename_at(struct vfs_handle_struct *handle,
 					   char **found_name)
 {
 	struct cairn_rfn r = { .name = name, .mem = mem_ctx };
+	struct cairn_fh *fh = cairn_fetch_fh(handle, dirfsp);
 	cairn_creds_t cr;
+	cairn_attr_t da;
 	bool eof = false;
-	uint64_t cookie = 0;
 	int ret;
-	CAIRN_FH_OR_EBADF(fh, handle, dirfsp, map_nt_error_from_unix(EBADF));
 
 	cairn_creds(handle, &cr);
-	ret = cairn_readdir(CAIRN_FS(handle), &cr, fh->id, cookie, 0,
-			    cairn_rfn_cb, &r, &eof);
+	if (fh != NULL) {
+		da.id = fh->id;
+	} else {
+		/* the cwd fsp (AT_FDCWD) carries no Cairn handle: resolve it */
+		ret = cairn_resolve_at(handle, &cr, NULL,
+				       dirfsp->fsp_name->base_name, true, &da);
+		if (ret < 0) {
+			return map_nt_error_from_unix(-ret);
+		}
+	}
+	ret = cairn_readdir(CAIRN_FS(handle), &cr, da.id, 0, 0, cairn_rfn_cb,
+			    &r, &eof);
 	if (ret < 0) {
 		return map_nt_error_from_unix(-ret);
 	}

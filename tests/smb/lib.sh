@@ -60,6 +60,7 @@ smb_up() {
     smb_write_conf "$SMB_DIR" "$SMB_PORT"
     smb_add_cairn_share "$SMB_DIR" vol0 vol0 "$(cl_node_addr n1)" / \
         "valid users = $SMB_USER root" || fail "cannot add share vol0"
+    chmod 0711 "$CL_DIR" # the stock share lives below it
     mkdir -p "$SMB_STOCK_DIR"
     chmod 0777 "$SMB_STOCK_DIR"
     smb_add_stock_share "$SMB_DIR" stock "$SMB_STOCK_DIR" "valid users = $SMB_USER root"

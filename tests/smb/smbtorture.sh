@@ -25,7 +25,8 @@ mkdir -p "$res"
 
 # torture SHARE SUITE: run one suite, append "STATUS NAME" lines to $res/SHARE.
 torture() {
-    local share=$1 suite=$2 out=$res/$share-$suite.log
+    local share=$1 suite=$2
+    local out=$res/$share-$suite.log
     timeout 900 smbtorture "//127.0.0.1/$share" -s "$SMB_CONF" -p "$SMB_PORT" \
         -U "$SMB_USER%$SMB_PASS" --target=samba3 --fullname \
         --option=torture:sharedelay=100000 "$suite" >"$out" 2>&1
