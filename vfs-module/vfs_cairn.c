@@ -489,6 +489,13 @@ static int cairn_connect(struct vfs_handle_struct *handle,
 		/* Other smbd processes must see our writes at once. */
 		opts.write_behind = lp_parm_bool(snum, CAIRN_MODULE,
 						 "write behind", false);
+		/*
+		 * Several smbd processes serve the same files: cached attributes
+		 * must not outlive a change made by another process (durable
+		 * reconnects compare stat data). Default: no attribute cache.
+		 */
+		opts.cache_timeout_ms = (uint32_t)lp_parm_int(
+			snum, CAIRN_MODULE, "cache timeout ms", 0);
 		opts.client_name = talloc_asprintf(talloc_tos(), "smbd@%d",
 						   (int)getpid());
 		ret = cairn_mount(servers, volume, &opts, &fs);
@@ -1292,10 +1299,18 @@ static uint64_t cairn_get_alloc_size(struct vfs_handle_struct *handle,
 				     files_struct *fsp,
 				     const SMB_STRUCT_STAT *sbuf)
 {
+	uint64_t blocks, rounded;
+
 	if (S_ISDIR(sbuf->st_ex_mode)) {
 		return 0;
 	}
-	return (uint64_t)sbuf->st_ex_blocks * 512;
+	/*
+	 * Cairn's block count includes replica/metadata overhead: report what the
+	 * file occupies (its size in 4 KiB units), or less for a sparse file.
+	 */
+	blocks = (uint64_t)sbuf->st_ex_blocks * 512;
+	rounded = ((uint64_t)sbuf->st_ex_size + 4095) & ~(uint64_t)4095;
+	return MIN(blocks, rounded);
 }
 
 static int cairn_unlinkat(struct vfs_handle_struct *handle,
