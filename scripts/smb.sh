@@ -118,8 +118,7 @@ smb_start() {
     setsid smbd --foreground --no-process-group --debug-stdout -s "$dir/smb.conf" \
         </dev/null >>"$log" 2>&1 &
     echo $! >"$dir/smbd.pid"
-    local i
-    for i in $(seq 1 100); do
+    for _ in $(seq 1 100); do
         if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
             return 0
         fi
@@ -132,13 +131,13 @@ smb_start() {
 }
 
 smb_stop() {
-    local dir=$1 pid i
+    local dir=$1 pid
     [[ -f $dir/smbd.pid ]] || return 0
     pid=$(cat "$dir/smbd.pid")
     if kill -0 "$pid" 2>/dev/null; then
         # smbd runs in its own session (setsid): stop that session's processes.
         kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-        for i in $(seq 1 50); do
+        for _ in $(seq 1 50); do
             kill -0 "$pid" 2>/dev/null || break
             sleep 0.1
         done

@@ -29,7 +29,8 @@ SAMBA_BUILD_DEPS="dpkg-dev libtalloc-dev libtevent-dev libtdb-dev libldb-dev lib
   libkeyutils-dev libreadline-dev"
 missing=$(for p in $SAMBA_BUILD_DEPS; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)
 if [[ -n $missing ]]; then
-    log "installing build deps: $(echo $missing)"
+    log "installing build deps: ${missing//$'\n'/ }"
+    # shellcheck disable=SC2086 # one word per package
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >&2
 fi
 

@@ -255,9 +255,15 @@ again:
 		char *done = talloc_strdup(frame, "");
 		char *p = cur;
 
-		ret = cairn_getattr(fs, cr, cairn_id_root(), &a);
-		if (ret < 0) {
-			goto out;
+		/* Only a bare "/" needs the root's attributes from the server. */
+		ZERO_STRUCT(a);
+		a.id = cairn_id_root();
+		a.type = DT_DIR;
+		if (strspn(p, "/") == strlen(p)) {
+			ret = cairn_getattr(fs, cr, cairn_id_root(), &a);
+			if (ret < 0) {
+				goto out;
+			}
 		}
 		while (*p != '\0') {
 			char *e = NULL;

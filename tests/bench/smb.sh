@@ -6,6 +6,7 @@
 #   - session setup + teardown (connect, ls, disconnect)
 # Prints a table with the vfs_cairn / stock ratio.  Env: BENCH_BIG_MIB (1024), BENCH_FILES (1000)
 set -uo pipefail
+# shellcheck source=tests/smb/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../smb/lib.sh"
 BIG_MIB=${BENCH_BIG_MIB:-1024}
 NFILES=${BENCH_FILES:-1000}
@@ -35,7 +36,7 @@ for share in stock vol0; do
     t0=$(now); smbc "$share" "cd small; lcd $work/back-$share; prompt off; mget f*" >/dev/null ||
         fail "$share: read small"; t1=$(now)
     R[$share,read]=$(rate "$NFILES" "$t0" "$t1")
-    [[ $(ls "$work/back-$share" | wc -l) == "$NFILES" ]] || fail "$share: not all small files read"
+    [[ $(find "$work/back-$share" -type f | wc -l) == "$NFILES" ]] || fail "$share: not all small files read"
     t0=$(now); smbc "$share" "cd small; del f*" >/dev/null || fail "$share: delete small"; t1=$(now)
     R[$share,delete]=$(rate "$NFILES" "$t0" "$t1")
 

@@ -12,7 +12,9 @@
 #
 # Variables: SMB_DIR, SMB_PORT, SMB_USER, SMB_PASS, SMB_CONF, SMB_LOG, SMB_STOCK_DIR.
 
+# shellcheck source=tests/integration/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../integration/lib.sh"
+# shellcheck source=scripts/smb.sh
 . "$CL_REPO/scripts/smb.sh"
 
 SMB_USER=${SMB_USER:-cairnsmb}

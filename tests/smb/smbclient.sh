@@ -5,6 +5,7 @@
 # is denied; kernel share modes are refused). What SMB did is checked from the side
 # through a FUSE mount of the same volume.
 set -uo pipefail
+# shellcheck source=tests/smb/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 extra_shares() {

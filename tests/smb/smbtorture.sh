@@ -8,6 +8,7 @@
 # Env: SMB_TORTURE_SUITES  space-separated suites (default below, ~10 min of CI time)
 #      SMB_TORTURE_RESULTS dir for the per-share results (default $CL_DIR/torture)
 set -uo pipefail
+# shellcheck source=tests/smb/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 command -v smbtorture >/dev/null || skip "smbtorture not installed (apt-get install samba-testsuite)"
 
