@@ -30,7 +30,9 @@ smb_need_tools() {
     for t in smbd smbclient smbpasswd; do
         command -v "$t" >/dev/null || skip "$t not installed (apt-get install samba smbclient)"
     done
-    [[ -n $(smb_module_path) ]] || fail "vfs_cairn not built: make -C vfs-module"
+    # (re)build the module: the first time this prepares the Samba tree (a few minutes)
+    make -s -C "$CL_REPO/vfs-module" >&2 || fail "building vfs_cairn (make -C vfs-module)"
+    [[ -n $(smb_module_path) ]] || fail "vfs_cairn not installed in Samba's module dir"
 }
 
 smb_cleanup() {
