@@ -85,6 +85,12 @@ struct cairn_fh {
 	cairn_id_t id;
 	bool opened;		/* cairn_open done, cairn_release due at close */
 	bool is_dir;
+	/*
+	 * Attributes fetched by openat, handed to the fstat smbd issues right after
+	 * the open (one use only), saving a round trip per open.
+	 */
+	bool attr_fresh;
+	cairn_attr_t attr;
 };
 
 static struct cairn_conn *cairn_cc(struct vfs_handle_struct *handle)
@@ -924,6 +930,8 @@ static int cairn_openat(struct vfs_handle_struct *handle,
 	}
 	fh->id = a.id;
 	fh->is_dir = (a.type == DT_DIR);
+	fh->attr = a;
+	fh->attr_fresh = true;
 	if (!fsp->fsp_flags.is_pathref && a.type == DT_REG) {
 		ret = cairn_open(fs, &cr, a.id);
 		if (ret < 0) {
@@ -964,12 +972,14 @@ static int cairn_close(struct vfs_handle_struct *handle, files_struct *fsp)
 
 /* ---- data ----------------------------------------------------------------------- */
 
+/* Fetch the handle; any operation but fstat ends the open-time attr reuse. */
 #define CAIRN_FH_OR_EBADF(fh, handle, fsp, failret)                   \
 	struct cairn_fh *fh = cairn_fetch_fh(handle, fsp);            \
 	if (fh == NULL) {                                             \
 		errno = EBADF;                                        \
 		return failret;                                       \
-	}
+	}                                                             \
+	fh->attr_fresh = false
 
 static ssize_t cairn_pread(struct vfs_handle_struct *handle,
 			   files_struct *fsp, void *data, size_t n,
@@ -1070,6 +1080,7 @@ static struct tevent_req *cairn_job_send(struct vfs_handle_struct *handle,
 		tevent_req_error(req, EBADF);
 		return tevent_req_post(req, ev);
 	}
+	fh->attr_fresh = false;
 	s->op = op;
 	s->fs = CAIRN_FS(handle);
 	s->id = fh->id;
@@ -1268,11 +1279,20 @@ static int cairn_lstat(struct vfs_handle_struct *handle,
 static int cairn_fstat(struct vfs_handle_struct *handle, files_struct *fsp,
 		       SMB_STRUCT_STAT *sbuf)
 {
+	struct cairn_fh *fh = cairn_fetch_fh(handle, fsp);
 	cairn_creds_t cr;
 	cairn_attr_t a;
 	int ret;
-	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
 
+	if (fh == NULL) {
+		errno = EBADF;
+		return -1;
+	}
+	if (fh->attr_fresh) {
+		fh->attr_fresh = false;
+		cairn_attr_to_stat(handle, &fh->attr, sbuf);
+		return 0;
+	}
 	cairn_creds(handle, &cr);
 	ret = cairn_getattr(CAIRN_FS(handle), &cr, fh->id, &a);
 	if (ret < 0) {
