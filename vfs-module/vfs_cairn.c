@@ -1460,6 +1460,14 @@ static int cairn_fntimes(struct vfs_handle_struct *handle, files_struct *fsp,
 	cairn_attr_t in;
 	uint32_t mask = 0;
 
+	if (fsp_is_alternate_stream(fsp)) {
+		errno = ENOENT;
+		return -1;
+	}
+	/* Cairn has no birth time: Samba keeps it in user.DOSATTRIB (as vfs_default). */
+	if (!is_omit_timespec(&ft->create_time)) {
+		set_create_timespec_ea(fsp, ft->create_time);
+	}
 	ZERO_STRUCT(in);
 	if (!is_omit_timespec(&ft->atime)) {
 		in.atime = ft->atime;
