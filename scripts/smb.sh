@@ -86,6 +86,7 @@ smb_add_cairn_share() {
         echo "    acl_xattr:ignore system acls = yes"
         echo "    cairn:servers = $servers"
         echo "    cairn:volume = $volume"
+        [[ -z ${CAIRN_SMB_CACHE_MS:-} ]] || echo "    cairn:cache timeout ms = $CAIRN_SMB_CACHE_MS"
         local l
         for l in "$@"; do echo "    $l"; done
     } >>"$dir/smb.conf"
