@@ -15,7 +15,14 @@ stop_nfs_ganesha() {
     stop_pidfile "$dir/ganesha.pid.self" ganesha.nfsd 20 || die "could not stop ganesha.nfsd"
     log "stopped ganesha.nfsd"
 }
-stop_smbd() { :; }
+stop_smbd() {
+    local dir=$CAIRN_RUN_DIR/smb
+    [[ -f $dir/smbd.pid ]] || return 0
+    # shellcheck source=scripts/smb.sh
+    . "$CAIRN_REPO/scripts/smb.sh"
+    smb_stop "$dir"
+    log "stopped smbd"
+}
 stop_gateways() {
     stop_smbd
     stop_nfs_ganesha

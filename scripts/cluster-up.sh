@@ -149,7 +149,47 @@ start_nfs_ganesha() {
           mount -t nfs -o vers=4.2,port=$CAIRN_NFS_PORT 127.0.0.1:/$CAIRN_VOLUME /mnt   (or vers=3,mountport=$CAIRN_NFS_MNT_PORT)
           nfs-ls 'nfs://127.0.0.1/$CAIRN_VOLUME?nfsport=$CAIRN_NFS_PORT&mountport=$CAIRN_NFS_MNT_PORT&version=3'"
 }
-start_smbd() { :; }
+# smbd with vfs_cairn (scripts/smb.sh): share [$CAIRN_VOLUME] served through libcairn, on
+# 127.0.0.1:445, or 4450 / a free port when 445 is taken; config and state in run/smb.
+start_smbd() {
+    # shellcheck source=scripts/smb.sh
+    . "$CAIRN_REPO/scripts/smb.sh"
+    local dir=$CAIRN_RUN_DIR/smb port user=${CAIRN_SMB_USER:-cairnsmb}
+    local pass=${CAIRN_SMB_PASS:-cairn-Smb-1}
+    if ! command -v smbd >/dev/null; then
+        log "smbd not installed (apt-get install samba smbclient): no SMB gateway"
+        return 0
+    fi
+    if [[ -z $(smb_module_path) ]]; then
+        log "vfs_cairn not built (make -C vfs-module): no SMB gateway"
+        return 0
+    fi
+    if pidfile_alive "$dir/smbd.pid"; then
+        port=$(awk '$1 == "smb" && $2 == "ports" { print $4 }' "$dir/smb.conf")
+        log "smbd already runs (pid $(cat "$dir/smbd.pid"), port $port)"
+    else
+        port=${CAIRN_SMB_PORT:-}
+        if [[ -z $port ]]; then
+            for port in 445 4450 ""; do
+                [[ -n $port ]] && port_in_use "$port" && continue
+                break
+            done
+            [[ -n $port ]] || port=$(free_port)
+        fi
+        smb_ensure_user "$user" || die "cannot create the local SMB user $user"
+        # the volume root belongs to root: let SMB users create files there
+        chmod 0777 "$CAIRN_MNT" || die "chmod of the volume root at $CAIRN_MNT"
+        smb_write_conf "$dir" "$port"
+        smb_add_cairn_share "$dir" "$CAIRN_VOLUME" "$CAIRN_VOLUME" "$CAIRN_ADDR" / ||
+            die "cannot add the SMB share $CAIRN_VOLUME"
+        smb_set_password "$dir" "$user" "$pass" || die "smbpasswd for $user"
+        smb_start "$dir" "$LOG_DIR/smbd.log" || die "smbd did not start; see $LOG_DIR/smbd.log"
+        log "smbd serves //127.0.0.1/$CAIRN_VOLUME on port $port"
+    fi
+    SMB_SUMMARY="  smbd    pid $(cat "$dir/smbd.pid")  share //127.0.0.1/$CAIRN_VOLUME (vfs_cairn)  port $port  log $LOG_DIR/smbd.log
+    smbclient //127.0.0.1/$CAIRN_VOLUME -p $port -s $dir/smb.conf -m SMB3 -U '$user%$pass'
+"
+}
 start_gateways() {
     start_nfs_ganesha
     start_smbd
@@ -171,6 +211,7 @@ Try:
   cairn --host $CAIRN_ADDR volume status $CAIRN_VOLUME
 Stop with 'make down' (data in $CAIRN_RUN_DIR stays); 'make clean-run' deletes it.
 MSG
+    [[ -z ${SMB_SUMMARY:-} ]] || printf 'SMB gateway:\n%s' "$SMB_SUMMARY"
 }
 
 main() {

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# smbclient sessions against the vfs_cairn share [vol0]: put/get of large and small files,
+# mkdir/rename/delete, a 10 000-entry listing, smbcacls set/get, plus bad input (a share
+# naming a missing volume is refused while the others keep serving; a user without rights
+# is denied; kernel share modes are refused). What SMB did is checked from the side
+# through a FUSE mount of the same volume.
+set -uo pipefail
+# shellcheck source=tests/smb/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+extra_shares() {
+    local dir=$1
+    # a share naming a volume that does not exist
+    smb_add_cairn_share "$dir" ghost no-such-volume "$(cl_node_addr n1)" / \
+        "valid users = $SMB_USER"
+    # vfs_cairn must refuse to attach with kernel share modes on
+    smb_add_cairn_share "$dir" kshare vol0 "$(cl_node_addr n1)" / \
+        "valid users = $SMB_USER" "kernel share modes = yes"
+    # a share the test user has no rights on
+    smb_add_cairn_share "$dir" private vol0 "$(cl_node_addr n1)" / "valid users = root"
+}
+
+smb_up 1 extra_shares
+work=$CL_DIR/work
+mkdir -p "$work"
+
+# --- small and large files ------------------------------------------------------------------
+echo "small file via smb" >"$work/small"
+head -c $((64 * 1024 * 1024 + 12345)) /dev/urandom >"$work/large"
+smbc vol0 "put $work/small small.txt; put $work/large large.bin" >/dev/null ||
+    fail "put small and large files"
+cmp "$work/small" "$CL_MNT/small.txt" || fail "small.txt differs on the volume"
+cmp "$work/large" "$CL_MNT/large.bin" || fail "large.bin differs on the volume"
+pass "put small and 64 MiB files; the volume holds the same bytes"
+
+smbc vol0 "get small.txt $work/small.back; get large.bin $work/large.back" >/dev/null ||
+    fail "get small and large files"
+cmp "$work/small" "$work/small.back" || fail "small.txt read back differs"
+cmp "$work/large" "$work/large.back" || fail "large.bin read back differs"
+pass "get small and 64 MiB files back unchanged"
+
+# --- directories, rename, delete --------------------------------------------------------------
+smbc vol0 "mkdir d1; mkdir d1/d2; put $work/small d1/d2/f; rename d1/d2/f d1/g; rename d1 d3" \
+    >/dev/null || fail "mkdir/rename session"
+[[ -f $CL_MNT/d3/g && ! -e $CL_MNT/d1 && ! -e $CL_MNT/d3/d2/f ]] ||
+    fail "after renames the volume has: $(cd "$CL_MNT" && find . | sort | tr '\n' ' ')"
+pass "mkdir and rename of files and directories"
+
+smbc vol0 "del d3/g; rmdir d3/d2; rmdir d3; del small.txt" >/dev/null || fail "delete session"
+[[ ! -e $CL_MNT/d3 && ! -e $CL_MNT/small.txt ]] || fail "deleted names still on the volume"
+out=$(smbc vol0 "get small.txt $work/x" 2>&1) && fail "get of a deleted file succeeded"
+grep -q NT_STATUS_OBJECT_NAME_NOT_FOUND <<<"$out" || fail "get of a deleted file: $out"
+pass "delete of files and directories; a deleted name is NOT_FOUND"
+
+# --- a directory of 10 000 entries ------------------------------------------------------------
+mkdir "$CL_MNT/big"
+(cd "$CL_MNT/big" && seq -f 'e%05g' 0 9999 | xargs touch) || fail "creating 10000 files"
+out=$(smbc vol0 "ls big/*") || fail "listing big/"
+n=$(grep -cE '^  e[0-9]{5} ' <<<"$out")
+assert_eq 10000 "$n" "entries listed in big/"
+[[ $(grep -E '^  e[0-9]{5} ' <<<"$out" | awk '{print $1}' | sort -u | wc -l) == 10000 ]] ||
+    fail "listing of big/ has duplicates"
+pass "listing of 10000 entries, each once"
+
+# --- Windows ACLs (acl_xattr) -----------------------------------------------------------------
+smbc vol0 "put $work/small acl.txt" >/dev/null || fail "put acl.txt"
+# smbcacls can only dial port 445: run it in a private network namespace whose port 445
+# leads to our smbd (tests/smb/port445.py).
+python3 "$CL_REPO/tests/smb/port445.py" outer "$SMB_DIR/p445.sock" "$SMB_PORT" &
+fwd_pid=$!
+wait_until 5 test -S "$SMB_DIR/p445.sock" || fail "port 445 forwarder did not start"
+cacls() {
+    unshare -n python3 "$CL_REPO/tests/smb/port445.py" inner "$SMB_DIR/p445.sock" \
+        smbcacls "//127.0.0.1/vol0" acl.txt -s "$SMB_CONF" -m SMB3 \
+        -U "$SMB_USER%$SMB_PASS" "$@"
+}
+cacls -a "ACL:S-1-5-32-545:ALLOWED/0x0/READ" || fail "smbcacls add an ACE"
+out=$(cacls) || fail "smbcacls get"
+grep -q 'ACL:BUILTIN\\Users:ALLOWED/0x0/READ\|ACL:S-1-5-32-545:ALLOWED/0x0/READ' <<<"$out" ||
+    fail "added ACE not read back: $out"
+getfattr -n security.NTACL --absolute-names "$CL_MNT/acl.txt" >/dev/null 2>&1 ||
+    fail "no security.NTACL xattr on the volume for acl.txt"
+cacls -D "ACL:S-1-5-32-545:ALLOWED/0x0/READ" || fail "smbcacls delete the ACE"
+out=$(cacls) || fail "smbcacls get after delete"
+! grep -q 'S-1-5-32-545:ALLOWED/0x0/READ\|BUILTIN\\Users:ALLOWED/0x0/READ' <<<"$out" ||
+    fail "deleted ACE still there: $out"
+kill "$fwd_pid" 2>/dev/null
+pass "smbcacls set/get/delete, stored as security.NTACL on the volume"
+
+# --- bad input --------------------------------------------------------------------------------
+out=$(smbc ghost "ls" 2>&1) && fail "share on a missing volume connected"
+grep -q 'tree connect failed' <<<"$out" || fail "missing volume: $out"
+grep -q "cannot mount volume 'no-such-volume'" "$SMB_LOG" ||
+    fail "no log line naming the missing volume in $SMB_LOG"
+smbc vol0 "ls small*; ls large.bin" >/dev/null || fail "vol0 stopped serving after the bad share"
+pass "a share on a missing volume is refused with a log line; vol0 keeps serving"
+
+out=$(smbc kshare "ls" 2>&1) && fail "share with kernel share modes connected"
+grep -q "refusing share \[kshare\]: 'kernel share modes = yes'" "$SMB_LOG" ||
+    fail "no refusal log line for kernel share modes"
+pass "vfs_cairn refuses 'kernel share modes = yes' with a log line"
+
+out=$(smbc private "ls" 2>&1) && fail "user without rights connected to [private]"
+grep -q 'NT_STATUS_ACCESS_DENIED\|NT_STATUS_BAD_NETWORK_NAME\|NT_STATUS_NETWORK_ACCESS_DENIED' \
+    <<<"$out" || fail "unexpected error for a user without rights: $out"
+out=$(smbclient "//127.0.0.1/vol0" -p "$SMB_PORT" -s "$SMB_CONF" -U "$SMB_USER%wrong" \
+    -c ls 2>&1) && fail "login with a wrong password worked"
+grep -q NT_STATUS_LOGON_FAILURE <<<"$out" || fail "wrong password: $out"
+pass "a user without rights and a wrong password are denied"
+
+# --- no handle leaks: many sessions, then smbd holds no opens -----------------------------
+for i in $(seq 1 20); do
+    smbc vol0 "get large.bin /dev/null; ls big/e0000*" >/dev/null || fail "session $i"
+done
+pass "20 sessions in a row"
+
+finish

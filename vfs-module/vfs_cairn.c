@@ -1,0 +1,1985 @@
+/*
+ * vfs_cairn - Samba VFS module serving a Cairn volume through libcairn.
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ *
+ * Shaped like Samba's vfs_ceph_new.c / vfs_glusterfs.c: every VFS operation is a thin,
+ * one-call wrapper over libcairn (backend/libcairn/include/cairn.h); errors are converted
+ * in exactly one place (cairn_ret); operations Cairn cannot serve are named in the ops
+ * table with vfs_not_implemented_*.
+ *
+ *   [share]
+ *     path = /                     ; path inside the volume
+ *     vfs objects = acl_xattr streams_xattr cairn
+ *     cairn:servers = 127.0.0.1:7420
+ *     cairn:volume = vol0
+ *     kernel share modes = no
+ *     kernel oplocks = no
+ *
+ * One cairn_fs_t per (servers, volume) per smbd process, mounted in connect_fn (after
+ * smbd forked; libcairn starts its runtime at the first mount) and shared by all tree
+ * connects of that process; unmounted when the last one disconnects.
+ *
+ * Files carry no kernel fd: each fsp gets an extension holding its Cairn id and a
+ * unique fake fd (never a real descriptor, so a stray syscall fails with EBADF).
+ */
+
+#include "includes.h"
+#include "smbd/smbd.h"
+#include "smbd/globals.h"
+#include "system/filesys.h"
+#include "lib/util/tevent_unix.h"
+#include "lib/pthreadpool/pthreadpool_tevent.h"
+#include <dirent.h>
+#include <sys/statvfs.h>
+#include <cairn.h>
+
+#undef DBGC_CLASS
+#define DBGC_CLASS DBGC_VFS
+
+#define CAIRN_MODULE "cairn"
+#define CAIRN_MAX_SYMLINKS 40
+/* Fake fds start far above any real descriptor limit. */
+#define CAIRN_FAKE_FD_BASE 0x40000000
+
+/* ---- errno conversion: the one place -------------------------------------------- */
+
+static int cairn_ret(int ret)
+{
+	if (ret < 0) {
+		errno = -ret;
+		return -1;
+	}
+	return ret;
+}
+
+static ssize_t cairn_sret(ssize_t ret)
+{
+	if (ret < 0) {
+		errno = (int)-ret;
+		return -1;
+	}
+	return ret;
+}
+
+/* ---- per-process mount cache ---------------------------------------------------- */
+
+struct cairn_mount {
+	struct cairn_mount *prev, *next;
+	char *key;
+	char *volume;
+	int refs;
+	cairn_fs_t *fs;
+	uint64_t dev;
+};
+
+static struct cairn_mount *cairn_mounts;
+static int cairn_next_fd = CAIRN_FAKE_FD_BASE;
+
+struct cairn_conn {
+	struct cairn_mount *m;
+	char *cwd;		/* absolute path inside the volume */
+	bool write_through;
+};
+
+struct cairn_fh {
+	cairn_id_t id;
+	bool opened;		/* cairn_open done, cairn_release due at close */
+	bool is_dir;
+	/*
+	 * Attributes fetched by openat, handed to the fstat smbd issues right after
+	 * the open (one use only), saving a round trip per open.
+	 */
+	bool attr_fresh;
+	cairn_attr_t attr;
+};
+
+static struct cairn_conn *cairn_cc(struct vfs_handle_struct *handle)
+{
+	struct cairn_conn *cc = NULL;
+	SMB_VFS_HANDLE_GET_DATA(handle, cc, struct cairn_conn, return NULL);
+	return cc;
+}
+
+#define CAIRN_FS(handle) (cairn_cc(handle)->m->fs)
+
+static void cairn_creds(struct vfs_handle_struct *handle, cairn_creds_t *cr)
+{
+	const struct security_unix_token *ut = get_current_utok(handle->conn);
+
+	cr->uid = ut->uid;
+	cr->gid = ut->gid;
+	cr->ngroups = ut->ngroups;
+	cr->groups = ut->groups;
+}
+
+static struct cairn_fh *cairn_fetch_fh(struct vfs_handle_struct *handle,
+				       const struct files_struct *fsp)
+{
+	struct cairn_fh *fh = NULL;
+
+	if (fsp == NULL) {
+		return NULL;
+	}
+	fh = (struct cairn_fh *)VFS_FETCH_FSP_EXTENSION(handle, fsp);
+	if (fh == NULL) {
+		DBG_DEBUG("no cairn handle for %s\n", fsp_str_dbg(fsp));
+	}
+	return fh;
+}
+
+/* ---- attributes ----------------------------------------------------------------- */
+
+static void cairn_attr_to_stat(struct vfs_handle_struct *handle,
+			       const cairn_attr_t *a,
+			       SMB_STRUCT_STAT *st)
+{
+	struct cairn_conn *cc = cairn_cc(handle);
+
+	ZERO_STRUCTP(st);
+	st->st_ex_dev = (dev_t)cc->m->dev;
+	st->st_ex_ino = (ino_t)a->ino;
+	st->st_ex_mode = a->mode;
+	st->st_ex_nlink = a->nlink;
+	st->st_ex_uid = a->uid;
+	st->st_ex_gid = a->gid;
+	st->st_ex_rdev = (dev_t)a->rdev;
+	st->st_ex_size = (off_t)a->size;
+	st->st_ex_atime = a->atime;
+	st->st_ex_mtime = a->mtime;
+	st->st_ex_ctime = a->ctime;
+	/* No birth time in Cairn: the oldest of the others, as Samba does. */
+	st->st_ex_btime = a->mtime;
+	if (timespec_compare(&a->ctime, &st->st_ex_btime) < 0) {
+		st->st_ex_btime = a->ctime;
+	}
+	if (timespec_compare(&a->atime, &st->st_ex_btime) < 0) {
+		st->st_ex_btime = a->atime;
+	}
+	st->st_ex_iflags = ST_EX_IFLAG_CALCULATED_BTIME;
+	st->st_ex_blksize = 4096;
+	st->st_ex_blocks = (blkcnt_t)a->blocks;
+}
+
+/* ---- path resolution ------------------------------------------------------------ */
+
+/* Absolute, normalised volume path for name relative to dirfsp (or the cwd). */
+static char *cairn_abs_path(TALLOC_CTX *mem_ctx,
+			    struct vfs_handle_struct *handle,
+			    const struct files_struct *dirfsp,
+			    const char *name)
+{
+	struct cairn_conn *cc = cairn_cc(handle);
+	char *joined = NULL;
+	char *out = NULL;
+	const char *p = NULL;
+	size_t len = 0;
+
+	if (name[0] == '/') {
+		joined = talloc_strdup(mem_ctx, name);
+	} else if (dirfsp == NULL || dirfsp == handle->conn->cwd_fsp ||
+		   fsp_get_pathref_fd(dirfsp) == AT_FDCWD ||
+		   ISDOT(dirfsp->fsp_name->base_name)) {
+		joined = talloc_asprintf(mem_ctx, "%s/%s", cc->cwd, name);
+	} else if (dirfsp->fsp_name->base_name[0] == '/') {
+		joined = talloc_asprintf(mem_ctx, "%s/%s",
+					 dirfsp->fsp_name->base_name, name);
+	} else {
+		joined = talloc_asprintf(mem_ctx, "%s/%s/%s", cc->cwd,
+					 dirfsp->fsp_name->base_name, name);
+	}
+	if (joined == NULL) {
+		errno = ENOMEM;
+		return NULL;
+	}
+
+	/* Normalise: drop "", "." and resolve ".." textually. */
+	out = talloc_array(mem_ctx, char, strlen(joined) + 2);
+	if (out == NULL) {
+		TALLOC_FREE(joined);
+		errno = ENOMEM;
+		return NULL;
+	}
+	out[0] = '\0';
+	p = joined;
+	while (*p != '\0') {
+		const char *e = NULL;
+		size_t n;
+
+		while (*p == '/') {
+			p++;
+		}
+		if (*p == '\0') {
+			break;
+		}
+		e = strchrnul(p, '/');
+		n = e - p;
+		if (n == 1 && p[0] == '.') {
+			/* skip */
+		} else if (n == 2 && p[0] == '.' && p[1] == '.') {
+			while (len > 0 && out[len - 1] != '/') {
+				len--;
+			}
+			if (len > 0) {
+				len--;
+			}
+			out[len] = '\0';
+		} else {
+			out[len++] = '/';
+			memcpy(out + len, p, n);
+			len += n;
+			out[len] = '\0';
+		}
+		p = e;
+	}
+	if (len == 0) {
+		out[0] = '/';
+		out[1] = '\0';
+	}
+	TALLOC_FREE(joined);
+	return out;
+}
+
+/*
+ * Walk an absolute normalised path from the volume root, following symlinks in the
+ * intermediate components (and in the last one when follow is set).
+ */
+static int cairn_walk(struct vfs_handle_struct *handle,
+		      const cairn_creds_t *cr,
+		      const char *path,
+		      bool follow,
+		      cairn_attr_t *out)
+{
+	cairn_fs_t *fs = CAIRN_FS(handle);
+	TALLOC_CTX *frame = talloc_stackframe();
+	char *cur = talloc_strdup(frame, path);
+	int nlinks = 0;
+	int ret = 0;
+
+again:
+	{
+		cairn_attr_t a;
+		char *done = talloc_strdup(frame, "");
+		char *p = cur;
+
+		/* Only a bare "/" needs the root's attributes from the server. */
+		ZERO_STRUCT(a);
+		a.id = cairn_id_root();
+		a.type = DT_DIR;
+		if (strspn(p, "/") == strlen(p)) {
+			ret = cairn_getattr(fs, cr, cairn_id_root(), &a);
+			if (ret < 0) {
+				goto out;
+			}
+		}
+		while (*p != '\0') {
+			char *e = NULL;
+			char save;
+			bool last;
+
+			while (*p == '/') {
+				p++;
+			}
+			if (*p == '\0') {
+				break;
+			}
+			e = strchrnul(p, '/');
+			save = *e;
+			*e = '\0';
+			last = (save == '\0') || (e[1] == '\0');
+			if (a.type != DT_DIR) {
+				ret = -ENOTDIR;
+				goto out;
+			}
+			{
+				cairn_id_t dir = a.id;
+				ret = cairn_lookup(fs, cr, dir, p, &a);
+			}
+			if (ret < 0) {
+				goto out;
+			}
+			if (a.type == DT_LNK && (!last || follow)) {
+				char target[PATH_MAX];
+				ssize_t tl;
+				char *rest = NULL;
+
+				if (++nlinks > CAIRN_MAX_SYMLINKS) {
+					ret = -ELOOP;
+					goto out;
+				}
+				tl = cairn_readlink(fs, cr, a.id, target,
+						    sizeof(target) - 1);
+				if (tl < 0) {
+					ret = (int)tl;
+					goto out;
+				}
+				target[tl] = '\0';
+				rest = (save == '\0') ? "" : e + 1;
+				if (target[0] == '/') {
+					cur = talloc_asprintf(frame, "%s/%s",
+							      target, rest);
+				} else {
+					cur = talloc_asprintf(frame, "%s/%s/%s",
+							      done, target,
+							      rest);
+				}
+				cur = cairn_abs_path(frame, handle, NULL, cur);
+				if (cur == NULL) {
+					ret = -ENOMEM;
+					goto out;
+				}
+				goto again;
+			}
+			done = talloc_asprintf(frame, "%s/%s", done, p);
+			*e = save;
+			p = e;
+		}
+		*out = a;
+	}
+out:
+	TALLOC_FREE(frame);
+	return ret;
+}
+
+/* Resolve the parent of an absolute path; *leaf points into path. */
+static int cairn_walk_parent(struct vfs_handle_struct *handle,
+			     const cairn_creds_t *cr,
+			     char *path,
+			     cairn_attr_t *parent,
+			     const char **leaf)
+{
+	char *slash = strrchr(path, '/');
+	int ret;
+
+	if (slash == NULL || slash[1] == '\0') {
+		return -EINVAL;	/* the root has no parent entry */
+	}
+	*slash = '\0';
+	ret = cairn_walk(handle, cr, path[0] == '\0' ? "/" : path, true,
+			 parent);
+	*slash = '/';
+	*leaf = slash + 1;
+	if (ret == 0 && parent->type != DT_DIR) {
+		ret = -ENOTDIR;
+	}
+	return ret;
+}
+
+/* Resolve name relative to dirfsp: fast path for a plain name under an open dir. */
+static int cairn_resolve_at(struct vfs_handle_struct *handle,
+			    const cairn_creds_t *cr,
+			    const struct files_struct *dirfsp,
+			    const char *name,
+			    bool follow,
+			    cairn_attr_t *out)
+{
+	struct cairn_fh *dfh = NULL;
+	char *path = NULL;
+	int ret;
+
+	if (dirfsp != NULL && dirfsp != handle->conn->cwd_fsp &&
+	    strchr(name, '/') == NULL && !ISDOT(name) && !ISDOTDOT(name)) {
+		dfh = cairn_fetch_fh(handle, dirfsp);
+	}
+	if (dfh != NULL) {
+		ret = cairn_lookup(CAIRN_FS(handle), cr, dfh->id, name, out);
+		if (ret < 0 || out->type != DT_LNK || !follow) {
+			return ret;
+		}
+	}
+	path = cairn_abs_path(talloc_tos(), handle, dirfsp, name);
+	if (path == NULL) {
+		return -ENOMEM;
+	}
+	ret = cairn_walk(handle, cr, path, follow, out);
+	TALLOC_FREE(path);
+	return ret;
+}
+
+/* Parent id and leaf name for a create/remove/rename of name under dirfsp. */
+static int cairn_parent_at(struct vfs_handle_struct *handle,
+			   TALLOC_CTX *mem_ctx,
+			   const cairn_creds_t *cr,
+			   const struct files_struct *dirfsp,
+			   const char *name,
+			   cairn_id_t *parent,
+			   const char **leaf)
+{
+	struct cairn_fh *dfh = NULL;
+	cairn_attr_t pa;
+	char *path = NULL;
+	int ret;
+
+	if (dirfsp != NULL && dirfsp != handle->conn->cwd_fsp &&
+	    strchr(name, '/') == NULL && !ISDOT(name) && !ISDOTDOT(name)) {
+		dfh = cairn_fetch_fh(handle, dirfsp);
+	}
+	if (dfh != NULL) {
+		*parent = dfh->id;
+		*leaf = name;
+		return 0;
+	}
+	path = cairn_abs_path(mem_ctx, handle, dirfsp, name);
+	if (path == NULL) {
+		return -ENOMEM;
+	}
+	ret = cairn_walk_parent(handle, cr, path, &pa, leaf);
+	if (ret == 0) {
+		*parent = pa.id;
+	}
+	return ret;
+}
+
+/* ---- connect / disconnect ------------------------------------------------------- */
+
+static int cairn_mount_destructor(struct cairn_mount *m)
+{
+	int ret;
+
+	DLIST_REMOVE(cairn_mounts, m);
+	ret = cairn_unmount(m->fs);
+	if (ret < 0) {
+		DBG_ERR("cairn: unmount of volume %s: %s\n", m->volume,
+			cairn_last_error_message());
+	}
+	return 0;
+}
+
+static int cairn_connect(struct vfs_handle_struct *handle,
+			 const char *service,
+			 const char *user)
+{
+	int snum = SNUM(handle->conn);
+	const char *servers = NULL;
+	const char *volume = NULL;
+	struct cairn_mount *m = NULL;
+	struct cairn_conn *cc = NULL;
+	char *key = NULL;
+	cairn_options_t opts;
+	uint8_t vid[16];
+	int ret;
+
+	/* Settings that would break SMB semantics over Cairn: refuse to attach. */
+	if (lp_kernel_share_modes(snum)) {
+		DBG_ERR("cairn: refusing share [%s]: 'kernel share modes = yes' "
+			"needs flock() on a kernel fd; Cairn files have none. "
+			"Set 'kernel share modes = no'.\n", service);
+		errno = EINVAL;
+		return -1;
+	}
+	if (lp_kernel_oplocks(snum)) {
+		DBG_ERR("cairn: refusing share [%s]: 'kernel oplocks = yes' "
+			"needs kernel leases on a kernel fd; Cairn files have "
+			"none. Set 'kernel oplocks = no'.\n", service);
+		errno = EINVAL;
+		return -1;
+	}
+	if (cairn_abi_version() != CAIRN_ABI_VERSION) {
+		DBG_ERR("cairn: libcairn ABI %u, module built for %u\n",
+			cairn_abi_version(), CAIRN_ABI_VERSION);
+		errno = ELIBBAD;
+		return -1;
+	}
+
+	servers = lp_parm_const_string(snum, CAIRN_MODULE, "servers",
+				       "127.0.0.1:7420");
+	volume = lp_parm_const_string(snum, CAIRN_MODULE, "volume", service);
+	key = talloc_asprintf(talloc_tos(), "%s|%s", servers, volume);
+	if (key == NULL) {
+		errno = ENOMEM;
+		return -1;
+	}
+
+	for (m = cairn_mounts; m != NULL; m = m->next) {
+		if (strcmp(m->key, key) == 0) {
+			break;
+		}
+	}
+	if (m == NULL) {
+		cairn_fs_t *fs = NULL;
+
+		cairn_options_init(&opts);
+		/* Other smbd processes must see our writes at once. */
+		opts.write_behind = lp_parm_bool(snum, CAIRN_MODULE,
+						 "write behind", false);
+		/*
+		 * Several smbd processes serve the same files: cached attributes
+		 * must not outlive a change made by another process (durable
+		 * reconnects compare stat data). Default: no attribute cache.
+		 */
+		opts.cache_timeout_ms = (uint32_t)lp_parm_int(
+			snum, CAIRN_MODULE, "cache timeout ms", 0);
+		opts.client_name = talloc_asprintf(talloc_tos(), "smbd@%d",
+						   (int)getpid());
+		ret = cairn_mount(servers, volume, &opts, &fs);
+		if (ret < 0) {
+			DBG_ERR("cairn: share [%s]: cannot mount volume '%s' "
+				"from %s: %s (%s)\n", service, volume, servers,
+				strerror(-ret), cairn_last_error_message());
+			TALLOC_FREE(key);
+			errno = -ret;
+			return -1;
+		}
+		m = talloc_zero(NULL, struct cairn_mount);
+		if (m == NULL) {
+			cairn_unmount(fs);
+			errno = ENOMEM;
+			return -1;
+		}
+		m->fs = fs;
+		m->key = talloc_move(m, &key);
+		m->volume = talloc_strdup(m, volume);
+		if (cairn_volume_id(fs, vid) == 0) {
+			uint64_t a, b;
+			memcpy(&a, vid, 8);
+			memcpy(&b, vid + 8, 8);
+			m->dev = a ^ b;
+		}
+		DLIST_ADD(cairn_mounts, m);
+		talloc_set_destructor(m, cairn_mount_destructor);
+		DBG_NOTICE("cairn: mounted volume %s from %s\n", volume,
+			   servers);
+	}
+	TALLOC_FREE(key);
+
+	cc = talloc_zero(handle->conn, struct cairn_conn);
+	if (cc == NULL) {
+		if (m->refs == 0) {
+			TALLOC_FREE(m);
+		}
+		errno = ENOMEM;
+		return -1;
+	}
+	cc->m = m;
+	cc->cwd = talloc_strdup(cc, "/");
+	m->refs++;
+	SMB_VFS_HANDLE_SET_DATA(handle, cc, NULL, struct cairn_conn,
+				return -1);
+
+	/* No async getxattrat: keep dosmode synchronous (as vfs_glusterfs). */
+	lp_do_parameter(snum, "smbd async dosmode", "false");
+	return 0;
+}
+
+static void cairn_disconnect(struct vfs_handle_struct *handle)
+{
+	struct cairn_conn *cc = cairn_cc(handle);
+	struct cairn_mount *m = NULL;
+
+	if (cc == NULL) {
+		return;
+	}
+	m = cc->m;
+	SMB_VFS_HANDLE_FREE_DATA(handle);
+	if (--m->refs == 0) {
+		TALLOC_FREE(m);	/* destructor unmounts */
+	}
+}
+
+/* ---- volume-wide ---------------------------------------------------------------- */
+
+static int cairn_do_statvfs(struct vfs_handle_struct *handle,
+			    cairn_statfs_t *sf)
+{
+	cairn_creds_t cr;
+
+	cairn_creds(handle, &cr);
+	return cairn_statfs(CAIRN_FS(handle), &cr, sf);
+}
+
+static uint64_t cairn_disk_free(struct vfs_handle_struct *handle,
+				const struct smb_filename *smb_fname,
+				uint64_t *bsize, uint64_t *dfree,
+				uint64_t *dsize)
+{
+	cairn_statfs_t sf;
+	int ret = cairn_do_statvfs(handle, &sf);
+
+	if (ret < 0) {
+		return (uint64_t)cairn_ret(ret);
+	}
+	*bsize = sf.bsize;
+	*dfree = sf.bavail;
+	*dsize = sf.blocks;
+	return *dfree;
+}
+
+static int cairn_statvfs(struct vfs_handle_struct *handle,
+			 const struct smb_filename *smb_fname,
+			 struct vfs_statvfs_struct *st)
+{
+	cairn_statfs_t sf;
+	int ret = cairn_do_statvfs(handle, &sf);
+
+	if (ret < 0) {
+		return cairn_ret(ret);
+	}
+	ZERO_STRUCTP(st);
+	st->OptimalTransferSize = sf.bsize;
+	st->BlockSize = sf.bsize;
+	st->TotalBlocks = sf.blocks;
+	st->BlocksAvail = sf.bfree;
+	st->UserBlocksAvail = sf.bavail;
+	st->TotalFileNodes = sf.files;
+	st->FreeFileNodes = sf.ffree;
+	st->FsIdentifier = cairn_cc(handle)->m->dev;
+	st->FsCapabilities = FILE_CASE_SENSITIVE_SEARCH |
+			     FILE_CASE_PRESERVED_NAMES |
+			     FILE_SUPPORTS_SPARSE_FILES;
+	return 0;
+}
+
+static uint32_t cairn_fs_capabilities(struct vfs_handle_struct *handle,
+				      enum timestamp_set_resolution *p_ts_res)
+{
+	*p_ts_res = TIMESTAMP_SET_NT_OR_BETTER;
+	return FILE_CASE_SENSITIVE_SEARCH | FILE_CASE_PRESERVED_NAMES |
+	       FILE_SUPPORTS_SPARSE_FILES;
+}
+
+/* ---- directories ---------------------------------------------------------------- */
+
+#define CAIRN_DIR_BATCH 256
+
+struct cairn_dir {
+	cairn_id_t id;
+	struct dirent de;
+	/* entries of the current batch */
+	struct cairn_dir_ent {
+		char *name;
+		uint32_t type;
+		uint64_t cookie;
+		bool have_attr;
+		cairn_attr_t attr;
+	} *ents;
+	size_t nents, next;
+	bool eof;
+	/* position: 0 ".", 1 "..", then n-th Cairn entry at pos n + 2 */
+	long pos;
+	/* cookies[i] = cookie after the i-th Cairn entry (for seekdir) */
+	uint64_t *cookies;
+	size_t ncookies;
+	uint64_t cookie;	/* resume point for the next batch */
+};
+
+struct cairn_fill {
+	struct cairn_dir *d;
+	TALLOC_CTX *mem;
+};
+
+static int cairn_dir_fill_cb(const cairn_dirent_t *e, void *arg)
+{
+	struct cairn_fill *f = arg;
+	struct cairn_dir *d = f->d;
+	struct cairn_dir_ent *de = &d->ents[d->nents];
+
+	de->name = talloc_strndup(d->ents, e->name, e->namelen);
+	de->type = e->type;
+	de->cookie = e->cookie;
+	de->have_attr = (e->attr != NULL);
+	if (e->attr != NULL) {
+		de->attr = *e->attr;
+	}
+	d->nents++;
+	return d->nents >= CAIRN_DIR_BATCH ? 1 : 0;
+}
+
+static int cairn_dir_batch(struct vfs_handle_struct *handle,
+			   struct cairn_dir *d, bool plus)
+{
+	struct cairn_fill f = { .d = d };
+	cairn_creds_t cr;
+	bool eof = false;
+	int ret;
+
+	TALLOC_FREE(d->ents);
+	d->nents = d->next = 0;
+	d->ents = talloc_zero_array(d, struct cairn_dir_ent, CAIRN_DIR_BATCH);
+	if (d->ents == NULL) {
+		return -ENOMEM;
+	}
+	cairn_creds(handle, &cr);
+	ret = cairn_readdir(CAIRN_FS(handle), &cr, d->id, d->cookie,
+			    plus ? CAIRN_READDIR_PLUS : 0, cairn_dir_fill_cb,
+			    &f, &eof);
+	if (ret < 0) {
+		return ret;
+	}
+	d->eof = eof && d->nents < CAIRN_DIR_BATCH;
+	return 0;
+}
+
+static DIR *cairn_fdopendir(struct vfs_handle_struct *handle,
+			    files_struct *fsp, const char *mask,
+			    uint32_t attributes)
+{
+	struct cairn_fh *fh = cairn_fetch_fh(handle, fsp);
+	struct cairn_dir *d = NULL;
+
+	if (fh == NULL) {
+		errno = EBADF;
+		return NULL;
+	}
+	if (!fh->is_dir) {
+		errno = ENOTDIR;
+		return NULL;
+	}
+	d = talloc_zero(fsp, struct cairn_dir);
+	if (d == NULL) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	d->id = fh->id;
+	return (DIR *)d;
+}
+
+static struct dirent *cairn_readdir_fn(struct vfs_handle_struct *handle,
+				       struct files_struct *dirfsp,
+				       DIR *dirp,
+				       SMB_STRUCT_STAT *sbuf)
+{
+	struct cairn_dir *d = (struct cairn_dir *)dirp;
+	struct cairn_dir_ent *e = NULL;
+	int ret;
+
+	if (sbuf != NULL) {
+		SET_STAT_INVALID(*sbuf);
+	}
+	if (d->pos < 2) {
+		strlcpy(d->de.d_name, d->pos == 0 ? "." : "..",
+			sizeof(d->de.d_name));
+		d->de.d_type = DT_DIR;
+		d->de.d_ino = 0;
+		d->pos++;
+		return &d->de;
+	}
+	if (d->next >= d->nents) {
+		if (d->eof) {
+			return NULL;
+		}
+		ret = cairn_dir_batch(handle, d, sbuf != NULL);
+		if (ret < 0) {
+			cairn_ret(ret);
+			return NULL;
+		}
+		if (d->nents == 0) {
+			d->eof = true;
+			return NULL;
+		}
+	}
+	e = &d->ents[d->next++];
+	d->cookie = e->cookie;
+	if ((size_t)(d->pos - 2) >= d->ncookies) {
+		uint64_t *nc = talloc_realloc(d, d->cookies, uint64_t,
+					      d->ncookies + 1);
+		if (nc != NULL) {
+			d->cookies = nc;
+			d->cookies[d->ncookies++] = e->cookie;
+		}
+	}
+	d->pos++;
+	strlcpy(d->de.d_name, e->name, sizeof(d->de.d_name));
+	d->de.d_type = e->type;
+	d->de.d_ino = e->have_attr ? e->attr.ino : 0;
+	if (sbuf != NULL && e->have_attr && e->type != DT_LNK) {
+		cairn_attr_to_stat(handle, &e->attr, sbuf);
+	}
+	return &d->de;
+}
+
+static void cairn_seekdir(struct vfs_handle_struct *handle, DIR *dirp,
+			  long offset)
+{
+	struct cairn_dir *d = (struct cairn_dir *)dirp;
+
+	TALLOC_FREE(d->ents);
+	d->nents = d->next = 0;
+	d->eof = false;
+	if (offset <= 2) {
+		d->pos = offset < 0 ? 0 : offset;
+		d->cookie = 0;
+		return;
+	}
+	if ((size_t)(offset - 2) > d->ncookies) {
+		offset = d->ncookies + 2;
+	}
+	d->pos = offset;
+	d->cookie = d->cookies[offset - 3];
+}
+
+static long cairn_telldir(struct vfs_handle_struct *handle, DIR *dirp)
+{
+	return ((struct cairn_dir *)dirp)->pos;
+}
+
+static void cairn_rewinddir(struct vfs_handle_struct *handle, DIR *dirp)
+{
+	cairn_seekdir(handle, dirp, 0);
+}
+
+static int cairn_closedir(struct vfs_handle_struct *handle, DIR *dirp)
+{
+	struct cairn_dir *d = (struct cairn_dir *)dirp;
+
+	TALLOC_FREE(d);
+	return 0;
+}
+
+static int cairn_mkdirat(struct vfs_handle_struct *handle,
+			 struct files_struct *dirfsp,
+			 const struct smb_filename *smb_fname,
+			 mode_t mode)
+{
+	cairn_creds_t cr;
+	cairn_id_t parent;
+	const char *leaf = NULL;
+	int ret;
+
+	cairn_creds(handle, &cr);
+	ret = cairn_parent_at(handle, talloc_tos(), &cr, dirfsp,
+			      smb_fname->base_name, &parent, &leaf);
+	if (ret == 0) {
+		ret = cairn_mkdir(CAIRN_FS(handle), &cr, parent, leaf, mode,
+				  NULL);
+	}
+	return cairn_ret(ret);
+}
+
+/* ---- open / close --------------------------------------------------------------- */
+
+static int cairn_openat(struct vfs_handle_struct *handle,
+			const struct files_struct *dirfsp,
+			const struct smb_filename *smb_fname,
+			files_struct *fsp,
+			const struct vfs_open_how *how)
+{
+	cairn_fs_t *fs = CAIRN_FS(handle);
+	int flags = how->flags;
+	bool follow = (flags & O_NOFOLLOW) == 0;
+	struct cairn_fh *fh = NULL;
+	cairn_creds_t cr;
+	cairn_attr_t a;
+	int ret;
+
+	if (how->resolve & ~VFS_OPEN_HOW_RESOLVE_NO_SYMLINKS) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (how->resolve & VFS_OPEN_HOW_RESOLVE_NO_SYMLINKS) {
+		follow = false;
+	}
+	if (is_named_stream(smb_fname)) {
+		errno = ENOENT;	/* streams come from streams_xattr */
+		return -1;
+	}
+	cairn_creds(handle, &cr);
+
+	if (flags & O_CREAT) {
+		cairn_id_t parent;
+		const char *leaf = NULL;
+
+		ret = cairn_parent_at(handle, talloc_tos(), &cr, dirfsp,
+				      smb_fname->base_name, &parent, &leaf);
+		if (ret == 0) {
+			ret = cairn_create(fs, &cr, parent, leaf,
+					   how->mode & 07777,
+					   (flags & O_EXCL) ?
+					   CAIRN_CREATE_EXCL : 0, &a);
+		}
+		if (ret == -EISDIR || ret == -EEXIST) {
+			/* O_CREAT on an existing non-regular name */
+			if (!(flags & O_EXCL)) {
+				ret = cairn_resolve_at(handle, &cr, dirfsp,
+						       smb_fname->base_name,
+						       follow, &a);
+				if (ret == 0 && a.type == DT_DIR &&
+				    (flags & O_ACCMODE) != O_RDONLY) {
+					ret = -EISDIR;
+				}
+			}
+		}
+	} else {
+		ret = cairn_resolve_at(handle, &cr, dirfsp,
+				       smb_fname->base_name, follow, &a);
+	}
+	if (ret < 0) {
+		return cairn_ret(ret);
+	}
+	if (a.type == DT_LNK) {
+		return cairn_ret(-ELOOP);
+	}
+	if ((flags & O_DIRECTORY) && a.type != DT_DIR) {
+		return cairn_ret(-ENOTDIR);
+	}
+	if (a.type == DT_DIR && (flags & O_ACCMODE) != O_RDONLY) {
+		return cairn_ret(-EISDIR);
+	}
+	if ((flags & O_TRUNC) && a.type == DT_REG &&
+	    (flags & O_ACCMODE) != O_RDONLY && a.size != 0) {
+		cairn_attr_t in = { .size = 0 };
+		ret = cairn_setattr(fs, &cr, a.id, &in, CAIRN_SETATTR_SIZE,
+				    &a);
+		if (ret < 0) {
+			return cairn_ret(ret);
+		}
+	}
+
+	fh = VFS_ADD_FSP_EXTENSION(handle, fsp, struct cairn_fh, NULL);
+	if (fh == NULL) {
+		errno = ENOMEM;
+		return -1;
+	}
+	fh->id = a.id;
+	fh->is_dir = (a.type == DT_DIR);
+	fh->attr = a;
+	fh->attr_fresh = true;
+	if (!fsp->fsp_flags.is_pathref && a.type == DT_REG) {
+		ret = cairn_open(fs, &cr, a.id);
+		if (ret < 0) {
+			VFS_REMOVE_FSP_EXTENSION(handle, fsp);
+			return cairn_ret(ret);
+		}
+		fh->opened = true;
+	}
+	fsp->fsp_flags.have_proc_fds = false;
+	cairn_attr_to_stat(handle, &a, &fsp->fsp_name->st);
+
+	if (++cairn_next_fd < CAIRN_FAKE_FD_BASE) {
+		cairn_next_fd = CAIRN_FAKE_FD_BASE;
+	}
+	return cairn_next_fd;
+}
+
+static int cairn_close(struct vfs_handle_struct *handle, files_struct *fsp)
+{
+	struct cairn_fh *fh = cairn_fetch_fh(handle, fsp);
+	int ret = 0;
+
+	if (fh == NULL) {
+		errno = EBADF;
+		return -1;
+	}
+	if (fh->opened) {
+		ret = cairn_release(CAIRN_FS(handle), fh->id);
+		if (ret < 0) {
+			DBG_WARNING("cairn: release of %s: %s\n",
+				    fsp_str_dbg(fsp),
+				    cairn_last_error_message());
+		}
+	}
+	VFS_REMOVE_FSP_EXTENSION(handle, fsp);
+	return cairn_ret(ret);
+}
+
+/* ---- data ----------------------------------------------------------------------- */
+
+/* Fetch the handle; any operation but fstat ends the open-time attr reuse. */
+#define CAIRN_FH_OR_EBADF(fh, handle, fsp, failret)                   \
+	struct cairn_fh *fh = cairn_fetch_fh(handle, fsp);            \
+	if (fh == NULL) {                                             \
+		errno = EBADF;                                        \
+		return failret;                                       \
+	}                                                             \
+	fh->attr_fresh = false
+
+static ssize_t cairn_pread(struct vfs_handle_struct *handle,
+			   files_struct *fsp, void *data, size_t n,
+			   off_t offset)
+{
+	cairn_creds_t cr;
+	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
+
+	cairn_creds(handle, &cr);
+	return cairn_sret(cairn_read(CAIRN_FS(handle), &cr, fh->id, offset,
+				     data, n));
+}
+
+static ssize_t cairn_pwrite(struct vfs_handle_struct *handle,
+			    files_struct *fsp, const void *data, size_t n,
+			    off_t offset)
+{
+	cairn_creds_t cr;
+	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
+
+	cairn_creds(handle, &cr);
+	return cairn_sret(cairn_write(CAIRN_FS(handle), &cr, fh->id, offset,
+				      data, n));
+}
+
+/*
+ * Async I/O on Samba's thread pool (as vfs_default): the job calls the synchronous
+ * libcairn function with credentials captured on the main thread.
+ */
+enum cairn_job_op { CAIRN_JOB_READ, CAIRN_JOB_WRITE, CAIRN_JOB_FSYNC };
+
+struct cairn_job_state {
+	enum cairn_job_op op;
+	cairn_fs_t *fs;
+	cairn_id_t id;
+	uint32_t uid, gid, ngroups;
+	gid_t *groups;
+	void *buf;
+	size_t count;
+	off_t offset;
+	ssize_t ret;
+	struct vfs_aio_state aio;
+};
+
+static void cairn_job_do(void *private_data)
+{
+	struct cairn_job_state *s = talloc_get_type_abort(
+		private_data, struct cairn_job_state);
+	cairn_creds_t cr = {
+		.uid = s->uid, .gid = s->gid,
+		.ngroups = s->ngroups, .groups = s->groups,
+	};
+	struct timespec t0, t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	switch (s->op) {
+	case CAIRN_JOB_READ:
+		s->ret = cairn_read(s->fs, &cr, s->id, s->offset, s->buf,
+				    s->count);
+		break;
+	case CAIRN_JOB_WRITE:
+		s->ret = cairn_write(s->fs, &cr, s->id, s->offset, s->buf,
+				     s->count);
+		break;
+	case CAIRN_JOB_FSYNC:
+		s->ret = cairn_fsync(s->fs, &cr, s->id, false);
+		break;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	s->aio.error = s->ret < 0 ? (int)-s->ret : 0;
+	s->aio.duration = nsec_time_diff(&t1, &t0);
+}
+
+static int cairn_job_destructor(struct cairn_job_state *s)
+{
+	return -1;	/* the job still runs: keep the state alive */
+}
+
+static void cairn_job_done(struct tevent_req *subreq);
+
+static struct tevent_req *cairn_job_send(struct vfs_handle_struct *handle,
+					 TALLOC_CTX *mem_ctx,
+					 struct tevent_context *ev,
+					 files_struct *fsp,
+					 enum cairn_job_op op,
+					 void *buf, size_t n, off_t offset)
+{
+	const struct security_unix_token *ut = get_current_utok(handle->conn);
+	struct tevent_req *req = NULL, *subreq = NULL;
+	struct cairn_job_state *s = NULL;
+	struct cairn_fh *fh = cairn_fetch_fh(handle, fsp);
+
+	req = tevent_req_create(mem_ctx, &s, struct cairn_job_state);
+	if (req == NULL) {
+		return NULL;
+	}
+	if (fh == NULL) {
+		tevent_req_error(req, EBADF);
+		return tevent_req_post(req, ev);
+	}
+	fh->attr_fresh = false;
+	s->op = op;
+	s->fs = CAIRN_FS(handle);
+	s->id = fh->id;
+	s->uid = ut->uid;
+	s->gid = ut->gid;
+	s->ngroups = ut->ngroups;
+	if (ut->ngroups > 0) {
+		s->groups = talloc_memdup(s, ut->groups,
+					  ut->ngroups * sizeof(gid_t));
+		if (tevent_req_nomem(s->groups, req)) {
+			return tevent_req_post(req, ev);
+		}
+	}
+	s->buf = buf;
+	s->count = n;
+	s->offset = offset;
+
+	subreq = pthreadpool_tevent_job_send(s, ev, handle->conn->sconn->pool,
+					     cairn_job_do, s);
+	if (tevent_req_nomem(subreq, req)) {
+		return tevent_req_post(req, ev);
+	}
+	tevent_req_set_callback(subreq, cairn_job_done, req);
+	talloc_set_destructor(s, cairn_job_destructor);
+	return req;
+}
+
+static void cairn_job_done(struct tevent_req *subreq)
+{
+	struct tevent_req *req = tevent_req_callback_data(subreq,
+							  struct tevent_req);
+	struct cairn_job_state *s = tevent_req_data(req,
+						    struct cairn_job_state);
+	int ret = pthreadpool_tevent_job_recv(subreq);
+
+	TALLOC_FREE(subreq);
+	talloc_set_destructor(s, NULL);
+	if (ret != 0) {
+		if (ret != EAGAIN) {
+			tevent_req_error(req, ret);
+			return;
+		}
+		cairn_job_do(s);	/* no thread available: run inline */
+	}
+	tevent_req_done(req);
+}
+
+static ssize_t cairn_job_recv(struct tevent_req *req,
+			      struct vfs_aio_state *aio)
+{
+	struct cairn_job_state *s = tevent_req_data(req,
+						    struct cairn_job_state);
+	ssize_t ret;
+
+	if (tevent_req_is_unix_error(req, &aio->error)) {
+		tevent_req_received(req);
+		return -1;
+	}
+	*aio = s->aio;
+	ret = s->ret < 0 ? -1 : s->ret;
+	tevent_req_received(req);
+	return ret;
+}
+
+static struct tevent_req *cairn_pread_send(struct vfs_handle_struct *handle,
+					   TALLOC_CTX *mem_ctx,
+					   struct tevent_context *ev,
+					   files_struct *fsp, void *data,
+					   size_t n, off_t offset)
+{
+	return cairn_job_send(handle, mem_ctx, ev, fsp, CAIRN_JOB_READ, data,
+			      n, offset);
+}
+
+static struct tevent_req *cairn_pwrite_send(struct vfs_handle_struct *handle,
+					    TALLOC_CTX *mem_ctx,
+					    struct tevent_context *ev,
+					    files_struct *fsp,
+					    const void *data, size_t n,
+					    off_t offset)
+{
+	return cairn_job_send(handle, mem_ctx, ev, fsp, CAIRN_JOB_WRITE,
+			      discard_const_p(void, data), n, offset);
+}
+
+static struct tevent_req *cairn_fsync_send(struct vfs_handle_struct *handle,
+					   TALLOC_CTX *mem_ctx,
+					   struct tevent_context *ev,
+					   files_struct *fsp)
+{
+	return cairn_job_send(handle, mem_ctx, ev, fsp, CAIRN_JOB_FSYNC, NULL,
+			      0, 0);
+}
+
+static int cairn_fsync_recv(struct tevent_req *req,
+			    struct vfs_aio_state *aio)
+{
+	return (int)cairn_job_recv(req, aio);
+}
+
+static off_t cairn_lseek(struct vfs_handle_struct *handle, files_struct *fsp,
+			 off_t offset, int whence)
+{
+	cairn_creds_t cr;
+	cairn_attr_t a;
+	uint64_t res = 0;
+	int ret;
+	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
+
+	cairn_creds(handle, &cr);
+	switch (whence) {
+	case SEEK_SET:
+		return offset;
+	case SEEK_END:
+		ret = cairn_getattr(CAIRN_FS(handle), &cr, fh->id, &a);
+		if (ret < 0) {
+			return cairn_ret(ret);
+		}
+		return (off_t)a.size + offset;
+#ifdef SEEK_DATA
+	case SEEK_DATA:
+	case SEEK_HOLE:
+		ret = cairn_seek(CAIRN_FS(handle), &cr, fh->id, offset, whence,
+				 &res);
+		if (ret < 0) {
+			return cairn_ret(ret);
+		}
+		return (off_t)res;
+#endif
+	default:
+		errno = EINVAL;
+		return -1;
+	}
+}
+
+/* ---- names ---------------------------------------------------------------------- */
+
+static int cairn_renameat(struct vfs_handle_struct *handle,
+			  files_struct *srcfsp,
+			  const struct smb_filename *src,
+			  files_struct *dstfsp,
+			  const struct smb_filename *dst)
+{
+	cairn_creds_t cr;
+	cairn_id_t sdir, ddir;
+	const char *sleaf = NULL, *dleaf = NULL;
+	int ret;
+
+	cairn_creds(handle, &cr);
+	ret = cairn_parent_at(handle, talloc_tos(), &cr, srcfsp,
+			      src->base_name, &sdir, &sleaf);
+	if (ret == 0) {
+		ret = cairn_parent_at(handle, talloc_tos(), &cr, dstfsp,
+				      dst->base_name, &ddir, &dleaf);
+	}
+	if (ret == 0) {
+		ret = cairn_rename(CAIRN_FS(handle), &cr, sdir, sleaf, ddir,
+				   dleaf, 0);
+	}
+	return cairn_ret(ret);
+}
+
+static int cairn_stat_common(struct vfs_handle_struct *handle,
+			     struct smb_filename *smb_fname, bool follow)
+{
+	cairn_creds_t cr;
+	cairn_attr_t a;
+	int ret;
+
+	if (is_named_stream(smb_fname)) {
+		errno = ENOENT;
+		return -1;
+	}
+	cairn_creds(handle, &cr);
+	ret = cairn_resolve_at(handle, &cr, NULL, smb_fname->base_name,
+			       follow, &a);
+	if (ret < 0) {
+		return cairn_ret(ret);
+	}
+	cairn_attr_to_stat(handle, &a, &smb_fname->st);
+	return 0;
+}
+
+static int cairn_stat(struct vfs_handle_struct *handle,
+		      struct smb_filename *smb_fname)
+{
+	return cairn_stat_common(handle, smb_fname, true);
+}
+
+static int cairn_lstat(struct vfs_handle_struct *handle,
+		       struct smb_filename *smb_fname)
+{
+	return cairn_stat_common(handle, smb_fname, false);
+}
+
+static int cairn_fstat(struct vfs_handle_struct *handle, files_struct *fsp,
+		       SMB_STRUCT_STAT *sbuf)
+{
+	struct cairn_fh *fh = cairn_fetch_fh(handle, fsp);
+	cairn_creds_t cr;
+	cairn_attr_t a;
+	int ret;
+
+	if (fh == NULL) {
+		errno = EBADF;
+		return -1;
+	}
+	if (fh->attr_fresh) {
+		fh->attr_fresh = false;
+		cairn_attr_to_stat(handle, &fh->attr, sbuf);
+		return 0;
+	}
+	cairn_creds(handle, &cr);
+	ret = cairn_getattr(CAIRN_FS(handle), &cr, fh->id, &a);
+	if (ret < 0) {
+		return cairn_ret(ret);
+	}
+	cairn_attr_to_stat(handle, &a, sbuf);
+	return 0;
+}
+
+static int cairn_fstatat(struct vfs_handle_struct *handle,
+			 const struct files_struct *dirfsp,
+			 const struct smb_filename *smb_fname,
+			 SMB_STRUCT_STAT *sbuf, int flags)
+{
+	cairn_creds_t cr;
+	cairn_attr_t a;
+	int ret;
+
+	cairn_creds(handle, &cr);
+	ret = cairn_resolve_at(handle, &cr, dirfsp, smb_fname->base_name,
+			       (flags & AT_SYMLINK_NOFOLLOW) == 0, &a);
+	if (ret < 0) {
+		return cairn_ret(ret);
+	}
+	cairn_attr_to_stat(handle, &a, sbuf);
+	return 0;
+}
+
+static uint64_t cairn_get_alloc_size(struct vfs_handle_struct *handle,
+				     files_struct *fsp,
+				     const SMB_STRUCT_STAT *sbuf)
+{
+	uint64_t blocks, rounded;
+
+	if (S_ISDIR(sbuf->st_ex_mode)) {
+		return 0;
+	}
+	/*
+	 * Cairn's block count includes replica/metadata overhead: report what the
+	 * file occupies (its size in 4 KiB units), or less for a sparse file.
+	 */
+	blocks = (uint64_t)sbuf->st_ex_blocks * 512;
+	rounded = ((uint64_t)sbuf->st_ex_size + 4095) & ~(uint64_t)4095;
+	return MIN(blocks, rounded);
+}
+
+static int cairn_unlinkat(struct vfs_handle_struct *handle,
+			  struct files_struct *dirfsp,
+			  const struct smb_filename *smb_fname, int flags)
+{
+	cairn_creds_t cr;
+	cairn_id_t parent;
+	const char *leaf = NULL;
+	int ret;
+
+	if (is_named_stream(smb_fname)) {
+		errno = ENOENT;
+		return -1;
+	}
+	cairn_creds(handle, &cr);
+	ret = cairn_parent_at(handle, talloc_tos(), &cr, dirfsp,
+			      smb_fname->base_name, &parent, &leaf);
+	if (ret == 0) {
+		if (flags & AT_REMOVEDIR) {
+			ret = cairn_rmdir(CAIRN_FS(handle), &cr, parent, leaf);
+		} else {
+			ret = cairn_unlink(CAIRN_FS(handle), &cr, parent,
+					   leaf);
+		}
+	}
+	return cairn_ret(ret);
+}
+
+static int cairn_setattr_fsp(struct vfs_handle_struct *handle,
+			     files_struct *fsp, const cairn_attr_t *in,
+			     uint32_t mask)
+{
+	cairn_creds_t cr;
+	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
+
+	cairn_creds(handle, &cr);
+	return cairn_ret(cairn_setattr(CAIRN_FS(handle), &cr, fh->id, in, mask,
+				       NULL));
+}
+
+static int cairn_fchmod(struct vfs_handle_struct *handle, files_struct *fsp,
+			mode_t mode)
+{
+	cairn_attr_t in = { .mode = mode & 07777 };
+
+	return cairn_setattr_fsp(handle, fsp, &in, CAIRN_SETATTR_MODE);
+}
+
+static uint32_t cairn_owner_mask(uid_t uid, gid_t gid)
+{
+	return (uid != (uid_t)-1 ? CAIRN_SETATTR_UID : 0) |
+	       (gid != (gid_t)-1 ? CAIRN_SETATTR_GID : 0);
+}
+
+static int cairn_fchown(struct vfs_handle_struct *handle, files_struct *fsp,
+			uid_t uid, gid_t gid)
+{
+	cairn_attr_t in = { .uid = uid, .gid = gid };
+
+	return cairn_setattr_fsp(handle, fsp, &in,
+				 cairn_owner_mask(uid, gid));
+}
+
+static int cairn_lchown(struct vfs_handle_struct *handle,
+			const struct smb_filename *smb_fname, uid_t uid,
+			gid_t gid)
+{
+	cairn_attr_t in = { .uid = uid, .gid = gid };
+	cairn_creds_t cr;
+	cairn_attr_t a;
+	int ret;
+
+	cairn_creds(handle, &cr);
+	ret = cairn_resolve_at(handle, &cr, NULL, smb_fname->base_name, false,
+			       &a);
+	if (ret == 0) {
+		ret = cairn_setattr(CAIRN_FS(handle), &cr, a.id, &in,
+				    cairn_owner_mask(uid, gid), NULL);
+	}
+	return cairn_ret(ret);
+}
+
+static int cairn_chdir(struct vfs_handle_struct *handle,
+		       const struct smb_filename *smb_fname)
+{
+	struct cairn_conn *cc = cairn_cc(handle);
+	cairn_creds_t cr;
+	cairn_attr_t a;
+	char *path = NULL;
+	int ret;
+
+	path = cairn_abs_path(cc, handle, NULL, smb_fname->base_name);
+	if (path == NULL) {
+		return -1;
+	}
+	cairn_creds(handle, &cr);
+	ret = cairn_walk(handle, &cr, path, true, &a);
+	if (ret == 0 && a.type != DT_DIR) {
+		ret = -ENOTDIR;
+	}
+	if (ret < 0) {
+		TALLOC_FREE(path);
+		return cairn_ret(ret);
+	}
+	TALLOC_FREE(cc->cwd);
+	cc->cwd = path;
+	return 0;
+}
+
+static struct smb_filename *cairn_getwd(struct vfs_handle_struct *handle,
+					TALLOC_CTX *ctx)
+{
+	return synthetic_smb_fname(ctx, cairn_cc(handle)->cwd, NULL, NULL, 0,
+				   0);
+}
+
+static int cairn_fntimes(struct vfs_handle_struct *handle, files_struct *fsp,
+			 struct smb_file_time *ft)
+{
+	cairn_attr_t in;
+	uint32_t mask = 0;
+
+	if (fsp_is_alternate_stream(fsp)) {
+		errno = ENOENT;
+		return -1;
+	}
+	/* Cairn has no birth time: Samba keeps it in user.DOSATTRIB (as vfs_default). */
+	if (!is_omit_timespec(&ft->create_time)) {
+		set_create_timespec_ea(fsp, ft->create_time);
+	}
+	ZERO_STRUCT(in);
+	if (!is_omit_timespec(&ft->atime)) {
+		in.atime = ft->atime;
+		mask |= CAIRN_SETATTR_ATIME;
+	}
+	if (!is_omit_timespec(&ft->mtime)) {
+		in.mtime = ft->mtime;
+		mask |= CAIRN_SETATTR_MTIME;
+	}
+	if (mask == 0) {
+		return 0;
+	}
+	return cairn_setattr_fsp(handle, fsp, &in, mask);
+}
+
+static int cairn_ftruncate(struct vfs_handle_struct *handle,
+			   files_struct *fsp, off_t len)
+{
+	cairn_attr_t in = { .size = (uint64_t)len };
+
+	return cairn_setattr_fsp(handle, fsp, &in, CAIRN_SETATTR_SIZE);
+}
+
+static int cairn_fallocate_fn(struct vfs_handle_struct *handle,
+			      files_struct *fsp, uint32_t mode, off_t offset,
+			      off_t len)
+{
+	cairn_creds_t cr;
+	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
+
+	cairn_creds(handle, &cr);
+	return cairn_ret(cairn_fallocate(CAIRN_FS(handle), &cr, fh->id, mode,
+					 offset, len));
+}
+
+/* ---- byte-range locks (shared with the other gateways through the backend) ------ */
+
+static uint64_t cairn_lock_owner(void)
+{
+	/* POSIX locks belong to the process, as smbd's posix locking expects. */
+	return (uint64_t)getpid();
+}
+
+static bool cairn_lock_fn(struct vfs_handle_struct *handle, files_struct *fsp,
+			  int op, off_t offset, off_t count, int type)
+{
+	cairn_creds_t cr;
+	cairn_lock_t lk = {
+		.type = type,
+		.pid = (uint32_t)getpid(),
+		.start = (uint64_t)offset,
+		.len = (uint64_t)count,
+		.owner = cairn_lock_owner(),
+	};
+	int ret;
+	CAIRN_FH_OR_EBADF(fh, handle, fsp, false);
+
+	cairn_creds(handle, &cr);
+	if (op == F_GETLK) {
+		ret = cairn_getlock(CAIRN_FS(handle), &cr, fh->id, &lk);
+		if (ret < 0) {
+			cairn_ret(ret);
+			return false;
+		}
+		/* true when someone else holds a conflicting lock */
+		return lk.type != F_UNLCK && lk.owner != cairn_lock_owner();
+	}
+	ret = cairn_setlock(CAIRN_FS(handle), &cr, fh->id, &lk,
+			    op == F_SETLKW);
+	if (ret < 0) {
+		cairn_ret(ret);
+		return false;
+	}
+	return true;
+}
+
+static bool cairn_getlock_fn(struct vfs_handle_struct *handle,
+			     files_struct *fsp, off_t *poffset,
+			     off_t *pcount, int *ptype, pid_t *ppid)
+{
+	cairn_creds_t cr;
+	cairn_lock_t lk = {
+		.type = *ptype,
+		.pid = (uint32_t)getpid(),
+		.start = (uint64_t)*poffset,
+		.len = (uint64_t)*pcount,
+		.owner = cairn_lock_owner(),
+	};
+	int ret;
+	CAIRN_FH_OR_EBADF(fh, handle, fsp, false);
+
+	cairn_creds(handle, &cr);
+	ret = cairn_getlock(CAIRN_FS(handle), &cr, fh->id, &lk);
+	if (ret < 0) {
+		cairn_ret(ret);
+		return false;
+	}
+	*ptype = lk.type;
+	*poffset = (off_t)lk.start;
+	*pcount = (off_t)lk.len;
+	*ppid = (pid_t)lk.pid;
+	return true;
+}
+
+static int cairn_filesystem_sharemode(struct vfs_handle_struct *handle,
+				      files_struct *fsp,
+				      uint32_t share_access,
+				      uint32_t access_mask)
+{
+	/* Only reached with kernel share modes, which connect refuses. */
+	errno = ENOSYS;
+	return -1;
+}
+
+static int cairn_fcntl(struct vfs_handle_struct *handle, files_struct *fsp,
+		       int cmd, va_list cmd_arg)
+{
+	/* smbd only toggles O_NONBLOCK, which means nothing here. */
+	switch (cmd) {
+	case F_GETFL:
+		return 0;
+	case F_SETFL:
+		return 0;
+	default:
+		errno = EINVAL;
+		return -1;
+	}
+}
+
+/* ---- links ---------------------------------------------------------------------- */
+
+static int cairn_symlinkat(struct vfs_handle_struct *handle,
+			   const struct smb_filename *link_contents,
+			   struct files_struct *dirfsp,
+			   const struct smb_filename *new_smb_fname)
+{
+	cairn_creds_t cr;
+	cairn_id_t parent;
+	const char *leaf = NULL;
+	int ret;
+
+	cairn_creds(handle, &cr);
+	ret = cairn_parent_at(handle, talloc_tos(), &cr, dirfsp,
+			      new_smb_fname->base_name, &parent, &leaf);
+	if (ret == 0) {
+		ret = cairn_symlink(CAIRN_FS(handle), &cr, parent, leaf,
+				    link_contents->base_name, NULL);
+	}
+	return cairn_ret(ret);
+}
+
+static int cairn_readlinkat(struct vfs_handle_struct *handle,
+			    const struct files_struct *dirfsp,
+			    const struct smb_filename *smb_fname,
+			    char *buf, size_t bufsiz)
+{
+	cairn_creds_t cr;
+	cairn_attr_t a;
+	ssize_t n;
+	int ret;
+
+	cairn_creds(handle, &cr);
+	ret = cairn_resolve_at(handle, &cr, dirfsp, smb_fname->base_name,
+			       false, &a);
+	if (ret < 0) {
+		return cairn_ret(ret);
+	}
+	if (a.type != DT_LNK) {
+		return cairn_ret(-EINVAL);
+	}
+	n = cairn_readlink(CAIRN_FS(handle), &cr, a.id, buf, bufsiz);
+	if (n == -ERANGE) {
+		/* readlink(2) truncates silently */
+		char *tmp = talloc_array(talloc_tos(), char, PATH_MAX);
+		n = cairn_readlink(CAIRN_FS(handle), &cr, a.id, tmp, PATH_MAX);
+		if (n >= 0) {
+			n = MIN((size_t)n, bufsiz);
+			memcpy(buf, tmp, n);
+		}
+		TALLOC_FREE(tmp);
+	}
+	return (int)cairn_sret(n);
+}
+
+static int cairn_linkat(struct vfs_handle_struct *handle,
+			files_struct *srcfsp,
+			const struct smb_filename *old_smb_fname,
+			files_struct *dstfsp,
+			const struct smb_filename *new_smb_fname, int flags)
+{
+	cairn_creds_t cr;
+	cairn_attr_t a;
+	cairn_id_t parent;
+	const char *leaf = NULL;
+	int ret;
+
+	cairn_creds(handle, &cr);
+	ret = cairn_resolve_at(handle, &cr, srcfsp, old_smb_fname->base_name,
+			       (flags & AT_SYMLINK_FOLLOW) != 0, &a);
+	if (ret == 0) {
+		ret = cairn_parent_at(handle, talloc_tos(), &cr, dstfsp,
+				      new_smb_fname->base_name, &parent,
+				      &leaf);
+	}
+	if (ret == 0) {
+		ret = cairn_link(CAIRN_FS(handle), &cr, a.id, parent, leaf,
+				 NULL);
+	}
+	return cairn_ret(ret);
+}
+
+static int cairn_mknodat(struct vfs_handle_struct *handle,
+			 files_struct *dirfsp,
+			 const struct smb_filename *smb_fname, mode_t mode,
+			 SMB_DEV_T dev)
+{
+	cairn_creds_t cr;
+	cairn_id_t parent;
+	const char *leaf = NULL;
+	int ret;
+
+	cairn_creds(handle, &cr);
+	ret = cairn_parent_at(handle, talloc_tos(), &cr, dirfsp,
+			      smb_fname->base_name, &parent, &leaf);
+	if (ret == 0) {
+		ret = cairn_mknod(CAIRN_FS(handle), &cr, parent, leaf, mode,
+				  dev, NULL);
+	}
+	return cairn_ret(ret);
+}
+
+static struct smb_filename *cairn_realpath(struct vfs_handle_struct *handle,
+					   TALLOC_CTX *ctx,
+					   const struct smb_filename *smb_fname)
+{
+	struct smb_filename *result = NULL;
+	cairn_creds_t cr;
+	cairn_attr_t a;
+	char *path = NULL;
+	int ret;
+
+	path = cairn_abs_path(talloc_tos(), handle, NULL,
+			      smb_fname->base_name);
+	if (path == NULL) {
+		return NULL;
+	}
+	cairn_creds(handle, &cr);
+	/* Existence check; Cairn paths are canonical once normalised. */
+	ret = cairn_walk(handle, &cr, path, true, &a);
+	if (ret < 0) {
+		TALLOC_FREE(path);
+		cairn_ret(ret);
+		return NULL;
+	}
+	result = synthetic_smb_fname(ctx, path, NULL, NULL, 0, 0);
+	TALLOC_FREE(path);
+	return result;
+}
+
+/*
+ * Case-insensitive lookup: one listing of the directory on the backend, compared with
+ * Samba's own case folding. (libcairn has no case-insensitive lookup yet.)
+ */
+struct cairn_rfn {
+	const char *name;
+	char *found;
+	TALLOC_CTX *mem;
+};
+
+static int cairn_rfn_cb(const cairn_dirent_t *e, void *arg)
+{
+	struct cairn_rfn *r = arg;
+
+	if (strcasecmp_m(e->name, r->name) == 0) {
+		r->found = talloc_strndup(r->mem, e->name, e->namelen);
+		return 1;
+	}
+	return 0;
+}
+
+static NTSTATUS cairn_get_real_filename_at(struct vfs_handle_struct *handle,
+					   struct files_struct *dirfsp,
+					   const char *name,
+					   TALLOC_CTX *mem_ctx,
+					   char **found_name)
+{
+	struct cairn_rfn r = { .name = name, .mem = mem_ctx };
+	struct cairn_fh *fh = cairn_fetch_fh(handle, dirfsp);
+	cairn_creds_t cr;
+	cairn_attr_t da;
+	bool eof = false;
+	int ret;
+
+	cairn_creds(handle, &cr);
+	if (fh != NULL) {
+		da.id = fh->id;
+	} else {
+		/* the cwd fsp (AT_FDCWD) carries no Cairn handle: resolve it */
+		ret = cairn_resolve_at(handle, &cr, NULL,
+				       dirfsp->fsp_name->base_name, true, &da);
+		if (ret < 0) {
+			return map_nt_error_from_unix(-ret);
+		}
+	}
+	ret = cairn_readdir(CAIRN_FS(handle), &cr, da.id, 0, 0, cairn_rfn_cb,
+			    &r, &eof);
+	if (ret < 0) {
+		return map_nt_error_from_unix(-ret);
+	}
+	if (r.found == NULL) {
+		return NT_STATUS_OBJECT_NAME_NOT_FOUND;
+	}
+	*found_name = r.found;
+	return NT_STATUS_OK;
+}
+
+static const char *cairn_connectpath(struct vfs_handle_struct *handle,
+				     const struct smb_filename *smb_fname)
+{
+	return handle->conn->connectpath;
+}
+
+/* ---- xattrs --------------------------------------------------------------------- */
+
+static ssize_t cairn_fgetxattr(struct vfs_handle_struct *handle,
+			       files_struct *fsp, const char *name,
+			       void *value, size_t size)
+{
+	cairn_creds_t cr;
+	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
+
+	cairn_creds(handle, &cr);
+	return cairn_sret(cairn_getxattr(CAIRN_FS(handle), &cr, fh->id, name,
+					 value, size));
+}
+
+static ssize_t cairn_flistxattr(struct vfs_handle_struct *handle,
+				files_struct *fsp, char *list, size_t size)
+{
+	cairn_creds_t cr;
+	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
+
+	cairn_creds(handle, &cr);
+	return cairn_sret(cairn_listxattr(CAIRN_FS(handle), &cr, fh->id, list,
+					  size));
+}
+
+static int cairn_fremovexattr(struct vfs_handle_struct *handle,
+			      files_struct *fsp, const char *name)
+{
+	cairn_creds_t cr;
+	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
+
+	cairn_creds(handle, &cr);
+	return cairn_ret(cairn_removexattr(CAIRN_FS(handle), &cr, fh->id,
+					   name));
+}
+
+static int cairn_fsetxattr(struct vfs_handle_struct *handle,
+			   files_struct *fsp, const char *name,
+			   const void *value, size_t size, int flags)
+{
+	cairn_creds_t cr;
+	uint32_t cf = 0;
+	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
+
+	if (flags & XATTR_CREATE) {
+		cf |= CAIRN_XATTR_CREATE;
+	}
+	if (flags & XATTR_REPLACE) {
+		cf |= CAIRN_XATTR_REPLACE;
+	}
+	cairn_creds(handle, &cr);
+	return cairn_ret(cairn_setxattr(CAIRN_FS(handle), &cr, fh->id, name,
+					value, size, cf));
+}
+
+static bool cairn_aio_force(struct vfs_handle_struct *handle,
+			    files_struct *fsp)
+{
+	return false;
+}
+
+/* ---- POSIX ACLs: not in Cairn; Windows ACLs come from stacked acl_xattr --------- */
+
+static SMB_ACL_T cairn_sys_acl_get_fd(struct vfs_handle_struct *handle,
+				      files_struct *fsp, SMB_ACL_TYPE_T type,
+				      TALLOC_CTX *mem_ctx)
+{
+	errno = ENOTSUP;
+	return NULL;
+}
+
+static int cairn_sys_acl_blob_get_fd(struct vfs_handle_struct *handle,
+				     files_struct *fsp, TALLOC_CTX *mem_ctx,
+				     char **blob_description, DATA_BLOB *blob)
+{
+	errno = ENOTSUP;
+	return -1;
+}
+
+static int cairn_sys_acl_set_fd(struct vfs_handle_struct *handle,
+				files_struct *fsp, SMB_ACL_TYPE_T type,
+				SMB_ACL_T theacl)
+{
+	errno = ENOTSUP;
+	return -1;
+}
+
+static int cairn_sys_acl_delete_def_fd(struct vfs_handle_struct *handle,
+				       files_struct *fsp)
+{
+	errno = ENOTSUP;
+	return -1;
+}
+
+static struct vfs_fn_pointers cairn_fns = {
+	/* Disk operations */
+	.connect_fn = cairn_connect,
+	.disconnect_fn = cairn_disconnect,
+	.disk_free_fn = cairn_disk_free,
+	.get_quota_fn = vfs_not_implemented_get_quota,
+	.set_quota_fn = vfs_not_implemented_set_quota,
+	.statvfs_fn = cairn_statvfs,
+	.fs_capabilities_fn = cairn_fs_capabilities,
+	.get_shadow_copy_data_fn = vfs_not_implemented_get_shadow_copy_data,
+	.get_dfs_referrals_fn = vfs_not_implemented_get_dfs_referrals,
+	.create_dfs_pathat_fn = vfs_not_implemented_create_dfs_pathat,
+	.read_dfs_pathat_fn = vfs_not_implemented_read_dfs_pathat,
+
+	/* Directory operations */
+	.fdopendir_fn = cairn_fdopendir,
+	.readdir_fn = cairn_readdir_fn,
+	.seekdir_fn = cairn_seekdir,
+	.telldir_fn = cairn_telldir,
+	.rewind_dir_fn = cairn_rewinddir,
+	.mkdirat_fn = cairn_mkdirat,
+	.closedir_fn = cairn_closedir,
+
+	/* File operations */
+	.openat_fn = cairn_openat,
+	.close_fn = cairn_close,
+	.pread_fn = cairn_pread,
+	.pread_send_fn = cairn_pread_send,
+	.pread_recv_fn = cairn_job_recv,
+	.pwrite_fn = cairn_pwrite,
+	.pwrite_send_fn = cairn_pwrite_send,
+	.pwrite_recv_fn = cairn_job_recv,
+	.lseek_fn = cairn_lseek,
+	.sendfile_fn = vfs_not_implemented_sendfile,
+	.recvfile_fn = vfs_not_implemented_recvfile,
+	.renameat_fn = cairn_renameat,
+	.fsync_send_fn = cairn_fsync_send,
+	.fsync_recv_fn = cairn_fsync_recv,
+	.stat_fn = cairn_stat,
+	.fstat_fn = cairn_fstat,
+	.fstatat_fn = cairn_fstatat,
+	.lstat_fn = cairn_lstat,
+	.get_alloc_size_fn = cairn_get_alloc_size,
+	.unlinkat_fn = cairn_unlinkat,
+	.fchmod_fn = cairn_fchmod,
+	.fchown_fn = cairn_fchown,
+	.lchown_fn = cairn_lchown,
+	.chdir_fn = cairn_chdir,
+	.getwd_fn = cairn_getwd,
+	.fntimes_fn = cairn_fntimes,
+	.ftruncate_fn = cairn_ftruncate,
+	.fallocate_fn = cairn_fallocate_fn,
+	.lock_fn = cairn_lock_fn,
+	.filesystem_sharemode_fn = cairn_filesystem_sharemode,
+	.fcntl_fn = cairn_fcntl,
+	.linux_setlease_fn = vfs_not_implemented_linux_setlease,
+	.getlock_fn = cairn_getlock_fn,
+	.symlinkat_fn = cairn_symlinkat,
+	.readlinkat_fn = cairn_readlinkat,
+	.linkat_fn = cairn_linkat,
+	.mknodat_fn = cairn_mknodat,
+	.realpath_fn = cairn_realpath,
+	.fchflags_fn = vfs_not_implemented_fchflags,
+	.get_real_filename_at_fn = cairn_get_real_filename_at,
+	.connectpath_fn = cairn_connectpath,
+	.offload_read_send_fn = vfs_not_implemented_offload_read_send,
+	.offload_read_recv_fn = vfs_not_implemented_offload_read_recv,
+	.offload_write_send_fn = vfs_not_implemented_offload_write_send,
+	.offload_write_recv_fn = vfs_not_implemented_offload_write_recv,
+	.fget_compression_fn = vfs_not_implemented_fget_compression,
+	.set_compression_fn = vfs_not_implemented_set_compression,
+	.snap_check_path_fn = vfs_not_implemented_snap_check_path,
+	.snap_create_fn = vfs_not_implemented_snap_create,
+	.snap_delete_fn = vfs_not_implemented_snap_delete,
+
+	/* POSIX ACLs (none in Cairn) */
+	.sys_acl_get_fd_fn = cairn_sys_acl_get_fd,
+	.sys_acl_blob_get_fd_fn = cairn_sys_acl_blob_get_fd,
+	.sys_acl_set_fd_fn = cairn_sys_acl_set_fd,
+	.sys_acl_delete_def_fd_fn = cairn_sys_acl_delete_def_fd,
+
+	/* EA operations */
+	.getxattrat_send_fn = vfs_not_implemented_getxattrat_send,
+	.getxattrat_recv_fn = vfs_not_implemented_getxattrat_recv,
+	.fgetxattr_fn = cairn_fgetxattr,
+	.flistxattr_fn = cairn_flistxattr,
+	.fremovexattr_fn = cairn_fremovexattr,
+	.fsetxattr_fn = cairn_fsetxattr,
+
+	.aio_force_fn = cairn_aio_force,
+};
+
+/* Built out of tree: smbd's module loader calls samba_init_module. */
+NTSTATUS samba_init_module(TALLOC_CTX *ctx);
+NTSTATUS samba_init_module(TALLOC_CTX *ctx)
+{
+	return smb_register_vfs(SMB_VFS_INTERFACE_VERSION, CAIRN_MODULE,
+				&cairn_fns);
+}
