@@ -24,6 +24,12 @@ DEB_PACKAGES += nfs-ganesha nfs-ganesha-vfs rpcbind   # the server, FSAL_VFS for
 DEB_PACKAGES += cmake bison flex libntirpc-dev liburcu-dev libkrb5-dev libdbus-1-dev \
 	libcap-dev libblkid-dev uuid-dev                      # configure Ganesha's tree for config.h
 DEB_PACKAGES += libnfs-utils libnfs-dev python3-venv  # nfs-cat/nfs-cp/nfs-ls (v3); venv for nfs-rs
+# SMB gateway (issue 4): Samba, its clients and test suite; what vfs-module/prepare-samba.sh
+# needs to configure Samba's source tree for the module's headers.
+DEB_PACKAGES += samba smbclient samba-testsuite
+DEB_PACKAGES += libtalloc-dev libtevent-dev libtdb-dev libldb-dev libpopt-dev zlib1g-dev \
+	libacl1-dev libattr1-dev libtirpc-dev libbsd-dev libjansson-dev libarchive-dev \
+	libparse-yapp-perl libicu-dev libgnutls28-dev libkeyutils-dev libreadline-dev
 # iSCSI gateway (issue 5): tcmu-runner's source (dpkg-source), initiator tools, VM harness.
 DEB_PACKAGES += dpkg-dev libiscsi-bin                  # apt-get source + dpkg-source; iscsi-test-cu
 DEB_PACKAGES += qemu-system-x86 qemu-utils debootstrap openssh-client e2fsprogs  # tests/vm
@@ -79,6 +85,7 @@ $(BUILD)/deps.stamp: Makefile scripts/deps.sh
 build: deps
 	cd $(BACKEND) && $(CARGO) build --workspace $(call cargo_flags,$(PROFILE))
 	if command -v ganesha.nfsd >/dev/null; then $(MAKE) -C fsal plugins LIBCAIRN_DIR=$(TARGET_DIR)/$(PROFILE); fi
+	if command -v smbd >/dev/null; then $(MAKE) -C vfs-module CAIRN_LIB_DIR=$(TARGET_DIR)/$(PROFILE) all install-link; fi
 
 install: build
 	PREFIX=$(PREFIX) DESTDIR=$(DESTDIR) scripts/install.sh $(TARGET_DIR)/$(PROFILE)

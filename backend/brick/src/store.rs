@@ -626,7 +626,7 @@ impl Brick {
         }
     }
 
-    /// Copy owner and permission bits of the head's result onto a replica's new inode.
+    /// Copy owner, permission bits and times of the head's result onto a replica's new inode.
     pub(crate) fn apply_result(&self, cx: &Cx, id: Id, dirfd: Option<RawFd>) -> R<()> {
         let Some(a) = cx.result else { return Ok(()) };
         let what = || format!("copying owner/mode of {id} from the head");
@@ -640,6 +640,30 @@ impl Brick {
                 sys::lchownat(self.idx.ids_fd(), &r, a.uid, a.gid).ctx(what)?;
                 if a.kind != FileType::Symlink {
                     sys::fchmodat(self.idx.ids_fd(), &r, a.perm & 0o7777).ctx(what)?;
+                }
+            }
+        }
+        // Times too, so that whichever brick later heads the inode reports what the head
+        // reported at creation (ctime cannot be set and stays each copy's own).
+        let ts = [
+            libc::timespec { tv_sec: a.atime.sec, tv_nsec: a.atime.nsec as i64 },
+            libc::timespec { tv_sec: a.mtime.sec, tv_nsec: a.mtime.nsec as i64 },
+        ];
+        match dirfd {
+            Some(fd) => sys::futimens(fd, &ts).ctx(what)?,
+            None => {
+                let r = ids::rel(id);
+                // SAFETY: r is a valid NUL-terminated path relative to the ids dir fd.
+                let rc = unsafe {
+                    libc::utimensat(
+                        self.idx.ids_fd(),
+                        r.as_ptr(),
+                        ts.as_ptr(),
+                        libc::AT_SYMLINK_NOFOLLOW,
+                    )
+                };
+                if rc != 0 {
+                    return Err(io::Error::last_os_error()).ctx(what);
                 }
             }
         }

@@ -300,17 +300,17 @@ impl Filesystem for CairnFs {
                 debug!(cap, "kernel lacks FUSE capability");
             }
         }
-        if self.sh.cfg.writeback_cache {
-            if config.add_capabilities(consts::FUSE_WRITEBACK_CACHE).is_err() {
-                debug!("kernel lacks the FUSE writeback cache");
-            }
-            // FUSE_HANDLE_KILLPRIV_V2 (ABI 7.33; fuser 0.15 has no constant for it): the
-            // bricks drop setuid/setgid on writes themselves, so the kernel need not ask for
-            // security.capability before every write(2) of a cached page.
-            const HANDLE_KILLPRIV_V2: u32 = 1 << 28;
-            if config.add_capabilities(HANDLE_KILLPRIV_V2).is_err() {
-                debug!("kernel lacks FUSE_HANDLE_KILLPRIV_V2");
-            }
+        if self.sh.cfg.writeback_cache
+            && config.add_capabilities(consts::FUSE_WRITEBACK_CACHE).is_err()
+        {
+            debug!("kernel lacks the FUSE writeback cache");
+        }
+        // FUSE_HANDLE_KILLPRIV_V2 (ABI 7.33; fuser 0.15 has no constant for it): the bricks
+        // drop setuid/setgid on writes themselves, so the kernel need not ask for
+        // security.capability before every write(2).
+        const HANDLE_KILLPRIV_V2: u32 = 1 << 28;
+        if config.add_capabilities(HANDLE_KILLPRIV_V2).is_err() {
+            debug!("kernel lacks FUSE_HANDLE_KILLPRIV_V2");
         }
         let _ = config.set_max_write(1 << 20);
         let _ = config.set_max_readahead(1 << 20);

@@ -22,7 +22,8 @@ pub struct Args {
     pub entry_timeout: Duration,
     pub write_behind: bool,
     /// Let the kernel cache written pages and send them in large writes (FUSE writeback
-    /// cache); off with `nowb` or `nowbcache`.
+    /// cache, `wbcache`). Off by default: with it the kernel keeps its own mtime and size
+    /// of cached files and ignores changes made by other clients until the inode is dropped.
     pub writeback_cache: bool,
     pub debug: bool,
     pub log_file: Option<PathBuf>,
@@ -50,7 +51,9 @@ options (comma separated after -o):
   entry_timeout=S      seconds the kernel caches names (default 1)
   nowb                 no write-behind: every write goes to the bricks before it returns
                        (implies nowbcache)
-  nowbcache            no kernel writeback cache: every write(2) reaches mount.cairn
+  wbcache              kernel writeback cache: small writes are merged in the page cache
+                       (fast appends for a single writer; size and mtime changes by other
+                       clients are not seen while the file is cached here)
   log_file=PATH        where a background mount logs (default /var/log/cairn/mount-*.log)
   debug                verbose logs on stderr, stay in the foreground
   -f                   stay in the foreground";
@@ -96,7 +99,7 @@ pub fn parse(argv: &[String], is_root: bool) -> Result<Args, String> {
         attr_timeout: Duration::from_secs(1),
         entry_timeout: Duration::from_secs(1),
         write_behind: true,
-        writeback_cache: true,
+        writeback_cache: false,
         debug: false,
         log_file: None,
         kernel_flags: Vec::new(),
@@ -123,6 +126,7 @@ pub fn parse(argv: &[String], is_root: bool) -> Result<Args, String> {
                 args.write_behind = false;
                 args.writeback_cache = false;
             }
+            ("wbcache", None) => args.writeback_cache = true,
             ("nowbcache", None) => args.writeback_cache = false,
             ("debug", None) => {
                 args.debug = true;
