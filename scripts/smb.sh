@@ -144,5 +144,13 @@ smb_stop() {
         done
         kill -KILL -- "-$pid" 2>/dev/null || true
     fi
+    # smbd's helpers and per-client children can leave the session's process group; they
+    # still carry this config's path on their command line.
+    pkill -TERM -f -- "$dir/smb.conf" 2>/dev/null || true
+    for _ in $(seq 1 50); do
+        pgrep -f -- "$dir/smb.conf" >/dev/null || break
+        sleep 0.1
+    done
+    pkill -KILL -f -- "$dir/smb.conf" 2>/dev/null || true
     rm -f "$dir/smbd.pid"
 }
