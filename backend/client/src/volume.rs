@@ -259,6 +259,11 @@ impl Inner {
         }
     }
 
+    /// An op on inode `id` at the head of its home set, with no bulk data; the reply only.
+    async fn on_home(&self, c: &Creds, id: Id, op: Op) -> Result<Reply> {
+        Ok(self.call(Target { set: self.home(id), key: id }, c, op, Bytes::new()).await?.0)
+    }
+
     fn home(&self, id: Id) -> u32 {
         home_set(&self.map(), id).id
     }
@@ -494,14 +499,7 @@ impl Volume {
         let registered: Vec<Id> =
             i.opens.lock().drain().filter(|(_, o)| o.registered).map(|(id, _)| id).collect();
         for id in registered {
-            let _ = i
-                .call(
-                    Target { set: i.home(id), key: id },
-                    &Creds::root(),
-                    Op::Release { id },
-                    Bytes::new(),
-                )
-                .await;
+            let _ = i.on_home(&Creds::root(), id, Op::Release { id }).await;
         }
         i.closed.store(true, Ordering::Release);
         i.pool.close_all();
@@ -851,11 +849,7 @@ impl Volume {
 
     pub async fn readlink(&self, c: &Creds, id: Id) -> Result<Vec<u8>> {
         let i = &self.inner;
-        match i
-            .call(Target { set: i.home(id), key: id }, c, Op::Readlink { id }, Bytes::new())
-            .await?
-            .0
-        {
+        match i.on_home(c, id, Op::Readlink { id }).await? {
             Reply::Bytes(b) => Ok(b),
             other => Err(unexpected("readlink", &other)),
         }
@@ -1162,14 +1156,7 @@ impl Volume {
             }
         };
         if unregister {
-            let _ = i
-                .call(
-                    Target { set: i.home(id), key: id },
-                    &Creds::root(),
-                    Op::Release { id },
-                    Bytes::new(),
-                )
-                .await;
+            let _ = i.on_home(&Creds::root(), id, Op::Release { id }).await;
         }
         r
     }
@@ -1245,9 +1232,7 @@ impl Volume {
     pub async fn fsync(&self, c: &Creds, id: Id, datasync: bool) -> Result<()> {
         let i = &self.inner;
         i.flush(id).await?;
-        i.call(Target { set: i.home(id), key: id }, c, Op::Fsync { id, datasync }, Bytes::new())
-            .await
-            .map(|_| ())
+        i.on_home(c, id, Op::Fsync { id, datasync }).await.map(|_| ())
     }
 
     pub async fn fallocate(
@@ -1260,14 +1245,7 @@ impl Volume {
     ) -> Result<()> {
         let i = &self.inner;
         i.flush(id).await?;
-        let r = i
-            .call(
-                Target { set: i.home(id), key: id },
-                c,
-                Op::Fallocate { id, mode, offset, len },
-                Bytes::new(),
-            )
-            .await;
+        let r = i.on_home(c, id, Op::Fallocate { id, mode, offset, len }).await;
         i.attrs.invalidate(id);
         r.map(|_| ())
     }
@@ -1275,16 +1253,7 @@ impl Volume {
     pub async fn seek(&self, c: &Creds, id: Id, offset: u64, whence: SeekWhence) -> Result<u64> {
         let i = &self.inner;
         i.flush(id).await?;
-        match i
-            .call(
-                Target { set: i.home(id), key: id },
-                c,
-                Op::Seek { id, offset, whence },
-                Bytes::new(),
-            )
-            .await?
-            .0
-        {
+        match i.on_home(c, id, Op::Seek { id, offset, whence }).await? {
             Reply::Offset(o) => Ok(o),
             other => Err(unexpected("seek", &other)),
         }
@@ -1381,16 +1350,7 @@ impl Volume {
 
     pub async fn getxattr(&self, c: &Creds, id: Id, name: &[u8]) -> Result<Vec<u8>> {
         let i = &self.inner;
-        match i
-            .call(
-                Target { set: i.home(id), key: id },
-                c,
-                Op::GetXattr { id, name: name.to_vec() },
-                Bytes::new(),
-            )
-            .await?
-            .0
-        {
+        match i.on_home(c, id, Op::GetXattr { id, name: name.to_vec() }).await? {
             Reply::Bytes(b) => Ok(b),
             other => Err(unexpected("getxattr", &other)),
         }
@@ -1411,11 +1371,7 @@ impl Volume {
 
     pub async fn listxattr(&self, c: &Creds, id: Id) -> Result<Vec<Vec<u8>>> {
         let i = &self.inner;
-        match i
-            .call(Target { set: i.home(id), key: id }, c, Op::ListXattr { id }, Bytes::new())
-            .await?
-            .0
-        {
+        match i.on_home(c, id, Op::ListXattr { id }).await? {
             Reply::Names(n) => Ok(n),
             other => Err(unexpected("listxattr", &other)),
         }
@@ -1453,19 +1409,13 @@ impl Volume {
     /// Set or release a POSIX byte-range lock; `wait` blocks until granted.
     pub async fn setlock(&self, c: &Creds, id: Id, lock: Lock, wait: bool) -> Result<()> {
         let i = &self.inner;
-        i.call(Target { set: i.home(id), key: id }, c, Op::SetLock { id, lock, wait }, Bytes::new())
-            .await
-            .map(|_| ())
+        i.on_home(c, id, Op::SetLock { id, lock, wait }).await.map(|_| ())
     }
 
     /// The first conflicting lock, if any.
     pub async fn getlock(&self, c: &Creds, id: Id, lock: Lock) -> Result<Option<Lock>> {
         let i = &self.inner;
-        match i
-            .call(Target { set: i.home(id), key: id }, c, Op::GetLock { id, lock }, Bytes::new())
-            .await?
-            .0
-        {
+        match i.on_home(c, id, Op::GetLock { id, lock }).await? {
             Reply::Lock(l) => Ok(l),
             other => Err(unexpected("getlock", &other)),
         }
