@@ -361,14 +361,20 @@ fx_verify() {
     shift
     local h args=()
     for h in "$@"; do args+=(--history "$FX_DIR/hist/$h.jsonl"); done
-    if fx_in c1 timeout 120 "$FX_PY" "$FX_LIB/workload.py" verify --lib "$CAIRN_BIN_DIR/libcairn.so" \
+    local rc=0 log=$FX_DIR/log/verify-$mode.log why
+    fx_in c1 timeout 120 "$FX_PY" "$FX_LIB/workload.py" verify --lib "$CAIRN_BIN_DIR/libcairn.so" \
         --servers "$(fx_servers)" --volume "$FX_VOLUME" --mode "$mode" "${args[@]}" \
-        >"$FX_DIR/log/verify-$mode.log" 2>&1; then
-        tail -n 2 "$FX_DIR/log/verify-$mode.log" >&2
+        >"$log" 2>&1 || rc=$?
+    if ((rc == 0)); then
+        tail -n 2 "$log" >&2
         fx_pass "$mode: acknowledged data readable and history linearizable"
     else
-        tail -n 25 "$FX_DIR/log/verify-$mode.log" >&2
-        fx_soft_fail "$mode verification failed (full report: $FX_DIR/log/verify-$mode.log)"
+        tail -n 25 "$log" >&2
+        # The first problems, in the one line the suite prints (CI shows only that line).
+        why=$(grep -m 3 -E 'HUNG|VIOLATION|stale read|MISMATCH|LOST|wrong contents|Error|FAILED' "$log" |
+            cut -c 1-240 | tr '\n' ' ')
+        ((rc == 124)) && why="verify timed out after 120 s; $why"
+        fx_soft_fail "$mode verification failed: ${why:-exit $rc} (full report: $log)"
     fi
 }
 

@@ -57,6 +57,23 @@ pub enum MgmtRequest {
     HealInfo {
         name: String,
     },
+    /// Gateway objects (NFS exports, SMB shares, iSCSI LUNs and targets) of one `kind`,
+    /// kept in the config store as JSON documents whose schema is `cairn-gateway`'s.
+    GatewayList {
+        kind: String,
+    },
+    /// Store object `name` of `kind`; with `if_unchanged_since`, only if no object of that
+    /// kind changed after that revision (EAGAIN otherwise: re-read, re-check, retry).
+    GatewayPut {
+        kind: String,
+        name: String,
+        doc: String,
+        if_unchanged_since: Option<u64>,
+    },
+    GatewayDelete {
+        kind: String,
+        name: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -118,4 +135,15 @@ pub enum MgmtReply {
     Names(Vec<String>),
     Status(Vec<VolumeStatusInfo>),
     Heal(Vec<HealBrickInfo>),
+    /// Gateway objects of one kind and the store revision they were read at.
+    Gateway { revision: u64, objects: Vec<GatewayObject> },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GatewayObject {
+    pub name: String,
+    /// JSON document (schema: the cairn-gateway crate).
+    pub doc: String,
+    /// Store revision of its last change.
+    pub revision: u64,
 }

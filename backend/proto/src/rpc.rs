@@ -22,12 +22,33 @@ use tokio::sync::{mpsc, oneshot};
 
 type Waiter = oneshot::Sender<Result<(Reply, Bytes), RemoteError>>;
 
+/// While requests are in flight and nothing has arrived for this long, the client sends a
+/// PING so a live peer answers something.
+pub const PING_INTERVAL: Duration = Duration::from_secs(2);
+/// While requests are in flight and nothing has arrived for this long, the peer is declared
+/// gone: the connection is closed and its requests fail with ENOTCONN (which callers retry
+/// elsewhere). Without this, a request sent to a node cut off by a network partition would
+/// wait for TCP to give up (many minutes). A live peer answers PING within this time even
+/// when its disk is slow, because every request is served by its own task.
+pub const PEER_DEAD_AFTER: Duration = Duration::from_secs(10);
+
+/// Milliseconds on tokio's clock since the first call (monotonic; follows a paused clock
+/// in tests).
+fn now_ms() -> u64 {
+    static BASE: std::sync::OnceLock<tokio::time::Instant> = std::sync::OnceLock::new();
+    let base = *BASE.get_or_init(tokio::time::Instant::now);
+    tokio::time::Instant::now().saturating_duration_since(base).as_millis() as u64
+}
+
 /// Client side of a connection.
 pub struct Connection {
     tx: mpsc::UnboundedSender<Frame>,
     pending: Arc<Mutex<HashMap<u64, Waiter>>>,
     next_id: AtomicU64,
     closed: Arc<AtomicBool>,
+    /// When the peer last sent a frame, or when we started waiting on it after an idle
+    /// period (`now_ms`); the watchdog's clock.
+    last_rx: Arc<AtomicU64>,
     pub peer: String,
     pub welcome: Welcome,
 }
@@ -55,13 +76,30 @@ impl Connection {
         let (tx, rx) = mpsc::unbounded_channel::<Frame>();
         let pending: Arc<Mutex<HashMap<u64, Waiter>>> = Arc::default();
         let closed = Arc::new(AtomicBool::new(false));
+        let last_rx = Arc::new(AtomicU64::new(now_ms()));
         tokio::spawn(writer_task(wr, rx, closed.clone()));
-        tokio::spawn(client_reader(rd, pending.clone(), closed.clone(), on_push, addr.to_string()));
+        let reader = tokio::spawn(client_reader(
+            rd,
+            pending.clone(),
+            closed.clone(),
+            last_rx.clone(),
+            on_push,
+            addr.to_string(),
+        ));
+        tokio::spawn(watchdog(
+            tx.downgrade(),
+            pending.clone(),
+            closed.clone(),
+            last_rx.clone(),
+            reader.abort_handle(),
+            addr.to_string(),
+        ));
         let mut conn = Connection {
             tx,
             pending,
             next_id: AtomicU64::new(1),
             closed,
+            last_rx,
             peer: addr.to_string(),
             welcome: Welcome { version: 0, session: 0, node: String::new() },
         };
@@ -101,7 +139,13 @@ impl Connection {
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (wtx, wrx) = oneshot::channel();
-        self.pending.lock().insert(id, wtx);
+        {
+            let mut pending = self.pending.lock();
+            if !pending.keys().any(|&i| i < PING_ID_BASE) {
+                self.last_rx.store(now_ms(), Ordering::Release);
+            }
+            pending.insert(id, wtx);
+        }
         let frame = Frame::new(FrameKind::Request, id, frame::encode(&req), data);
         if self.tx.send(frame).is_err() {
             self.pending.lock().remove(&id);
@@ -168,16 +212,72 @@ async fn writer_task(
     let _ = w.shutdown().await;
 }
 
+/// Ids of the watchdog's own PINGs (from the top of the id space, apart from requests').
+const PING_ID_BASE: u64 = 1 << 63;
+
+/// Liveness of a client connection: see [`PING_INTERVAL`] and [`PEER_DEAD_AFTER`]. Ends
+/// when the connection is dropped or closed.
+async fn watchdog(
+    tx: mpsc::WeakUnboundedSender<Frame>,
+    pending: Arc<Mutex<HashMap<u64, Waiter>>>,
+    closed: Arc<AtomicBool>,
+    last_rx: Arc<AtomicU64>,
+    reader: tokio::task::AbortHandle,
+    peer: String,
+) {
+    let mut ping_id = PING_ID_BASE;
+    loop {
+        tokio::time::sleep(PING_INTERVAL).await;
+        let Some(tx) = tx.upgrade() else { return };
+        if closed.load(Ordering::Acquire) {
+            return;
+        }
+        let waiting = pending.lock().keys().any(|&id| id < PING_ID_BASE);
+        if !waiting {
+            continue;
+        }
+        let idle = now_ms().saturating_sub(last_rx.load(Ordering::Acquire));
+        if idle >= PEER_DEAD_AFTER.as_millis() as u64 {
+            tracing::warn!(peer = %peer, idle_ms = idle, "no answer from peer; closing the connection");
+            closed.store(true, Ordering::Release);
+            reader.abort();
+            let waiters: Vec<_> = pending.lock().drain().collect();
+            for (_, w) in waiters {
+                let _ = w.send(Err(RemoteError::new(
+                    Errno::ENOTCONN,
+                    format!("connection to {peer} lost: no answer for {} s", idle / 1000),
+                )));
+            }
+            return;
+        }
+        if idle >= PING_INTERVAL.as_millis() as u64 {
+            ping_id += 1;
+            let (w, _) = oneshot::channel();
+            pending.lock().insert(ping_id, w);
+            let _ = tx.send(Frame::new(
+                FrameKind::Request,
+                ping_id,
+                frame::encode(&Request::Ping),
+                Bytes::new(),
+            ));
+        }
+    }
+}
+
 async fn client_reader(
     mut rd: tokio::net::tcp::OwnedReadHalf,
     pending: Arc<Mutex<HashMap<u64, Waiter>>>,
     closed: Arc<AtomicBool>,
+    last_rx: Arc<AtomicU64>,
     on_push: Option<PushHandler>,
     peer: String,
 ) {
     loop {
         let f = match frame::read_frame(&mut rd).await {
-            Ok(f) => f,
+            Ok(f) => {
+                last_rx.store(now_ms(), Ordering::Release);
+                f
+            }
             Err(e) => {
                 if !matches!(e, FrameError::Closed) {
                     tracing::debug!(peer = %peer, error = %e, "connection read failed");
@@ -376,4 +476,86 @@ pub async fn serve_connection<S: Service>(stream: TcpStream, peer: SocketAddr, s
     drop(session);
     // The writer ends once every in-flight request task has dropped its sender.
     let _ = writer.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Answers HELLO, and PING if `pings`; any other request takes 15 s (longer than
+    /// PEER_DEAD_AFTER) and is then answered if `pings`, never otherwise.
+    struct Quiet {
+        pings: bool,
+    }
+
+    impl Service for Quiet {
+        fn welcome(&self, session: u64) -> Welcome {
+            Welcome { version: PROTOCOL_VERSION, session, node: "quiet".into() }
+        }
+        fn call(
+            &self,
+            _: Arc<Session>,
+            req: Request,
+            _: Bytes,
+        ) -> BoxFuture<'static, (Response, Bytes)> {
+            let pings = self.pings;
+            Box::pin(async move {
+                match req {
+                    Request::Ping if pings => (Ok(Reply::Pong), Bytes::new()),
+                    _ => {
+                        tokio::time::sleep(Duration::from_secs(15)).await;
+                        if pings {
+                            (Ok(Reply::Pong), Bytes::new())
+                        } else {
+                            futures::future::pending().await
+                        }
+                    }
+                }
+            })
+        }
+    }
+
+    async fn start(pings: bool) -> String {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        tokio::spawn(serve(l, Arc::new(Quiet { pings })));
+        addr
+    }
+
+    fn slow_request() -> Request {
+        Request::GetMap { volume: "v".into() }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_peer_is_declared_gone() {
+        let addr = start(false).await;
+        let c = Connection::connect(&addr, PeerKind::Cli, "t", None, Duration::from_secs(5))
+            .await
+            .unwrap();
+        let t0 = tokio::time::Instant::now();
+        let r =
+            tokio::time::timeout(Duration::from_secs(600), c.call(slow_request(), Bytes::new()));
+        let e = r.await.expect("the call must not hang").unwrap_err();
+        assert_eq!(e.errno, Errno::ENOTCONN, "{e}");
+        assert!(e.message.contains("no answer"), "{e}");
+        let waited = t0.elapsed();
+        assert!(
+            waited >= PEER_DEAD_AFTER && waited < PEER_DEAD_AFTER + 2 * PING_INTERVAL,
+            "{waited:?}"
+        );
+        assert!(c.is_closed());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_peer_that_answers_pings_is_waited_for() {
+        let addr = start(true).await;
+        let c = Connection::connect(&addr, PeerKind::Cli, "t", None, Duration::from_secs(5))
+            .await
+            .unwrap();
+        // Idle for a while first: the watchdog's clock starts when the request is sent.
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        let (r, _) = c.call(slow_request(), Bytes::new()).await.unwrap();
+        assert!(matches!(r, Reply::Pong));
+        assert!(!c.is_closed());
+    }
 }
