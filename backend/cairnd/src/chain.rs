@@ -308,6 +308,22 @@ async fn mutate(
         let results = send_all(rreq.clone()).await;
         (reply, out, results)
     };
+    // A replica that refuses the forward because this brick is not up in its map says
+    // this head is deposed (its node lost its lease, or it is catching up, and acts on an
+    // old map) — or that the replica's map is behind. Either way the write is not
+    // acknowledged, and nobody is demoted for it: the client refreshes its map and
+    // retries at the current head. This brick applied it, so it re-copies these inodes
+    // when it catches up.
+    if let Some(e) = results.iter().find_map(|(_, r)| match r {
+        Err(e) if e.errno == Errno::ESTALEMAP => Some(e.clone()),
+        _ => None,
+    }) {
+        let took: Vec<u32> = results.iter().filter(|(_, r)| r.is_ok()).map(|(t, _)| *t).collect();
+        tracing::warn!(volume = %req.volume, brick = req.brick, op = req.op.name(), error = %e, replicas_that_applied = ?took, "a replica refused this head's forward; write not acknowledged");
+        mark_pending(slot, req.brick, changed.clone()).await;
+        drop(guards);
+        return Err(e);
+    }
     let mut applied = vec![];
     let mut failed = vec![];
     for (t, r) in results {
@@ -353,9 +369,10 @@ async fn mutate(
             ));
         }
     }
-    if !node.lease_alive() {
-        // Fenced while the write was in flight: it may not be acknowledged (another brick
-        // may already head this inode). Flag it for re-copy when this brick catches up.
+    if !node.lease_alive() || slot.healing.load(std::sync::atomic::Ordering::Acquire) {
+        // Fenced while the write was in flight (the node may already hold a new lease, its
+        // bricks catching up): it may not be acknowledged (another brick may already head
+        // this inode). Flag it for re-copy when this brick catches up.
         mark_pending(slot, req.brick, changed.clone()).await;
         drop(guards);
         return Err(RemoteError::new(
@@ -469,8 +486,14 @@ pub async fn handle(
         }
         _ => {
             let _read = node.read_lock(&req.volume, req.brick, key).await;
+            // Checked again after the wait: a read queued behind a write of a head that
+            // was fenced meanwhile must not return what that write left here unacknowledged
+            // (the node may even hold a new lease by now, with its bricks catching up).
             if !node.lease_alive() {
                 return Err(stale(&req.volume, req.brick, "node is fenced (lease not renewed)"));
+            }
+            if slot.healing.load(std::sync::atomic::Ordering::Acquire) {
+                return Err(stale(&req.volume, req.brick, "catching up with its peers"));
             }
             let (reply, out) =
                 exec_local(&slot, req.creds.clone(), req.op.clone(), data, None, false).await?;

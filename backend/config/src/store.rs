@@ -774,6 +774,81 @@ impl Store {
         kvs.iter().map(decode).collect()
     }
 
+    // ---- gateway objects ----
+
+    /// Every object of one gateway kind (`nfs-export`, `smb-share`, `iscsi-lun`, ...), by
+    /// name, with the store revision of the read (pass it to `put_gateway_object` to make
+    /// a read-check-write atomic). The documents are opaque JSON here; their schema is the
+    /// `cairn-gateway` crate's.
+    pub async fn gateway_objects(
+        &self,
+        kind: &str,
+    ) -> Result<(Vec<(String, String, u64)>, u64), ConfigError> {
+        check_name("gateway object kind", kind)?;
+        let op = format!("list {kind} objects");
+        let dir = self.ctx.dir(&format!("gateway/{kind}"));
+        let (kvs, rev) = self.ctx.range(&op, &dir).await?;
+        let mut out = Vec::with_capacity(kvs.len());
+        for kv in &kvs {
+            let key = String::from_utf8_lossy(kv.key());
+            let name = key.strip_prefix(&dir).unwrap_or(&key).to_string();
+            let doc = String::from_utf8(kv.value().to_vec())
+                .map_err(|_| ConfigError::Invalid(format!("gateway object {key}: not UTF-8")))?;
+            out.push((name, doc, kv.mod_revision() as u64));
+        }
+        Ok((out, rev as u64))
+    }
+
+    /// Stores `doc` as object `name` of `kind`. With `if_unchanged_since = Some(rev)` the
+    /// write happens only if no object of that kind changed after revision `rev` (from
+    /// `gateway_objects`); otherwise `Conflict`, and the caller re-reads, re-checks and
+    /// retries. Returns the new revision.
+    pub async fn put_gateway_object(
+        &self,
+        kind: &str,
+        name: &str,
+        doc: &str,
+        if_unchanged_since: Option<u64>,
+    ) -> Result<u64, ConfigError> {
+        check_name("gateway object kind", kind)?;
+        check_name(kind, name)?;
+        let op = format!("store {kind} {name}");
+        let dir = self.ctx.dir(&format!("gateway/{kind}"));
+        let key = format!("{dir}{name}");
+        let mut txn = Txn::new();
+        if let Some(rev) = if_unchanged_since {
+            txn = txn
+                .when([Compare::mod_revision(dir.as_str(), CompareOp::Less, rev as i64 + 1)
+                    .with_prefix()]);
+        }
+        let (ok, rev) =
+            self.ctx.txn(&op, txn.and_then([TxnOp::put(key.as_str(), doc, None)])).await?;
+        if !ok {
+            return Err(ConfigError::Conflict(format!(
+                "{kind} objects were changed concurrently; try again"
+            )));
+        }
+        info!(kind, name, revision = rev, "gateway object stored");
+        Ok(rev)
+    }
+
+    /// Deletes object `name` of `kind`; `NotFound` if there is none.
+    pub async fn delete_gateway_object(&self, kind: &str, name: &str) -> Result<(), ConfigError> {
+        check_name("gateway object kind", kind)?;
+        check_name(kind, name)?;
+        let op = format!("delete {kind} {name}");
+        let key = self.ctx.key(&format!("gateway/{kind}"), name);
+        let txn = Txn::new()
+            .when([Compare::version(key.as_str(), CompareOp::Greater, 0)])
+            .and_then([TxnOp::delete(key.as_str(), None)]);
+        if self.ctx.txn(&op, txn).await?.0 {
+            info!(kind, name, "gateway object deleted");
+            Ok(())
+        } else {
+            Err(ConfigError::NotFound(format!("{kind} {name} does not exist")))
+        }
+    }
+
     // ---- liveness ----
 
     /// Grants a lease of `ttl_secs`, publishes `/live/<node>` = `addr` under it and keeps it
@@ -855,24 +930,41 @@ impl Store {
     /// the brick heals and clears the marker, maps show it Healing (never a chain head,
     /// never read from). The marker is not under any lease: it outlives both nodes.
     ///
-    /// Refused (`Conflict`) when `by` is itself stale: of two bricks that lost each other,
-    /// only one may demote the other, or neither could ever come back up.
+    /// Refused (`Conflict`) when `by` is itself stale (of two bricks that lost each other,
+    /// only one may demote the other, or neither could ever come back up), and when `by`
+    /// is not published as up (a head whose node lost its lease, or that is catching up,
+    /// acts on an old map: it must not demote the bricks that are the current replicas).
     pub async fn mark_stale(&self, volume: &str, index: u32, by: u32) -> Result<(), ConfigError> {
         check_name("volume", volume)?;
         let key = format!("{}/stale/{}/{}", self.ctx.prefix, volume, index);
         let mine = format!("{}/stale/{}/{}", self.ctx.prefix, volume, by);
-        let txn =
-            Txn::new().when([Compare::version(mine.as_str(), CompareOp::Equal, 0)]).and_then([
-                TxnOp::put(key.as_str(), format!("missed a write applied by brick {by}"), None),
-            ]);
+        let by_state = self.ctx.brick_key(volume, by);
+        let txn = Txn::new()
+            .when([
+                Compare::version(mine.as_str(), CompareOp::Equal, 0),
+                Compare::value(by_state.as_str(), CompareOp::Equal, "up"),
+            ])
+            .and_then([TxnOp::put(
+                key.as_str(),
+                format!("missed a write applied by brick {by}"),
+                None,
+            )])
+            .or_else([TxnOp::get(mine.as_str(), None)]);
         let op = format!("mark brick {index} of {volume} stale");
-        if self.ctx.txn(&op, txn).await?.0 {
-            Ok(())
-        } else {
-            Err(ConfigError::Conflict(format!(
-                "brick {by} of {volume} is stale itself and cannot demote brick {index}"
-            )))
+        let mut kv = self.ctx.client.kv_client();
+        let resp = self.ctx.call(&op, kv.txn(txn)).await?;
+        if resp.succeeded() {
+            return Ok(());
         }
+        let by_is_stale = resp.op_responses().into_iter().any(|r| match r {
+            etcd_client::TxnOpResponse::Get(g) => !g.kvs().is_empty(),
+            _ => false,
+        });
+        Err(ConfigError::Conflict(if by_is_stale {
+            format!("brick {by} of {volume} is stale itself and cannot demote brick {index}")
+        } else {
+            format!("brick {by} of {volume} is not up and cannot demote brick {index}")
+        }))
     }
 
     /// Stale markers of a volume: brick index and the marker's mod revision.

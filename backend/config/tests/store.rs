@@ -454,6 +454,12 @@ async fn stale_markers_demote_and_only_one_side_wins() {
     let m = conflict(s.mark_stale("vs", 0, 1).await);
     assert!(m.contains("stale itself"), "{m}");
     assert_eq!(s.brick_states("vs").await.unwrap()[&0], BrickState::Up);
+    // Nor can a brick that is not published up (its node lost its lease, or it is
+    // catching up): it acts on an old map.
+    l1.set_brick_state("vs", 0, BrickState::Healing).await.unwrap();
+    let m = conflict(s.mark_stale("vs", 1, 0).await);
+    assert!(m.contains("not up"), "{m}");
+    l1.set_brick_state("vs", 0, BrickState::Up).await.unwrap();
 
     // Clearing needs the revision seen when the heal started.
     let markers = s.stale_bricks("vs").await.unwrap();
@@ -475,4 +481,37 @@ async fn stale_markers_demote_and_only_one_side_wins() {
     s.update_volume(&v.0, v.1).await.unwrap();
     s.delete_volume("vs").await.unwrap();
     assert!(s.stale_bricks("vs").await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn gateway_objects_by_kind_with_conditional_put() {
+    let etcd = Etcd::start();
+    let s = store(&etcd).await;
+
+    let (objs, rev0) = s.gateway_objects("nfs-export").await.unwrap();
+    assert!(objs.is_empty());
+    s.put_gateway_object("nfs-export", "1", r#"{"pseudo":"/a"}"#, Some(rev0)).await.unwrap();
+    // A put conditional on an older revision of the kind loses: someone changed it since.
+    let m =
+        conflict(s.put_gateway_object("nfs-export", "2", r#"{"pseudo":"/a"}"#, Some(rev0)).await);
+    assert!(m.contains("nfs-export") && m.contains("concurrently"), "{m}");
+    // Other kinds are separate.
+    s.put_gateway_object("smb-share", "vol0", "{}", Some(rev0)).await.unwrap();
+
+    let (objs, rev1) = s.gateway_objects("nfs-export").await.unwrap();
+    assert_eq!(objs.len(), 1);
+    assert_eq!((objs[0].0.as_str(), objs[0].1.as_str()), ("1", r#"{"pseudo":"/a"}"#));
+    assert!(rev1 > rev0);
+    s.put_gateway_object("nfs-export", "2", r#"{"pseudo":"/b"}"#, Some(rev1)).await.unwrap();
+    assert_eq!(s.gateway_objects("nfs-export").await.unwrap().0.len(), 2);
+
+    s.delete_gateway_object("nfs-export", "1").await.unwrap();
+    match s.delete_gateway_object("nfs-export", "1").await {
+        Err(ConfigError::NotFound(m)) => assert!(m.contains("nfs-export 1"), "{m}"),
+        other => panic!("expected NotFound, got {other:?}"),
+    }
+    let names: Vec<_> =
+        s.gateway_objects("nfs-export").await.unwrap().0.into_iter().map(|o| o.0).collect();
+    assert_eq!(names, ["2"]);
+    assert!(s.put_gateway_object("nfs-export", "a/b", "{}", None).await.is_err());
 }
