@@ -364,6 +364,75 @@ static int hc_reconfig(struct tcmu_device *dev, struct tcmulib_cfg_info *cfg)
 }
 
 /* ---------------------------------------------------------------------------------------- */
+/* CDB checks the runner's generic path leaves out                                          */
+
+/*
+ * tcmu-runner 1.5.4 hands READ/WRITE/WRITE AND VERIFY/COMPARE AND WRITE/WRITE SAME to
+ * the handler's callouts without looking at byte 1 of the CDB (tcmur_cmd_handler.c:
+ * handle_read/handle_write only run check_lba_and_length), and the kernel's
+ * target_core_user passes every CDB through (passthrough_parse_cdb) without the checks
+ * sbc_parse_cdb does for fileio/iblock (sbc_check_prot, sbc_check_dpofua). So, like LIO
+ * does for its own backstores:
+ *  - RDPROTECT/WRPROTECT (bits 7-5) must be 0: the LUN has no protection information
+ *    (standard INQUIRY PROTECT=0, READ CAPACITY(16) PROT_EN=0);
+ *  - DPO (bit 4) and FUA (bit 3) must be 0: the runner's MODE SENSE reports DPOFUA=0 in
+ *    the device-specific parameter (scsi.c tcmu_emulate_mode_sense), so an initiator must
+ *    not set them (every write is write-through anyway: FUA would change nothing).
+ * Violations end with CHECK CONDITION, ILLEGAL REQUEST / INVALID FIELD IN CDB. Everything
+ * else returns TCMU_STS_NOT_HANDLED: the runner's generic path carries on.
+ */
+enum {
+	CDB_READ_10 = 0x28,
+	CDB_WRITE_10 = 0x2a,
+	CDB_WRITE_VERIFY_10 = 0x2e,
+	CDB_WRITE_SAME_10 = 0x41,
+	CDB_READ_16 = 0x88,
+	CDB_COMPARE_AND_WRITE = 0x89,
+	CDB_WRITE_16 = 0x8a,
+	CDB_WRITE_VERIFY_16 = 0x8e,
+	CDB_WRITE_SAME_16 = 0x93,
+	CDB_READ_12 = 0xa8,
+	CDB_WRITE_12 = 0xaa,
+	CDB_WRITE_VERIFY_12 = 0xae,
+};
+
+#define CDB_PROTECT_MASK 0xe0 /* RDPROTECT / WRPROTECT */
+#define CDB_DPO_FUA_MASK 0x18
+
+static int hc_handle_cmd(struct tcmu_device *dev, struct tcmur_cmd *cmd)
+{
+	const uint8_t *cdb = cmd->lib_cmd->cdb;
+	uint8_t bad = 0;
+
+	switch (cdb[0]) {
+	case CDB_READ_10:
+	case CDB_READ_12:
+	case CDB_READ_16:
+	case CDB_WRITE_10:
+	case CDB_WRITE_12:
+	case CDB_WRITE_16:
+	case CDB_WRITE_VERIFY_10:
+	case CDB_WRITE_VERIFY_12:
+	case CDB_WRITE_VERIFY_16:
+	case CDB_COMPARE_AND_WRITE:
+		bad = cdb[1] & (CDB_PROTECT_MASK | CDB_DPO_FUA_MASK);
+		break;
+	case CDB_WRITE_SAME_10:
+	case CDB_WRITE_SAME_16:
+		bad = cdb[1] & CDB_PROTECT_MASK;
+		break;
+	default:
+		return TCMU_STS_NOT_HANDLED;
+	}
+	if (bad) {
+		tcmu_dev_dbg(dev, "CDB 0x%02x byte 1 = 0x%02x: %s not supported\n", cdb[0],
+			     cdb[1], bad & CDB_PROTECT_MASK ? "protection information" : "DPO/FUA");
+		return TCMU_STS_INVALID_CDB;
+	}
+	return TCMU_STS_NOT_HANDLED;
+}
+
+/* ---------------------------------------------------------------------------------------- */
 /* Asynchronous read / write / flush / compare-and-write                                    */
 
 static void read_done(int result, void *arg)
@@ -718,6 +787,7 @@ static struct tcmur_handler cairn_handler = {
 	.unmap = hc_unmap,
 	.writesame = hc_writesame,
 	.caw = hc_caw,
+	.handle_cmd = hc_handle_cmd,
 	/* commands complete from libcairn's threads (and the helper threads) */
 	.nr_threads = 0,
 };

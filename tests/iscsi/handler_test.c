@@ -121,6 +121,8 @@ static void logmsg(const char *lvl, struct tcmu_device *dev, const char *fn, int
 		   const char *fmt, va_list ap)
 {
 	(void)dev;
+	if (strcmp(lvl, "dbg") == 0 && !getenv("HT_DEBUG"))
+		return;
 	fprintf(stderr, "  [handler %s] %s:%d: ", lvl, fn, line);
 	vfprintf(stderr, fmt, ap);
 }
@@ -389,7 +391,7 @@ static void load_handler(const char *path)
 	CHECK(strcmp(handler->subtype, "cairn") == 0, "subtype is '%s'", handler->subtype);
 	CHECK(handler->check_config && handler->open && handler->close && handler->read &&
 		      handler->write && handler->flush && handler->unmap && handler->writesame &&
-		      handler->caw,
+		      handler->caw && handler->handle_cmd,
 	      "handler lacks a callout");
 	ok("dlopen + handler_init registered subtype 'cairn' with all callouts");
 }
@@ -431,6 +433,64 @@ static void test_config_offline(void)
 	expect_reject("cairn/vol0@127.0.0.1/luns/", "ends with '/'");
 	expect_reject("cairn/vol0@127.0.0.1/a//b", "empty component");
 	expect_reject("cairn/vol0@127.0.0.1/a/../b", "'..' component");
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* CDB checks (handle_cmd): what the runner's generic path does not check                   */
+
+static int cdb_sts(uint8_t op, uint8_t byte1)
+{
+	struct hcmd *h = hcmd_new();
+	uint8_t cdb[16] = { op, byte1 };
+	int sts;
+
+	h->lib.cdb = cdb;
+	sts = handler->handle_cmd(NULL, &h->c);
+	hcmd_free(h);
+	return sts;
+}
+
+static void test_cdb_checks(void)
+{
+	static const struct {
+		uint8_t op;
+		const char *name;
+		bool dpofua; /* DPO/FUA bits are defined (and must be 0) */
+	} ops[] = {
+		{ 0x28, "READ(10)", true },	  { 0xa8, "READ(12)", true },
+		{ 0x88, "READ(16)", true },	  { 0x2a, "WRITE(10)", true },
+		{ 0xaa, "WRITE(12)", true },	  { 0x8a, "WRITE(16)", true },
+		{ 0x2e, "WRITE AND VERIFY(10)", true },
+		{ 0x8e, "WRITE AND VERIFY(16)", true },
+		{ 0x89, "COMPARE AND WRITE", true },
+		{ 0x41, "WRITE SAME(10)", false }, { 0x93, "WRITE SAME(16)", false },
+	};
+
+	CHECK(handler->handle_cmd, "handler has no handle_cmd callout");
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+		int sts = cdb_sts(ops[i].op, 0);
+
+		CHECK(sts == TCMU_STS_NOT_HANDLED, "%s plain: sts %d, want NOT_HANDLED",
+		      ops[i].name, sts);
+		for (int prot = 1; prot < 8; prot++) {
+			sts = cdb_sts(ops[i].op, (uint8_t)(prot << 5));
+			CHECK(sts == TCMU_STS_INVALID_CDB,
+			      "%s with RD/WRPROTECT=%d: sts %d, want INVALID_CDB", ops[i].name, prot,
+			      sts);
+		}
+		for (uint8_t bit = 0x08; bit <= 0x10; bit <<= 1) {
+			sts = cdb_sts(ops[i].op, bit);
+			CHECK(sts == (ops[i].dpofua ? TCMU_STS_INVALID_CDB : TCMU_STS_NOT_HANDLED),
+			      "%s with byte 1 = 0x%02x: sts %d", ops[i].name, bit, sts);
+		}
+	}
+	/* everything else is the runner's: INQUIRY, READ(6), SYNCHRONIZE CACHE, UNMAP */
+	CHECK(cdb_sts(0x12, 0x01) == TCMU_STS_NOT_HANDLED, "INQUIRY not passed on");
+	CHECK(cdb_sts(0x08, 0xff) == TCMU_STS_NOT_HANDLED, "READ(6) not passed on");
+	CHECK(cdb_sts(0x35, 0x02) == TCMU_STS_NOT_HANDLED, "SYNCHRONIZE CACHE not passed on");
+	CHECK(cdb_sts(0x42, 0x00) == TCMU_STS_NOT_HANDLED, "UNMAP not passed on");
+	ok("handle_cmd: nonzero RD/WRPROTECT and DPO/FUA give INVALID FIELD IN CDB, the rest "
+	   "goes to the runner");
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -878,6 +938,7 @@ int main(int argc, char **argv)
 	load_handler(argv[1]);
 	if (strcmp(argv[2], "config") == 0) {
 		test_config_offline();
+		test_cdb_checks();
 	} else if (strcmp(argv[2], "ops") == 0 && argc == 5) {
 		test_ops(argv[3], argv[4]);
 	} else if (strcmp(argv[2], "stress") == 0 && argc == 6) {
