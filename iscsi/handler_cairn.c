@@ -129,10 +129,19 @@ static void iov_scatter(struct iovec *iov, size_t cnt, const uint8_t *buf, size_
 	}
 }
 
-/* Transport trouble the initiator should retry; everything else is a medium error. */
+/*
+ * Transport trouble the initiator should retry; everything else is a medium error. libcairn
+ * itself retries these for 30 s (client volume.rs RETRY_BUDGET, is_retryable) before
+ * giving up with the last one: EHOSTDOWN ("no brick of replica set N is up") and EREMCHG
+ * (map epoch changed) included, so a volume down for longer than that gives BUSY.
+ */
 static bool errno_is_transient(int err)
 {
 	switch (err) {
+	case EHOSTDOWN:
+	case EREMCHG:
+	case ENETDOWN:
+	case ENETRESET:
 	case ENOTCONN:
 	case ETIMEDOUT:
 	case EAGAIN:

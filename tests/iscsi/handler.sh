@@ -63,35 +63,36 @@ cat "$CL_DIR/caw1.out" "$CL_DIR/caw2.out"
 "$harness" "$so" caw-check "$servers" lunvol 100 || fail "CAW increments lost between gateways"
 pass "CAW from two gateway processes: 2x50 increments, none lost"
 
-# brick kills and restarts during I/O: 32 s of writes and reads through the handler.
-# Node n2 (one brick of every replica pair) is killed with SIGKILL after 4 s and started
-# again after 9 s (the client fails over: nothing fails), restarted gracefully after 15 s,
-# then both nodes are killed after 21 s (the whole volume is down: commands must fail with
-# BUSY, which initiators retry, or wait) and started again after 25 s.
+# brick kills and restarts during I/O: 68 s of writes and reads through the handler.
+#  +4 s  node n2 (one brick of every replica pair) killed with SIGKILL; the client fails
+#        over to n1 and nothing fails
+#  +9 s  n2 started again
+#  +15 s n1 and n2 killed with SIGKILL: the volume is down; commands wait (libcairn retries)
+#  +19 s both started again: the waiting commands complete
+#  +25 s n1 and n2 killed again, for 36 s, longer than libcairn's 30 s retry budget: the
+#        commands in flight fail, and must fail with BUSY, which initiators retry
+#        (both at once: stopping n2 and then n1 leaves both bricks of a set waiting for
+#        each other to heal from after the restart, a backend limitation noted in
+#        docs/iscsi.md)
+#  +62 s both started again
 kill9() {
     kill -KILL "${CL_PID[$1]}"
     wait "${CL_PID[$1]}" 2>/dev/null || true
     CL_PID[$1]=
 }
-"$harness" "$so" stress "$servers" lunvol 32 >"$CL_DIR/stress.out" 2>&1 &
+at() { # at SECONDS: sleep until SECONDS after the stress started
+    local now=$((SECONDS - t0))
+    ((now >= $1)) || sleep $(($1 - now))
+}
+t0=$SECONDS
+HT_EXPECT_FAILURES=1 "$harness" "$so" stress "$servers" lunvol 68 >"$CL_DIR/stress.out" 2>&1 &
 hpid=$!
-sleep 4
-kill9 n2
-echo "# stress: +4 s killed n2 (SIGKILL)"
-sleep 5
-cl_start_node n2
-echo "# stress: +9 s n2 started again"
-sleep 6
-cl_restart_node n2
-echo "# stress: +15 s n2 restarted (SIGTERM, start)"
-sleep 6
-kill9 n1
-kill9 n2
-echo "# stress: +21 s killed n1 and n2 (SIGKILL): volume down"
-sleep 4
-cl_start_node n1
-cl_start_node n2
-echo "# stress: +25 s n1 and n2 started again"
+at 4 && kill9 n2 && echo "# stress: +4 s killed n2 (SIGKILL)"
+at 9 && cl_start_node n2 && echo "# stress: +9 s n2 started again"
+at 15 && kill9 n1 && kill9 n2 && echo "# stress: +15 s killed n1 and n2 (SIGKILL): volume down"
+at 19 && cl_start_node n1 && cl_start_node n2 && echo "# stress: +19 s n1 and n2 started again"
+at 25 && kill9 n1 && kill9 n2 && echo "# stress: +25 s killed n1 and n2: volume down for 36 s"
+at 62 && cl_start_node n1 && cl_start_node n2 && echo "# stress: +62 s n1 and n2 started again"
 rc=0
 wait "$hpid" || rc=$?
 cat "$CL_DIR/stress.out"
