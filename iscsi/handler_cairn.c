@@ -79,6 +79,8 @@ struct cairn_io {
 
 enum { IO_UNMAP = 1, IO_WRITESAME };
 
+#define CAIRN_MAX_UNMAP_LBAS (1u << 20)
+
 static const char cairn_cfg_desc[] =
 	"VOLUME@SERVER[:PORT][,SERVER[:PORT]...]/PATH: a regular file PATH on Cairn volume "
 	"VOLUME, reached through the cairnd at SERVER (default port 7420). Example: "
@@ -313,6 +315,13 @@ static int hc_open(struct tcmu_device *dev, bool reopen)
 		goto err_unmount;
 	}
 
+	/*
+	 * Block Limits VPD MAXIMUM UNMAP LBA COUNT: the runner's default is 32 Mi LBAs
+	 * (scsi.h VPD_MAX_UNMAP_LBA_COUNT), more than initiators expect (iscsi-test-cu
+	 * Inquiry.BlockLimits wants <= 1 Mi). One UNMAP descriptor is one hole punch on the
+	 * bricks; 1 Mi LBAs (512 MiB at 512-byte blocks) keeps each one short.
+	 */
+	tcmu_dev_set_max_unmap_len(dev, CAIRN_MAX_UNMAP_LBAS);
 	tcmu_dev_set_write_cache_enabled(dev, 0);
 	tcmu_dev_set_solid_state_media(dev, true);
 	tcmur_dev_set_private(dev, cd);
@@ -387,10 +396,29 @@ static int hc_reconfig(struct tcmu_device *dev, struct tcmulib_cfg_info *cfg)
  *  - DPO (bit 4) and FUA (bit 3) must be 0: the runner's MODE SENSE reports DPOFUA=0 in
  *    the device-specific parameter (scsi.c tcmu_emulate_mode_sense), so an initiator must
  *    not set them (every write is write-through anyway: FUA would change nothing).
- * Violations end with CHECK CONDITION, ILLEGAL REQUEST / INVALID FIELD IN CDB. Everything
- * else returns TCMU_STS_NOT_HANDLED: the runner's generic path carries on.
+ * Violations end with CHECK CONDITION, ILLEGAL REQUEST / INVALID FIELD IN CDB.
+ *
+ * And for the data-in commands the runner answers itself (INQUIRY, MODE SENSE, READ
+ * CAPACITY, ...): the runner copies only its few bytes into the data buffer, which is the
+ * kernel's ring data area and still holds whatever an earlier command left there (e.g.
+ * another LUN user's READ data), and the kernel returns the whole allocation length
+ * (tcmu-runner 1.5.4 never sets TCMU_UFLAG_READ_LEN). The handler zeroes the buffer
+ * first so nothing leaks (iscsi-test-cu Inquiry.Standard: "Padding data is not zero. Are
+ * we leaking data?").
+ *
+ * Everything returns TCMU_STS_NOT_HANDLED unless refused: the runner's generic path
+ * carries on.
  */
 enum {
+	CDB_REQUEST_SENSE = 0x03,
+	CDB_INQUIRY = 0x12,
+	CDB_MODE_SENSE_6 = 0x1a,
+	CDB_READ_CAPACITY_10 = 0x25,
+	CDB_LOG_SENSE = 0x4d,
+	CDB_MODE_SENSE_10 = 0x5a,
+	CDB_RECEIVE_COPY_RESULTS = 0x84,
+	CDB_SERVICE_ACTION_IN_16 = 0x9e,
+	CDB_MAINTENANCE_IN = 0xa3,
 	CDB_READ_10 = 0x28,
 	CDB_WRITE_10 = 0x2a,
 	CDB_WRITE_VERIFY_10 = 0x2e,
@@ -414,6 +442,19 @@ static int hc_handle_cmd(struct tcmu_device *dev, struct tcmur_cmd *cmd)
 	uint8_t bad = 0;
 
 	switch (cdb[0]) {
+	case CDB_REQUEST_SENSE:
+	case CDB_INQUIRY:
+	case CDB_MODE_SENSE_6:
+	case CDB_READ_CAPACITY_10:
+	case CDB_LOG_SENSE:
+	case CDB_MODE_SENSE_10:
+	case CDB_RECEIVE_COPY_RESULTS:
+	case CDB_SERVICE_ACTION_IN_16:
+	case CDB_MAINTENANCE_IN:
+		/* data-in the runner emulates: no stale ring data past what it fills in */
+		for (size_t i = 0; i < cmd->lib_cmd->iov_cnt; i++)
+			memset(cmd->lib_cmd->iovec[i].iov_base, 0, cmd->lib_cmd->iovec[i].iov_len);
+		return TCMU_STS_NOT_HANDLED;
 	case CDB_READ_10:
 	case CDB_READ_12:
 	case CDB_READ_16:

@@ -51,6 +51,7 @@ struct tcmu_device {
 	void *hpriv;
 	bool wce;
 	bool ssd;
+	uint32_t max_unmap_len;
 };
 
 struct hcmd {
@@ -103,7 +104,7 @@ void *tcmur_dev_get_private(struct tcmu_device *dev) { return dev->hpriv; }
 void tcmu_dev_set_write_cache_enabled(struct tcmu_device *dev, bool e) { dev->wce = e; }
 bool tcmu_dev_get_write_cache_enabled(struct tcmu_device *dev) { return dev->wce; }
 void tcmu_dev_set_solid_state_media(struct tcmu_device *dev, bool s) { dev->ssd = s; }
-void tcmu_dev_set_max_unmap_len(struct tcmu_device *dev, uint32_t l) { (void)dev, (void)l; }
+void tcmu_dev_set_max_unmap_len(struct tcmu_device *dev, uint32_t l) { dev->max_unmap_len = l; }
 void tcmu_dev_set_opt_unmap_gran(struct tcmu_device *dev, uint32_t l, bool s)
 {
 	(void)dev, (void)l, (void)s;
@@ -488,8 +489,47 @@ static void test_cdb_checks(void)
 			      "%s with byte 1 = 0x%02x: sts %d", ops[i].name, bit, sts);
 		}
 	}
-	/* everything else is the runner's: INQUIRY, READ(6), SYNCHRONIZE CACHE, UNMAP */
-	CHECK(cdb_sts(0x12, 0x01) == TCMU_STS_NOT_HANDLED, "INQUIRY not passed on");
+	/* data-in the runner emulates: the buffer is zeroed first (no stale ring data) */
+	{
+		static const uint8_t datain_ops[] = { 0x03, 0x12, 0x1a, 0x25, 0x4d,
+						      0x5a, 0x84, 0x9e, 0xa3 };
+		uint8_t b1[100], b2[160], cdb[16] = { 0 };
+		struct iovec iov[2] = { { b1, sizeof(b1) }, { b2, sizeof(b2) } };
+
+		for (size_t i = 0; i < sizeof(datain_ops); i++) {
+			struct hcmd *h = hcmd_new();
+			int sts;
+
+			memset(b1, 0xaa, sizeof(b1));
+			memset(b2, 0xbb, sizeof(b2));
+			cdb[0] = datain_ops[i];
+			h->lib.cdb = cdb;
+			h->lib.iovec = iov;
+			h->lib.iov_cnt = 2;
+			sts = handler->handle_cmd(NULL, &h->c);
+			hcmd_free(h);
+			CHECK(sts == TCMU_STS_NOT_HANDLED, "CDB 0x%02x: sts %d", cdb[0], sts);
+			CHECK(all_zero(b1, sizeof(b1)) && all_zero(b2, sizeof(b2)),
+			      "CDB 0x%02x: data-in buffer not zeroed", cdb[0]);
+		}
+		/* a WRITE's buffer is data-out: left alone */
+		{
+			struct hcmd *h = hcmd_new();
+
+			memset(b1, 0xaa, sizeof(b1));
+			cdb[0] = 0x2a;
+			h->lib.cdb = cdb;
+			h->lib.iovec = iov;
+			h->lib.iov_cnt = 1;
+			CHECK(handler->handle_cmd(NULL, &h->c) == TCMU_STS_NOT_HANDLED &&
+				      b1[0] == 0xaa && b1[99] == 0xaa,
+			      "WRITE(10) data touched");
+			hcmd_free(h);
+		}
+		ok("handle_cmd: data-in buffers of runner-emulated commands zeroed (INQUIRY, "
+		   "MODE SENSE, READ CAPACITY, ...), write data untouched");
+	}
+	/* everything else is the runner's: READ(6), SYNCHRONIZE CACHE, UNMAP */
 	CHECK(cdb_sts(0x08, 0xff) == TCMU_STS_NOT_HANDLED, "READ(6) not passed on");
 	CHECK(cdb_sts(0x35, 0x02) == TCMU_STS_NOT_HANDLED, "SYNCHRONIZE CACHE not passed on");
 	CHECK(cdb_sts(0x42, 0x00) == TCMU_STS_NOT_HANDLED, "UNMAP not passed on");
@@ -586,6 +626,8 @@ static void test_ops(const char *servers, const char *volume)
 	CHECK(attr.blocks * 512 < (1u << 20), "extended file is not sparse: %" PRIu64 " blocks",
 	      attr.blocks);
 	CHECK(!dev->wce, "write cache still enabled after open");
+	CHECK(dev->max_unmap_len > 0 && dev->max_unmap_len <= (1u << 20),
+	      "max unmap LBA count %u (Block Limits VPD): want 1..1Mi", dev->max_unmap_len);
 	ok("open extends the backing file sparsely to %" PRIu64 " bytes, WCE off", size);
 
 	/* write through 3 segments, read back through 5, and directly with libcairn */
