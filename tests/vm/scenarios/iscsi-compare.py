@@ -52,7 +52,7 @@ def same_test(a, b):
 
 def main():
     logdir, exfile = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
-    exceptions = {}
+    exceptions = {}  # name -> reason
     for line in exfile.read_text().splitlines():
         line = line.strip()
         if line and not line.startswith("#"):
