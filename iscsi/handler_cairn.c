@@ -79,6 +79,8 @@ struct cairn_io {
 
 enum { IO_UNMAP = 1, IO_WRITESAME };
 
+#define CAIRN_MAX_UNMAP_LBAS (1u << 20)
+
 static const char cairn_cfg_desc[] =
 	"VOLUME@SERVER[:PORT][,SERVER[:PORT]...]/PATH: a regular file PATH on Cairn volume "
 	"VOLUME, reached through the cairnd at SERVER (default port 7420). Example: "
@@ -129,10 +131,19 @@ static void iov_scatter(struct iovec *iov, size_t cnt, const uint8_t *buf, size_
 	}
 }
 
-/* Transport trouble the initiator should retry; everything else is a medium error. */
+/*
+ * Transport trouble the initiator should retry; everything else is a medium error. libcairn
+ * itself retries these for 30 s (client volume.rs RETRY_BUDGET, is_retryable) before
+ * giving up with the last one: EHOSTDOWN ("no brick of replica set N is up") and EREMCHG
+ * (map epoch changed) included, so a volume down for longer than that gives BUSY.
+ */
 static bool errno_is_transient(int err)
 {
 	switch (err) {
+	case EHOSTDOWN:
+	case EREMCHG:
+	case ENETDOWN:
+	case ENETRESET:
 	case ENOTCONN:
 	case ETIMEDOUT:
 	case EAGAIN:
@@ -304,6 +315,13 @@ static int hc_open(struct tcmu_device *dev, bool reopen)
 		goto err_unmount;
 	}
 
+	/*
+	 * Block Limits VPD MAXIMUM UNMAP LBA COUNT: the runner's default is 32 Mi LBAs
+	 * (scsi.h VPD_MAX_UNMAP_LBA_COUNT), more than initiators expect (iscsi-test-cu
+	 * Inquiry.BlockLimits wants <= 1 Mi). One UNMAP descriptor is one hole punch on the
+	 * bricks; 1 Mi LBAs (512 MiB at 512-byte blocks) keeps each one short.
+	 */
+	tcmu_dev_set_max_unmap_len(dev, CAIRN_MAX_UNMAP_LBAS);
 	tcmu_dev_set_write_cache_enabled(dev, 0);
 	tcmu_dev_set_solid_state_media(dev, true);
 	tcmur_dev_set_private(dev, cd);
@@ -361,6 +379,107 @@ static int hc_reconfig(struct tcmu_device *dev, struct tcmulib_cfg_info *cfg)
 	default:
 		return -EOPNOTSUPP;
 	}
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* CDB checks the runner's generic path leaves out                                          */
+
+/*
+ * tcmu-runner 1.5.4 hands READ/WRITE/WRITE AND VERIFY/COMPARE AND WRITE/WRITE SAME to
+ * the handler's callouts without looking at byte 1 of the CDB (tcmur_cmd_handler.c:
+ * handle_read/handle_write only run check_lba_and_length), and the kernel's
+ * target_core_user passes every CDB through (passthrough_parse_cdb) without the checks
+ * sbc_parse_cdb does for fileio/iblock (sbc_check_prot, sbc_check_dpofua). So, like LIO
+ * does for its own backstores:
+ *  - RDPROTECT/WRPROTECT (bits 7-5) must be 0: the LUN has no protection information
+ *    (standard INQUIRY PROTECT=0, READ CAPACITY(16) PROT_EN=0);
+ *  - DPO (bit 4) and FUA (bit 3) must be 0: the runner's MODE SENSE reports DPOFUA=0 in
+ *    the device-specific parameter (scsi.c tcmu_emulate_mode_sense), so an initiator must
+ *    not set them (every write is write-through anyway: FUA would change nothing).
+ * Violations end with CHECK CONDITION, ILLEGAL REQUEST / INVALID FIELD IN CDB.
+ *
+ * And for the data-in commands the runner answers itself (INQUIRY, MODE SENSE, READ
+ * CAPACITY, ...): the runner copies only its few bytes into the data buffer, which is the
+ * kernel's ring data area and still holds whatever an earlier command left there (e.g.
+ * another LUN user's READ data), and the kernel returns the whole allocation length
+ * (tcmu-runner 1.5.4 never sets TCMU_UFLAG_READ_LEN). The handler zeroes the buffer
+ * first so nothing leaks (iscsi-test-cu Inquiry.Standard: "Padding data is not zero. Are
+ * we leaking data?").
+ *
+ * Everything returns TCMU_STS_NOT_HANDLED unless refused: the runner's generic path
+ * carries on.
+ */
+enum {
+	CDB_REQUEST_SENSE = 0x03,
+	CDB_INQUIRY = 0x12,
+	CDB_MODE_SENSE_6 = 0x1a,
+	CDB_READ_CAPACITY_10 = 0x25,
+	CDB_LOG_SENSE = 0x4d,
+	CDB_MODE_SENSE_10 = 0x5a,
+	CDB_RECEIVE_COPY_RESULTS = 0x84,
+	CDB_SERVICE_ACTION_IN_16 = 0x9e,
+	CDB_MAINTENANCE_IN = 0xa3,
+	CDB_READ_10 = 0x28,
+	CDB_WRITE_10 = 0x2a,
+	CDB_WRITE_VERIFY_10 = 0x2e,
+	CDB_WRITE_SAME_10 = 0x41,
+	CDB_READ_16 = 0x88,
+	CDB_COMPARE_AND_WRITE = 0x89,
+	CDB_WRITE_16 = 0x8a,
+	CDB_WRITE_VERIFY_16 = 0x8e,
+	CDB_WRITE_SAME_16 = 0x93,
+	CDB_READ_12 = 0xa8,
+	CDB_WRITE_12 = 0xaa,
+	CDB_WRITE_VERIFY_12 = 0xae,
+};
+
+#define CDB_PROTECT_MASK 0xe0 /* RDPROTECT / WRPROTECT */
+#define CDB_DPO_FUA_MASK 0x18
+
+static int hc_handle_cmd(struct tcmu_device *dev, struct tcmur_cmd *cmd)
+{
+	const uint8_t *cdb = cmd->lib_cmd->cdb;
+	uint8_t bad = 0;
+
+	switch (cdb[0]) {
+	case CDB_REQUEST_SENSE:
+	case CDB_INQUIRY:
+	case CDB_MODE_SENSE_6:
+	case CDB_READ_CAPACITY_10:
+	case CDB_LOG_SENSE:
+	case CDB_MODE_SENSE_10:
+	case CDB_RECEIVE_COPY_RESULTS:
+	case CDB_SERVICE_ACTION_IN_16:
+	case CDB_MAINTENANCE_IN:
+		/* data-in the runner emulates: no stale ring data past what it fills in */
+		for (size_t i = 0; i < cmd->lib_cmd->iov_cnt; i++)
+			memset(cmd->lib_cmd->iovec[i].iov_base, 0, cmd->lib_cmd->iovec[i].iov_len);
+		return TCMU_STS_NOT_HANDLED;
+	case CDB_READ_10:
+	case CDB_READ_12:
+	case CDB_READ_16:
+	case CDB_WRITE_10:
+	case CDB_WRITE_12:
+	case CDB_WRITE_16:
+	case CDB_WRITE_VERIFY_10:
+	case CDB_WRITE_VERIFY_12:
+	case CDB_WRITE_VERIFY_16:
+	case CDB_COMPARE_AND_WRITE:
+		bad = cdb[1] & (CDB_PROTECT_MASK | CDB_DPO_FUA_MASK);
+		break;
+	case CDB_WRITE_SAME_10:
+	case CDB_WRITE_SAME_16:
+		bad = cdb[1] & CDB_PROTECT_MASK;
+		break;
+	default:
+		return TCMU_STS_NOT_HANDLED;
+	}
+	if (bad) {
+		tcmu_dev_dbg(dev, "CDB 0x%02x byte 1 = 0x%02x: %s not supported\n", cdb[0],
+			     cdb[1], bad & CDB_PROTECT_MASK ? "protection information" : "DPO/FUA");
+		return TCMU_STS_INVALID_CDB;
+	}
+	return TCMU_STS_NOT_HANDLED;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -718,6 +837,7 @@ static struct tcmur_handler cairn_handler = {
 	.unmap = hc_unmap,
 	.writesame = hc_writesame,
 	.caw = hc_caw,
+	.handle_cmd = hc_handle_cmd,
 	/* commands complete from libcairn's threads (and the helper threads) */
 	.nr_threads = 0,
 };

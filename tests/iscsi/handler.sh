@@ -6,7 +6,10 @@
 #  - read/write/flush/unmap/write same/compare-and-write incl. MISCOMPARE sense, CAW
 #    atomicity across two gateways, sizes and thin extension
 #  - data written through the handler read back with libcairn and through the FUSE mount
-#  - a brick node restarted during writes: no acknowledged write lost, nothing torn
+#  - CAW atomicity across two gateway processes racing on one block
+#  - a brick node killed and restarted during writes and reads: failures are BUSY (retried
+#    by initiators), reads return acknowledged data, every acknowledged write is on the
+#    volume (checked with a fresh libcairn mount), nothing torn
 set -euo pipefail
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../integration/lib.sh"
@@ -45,15 +48,54 @@ PY
 pass "data written through the handler reads back through the FUSE mount"
 assert_eq $((16 << 20)) "$(stat -c %s "$CL_MNT/luns/ops.img")" "LUN backing file size"
 
-# brick restart during I/O: stress for 20 s, restart node n2 (half of every replica set)
-# after 4 s
-"$harness" "$so" stress "$servers" lunvol 20 >"$CL_DIR/stress.out" 2>&1 &
+# CAW is atomic in the backend: two gateway processes (each its own handler instance and
+# libcairn mount, as two tcmu-runners on two hosts would be) race CAW increments on one block
+touch "$CL_MNT/luns/caw.img"
+"$harness" "$so" caw "$servers" lunvol 50 >"$CL_DIR/caw1.out" 2>&1 &
+g1=$!
+"$harness" "$so" caw "$servers" lunvol 50 >"$CL_DIR/caw2.out" 2>&1 &
+g2=$!
+rc1=0 rc2=0
+wait "$g1" || rc1=$?
+wait "$g2" || rc2=$?
+cat "$CL_DIR/caw1.out" "$CL_DIR/caw2.out"
+((rc1 == 0 && rc2 == 0)) || fail "CAW gateway processes (exit $rc1, $rc2)"
+"$harness" "$so" caw-check "$servers" lunvol 100 || fail "CAW increments lost between gateways"
+pass "CAW from two gateway processes: 2x50 increments, none lost"
+
+# brick kills and restarts during I/O: 68 s of writes and reads through the handler.
+#  +4 s  node n2 (one brick of every replica pair) killed with SIGKILL; the client fails
+#        over to n1 and nothing fails
+#  +9 s  n2 started again
+#  +15 s n1 and n2 killed with SIGKILL: the volume is down; commands wait (libcairn retries)
+#  +19 s both started again: the waiting commands complete
+#  +25 s n1 and n2 killed again, for 36 s, longer than libcairn's 30 s retry budget: the
+#        commands in flight fail, and must fail with BUSY, which initiators retry
+#        (both at once: stopping n2 and then n1 leaves both bricks of a set waiting for
+#        each other to heal from after the restart, a backend limitation noted in
+#        docs/iscsi.md)
+#  +62 s both started again
+kill9() {
+    kill -KILL "${CL_PID[$1]}"
+    wait "${CL_PID[$1]}" 2>/dev/null || true
+    CL_PID[$1]=
+}
+at() { # at SECONDS: sleep until SECONDS after the stress started
+    local now=$((SECONDS - t0))
+    ((now >= $1)) || sleep $(($1 - now))
+}
+t0=$SECONDS
+HT_EXPECT_FAILURES=1 "$harness" "$so" stress "$servers" lunvol 68 >"$CL_DIR/stress.out" 2>&1 &
 hpid=$!
-sleep 4
-cl_restart_node n2
+at 4 && kill9 n2 && echo "# stress: +4 s killed n2 (SIGKILL)"
+at 9 && cl_start_node n2 && echo "# stress: +9 s n2 started again"
+at 15 && kill9 n1 && kill9 n2 && echo "# stress: +15 s killed n1 and n2 (SIGKILL): volume down"
+at 19 && cl_start_node n1 && cl_start_node n2 && echo "# stress: +19 s n1 and n2 started again"
+at 25 && kill9 n1 && kill9 n2 && echo "# stress: +25 s killed n1 and n2: volume down for 36 s"
+at 62 && cl_start_node n1 && cl_start_node n2 && echo "# stress: +62 s n1 and n2 started again"
 rc=0
 wait "$hpid" || rc=$?
 cat "$CL_DIR/stress.out"
-((rc == 0)) || fail "stress with a brick restart (exit $rc)"
-pass "brick restart during I/O: handler survives, no silent corruption"
+((rc == 0)) || fail "stress with a brick kill and restarts (exit $rc)"
+pass "brick kills/restarts during I/O: failures retryable, every acknowledged write present"
 finish

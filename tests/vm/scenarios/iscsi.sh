@@ -15,7 +15,6 @@
 
 IQN_CAIRN=iqn.2024-01.io.cairn.test:cairn
 IQN_FILEIO=iqn.2024-01.io.cairn.test:fileio
-LUN_SIZE=64M
 ISCSI_SUITES=${ISCSI_SUITES:-SCSI.TestUnitReady SCSI.Inquiry SCSI.ReadCapacity10
 SCSI.ReadCapacity16 SCSI.Read10 SCSI.Read16 SCSI.Write10 SCSI.Write16 SCSI.WriteSame10
 SCSI.WriteSame16 SCSI.Unmap SCSI.CompareAndWrite SCSI.Verify10 SCSI.Verify16
@@ -27,11 +26,12 @@ scenario_cleanup() {
     [[ ${VM_KEEP:-} == 1 ]] || rm -rf "$CL_DIR"
 }
 
-scenario_main() {
-    local here=$VM_REPO/tests/vm/scenarios share p1 p2 cfg port t0 lun iqn s
-    command -v iscsi-test-cu >/dev/null || vm_fail "iscsi-test-cu missing (apt-get install libiscsi-bin)"
-    command -v qemu-io >/dev/null || vm_fail "qemu-io missing (apt-get install qemu-utils)"
-
+# iscsi_setup SIZE_MIB: build and stage the handler, start the host cluster with
+# luns/lun0.img, boot guest g1 (port 3260 forwarded) and create both targets there with
+# LUNs of SIZE_MIB. Sets $port (the host port of the guest's 3260). Shared with
+# iscsi-bench.sh.
+iscsi_setup() {
+    local size_mib=$1 here=$VM_REPO/tests/vm/scenarios share p1 p2 cfg
     vm_image
 
     vm_step "building handler_cairn.so"
@@ -40,14 +40,15 @@ scenario_main() {
         vm_fail "building handler_cairn.so (log $VM_DIR/make.log)"
     share=$VM_DIR/share
     mkdir -p "$share"
-    cp "$VM_REPO/build/iscsi/handler_cairn.so" "$here/iscsi-guest.sh" "$here/iscsi-guest.py" "$share/"
+    cp "$VM_REPO/build/iscsi/handler_cairn.so" "$here"/iscsi-guest.sh "$here"/iscsi-guest.py \
+        "$here"/iscsi-bench-guest.sh "$share/"
     strip --strip-debug -o "$share/libcairn.so.1" "$CAIRN_BIN_DIR/libcairn.so"
 
     vm_step "starting the host cluster (2 cairnd, volume lunvol 2x2)"
     cluster_up 2 lunvol 2 4 >"$VM_DIR/cluster.log" 2>&1
     trap vm_cleanup EXIT # lib.sh's cluster trap replaced ours: ours stops both
     mkdir -p "$CL_MNT/luns"
-    truncate -s "$LUN_SIZE" "$CL_MNT/luns/lun0.img"
+    truncate -s "${size_mib}M" "$CL_MNT/luns/lun0.img"
     p1=${CL_PORT[n1]} p2=${CL_PORT[n2]}
     # LIO-safe spelling of lunvol@127.0.0.1:P1,127.0.0.1:P2/... (rtslib refuses ':')
     cfg="lunvol@127.0.0.1~$p1+127.0.0.1~$p2/luns/lun0.img"
@@ -56,7 +57,7 @@ scenario_main() {
     vm_wait g1
     vm_step "guest: LIO, tcmu-runner + handler_cairn, targets $IQN_CAIRN and $IQN_FILEIO"
     vm_ssh g1 "mountpoint -q /mnt/cairn || mount -t 9p -o trans=virtio,version=9p2000.L,ro cairn /mnt/cairn;
-        bash /mnt/cairn/iscsi-guest.sh '$cfg' $((64 << 20)) $IQN_CAIRN $IQN_FILEIO $p1 $p2" \
+        bash /mnt/cairn/iscsi-guest.sh '$cfg' $((size_mib << 20)) $IQN_CAIRN $IQN_FILEIO $p1 $p2" \
         >"$VM_DIR/g1/guest-setup.log" 2>&1 || {
         cat "$VM_DIR/g1/guest-setup.log" >&2
         vm_ssh g1 "journalctl -u tcmu-runner --no-pager; cat /var/log/tcmu-runner.log" \
@@ -64,6 +65,13 @@ scenario_main() {
         vm_fail "guest setup (logs in $VM_DIR/g1)"
     }
     port=$(vm_port g1 3260)
+}
+
+scenario_main() {
+    local here=$VM_REPO/tests/vm/scenarios port t0 lun iqn s
+    command -v iscsi-test-cu >/dev/null || vm_fail "iscsi-test-cu missing (apt-get install libiscsi-bin)"
+    command -v qemu-io >/dev/null || vm_fail "qemu-io missing (apt-get install qemu-utils)"
+    iscsi_setup 64
     url() { echo "iscsi://127.0.0.1:$port/$1/0"; }
 
     # --- sizes, provisioning ------------------------------------------------------------
