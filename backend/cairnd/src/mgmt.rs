@@ -22,6 +22,8 @@ fn cfg(e: cairn_config::ConfigError) -> RemoteError {
     let errno = match &e {
         C::Conflict(_) => Errno::EEXIST,
         C::NotFound(_) => Errno::ENOENT,
+        C::Invalid(_) => Errno::EINVAL,
+        C::BadRecord { .. } => Errno::EIO,
         _ => Errno::EHOSTDOWN,
     };
     RemoteError::new(errno, e.to_string())
@@ -430,6 +432,25 @@ pub async fn handle(node: &Arc<Node>, req: MgmtRequest) -> Result<MgmtReply, Rem
         }
         req @ MgmtRequest::BrickPrepare { .. } => brick_prepare(node, req).await,
         MgmtRequest::HealInfo { name } => heal_info(node, &name).await,
+        MgmtRequest::GatewayList { kind } => {
+            let (objs, revision) = node.store.gateway_objects(&kind).await.map_err(cfg)?;
+            let objects = objs
+                .into_iter()
+                .map(|(name, doc, revision)| GatewayObject { name, doc, revision })
+                .collect();
+            Ok(MgmtReply::Gateway { revision, objects })
+        }
+        MgmtRequest::GatewayPut { kind, name, doc, if_unchanged_since } => {
+            node.store
+                .put_gateway_object(&kind, &name, &doc, if_unchanged_since)
+                .await
+                .map_err(cfg)?;
+            Ok(MgmtReply::Done { message: format!("{kind} {name} stored") })
+        }
+        MgmtRequest::GatewayDelete { kind, name } => {
+            node.store.delete_gateway_object(&kind, &name).await.map_err(cfg)?;
+            Ok(MgmtReply::Done { message: format!("{kind} {name} deleted") })
+        }
     }
 }
 

@@ -7,6 +7,8 @@
 //! /cairn/volumes/<name>                    VolumeRecord (CAS-updated by mod revision)
 //! /cairn/live/<node>                       node address, under the node's lease
 //! /cairn/bricks/<volume>/<index>           "up" | "healing", under the serving node's lease
+//! /cairn/gateway/<kind>/<name>             a gateway object (NFS export, SMB share, iSCSI
+//!                                          LUN/target): JSON of the cairn-gateway crate
 //! ```
 //! Only `cairnd` talks to etcd; clients get the volume map from `cairnd`.
 //!
