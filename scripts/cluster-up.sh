@@ -139,15 +139,28 @@ start_nfs_ganesha() {
     else
         port_in_use "$CAIRN_NFS_PORT" &&
             die "port $CAIRN_NFS_PORT is taken by another process (set CAIRN_NFS_PORT)"
-        nfs_export_block 1 "$CAIRN_VOLUME" "$CAIRN_ADDR" "/$CAIRN_VOLUME" >"$dir/exports.conf"
+        # Exports come from the config store (`cairn nfs export`), rendered into
+        # $dir/cairn by `cairn nfs sync`; ganesha.conf %includes $dir/cairn/exports.conf.
+        mkdir -p "$dir/cairn"
+        [[ -f $dir/cairn/exports.conf ]] || : >"$dir/cairn/exports.conf"
         nfs_render_config "$dir" "$CAIRN_NFS_PORT" "$CAIRN_NFS_MNT_PORT" "$CAIRN_NFS_NLM_PORT" \
-            "$dir/exports.conf" false "$plugins"
+            "$dir/cairn/exports.conf" false "$plugins"
         nfs_start_ganesha "$dir" "$CAIRN_NFS_PORT" || die "ganesha.nfsd did not start; see $dir/ganesha.log"
         log "started ganesha.nfsd (pid $(cat "$dir/ganesha.pid.self"))"
     fi
+    local -x DBUS_SYSTEM_BUS_ADDRESS CAIRN_NFS_CONF_DIR=$dir/cairn
+    DBUS_SYSTEM_BUS_ADDRESS=$(nfs_bus_address "$dir")
+    if ! cairn_cli nfs export show "/$CAIRN_VOLUME" >/dev/null 2>&1; then
+        cairn_cli nfs export add "$CAIRN_VOLUME" --path "/$CAIRN_VOLUME" --clients 127.0.0.1 \
+            --squash no_root_squash >>"$LOG_DIR/cairn-nfs.log" 2>&1 ||
+            die "cairn nfs export add failed; see $LOG_DIR/cairn-nfs.log"
+    fi
+    cairn_cli nfs sync >>"$LOG_DIR/cairn-nfs.log" 2>&1 ||
+        die "cairn nfs sync failed; see $LOG_DIR/cairn-nfs.log and $dir/ganesha.log"
     NFS_SUMMARY="  nfs     pid $(cat "$dir/ganesha.pid.self")  127.0.0.1:$CAIRN_NFS_PORT  export /$CAIRN_VOLUME  log $dir/ganesha.log
           mount -t nfs -o vers=4.2,port=$CAIRN_NFS_PORT 127.0.0.1:/$CAIRN_VOLUME /mnt   (or vers=3,mountport=$CAIRN_NFS_MNT_PORT)
-          nfs-ls 'nfs://127.0.0.1/$CAIRN_VOLUME?nfsport=$CAIRN_NFS_PORT&mountport=$CAIRN_NFS_MNT_PORT&version=3'"
+          nfs-ls 'nfs://127.0.0.1/$CAIRN_VOLUME?nfsport=$CAIRN_NFS_PORT&mountport=$CAIRN_NFS_MNT_PORT&version=3'
+          exports: DBUS_SYSTEM_BUS_ADDRESS=$DBUS_SYSTEM_BUS_ADDRESS CAIRN_NFS_CONF_DIR=$dir/cairn cairn nfs export list"
 }
 # smbd with vfs_cairn (scripts/smb.sh): share [$CAIRN_VOLUME] served through libcairn, on
 # 127.0.0.1:445, or 4450 / a free port when 445 is taken; config and state in run/smb.

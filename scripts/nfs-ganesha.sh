@@ -6,9 +6,16 @@
 #
 # One instance = one directory DIR holding ganesha.conf, ganesha.pid, ganesha.log and
 # the NFSv4 recovery dir. Everything binds 127.0.0.1 (Bind_Addr).
+#
+# Exports are changed at run time over Ganesha's DBus export manager (`cairn nfs export`,
+# `cairn nfs sync`). Ganesha uses the system bus; where the machine runs none (containers),
+# or with NFS_PRIVATE_BUS=1 (tests running several instances), the instance gets a private
+# bus: a dbus-daemon on DIR/dbus.sock whose address is in DIR/dbus.address — run cairn
+# with DBUS_SYSTEM_BUS_ADDRESS=$(cat DIR/dbus.address).
 
 # nfs_render_config DIR PORT MNT_PORT NLM_PORT EXPORTS_FILE [GRACELESS] [PLUGINS_DIR]
-# EXPORTS_FILE holds the EXPORT blocks (see nfs_export_block).
+# EXPORTS_FILE holds the EXPORT blocks (e.g. `cairn nfs sync`'s CONF_DIR/exports.conf); it
+# is %included, so a restarted Ganesha serves what it holds then.
 nfs_render_config() {
     local dir=$1 port=$2 mnt_port=$3 nlm_port=$4 exports=$5 graceless=${6:-false}
     local plugins=${7:-}
@@ -39,7 +46,7 @@ nfs_render_config() {
         echo "MDCACHE { Entries_HWMark = 100000; }"
         echo "LOG { Default_Log_Level = ${NFS_LOG_LEVEL:-EVENT}; }"
         echo "CAIRN { }"
-        cat "$exports"
+        echo "%include \"$(realpath "$exports")\""
     } >"$dir/ganesha.conf"
 }
 
@@ -82,13 +89,49 @@ nfs_ensure_rpcbind() {
     wait_port 127.0.0.1 111 10
 }
 
+# nfs_start_bus DIR: a private system bus for the instance in DIR (see the header).
+nfs_start_bus() {
+    local dir=$1 pid
+    if [[ -f $dir/dbus.pid ]] && kill -0 "$(cat "$dir/dbus.pid")" 2>/dev/null; then
+        return 0
+    fi
+    command -v dbus-daemon >/dev/null || { log "dbus-daemon is not installed (apt-get install dbus)"; return 1; }
+    rm -f "$dir/dbus.sock"
+    cat >"$dir/dbus.conf" <<CONF
+<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>system</type>
+  <listen>unix:path=$dir/dbus.sock</listen>
+  <auth>EXTERNAL</auth>
+  <policy user="root">
+    <allow own="*"/>
+    <allow send_destination="*"/>
+    <allow receive_sender="*"/>
+  </policy>
+</busconfig>
+CONF
+    pid=$(dbus-daemon --config-file="$dir/dbus.conf" --fork --print-pid) ||
+        { log "dbus-daemon failed to start for $dir"; return 1; }
+    echo "$pid" >"$dir/dbus.pid"
+    echo "unix:path=$dir/dbus.sock" >"$dir/dbus.address"
+}
+
+# nfs_bus_address DIR: the DBus address cairn must use to reach the instance in DIR.
+nfs_bus_address() {
+    if [[ -f $1/dbus.address ]]; then cat "$1/dbus.address"; else echo "unix:path=/run/dbus/system_bus_socket"; fi
+}
+
 # nfs_start_ganesha DIR PORT: start ganesha.nfsd on DIR/ganesha.conf; wait for PORT.
 nfs_start_ganesha() {
     local dir=$1 port=$2 pid
     command -v ganesha.nfsd >/dev/null || { log "ganesha.nfsd is not installed"; return 1; }
     nfs_ensure_rpcbind || return 1
+    if [[ ${NFS_PRIVATE_BUS:-0} == 1 || ! -S /run/dbus/system_bus_socket ]]; then
+        nfs_start_bus "$dir" || return 1
+    fi
     : >"$dir/ganesha.log"
-    setsid ganesha.nfsd -F -f "$dir/ganesha.conf" -L "$dir/ganesha.log" \
+    DBUS_SYSTEM_BUS_ADDRESS=$(nfs_bus_address "$dir") setsid ganesha.nfsd -F -f "$dir/ganesha.conf" -L "$dir/ganesha.log" \
         -p "$dir/ganesha.pid" -N "${NFS_LOG_LEVEL:-NIV_EVENT}" \
         </dev/null >>"$dir/ganesha.out" 2>&1 &
     pid=$!
@@ -103,5 +146,7 @@ nfs_start_ganesha() {
 # nfs_stop_ganesha DIR: stop the instance started from DIR.
 nfs_stop_ganesha() {
     local dir=$1
-    stop_pidfile "$dir/ganesha.pid.self" ganesha.nfsd 20
+    stop_pidfile "$dir/ganesha.pid.self" ganesha.nfsd 20 || return 1
+    stop_pidfile "$dir/dbus.pid" dbus-daemon 5 || return 1
+    rm -f "$dir/dbus.address" "$dir/dbus.sock"
 }

@@ -33,6 +33,12 @@ where
             return e.exit_code();
         }
     };
+    if let crate::args::Command::Nfs(nfs) = &cli.command {
+        return match plan::settings(&cli) {
+            Ok(s) => crate::gateway::nfs(&s, nfs, out, err),
+            Err(e) => usage(err, &e),
+        };
+    }
     let prepared = plan::settings(&cli).and_then(|s| Ok((s, plan::plan(&cli.command)?)));
     let (settings, plan) = match prepared {
         Ok(p) => p,

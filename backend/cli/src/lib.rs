@@ -9,6 +9,7 @@
 pub mod args;
 pub mod client;
 pub mod format;
+pub mod gateway;
 pub mod grammar;
 pub mod json;
 pub mod plan;

@@ -128,6 +128,13 @@ pub fn plan(command: &Command) -> Result<Plan, UsageError> {
             read("pool list", None, MgmtRequest::PeerStatus, Output::PoolList)
         }
         Command::Volume(v) => plan_volume(v)?,
+        // Several calls and local work: run by `crate::gateway`, never planned.
+        Command::Nfs(_) => {
+            return Err(UsageError {
+                message: "cairn: nfs commands are not single requests".into(),
+                usage: None,
+            })
+        }
     })
 }
 

@@ -1,0 +1,77 @@
+//! Gateway configuration: what the NFS, SMB and iSCSI gateways serve.
+//!
+//! Exports and shares are kept in the cluster's config store (etcd, through `cairnd`'s
+//! management API) as JSON documents of the types defined here, one object per export or
+//! share, so every gateway serves the same ones. The `cairn` CLI validates a document
+//! before storing it; each gateway renders the documents into its server's configuration
+//! and applies the difference to the running server without a restart:
+//!
+//! - [`nfs`]: Ganesha EXPORT blocks (one file per export) applied over Ganesha's DBus export
+//!   manager (`AddExport` / `UpdateExport` / `RemoveExport`);
+//! - [`smb`]: smb.conf share sections (one include file) applied with
+//!   `smbcontrol smbd reload-config`.
+//!
+//! Nothing here talks to the config store: callers pass documents in and out.
+
+pub mod nfs;
+pub mod smb;
+
+/// Config-store kind of NFS exports (key `/cairn/gateway/nfs-export/<export id>`).
+pub const NFS_EXPORT: &str = "nfs-export";
+/// Config-store kind of SMB shares (key `/cairn/gateway/smb-share/<share name>`).
+pub const SMB_SHARE: &str = "smb-share";
+
+/// Split `VOLUME[/SUBDIR]` into the volume name and an absolute, normalised directory
+/// inside it (`/` for the root). `..` is refused; `.` and repeated slashes are dropped.
+pub fn split_volume_path(spec: &str) -> Result<(String, String), String> {
+    let (vol, rest) = match spec.split_once('/') {
+        Some((v, r)) => (v, r),
+        None => (spec, ""),
+    };
+    if vol.is_empty()
+        || vol.len() > 64
+        || !vol.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        return Err(format!(
+            "invalid volume name '{vol}' in '{spec}': expected VOLUME[/SUBDIR], volume names \
+             are 1 to 64 characters of A-Z a-z 0-9 _ -"
+        ));
+    }
+    let mut parts = vec![];
+    for p in rest.split('/') {
+        match p {
+            "" | "." => {}
+            ".." => return Err(format!("'{spec}': '..' is not allowed in a subdirectory")),
+            p if p.chars().any(|c| c.is_control() || c == '"') => {
+                return Err(format!(
+                    "'{spec}': subdirectory names may not contain quotes or control characters"
+                ))
+            }
+            p => parts.push(p),
+        }
+    }
+    Ok((vol.to_string(), format!("/{}", parts.join("/"))))
+}
+
+/// Write `content` to `path` atomically (temp file in the same directory, then rename).
+pub(crate) fn write_atomic(path: &std::path::Path, content: &str) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, content)?;
+    std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn volume_paths() {
+        assert_eq!(split_volume_path("vol0").unwrap(), ("vol0".into(), "/".into()));
+        assert_eq!(split_volume_path("vol0/").unwrap(), ("vol0".into(), "/".into()));
+        assert_eq!(split_volume_path("vol0//a/./b/").unwrap(), ("vol0".into(), "/a/b".into()));
+        assert!(split_volume_path("vol0/a/../b").unwrap_err().contains(".."));
+        assert!(split_volume_path("/a").unwrap_err().contains("invalid volume name"));
+        assert!(split_volume_path("v ol").is_err());
+        assert!(split_volume_path("vol0/a\"b").is_err());
+    }
+}

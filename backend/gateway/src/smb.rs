@@ -1,0 +1,1 @@
+//! SMB shares (filled in below).
