@@ -267,7 +267,8 @@ async fn catch_up(
             )
         })?;
         let par = parallelism(&map);
-        let results: Vec<(Id, Result<(), RemoteError>)> = futures::stream::iter(steps)
+        crawl_count(slot, total as u64, 0, 0);
+        let mut copies = futures::stream::iter(steps)
             .map(|step| {
                 let map = &map;
                 async move {
@@ -278,20 +279,22 @@ async fn catch_up(
                     (step.id, r)
                 }
             })
-            .buffer_unordered(par)
-            .collect()
-            .await;
+            .buffer_unordered(par);
         let mut failed = 0;
-        for (id, r) in results {
+        while let Some((id, r)) = copies.next().await {
             match r {
-                Ok(()) => copied += 1,
+                Ok(()) => {
+                    copied += 1;
+                    crawl_count(slot, 0, 1, 0);
+                }
                 Err(e) => {
                     tracing::warn!(volume = %slot.volume, brick = slot.index, %id, error = %e, "heal failed; will retry");
                     failed += 1;
+                    crawl_count(slot, 0, 0, 1);
                 }
             }
         }
-        crawl_count(slot, total as u64, (total - failed) as u64, failed as u64);
+        drop(copies);
         tracing::debug!(volume = %slot.volume, brick = slot.index, pass, total, failed, "heal pass done");
         if failed > 0 {
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -384,25 +387,26 @@ async fn full_crawl(node: &Arc<Node>, slot: &Arc<BrickSlot>) -> Result<u64, Remo
             }
         }
         crawl_count(slot, 1 + files.len() as u64, 0, 0);
-        let results: Vec<(Id, Result<bool, RemoteError>)> = futures::stream::iter(files)
+        let mut copies = futures::stream::iter(files)
             .map(|id| {
                 let map = &map;
                 async move { (id, sync_one(node, map, set, id, me).await) }
             })
-            .buffer_unordered(parallelism(&map))
-            .collect()
-            .await;
+            .buffer_unordered(parallelism(&map));
         let (mut h, mut f) = (0u64, 0u64);
-        for (id, r) in results {
+        while let Some((id, r)) = copies.next().await {
             match r {
-                Ok(copied) => h += copied as u64,
+                Ok(copied) => {
+                    h += copied as u64;
+                    crawl_count(slot, 0, copied as u64, 0);
+                }
                 Err(e) => {
                     tracing::warn!(volume = %slot.volume, brick = me, %id, error = %e, "full heal: inode not copied; retried by the next crawl");
                     f += 1;
+                    crawl_count(slot, 0, 0, 1);
                 }
             }
         }
-        crawl_count(slot, 0, h, f);
         healed += h;
         failed += f;
     }
