@@ -569,3 +569,108 @@ impl Brick {
         Ok(())
     }
 }
+
+// ----- full heal -----
+
+/// `.cairn/full-heal`: present while a full crawl of the brick is owed (after a reset, or
+/// asked for by `cairn volume heal VOL full`). It survives restarts; only a crawl that
+/// finished removes it.
+const FULL_HEAL: &str = ".cairn/full-heal";
+
+fn io_fail(e: io::Error, what: impl std::fmt::Display) -> RemoteError {
+    RemoteError::new(Errno::from_io(&e), format!("{what}: {e}"))
+}
+
+fn write_durably(path: &std::path::Path, body: &[u8]) -> io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, body)?;
+    std::fs::File::open(&tmp)?.sync_all()?;
+    std::fs::rename(&tmp, path)?;
+    std::fs::File::open(path.parent().unwrap_or(std::path::Path::new("/")))?.sync_all()
+}
+
+/// Request a full crawl of the brick at `root` (durably).
+pub fn request_full_heal_at(root: &std::path::Path, why: &str) -> Result<(), RemoteError> {
+    let p = root.join(FULL_HEAL);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let body = serde_json::json!({ "requested": now, "why": why }).to_string();
+    write_durably(&p, body.as_bytes())
+        .map_err(|e| io_fail(e, format!("requesting a full heal ({})", p.display())))
+}
+
+impl Brick {
+    /// True while a full crawl is owed to this brick.
+    pub fn full_heal_requested(&self) -> bool {
+        self.root.join(FULL_HEAL).exists()
+    }
+
+    pub fn request_full_heal(&self, why: &str) -> Result<(), RemoteError> {
+        request_full_heal_at(&self.root, why)
+    }
+
+    /// A full crawl finished: forget the request.
+    pub fn clear_full_heal(&self) -> Result<(), RemoteError> {
+        let p = self.root.join(FULL_HEAL);
+        match std::fs::remove_file(&p) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                Err(io_fail(e, format!("clearing {}", p.display())))
+            }
+            _ => std::fs::File::open(self.root.join(".cairn"))
+                .and_then(|f| f.sync_all())
+                .map_err(|e| io_fail(e, format!("syncing {}/.cairn", self.root.display()))),
+        }
+    }
+
+    /// Make `path` brick `marker.index` of its volume again after its disk was replaced
+    /// (`reset-brick ... commit`): an empty or missing directory is prepared as a new
+    /// brick; with `force`, a directory that still holds this very brick (same volume id
+    /// and index) is kept as it is, and any other non-empty directory is reused. Either
+    /// way the brick is flagged for a full heal, so it serves nothing until a crawl copied
+    /// every inode of its replica set onto it.
+    pub fn reset(
+        path: &std::path::Path,
+        marker: &crate::BrickMarker,
+        force: bool,
+    ) -> Result<(), RemoteError> {
+        let shown = path.display();
+        let mpath = path.join(".cairn/brick.json");
+        let existing: Option<crate::BrickMarker> = match std::fs::read(&mpath) {
+            Ok(b) => Some(serde_json::from_slice(&b).map_err(|e| {
+                RemoteError::new(
+                    Errno::EINVAL,
+                    format!("{}: bad brick marker: {e}", mpath.display()),
+                )
+            })?),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(io_fail(e, format!("reading {}", mpath.display()))),
+        };
+        match existing {
+            Some(m) if m.volume_id == marker.volume_id && m.index == marker.index => {
+                if !force {
+                    return Err(RemoteError::new(
+                        Errno::EEXIST,
+                        format!(
+                            "{shown} still holds brick {} of volume {}; use 'commit force' to \
+                             rebuild it in place",
+                            m.index, m.volume
+                        ),
+                    ));
+                }
+            }
+            Some(m) => {
+                return Err(RemoteError::new(
+                    Errno::EEXIST,
+                    format!(
+                        "{shown} is brick {} of volume {} ({}), not of this volume",
+                        m.index, m.volume, m.volume_id
+                    ),
+                ))
+            }
+            None => Brick::prepare(path, marker, force)?,
+        }
+        request_full_heal_at(path, "reset-brick")
+    }
+}

@@ -231,3 +231,38 @@ fn heal_round_trip_between_two_bricks() {
     assert_eq!(getattr(&b, d2).unwrap().kind, FileType::Directory);
     assert_same(&snapshot(&a), &snapshot(&b));
 }
+
+#[test]
+fn full_heal_flag_survives_reopen_and_reset_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("b");
+    let b = new_brick_at(&path, 0);
+    assert!(!b.full_heal_requested());
+    b.request_full_heal("test").unwrap();
+    drop(b);
+    let b = Brick::open(&path, &marker(0).volume_id, 0).unwrap();
+    assert!(b.full_heal_requested(), "the request is durable");
+    b.clear_full_heal().unwrap();
+    assert!(!b.full_heal_requested());
+    drop(b);
+
+    // The same brick still there: only `force` rebuilds it in place.
+    let e = Brick::reset(&path, &marker(0), false).unwrap_err();
+    assert!(e.message.contains("commit force"), "{e}");
+    Brick::reset(&path, &marker(0), true).unwrap();
+    assert!(Brick::open(&path, &marker(0).volume_id, 0).unwrap().full_heal_requested());
+    // Another brick's directory is never taken.
+    assert!(Brick::reset(&path, &marker(1), true).unwrap_err().message.contains("brick 0"));
+
+    // A replaced (empty) disk: prepared again, flagged for a full heal.
+    let empty = dir.path().join("new");
+    std::fs::create_dir(&empty).unwrap();
+    Brick::reset(&empty, &marker(0), false).unwrap();
+    let b = Brick::open(&empty, &marker(0).volume_id, 0).unwrap();
+    assert!(b.full_heal_requested());
+    // A non-empty directory that is not a brick needs force.
+    let junk = dir.path().join("junk");
+    std::fs::create_dir(&junk).unwrap();
+    std::fs::write(junk.join("x"), b"x").unwrap();
+    assert!(Brick::reset(&junk, &marker(0), false).is_err());
+}

@@ -4,14 +4,27 @@
 //! concurrent write can slip between the copy and the forwarded stream). Then it turns
 //! *Up*. While Up it keeps polling its peers' pending lists, and goes back to Healing if a
 //! peer recorded a write it missed.
+//!
+//! A *full crawl* (after `reset-brick ... commit`, or asked for by `cairn volume heal VOL
+//! full`) walks the whole tree top-down instead: each directory, then its entries, is
+//! copied from its chain head, so the brick ends identical to its peers even for inodes
+//! no pending index names. The request is a file on the brick (`.cairn/full-heal`), removed
+//! only when a crawl finished without failures: a crawl cut by a crash starts again when
+//! the brick reopens. A brick owing a full crawl does not turn `Up` before it is done.
+//!
+//! Crawls copy up to `cluster.heal-parallelism` inodes at a time (volume option, default
+//! 4) and keep statistics per brick (`cairn volume heal VOL statistics`); they log one
+//! info line when they start and one when they end.
 
 use crate::chain::{exec_local, OpResult};
 use crate::node::{BrickSlot, Node};
 use bytes::Bytes;
-use cairn_proto::map::{BrickState, VolumeMap};
+use cairn_proto::map::{BrickState, ReplicaSet, VolumeMap};
+use cairn_proto::mgmt::CrawlInfo;
 use cairn_proto::msg::{BrickRequest, Op, ReplicateRequest, Reply, Request};
-use cairn_proto::{Creds, Errno, Id, RemoteError};
-use std::collections::BTreeMap;
+use cairn_proto::{Creds, Errno, FileType, Id, RemoteError};
+use futures::StreamExt;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,6 +33,82 @@ use std::time::{Duration, Instant};
 /// heals from whoever is there.
 const PEER_WAIT: Duration = Duration::from_secs(15);
 const POLL: Duration = Duration::from_secs(5);
+
+/// Volume option: inodes a crawl copies at a time, per brick.
+pub const PARALLELISM_OPTION: &str = "cluster.heal-parallelism";
+pub const DEFAULT_PARALLELISM: usize = 4;
+pub const MAX_PARALLELISM: usize = 64;
+
+fn parallelism(map: &VolumeMap) -> usize {
+    map.option(PARALLELISM_OPTION)
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(DEFAULT_PARALLELISM)
+        .clamp(1, MAX_PARALLELISM)
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// Crawl statistics of one brick (kept in memory; the running crawl and the last finished
+/// one of each kind).
+#[derive(Default)]
+pub struct HealStats {
+    current: Option<CrawlInfo>,
+    last_index: Option<CrawlInfo>,
+    last_full: Option<CrawlInfo>,
+}
+
+impl HealStats {
+    /// Newest first: the running crawl, then the last finished ones.
+    pub fn crawls(&self) -> Vec<CrawlInfo> {
+        let mut v: Vec<CrawlInfo> =
+            [&self.last_index, &self.last_full].into_iter().flatten().cloned().collect();
+        v.sort_by_key(|c| std::cmp::Reverse(c.ended));
+        if let Some(c) = &self.current {
+            v.insert(0, c.clone());
+        }
+        v
+    }
+
+    pub fn in_progress(&self) -> bool {
+        self.current.is_some()
+    }
+}
+
+fn crawl_begin(slot: &BrickSlot, kind: &str) {
+    slot.heal.lock().current = Some(CrawlInfo {
+        kind: kind.to_string(),
+        started: unix_now(),
+        ended: None,
+        scanned: 0,
+        healed: 0,
+        failed: 0,
+    });
+}
+
+fn crawl_count(slot: &BrickSlot, scanned: u64, healed: u64, failed: u64) {
+    if let Some(c) = slot.heal.lock().current.as_mut() {
+        c.scanned += scanned;
+        c.healed += healed;
+        c.failed += failed;
+    }
+}
+
+fn crawl_end(slot: &BrickSlot) -> Option<CrawlInfo> {
+    let mut st = slot.heal.lock();
+    let mut c = st.current.take()?;
+    c.ended = Some(unix_now());
+    if c.kind == "full" {
+        st.last_full = Some(c.clone());
+    } else {
+        st.last_index = Some(c.clone());
+    }
+    Some(c)
+}
 
 /// Call an op on brick `index` of the volume, wherever it is served.
 pub async fn brick_call(node: &Arc<Node>, map: &VolumeMap, index: u32, op: Op) -> OpResult {
@@ -177,22 +266,36 @@ async fn catch_up(
                 ),
             )
         })?;
+        let par = parallelism(&map);
+        crawl_count(slot, total as u64, 0, 0);
+        let mut copies = futures::stream::iter(steps)
+            .map(|step| {
+                let map = &map;
+                async move {
+                    let r = sync_from(node, map, step.source, step.id, slot.index).await;
+                    if r.is_ok() {
+                        clear(node, map, &step.clear, slot.index, step.id).await;
+                    }
+                    (step.id, r)
+                }
+            })
+            .buffer_unordered(par);
         let mut failed = 0;
-        for (n, step) in steps.into_iter().enumerate() {
-            match sync_from(node, &map, step.source, step.id, slot.index).await {
+        while let Some((id, r)) = copies.next().await {
+            match r {
                 Ok(()) => {
-                    clear(node, &map, &step.clear, slot.index, step.id).await;
                     copied += 1;
+                    crawl_count(slot, 0, 1, 0);
                 }
                 Err(e) => {
-                    tracing::warn!(volume = %slot.volume, brick = slot.index, id = %step.id, error = %e, "heal failed; will retry");
+                    tracing::warn!(volume = %slot.volume, brick = slot.index, %id, error = %e, "heal failed; will retry");
                     failed += 1;
+                    crawl_count(slot, 0, 0, 1);
                 }
             }
-            if (n + 1) % 1000 == 0 {
-                tracing::info!(volume = %slot.volume, brick = slot.index, done = n + 1, total, "heal progress");
-            }
         }
+        drop(copies);
+        tracing::debug!(volume = %slot.volume, brick = slot.index, pass, total, failed, "heal pass done");
         if failed > 0 {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
@@ -201,6 +304,154 @@ async fn catch_up(
         Errno::EAGAIN,
         format!("{}: brick {}: heal did not converge in 20 passes", slot.volume, slot.index),
     ))
+}
+
+/// Copy `id` onto brick `me` from its chain head. False when `me` heads it (nothing to
+/// copy: this brick is the source others copy from).
+async fn sync_one(
+    node: &Arc<Node>,
+    map: &VolumeMap,
+    set: &ReplicaSet,
+    id: Id,
+    me: u32,
+) -> Result<bool, RemoteError> {
+    match cairn_placement::head(set, id) {
+        Some(h) if h.index == me => Ok(false),
+        Some(h) => sync_from(node, map, h.index, id, me).await.map(|()| true),
+        None => Err(RemoteError::new(
+            Errno::EAGAIN,
+            format!("{}: no up brick heads {id} in replica set {}", map.name, set.id),
+        )),
+    }
+}
+
+/// Walk the whole tree top-down and copy every inode onto this brick from its chain head.
+/// Returns the number of inodes copied; fails if any could not be (the request stays,
+/// the next crawl starts over).
+async fn full_crawl(node: &Arc<Node>, slot: &Arc<BrickSlot>) -> Result<u64, RemoteError> {
+    let me = slot.index;
+    let mut queue = VecDeque::from([Id::ROOT]);
+    let (mut healed, mut failed) = (0u64, 0u64);
+    while let Some(dir) = queue.pop_front() {
+        if slot.stopped.load(Ordering::Acquire) {
+            return Err(RemoteError::new(
+                Errno::ECANCELED,
+                format!("{}: brick {me} closed during its full heal", slot.volume),
+            ));
+        }
+        let map = node.map(&slot.volume).ok_or_else(|| {
+            RemoteError::new(Errno::ENOENT, format!("volume {} not in map", slot.volume))
+        })?;
+        let Some((set, _)) = map.brick(me) else {
+            return Err(RemoteError::new(
+                Errno::ENOENT,
+                format!("{}: brick {me} not in the map", slot.volume),
+            ));
+        };
+        // The directory first: it creates (placeholders of) its entries here.
+        match sync_one(node, &map, set, dir, me).await {
+            Ok(copied) => healed += copied as u64,
+            Err(e) => {
+                tracing::warn!(volume = %slot.volume, brick = me, id = %dir, error = %e, "full heal: directory not copied; its subtree is retried by the next crawl");
+                failed += 1;
+                crawl_count(slot, 1, 0, 1);
+                continue;
+            }
+        }
+        // Its entries as they now are here (identical to the head's at the copy).
+        let state = match exec_local(
+            slot,
+            Creds::root(),
+            Op::HealFetch { id: dir },
+            Bytes::new(),
+            None,
+            false,
+        )
+        .await
+        {
+            Ok((Reply::Heal(s), _)) => s,
+            Ok(_) => continue,
+            // Removed at the source meanwhile: its parent's copy dropped it.
+            Err(e) if matches!(e.errno, Errno::ENOENT | Errno::ESTALE) => continue,
+            Err(e) => return Err(e),
+        };
+        if state.attr.is_none() {
+            continue;
+        }
+        let mut files = vec![];
+        for (_, id, kind, linkto) in &state.entries {
+            match (linkto, kind) {
+                (Some(_), _) => {}
+                (None, FileType::Directory) => queue.push_back(*id),
+                (None, _) => files.push(*id),
+            }
+        }
+        crawl_count(slot, 1 + files.len() as u64, 0, 0);
+        let mut copies = futures::stream::iter(files)
+            .map(|id| {
+                let map = &map;
+                async move { (id, sync_one(node, map, set, id, me).await) }
+            })
+            .buffer_unordered(parallelism(&map));
+        let (mut h, mut f) = (0u64, 0u64);
+        while let Some((id, r)) = copies.next().await {
+            match r {
+                Ok(copied) => {
+                    h += copied as u64;
+                    crawl_count(slot, 0, copied as u64, 0);
+                }
+                Err(e) => {
+                    tracing::warn!(volume = %slot.volume, brick = me, %id, error = %e, "full heal: inode not copied; retried by the next crawl");
+                    f += 1;
+                    crawl_count(slot, 0, 0, 1);
+                }
+            }
+        }
+        healed += h;
+        failed += f;
+    }
+    if failed > 0 {
+        return Err(RemoteError::new(
+            Errno::EAGAIN,
+            format!(
+                "{}: brick {me}: full heal copied {healed} inodes, {failed} failed; starting over",
+                slot.volume
+            ),
+        ));
+    }
+    Ok(healed)
+}
+
+/// Run a full crawl with statistics and start/end log lines; clear the request when it
+/// completed. True on success.
+async fn run_full_crawl(node: &Arc<Node>, slot: &Arc<BrickSlot>) -> bool {
+    crawl_begin(slot, "full");
+    tracing::info!(volume = %slot.volume, brick = slot.index, kind = "full", "heal crawl started");
+    let r = full_crawl(node, slot).await;
+    let c = crawl_end(slot).unwrap_or_else(|| CrawlInfo {
+        kind: "full".into(),
+        started: 0,
+        ended: None,
+        scanned: 0,
+        healed: 0,
+        failed: 0,
+    });
+    match r {
+        Ok(_) => match slot.brick.clear_full_heal() {
+            Ok(()) => {
+                tracing::info!(volume = %slot.volume, brick = slot.index, kind = "full", scanned = c.scanned, healed = c.healed, failed = c.failed, secs = c.ended.unwrap_or(0).saturating_sub(c.started), "heal crawl finished");
+                true
+            }
+            Err(e) => {
+                tracing::warn!(volume = %slot.volume, brick = slot.index, error = %e, "full heal done but its request could not be cleared");
+                false
+            }
+        },
+        Err(e) => {
+            tracing::warn!(volume = %slot.volume, brick = slot.index, kind = "full", scanned = c.scanned, healed = c.healed, failed = c.failed, error = %e, "heal crawl incomplete; retrying");
+            false
+        }
+    }
 }
 
 async fn sync_from(
@@ -236,7 +487,20 @@ pub fn spawn(node: Arc<Node>, slot: Arc<BrickSlot>) {
                 wait_until_seen_healing(&node, &slot).await;
                 let markers = node.store.stale_bricks(&slot.volume).await.unwrap_or_default();
                 let marker = markers.iter().find(|(i, _)| *i == slot.index).map(|(_, rev)| *rev);
-                match catch_up(&node, &slot, first).await {
+                // A brick owing a full crawl (reset, replaced) never comes up before it.
+                if slot.brick.full_heal_requested() && !run_full_crawl(&node, &slot).await {
+                    first = false;
+                    tokio::time::sleep(POLL).await;
+                    continue;
+                }
+                crawl_begin(&slot, "index");
+                let caught = catch_up(&node, &slot, first).await;
+                if let Some(c) = crawl_end(&slot) {
+                    if c.scanned > 0 || caught.is_err() {
+                        tracing::info!(volume = %slot.volume, brick = slot.index, kind = "index", scanned = c.scanned, healed = c.healed, failed = c.failed, ok = caught.is_ok(), "heal crawl finished");
+                    }
+                }
+                match caught {
                     Ok((n, up_heard)) => {
                         if !cairn_replication::may_come_up(marker.is_some(), up_heard) {
                             tracing::warn!(volume = %slot.volume, brick = slot.index, "brick missed writes and no up peer can vouch for it; waiting");
@@ -281,6 +545,12 @@ pub fn spawn(node: Arc<Node>, slot: Arc<BrickSlot>) {
                     .set_brick_state(&slot.volume, slot.index, BrickState::Healing)
                     .await;
                 node.kick.notify_one();
+                continue;
+            } else if slot.brick.full_heal_requested() {
+                // Asked for by `heal full` while serving: crawl without leaving service.
+                if !run_full_crawl(&node, &slot).await {
+                    tokio::time::sleep(POLL).await;
+                }
                 continue;
             }
             tokio::time::sleep(POLL).await;

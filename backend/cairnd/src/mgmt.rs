@@ -196,6 +196,7 @@ async fn volume_create(node: &Arc<Node>, c: VolumeCreate) -> Result<MgmtReply, R
         options: BTreeMap::new(),
         layout_epoch: 1,
         rebalancing: false,
+        reset_bricks: Default::default(),
     };
     node.store.create_volume(&rec).await.map_err(|e| fail(Errno::EEXIST, format!("{e}")))?;
     node.kick.notify_one();
@@ -451,6 +452,18 @@ pub async fn handle(node: &Arc<Node>, req: MgmtRequest) -> Result<MgmtReply, Rem
             node.store.delete_gateway_object(&kind, &name).await.map_err(cfg)?;
             Ok(MgmtReply::Done { message: format!("{kind} {name} deleted") })
         }
+        MgmtRequest::HealStatistics { name } => heal_statistics(node, &name).await,
+        MgmtRequest::HealFull { name } => heal_full(node, &name).await,
+        MgmtRequest::HealLocal { name, full } => {
+            Ok(MgmtReply::HealLocal(heal_local(node, &name, full).await?))
+        }
+        MgmtRequest::ResetBrick { name, brick, commit, force } => {
+            reset_brick(node, &name, &brick, commit, force).await
+        }
+        MgmtRequest::ReplaceBrick { name, old, new } => {
+            replace_brick(node, &name, &old, &new).await
+        }
+        req @ MgmtRequest::BrickReset { .. } => brick_reset(node, req).await,
     }
 }
 
@@ -473,51 +486,440 @@ async fn brick_prepare(node: &Arc<Node>, req: MgmtRequest) -> Result<MgmtReply, 
     }
 }
 
-async fn heal_info(node: &Arc<Node>, name: &str) -> Result<MgmtReply, RemoteError> {
-    {
-        {
-            let m = maps(node, Some(name)).await?.remove(0);
-            let mut out = vec![];
-            for s in &m.sets {
-                for b in &s.bricks {
-                    let pending = match node.slot(&m.name, b.index) {
-                        Some(sl) => {
-                            let brick = sl.brick.clone();
-                            let counts = brick.pending_counts();
-                            let mut ids = vec![];
-                            for (peer, _) in counts {
-                                let r = crate::chain::exec_local(
-                                    &sl,
-                                    cairn_proto::Creds::root(),
-                                    cairn_proto::msg::Op::PendingList { peer },
-                                    bytes::Bytes::new(),
-                                    None,
-                                    false,
-                                )
-                                .await;
-                                if let Ok((Reply::Ids(v), _)) = r {
-                                    ids.extend(
-                                        v.into_iter()
-                                            .map(|i| format!("<id:{i}> (for brick {peer})")),
-                                    );
-                                }
-                            }
-                            ids
-                        }
-                        None => vec![],
-                    };
-                    out.push(HealBrickInfo {
-                        index: b.index,
-                        node: b.node.clone(),
-                        path: b.path.clone(),
-                        online: b.state != BrickState::Down,
-                        pending,
-                    });
-                }
+/// This node's bricks of `name`: pending entries and crawl statistics; with `full`, first
+/// ask each for a full crawl (durable: `.cairn/full-heal`).
+async fn heal_local(
+    node: &Arc<Node>,
+    name: &str,
+    full: bool,
+) -> Result<Vec<HealLocalBrick>, RemoteError> {
+    let map = node.map(name);
+    let slots: Vec<_> = node.bricks.read().values().filter(|s| s.volume == name).cloned().collect();
+    let mut out = vec![];
+    for sl in slots {
+        if full {
+            let b = sl.brick.clone();
+            tokio::task::spawn_blocking(move || b.request_full_heal("cairn volume heal full"))
+                .await
+                .map_err(|e| fail(Errno::EIO, format!("heal full task: {e}")))??;
+        }
+        let mut ids = std::collections::BTreeSet::new();
+        for (peer, _) in sl.brick.pending_counts() {
+            let r = crate::chain::exec_local(
+                &sl,
+                cairn_proto::Creds::root(),
+                cairn_proto::msg::Op::PendingList { peer },
+                bytes::Bytes::new(),
+                None,
+                false,
+            )
+            .await;
+            if let Ok((Reply::Ids(v), _)) = r {
+                ids.extend(v.into_iter().map(|i| i.to_hex()));
             }
-            Ok(MgmtReply::Heal(out))
+        }
+        let state = map
+            .as_ref()
+            .and_then(|m| m.brick(sl.index).map(|(_, b)| b.state))
+            .unwrap_or(BrickState::Down);
+        let (in_progress, crawls) = {
+            let st = sl.heal.lock();
+            (st.in_progress(), st.crawls())
+        };
+        out.push(HealLocalBrick {
+            index: sl.index,
+            stats: HealBrickStats {
+                index: sl.index,
+                node: node.name.clone(),
+                path: sl.brick.root().display().to_string(),
+                online: true,
+                state: state_name(state).into(),
+                in_progress,
+                full_pending: sl.brick.full_heal_requested(),
+                pending: ids.len() as u64,
+                crawls,
+            },
+            pending: ids.into_iter().collect(),
+        });
+    }
+    Ok(out)
+}
+
+fn state_name(s: BrickState) -> &'static str {
+    match s {
+        BrickState::Up => "up",
+        BrickState::Healing => "healing",
+        BrickState::Down => "down",
+    }
+}
+
+/// Send a management request to node `to` (answered here if it is this node).
+async fn call_node(
+    node: &Arc<Node>,
+    to: &str,
+    addr: &str,
+    req: MgmtRequest,
+) -> Result<MgmtReply, RemoteError> {
+    if to == node.name {
+        return match req {
+            MgmtRequest::HealLocal { name, full } => {
+                Ok(MgmtReply::HealLocal(heal_local(node, &name, full).await?))
+            }
+            req @ MgmtRequest::BrickReset { .. } => brick_reset(node, req).await,
+            _ => Err(fail(Errno::EINVAL, "not a node-to-node request")),
+        };
+    }
+    let addr = if addr.is_empty() {
+        node.store
+            .get_peer(to)
+            .await
+            .map_err(cfg)?
+            .map(|p| p.addr)
+            .ok_or_else(|| fail(Errno::ENOENT, format!("{to} is not a peer")))?
+    } else {
+        addr.to_string()
+    };
+    let call = node.peers.call(&addr, &node.name, Request::Mgmt(req), bytes::Bytes::new());
+    match tokio::time::timeout(Duration::from_secs(10), call).await {
+        Ok(Ok((Reply::Mgmt(m), _))) => Ok(m),
+        Ok(Ok(_)) => Err(fail(Errno::EPROTO, format!("node {to}: unexpected reply"))),
+        Ok(Err(e)) => Err(fail(e.errno, format!("node {to}: {}", e.message))),
+        Err(_) => Err(fail(Errno::ETIMEDOUT, format!("node {to} at {addr} did not answer"))),
+    }
+}
+
+/// Heal reports of every brick of a started volume, from the nodes holding them (a node
+/// that does not answer leaves its bricks out).
+async fn heal_gather(
+    node: &Arc<Node>,
+    name: &str,
+    full: bool,
+) -> Result<(cairn_proto::map::VolumeMap, BTreeMap<u32, HealLocalBrick>), RemoteError> {
+    let m = maps(node, Some(name)).await?.remove(0);
+    if m.status != VolumeStatus::Started {
+        return Err(fail(Errno::EINVAL, format!("Volume {name} is not started.")));
+    }
+    let mut nodes: BTreeMap<String, String> = BTreeMap::new();
+    for b in m.sets.iter().flat_map(|s| s.bricks.iter()) {
+        nodes.entry(b.node.clone()).or_insert_with(|| b.addr.clone());
+    }
+    let calls = nodes.iter().map(|(n, addr)| {
+        let req = MgmtRequest::HealLocal { name: name.to_string(), full };
+        async move { (n.clone(), call_node(node, n, addr, req).await) }
+    });
+    let mut out = BTreeMap::new();
+    for (n, r) in futures::future::join_all(calls).await {
+        match r {
+            Ok(MgmtReply::HealLocal(v)) => out.extend(v.into_iter().map(|b| (b.index, b))),
+            Ok(_) => {}
+            Err(e) => tracing::debug!(volume = name, node = %n, error = %e, "no heal report"),
         }
     }
+    Ok((m, out))
+}
+
+async fn heal_info(node: &Arc<Node>, name: &str) -> Result<MgmtReply, RemoteError> {
+    let (m, mut reports) = heal_gather(node, name, false).await?;
+    let mut out = vec![];
+    for b in m.sets.iter().flat_map(|s| s.bricks.iter()) {
+        let r = reports.remove(&b.index);
+        out.push(HealBrickInfo {
+            index: b.index,
+            node: b.node.clone(),
+            path: b.path.clone(),
+            online: r.is_some(),
+            pending: r.map(|r| r.pending).unwrap_or_default(),
+        });
+    }
+    Ok(MgmtReply::Heal(out))
+}
+
+async fn heal_statistics(node: &Arc<Node>, name: &str) -> Result<MgmtReply, RemoteError> {
+    let (m, mut reports) = heal_gather(node, name, false).await?;
+    let mut out = vec![];
+    for b in m.sets.iter().flat_map(|s| s.bricks.iter()) {
+        out.push(match reports.remove(&b.index) {
+            Some(r) => HealBrickStats { state: state_name(b.state).into(), ..r.stats },
+            None => HealBrickStats {
+                index: b.index,
+                node: b.node.clone(),
+                path: b.path.clone(),
+                online: false,
+                state: state_name(b.state).into(),
+                in_progress: false,
+                full_pending: false,
+                pending: 0,
+                crawls: vec![],
+            },
+        });
+    }
+    Ok(MgmtReply::HealStats(out))
+}
+
+async fn heal_full(node: &Arc<Node>, name: &str) -> Result<MgmtReply, RemoteError> {
+    let (m, reports) = heal_gather(node, name, true).await?;
+    let missed: Vec<String> = m
+        .sets
+        .iter()
+        .flat_map(|s| s.bricks.iter())
+        .filter(|b| !reports.contains_key(&b.index))
+        .map(|b| format!("{}:{}", b.node, b.path))
+        .collect();
+    tracing::info!(volume = name, bricks = reports.len(), "full heal requested");
+    let mut msg = format!(
+        "Launching heal operation to perform full self heal on volume {name} has been \
+         successful. Use heal info commands to check status."
+    );
+    if !missed.is_empty() {
+        msg.push_str(&format!(
+            " Bricks not reached (down): {}; they catch up from the pending index when they \
+             return.",
+            missed.join(", ")
+        ));
+    }
+    Ok(done(msg))
+}
+
+/// Index and node of brick `spec` (`HOST:/PATH`, HOST a node name or address) of `rec`.
+async fn find_brick(
+    node: &Arc<Node>,
+    rec: &VolumeRecord,
+    spec: &str,
+) -> Result<(u32, String, String), RemoteError> {
+    let (host, path) = parse_spec(spec)?;
+    let peers = node.store.list_peers().await.map_err(cfg)?;
+    let peer = peers
+        .iter()
+        .find(|p| p.name == host || host_of(&p.addr) == host)
+        .ok_or_else(|| fail(Errno::ENOENT, format!("host {host} is not in the pool")))?;
+    rec.sets
+        .iter()
+        .flat_map(|s| s.bricks.iter())
+        .find(|b| b.node == peer.name && b.path == path)
+        .map(|b| (b.index, b.node.clone(), b.path.clone()))
+        .ok_or_else(|| {
+            fail(Errno::ENOENT, format!("brick {spec} is not a brick of volume {}", rec.name))
+        })
+}
+
+fn parse_spec(spec: &str) -> Result<(String, String), RemoteError> {
+    let (h, p) = spec
+        .split_once(":/")
+        .ok_or_else(|| fail(Errno::EINVAL, format!("brick '{spec}' is not HOST:/PATH")))?;
+    let p = format!("/{}", p.trim_end_matches('/'));
+    Ok((h.to_string(), p))
+}
+
+/// Apply `f` to the volume record (retried on concurrent updates).
+async fn edit_volume(
+    node: &Arc<Node>,
+    name: &str,
+    f: impl Fn(&mut VolumeRecord) -> Result<(), RemoteError>,
+) -> Result<VolumeRecord, RemoteError> {
+    for _ in 0..5 {
+        let (mut rec, rev) = node
+            .store
+            .get_volume(name)
+            .await
+            .map_err(cfg)?
+            .ok_or_else(|| fail(Errno::ENOENT, format!("Volume {name} does not exist")))?;
+        f(&mut rec)?;
+        match node.store.update_volume(&rec, rev).await {
+            Ok(_) => {
+                node.kick.notify_one();
+                return Ok(rec);
+            }
+            Err(cairn_config::ConfigError::Conflict(_)) => continue,
+            Err(e) => return Err(cfg(e)),
+        }
+    }
+    Err(fail(Errno::EAGAIN, "concurrent updates; try again"))
+}
+
+async fn wait_brick_down(node: &Arc<Node>, name: &str, index: u32, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        let states = node.store.brick_states(name).await.unwrap_or_default();
+        if !states.contains_key(&index) {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        node.kick.notify_one();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Take brick `index` out of service (its node closes it; it shows Down).
+async fn take_out(node: &Arc<Node>, name: &str, index: u32) -> Result<(), RemoteError> {
+    edit_volume(node, name, |r| {
+        r.reset_bricks.insert(index);
+        Ok(())
+    })
+    .await?;
+    if !wait_brick_down(node, name, index, Duration::from_secs(20)).await {
+        return Err(fail(
+            Errno::ETIMEDOUT,
+            format!("brick {index} of {name} is still running 20 s after it was taken out"),
+        ));
+    }
+    Ok(())
+}
+
+/// Make `path` on `brick_node` brick `index` again, empty and flagged for a full heal, and
+/// stale in the config store so it serves nothing until that heal is done.
+async fn reinit_brick(
+    node: &Arc<Node>,
+    rec: &VolumeRecord,
+    index: u32,
+    brick_node: &str,
+    path: &str,
+    force: bool,
+) -> Result<(), RemoteError> {
+    // Stale first: if anything below fails, the brick still cannot come up unhealed.
+    // (Conflict: it is stale already.)
+    match node.store.mark_stale(&rec.name, index, index).await {
+        Ok(()) | Err(cairn_config::ConfigError::Conflict(_)) => {}
+        Err(e) => return Err(cfg(e)),
+    }
+    let req = MgmtRequest::BrickReset {
+        volume: rec.name.clone(),
+        volume_id: u128::from_str_radix(&rec.id, 16).unwrap_or(0),
+        index,
+        path: path.to_string(),
+        force,
+    };
+    call_node(node, brick_node, "", req)
+        .await
+        .map_err(|e| fail(e.errno, format!("brick {brick_node}:{path}: {}", e.message)))?;
+    Ok(())
+}
+
+async fn reset_brick(
+    node: &Arc<Node>,
+    name: &str,
+    spec: &str,
+    commit: bool,
+    force: bool,
+) -> Result<MgmtReply, RemoteError> {
+    let (rec, _) = node
+        .store
+        .get_volume(name)
+        .await
+        .map_err(cfg)?
+        .ok_or_else(|| fail(Errno::ENOENT, format!("Volume {name} does not exist")))?;
+    if rec.status != VolumeStatus::Started {
+        return Err(fail(Errno::EINVAL, format!("Volume {name} is not started.")));
+    }
+    let (index, brick_node, path) = find_brick(node, &rec, spec).await?;
+    if !commit {
+        take_out(node, name, index).await?;
+        tracing::info!(volume = name, brick = index, "reset-brick start: brick taken out");
+        return Ok(done("reset-brick start operation successful"));
+    }
+    let states = node.store.brick_states(name).await.map_err(cfg)?;
+    if states.contains_key(&index) && !rec.reset_bricks.contains(&index) {
+        return Err(fail(
+            Errno::EBUSY,
+            format!(
+                "brick {spec} is online; run 'cairn volume reset-brick {name} {spec} start' first"
+            ),
+        ));
+    }
+    reinit_brick(node, &rec, index, &brick_node, &path, force).await?;
+    edit_volume(node, name, |r| {
+        r.reset_bricks.remove(&index);
+        Ok(())
+    })
+    .await?;
+    tracing::info!(
+        volume = name,
+        brick = index,
+        "reset-brick commit: brick re-initialised, full heal owed"
+    );
+    Ok(done(format!(
+        "reset-brick commit{} operation successful; the brick serves again once a full heal \
+         rebuilt it from its replicas (see 'cairn volume heal {name} statistics')",
+        if force { " force" } else { "" }
+    )))
+}
+
+async fn replace_brick(
+    node: &Arc<Node>,
+    name: &str,
+    old: &str,
+    new: &str,
+) -> Result<MgmtReply, RemoteError> {
+    let (rec, _) = node
+        .store
+        .get_volume(name)
+        .await
+        .map_err(cfg)?
+        .ok_or_else(|| fail(Errno::ENOENT, format!("Volume {name} does not exist")))?;
+    if rec.status != VolumeStatus::Started {
+        return Err(fail(Errno::EINVAL, format!("Volume {name} is not started.")));
+    }
+    let (index, _, _) = find_brick(node, &rec, old).await?;
+    let (host, path) = parse_spec(new)?;
+    let peers = node.store.list_peers().await.map_err(cfg)?;
+    let peer = peers
+        .iter()
+        .find(|p| p.name == host || host_of(&p.addr) == host)
+        .ok_or_else(|| fail(Errno::ENOENT, format!("host {host} is not in the pool")))?
+        .name
+        .clone();
+    for v in node.store.list_volumes().await.map_err(cfg)? {
+        if v.sets.iter().flat_map(|s| s.bricks.iter()).any(|b| b.node == peer && b.path == path) {
+            return Err(fail(
+                Errno::EEXIST,
+                format!("{new} is already a brick of volume {}", v.name),
+            ));
+        }
+    }
+    // The old brick stops before the new one opens (both publish the same brick key).
+    take_out(node, name, index).await?;
+    reinit_brick(node, &rec, index, &peer, &path, false).await?;
+    edit_volume(node, name, |r| {
+        for b in r.sets.iter_mut().flat_map(|s| s.bricks.iter_mut()) {
+            if b.index == index {
+                b.node = peer.clone();
+                b.path = path.clone();
+            }
+        }
+        r.reset_bricks.remove(&index);
+        Ok(())
+    })
+    .await?;
+    tracing::info!(volume = name, brick = index, new, "replace-brick: brick moved, full heal owed");
+    Ok(done(format!(
+        "replace-brick commit force operation successful; {new} serves once a full heal \
+         rebuilt it (see 'cairn volume heal {name} statistics')"
+    )))
+}
+
+async fn brick_reset(node: &Arc<Node>, req: MgmtRequest) -> Result<MgmtReply, RemoteError> {
+    let MgmtRequest::BrickReset { volume, volume_id, index, path, force } = req else {
+        return Err(fail(Errno::EINVAL, "not a brick reset request"));
+    };
+    if node.slot(&volume, index).is_some_and(|s| s.brick.root() == Path::new(&path)) {
+        return Err(fail(
+            Errno::EBUSY,
+            format!("brick {}:{path} is open; take it out with reset-brick start first", node.name),
+        ));
+    }
+    let marker = BrickMarker {
+        format: 1,
+        volume: volume.clone(),
+        volume_id: format!("{volume_id:032x}"),
+        index,
+    };
+    let p = path.clone();
+    tokio::task::spawn_blocking(move || Brick::reset(Path::new(&p), &marker, force))
+        .await
+        .map_err(|e| fail(Errno::EIO, format!("brick reset task: {e}")))??;
+    tracing::info!(volume = %volume, brick = index, path = %path, "brick re-initialised for a full heal");
+    Ok(done(format!("brick {}:{path} re-initialised for {volume}", node.name)))
 }
 
 async fn update_options(

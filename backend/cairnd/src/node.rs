@@ -29,6 +29,8 @@ pub struct BrickSlot {
     pub healing: AtomicBool,
     /// Set when the volume stops: the heal task and the syncer end.
     pub stopped: AtomicBool,
+    /// Heal crawl statistics (`cairn volume heal VOL statistics`).
+    pub heal: Mutex<crate::heal::HealStats>,
 }
 
 /// Connections to other nodes' `cairnd`, made on demand and re-made after a failure.
@@ -235,13 +237,22 @@ impl Node {
         for v in &volumes {
             for set in &v.sets {
                 for b in &set.bricks {
-                    if b.node != self.name || v.status != VolumeStatus::Started {
+                    // Bricks taken out by `reset-brick start` are closed until the commit.
+                    if b.node != self.name
+                        || v.status != VolumeStatus::Started
+                        || v.reset_bricks.contains(&b.index)
+                    {
+                        continue;
+                    }
+                    if let Some(s) = self.slot(&v.name, b.index) {
+                        // Same brick, same place: keep it. Moved by replace-brick: close
+                        // the old one (below) and open the new one on the next pass.
+                        if s.brick.root() == std::path::Path::new(&b.path) {
+                            wanted.insert((v.name.clone(), b.index));
+                        }
                         continue;
                     }
                     wanted.insert((v.name.clone(), b.index));
-                    if self.slot(&v.name, b.index).is_some() {
-                        continue;
-                    }
                     let path = PathBuf::from(&b.path);
                     let opened = {
                         let (path, id, index) = (path.clone(), v.id.clone(), b.index);
@@ -255,6 +266,7 @@ impl Node {
                                 brick: Arc::new(brick),
                                 healing: AtomicBool::new(true),
                                 stopped: AtomicBool::new(false),
+                                heal: Mutex::default(),
                             });
                             self.bricks.write().insert((v.name.clone(), b.index), slot.clone());
                             if let Err(e) = self
@@ -268,7 +280,14 @@ impl Node {
                             crate::heal::spawn(self.clone(), slot);
                         }
                         Ok(Err(e)) => {
-                            tracing::error!(volume = %v.name, brick = b.index, path = %b.path, error = %e, "cannot open brick")
+                            // Never served as is: an emptied directory (disk replaced) is
+                            // rebuilt only through reset-brick, which flags a full heal.
+                            let hint = if e.errno == Errno::ENOENT {
+                                format!("; if its disk was replaced, run 'cairn volume reset-brick {} {}:{} start' then '... commit'", v.name, b.node, b.path)
+                            } else {
+                                String::new()
+                            };
+                            tracing::error!(volume = %v.name, brick = b.index, path = %b.path, error = %e, "cannot open brick{hint}")
                         }
                         Err(e) => tracing::error!(error = %e, "brick open task failed"),
                     }

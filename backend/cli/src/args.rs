@@ -95,6 +95,10 @@ pub enum Force {
 pub enum HealAction {
     /// List, per brick, the entries waiting to be healed.
     Info,
+    /// Crawl statistics per brick: start, end, entries healed and failed, running or not.
+    Statistics,
+    /// Start a full crawl: every brick copies every inode from its chain head.
+    Full,
 }
 
 #[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
@@ -368,16 +372,67 @@ cairn volume set vol0 network.ping-timeout 10"
     /// Reset a volume option to its default.
     #[command(after_help = "EXAMPLES:\n  cairn volume reset vol0 performance.cache-size")]
     Reset { name: String, key: String },
-    /// Self-heal: show entries waiting to be healed.
+    /// Self-heal: pending entries, crawl statistics, or a full crawl.
     #[command(
-        override_usage = "cairn volume heal NAME info",
+        override_usage = "cairn volume heal NAME info|statistics|full",
         long_about = "`cairn volume heal NAME info` lists, for each brick of the volume, the \
-entries (inode ids) it holds for replicas that were away and still need to copy them.",
-        after_help = "EXAMPLES:\n  cairn volume heal vol0 info\n  cairn --json volume heal vol0 info"
+entries (inode ids) it holds for replicas that were away and still need to copy them.\n\n\
+`statistics` shows, per brick, the running heal crawl (if any) and the last finished crawl \
+of each type (index, full): start and end time, entries scanned, healed and failed.\n\n\
+`full` starts a full crawl on every brick: each walks the whole tree and copies every inode \
+from its chain head, even inodes no pending index names. The request survives a restart \
+of cairnd (the crawl then starts over). Crawls copy `cluster.heal-parallelism` inodes at \
+a time per brick (volume option, default 4).",
+        after_help = "EXAMPLES:\n  cairn volume heal vol0 info\n  cairn --json volume heal vol0 info\n  \
+cairn volume heal vol0 full\n  cairn volume heal vol0 statistics"
     )]
     Heal {
         name: String,
         #[arg(value_enum)]
         action: HealAction,
+    },
+    /// Re-initialise a brick whose disk was replaced, rebuilt from its replicas.
+    #[command(
+        name = "reset-brick",
+        override_usage = "cairn volume reset-brick NAME HOST:/PATH start\n       \
+cairn volume reset-brick NAME HOST:/PATH HOST:/PATH commit [force]",
+        long_about = "Replace the disk under a brick, keeping its place in the volume.\n\n\
+`start` takes the brick out of service: its node closes it and it shows down (writes go on \
+on its replicas, which record what it misses). Replace or empty the disk, then `commit` \
+(naming the same brick twice, as gluster does) makes the empty directory that brick again \
+(marker and volume id), marks it stale in the config store and owes it a full heal: it \
+serves nothing until every inode of its replica set was copied onto it from the inode's \
+chain head, then turns up. `commit force` also accepts a directory that still holds this \
+brick's old copy (it is brought up to date the same way) or any non-empty directory.\n\n\
+A brick whose directory was emptied behind cairnd's back is never served: its node refuses \
+to open it (\"not a brick\") until this command re-initialises it.",
+        after_help = "EXAMPLES:\n  cairn volume reset-brick vol0 node2:/bricks/b1 start\n  \
+cairn volume reset-brick vol0 node2:/bricks/b1 node2:/bricks/b1 commit\n  \
+cairn volume heal vol0 statistics"
+    )]
+    ResetBrick {
+        name: String,
+        /// `HOST:/PATH start` or `HOST:/PATH HOST:/PATH commit [force]`
+        #[arg(value_name = "ARGS", required = true, num_args = 2..=4)]
+        args: Vec<String>,
+    },
+    /// Move a brick to a new, empty directory, rebuilt from its replicas.
+    #[command(
+        name = "replace-brick",
+        override_usage = "cairn volume replace-brick NAME OLD-HOST:/PATH NEW-HOST:/PATH commit force",
+        long_about = "Give brick OLD's place in the volume to the empty directory NEW (on any \
+peer): OLD is closed, NEW is prepared, marked stale and rebuilt by a full heal from the \
+other bricks of its replica set before it serves. Only `commit force` exists, as in \
+gluster. OLD's directory is left as it is.",
+        after_help = "EXAMPLES:\n  cairn volume replace-brick vol0 node2:/bricks/b1 node4:/bricks/b1 commit force"
+    )]
+    ReplaceBrick {
+        name: String,
+        old: String,
+        new: String,
+        /// `commit`
+        commit: String,
+        /// `force`
+        force: String,
     },
 }

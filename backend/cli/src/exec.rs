@@ -3,7 +3,9 @@
 use crate::args::Cli;
 use crate::client::{self, CallError};
 use crate::grammar::{failed_message, UsageError};
-use crate::json::{self, HealDoc, PeersDoc, ResultDoc, VolumeListDoc, VolumeStatusDoc};
+use crate::json::{
+    self, HealDoc, HealStatsDoc, PeersDoc, ResultDoc, VolumeListDoc, VolumeStatusDoc,
+};
 use crate::plan::{self, Output, Plan, Settings};
 use crate::{exit, format};
 use cairn_proto::mgmt::MgmtReply;
@@ -173,6 +175,14 @@ fn show(out: &mut dyn Write, err: &mut dyn Write, s: &Settings, p: &Plan, reply:
                 json::render(&HealDoc { volume, bricks })
             } else {
                 format::heal_info(&bricks)
+            }
+        }
+        (Output::HealStatistics, MgmtReply::HealStats(bricks)) => {
+            let volume = p.name.clone().unwrap_or_default();
+            if s.json {
+                json::render(&HealStatsDoc { volume, bricks })
+            } else {
+                format::heal_statistics(&volume, &bricks)
             }
         }
         (_, other) => {

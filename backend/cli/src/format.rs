@@ -1,7 +1,7 @@
 //! Human output, in the layout of the matching gluster commands.
 
 use cairn_proto::map::{BrickState, VolumeMap};
-use cairn_proto::mgmt::{HealBrickInfo, PeerInfo, VolumeStatusInfo};
+use cairn_proto::mgmt::{HealBrickInfo, HealBrickStats, PeerInfo, VolumeStatusInfo};
 use std::fmt::Write;
 
 /// What gluster prints when there is nothing to show.
@@ -215,10 +215,73 @@ pub fn heal_info(bricks: &[HealBrickInfo]) -> String {
     o
 }
 
+/// Unix seconds as `YYYY-MM-DD HH:MM:SS UTC`.
+pub fn utc(secs: u64) -> String {
+    let (days, rem) = ((secs / 86400) as i64, secs % 86400);
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// `cairn volume heal NAME statistics`, in the layout of gluster's.
+pub fn heal_statistics(volume: &str, bricks: &[HealBrickStats]) -> String {
+    let mut o = format!("Gathering crawl statistics on volume {volume} has been successful\n");
+    o.push_str("------------------------------------------------\n");
+    for b in bricks {
+        let _ = writeln!(o);
+        let _ = writeln!(o, "Crawl statistics for brick no {}", b.index);
+        let _ = writeln!(o, "Hostname of brick {}", b.node);
+        let _ = writeln!(o, "Brick path {}", b.path);
+        if !b.online {
+            let _ = writeln!(o, "Status: Transport endpoint is not connected");
+            continue;
+        }
+        let _ = writeln!(o, "Status: Connected");
+        let _ = writeln!(o, "State: {}", b.state);
+        if b.in_progress {
+            let _ = writeln!(o, "Crawl is in progress");
+        }
+        if b.full_pending {
+            let _ = writeln!(o, "Full crawl: pending");
+        }
+        let _ = writeln!(o, "Number of entries pending for other bricks: {}", b.pending);
+        if b.crawls.is_empty() {
+            let _ = writeln!(o, "No crawl since the brick was opened");
+        }
+        for c in &b.crawls {
+            let _ = writeln!(o);
+            let _ = writeln!(o, "Starting time of crawl: {}", utc(c.started));
+            match c.ended {
+                Some(e) => {
+                    let _ = writeln!(o, "Ending time of crawl: {}", utc(e));
+                }
+                None => {
+                    let _ = writeln!(o, "Ending time of crawl: In progress");
+                }
+            }
+            let _ = writeln!(o, "Type of crawl: {}", c.kind.to_uppercase());
+            let _ = writeln!(o, "No. of entries scanned: {}", c.scanned);
+            let _ = writeln!(o, "No. of entries healed: {}", c.healed);
+            let _ = writeln!(o, "No. of heal failed entries: {}", c.failed);
+        }
+    }
+    o
+}
+
 #[cfg(test)]
 pub(crate) mod fixtures {
     use cairn_proto::map::{BrickInfo, BrickState, ReplicaSet, VolumeMap, VolumeStatus};
-    use cairn_proto::mgmt::{BrickStatus, HealBrickInfo, PeerInfo, VolumeStatusInfo};
+    use cairn_proto::mgmt::{
+        BrickStatus, CrawlInfo, HealBrickInfo, HealBrickStats, PeerInfo, VolumeStatusInfo,
+    };
 
     fn brick(index: u32, node: &str, path: &str, state: BrickState) -> BrickInfo {
         BrickInfo {
@@ -340,6 +403,50 @@ pub(crate) mod fixtures {
                 uuid: "0e0e0e0e-1111-4222-8333-444455556666".into(),
                 connected: false,
                 local: false,
+            },
+        ]
+    }
+
+    pub fn heal_stats() -> Vec<HealBrickStats> {
+        vec![
+            HealBrickStats {
+                index: 0,
+                node: "node1".into(),
+                path: "/bricks/b1".into(),
+                online: true,
+                state: "healing".into(),
+                in_progress: true,
+                full_pending: true,
+                pending: 0,
+                crawls: vec![
+                    CrawlInfo {
+                        kind: "full".into(),
+                        started: 1_700_000_000,
+                        ended: None,
+                        scanned: 120,
+                        healed: 100,
+                        failed: 0,
+                    },
+                    CrawlInfo {
+                        kind: "index".into(),
+                        started: 1_699_999_990,
+                        ended: Some(1_699_999_991),
+                        scanned: 3,
+                        healed: 2,
+                        failed: 1,
+                    },
+                ],
+            },
+            HealBrickStats {
+                index: 1,
+                node: "node2".into(),
+                path: "/bricks/b1".into(),
+                online: false,
+                state: "down".into(),
+                in_progress: false,
+                full_pending: false,
+                pending: 0,
+                crawls: vec![],
             },
         ]
     }
@@ -474,6 +581,46 @@ a2b3c4d5-e6f7-4890-a1b2-c3d4e5f60718  node2              10.0.0.2:7420  Connecte
 0e0e0e0e-1111-4222-8333-444455556666  node3              10.0.0.3:7420  Disconnected
 ";
         assert_eq!(pool_list(&peers()), expected);
+    }
+
+    #[test]
+    fn heal_statistics_golden() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(utc(1_700_000_000), "2023-11-14 22:13:20 UTC");
+        assert_eq!(utc(951_782_400), "2000-02-29 00:00:00 UTC");
+        let expected = "\
+Gathering crawl statistics on volume vol0 has been successful
+------------------------------------------------
+
+Crawl statistics for brick no 0
+Hostname of brick node1
+Brick path /bricks/b1
+Status: Connected
+State: healing
+Crawl is in progress
+Full crawl: pending
+Number of entries pending for other bricks: 0
+
+Starting time of crawl: 2023-11-14 22:13:20 UTC
+Ending time of crawl: In progress
+Type of crawl: FULL
+No. of entries scanned: 120
+No. of entries healed: 100
+No. of heal failed entries: 0
+
+Starting time of crawl: 2023-11-14 22:13:10 UTC
+Ending time of crawl: 2023-11-14 22:13:11 UTC
+Type of crawl: INDEX
+No. of entries scanned: 3
+No. of entries healed: 2
+No. of heal failed entries: 1
+
+Crawl statistics for brick no 1
+Hostname of brick node2
+Brick path /bricks/b1
+Status: Transport endpoint is not connected
+";
+        assert_eq!(heal_statistics("vol0", &heal_stats()), expected);
     }
 
     #[test]

@@ -169,6 +169,79 @@ pub fn parse_brick(spec: &str) -> Result<Brick, String> {
     Ok(Brick { host: host.to_string(), path: format!("/{}", comps.join("/")) })
 }
 
+pub const RESET_BRICK_USAGE: &str =
+    "Usage: cairn volume reset-brick NAME HOST:/PATH start\n       \
+cairn volume reset-brick NAME HOST:/PATH HOST:/PATH commit [force]";
+pub const REPLACE_BRICK_USAGE: &str =
+    "Usage: cairn volume replace-brick NAME OLD-HOST:/PATH NEW-HOST:/PATH commit force";
+
+/// `reset-brick NAME SRC start` | `reset-brick NAME SRC DST commit [force]` (DST must be
+/// SRC: the brick keeps its place, as gluster requires).
+pub fn parse_reset_brick(
+    name: &str,
+    args: &[String],
+) -> Result<cairn_proto::mgmt::MgmtRequest, UsageError> {
+    const CMD: &str = "volume reset-brick";
+    let err = |reason: String| UsageError::new(CMD, name, reason);
+    let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    let (src, commit, force) = match a.as_slice() {
+        [src, "start"] => (*src, false, false),
+        [src, dst, "commit"] | [src, dst, "commit", "force"] => {
+            let (s, d) = (parse_brick(src).map_err(err)?, parse_brick(dst).map_err(err)?);
+            if !s.same_host(&d) || s.path != d.path {
+                return Err(err(format!(
+                    "source brick {s} and destination brick {d} must be the same brick (use \
+                     replace-brick to move a brick)"
+                )));
+            }
+            (*src, true, a.len() == 4)
+        }
+        [_, _, "commit", w] => {
+            return Err(err(format!("expected 'force' after 'commit', not '{w}'"))
+                .with_usage(RESET_BRICK_USAGE))
+        }
+        _ => {
+            return Err(err("expected 'HOST:/PATH start' or 'HOST:/PATH HOST:/PATH commit \
+                            [force]'"
+                .into())
+            .with_usage(RESET_BRICK_USAGE))
+        }
+    };
+    let b = parse_brick(src).map_err(err)?;
+    Ok(cairn_proto::mgmt::MgmtRequest::ResetBrick {
+        name: name.to_string(),
+        brick: b.to_string(),
+        commit,
+        force,
+    })
+}
+
+/// `replace-brick NAME OLD NEW commit force`.
+pub fn parse_replace_brick(
+    name: &str,
+    old: &str,
+    new: &str,
+    commit: &str,
+    force: &str,
+) -> Result<cairn_proto::mgmt::MgmtRequest, UsageError> {
+    const CMD: &str = "volume replace-brick";
+    let err = |reason: String| UsageError::new(CMD, name, reason);
+    if (commit, force) != ("commit", "force") {
+        return Err(err("only 'commit force' is supported".into()).with_usage(REPLACE_BRICK_USAGE));
+    }
+    let (o, n) = (parse_brick(old).map_err(err)?, parse_brick(new).map_err(err)?);
+    if o.same_host(&n) && o.path == n.path {
+        return Err(err(format!(
+            "old and new brick must differ (to rebuild {o} in place use reset-brick)"
+        )));
+    }
+    Ok(cairn_proto::mgmt::MgmtRequest::ReplaceBrick {
+        name: name.to_string(),
+        old: o.to_string(),
+        new: n.to_string(),
+    })
+}
+
 /// Keywords of gluster's `volume create` that Cairn does not implement.
 const UNSUPPORTED: &[&str] =
     &["stripe", "arbiter", "disperse", "disperse-data", "redundancy", "replica-count"];

@@ -9,11 +9,12 @@
 //! - `volume list`: `{"volumes": ["name", ...]}`
 //! - `peer status` / `pool list`: `{"peers": [PeerInfo]}` (pool list includes this node)
 //! - `volume heal NAME info`: `{"volume": "NAME", "bricks": [HealBrickInfo]}`
+//! - `volume heal NAME statistics`: `{"volume": "NAME", "bricks": [HealBrickStats]}`
 //! - any other command: `{"command", "name", "result": "success"|"failed", "message"}`
 
 use crate::format;
 use cairn_proto::map::{BrickInfo, BrickState, ReplicaSet, VolumeMap, VolumeStatus};
-use cairn_proto::mgmt::{HealBrickInfo, PeerInfo, VolumeStatusInfo};
+use cairn_proto::mgmt::{HealBrickInfo, HealBrickStats, PeerInfo, VolumeStatusInfo};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -159,6 +160,12 @@ pub struct HealDoc {
     pub bricks: Vec<HealBrickInfo>,
 }
 
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HealStatsDoc {
+    pub volume: String,
+    pub bricks: Vec<HealBrickStats>,
+}
+
 /// The result of a command that changes state, or of any failed command.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResultDoc {
@@ -246,6 +253,15 @@ mod tests {
         let heal = HealDoc { volume: "vol0".into(), bricks: fixtures::heal() };
         let back: HealDoc = serde_json::from_str(&render(&heal)).unwrap();
         assert_eq!(back, heal);
+
+        let stats = HealStatsDoc { volume: "vol0".into(), bricks: fixtures::heal_stats() };
+        let back: HealStatsDoc = serde_json::from_str(&render(&stats)).unwrap();
+        assert_eq!(back, stats);
+        let v: Value = serde_json::from_str(&render(&stats)).unwrap();
+        assert_eq!(v["bricks"][0]["in_progress"], true);
+        assert_eq!(v["bricks"][0]["crawls"][0]["kind"], "full");
+        assert_eq!(v["bricks"][0]["crawls"][0]["ended"], Value::Null);
+        assert_eq!(v["bricks"][0]["crawls"][1]["failed"], 1);
 
         let list = VolumeListDoc { volumes: vec!["a".into()] };
         assert_eq!(render(&list), "{\n  \"volumes\": [\n    \"a\"\n  ]\n}\n");

@@ -18,6 +18,7 @@ pub enum Output {
     VolumeStatus,
     VolumeList,
     HealInfo,
+    HealStatistics,
 }
 
 impl Output {
@@ -193,6 +194,25 @@ fn plan_volume(cmd: &VolumeCmd) -> Result<Plan, UsageError> {
             let req = MgmtRequest::HealInfo { name: name.clone() };
             read("volume heal", Some(name), req, Output::HealInfo)
         }
+        VolumeCmd::Heal { name, action: HealAction::Statistics } => {
+            let name = volume("volume heal", name)?;
+            let req = MgmtRequest::HealStatistics { name: name.clone() };
+            read("volume heal", Some(name), req, Output::HealStatistics)
+        }
+        VolumeCmd::Heal { name, action: HealAction::Full } => {
+            let name = volume("volume heal", name)?;
+            done("volume heal", name.clone(), MgmtRequest::HealFull { name })
+        }
+        VolumeCmd::ResetBrick { name, args } => {
+            let name = volume("volume reset-brick", name)?;
+            let req = grammar::parse_reset_brick(&name, args)?;
+            done("volume reset-brick", name, req)
+        }
+        VolumeCmd::ReplaceBrick { name, old, new, commit, force } => {
+            let name = volume("volume replace-brick", name)?;
+            let req = grammar::parse_replace_brick(&name, old, new, commit, force)?;
+            done("volume replace-brick", name, req)
+        }
     })
 }
 
@@ -294,13 +314,56 @@ mod tests {
             MgmtRequest::VolumeReset { name: "v1".into(), key: "network.ping-timeout".into() }
         );
         assert_eq!(req("volume heal v1 info"), MgmtRequest::HealInfo { name: "v1".into() });
+        assert_eq!(
+            req("volume heal v1 statistics"),
+            MgmtRequest::HealStatistics { name: "v1".into() }
+        );
+        assert_eq!(req("volume heal v1 full"), MgmtRequest::HealFull { name: "v1".into() });
+        assert_eq!(
+            plan(&parse("volume heal v1 statistics").command).unwrap().output,
+            Output::HealStatistics
+        );
+        assert_eq!(
+            req("volume reset-brick v1 n2:/b/1 start"),
+            MgmtRequest::ResetBrick {
+                name: "v1".into(),
+                brick: "n2:/b/1".into(),
+                commit: false,
+                force: false
+            }
+        );
+        assert_eq!(
+            req("volume reset-brick v1 n2:/b/1/ n2://b/1 commit force"),
+            MgmtRequest::ResetBrick {
+                name: "v1".into(),
+                brick: "n2:/b/1".into(),
+                commit: true,
+                force: true
+            }
+        );
+        assert_eq!(
+            req("volume replace-brick v1 n2:/b/1 n4:/b/9 commit force"),
+            MgmtRequest::ReplaceBrick {
+                name: "v1".into(),
+                old: "n2:/b/1".into(),
+                new: "n4:/b/9".into()
+            }
+        );
     }
 
     #[test]
     fn volume_usage_errors() {
         clap_fails("volume start");
         clap_fails("volume start v1 now");
-        clap_fails("volume heal v1 full");
+        clap_fails("volume heal v1 split-brain");
+        clap_fails("volume reset-brick v1 n2:/b");
+        assert!(usage_err("volume reset-brick v1 n2:/b n3:/b commit").contains("same brick"));
+        assert!(usage_err("volume reset-brick v1 n2:/b stop").contains("start"));
+        assert!(usage_err("volume reset-brick v1 n2:/b n2:/b commit now").contains("force"));
+        assert!(usage_err("volume reset-brick v1 n2:b start").contains("absolute"));
+        clap_fails("volume replace-brick v1 a:/x b:/y commit");
+        assert!(usage_err("volume replace-brick v1 a:/x b:/y commit now").contains("commit force"));
+        assert!(usage_err("volume replace-brick v1 a:/x a:/x commit force").contains("differ"));
         clap_fails("volume create v1");
         clap_fails("volume set v1 key");
         clap_fails("volume frobnicate v1");

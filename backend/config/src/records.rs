@@ -34,4 +34,8 @@ pub struct VolumeRecord {
     pub options: BTreeMap<String, String>,
     pub layout_epoch: u64,
     pub rebalancing: bool,
+    /// Bricks taken out of service by `reset-brick start`: their node closes them (they
+    /// show `Down`) until `reset-brick commit`.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub reset_bricks: std::collections::BTreeSet<u32>,
 }

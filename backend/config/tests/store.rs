@@ -32,6 +32,7 @@ fn volume(name: &str, bricks: &[(&str, &str)]) -> VolumeRecord {
         options: BTreeMap::new(),
         layout_epoch: 1,
         rebalancing: false,
+        reset_bricks: Default::default(),
     }
 }
 

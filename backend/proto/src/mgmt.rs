@@ -74,6 +74,43 @@ pub enum MgmtRequest {
         kind: String,
         name: String,
     },
+    /// Crawl statistics of every brick of the volume.
+    HealStatistics {
+        name: String,
+    },
+    /// Start a full crawl on every brick of the volume.
+    HealFull {
+        name: String,
+    },
+    /// Node to node: heal state of this node's bricks of `name` (pending entries, crawl
+    /// statistics); with `full`, first request a full crawl on each of them.
+    HealLocal {
+        name: String,
+        full: bool,
+    },
+    /// `reset-brick VOL BRICK start` / `reset-brick VOL BRICK BRICK commit [force]`.
+    ResetBrick {
+        name: String,
+        brick: String,
+        commit: bool,
+        force: bool,
+    },
+    /// `replace-brick VOL OLD NEW commit force`: brick OLD's place is taken by the empty
+    /// directory NEW, rebuilt by a full heal.
+    ReplaceBrick {
+        name: String,
+        old: String,
+        new: String,
+    },
+    /// Node to node: make `path` (empty, or an old copy of this same brick with `force`)
+    /// brick `index` of the volume again, flagged for a full heal before it serves.
+    BrickReset {
+        volume: String,
+        volume_id: u128,
+        index: u32,
+        path: String,
+        force: bool,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -127,6 +164,50 @@ pub struct HealBrickInfo {
     pub pending: Vec<String>,
 }
 
+/// One crawl of a brick's heal: `index` (the pending entries peers recorded for it) or
+/// `full` (every inode of the replica set, from each inode's chain head).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CrawlInfo {
+    /// `index` or `full`.
+    pub kind: String,
+    /// Unix seconds.
+    pub started: u64,
+    /// Unix seconds; `None` while the crawl runs.
+    pub ended: Option<u64>,
+    /// Inodes looked at (a full crawl counts every inode it walked).
+    pub scanned: u64,
+    /// Inodes copied onto this brick from their head.
+    pub healed: u64,
+    /// Inodes that could not be copied (retried by the next crawl).
+    pub failed: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HealBrickStats {
+    pub index: u32,
+    pub node: String,
+    pub path: String,
+    pub online: bool,
+    /// `up`, `healing` or `down`.
+    pub state: String,
+    /// A crawl is running now (it is also the first of `crawls`).
+    pub in_progress: bool,
+    /// A full crawl is requested and not finished (it survives restarts).
+    pub full_pending: bool,
+    /// Entries this brick holds for peers.
+    pub pending: u64,
+    /// The running crawl, then the last finished one of each kind; newest first.
+    pub crawls: Vec<CrawlInfo>,
+}
+
+/// What one node reports for one of its bricks (`HealLocal`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HealLocalBrick {
+    pub index: u32,
+    pub pending: Vec<String>,
+    pub stats: HealBrickStats,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MgmtReply {
     Done { message: String },
@@ -137,6 +218,8 @@ pub enum MgmtReply {
     Heal(Vec<HealBrickInfo>),
     /// Gateway objects of one kind and the store revision they were read at.
     Gateway { revision: u64, objects: Vec<GatewayObject> },
+    HealStats(Vec<HealBrickStats>),
+    HealLocal(Vec<HealLocalBrick>),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
