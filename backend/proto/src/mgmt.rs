@@ -210,14 +210,19 @@ pub struct HealLocalBrick {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MgmtReply {
-    Done { message: String },
+    Done {
+        message: String,
+    },
     Peers(Vec<PeerInfo>),
     Volumes(Vec<VolumeMap>),
     Names(Vec<String>),
     Status(Vec<VolumeStatusInfo>),
     Heal(Vec<HealBrickInfo>),
     /// Gateway objects of one kind and the store revision they were read at.
-    Gateway { revision: u64, objects: Vec<GatewayObject> },
+    Gateway {
+        revision: u64,
+        objects: Vec<GatewayObject>,
+    },
     HealStats(Vec<HealBrickStats>),
     HealLocal(Vec<HealLocalBrick>),
 }
