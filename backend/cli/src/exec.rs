@@ -35,11 +35,20 @@ where
             return e.exit_code();
         }
     };
-    if let crate::args::Command::Nfs(nfs) = &cli.command {
-        return match plan::settings(&cli) {
-            Ok(s) => crate::gateway::nfs(&s, nfs, out, err),
-            Err(e) => usage(err, &e),
-        };
+    match &cli.command {
+        crate::args::Command::Nfs(nfs) => {
+            return match plan::settings(&cli) {
+                Ok(s) => crate::gateway::nfs(&s, nfs, out, err),
+                Err(e) => usage(err, &e),
+            }
+        }
+        crate::args::Command::Smb(smb) => {
+            return match plan::settings(&cli) {
+                Ok(s) => crate::gateway::smb(&s, smb, out, err),
+                Err(e) => usage(err, &e),
+            }
+        }
+        _ => {}
     }
     let prepared = plan::settings(&cli).and_then(|s| Ok((s, plan::plan(&cli.command)?)));
     let (settings, plan) = match prepared {

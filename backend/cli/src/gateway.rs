@@ -1,16 +1,17 @@
-//! `cairn nfs ...`: gateway commands. Unlike the volume commands they take several calls
+//! `cairn nfs ...` and `cairn smb ...`: gateway commands. Unlike the volume commands they take several calls
 //! to `cairnd` (read the exports, check the volume, store conditionally) plus local work on
-//! the gateway (render Ganesha's config, apply it over DBus), so they are run here rather
+//! the gateway (render Ganesha's or smbd's config and apply it), so they are run here rather
 //! than planned as one request. The documents, checks and rendering are `cairn_gateway`'s.
 
-use crate::args::{AccessArg, NfsArgs, NfsCmd, NfsExportCmd};
+use crate::args::{AccessArg, NfsArgs, NfsCmd, NfsExportCmd, SmbArgs, SmbCmd, SmbShareCmd};
 use crate::client::{self, CallError};
 use crate::exit;
 use crate::grammar::failed_message;
 use crate::json;
 use crate::plan::Settings;
 use cairn_gateway::nfs::{self, Access, ApplyReport, Ganesha, NfsExport, Squash};
-use cairn_gateway::NFS_EXPORT;
+use cairn_gateway::smb::{self, SmbShare, Smbd};
+use cairn_gateway::{NFS_EXPORT, SMB_SHARE};
 use cairn_proto::map::VolumeStatus;
 use cairn_proto::mgmt::{MgmtReply, MgmtRequest};
 use cairn_proto::Errno;
@@ -67,15 +68,10 @@ pub fn nfs(s: &Settings, a: &NfsArgs, out: &mut dyn Write, err: &mut dyn Write) 
         NfsCmd::Export(NfsExportCmd::Show { export }) => ("nfs export show", Some(export.clone())),
         NfsCmd::Sync { .. } => ("nfs sync", None),
     };
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => {
-            let _ = writeln!(err, "cairn: cannot start the I/O runtime: {e}");
-            return exit::FAILED;
-        }
-    };
     let ganesha = Ganesha { conf_dir: a.conf_dir.clone(), bus: None };
-    let r = rt.block_on(async {
+    let out2: &mut dyn Write = &mut *out;
+    let r = block_on(async {
+        let out = out2;
         match &a.command {
             NfsCmd::Export(NfsExportCmd::Add {
                 target,
@@ -134,6 +130,27 @@ pub fn nfs(s: &Settings, a: &NfsArgs, out: &mut dyn Write, err: &mut dyn Write) 
             NfsCmd::Sync { watch, interval } => sync(s, &ganesha, *watch, *interval, out).await,
         }
     });
+    report(s, command, name, r, out, err)
+}
+
+/// Run a command's future on a one-thread runtime.
+fn block_on<F: std::future::Future<Output = Result<(), Failure>>>(f: F) -> Result<(), Failure> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::failed(format!("cannot start the I/O runtime: {e}")))?
+        .block_on(f)
+}
+
+/// The exit code of a command, printing its failure (and the JSON result document).
+fn report(
+    s: &Settings,
+    command: &'static str,
+    name: Option<String>,
+    r: Result<(), Failure>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> i32 {
     match r {
         Ok(()) => exit::OK,
         Err(f) => {
@@ -177,21 +194,52 @@ async fn call(s: &Settings, req: MgmtRequest) -> Result<MgmtReply, Failure> {
     Ok(client::call(&s.addr, req, s.timeout).await?)
 }
 
-/// Every export in the config store and the revision they were read at.
-async fn load(s: &Settings) -> Result<(Vec<NfsExport>, u64), Failure> {
-    match call(s, MgmtRequest::GatewayList { kind: NFS_EXPORT.into() }).await? {
+/// Every object of `kind` in the config store and the revision they were read at.
+async fn load_kind<T: serde::de::DeserializeOwned>(
+    s: &Settings,
+    kind: &str,
+) -> Result<(Vec<T>, u64), Failure> {
+    match call(s, MgmtRequest::GatewayList { kind: kind.into() }).await? {
         MgmtReply::Gateway { revision, objects } => {
             let mut out = Vec::with_capacity(objects.len());
             for o in objects {
-                let e: NfsExport = serde_json::from_str(&o.doc).map_err(|e| {
-                    Failure::failed(format!("stored export {} is not readable: {e}", o.name))
+                let e: T = serde_json::from_str(&o.doc).map_err(|e| {
+                    Failure::failed(format!("stored {kind} {} is not readable: {e}", o.name))
                 })?;
                 out.push(e);
             }
-            out.sort_by_key(|e| e.export_id);
             Ok((out, revision))
         }
         other => Err(Failure::failed(format!("unexpected reply from cairnd: {other:?}"))),
+    }
+}
+
+/// Every export in the config store, by id, and the revision they were read at.
+async fn load(s: &Settings) -> Result<(Vec<NfsExport>, u64), Failure> {
+    let (mut v, rev) = load_kind::<NfsExport>(s, NFS_EXPORT).await?;
+    v.sort_by_key(|e| e.export_id);
+    Ok((v, rev))
+}
+
+/// Store `doc` as `kind`/`name` if nothing of that kind changed since `revision`; false if
+/// something did (re-read, re-check, retry).
+async fn store_if_unchanged(
+    s: &Settings,
+    kind: &str,
+    name: &str,
+    doc: String,
+    revision: u64,
+) -> Result<bool, Failure> {
+    let put = MgmtRequest::GatewayPut {
+        kind: kind.into(),
+        name: name.into(),
+        doc,
+        if_unchanged_since: Some(revision),
+    };
+    match call(s, put).await {
+        Ok(_) => Ok(true),
+        Err(f) if f.errno.as_deref() == Some(Errno::EEXIST.name()) => Ok(false),
+        Err(f) => Err(f),
     }
 }
 
@@ -209,7 +257,13 @@ async fn servers(s: &Settings) -> Result<Vec<String>, Failure> {
 }
 
 /// The volume exists and is started, and the subdirectory exists in it and is a directory.
-async fn check_target(s: &Settings, e: &NfsExport, servers: &[String]) -> Result<(), Failure> {
+async fn check_target(
+    s: &Settings,
+    volume: &str,
+    subdir: &str,
+    servers: &[String],
+) -> Result<(), Failure> {
+    let e = Target { volume: volume.to_string(), subdir: subdir.to_string() };
     let vols = match call(s, MgmtRequest::VolumeInfo { name: Some(e.volume.clone()) }).await {
         Ok(MgmtReply::Volumes(v)) => v,
         Ok(other) => {
@@ -250,6 +304,11 @@ async fn check_target(s: &Settings, e: &NfsExport, servers: &[String]) -> Result
         ))),
         Err(x) => Err(Failure::failed(format!("{}{}: {}", e.volume, e.subdir, x.message))),
     }
+}
+
+struct Target {
+    volume: String,
+    subdir: String,
 }
 
 fn find<'a>(exports: &'a [NfsExport], key: &str) -> Result<&'a NfsExport, Failure> {
@@ -423,7 +482,7 @@ async fn add(
     out: &mut dyn Write,
 ) -> Result<(), Failure> {
     let servers = servers(s).await?;
-    check_target(s, &new, &servers).await?;
+    check_target(s, &new.volume, &new.subdir, &servers).await?;
     let mut stored = false;
     for _ in 0..STORE_RETRIES {
         let (exports, revision) = load(s).await?;
@@ -433,20 +492,10 @@ async fn add(
         }
         nfs::check_unique(&new, &exports).map_err(Failure::failed)?;
         let doc = serde_json::to_string(&new).expect("plain data always serializes");
-        let put = MgmtRequest::GatewayPut {
-            kind: NFS_EXPORT.into(),
-            name: new.export_id.to_string(),
-            doc,
-            if_unchanged_since: Some(revision),
-        };
-        match call(s, put).await {
-            Ok(_) => {
-                stored = true;
-                break;
-            }
-            // Someone changed the exports since we read them: read and check again.
-            Err(f) if f.errno.as_deref() == Some(Errno::EEXIST.name()) => continue,
-            Err(f) => return Err(f),
+        // Someone changed the exports since we read them: read and check again.
+        if store_if_unchanged(s, NFS_EXPORT, &new.export_id.to_string(), doc, revision).await? {
+            stored = true;
+            break;
         }
     }
     if !stored {
@@ -552,6 +601,327 @@ async fn sync(
             }
             Err(f) if watch => {
                 let _ = writeln!(out, "nfs sync: {} (retrying)", f.message);
+            }
+            Err(f) => return Err(f),
+        }
+        tokio::time::sleep(Duration::from_secs(interval.max(1))).await;
+    }
+}
+
+// ---- SMB shares ----
+
+/// Run `cairn smb ...`; returns the exit code.
+pub fn smb(s: &Settings, a: &SmbArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    let (command, name) = match &a.command {
+        SmbCmd::Share(SmbShareCmd::Add { name, .. }) => ("smb share add", Some(name.clone())),
+        SmbCmd::Share(SmbShareCmd::Remove { name }) => ("smb share remove", Some(name.clone())),
+        SmbCmd::Share(SmbShareCmd::List) => ("smb share list", None),
+        SmbCmd::Share(SmbShareCmd::Show { name }) => ("smb share show", Some(name.clone())),
+        SmbCmd::Sync { .. } => ("smb sync", None),
+    };
+    let smbd = Smbd { conf_dir: a.conf_dir.clone(), smb_conf: a.smb_conf.clone() };
+    let out2: &mut dyn Write = &mut *out;
+    let r = block_on(async {
+        let out = out2;
+        match &a.command {
+            SmbCmd::Share(SmbShareCmd::Add { name, volume, read_only, users, comment, hidden }) => {
+                let (volume, subdir) =
+                    cairn_gateway::split_volume_path(volume).map_err(Failure::usage)?;
+                let users = match users {
+                    Some(u) => smb::parse_users(u).map_err(Failure::usage)?,
+                    None => vec![],
+                };
+                let new = SmbShare {
+                    name: name.clone(),
+                    volume,
+                    subdir,
+                    read_only: *read_only,
+                    users,
+                    comment: comment.clone(),
+                    browseable: !hidden,
+                };
+                new.validate().map_err(Failure::usage)?;
+                smb_add(s, &smbd, new, out).await
+            }
+            SmbCmd::Share(SmbShareCmd::Remove { name }) => smb_remove(s, &smbd, name, out).await,
+            SmbCmd::Share(SmbShareCmd::List) => {
+                let (shares, _) = load_shares(s).await?;
+                let text = if s.json {
+                    json::render(&SharesDoc { shares })
+                } else {
+                    shares_table(&shares)
+                };
+                write_out(out, &text)
+            }
+            SmbCmd::Share(SmbShareCmd::Show { name }) => {
+                let (shares, _) = load_shares(s).await?;
+                let sh = find_share(&shares, name)?;
+                let section = sh.render(&servers(s).await?);
+                let text = if s.json {
+                    json::render(&ShareShowDoc { share: sh.clone(), smb_conf_section: section })
+                } else {
+                    format!(
+                        "Share: {}\nVolume: {}\nDirectory: {}\nRead only: {}\nUsers: {}\n\
+                         Comment: {}\nBrowseable: {}\n\nsmb.conf section:\n{section}",
+                        sh.name,
+                        sh.volume,
+                        sh.subdir,
+                        if sh.read_only { "yes" } else { "no" },
+                        if sh.users.is_empty() {
+                            "(any authenticated user)".into()
+                        } else {
+                            sh.users.join(", ")
+                        },
+                        sh.comment,
+                        if sh.browseable { "yes" } else { "no" },
+                    )
+                };
+                write_out(out, &text)
+            }
+            SmbCmd::Sync { watch, interval } => smb_sync(s, &smbd, *watch, *interval, out).await,
+        }
+    });
+    report(s, command, name, r, out, err)
+}
+
+async fn load_shares(s: &Settings) -> Result<(Vec<SmbShare>, u64), Failure> {
+    let (mut v, rev) = load_kind::<SmbShare>(s, SMB_SHARE).await?;
+    v.sort_by(|a, b| a.name.to_lowercase().cmp(&b.name.to_lowercase()));
+    Ok((v, rev))
+}
+
+/// Share names are case-insensitive, as for SMB clients.
+fn find_share<'a>(shares: &'a [SmbShare], name: &str) -> Result<&'a SmbShare, Failure> {
+    shares
+        .iter()
+        .find(|sh| sh.name.eq_ignore_ascii_case(name))
+        .ok_or_else(|| Failure::failed(format!("no share named {name}")))
+}
+
+#[derive(Serialize)]
+struct SharesDoc {
+    shares: Vec<SmbShare>,
+}
+
+#[derive(Serialize)]
+struct ShareShowDoc {
+    share: SmbShare,
+    smb_conf_section: String,
+}
+
+#[derive(Serialize)]
+struct ShareChangeDoc {
+    command: String,
+    name: String,
+    result: String,
+    message: String,
+    share: SmbShare,
+    /// What happened on this gateway's smbd; null where this machine is not a gateway.
+    applied: Option<smb::ApplyReport>,
+}
+
+fn describe_share(sh: &SmbShare) -> String {
+    format!(
+        "share {} of {}{} ({}{})",
+        sh.name,
+        sh.volume,
+        if sh.subdir == "/" { String::new() } else { sh.subdir.clone() },
+        if sh.read_only { "read-only" } else { "read-write" },
+        if sh.users.is_empty() { String::new() } else { format!(", users {}", sh.users.join(",")) }
+    )
+}
+
+fn shares_table(shares: &[SmbShare]) -> String {
+    if shares.is_empty() {
+        return "No SMB shares\n".into();
+    }
+    let mut w = [5usize, 6, 6];
+    let rows: Vec<[String; 4]> = shares
+        .iter()
+        .map(|sh| {
+            [
+                sh.name.clone(),
+                format!("{}{}", sh.volume, if sh.subdir == "/" { "" } else { &sh.subdir }),
+                if sh.read_only { "ro".into() } else { "rw".into() },
+                if sh.users.is_empty() { "*".into() } else { sh.users.join(",") },
+            ]
+        })
+        .collect();
+    for r in &rows {
+        for i in 0..3 {
+            w[i] = w[i].max(r[i].len());
+        }
+    }
+    let mut out = format!(
+        "{:<a$}  {:<b$}  {:<c$}  Users\n",
+        "Share",
+        "Volume",
+        "Access",
+        a = w[0],
+        b = w[1],
+        c = w[2]
+    );
+    for r in rows {
+        out.push_str(&format!(
+            "{:<a$}  {:<b$}  {:<c$}  {}\n",
+            r[0],
+            r[1],
+            r[2],
+            r[3],
+            a = w[0],
+            b = w[1],
+            c = w[2]
+        ));
+    }
+    out
+}
+
+async fn smb_apply_here(
+    s: &Settings,
+    smbd: &Smbd,
+    reload_unchanged: bool,
+) -> Result<Option<smb::ApplyReport>, Failure> {
+    if !smb::is_gateway(&smbd.conf_dir) {
+        return Ok(None);
+    }
+    let (shares, _) = load_shares(s).await?;
+    let servers = servers(s).await?;
+    let smbd = Smbd { conf_dir: smbd.conf_dir.clone(), smb_conf: smbd.smb_conf.clone() };
+    tokio::task::spawn_blocking(move || smbd.apply(&shares, &servers, reload_unchanged))
+        .await
+        .map_err(|e| Failure::failed(format!("apply task failed: {e}")))?
+        .map(Some)
+        .map_err(Failure::failed)
+}
+
+fn smb_applied_text(smbd: &Smbd, r: &Option<smb::ApplyReport>) -> String {
+    match r {
+        None => format!(
+            "stored; {} does not exist here, so gateways apply it with `cairn smb sync`\n",
+            smbd.conf_dir.display()
+        ),
+        Some(r) if r.reloaded => format!(
+            "{} and the local smbd reloaded its configuration\n",
+            if r.changed { "shares.conf updated" } else { "shares.conf unchanged" }
+        ),
+        Some(r) => format!(
+            "written to {}; the local smbd was not told ({}), it reads the file when it starts\n",
+            smbd.shares_file().display(),
+            r.offline_reason.as_deref().unwrap_or("unknown reason")
+        ),
+    }
+}
+
+async fn smb_add(
+    s: &Settings,
+    smbd: &Smbd,
+    new: SmbShare,
+    out: &mut dyn Write,
+) -> Result<(), Failure> {
+    let servers = servers(s).await?;
+    check_target(s, &new.volume, &new.subdir, &servers).await?;
+    let mut stored = false;
+    for _ in 0..STORE_RETRIES {
+        let (shares, revision) = load_shares(s).await?;
+        if shares.iter().any(|sh| sh.name.eq_ignore_ascii_case(&new.name)) {
+            return Err(Failure::failed(format!("share {} already exists", new.name)));
+        }
+        let doc = serde_json::to_string(&new).expect("plain data always serializes");
+        if store_if_unchanged(s, SMB_SHARE, &new.name.to_lowercase(), doc, revision).await? {
+            stored = true;
+            break;
+        }
+    }
+    if !stored {
+        return Err(Failure::failed("the shares kept changing concurrently; try again"));
+    }
+    let applied = match smb_apply_here(s, smbd, true).await {
+        Ok(a) => a,
+        Err(f) => {
+            // The local check refused the configuration: take the share back out so no
+            // gateway gets it, and leave smbd as it was.
+            let del = MgmtRequest::GatewayDelete {
+                kind: SMB_SHARE.into(),
+                name: new.name.to_lowercase(),
+            };
+            call(s, del).await?;
+            return Err(Failure::failed(format!("{} (share not kept)", f.message)));
+        }
+    };
+    let message = describe_share(&new);
+    let text = if s.json {
+        json::render(&ShareChangeDoc {
+            command: "smb share add".into(),
+            name: new.name.clone(),
+            result: "success".into(),
+            message,
+            share: new,
+            applied,
+        })
+    } else {
+        format!(
+            "smb share add: {}: success: {message}\n{}",
+            new.name,
+            smb_applied_text(smbd, &applied)
+        )
+    };
+    write_out(out, &text)
+}
+
+async fn smb_remove(
+    s: &Settings,
+    smbd: &Smbd,
+    name: &str,
+    out: &mut dyn Write,
+) -> Result<(), Failure> {
+    let (shares, _) = load_shares(s).await?;
+    let sh = find_share(&shares, name)?.clone();
+    let del = MgmtRequest::GatewayDelete { kind: SMB_SHARE.into(), name: sh.name.to_lowercase() };
+    call(s, del).await?;
+    let applied = smb_apply_here(s, smbd, true).await?;
+    let message = describe_share(&sh);
+    let text = if s.json {
+        json::render(&ShareChangeDoc {
+            command: "smb share remove".into(),
+            name: name.into(),
+            result: "success".into(),
+            message,
+            share: sh,
+            applied,
+        })
+    } else {
+        format!(
+            "smb share remove: {name}: success: {message}\n{}",
+            smb_applied_text(smbd, &applied)
+        )
+    };
+    write_out(out, &text)
+}
+
+async fn smb_sync(
+    s: &Settings,
+    smbd: &Smbd,
+    watch: bool,
+    interval: u64,
+    out: &mut dyn Write,
+) -> Result<(), Failure> {
+    std::fs::create_dir_all(&smbd.conf_dir)
+        .map_err(|e| Failure::failed(format!("cannot create {}: {e}", smbd.conf_dir.display())))?;
+    loop {
+        match smb_apply_here(s, smbd, !watch).await {
+            Ok(r) => {
+                let r = r.expect("the config directory exists");
+                if !watch || r.changed {
+                    let text =
+                        if s.json { json::render(&r) } else { smb_applied_text(smbd, &Some(r)) };
+                    write_out(out, &text)?;
+                }
+                if !watch {
+                    return Ok(());
+                }
+            }
+            Err(f) if watch => {
+                let _ = writeln!(out, "smb sync: {} (retrying)", f.message);
             }
             Err(f) => return Err(f),
         }

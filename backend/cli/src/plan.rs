@@ -130,9 +130,9 @@ pub fn plan(command: &Command) -> Result<Plan, UsageError> {
         }
         Command::Volume(v) => plan_volume(v)?,
         // Several calls and local work: run by `crate::gateway`, never planned.
-        Command::Nfs(_) => {
+        Command::Nfs(_) | Command::Smb(_) => {
             return Err(UsageError {
-                message: "cairn: nfs commands are not single requests".into(),
+                message: "cairn: gateway commands are not single requests".into(),
                 usage: None,
             })
         }
