@@ -193,14 +193,23 @@ start_smbd() {
         # the volume root belongs to root: let SMB users create files there
         chmod 0777 "$CAIRN_MNT" || die "chmod of the volume root at $CAIRN_MNT"
         smb_write_conf "$dir" "$port"
-        smb_add_cairn_share "$dir" "$CAIRN_VOLUME" "$CAIRN_VOLUME" "$CAIRN_ADDR" / ||
-            die "cannot add the SMB share $CAIRN_VOLUME"
+        smb_include_managed "$dir"
         smb_set_password "$dir" "$user" "$pass" || die "smbpasswd for $user"
         smb_start "$dir" "$LOG_DIR/smbd.log" || die "smbd did not start; see $LOG_DIR/smbd.log"
-        log "smbd serves //127.0.0.1/$CAIRN_VOLUME on port $port"
+        log "smbd started on port $port"
     fi
+    # Shares come from the config store (`cairn smb share`), rendered into
+    # $dir/cairn/shares.conf by `cairn smb sync`.
+    local -x CAIRN_SMB_CONF_DIR=$dir/cairn CAIRN_SMB_CONF=$dir/smb.conf
+    if ! cairn_cli smb share show "$CAIRN_VOLUME" >/dev/null 2>&1; then
+        cairn_cli smb share add "$CAIRN_VOLUME" --volume "$CAIRN_VOLUME" >>"$LOG_DIR/cairn-smb.log" 2>&1 ||
+            die "cairn smb share add failed; see $LOG_DIR/cairn-smb.log"
+    fi
+    cairn_cli smb sync >>"$LOG_DIR/cairn-smb.log" 2>&1 ||
+        die "cairn smb sync failed; see $LOG_DIR/cairn-smb.log and $LOG_DIR/smbd.log"
     SMB_SUMMARY="  smbd    pid $(cat "$dir/smbd.pid")  share //127.0.0.1/$CAIRN_VOLUME (vfs_cairn)  port $port  log $LOG_DIR/smbd.log
     smbclient //127.0.0.1/$CAIRN_VOLUME -p $port -s $dir/smb.conf -m SMB3 -U '$user%$pass'
+          shares: CAIRN_SMB_CONF_DIR=$dir/cairn CAIRN_SMB_CONF=$dir/smb.conf cairn smb share list
 "
 }
 start_gateways() {

@@ -154,3 +154,20 @@ smb_stop() {
     pkill -KILL -f -- "$dir/smb.conf" 2>/dev/null || true
     rm -f "$dir/smbd.pid"
 }
+
+# smb_include_managed DIR: the [global] section of DIR/smb.conf (written by smb_write_conf)
+# includes DIR/cairn/shares.conf, the shares `cairn smb share` manages
+# (rendered by `cairn smb sync` with CAIRN_SMB_CONF_DIR=DIR/cairn). Usershares are off so
+# a removed share is gone at once.
+smb_include_managed() {
+    local dir=$1
+    mkdir -p "$dir/cairn"
+    [[ -f $dir/cairn/shares.conf ]] || : >"$dir/cairn/shares.conf"
+    # At the end of [global]: smb.conf includes are textual, so whatever follows the
+    # include would belong to the last included share.
+    awk -v inc="$dir/cairn/shares.conf" '
+        function add() { if (!done) { print "    usershare path ="; print "    include = " inc; done = 1 } }
+        /^\[/ && !/^\[global\]/ { add() }
+        { print }
+        END { add() }' "$dir/smb.conf" >"$dir/smb.conf.new" && mv "$dir/smb.conf.new" "$dir/smb.conf"
+}

@@ -10,10 +10,7 @@ set -uo pipefail
 SHARES_DIR=
 include_shares() { # the smb.conf hook: [global] includes the managed shares file
     SHARES_DIR=$1/cairn
-    mkdir -p "$SHARES_DIR"
-    : >"$SHARES_DIR/shares.conf"
-    # (no usershares: a removed share must be gone, not looked up in /var/lib/samba)
-    sed -i "/^    ea support = yes/a\\    usershare path =\n    include = $SHARES_DIR/shares.conf" "$1/smb.conf"
+    smb_include_managed "$1"
 }
 smb_up 1 include_shares
 export CAIRN_HOST CAIRN_SMB_CONF_DIR=$SHARES_DIR CAIRN_SMB_CONF=$SMB_CONF
