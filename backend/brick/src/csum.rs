@@ -167,6 +167,16 @@ impl Change<'_> {
     }
 }
 
+/// The table of a file as loaded before a change, with the old contents of the blocks the
+/// change overwrites only in part, each checked against its old CRC. Summing those from
+/// memory (rather than re-reading them after the write) means a partial overwrite never
+/// launders corruption in the rest of a block: such a block keeps a CRC that fails.
+pub(crate) struct Before {
+    sums: Option<Sums>,
+    /// (block, its old bytes up to the old size, whether they matched their CRC)
+    pre: Vec<(u64, Vec<u8>, bool)>,
+}
+
 pub(crate) fn corrupt(id: Id, off: u64, why: impl std::fmt::Display) -> Fail {
     fail(ECORRUPT, format!("data of {id} at offset {off} {why}; not served (checksum mismatch)"))
 }
@@ -285,22 +295,61 @@ impl Brick {
         Ok(())
     }
 
+    /// Before a data change of `id` (stripe lock held, `sums_begin` called): load the
+    /// table and read the blocks `change` (or a truncate to `trunc`) overwrites in part.
+    pub(crate) fn sums_before(
+        &self,
+        id: Id,
+        fd: RawFd,
+        change: Change,
+        trunc: Option<u64>,
+    ) -> R<Before> {
+        let Some(s) = self.sums_load(id, fd)? else {
+            return Ok(Before { sums: None, pre: vec![] });
+        };
+        let old = s.size;
+        let mut blocks = vec![];
+        if let Some((a, b)) = change.range() {
+            if a < b {
+                for blk in [a / BLOCK, (b - 1) / BLOCK] {
+                    let (bs, be) = (blk * BLOCK, bend(old, blk));
+                    if bs < old && !(a <= bs && b >= be) {
+                        blocks.push(blk);
+                    }
+                }
+            }
+        }
+        if let Some(t) = trunc.filter(|&t| t < old && t % BLOCK != 0) {
+            blocks.push(t / BLOCK);
+        }
+        blocks.dedup();
+        let mut pre = vec![];
+        for blk in blocks {
+            let (bs, be) = (blk * BLOCK, bend(old, blk));
+            let mut buf = vec![0u8; (be - bs) as usize];
+            let n = sys::pread(fd, &mut buf, bs).ctx(|| format!("reading {id} at {bs}"))?;
+            let ok =
+                n == buf.len() && crc32c::crc32c(&buf) == s.get(blk, 1).ctx(|| "checksums")?[0];
+            buf.truncate(n);
+            if !ok {
+                tracing::error!(brick = %self.root.display(), %id, offset = bs, "a block partly overwritten fails its checksum; it keeps failing until healed");
+            }
+            pre.push((blk, buf, ok));
+        }
+        Ok(Before { sums: Some(s), pre })
+    }
+
     /// After a data change of `id` (stripe lock held; `sums_begin` called before it):
     /// bring its table up to date. `old`: the table loaded before the change. A table that
     /// cannot be updated incrementally is rebuilt from the data; if even that fails it is
     /// removed (the file is then unverified until its next change rebuilds it) and the
     /// error returned.
-    pub(crate) fn sums_changed(
-        &self,
-        id: Id,
-        fd: RawFd,
-        old: Option<Sums>,
-        change: Change,
-    ) -> R<()> {
+    pub(crate) fn sums_changed(&self, id: Id, fd: RawFd, before: Before, change: Change) -> R<()> {
+        let Before { sums: old, pre } = before;
         let st = sys::fstat(fd).ctx(|| format!("stat of {id}"))?;
         let new_size = st.st_size as u64;
         let r = match old {
-            Some(s) => self.sums_update(id, fd, s, new_size, change).or_else(|f| {
+            Some(s) => self.sums_update(id, fd, s, &pre, new_size, change).or_else(|f| {
                 tracing::warn!(brick = %self.root.display(), %id, error = %f.what, "incremental checksum update failed; rebuilding");
                 self.sums_rebuild(id, fd)
             }),
@@ -317,7 +366,15 @@ impl Brick {
         r
     }
 
-    fn sums_update(&self, id: Id, fd: RawFd, mut s: Sums, new: u64, change: Change) -> R<()> {
+    fn sums_update(
+        &self,
+        id: Id,
+        fd: RawFd,
+        mut s: Sums,
+        pre: &[(u64, Vec<u8>, bool)],
+        new: u64,
+        change: Change,
+    ) -> R<()> {
         let what = || format!("updating checksums of {id}");
         let old = s.size;
         let old_tail = (old % BLOCK != 0).then_some(old / BLOCK);
@@ -379,6 +436,28 @@ impl Brick {
                         let c = append_zeros(c, ws.max(from) - from);
                         let c = if we > ws { change.append(c, ws, we) } else { c };
                         append_zeros(c, be - we.max(from))
+                    }
+                    None if !matches!(change, Change::Disk(..))
+                        && pre.iter().any(|p| p.0 == blk) =>
+                    {
+                        let (_, old_bytes, ok) = pre.iter().find(|p| p.0 == blk).expect("found");
+                        readbuf.clear();
+                        readbuf.extend_from_slice(old_bytes);
+                        readbuf.resize((be - bs) as usize, 0);
+                        if we > ws {
+                            let dst = &mut readbuf[(ws - bs) as usize..(we - bs) as usize];
+                            match change {
+                                Change::Data(off, d) => dst
+                                    .copy_from_slice(&d[(ws - off) as usize..(we - off) as usize]),
+                                _ => dst.fill(0),
+                            }
+                        }
+                        let c = crc32c::crc32c(&readbuf);
+                        if *ok {
+                            c
+                        } else {
+                            !c
+                        }
                     }
                     None => {
                         readbuf.resize((be - bs) as usize, 0);

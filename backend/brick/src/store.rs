@@ -1164,7 +1164,7 @@ impl Brick {
             let _g = self.stripe(id).lock();
             let f = fd.as_raw_fd();
             self.sums_begin(id)?;
-            let old = self.sums_load(id, f)?;
+            let old = self.sums_before(id, f, Change::None, Some(size))?;
             let r = sys::ftruncate(f, size);
             let sums = self.sums_changed(id, f, old, Change::None);
             r.ctx(what)?;
@@ -1237,7 +1237,7 @@ impl Brick {
         cx.check(&st, 2)?;
         let f = fd.as_raw_fd();
         self.sums_begin(id)?;
-        let old = self.sums_load(id, f)?;
+        let old = self.sums_before(id, f, Change::Data(offset, data), None)?;
         let r = sys::pwrite_all(f, data, offset);
         let change = match r {
             Ok(()) => Change::Data(offset, data),
@@ -1288,7 +1288,12 @@ impl Brick {
         cx.check(&st, 2)?;
         let f = fd.as_raw_fd();
         self.sums_begin(id)?;
-        let old = self.sums_load(id, f)?;
+        let planned = if mode & (PUNCH_HOLE | ZERO_RANGE) != 0 {
+            Change::Zero(offset, len)
+        } else {
+            Change::None
+        };
+        let old = self.sums_before(id, f, planned, None)?;
         let r = sys::fallocate(f, mode as i32, offset, len);
         let change = if r.is_err() {
             Change::Disk(offset, len)
@@ -1335,7 +1340,7 @@ impl Brick {
             ));
         }
         self.sums_begin(id)?;
-        let old = self.sums_load(id, f)?;
+        let old = self.sums_before(id, f, Change::Data(offset, new), None)?;
         let r = sys::pwrite_all(f, new, offset);
         let change = match r {
             Ok(()) => Change::Data(offset, new),

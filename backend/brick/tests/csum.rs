@@ -302,3 +302,20 @@ fn writes_mark_the_inode_before_changing_data() {
     let mark = t.path().join("b0/.cairn/csum/dirty").join(a.id.to_hex());
     assert!(mark.exists());
 }
+
+/// A partial overwrite of a block that already fails its checksum does not bless the rest
+/// of the block: the block keeps failing (until a heal rewrites it).
+#[test]
+fn partial_overwrite_does_not_launder_corruption() {
+    let (t, b) = new_brick();
+    let a = file(&b, Id::ROOT, "f");
+    write(&b, a.id, 0, &pattern(4, 2 * BS as usize));
+    flip(&backing(&t.path().join("b0"), "f"), 100);
+    write(&b, a.id, 1000, b"new bytes");
+    corrupt(try_read(&b, a.id, 1000, 9));
+    setattr_size(&b, a.id, 5000);
+    corrupt(try_read(&b, a.id, 0, 10));
+    // A full overwrite of the block makes it good again.
+    write(&b, a.id, 0, &pattern(5, 5000));
+    assert_eq!(try_read(&b, a.id, 0, 5000).unwrap(), pattern(5, 5000));
+}
