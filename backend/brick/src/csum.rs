@@ -319,7 +319,7 @@ impl Brick {
                 }
             }
         }
-        if let Some(t) = trunc.filter(|&t| t < old && t % BLOCK != 0) {
+        if let Some(t) = trunc.filter(|&t| t < old && !t.is_multiple_of(BLOCK)) {
             blocks.push(t / BLOCK);
         }
         blocks.dedup();
@@ -377,7 +377,7 @@ impl Brick {
     ) -> R<()> {
         let what = || format!("updating checksums of {id}");
         let old = s.size;
-        let old_tail = (old % BLOCK != 0).then_some(old / BLOCK);
+        let old_tail = (!old.is_multiple_of(BLOCK)).then_some(old / BLOCK);
         let nb = nblocks(new);
         // Blocks whose CRC changes: those the change touched, the old partial tail and every
         // block past it when the file grew, the new partial tail when it shrank.
@@ -390,7 +390,7 @@ impl Brick {
         }
         if new > old {
             ranges.push((old / BLOCK, nb));
-        } else if new < old && new % BLOCK != 0 {
+        } else if new < old && !new.is_multiple_of(BLOCK) {
             ranges.push((new / BLOCK, new / BLOCK + 1));
         }
         ranges.sort_unstable();
@@ -705,7 +705,7 @@ impl Brick {
             .collect();
         for id in due {
             let Some(_g) = self.stripe(id).try_lock() else { continue };
-            if self.csum_dirty.lock().get(&id).map_or(true, |t| t.elapsed() < IDLE) {
+            if self.csum_dirty.lock().get(&id).is_none_or(|t| t.elapsed() < IDLE) {
                 continue;
             }
             let h = Self::hex(id);
