@@ -91,6 +91,8 @@ fn parse_header(h: &[u8]) -> Option<u64> {
 pub(crate) struct Sums {
     /// File size the table covers.
     pub size: u64,
+    /// The size as loaded (a sidecar's header is rewritten only when it changes).
+    loaded: u64,
     loc: Loc,
 }
 
@@ -101,7 +103,7 @@ enum Loc {
 
 impl Sums {
     fn empty() -> Sums {
-        Sums { size: 0, loc: Loc::Xattr(vec![]) }
+        Sums { size: 0, loaded: 0, loc: Loc::Xattr(vec![]) }
     }
 
     /// CRCs of blocks `b0..b0+n` (0 for blocks the table does not hold: a damaged table).
@@ -201,7 +203,7 @@ impl Brick {
                 let n = sys::pread(sc.as_raw_fd(), &mut h, 0).ctx(what)?;
                 let size = parse_header(&h[..n])
                     .ok_or_else(|| corrupt(id, 0, "has a damaged checksum sidecar"))?;
-                return Ok(Some(Sums { size, loc: Loc::Sidecar(sc) }));
+                return Ok(Some(Sums { size, loaded: size, loc: Loc::Sidecar(sc) }));
             }
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
             Err(e) => return Err(e).ctx(what),
@@ -224,7 +226,7 @@ impl Brick {
         }
         let crcs =
             body.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
-        Ok(Some(Sums { size, loc: Loc::Xattr(crcs) }))
+        Ok(Some(Sums { size, loaded: size, loc: Loc::Xattr(crcs) }))
     }
 
     /// Write back a table changed in memory (xattr) or finish one changed in place (sidecar:
@@ -241,10 +243,11 @@ impl Brick {
                 buf.extend(v.iter().flat_map(|c| c.to_le_bytes()));
                 XTarget::Fd(fd).set(XATTR_CSUM, &buf, 0).ctx(what)
             }
-            Loc::Sidecar(sc) => {
+            Loc::Sidecar(sc) if s.size != s.loaded => {
                 sys::pwrite_all(sc.as_raw_fd(), &header(s.size), 0).ctx(what)?;
                 sys::ftruncate(sc.as_raw_fd(), HDR + nblocks(s.size) * 4).ctx(what)
             }
+            Loc::Sidecar(_) => Ok(()), // CRCs written in place; header unchanged
         }
     }
 
@@ -507,7 +510,7 @@ impl Brick {
         if sidecar_exists || crcs.len() as u64 > XATTR_MAX_BLOCKS {
             self.sidecar_write(id, fd, size, crcs)
         } else {
-            self.sums_commit(id, fd, Sums { size, loc: Loc::Xattr(crcs.to_vec()) })
+            self.sums_commit(id, fd, Sums { size, loaded: size, loc: Loc::Xattr(crcs.to_vec()) })
         }
     }
 
