@@ -182,6 +182,8 @@ impl Brick {
                 let mut buf = vec![0u8; st.st_size as usize];
                 let n = sys::pread(fd.as_raw_fd(), &mut buf, 0).ctx(|| format!("reading {id}"))?;
                 buf.truncate(n);
+                // Never copy data that fails its checksums to another brick.
+                self.sums_verify(id, fd.as_raw_fd(), st.st_size as u64, 0, &buf)?;
                 state.data_len = n as u64;
                 data = Bytes::from(buf);
             }
@@ -257,8 +259,10 @@ impl Brick {
             }
             let fd = self.file(id)?;
             let _g = self.stripe_lock(id);
+            self.sums_begin(id)?;
             sys::ftruncate(fd.as_raw_fd(), state.data_len).ctx(what)?;
             sys::pwrite_all(fd.as_raw_fd(), data, 0).ctx(what)?;
+            self.sums_from_data(id, fd.as_raw_fd(), data)?;
         }
         sys::lchownat(ix, &r, a.uid, a.gid).ctx(what)?;
         if a.kind != FileType::Symlink {

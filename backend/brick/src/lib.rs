@@ -26,9 +26,11 @@
 //! copy owner and mode from the head's result.
 
 mod creds;
+mod csum;
 mod heal;
 mod ids;
 mod store;
 mod sys;
 
+pub use csum::{BLOCK as CSUM_BLOCK, ECORRUPT};
 pub use store::{cookie, Brick, BrickMarker, Exec};

@@ -1,6 +1,7 @@
 //! The brick: marker, opening, and the dispatch of every operation.
 
 use crate::creds::AsCaller;
+use crate::csum::Change;
 use crate::ids::{self, id_of, id_of_fd, is_dir, is_lnk, is_reg, linkto_of, Found, Index};
 use crate::sys::{self, cstr, XTarget};
 use bytes::Bytes;
@@ -138,6 +139,13 @@ pub struct Brick {
     pub(crate) pending: Mutex<HashMap<u32, HashSet<Id>>>,
     pub(crate) listings: Mutex<HashMap<Id, Arc<Listing>>>,
     stripes: Vec<Mutex<()>>,
+    /// `.cairn/csum`: checksum sidecars of large files.
+    pub(crate) csum_dir: OwnedFd,
+    /// `.cairn/csum/dirty`: inodes whose checksums may lag their data (see `csum.rs`).
+    pub(crate) dirty_dir: OwnedFd,
+    /// Inodes marked in `dirty_dir` by this process, with their last change.
+    pub(crate) csum_dirty: Mutex<HashMap<Id, std::time::Instant>>,
+    pub(crate) csum_tidied: Mutex<std::time::Instant>,
 }
 
 /// Cookie of a directory entry: stable, hash based, 56 bits, never 0, 1 or 2.
@@ -304,6 +312,8 @@ impl Brick {
         step("mkdir .cairn", mk(path.join(".cairn"), 0o711))?;
         step("mkdir .cairn/ids", mk(path.join(".cairn/ids"), 0o711))?;
         step("mkdir .cairn/pending", mk(path.join(".cairn/pending"), 0o700))?;
+        step("mkdir .cairn/csum", mk(path.join(".cairn/csum"), 0o700))?;
+        step("mkdir .cairn/csum/dirty", mk(path.join(".cairn/csum/dirty"), 0o700))?;
         step("mkdir data", mk(path.join("data"), 0o755))?;
         step("chown data", std::os::unix::fs::chown(path.join("data"), Some(0), Some(0)))?;
         let data = sys::cstr(path.join("data").as_os_str().as_encoded_bytes())
@@ -368,6 +378,17 @@ impl Brick {
         let ids = open(root.as_raw_fd(), c".cairn/ids", "open .cairn/ids")?;
         let data = open(root.as_raw_fd(), c"data", "open data/")?;
         let pending_dir = open(root.as_raw_fd(), c".cairn/pending", "open .cairn/pending")?;
+        // Bricks prepared before data checksums existed get their directories now.
+        for d in [c".cairn/csum", c".cairn/csum/dirty"] {
+            match sys::mkdirat(root.as_raw_fd(), d, 0o700) {
+                Err(e) if e.raw_os_error() != Some(libc::EEXIST) => {
+                    return Err(io_err(e, format!("brick {shown}: mkdir {d:?}")))
+                }
+                _ => {}
+            }
+        }
+        let csum_dir = open(root.as_raw_fd(), c".cairn/csum", "open .cairn/csum")?;
+        let dirty_dir = open(root.as_raw_fd(), c".cairn/csum/dirty", "open .cairn/csum/dirty")?;
         match id_of_fd(data.as_raw_fd()) {
             Ok(Some(id)) if id == Id::ROOT => {}
             other => {
@@ -387,11 +408,18 @@ impl Brick {
             pending: Mutex::new(HashMap::new()),
             listings: Mutex::new(HashMap::new()),
             stripes: (0..64).map(|_| Mutex::new(())).collect(),
+            csum_dir,
+            dirty_dir,
+            csum_dirty: Mutex::new(HashMap::new()),
+            csum_tidied: Mutex::new(std::time::Instant::now()),
         };
         brick.sweep().map_err(|e| io_err(e, format!("brick {shown}: sweeping the id index")))?;
         brick
             .load_pending()
             .map_err(|e| io_err(e, format!("brick {shown}: reading .cairn/pending")))?;
+        brick
+            .sums_recover()
+            .map_err(|e| io_err(e, format!("brick {shown}: recovering data checksums")))?;
         Ok(brick)
     }
 
@@ -464,7 +492,20 @@ impl Brick {
             },
             Exec::Replica { result } => Cx { caller: None, replica: true, result },
         };
-        self.run(&cx, op, data).map_err(|f| {
+        let r = self.with_context(op.name(), || self.run(&cx, op, data));
+        if op.is_mutation() {
+            self.sums_tidy();
+        }
+        r
+    }
+
+    /// Run `f`, adding the brick (volume, index, path) and `what` to its error.
+    pub(crate) fn with_context<T>(
+        &self,
+        what: &str,
+        f: impl FnOnce() -> R<T>,
+    ) -> Result<T, RemoteError> {
+        f().map_err(|f| {
             let e = RemoteError::new(
                 Errno(f.errno),
                 format!(
@@ -472,11 +513,15 @@ impl Brick {
                     self.marker.volume,
                     self.marker.index,
                     self.root.display(),
-                    op.name(),
+                    what,
                     f.what
                 ),
             );
-            tracing::debug!(error = %e, "brick op failed");
+            if f.errno == crate::csum::ECORRUPT {
+                tracing::error!(volume = %self.marker.volume, brick = self.marker.index, error = %e, "data corruption detected");
+            } else {
+                tracing::debug!(error = %e, "brick op failed");
+            }
             e
         })
     }
@@ -618,7 +663,9 @@ impl Brick {
                 {
                     return Ok(()); // a directory's index link
                 }
-                self.idx.unlink(id).ctx(|| format!("removing index link of {id}"))
+                self.idx.unlink(id).ctx(|| format!("removing index link of {id}"))?;
+                self.sums_forget(id);
+                Ok(())
             }
             Ok(_) => Ok(()),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
@@ -1114,7 +1161,14 @@ impl Brick {
                 ));
             };
             cx.check(&st, 2)?;
-            sys::ftruncate(fd.as_raw_fd(), size).ctx(what)?;
+            let _g = self.stripe(id).lock();
+            let f = fd.as_raw_fd();
+            self.sums_begin(id)?;
+            let old = self.sums_before(id, f, Change::None, Some(size))?;
+            let r = sys::ftruncate(f, size);
+            let sums = self.sums_changed(id, f, old, Change::None);
+            r.ctx(what)?;
+            sums?;
         }
         if want_times {
             match &fd {
@@ -1161,10 +1215,17 @@ impl Brick {
         let st = sys::fstat(fd.as_raw_fd()).ctx(what)?;
         cx.check(&st, 4)?;
         let len = (len as usize).min(64 << 20);
-        let mut buf = vec![0u8; len];
-        let n = sys::pread(fd.as_raw_fd(), &mut buf, offset).ctx(what)?;
-        buf.truncate(n);
-        let eof = n < len || offset.saturating_add(n as u64) >= st.st_size as u64;
+        // Checked against the checksums without the stripe lock; a mismatch is re-checked
+        // under it (a write may have been between its data and its checksum update).
+        let (buf, size) = match self.read_verified(id, fd.as_raw_fd(), offset, len) {
+            Err(f) if f.errno == crate::csum::ECORRUPT => {
+                let _g = self.stripe(id).lock();
+                self.read_verified(id, fd.as_raw_fd(), offset, len)?
+            }
+            r => r?,
+        };
+        let n = buf.len();
+        let eof = n < len || offset.saturating_add(n as u64) >= size;
         Ok((Reply::Data { eof }, Bytes::from(buf)))
     }
 
@@ -1174,7 +1235,17 @@ impl Brick {
         let _g = self.stripe(id).lock();
         let st = sys::fstat(fd.as_raw_fd()).ctx(what)?;
         cx.check(&st, 2)?;
-        sys::pwrite_all(fd.as_raw_fd(), data, offset).ctx(what)?;
+        let f = fd.as_raw_fd();
+        self.sums_begin(id)?;
+        let old = self.sums_before(id, f, Change::Data(offset, data), None)?;
+        let r = sys::pwrite_all(f, data, offset);
+        let change = match r {
+            Ok(()) => Change::Data(offset, data),
+            Err(_) => Change::Disk(offset, data.len() as u64),
+        };
+        let sums = self.sums_changed(id, f, old, change);
+        r.ctx(what)?;
+        sums?;
         self.clear_suid(cx, fd.as_raw_fd(), &st).ctx(what)?;
         let st = sys::fstat(fd.as_raw_fd()).ctx(what)?;
         Ok(Reply::Written { count: data.len() as u32, attr: attr_of(id, &st, true) })
@@ -1215,7 +1286,25 @@ impl Brick {
         let _g = self.stripe(id).lock();
         let st = sys::fstat(fd.as_raw_fd()).ctx(what)?;
         cx.check(&st, 2)?;
-        sys::fallocate(fd.as_raw_fd(), mode as i32, offset, len).ctx(what)?;
+        let f = fd.as_raw_fd();
+        self.sums_begin(id)?;
+        let planned = if mode & (PUNCH_HOLE | ZERO_RANGE) != 0 {
+            Change::Zero(offset, len)
+        } else {
+            Change::None
+        };
+        let old = self.sums_before(id, f, planned, None)?;
+        let r = sys::fallocate(f, mode as i32, offset, len);
+        let change = if r.is_err() {
+            Change::Disk(offset, len)
+        } else if mode & (PUNCH_HOLE | ZERO_RANGE) != 0 {
+            Change::Zero(offset, len)
+        } else {
+            Change::None
+        };
+        let sums = self.sums_changed(id, f, old, change);
+        r.ctx(what)?;
+        sums?;
         Ok(Reply::Attr(self.attr(id)?))
     }
 
@@ -1241,16 +1330,25 @@ impl Brick {
         let _g = self.stripe(id).lock();
         let st = sys::fstat(fd.as_raw_fd()).ctx(what)?;
         cx.check(&st, 6)?;
-        let mut cur = vec![0u8; cmp.len()];
-        let n = sys::pread(fd.as_raw_fd(), &mut cur, offset).ctx(what)?;
-        cur[n..].fill(0);
+        let f = fd.as_raw_fd();
+        let (mut cur, _) = self.read_verified(id, f, offset, cmp.len())?;
+        cur.resize(cmp.len(), 0);
         if let Some(at) = cur.iter().zip(cmp).position(|(a, b)| a != b) {
             return Err(fail(
                 Errno::EMISCOMPARE.0,
                 format!("{}: miscompare at byte {}", what(), offset + at as u64),
             ));
         }
-        sys::pwrite_all(fd.as_raw_fd(), new, offset).ctx(what)?;
+        self.sums_begin(id)?;
+        let old = self.sums_before(id, f, Change::Data(offset, new), None)?;
+        let r = sys::pwrite_all(f, new, offset);
+        let change = match r {
+            Ok(()) => Change::Data(offset, new),
+            Err(_) => Change::Disk(offset, new.len() as u64),
+        };
+        let sums = self.sums_changed(id, f, old, change);
+        r.ctx(what)?;
+        sums?;
         let st = sys::fstat(fd.as_raw_fd()).ctx(what)?;
         Ok(Reply::Written { count: new.len() as u32, attr: attr_of(id, &st, true) })
     }

@@ -405,8 +405,88 @@ fn grant_leases(node: &Node, session: &Arc<Session>, volume: &str, op: &Op, repl
     }
 }
 
-/// A client's operation on one of this node's bricks.
+/// A client's operation on one of this node's bricks. If the brick's copy of the data
+/// fails its checksums (`ECORRUPT`), the copy is repaired from a good replica and the
+/// operation runs again; the client never gets the bad data, and gets EIO if no replica
+/// has a good copy.
 pub async fn handle(
+    node: &Arc<Node>,
+    session: &Arc<Session>,
+    req: BrickRequest,
+    data: Bytes,
+) -> OpResult {
+    let retry = matches!(req.op, Op::Read { .. } | Op::CompareAndWrite { .. })
+        .then(|| (req.clone(), data.clone()));
+    match serve(node, session, req, data).await {
+        Err(e) if e.errno == Errno::ECORRUPT => {
+            let Some((req, data)) = retry else {
+                return Err(RemoteError::new(Errno::EIO, e.message));
+            };
+            let id = key_id(&req.op);
+            let Some(slot) = node.slot(&req.volume, req.brick) else {
+                return Err(RemoteError::new(Errno::EIO, e.message));
+            };
+            tracing::error!(volume = %req.volume, brick = req.brick, %id, error = %e.message, "corrupt data not served; repairing from a replica");
+            if let Err(re) = repair_from_replica(node, &slot, id).await {
+                return Err(RemoteError::new(Errno::EIO, format!("{}; {}", e.message, re.message)));
+            }
+            match serve(node, session, req, data).await {
+                Err(e2) if e2.errno == Errno::ECORRUPT => Err(RemoteError::new(
+                    Errno::EIO,
+                    format!("{} (still after repair)", e2.message),
+                )),
+                r => r,
+            }
+        }
+        r => r,
+    }
+}
+
+/// Replace this brick's copy of regular file `id` by the copy of an `Up` replica whose data
+/// passes its checksums (the replica's HEAL_FETCH verifies them), under this brick's inode
+/// lock so no write slips in between. Returns the source brick.
+pub async fn repair_from_replica(
+    node: &Arc<Node>,
+    slot: &Arc<BrickSlot>,
+    id: Id,
+) -> Result<u32, RemoteError> {
+    let (volume, me) = (slot.volume.clone(), slot.index);
+    let map = node
+        .map(&volume)
+        .ok_or_else(|| RemoteError::new(Errno::ENOENT, format!("volume {volume} not found")))?;
+    let (set, _) = map
+        .brick(me)
+        .ok_or_else(|| RemoteError::new(Errno::ENOENT, format!("{volume}: no brick {me}")))?;
+    let peers: Vec<u32> = set
+        .bricks
+        .iter()
+        .filter(|b| b.index != me && b.state == cairn_proto::map::BrickState::Up)
+        .map(|b| b.index)
+        .collect();
+    let _guard = node.lock_inodes(&volume, me, &[id]).await;
+    let mut why = vec![];
+    for p in peers {
+        match crate::heal::brick_call(node, &map, p, Op::HealFetch { id }).await {
+            Ok((Reply::Heal(mut state), bytes)) if state.attr.is_some() => {
+                state.pending_for = vec![];
+                exec_local(slot, Creds::root(), Op::HealApply { state }, bytes, None, true).await?;
+                tracing::warn!(volume = %volume, brick = me, %id, source = p, "repaired corrupt data from a replica");
+                return Ok(p);
+            }
+            Ok(_) => why.push(format!("brick {p} has no copy")),
+            Err(e) => why.push(format!("brick {p}: {}", e.message)),
+        }
+    }
+    if why.is_empty() {
+        why.push("no other brick of the set is up".into());
+    }
+    Err(RemoteError::new(
+        Errno::EIO,
+        format!("{volume}: brick {me}: no good copy of {id} to repair from ({})", why.join("; ")),
+    ))
+}
+
+async fn serve(
     node: &Arc<Node>,
     session: &Arc<Session>,
     req: BrickRequest,

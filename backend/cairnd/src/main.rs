@@ -8,6 +8,7 @@ mod locks;
 mod metrics;
 mod mgmt;
 mod node;
+mod scrub;
 mod service;
 
 use anyhow::Context;
@@ -160,6 +161,7 @@ async fn main() -> anyhow::Result<()> {
     tracing::info!(node = %name, listen = %args.listen, "cairnd started");
     tokio::spawn(node.clone().run_reconciler());
     tokio::spawn(node.clone().run_lease_keeper(args.lease_ttl));
+    tokio::spawn(scrub::run_scrubber(node.clone()));
     let service = Arc::new(service::Daemon { node: node.clone() });
     tokio::select! {
         _ = cairn_proto::rpc::serve(listener, service) => {}

@@ -43,6 +43,10 @@ pub const OPTIONS: &[(&str, &str)] = &[
         "bytes buffered per file by write-behind (4096..=67108864)",
     ),
     ("performance.cache-timeout", "seconds clients may cache attributes and entries (0..=10)"),
+    (
+        "features.scrub-interval",
+        "seconds between scrubs of every brick's file data against its checksums (0 = off; default 86400)",
+    ),
 ];
 
 pub fn validate_option(key: &str, value: &str) -> Result<(), String> {
@@ -53,6 +57,7 @@ pub fn validate_option(key: &str, value: &str) -> Result<(), String> {
             value.parse::<u64>().map(|n| (4096..=64 << 20).contains(&n)).unwrap_or(false)
         }
         "performance.cache-timeout" => value.parse::<u64>().map(|n| n <= 10).unwrap_or(false),
+        "features.scrub-interval" => value.parse::<u64>().is_ok(),
         _ => return Err(format!("option {key} does not exist")),
     };
     if ok {

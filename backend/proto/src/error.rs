@@ -47,6 +47,10 @@ impl Errno {
     pub const ESTALEMAP: Errno = Errno(libc::EREMCHG);
     /// COMPARE_AND_WRITE found different data (maps to SCSI MISCOMPARE).
     pub const EMISCOMPARE: Errno = Errno(libc::EILSEQ);
+    /// A brick's copy of file data fails its checksums (`EUCLEAN`, as ext4/XFS report
+    /// corruption). Between bricks only: the head repairs from a replica and a client
+    /// sees EIO if no good copy exists.
+    pub const ECORRUPT: Errno = Errno(libc::EUCLEAN);
 
     pub fn from_io(e: &std::io::Error) -> Errno {
         Errno(e.raw_os_error().unwrap_or(libc::EIO))
@@ -78,6 +82,7 @@ impl Errno {
             libc::EMSGSIZE => "EMSGSIZE",
             libc::EREMCHG => "ESTALEMAP",
             libc::EILSEQ => "EILSEQ",
+            libc::EUCLEAN => "ECORRUPT",
             libc::ERANGE => "ERANGE",
             libc::EDEADLK => "EDEADLK",
             libc::ENXIO => "ENXIO",

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Bit flips in files on one brick node (behind Cairn's back): each w/f* file and 50 bulk
-# files get one flipped bit on n1's bricks. Reads must never return the corrupted data,
-# and the bad copies must be healed from a good replica.
+# files get one flipped bit on n1's bricks (at offsets past the end of small files the
+# "flip" grows the file: a size change behind Cairn's back). Reads must never return the
+# corrupted data: a head whose copy fails its checksums repairs it from a replica before
+# serving. Copies no client reads (n1's bricks where they are not the chain head) are found
+# by the scrub (features.scrub-interval). At the end every replica is identical again.
 set -uo pipefail
 # shellcheck source=tests/faults/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -11,16 +14,47 @@ fx_bulk c1 bulk 200
 fx_workload c2 writes c2 8
 fx_wait_workload "$FX_WL_PID" c2
 fx_wait_healthy 30 || fx_fail "not healthy before the bit flips"
+flipped=0
 for b in $(fx_node_bricks n1); do
-    for f in "$b"/data/w/f* ; do
-        [[ -f $f ]] && fx_bitflip "$f" $(( (RANDOM % 8) * 512 + 100 ))
+    for f in "$b"/data/w/f*; do
+        [[ -f $f ]] && fx_bitflip "$f" $(((RANDOM % 8) * 512 + 100)) && flipped=$((flipped + 1))
     done
     for n in $(seq 0 4 199); do
-        [[ -f $b/data/bulk/b$n ]] && fx_bitflip "$b/data/bulk/b$n" 1000 2>/dev/null
+        [[ -f $b/data/bulk/b$n ]] && fx_bitflip "$b/data/bulk/b$n" 1000 2>/dev/null && flipped=$((flipped + 1))
     done
 done
+((flipped > 0)) || fx_fail "no file to flip a bit in on n1"
+fx_log "flipped a bit in $flipped files on n1's bricks"
+# The bricks differ now: the check at the end must see them converge, not be blind.
+sets=()
+while read -r l; do sets+=(--set "$l"); done < <(fx_cli --json volume info "$FX_VOLUME" | "$FX_PY" -c '
+import json, sys
+doc = json.load(sys.stdin)
+for v in doc.get("volumes", [doc]):
+    for s in v["sets"]:
+        print(" ".join(b["path"] for b in s["bricks"]))
+')
+((${#sets[@]})) || fx_fail "volume info lists no replica set"
+"$FX_PY" "$FX_LIB/replicas.py" "${sets[@]}" >/dev/null 2>&1 &&
+    fx_fail "replicas identical right after the flips: the flips did not land"
+
+# Every read goes to a chain head; heads on n1 hold flipped copies.
 fx_verify writes c2 bulk
-fx_sleep 5
+served=$(cat "$FX_DIR"/log/cairnd-*.log | grep -c 'corrupt data not served')
+fx_log "$served corrupt reads refused and repaired by a head"
+((served > 0)) || fx_soft_fail "no head detected a flipped copy on read"
+
+# The copies nobody read: the scrub finds and repairs them.
+fx_cli volume set "$FX_VOLUME" features.scrub-interval 1 >/dev/null || fx_fail "volume set features.scrub-interval"
+for ((i = 0; i < 90; i++)); do
+    passes=$(cat "$FX_DIR"/log/cairnd-n1.log | grep -c 'scrub pass done')
+    # Two passes per n1 brick: the first repairs, the second found nothing left.
+    ((passes >= 2 * $(fx_node_bricks n1 | wc -l))) && break
+    sleep 1
+done
+fx_log "scrub: $(grep 'scrub pass done' "$FX_DIR/log/cairnd-n1.log" | tail -n 2 | tr '\n' ' ')"
+grep -q 'scrub: repaired corrupt data' "$FX_DIR"/log/cairnd-n1.log ||
+    fx_soft_fail "the scrub repaired nothing on n1"
 fx_wait_healthy 30 || fx_fail "not healthy after the bit flips"
 fx_verify_replicas
 fx_finish

@@ -1,0 +1,321 @@
+//! Data checksums: data changed behind the brick's back is refused on read (ECORRUPT),
+//! every way Cairn changes data keeps the checksums right, and the crash rule holds.
+mod common;
+use cairn_brick::{Brick, Exec, CSUM_BLOCK, ECORRUPT};
+use cairn_proto::falloc::{KEEP_SIZE, PUNCH_HOLE, ZERO_RANGE};
+use cairn_proto::msg::{HealState, Op, Reply};
+use cairn_proto::{Id, RemoteError, SetAttr};
+use common::*;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+const BS: u64 = CSUM_BLOCK;
+
+fn try_read(b: &Brick, id: Id, off: u64, len: u32) -> Result<Vec<u8>, RemoteError> {
+    match run_data(b, &root(), Op::Read { id, offset: off, len }, &[])? {
+        (Reply::Data { .. }, d) => Ok(d.to_vec()),
+        other => panic!("{other:?}"),
+    }
+}
+
+fn read_all(b: &Brick, id: Id) -> Vec<u8> {
+    let size = getattr(b, id).unwrap().size;
+    try_read(b, id, 0, size as u32 + 1).expect("verified read")
+}
+
+fn backing(root: &Path, name: &str) -> PathBuf {
+    root.join("data").join(name)
+}
+
+/// Flip one bit of the backing file at `off`, as a failing disk would.
+fn flip(p: &Path, off: u64) {
+    let f = std::fs::OpenOptions::new().read(true).write(true).open(p).unwrap();
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, off).unwrap();
+    b[0] ^= 0x10;
+    f.write_all_at(&b, off).unwrap();
+}
+
+fn corrupt(r: Result<Vec<u8>, RemoteError>) -> RemoteError {
+    match r {
+        Ok(d) => panic!("corrupted data was served ({} bytes)", d.len()),
+        Err(e) => {
+            assert_eq!(e.errno.0, ECORRUPT, "{e}");
+            e
+        }
+    }
+}
+
+fn pattern(seed: u64, n: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e3779b97f4a7c15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn setattr_size(b: &Brick, id: Id, size: u64) {
+    run(b, &root(), Op::SetAttr { id, set: SetAttr { size: Some(size), ..Default::default() } })
+        .unwrap();
+}
+
+fn fallocate(b: &Brick, id: Id, mode: u32, offset: u64, len: u64) {
+    run(b, &root(), Op::Fallocate { id, mode, offset, len }).unwrap();
+}
+
+#[test]
+fn flipped_byte_is_detected_with_context() {
+    let (t, b) = new_brick();
+    let a = file(&b, Id::ROOT, "f");
+    let data = pattern(1, 3 * BS as usize + 1000);
+    write(&b, a.id, 0, &data);
+    assert_eq!(read_all(&b, a.id), data);
+    flip(&backing(&t.path().join("b0"), "f"), BS + 77);
+    let e = corrupt(try_read(&b, a.id, BS, 10));
+    assert!(e.message.contains("vol0#0"), "{e}");
+    assert!(e.message.contains(&a.id.to_string()), "{e}");
+    assert!(e.message.contains(&format!("offset {BS}")), "{e}");
+    // A read of the block, wherever it starts in it, and a read spanning it: refused.
+    corrupt(try_read(&b, a.id, BS + 70, 10));
+    corrupt(try_read(&b, a.id, 0, (3 * BS) as u32));
+    // Other blocks are still served.
+    assert_eq!(try_read(&b, a.id, 0, 100).unwrap(), data[..100]);
+    assert_eq!(try_read(&b, a.id, 2 * BS, 100).unwrap(), data[2 * BS as usize..][..100]);
+    // The scrub finds it too, and a heal source refuses to hand it out.
+    assert_eq!(b.scrub_file(a.id).unwrap_err().errno.0, ECORRUPT);
+    let fetched = b.execute(&root(), &Op::HealFetch { id: a.id }, &[], Exec::Primary);
+    assert_eq!(fetched.unwrap_err().errno.0, ECORRUPT);
+}
+
+#[test]
+fn size_changed_behind_our_back_is_detected() {
+    let (t, b) = new_brick();
+    let a = file(&b, Id::ROOT, "f");
+    write(&b, a.id, 0, b"hello world");
+    // A stray write past the end of file (the file grows on disk).
+    let f =
+        std::fs::OpenOptions::new().write(true).open(backing(&t.path().join("b0"), "f")).unwrap();
+    f.write_all_at(b"x", 3000).unwrap();
+    corrupt(try_read(&b, a.id, 0, 100));
+    corrupt(try_read(&b, a.id, 5000, 100));
+    // Truncated behind our back.
+    let g = file(&b, Id::ROOT, "g");
+    write(&b, g.id, 0, &pattern(2, 1000));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(backing(&t.path().join("b0"), "g"))
+        .unwrap()
+        .set_len(10)
+        .unwrap();
+    corrupt(try_read(&b, g.id, 0, 5));
+}
+
+#[test]
+fn small_appends_and_overwrites_keep_checksums_right() {
+    let (t, b) = new_brick();
+    let a = file(&b, Id::ROOT, "log");
+    let mut model = Vec::new();
+    for i in 0..3000u64 {
+        let rec = pattern(i, 40 + (i % 7) as usize);
+        write(&b, a.id, model.len() as u64, &rec);
+        model.extend_from_slice(&rec);
+    }
+    assert_eq!(read_all(&b, a.id), model);
+    // Overwrite inside a block and across a block boundary.
+    for (off, n) in [(5u64, 10usize), (BS - 3, 9), (BS + 1, 2)] {
+        let d = pattern(off, n);
+        write(&b, a.id, off, &d);
+        model[off as usize..off as usize + n].copy_from_slice(&d);
+    }
+    assert_eq!(read_all(&b, a.id), model);
+    assert_eq!(b.scrub_file(a.id).unwrap(), model.len() as u64);
+    flip(&backing(&t.path().join("b0"), "log"), model.len() as u64 - 1);
+    corrupt(try_read(&b, a.id, model.len() as u64 - 10, 10));
+}
+
+/// Every data-changing op, against an in-memory model, across the xattr/sidecar limit.
+#[test]
+fn every_change_keeps_checksums_right() {
+    let (_t, b) = new_brick();
+    let a = file(&b, Id::ROOT, "f");
+    let mut model: Vec<u8> = Vec::new();
+    let mut x = 12345u64;
+    let mut rnd = |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    let limit = 18 << 20; // past the 16 MiB xattr limit: the table moves to a sidecar
+    for step in 0..80u64 {
+        let off = match rnd(3) {
+            0 => model.len() as u64,
+            1 => rnd(model.len() as u64 + 1),
+            _ => rnd(limit),
+        };
+        match rnd(6) {
+            0 | 1 => {
+                let n = [1, 40, 4096, BS as usize, 3 * BS as usize + 17][rnd(5) as usize];
+                let d = pattern(step, n);
+                write(&b, a.id, off, &d);
+                let end = off as usize + n;
+                if model.len() < end {
+                    model.resize(end, 0);
+                }
+                model[off as usize..end].copy_from_slice(&d);
+            }
+            2 => {
+                setattr_size(&b, a.id, off);
+                model.resize(off as usize, 0);
+            }
+            3 => {
+                let len = rnd(3 * BS) + 1;
+                fallocate(&b, a.id, PUNCH_HOLE | KEEP_SIZE, off, len);
+                let end = ((off + len) as usize).min(model.len());
+                if (off as usize) < end {
+                    model[off as usize..end].fill(0);
+                }
+            }
+            4 => {
+                let len = rnd(3 * BS) + 1;
+                fallocate(&b, a.id, ZERO_RANGE, off, len);
+                let end = (off + len) as usize;
+                if model.len() < end {
+                    model.resize(end, 0);
+                }
+                model[off as usize..end].fill(0);
+            }
+            _ => {
+                let len = rnd(2 * BS) + 1;
+                fallocate(&b, a.id, 0, off, len);
+                let end = (off + len) as usize;
+                if model.len() < end {
+                    model.resize(end, 0);
+                }
+            }
+        }
+        assert_eq!(getattr(&b, a.id).unwrap().size, model.len() as u64, "step {step}");
+        assert_eq!(b.scrub_file(a.id).unwrap(), model.len() as u64, "step {step}");
+        let r = rnd(model.len() as u64 + 1);
+        let got = try_read(&b, a.id, r, 100_000).unwrap();
+        let end = (r as usize + 100_000).min(model.len());
+        assert_eq!(got, model[r as usize..end], "step {step} read at {r}");
+    }
+    assert_eq!(read_all(&b, a.id), model);
+}
+
+#[test]
+fn large_file_sidecar_detects_and_goes_with_the_file() {
+    let (t, b) = new_brick();
+    let dir = t.path().join("b0");
+    let a = file(&b, Id::ROOT, "big");
+    let chunk = pattern(9, 1 << 20);
+    for i in 0..20u64 {
+        write(&b, a.id, i << 20, &chunk);
+    }
+    let sidecar = dir.join(".cairn/csum").join(a.id.to_hex());
+    assert!(sidecar.exists(), "a 20 MiB file keeps its checksums in a sidecar");
+    flip(&backing(&dir, "big"), (17 << 20) + 5);
+    corrupt(try_read(&b, a.id, 17 << 20, 4096));
+    assert_eq!(try_read(&b, a.id, 0, 4096).unwrap(), chunk[..4096]);
+    run(&b, &root(), Op::Unlink { dir: Id::ROOT, name: b"big".to_vec() }).unwrap();
+    assert!(!sidecar.exists(), "the sidecar is removed with the inode");
+}
+
+#[test]
+fn heal_from_a_good_copy_repairs_the_bad_one() {
+    let t = tempfile::tempdir().unwrap();
+    let good = new_brick_at(&t.path().join("b0"), 0);
+    let bad = new_brick_at(&t.path().join("b1"), 1);
+    let id = Id::new_on_set(1);
+    let create = Op::Create {
+        dir: Id::ROOT,
+        name: b"f".to_vec(),
+        id,
+        kind: cairn_proto::FileType::Regular,
+        perm: 0o644,
+        rdev: 0,
+        target: None,
+        exclusive: true,
+    };
+    let data = pattern(3, 200_000);
+    for br in [&good, &bad] {
+        br.execute(&root(), &create, &[], Exec::Primary).unwrap();
+        write(br, id, 0, &data);
+    }
+    flip(&backing(&t.path().join("b1"), "f"), 150_000);
+    corrupt(try_read(&bad, id, 140_000, 20_000));
+    let (state, d): (HealState, Vec<u8>) =
+        match good.execute(&root(), &Op::HealFetch { id }, &[], Exec::Primary).unwrap() {
+            (Reply::Heal(s), d) => (*s, d.to_vec()),
+            other => panic!("{other:?}"),
+        };
+    bad.execute(
+        &root(),
+        &Op::HealApply { state: Box::new(state) },
+        &d,
+        Exec::Replica { result: None },
+    )
+    .unwrap();
+    assert_eq!(read_all(&bad, id), data);
+    assert_eq!(bad.scrub_file(id).unwrap(), data.len() as u64);
+}
+
+/// The crash rule: a change cut between its data and its checksum update (the inode is
+/// marked dirty) is not corruption after a restart; the same mismatch without the mark is.
+#[test]
+fn crash_between_data_and_checksums_is_not_corruption() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("b0");
+    let b = new_brick_at(&dir, 0);
+    let a = file(&b, Id::ROOT, "f");
+    let c = file(&b, Id::ROOT, "g");
+    write(&b, a.id, 0, &pattern(1, 100_000));
+    write(&b, c.id, 0, &pattern(2, 100_000));
+    drop(b);
+    // Both idle long enough for their marks to be cleared, as `sums_tidy` does.
+    for e in std::fs::read_dir(dir.join(".cairn/csum/dirty")).unwrap() {
+        std::fs::remove_file(e.unwrap().path()).unwrap();
+    }
+    // "Crash": both files' data changed without their checksums; only f was marked in flux.
+    flip(&backing(&dir, "f"), 70_000);
+    flip(&backing(&dir, "g"), 70_000);
+    std::fs::write(dir.join(".cairn/csum/dirty").join(a.id.to_hex()), b"").unwrap();
+    let b = Brick::open(&dir, VOLID, 0).unwrap();
+    let got = try_read(&b, a.id, 0, 100_000).unwrap();
+    assert_eq!(got.len(), 100_000);
+    corrupt(try_read(&b, c.id, 65_536, 10_000));
+    assert!(std::fs::read_dir(dir.join(".cairn/csum/dirty")).unwrap().next().is_none());
+}
+
+/// A write marks its inode dirty while it may be in flux; the mark is on disk before the
+/// data changes (so a kill -9 at any point leaves it).
+#[test]
+fn writes_mark_the_inode_before_changing_data() {
+    let (t, b) = new_brick();
+    let a = file(&b, Id::ROOT, "f");
+    write(&b, a.id, 0, b"abc");
+    let mark = t.path().join("b0/.cairn/csum/dirty").join(a.id.to_hex());
+    assert!(mark.exists());
+}
+
+/// A partial overwrite of a block that already fails its checksum does not bless the rest
+/// of the block: the block keeps failing (until a heal rewrites it).
+#[test]
+fn partial_overwrite_does_not_launder_corruption() {
+    let (t, b) = new_brick();
+    let a = file(&b, Id::ROOT, "f");
+    write(&b, a.id, 0, &pattern(4, 2 * BS as usize));
+    flip(&backing(&t.path().join("b0"), "f"), 100);
+    write(&b, a.id, 1000, b"new bytes");
+    corrupt(try_read(&b, a.id, 1000, 9));
+    setattr_size(&b, a.id, 5000);
+    corrupt(try_read(&b, a.id, 0, 10));
+    // A full overwrite of the block makes it good again.
+    write(&b, a.id, 0, &pattern(5, 5000));
+    assert_eq!(try_read(&b, a.id, 0, 5000).unwrap(), pattern(5, 5000));
+}
