@@ -686,7 +686,7 @@ pub fn smb(s: &Settings, a: &SmbArgs, out: &mut dyn Write, err: &mut dyn Write) 
 
 async fn load_shares(s: &Settings) -> Result<(Vec<SmbShare>, u64), Failure> {
     let (mut v, rev) = load_kind::<SmbShare>(s, SMB_SHARE).await?;
-    v.sort_by(|a, b| a.name.to_lowercase().cmp(&b.name.to_lowercase()));
+    v.sort_by_key(|a| a.name.to_lowercase());
     Ok((v, rev))
 }
 
