@@ -97,7 +97,9 @@ kver=$(basename "$(ls -d "$root"/lib/modules/*)")
 cp "$root/boot/vmlinuz-$kver" "$work/vmlinuz"
 cp "$root/boot/initrd.img-$kver" "$work/initrd.img"
 log "packing the root file system (kernel $kver)"
-mkfs.ext4 -q -F -L cairn-root -d "$root" "$work/root.raw" "$size"
+# (mkfs.ext4 -d prints "Creating regular file" on stdout even with -q: stdout carries
+# only the image path.)
+mkfs.ext4 -q -F -L cairn-root -d "$root" "$work/root.raw" "$size" >&2
 qemu-img convert -O qcow2 "$work/root.raw" "$work/base.qcow2"
 rm -f "$work/root.raw"
 
