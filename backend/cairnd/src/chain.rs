@@ -238,6 +238,18 @@ async fn mutate(
             ),
         ));
     }
+    if !matches!(req.op, Op::Fsync { .. } | Op::Open { .. } | Op::Release { .. }) {
+        let quorum = cairn_replication::Quorum::from_options(
+            map.option("cluster.quorum-type"),
+            map.option("cluster.quorum-count"),
+        );
+        if let Err(why) = quorum.check(set) {
+            return Err(RemoteError::new(
+                Errno::EROFS,
+                format!("{}: replica set {}: {why} (cluster.quorum-type)", req.volume, set.id),
+            ));
+        }
+    }
     if !matches!(req.op, Op::Fsync { .. } | Op::Open { .. } | Op::Release { .. })
         && map.option("features.read-only") == Some("on")
     {

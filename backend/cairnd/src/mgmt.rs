@@ -44,6 +44,15 @@ pub const OPTIONS: &[(&str, &str)] = &[
     ),
     ("performance.cache-timeout", "seconds clients may cache attributes and entries (0..=10)"),
     (
+        "cluster.heal-parallelism",
+        "inodes a heal crawl copies at a time, per brick (1..=64; default 4)",
+    ),
+    (
+        "cluster.quorum-type",
+        "none|auto|fixed: when a replica set accepts writes (default none: while any brick is up; auto: more than half up, or half including the first brick; fixed: cluster.quorum-count up)",
+    ),
+    ("cluster.quorum-count", "bricks that must be up with cluster.quorum-type fixed (1..=3)"),
+    (
         "features.scrub-interval",
         "seconds between scrubs of every brick's file data against its checksums (0 = off; default 86400)",
     ),
@@ -58,6 +67,13 @@ pub fn validate_option(key: &str, value: &str) -> Result<(), String> {
         }
         "performance.cache-timeout" => value.parse::<u64>().map(|n| n <= 10).unwrap_or(false),
         "features.scrub-interval" => value.parse::<u64>().is_ok(),
+        "cluster.heal-parallelism" => {
+            value.parse::<u32>().map(|n| (1..=64).contains(&n)).unwrap_or(false)
+        }
+        "cluster.quorum-type" => matches!(value, "none" | "auto" | "fixed"),
+        "cluster.quorum-count" => {
+            value.parse::<u32>().map(|n| (1..=3).contains(&n)).unwrap_or(false)
+        }
         _ => return Err(format!("option {key} does not exist")),
     };
     if ok {

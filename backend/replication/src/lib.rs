@@ -84,6 +84,56 @@ pub fn may_come_up(stale: bool, up_peers_heard: usize) -> bool {
     !stale || up_peers_heard > 0
 }
 
+/// Write quorum of a replica set (the volume's `cluster.quorum-type` and
+/// `cluster.quorum-count`, as in gluster). Bricks that are `Healing` do not count: they
+/// cannot head or vouch for anything yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Quorum {
+    /// Writes go on while any brick of the set is up (the default: availability; safe
+    /// because a stale brick never serves before it caught up, see docs/failure-model.md).
+    None,
+    /// More than half of the set's bricks up, or exactly half including the set's first
+    /// brick (so of the two halves of an even set, exactly one may write).
+    Auto,
+    /// At least this many bricks up.
+    Fixed(usize),
+}
+
+impl Quorum {
+    /// From the option values; `None` for a missing or unknown type.
+    pub fn from_options(kind: Option<&str>, count: Option<&str>) -> Quorum {
+        match kind {
+            Some("auto") => Quorum::Auto,
+            Some("fixed") => Quorum::Fixed(count.and_then(|c| c.parse().ok()).unwrap_or(1)),
+            _ => Quorum::None,
+        }
+    }
+
+    /// `Err(why)` if a write to `set` must be refused.
+    pub fn check(self, set: &ReplicaSet) -> Result<(), String> {
+        let n = set.bricks.len();
+        let up = set.bricks.iter().filter(|b| b.state == BrickState::Up).count();
+        let first_up = set.bricks.first().map(|b| b.state == BrickState::Up).unwrap_or(false);
+        let ok = match self {
+            Quorum::None => true,
+            Quorum::Auto => 2 * up > n || (2 * up == n && first_up),
+            Quorum::Fixed(k) => up >= k,
+        };
+        if ok {
+            return Ok(());
+        }
+        let need = match self {
+            Quorum::Auto if n % 2 == 0 => {
+                format!("more than {} of {n}, or {} including the set's first brick", n / 2, n / 2)
+            }
+            Quorum::Auto => format!("more than {} of {n}", n / 2),
+            Quorum::Fixed(k) => format!("{k} of {n}"),
+            Quorum::None => unreachable!(),
+        };
+        Err(format!("quorum not met: {up} of {n} bricks up, {need} needed"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,5 +170,25 @@ mod tests {
         let p = plan(&set(&[Up, Up, Up]), Id(9)).unwrap();
         assert_eq!(p.forward.len(), 2);
         assert!(p.pending.is_empty());
+    }
+
+    #[test]
+    fn quorum_rules() {
+        use BrickState::{Down, Healing, Up};
+        // Replica 2, auto: exactly half is enough only with the first brick.
+        assert!(Quorum::Auto.check(&set(&[Up, Up])).is_ok());
+        assert!(Quorum::Auto.check(&set(&[Up, Down])).is_ok());
+        let e = Quorum::Auto.check(&set(&[Down, Up])).unwrap_err();
+        assert!(e.contains("1 of 2 bricks up") && e.contains("first brick"), "{e}");
+        assert!(Quorum::Auto.check(&set(&[Healing, Up])).is_err());
+        // Replica 3, auto: two of three.
+        assert!(Quorum::Auto.check(&set(&[Down, Up, Up])).is_ok());
+        assert!(Quorum::Auto.check(&set(&[Up, Down, Healing])).is_err());
+        // Fixed and none.
+        assert!(Quorum::Fixed(2).check(&set(&[Up, Down, Up])).is_ok());
+        assert!(Quorum::Fixed(3).check(&set(&[Up, Down, Up])).unwrap_err().contains("3 of 3"));
+        assert!(Quorum::None.check(&set(&[Down, Up])).is_ok());
+        assert_eq!(Quorum::from_options(Some("fixed"), Some("2")), Quorum::Fixed(2));
+        assert_eq!(Quorum::from_options(None, None), Quorum::None);
     }
 }
