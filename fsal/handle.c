@@ -54,6 +54,18 @@ static fsal_status_t cairn_fsal_lookup(struct fsal_obj_handle *dir_pub,
 	cairn_attr_t ca;
 	int rc;
 
+	if (strcmp(name, "..") == 0) {
+		/* Ganesha asks for ".." only when mdcache does not know the parent: a
+		 * directory reached by handle after a restart (NFSv3 READDIR(PLUS) lists
+		 * "..", NFSv4 LOOKUPP). libcairn has no parent lookup, so answer with the
+		 * export root rather than fail the whole READDIR; clients do not use the
+		 * ".." entry's handle (see docs/nfs.md). */
+		rc = cairn_getattr(FS, cairn_creds(&cb),
+				   EXPORT_OF(op_ctx)->root->key.wire.inode, &ca);
+		if (rc < 0)
+			return cairn_log_error("lookup(..)", rc);
+		return new_object(&ca, obj_pub, attrs_out);
+	}
 	rc = cairn_lookup(FS, cairn_creds(&cb), ID(dir_pub), name, &ca);
 	if (rc < 0)
 		return cairn_log_error("lookup", rc);

@@ -39,7 +39,7 @@ run_steps() {
     mapfile -t cl < <(clients "$proto" "$ga" "$gb")
     out=$("$CL_DIR/nfslock" "$proto" /locked "${cl[@]}" -- "$@" 2>&1) ||
         fail "$what: nfslock: $out"
-    echo "$out" | sed "s/^/    [$what] /"
+    awk -v w="$what" '{ print "    [" w "] " $0 }' <<<"$out"
     got=$(awk '{ print $2 }' <<<"$out" | tr '\n' ' ' | sed 's/ $//')
     assert_eq "$want" "$got" "$what"
 }

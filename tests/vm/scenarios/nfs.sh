@@ -102,6 +102,21 @@ scenario_main() {
         assert_eq "$want" "$(md5sum <"$CL_MNT/vm-$v/blob" | cut -d' ' -f1)" \
             "NFSv$v: 256 KiB written by the guest reads back on the host (FUSE), same md5"
 
+        if [[ $v == 4.2 ]]; then
+            g v42ops "$v" || vm_fail "NFSv4.2 operations in the guest"
+            python3 - "$CL_MNT/vm-$v/sparse" <<'PY' || vm_fail "NFSv4.2 results not on the volume"
+import os, sys
+p = sys.argv[1]
+assert os.stat(p).st_size == 1 << 20, "size"
+with open(p, "rb") as f:
+    assert f.read(65536) == b"\xab" * 65536, "data"
+    f.seek(512 << 10)
+    assert f.read(65536) == bytes(65536), "punched range"
+assert os.getxattr(p, "user.cairn") == b"from the guest", "xattr"
+PY
+            pass "NFSv4.2 ALLOCATE, DEALLOCATE, SEEK and xattrs from the kernel client, seen through FUSE"
+        fi
+
         # a change made on the host is seen by the guest at once
         echo "first" >"$CL_MNT/vm-$v/host-file"
         out=$(g cat "$v" "vm-$v/host-file") || vm_fail "NFSv$v: guest cannot read host-file"
