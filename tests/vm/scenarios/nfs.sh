@@ -56,6 +56,20 @@ PY
     wait_until 10 test -s "$ready" || vm_fail "the host could not lock $1 through FUSE"
 }
 
+# guest ARGS...: run nfs-guest.sh in the guest. ssh exits 255 when it cannot connect (the
+# harness' 5 s ConnectTimeout hits on a loaded host before the command ran): retry those.
+guest() {
+    local i rc
+    for i in 1 2 3 4 5 6; do
+        rc=0
+        vm_ssh c1 bash /root/nfs-guest.sh "$@" || rc=$?
+        ((rc == 255)) || return "$rc"
+        vm_step "ssh to c1 failed to connect (try $i); retrying"
+        sleep 5
+    done
+    return "$rc"
+}
+
 host_lock_release() {
     kill "$NFS_HOLDER_PID"
     wait "$NFS_HOLDER_PID" 2>/dev/null || true
@@ -84,8 +98,12 @@ scenario_main() {
 
     vm_boot c1 --mem 1024
     vm_wait c1
-    vm_copy_in c1 "$here/nfs-guest.sh" /root/nfs-guest.sh || vm_fail "copying nfs-guest.sh"
-    g() { vm_ssh c1 bash /root/nfs-guest.sh "$@"; }
+    local tries=0
+    until vm_copy_in c1 "$here/nfs-guest.sh" /root/nfs-guest.sh; do
+        ((++tries < 6)) || vm_fail "copying nfs-guest.sh"
+        sleep 5
+    done
+    g() { guest "$@"; }
 
     for v in $NFS_VM_VERSIONS; do
         t0=$SECONDS
