@@ -46,7 +46,7 @@ command -v ganesha.nfsd >/dev/null || skip "nfs-ganesha is not installed"
 make -s -C "$repo/fsal" plugins LIBCAIRN_DIR="$CAIRN_BIN_DIR" >/dev/null || fail "building fsal/ failed"
 
 cl_init
-trap 'rc=$?; nfs_cleanup_all; (exit $rc); cl_cleanup' EXIT
+trap 'rc=$?; set +e; nfs_cleanup_all; (exit $rc); cl_cleanup' EXIT
 NB=$CL_DIR/nfsbench
 cc -Wall -Werror -O2 -pthread -o "$NB" "$repo/tests/nfs/nfsbench.c" -lnfs ||
     fail "building tests/nfs/nfsbench.c against libnfs-dev"
