@@ -20,7 +20,7 @@ DEB_PACKAGES += python3           # JSON checks and free-port picking in scripts
 DEB_PACKAGES += python3-pip       # Python test tools (later suites)
 DEB_PACKAGES += shellcheck        # lints scripts/ and tests/ in make test
 # NFS gateway (issue 3): Ganesha and what its FSAL builds against; userspace NFS clients.
-DEB_PACKAGES += nfs-ganesha nfs-ganesha-vfs rpcbind   # the server, FSAL_VFS for comparisons
+DEB_PACKAGES += nfs-ganesha nfs-ganesha-vfs rpcbind nfs-common  # server, FSAL_VFS to compare, statd (NLM)
 DEB_PACKAGES += cmake bison flex libntirpc-dev liburcu-dev libkrb5-dev libdbus-1-dev \
 	libcap-dev libblkid-dev uuid-dev                      # configure Ganesha's tree for config.h
 DEB_PACKAGES += libnfs-utils libnfs-dev python3-venv  # nfs-cat/nfs-cp/nfs-ls (v3); venv for nfs-rs

@@ -54,6 +54,18 @@ static fsal_status_t cairn_fsal_lookup(struct fsal_obj_handle *dir_pub,
 	cairn_attr_t ca;
 	int rc;
 
+	if (strcmp(name, "..") == 0) {
+		/* Ganesha asks for ".." only when mdcache does not know the parent: a
+		 * directory reached by handle after a restart (NFSv3 READDIR(PLUS) lists
+		 * "..", NFSv4 LOOKUPP). libcairn has no parent lookup, so answer with the
+		 * export root rather than fail the whole READDIR; clients do not use the
+		 * ".." entry's handle (see docs/nfs.md). */
+		rc = cairn_getattr(FS, cairn_creds(&cb),
+				   EXPORT_OF(op_ctx)->root->key.wire.inode, &ca);
+		if (rc < 0)
+			return cairn_log_error("lookup(..)", rc);
+		return new_object(&ca, obj_pub, attrs_out);
+	}
 	rc = cairn_lookup(FS, cairn_creds(&cb), ID(dir_pub), name, &ca);
 	if (rc < 0)
 		return cairn_log_error("lookup", rc);
@@ -873,41 +885,35 @@ static fsal_status_t cairn_fsal_lock_op2(struct fsal_obj_handle *obj_hdl,
 				   false);
 
 	if (rc == -EAGAIN || rc == -EACCES) {
-		if (conflicting_lock != NULL) {
-			cairn_lock_t probe = lk;
-
-			if (cairn_getlock(FS, cairn_creds(&cb), ID(obj_hdl),
-					  &probe) == 0 &&
-			    probe.type != F_UNLCK) {
-				conflicting_lock->lock_start = probe.start;
-				conflicting_lock->lock_length = probe.len;
-				conflicting_lock->lock_type =
-					probe.type == F_RDLCK ? FSAL_LOCK_R
-							      : FSAL_LOCK_W;
-			} else {
-				conflicting_lock->lock_start = 0;
-				conflicting_lock->lock_length = 0;
-				conflicting_lock->lock_type = FSAL_LOCK_W;
-			}
+		/* conflict on LOCK: name the holder as far as the backend knows it */
+		lk.type = request_lock->lock_type == FSAL_LOCK_R ? F_RDLCK : F_WRLCK;
+		if (cairn_getlock(FS, cairn_creds(&cb), ID(obj_hdl), &lk) < 0 ||
+		    lk.type == F_UNLCK) {
+			lk.start = 0;
+			lk.len = 0;
+			lk.type = F_WRLCK;
 		}
-		return fsalstat(ERR_FSAL_LOCKED, EAGAIN);
-	}
-	if (rc < 0)
+	} else if (rc < 0) {
 		return cairn_log_error("lock", rc);
-
-	if (conflicting_lock != NULL) {
-		if (lock_op == FSAL_OP_LOCKT && lk.type != F_UNLCK) {
-			conflicting_lock->lock_start = lk.start;
-			conflicting_lock->lock_length = lk.len;
-			conflicting_lock->lock_type =
-				lk.type == F_RDLCK ? FSAL_LOCK_R : FSAL_LOCK_W;
-		} else {
+	} else if (lock_op != FSAL_OP_LOCKT || lk.type == F_UNLCK) {
+		if (conflicting_lock != NULL) {
 			conflicting_lock->lock_start = 0;
 			conflicting_lock->lock_length = 0;
 			conflicting_lock->lock_type = FSAL_NO_LOCK;
 		}
+		return fsalstat(ERR_FSAL_NO_ERROR, 0);
 	}
-	return fsalstat(ERR_FSAL_NO_ERROR, 0);
+	/* A conflict, on LOCK or LOCKT. Ganesha turns ERR_FSAL_DELAY into
+	 * STATE_LOCK_CONFLICT (NFS4ERR_DENIED / NLM4_DENIED with this holder);
+	 * ERR_FSAL_LOCKED would become NFS4ERR_LOCKED, and success on LOCKT would hide
+	 * locks held through other gateways or protocols. */
+	if (conflicting_lock != NULL) {
+		conflicting_lock->lock_start = lk.start;
+		conflicting_lock->lock_length = lk.len;
+		conflicting_lock->lock_type =
+			lk.type == F_RDLCK ? FSAL_LOCK_R : FSAL_LOCK_W;
+	}
+	return fsalstat(ERR_FSAL_DELAY, EAGAIN);
 }
 
 /* ---- NFSv4.2 xattrs: the user. namespace of the backend ---- */

@@ -122,6 +122,17 @@ nfs_bus_address() {
     if [[ -f $1/dbus.address ]]; then cat "$1/dbus.address"; else echo "unix:path=/run/dbus/system_bus_socket"; fi
 }
 
+# nfs_ensure_statd: start rpc.statd if none runs. Ganesha's NLM (NFSv3 locks) asks the
+# local statd (found through rpcbind) to monitor each locking client and refuses the lock
+# when it cannot; --no-notify: this host has no previous NFS clients to tell.
+nfs_ensure_statd() {
+    if pgrep -x rpc.statd >/dev/null; then
+        return 0
+    fi
+    command -v rpc.statd >/dev/null || { log "rpc.statd is not installed (nfs-common)"; return 1; }
+    rpc.statd --no-notify || { log "rpc.statd failed to start"; return 1; }
+}
+
 # nfs_start_ganesha DIR PORT: start ganesha.nfsd on DIR/ganesha.conf; wait for PORT.
 nfs_start_ganesha() {
     local dir=$1 port=$2 pid
@@ -130,6 +141,7 @@ nfs_start_ganesha() {
     if [[ ${NFS_PRIVATE_BUS:-0} == 1 || ! -S /run/dbus/system_bus_socket ]]; then
         nfs_start_bus "$dir" || return 1
     fi
+    nfs_ensure_statd || log "NFSv3 (NLM) locks will be refused without rpc.statd"
     : >"$dir/ganesha.log"
     DBUS_SYSTEM_BUS_ADDRESS=$(nfs_bus_address "$dir") setsid ganesha.nfsd -F -f "$dir/ganesha.conf" -L "$dir/ganesha.log" \
         -p "$dir/ganesha.pid" -N "${NFS_LOG_LEVEL:-NIV_EVENT}" \

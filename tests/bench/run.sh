@@ -26,6 +26,7 @@
 #                      tests/run-all.sh, else build/bench-tmp: the repo's disk)
 #      BENCH_RESULTS   results dir (default tests/bench/results)
 #      BENCH_SAVE=0|1  save the table (default 1, 0 with BENCH_QUICK)
+#      BENCH_NFS=0    skip the NFS gateway bench (tests/bench/nfs.sh, run after the table)
 #      BENCH_APPENDS_4X1=0|1  also run the appends on the 4x1 mount (default: quick runs
 #                      only; through FUSE each append costs ~2 FUSE requests, so a million
 #                      of them take minutes per mount)
@@ -197,6 +198,13 @@ if [[ $BENCH_SAVE == 1 ]]; then
     printf '%s\n' "$table" >"$out.md"
     cp "$RAW" "$out.jsonl"
     log "saved $out.md"
+fi
+
+# --- the NFS gateway: its own cluster, Ganesha and table (tests/bench/nfs.sh) -------------
+
+if [[ ${BENCH_NFS:-1} == 1 ]]; then
+    bash "$bench_dir/nfs.sh"
+    case $? in 0 | 77) ;; *) failed+=("nfs (tests/bench/nfs.sh)") ;; esac
 fi
 
 if ((${#failed[@]})); then

@@ -44,7 +44,8 @@ nfs_cleanup_all() {
 nfs_suite_up() {
     nfs_prereqs
     cluster_up 1 "$1" 2 4
-    trap 'rc=$?; nfs_cleanup_all; (exit $rc); cl_cleanup' EXIT
+    # set +e: under errexit, (exit $rc) would end the trap before cl_cleanup on a failure
+    trap 'rc=$?; set +e; nfs_cleanup_all; (exit $rc); cl_cleanup' EXIT
 }
 
 # nfs_exports_default VOLUME: EXPORT block for VOLUME at /VOLUME, clients 127.0.0.1.
