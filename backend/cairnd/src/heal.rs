@@ -606,7 +606,12 @@ fn demoted(node: &Node, slot: &BrickSlot) -> bool {
         .unwrap_or(false)
 }
 
+/// A peer recorded writes this brick missed, or this brick flagged writes it applied but
+/// that were not acknowledged (a replica refused its forward): either way it re-copies.
 async fn has_backlog(node: &Arc<Node>, slot: &Arc<BrickSlot>) -> bool {
+    if slot.brick.pending_counts().iter().any(|(p, n)| *p == slot.index && *n > 0) {
+        return true;
+    }
     let Some(map) = node.map(&slot.volume) else { return false };
     let Some((set, _)) = map.brick(slot.index) else { return false };
     for b in &set.bricks {
