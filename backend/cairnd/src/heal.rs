@@ -3,7 +3,8 @@
 //! each copied from the inode's current chain head under the head's inode lock (so no
 //! concurrent write can slip between the copy and the forwarded stream). Then it turns
 //! *Up*. While Up it keeps polling its peers' pending lists, and goes back to Healing if a
-//! peer recorded a write it missed.
+//! peer recorded a write it missed (or it flagged for itself a write it applied that was not
+//! acknowledged).
 //!
 //! A *full crawl* (after `reset-brick ... commit`, or asked for by `cairn volume heal VOL
 //! full`) walks the whole tree top-down instead: each directory, then its entries, is
