@@ -3,7 +3,8 @@
 //! each copied from the inode's current chain head under the head's inode lock (so no
 //! concurrent write can slip between the copy and the forwarded stream). Then it turns
 //! *Up*. While Up it keeps polling its peers' pending lists, and goes back to Healing if a
-//! peer recorded a write it missed.
+//! peer recorded a write it missed (or it flagged for itself a write it applied that was not
+//! acknowledged).
 //!
 //! A *full crawl* (after `reset-brick ... commit`, or asked for by `cairn volume heal VOL
 //! full`) walks the whole tree top-down instead: each directory, then its entries, is
@@ -24,7 +25,7 @@ use cairn_proto::mgmt::CrawlInfo;
 use cairn_proto::msg::{BrickRequest, Op, ReplicateRequest, Reply, Request};
 use cairn_proto::{Creds, Errno, FileType, Id, RemoteError};
 use futures::StreamExt;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -191,12 +192,14 @@ fn peer_online(node: &Node, map: &VolumeMap, index: u32) -> bool {
         || map.brick(index).map(|(_, b)| b.state != BrickState::Down).unwrap_or(false)
 }
 
-/// Pull every pending entry recorded for this brick. Returns how many were copied and how
-/// many `Up` peers answered the final (empty) round.
+/// Pull every pending entry recorded for this brick (`stale`: the bricks marked stale in
+/// the config store, read before). Returns how many were copied and how many `Up` peers
+/// answered the final (empty) round.
 async fn catch_up(
     node: &Arc<Node>,
     slot: &Arc<BrickSlot>,
     wait_for_peers: bool,
+    stale: &BTreeSet<u32>,
 ) -> Result<(usize, usize), RemoteError> {
     let started = Instant::now();
     let mut copied = 0;
@@ -210,11 +213,16 @@ async fn catch_up(
         let peers: Vec<u32> =
             set.bricks.iter().map(|b| b.index).filter(|&i| i != slot.index).collect();
         if wait_for_peers && pass == 0 {
+            // Peers restarted with this one show up in later maps.
             while started.elapsed() < PEER_WAIT
-                && !peers.iter().all(|&p| peer_online(node, &map, p))
+                && !node
+                    .map(&slot.volume)
+                    .map(|m| peers.iter().all(|&p| peer_online(node, &m, p)))
+                    .unwrap_or(false)
             {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
+            continue;
         }
         // Collect what each peer recorded for us, and what we flagged ourselves (writes we
         // applied but could not get acknowledged).
@@ -257,22 +265,31 @@ async fn catch_up(
             return Ok((copied, up_heard));
         }
         let total = recorded.len();
-        let steps = cairn_replication::heal_plan(set, slot.index, &recorded).map_err(|id| {
-            RemoteError::new(
-                Errno::EAGAIN,
-                format!(
-                    "{}: brick {}: no up brick to copy {id} from; staying out of service",
-                    slot.volume, slot.index
-                ),
-            )
-        })?;
+        let steps =
+            cairn_replication::heal_plan(set, slot.index, &recorded, stale).map_err(|id| {
+                RemoteError::new(
+                    Errno::EAGAIN,
+                    format!(
+                        "{}: brick {}: no up brick to copy {id} from; staying out of service",
+                        slot.volume, slot.index
+                    ),
+                )
+            })?;
         let par = parallelism(&map);
         crawl_count(slot, total as u64, 0, 0);
         let mut copies = futures::stream::iter(steps)
             .map(|step| {
                 let map = &map;
                 async move {
-                    let r = sync_from(node, map, step.source, step.id, slot.index).await;
+                    let r = if step.source == slot.index {
+                        // No up brick, and none newer than this one: keep this copy, and
+                        // the others re-copy it from here.
+                        let others =
+                            set.bricks.iter().map(|b| b.index).filter(|&b| b != slot.index);
+                        keep_own(slot, others.collect(), step.id).await
+                    } else {
+                        sync_from(node, map, step.source, step.id, slot.index).await
+                    };
                     if r.is_ok() {
                         clear(node, map, &step.clear, slot.index, step.id).await;
                     }
@@ -464,6 +481,22 @@ async fn sync_from(
     brick_call(node, map, source, Op::HealSync { id, peer: me }).await.map(|_| ())
 }
 
+/// Record `id` on this brick as pending for each of `peers`, durably.
+async fn keep_own(slot: &Arc<BrickSlot>, peers: Vec<u32>, id: Id) -> Result<(), RemoteError> {
+    let brick = slot.brick.clone();
+    let (volume, index) = (slot.volume.clone(), slot.index);
+    tokio::task::spawn_blocking(move || {
+        peers.into_iter().try_for_each(|p| brick.pending_add(p, id))
+    })
+    .await
+    .unwrap_or_else(|e| {
+        Err(RemoteError::new(
+            Errno::EIO,
+            format!("{volume}: brick {index}: pending_add task failed: {e}"),
+        ))
+    })
+}
+
 async fn clear(node: &Arc<Node>, map: &VolumeMap, recorders: &[u32], me: u32, id: Id) {
     for &r in recorders {
         if let Err(e) = brick_call(node, map, r, Op::PendingClear { peer: me, ids: vec![id] }).await
@@ -485,8 +518,17 @@ pub fn spawn(node: Arc<Node>, slot: Arc<BrickSlot>) {
                 // Make sure the heads forward to us before we pull the backlog, or writes
                 // recorded as pending after the pull would be missed.
                 wait_until_seen_healing(&node, &slot).await;
-                let markers = node.store.stale_bricks(&slot.volume).await.unwrap_or_default();
+                // Unknown staleness is not "not stale": wait for the config store.
+                let markers = match node.store.stale_bricks(&slot.volume).await {
+                    Ok(m) => m,
+                    Err(e) => {
+                        tracing::warn!(volume = %slot.volume, brick = slot.index, error = %e, "cannot read stale markers; retrying");
+                        tokio::time::sleep(POLL).await;
+                        continue;
+                    }
+                };
                 let marker = markers.iter().find(|(i, _)| *i == slot.index).map(|(_, rev)| *rev);
+                let stale: BTreeSet<u32> = markers.iter().map(|(i, _)| *i).collect();
                 // A brick owing a full crawl (reset, replaced) never comes up before it.
                 if slot.brick.full_heal_requested() && !run_full_crawl(&node, &slot).await {
                     first = false;
@@ -494,7 +536,7 @@ pub fn spawn(node: Arc<Node>, slot: Arc<BrickSlot>) {
                     continue;
                 }
                 crawl_begin(&slot, "index");
-                let caught = catch_up(&node, &slot, first).await;
+                let caught = catch_up(&node, &slot, first, &stale).await;
                 if let Some(c) = crawl_end(&slot) {
                     if c.scanned > 0 || caught.is_err() {
                         tracing::info!(volume = %slot.volume, brick = slot.index, kind = "index", scanned = c.scanned, healed = c.healed, failed = c.failed, ok = caught.is_ok(), "heal crawl finished");
@@ -565,7 +607,12 @@ fn demoted(node: &Node, slot: &BrickSlot) -> bool {
         .unwrap_or(false)
 }
 
+/// A peer recorded writes this brick missed, or this brick flagged writes it applied but
+/// that were not acknowledged (a replica refused its forward): either way it re-copies.
 async fn has_backlog(node: &Arc<Node>, slot: &Arc<BrickSlot>) -> bool {
+    if slot.brick.pending_counts().iter().any(|(p, n)| *p == slot.index && *n > 0) {
+        return true;
+    }
     let Some(map) = node.map(&slot.volume) else { return false };
     let Some((set, _)) = map.brick(slot.index) else { return false };
     for b in &set.bricks {

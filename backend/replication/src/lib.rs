@@ -16,11 +16,14 @@
 //! 3. A heal copies an inode from its current head, along with the pending records the
 //!    head holds for other bricks.
 //! 4. A stale brick turns `Up` only after catching up from an `Up` peer ([`may_come_up`]).
+//! 5. When no brick of a set is `Up`, the bricks that are not stale (they missed no
+//!    acknowledged write) agree on one of them as the source ([`heal_plan`]), so a set
+//!    whose bricks all restarted comes back instead of each waiting for the other.
 
 use cairn_placement::chain;
 use cairn_proto::map::{BrickState, ReplicaSet};
 use cairn_proto::Id;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What the head does with a mutation of `id`: forward to every other brick that is not
 /// down (healing bricks included, so they stay current), and record a pending heal for
@@ -50,6 +53,10 @@ pub fn plan(set: &ReplicaSet, id: Id) -> Option<ChainPlan> {
 
 /// One inode a returning brick must copy: from `source` (the inode's current head, which
 /// is up to date), then forget it at every brick in `clear` that recorded it.
+///
+/// `source == me` means no brick can give this brick anything newer (see [`heal_plan`]):
+/// it keeps its own copy, records the inode as pending for every other brick of the set
+/// (so they re-copy it from here), then clears the records in `clear`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HealStep {
     pub id: Id,
@@ -57,21 +64,43 @@ pub struct HealStep {
     pub clear: Vec<u32>,
 }
 
-/// Plan the catch-up of brick `me`, given what each peer recorded as pending for it.
-/// Fails with the first id no brick can be copied from (no `Up` brick heads it): the brick
-/// must then stay out of service rather than serve what it has.
+/// Plan the catch-up of brick `me`, given what each peer recorded as pending for it and
+/// the bricks marked stale in the config store (`stale`, read before the catch-up).
+///
+/// An inode is copied from its current head (its first `Up` brick). When no brick of the
+/// set is `Up` (every brick restarted, e.g. both nodes of a replica-2 set went down one
+/// after the other), a brick that is **not** stale missed no acknowledged write: what it
+/// holds for the inode is at least as new as anything acknowledged, and what it was asked
+/// to re-copy are writes nobody acknowledged. Such inodes are taken from the first brick
+/// of the chain that is neither down nor stale — this brick itself (`source == me`) or
+/// another one that is not stale either, so all of them pick the same copy. A stale brick
+/// never takes this way: it copies only from an `Up` head.
+///
+/// Fails with the first id no brick can be copied from: the brick must then stay out of
+/// service rather than serve what it has.
 pub fn heal_plan(
     set: &ReplicaSet,
     me: u32,
     recorded: &BTreeMap<Id, Vec<u32>>,
+    stale: &BTreeSet<u32>,
 ) -> Result<Vec<HealStep>, Id> {
     recorded
         .iter()
-        .map(|(id, by)| match cairn_placement::head(set, *id) {
-            Some(h) if h.index != me => {
-                Ok(HealStep { id: *id, source: h.index, clear: by.clone() })
+        .map(|(id, by)| {
+            let source = match cairn_placement::head(set, *id) {
+                Some(h) if h.index != me => Some(h.index),
+                Some(_) => None,
+                // No brick of the set is up.
+                None if !stale.contains(&me) => chain(set, *id)
+                    .into_iter()
+                    .find(|b| b.state != BrickState::Down && !stale.contains(&b.index))
+                    .map(|b| b.index),
+                None => None,
+            };
+            match source {
+                Some(source) => Ok(HealStep { id: *id, source, clear: by.clone() }),
+                None => Err(*id),
             }
-            _ => Err(*id),
         })
         .collect()
 }
@@ -190,5 +219,45 @@ mod tests {
         assert!(Quorum::None.check(&set(&[Down, Up])).is_ok());
         assert_eq!(Quorum::from_options(Some("fixed"), Some("2")), Quorum::Fixed(2));
         assert_eq!(Quorum::from_options(None, None), Quorum::None);
+    }
+
+    #[test]
+    fn a_set_whose_bricks_all_restarted_heals_from_the_brick_that_is_not_stale() {
+        use BrickState::*;
+        // Replica 2, both healing after a restart; brick 1 was marked stale (it was down
+        // while brick 0 took writes); each recorded the same inode for the other or itself.
+        let s = set(&[Healing, Healing]);
+        let stale = BTreeSet::from([1]);
+        for _ in 0..100 {
+            let id = Id::new_on_set(1);
+            let rec = BTreeMap::from([(id, vec![0])]);
+            let steps = heal_plan(&s, 0, &rec, &stale).unwrap();
+            assert_eq!(steps, vec![HealStep { id, source: 0, clear: vec![0] }], "keeps its copy");
+            assert_eq!(
+                heal_plan(&s, 1, &rec, &stale),
+                Err(id),
+                "a stale brick waits for an up one"
+            );
+        }
+        // Neither stale: both pick the same source, the first of the chain.
+        let none = BTreeSet::new();
+        for _ in 0..100 {
+            let id = Id::new_on_set(1);
+            let rec = BTreeMap::from([(id, vec![0, 1])]);
+            let a = heal_plan(&s, 0, &rec, &none).unwrap();
+            let b = heal_plan(&s, 1, &rec, &none).unwrap();
+            assert_eq!(a[0].source, b[0].source);
+            assert_eq!(a[0].source, chain(&s, id)[0].index);
+        }
+        // The only brick that is not stale is down: nobody may take its place.
+        let s = set(&[Down, Healing, Healing]);
+        let stale = BTreeSet::from([1, 2]);
+        let rec = BTreeMap::from([(Id(7), vec![1])]);
+        assert_eq!(heal_plan(&s, 1, &rec, &stale), Err(Id(7)));
+        assert_eq!(heal_plan(&s, 2, &rec, &stale), Err(Id(7)));
+        // An up head is always the source, stale or not.
+        let s = set(&[Up, Healing]);
+        let rec = BTreeMap::from([(Id(7), vec![0])]);
+        assert_eq!(heal_plan(&s, 1, &rec, &BTreeSet::from([1])).unwrap()[0].source, 0);
     }
 }

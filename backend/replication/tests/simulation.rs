@@ -1,11 +1,15 @@
 //! Deterministic simulation of chain replication with failures.
 //!
 //! A replica set of 2 or 3 bricks is driven by a seeded random schedule of writes, reads,
-//! crashes, restarts, failed forwards and heals, using the real decision functions
-//! (`cairn_placement::head`, `cairn_replication::{plan, heal_plan, may_come_up}`) and a model
-//! of what each brick stores. After every step it checks the promise: every read returns
-//! the last acknowledged version, and every brick that is `Up` holds every acknowledged
-//! write. A failing seed prints its schedule so it can be replayed.
+//! crashes, restarts, failed forwards, writes cut by the head's fencing (applied, not
+//! acknowledged, flagged for re-copy by the head, which then goes down or back to healing)
+//! and heals, using the real decision functions (`cairn_placement::head`,
+//! `cairn_replication::{plan, heal_plan, may_come_up}`) and a model of what each brick
+//! stores. After every step it checks the promise: every read returns the last
+//! acknowledged version (or a later unacknowledged one), and every brick that is `Up`
+//! holds it. At the end every brick restarts and heals with no more faults, and all of
+//! them must come up (a set whose bricks all restarted must not wait forever). A failing
+//! seed prints its schedule so it can be replayed.
 
 use cairn_placement::head;
 use cairn_proto::map::{BrickInfo, BrickState, ReplicaSet};
@@ -50,6 +54,15 @@ struct World {
     /// Stale markers in the config store.
     stale: BTreeSet<u32>,
     acked: BTreeMap<Id, u64>,
+    /// Values written after the last acknowledged one but not acknowledged (a reader may
+    /// see them: such a write may take effect or not).
+    unacked: BTreeMap<Id, BTreeSet<u64>>,
+    /// Versions are unique across the run (two heads may write the same inode).
+    next_v: u64,
+    /// Broken on purpose (checker test): stale markers are ignored by the heal.
+    ignore_stale: bool,
+    /// Chance that a forward fails, in percent.
+    forward_fails: u64,
     log: Vec<String>,
 }
 
@@ -61,6 +74,10 @@ impl World {
                 .collect(),
             stale: BTreeSet::new(),
             acked: BTreeMap::new(),
+            unacked: BTreeMap::new(),
+            next_v: 0,
+            ignore_stale: false,
+            forward_fails: 15,
             log: vec![],
         }
     }
@@ -93,18 +110,28 @@ impl World {
         self.bricks[at as usize].pending.entry(peer).or_default().insert(id);
     }
 
-    fn write(&mut self, id: Id, rng: &mut Rng) {
+    fn ok_value(&self, id: Id, got: u64) -> bool {
+        got == self.acked.get(&id).copied().unwrap_or(0)
+            || self.unacked.get(&id).is_some_and(|u| u.contains(&got))
+    }
+
+    /// A write; `fenced`: the head's node loses its lease during it (SIGTERM, partition
+    /// from the config store): applied and forwarded, missed bricks recorded and marked,
+    /// but not acknowledged — the head flags the inode for itself to re-copy, and leaves
+    /// service (down, or back to healing with a new lease).
+    fn write(&mut self, id: Id, rng: &mut Rng, fenced: bool) {
         let Some(p) = plan(&self.set(), id) else {
             self.log.push(format!("write {id:?}: unavailable"));
             return;
         };
         let h = p.head as usize;
-        let v = self.bricks[h].data.get(&id).copied().unwrap_or(0) + 1;
+        self.next_v += 1;
+        let v = self.next_v;
         self.bricks[h].data.insert(id, v);
         let mut applied = vec![p.head];
         let mut missed = p.pending.clone();
         for &f in &p.forward {
-            if rng.chance(15) {
+            if rng.chance(self.forward_fails) {
                 missed.push(f); // the forward failed
             } else {
                 self.bricks[f as usize].data.insert(id, v);
@@ -119,7 +146,20 @@ impl World {
             // Rule 2: stale before the ack.
             self.stale.insert(m);
         }
+        if fenced {
+            self.record(p.head, p.head, id);
+            self.unacked.entry(id).or_default().insert(v);
+            let down = rng.chance(50);
+            self.bricks[h].life = if down { Life::Down } else { Life::Healing };
+            self.log.push(format!(
+                "fenced write {id:?} v{v} head {} applied {applied:?} missed {missed:?}; head {}",
+                p.head,
+                if down { "down" } else { "healing" }
+            ));
+            return;
+        }
         self.acked.insert(id, v);
+        self.unacked.remove(&id);
         self.log.push(format!(
             "write {id:?} v{v} head {} applied {applied:?} missed {missed:?}",
             p.head
@@ -131,7 +171,7 @@ impl World {
         let Some(h) = head(&set, id) else { return Ok(()) };
         let got = self.bricks[h.index as usize].data.get(&id).copied().unwrap_or(0);
         let want = self.acked.get(&id).copied().unwrap_or(0);
-        if got != want {
+        if !self.ok_value(id, got) {
             return Err(format!(
                 "read of {id:?} from head {} returned v{got}, last acknowledged v{want}",
                 h.index
@@ -144,15 +184,17 @@ impl World {
     fn heal(&mut self, me: u32) {
         let set = self.set();
         let mut recorded: BTreeMap<Id, Vec<u32>> = BTreeMap::new();
+        // Every brick that answers, this one included (what it flagged for itself).
         for (i, b) in self.bricks.iter().enumerate() {
-            if i as u32 == me || b.life == Life::Down {
+            if b.life == Life::Down {
                 continue;
             }
             for id in b.pending.get(&me).into_iter().flatten() {
                 recorded.entry(*id).or_default().push(i as u32);
             }
         }
-        let steps = match heal_plan(&set, me, &recorded) {
+        let stale = if self.ignore_stale { BTreeSet::new() } else { self.stale.clone() };
+        let steps = match heal_plan(&set, me, &recorded, &stale) {
             Ok(s) => s,
             Err(id) => {
                 self.log.push(format!("heal {me}: no source for {id:?}; stays out"));
@@ -160,6 +202,20 @@ impl World {
             }
         };
         for s in &steps {
+            if s.source == me {
+                // Rule 5: no up brick, none newer: keep this copy, the others re-copy it.
+                for p in 0..self.bricks.len() as u32 {
+                    if p != me {
+                        self.record(me, p, s.id);
+                    }
+                }
+                for &c in &s.clear {
+                    if let Some(ids) = self.bricks[c as usize].pending.get_mut(&me) {
+                        ids.remove(&s.id);
+                    }
+                }
+                continue;
+            }
             let v = self.bricks[s.source as usize].data.get(&s.id).copied().unwrap_or(0);
             self.bricks[me as usize].data.insert(s.id, v);
             // Rule 3: carry the source's pending records for other bricks.
@@ -179,7 +235,7 @@ impl World {
             }
         }
         // Rule 4: every non-down peer answered in this model; count the Up ones.
-        let stale = self.stale.contains(&me);
+        let stale = self.stale.contains(&me) && !self.ignore_stale;
         let heard =
             set.bricks.iter().filter(|b| b.index != me && b.state == BrickState::Up).count();
         if may_come_up(stale, heard) {
@@ -196,7 +252,7 @@ impl World {
         for b in self.set().bricks.iter().filter(|b| b.state == BrickState::Up) {
             for (id, v) in &self.acked {
                 let got = self.bricks[b.index as usize].data.get(id).copied().unwrap_or(0);
-                if got != *v {
+                if !self.ok_value(*id, got) {
                     return Err(format!(
                         "brick {} is up but holds v{got} of {id:?}, acknowledged v{v}",
                         b.index
@@ -208,6 +264,39 @@ impl World {
     }
 }
 
+impl World {
+    /// No more faults: every brick restarts, and heals until all are up. Fails if some
+    /// brick stays out (the last acknowledged write's head is never stale, so one brick
+    /// can always vouch for the others).
+    fn settle(&mut self) -> Result<(), String> {
+        for (i, b) in self.bricks.iter_mut().enumerate() {
+            if b.life == Life::Down {
+                b.life = Life::Healing;
+                self.log.push(format!("restart {i}"));
+            }
+        }
+        for _ in 0..2 * self.bricks.len() + 2 {
+            for b in 0..self.bricks.len() as u32 {
+                if self.set().bricks[b as usize].state == BrickState::Healing {
+                    self.heal(b);
+                }
+                self.check_up_bricks()?;
+            }
+        }
+        match self.set().bricks.iter().find(|b| b.state != BrickState::Up) {
+            Some(b) => {
+                Err(format!("brick {} never came back after every brick restarted", b.index))
+            }
+            None => Ok(()),
+        }
+    }
+
+    fn failure(&self, e: String) -> String {
+        let tail = self.log.len().saturating_sub(25);
+        format!("{e}\nlast steps:\n  {}", self.log[tail..].join("\n  "))
+    }
+}
+
 fn run(seed: u64, replicas: usize, steps: usize) -> Result<(), String> {
     let mut rng = Rng(seed | 1);
     let mut w = World::new(replicas);
@@ -215,31 +304,96 @@ fn run(seed: u64, replicas: usize, steps: usize) -> Result<(), String> {
     for step in 0..steps {
         let id = ids[rng.below(ids.len() as u64) as usize];
         let b = rng.below(replicas as u64) as u32;
-        match rng.below(100) {
-            0..=44 => w.write(id, &mut rng),
-            45..=69 => w.read(id).map_err(|e| format!("step {step}: {e}"))?,
+        let r = match rng.below(100) {
+            0..=41 => {
+                w.write(id, &mut rng, false);
+                Ok(())
+            }
+            42..=44 => {
+                w.write(id, &mut rng, true);
+                Ok(())
+            }
+            45..=69 => w.read(id),
             70..=77 => {
                 if w.bricks[b as usize].life != Life::Down {
                     w.bricks[b as usize].life = Life::Down;
                     w.log.push(format!("crash {b}"));
                 }
+                Ok(())
             }
             78..=87 => {
                 if w.bricks[b as usize].life == Life::Down {
                     w.bricks[b as usize].life = Life::Healing;
                     w.log.push(format!("restart {b}"));
                 }
+                Ok(())
             }
             _ => {
                 let st = w.set().bricks[b as usize].state;
                 if w.bricks[b as usize].life != Life::Down && st == BrickState::Healing {
                     w.heal(b);
                 }
+                Ok(())
             }
+        };
+        r.and_then(|()| w.check_up_bricks()).map_err(|e| w.failure(format!("step {step}: {e}")))?;
+    }
+    w.settle().map_err(|e| w.failure(format!("after {steps} steps: {e}")))
+}
+
+/// The sequence of issue 6: replica 2 under a writer, brick 1 goes down, brick 0 takes
+/// writes alone (brick 1 is marked stale), then brick 0 goes down too — its last write cut
+/// by its fencing — and both restart. Brick 1 alone must not come up (it misses acknowledged
+/// writes); once brick 0 is back, both must. `ignore_stale` breaks rule 4/5 for the checker
+/// test below.
+fn stop_both(ignore_stale: bool, brick0_back_first: bool) -> Result<(), String> {
+    let mut rng = Rng(1);
+    let mut w = World::new(2);
+    w.ignore_stale = ignore_stale;
+    w.forward_fails = 0;
+    let ids: Vec<Id> = (0..8).map(|i| Id((1u128 << 96) | (i * 7919 + 3))).collect();
+    for &id in &ids {
+        w.write(id, &mut rng, false);
+    }
+    w.bricks[1].life = Life::Down;
+    w.log.push("crash 1".into());
+    for &id in &ids {
+        w.write(id, &mut rng, false);
+    }
+    assert!(w.stale.contains(&1), "brick 1 missed acknowledged writes");
+    // Brick 0's last write: applied, not acknowledged; then it goes down.
+    w.write(ids[0], &mut rng, true);
+    w.bricks[0].life = Life::Down;
+    w.log.push("crash 0".into());
+    if !brick0_back_first {
+        w.bricks[1].life = Life::Healing;
+        w.log.push("restart 1".into());
+        for _ in 0..3 {
+            w.heal(1);
+            w.check_up_bricks().map_err(|e| w.failure(e))?;
         }
-        w.check_up_bricks().map_err(|e| format!("step {step}: {e}"))?;
+        if w.set().bricks[1].state == BrickState::Up {
+            return Err(
+                w.failure("brick 1 came up while the only up-to-date brick was down".into())
+            );
+        }
+    }
+    w.settle().map_err(|e| w.failure(e))?;
+    for &id in &ids {
+        w.read(id).map_err(|e| w.failure(e))?;
     }
     Ok(())
+}
+
+#[test]
+fn a_set_whose_bricks_all_went_down_comes_back() {
+    stop_both(false, true).unwrap();
+    stop_both(false, false).unwrap();
+}
+
+#[test]
+fn a_stale_brick_ignoring_its_marker_is_caught() {
+    assert!(stop_both(true, false).is_err(), "a broken protocol must be caught");
 }
 
 #[test]
