@@ -48,6 +48,12 @@ where
                 Err(e) => usage(err, &e),
             }
         }
+        crate::args::Command::Iscsi(a) => {
+            return match plan::settings(&cli) {
+                Ok(s) => crate::iscsi::iscsi(&s, a, out, err),
+                Err(e) => usage(err, &e),
+            }
+        }
         _ => {}
     }
     let prepared = plan::settings(&cli).and_then(|s| Ok((s, plan::plan(&cli.command)?)));

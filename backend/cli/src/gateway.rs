@@ -21,18 +21,18 @@ use std::time::Duration;
 
 /// Why a gateway command failed: its exit code and the message after
 /// `<command>: <name>: failed: `.
-struct Failure {
-    code: i32,
-    message: String,
-    errno: Option<String>,
+pub(crate) struct Failure {
+    pub(crate) code: i32,
+    pub(crate) message: String,
+    pub(crate) errno: Option<String>,
 }
 
 impl Failure {
-    fn usage(message: impl Into<String>) -> Failure {
+    pub(crate) fn usage(message: impl Into<String>) -> Failure {
         Failure { code: exit::USAGE, message: message.into(), errno: None }
     }
 
-    fn failed(message: impl Into<String>) -> Failure {
+    pub(crate) fn failed(message: impl Into<String>) -> Failure {
         Failure { code: exit::FAILED, message: message.into(), errno: None }
     }
 }
@@ -53,7 +53,7 @@ impl From<CallError> for Failure {
 
 /// How many times a conditional store is retried when another admin changed the exports
 /// between our read and our write.
-const STORE_RETRIES: usize = 5;
+pub(crate) const STORE_RETRIES: usize = 5;
 
 /// Run `cairn nfs ...`; returns the exit code.
 pub fn nfs(s: &Settings, a: &NfsArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
@@ -134,7 +134,9 @@ pub fn nfs(s: &Settings, a: &NfsArgs, out: &mut dyn Write, err: &mut dyn Write) 
 }
 
 /// Run a command's future on a one-thread runtime.
-fn block_on<F: std::future::Future<Output = Result<(), Failure>>>(f: F) -> Result<(), Failure> {
+pub(crate) fn block_on<F: std::future::Future<Output = Result<(), Failure>>>(
+    f: F,
+) -> Result<(), Failure> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -143,7 +145,7 @@ fn block_on<F: std::future::Future<Output = Result<(), Failure>>>(f: F) -> Resul
 }
 
 /// The exit code of a command, printing its failure (and the JSON result document).
-fn report(
+pub(crate) fn report(
     s: &Settings,
     command: &'static str,
     name: Option<String>,
@@ -170,7 +172,7 @@ fn report(
     }
 }
 
-fn write_out(out: &mut dyn Write, text: &str) -> Result<(), Failure> {
+pub(crate) fn write_out(out: &mut dyn Write, text: &str) -> Result<(), Failure> {
     out.write_all(text.as_bytes())
         .and_then(|()| out.flush())
         .map_err(|e| Failure::failed(format!("cannot write the output: {e}")))
@@ -190,12 +192,12 @@ fn parse_protocols(s: &str) -> Result<Vec<u8>, String> {
     Ok(v)
 }
 
-async fn call(s: &Settings, req: MgmtRequest) -> Result<MgmtReply, Failure> {
+pub(crate) async fn call(s: &Settings, req: MgmtRequest) -> Result<MgmtReply, Failure> {
     Ok(client::call(&s.addr, req, s.timeout).await?)
 }
 
 /// Every object of `kind` in the config store and the revision they were read at.
-async fn load_kind<T: serde::de::DeserializeOwned>(
+pub(crate) async fn load_kind<T: serde::de::DeserializeOwned>(
     s: &Settings,
     kind: &str,
 ) -> Result<(Vec<T>, u64), Failure> {
@@ -223,7 +225,7 @@ async fn load(s: &Settings) -> Result<(Vec<NfsExport>, u64), Failure> {
 
 /// Store `doc` as `kind`/`name` if nothing of that kind changed since `revision`; false if
 /// something did (re-read, re-check, retry).
-async fn store_if_unchanged(
+pub(crate) async fn store_if_unchanged(
     s: &Settings,
     kind: &str,
     name: &str,
@@ -244,7 +246,7 @@ async fn store_if_unchanged(
 }
 
 /// `host:port` of every node of the pool: the FSAL's map servers.
-async fn servers(s: &Settings) -> Result<Vec<String>, Failure> {
+pub(crate) async fn servers(s: &Settings) -> Result<Vec<String>, Failure> {
     match call(s, MgmtRequest::PeerStatus).await? {
         MgmtReply::Peers(peers) => {
             let mut v: Vec<String> = peers.into_iter().map(|p| p.addr).collect();
@@ -257,7 +259,7 @@ async fn servers(s: &Settings) -> Result<Vec<String>, Failure> {
 }
 
 /// The volume exists and is started, and the subdirectory exists in it and is a directory.
-async fn check_target(
+pub(crate) async fn check_target(
     s: &Settings,
     volume: &str,
     subdir: &str,

@@ -9,10 +9,13 @@
 //! - [`nfs`]: Ganesha EXPORT blocks (one file per export) applied over Ganesha's DBus export
 //!   manager (`AddExport` / `UpdateExport` / `RemoveExport`);
 //! - [`smb`]: smb.conf share sections (one include file) applied with
-//!   `smbcontrol smbd reload-config`.
+//!   `smbcontrol smbd reload-config`;
+//! - [`iscsi`]: LIO storage objects and targets, applied as the difference between the
+//!   running and the wanted configuration with targetcli-fb commands.
 //!
 //! Nothing here talks to the config store: callers pass documents in and out.
 
+pub mod iscsi;
 pub mod nfs;
 pub mod smb;
 
@@ -20,6 +23,10 @@ pub mod smb;
 pub const NFS_EXPORT: &str = "nfs-export";
 /// Config-store kind of SMB shares (key `/cairn/gateway/smb-share/<share name>`).
 pub const SMB_SHARE: &str = "smb-share";
+/// Config-store kind of iSCSI LUNs (key `/cairn/gateway/iscsi-lun/<name>`).
+pub const ISCSI_LUN: &str = "iscsi-lun";
+/// Config-store kind of iSCSI targets (key `/cairn/gateway/iscsi-target/<iqn>`).
+pub const ISCSI_TARGET: &str = "iscsi-target";
 
 /// Split `VOLUME[/SUBDIR]` into the volume name and an absolute, normalised directory
 /// inside it (`/` for the root). `..` is refused; `.` and repeated slashes are dropped.
