@@ -152,7 +152,7 @@ impl Quorum {
             return Ok(());
         }
         let need = match self {
-            Quorum::Auto if n % 2 == 0 => {
+            Quorum::Auto if n.is_multiple_of(2) => {
                 format!("more than {} of {n}, or {} including the set's first brick", n / 2, n / 2)
             }
             Quorum::Auto => format!("more than {} of {n}", n / 2),
