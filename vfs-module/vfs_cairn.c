@@ -30,6 +30,7 @@
 #include "lib/util/tevent_unix.h"
 #include "lib/pthreadpool/pthreadpool_tevent.h"
 #include <dirent.h>
+#include <pthread.h>
 #include <sys/statvfs.h>
 #include <cairn.h>
 
@@ -70,6 +71,10 @@ struct cairn_mount {
 	int refs;
 	cairn_fs_t *fs;
 	uint64_t dev;
+	struct cairn_nidx *nidx;	/* case-insensitive name indexes */
+	struct cairn_dslot *dcache;	/* directory lookups of path walks */
+	int nidx_count;
+	int nidx_ms;			/* how long an index is trusted */
 };
 
 static struct cairn_mount *cairn_mounts;
@@ -160,6 +165,401 @@ static void cairn_attr_to_stat(struct vfs_handle_struct *handle,
 	st->st_ex_blocks = (blkcnt_t)a->blocks;
 }
 
+/* ---- case-insensitive name index ------------------------------------------------ */
+
+/*
+ * smbd asks get_real_filename_at whenever a name is not found as spelled: on every
+ * create of a new file. Answering from a listing each time costs a whole directory per
+ * create. Instead each smbd process keeps, for a few directories, an index of the names
+ * by upper-cased form, built from one listing, and kept exact without re-listing:
+ *  - this process's own creates, removes and renames in the directory update it;
+ *  - any other client's change to the directory's entries recalls the read lease the
+ *    listing took on it, and libcairn's invalidation upcall (cairn_nidx_upcall) drops the
+ *    index before that change completes.
+ * The bricks recall leases for 10 s after a read, so an index is trusted for at most
+ * cairn:name cache ms (default 5000, capped at 8000) and then listed again.
+ */
+#define CAIRN_NIDX_DIRS 8
+#define CAIRN_NIDX_MAX_NAMES 500000
+#define CAIRN_NIDX_MAX_MS 8000
+
+struct cairn_nidx_ent {
+	struct cairn_nidx_ent *next;
+	char *key;		/* upper-cased name */
+	char *name;
+};
+
+struct cairn_nidx {
+	struct cairn_nidx *prev, *next;
+	cairn_id_t dir;
+	struct timespec built;
+	size_t nbuckets, count;
+	struct cairn_nidx_ent **buckets;
+	bool too_big;
+};
+
+/* Filled by the upcall (a libcairn thread), drained by smbd's main thread. */
+static pthread_mutex_t cairn_inval_mu = PTHREAD_MUTEX_INITIALIZER;
+#define CAIRN_INVAL_SLOTS 64
+static cairn_id_t cairn_inval_ids[CAIRN_INVAL_SLOTS];
+static int cairn_inval_n;
+static bool cairn_inval_all;
+static uint64_t cairn_inval_gen;	/* bumped on every recall of entries */
+
+static void cairn_nidx_upcall(cairn_id_t id, uint32_t flags, void *arg)
+{
+	if ((flags & CAIRN_INVALIDATE_ENTRIES) == 0) {
+		return;
+	}
+	pthread_mutex_lock(&cairn_inval_mu);
+	if (cairn_inval_n < CAIRN_INVAL_SLOTS) {
+		cairn_inval_ids[cairn_inval_n++] = id;
+	} else {
+		cairn_inval_all = true;
+	}
+	cairn_inval_gen++;
+	pthread_mutex_unlock(&cairn_inval_mu);
+}
+
+static uint64_t cairn_inval_generation(void)
+{
+	uint64_t g;
+
+	pthread_mutex_lock(&cairn_inval_mu);
+	g = cairn_inval_gen;
+	pthread_mutex_unlock(&cairn_inval_mu);
+	return g;
+}
+
+static bool cairn_id_eq(const cairn_id_t *a, const cairn_id_t *b)
+{
+	return memcmp(a->bytes, b->bytes, sizeof(a->bytes)) == 0;
+}
+
+static void cairn_nidx_drop(struct cairn_mount *m, struct cairn_nidx *x)
+{
+	DLIST_REMOVE(m->nidx, x);
+	m->nidx_count--;
+	TALLOC_FREE(x);
+}
+
+/* Apply the recalls queued by the upcall to every mount's indexes. */
+static void cairn_nidx_drain(void)
+{
+	cairn_id_t ids[CAIRN_INVAL_SLOTS];
+	struct cairn_mount *m = NULL;
+	bool all;
+	int n, i;
+
+	pthread_mutex_lock(&cairn_inval_mu);
+	n = cairn_inval_n;
+	all = cairn_inval_all;
+	memcpy(ids, cairn_inval_ids, n * sizeof(ids[0]));
+	cairn_inval_n = 0;
+	cairn_inval_all = false;
+	pthread_mutex_unlock(&cairn_inval_mu);
+	if (n == 0 && !all) {
+		return;
+	}
+	for (m = cairn_mounts; m != NULL; m = m->next) {
+		struct cairn_nidx *x = NULL, *next = NULL;
+
+		TALLOC_FREE(m->dcache);	/* see cairn_dcache_get */
+
+		for (x = m->nidx; x != NULL; x = next) {
+			bool hit = all;
+
+			next = x->next;
+			for (i = 0; i < n && !hit; i++) {
+				hit = cairn_id_eq(&x->dir, &ids[i]);
+			}
+			if (hit) {
+				cairn_nidx_drop(m, x);
+			}
+		}
+	}
+}
+
+static uint32_t cairn_nidx_hash(const char *key)
+{
+	uint32_t h = 2166136261u;
+
+	for (; *key != '\0'; key++) {
+		h = (h ^ (uint8_t)*key) * 16777619u;
+	}
+	return h;
+}
+
+static void cairn_nidx_insert(struct cairn_nidx *x, const char *name)
+{
+	struct cairn_nidx_ent *e = NULL;
+	char *key = NULL;
+	size_t b;
+
+	if (x->too_big) {
+		return;
+	}
+	key = strupper_talloc(x, name);
+	if (key == NULL) {
+		x->too_big = true;	/* cannot fold: never trust this index */
+		return;
+	}
+	b = cairn_nidx_hash(key) % x->nbuckets;
+	for (e = x->buckets[b]; e != NULL; e = e->next) {
+		if (strcmp(e->name, name) == 0) {
+			TALLOC_FREE(key);
+			return;
+		}
+	}
+	e = talloc(x, struct cairn_nidx_ent);
+	if (e == NULL || (e->name = talloc_strdup(e, name)) == NULL) {
+		x->too_big = true;
+		TALLOC_FREE(key);
+		return;
+	}
+	e->key = talloc_move(e, &key);
+	e->next = x->buckets[b];
+	x->buckets[b] = e;
+	if (++x->count > CAIRN_NIDX_MAX_NAMES) {
+		x->too_big = true;
+	}
+}
+
+static void cairn_nidx_remove(struct cairn_nidx *x, const char *name)
+{
+	struct cairn_nidx_ent **pe = NULL;
+	char *key = strupper_talloc(talloc_tos(), name);
+
+	if (key == NULL) {
+		x->too_big = true;
+		return;
+	}
+	pe = &x->buckets[cairn_nidx_hash(key) % x->nbuckets];
+	for (; *pe != NULL; pe = &(*pe)->next) {
+		if (strcmp((*pe)->name, name) == 0) {
+			struct cairn_nidx_ent *e = *pe;
+			*pe = e->next;
+			TALLOC_FREE(e);
+			x->count--;
+			break;
+		}
+	}
+	TALLOC_FREE(key);
+}
+
+static struct cairn_nidx *cairn_nidx_find(struct cairn_mount *m,
+					  const cairn_id_t *dir)
+{
+	struct cairn_nidx *x = NULL;
+	struct timespec now;
+
+	cairn_nidx_drain();
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	for (x = m->nidx; x != NULL; x = x->next) {
+		if (!cairn_id_eq(&x->dir, dir)) {
+			continue;
+		}
+		if (x->too_big ||
+		    nsec_time_diff(&now, &x->built) / 1000000 >= m->nidx_ms) {
+			cairn_nidx_drop(m, x);
+			return NULL;
+		}
+		return x;
+	}
+	return NULL;
+}
+
+/* Own mutations: keep a loaded index exact (no round trip). */
+static void cairn_nidx_added(struct vfs_handle_struct *handle,
+			     const cairn_id_t *dir, const char *name)
+{
+	struct cairn_nidx *x = cairn_nidx_find(cairn_cc(handle)->m, dir);
+
+	if (x != NULL) {
+		cairn_nidx_insert(x, name);
+	}
+}
+
+static void cairn_nidx_removed(struct vfs_handle_struct *handle,
+			       const cairn_id_t *dir, const char *name)
+{
+	struct cairn_nidx *x = cairn_nidx_find(cairn_cc(handle)->m, dir);
+
+	if (x != NULL) {
+		cairn_nidx_remove(x, name);
+	}
+}
+
+static int cairn_nidx_fill_cb(const cairn_dirent_t *e, void *arg)
+{
+	struct cairn_nidx *x = arg;
+
+	cairn_nidx_insert(x, e->name);
+	return x->too_big ? 1 : 0;
+}
+
+/* Build the index of dir with one listing; NULL (and *ret set) on failure. */
+static struct cairn_nidx *cairn_nidx_build(struct vfs_handle_struct *handle,
+					   const cairn_creds_t *cr,
+					   const cairn_id_t *dir, int *ret)
+{
+	struct cairn_mount *m = cairn_cc(handle)->m;
+	struct cairn_nidx *x = talloc_zero(m, struct cairn_nidx);
+	uint64_t gen = cairn_inval_generation();
+	bool eof = false;
+
+	if (x == NULL) {
+		*ret = -ENOMEM;
+		return NULL;
+	}
+	x->dir = *dir;
+	x->nbuckets = 1024;
+	x->buckets = talloc_zero_array(x, struct cairn_nidx_ent *, x->nbuckets);
+	if (x->buckets == NULL) {
+		TALLOC_FREE(x);
+		*ret = -ENOMEM;
+		return NULL;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &x->built);
+	*ret = cairn_readdir(m->fs, cr, *dir, 0, 0, cairn_nidx_fill_cb, x,
+			     &eof);
+	if (*ret < 0) {
+		TALLOC_FREE(x);
+		return NULL;
+	}
+	*ret = 0;
+	if (x->too_big || !eof) {
+		x->too_big = true;	/* used once by the caller, never kept */
+		return x;
+	}
+	if (cairn_inval_generation() != gen) {
+		/* a recall raced with the listing: use it once, do not keep it */
+		x->too_big = true;
+		return x;
+	}
+	while (m->nidx_count >= CAIRN_NIDX_DIRS) {
+		struct cairn_nidx *last = DLIST_TAIL(m->nidx);
+		cairn_nidx_drop(m, last);
+	}
+	DLIST_ADD(m->nidx, x);
+	m->nidx_count++;
+	return x;
+}
+
+static const char *cairn_nidx_lookup(struct cairn_nidx *x, const char *name)
+{
+	struct cairn_nidx_ent *e = NULL;
+	char *key = strupper_talloc(talloc_tos(), name);
+	const char *found = NULL;
+
+	if (key == NULL) {
+		return NULL;
+	}
+	for (e = x->buckets[cairn_nidx_hash(key) % x->nbuckets]; e != NULL;
+	     e = e->next) {
+		if (strcmp(e->key, key) == 0) {
+			found = e->name;
+			break;
+		}
+	}
+	TALLOC_FREE(key);
+	return found;
+}
+
+/*
+ * Path walks: smbd names most files by path from the share root, and each intermediate
+ * directory would be a lookup round trip. Each smbd process remembers which directory a
+ * (directory id, name) pair led to, per caller (uid, gid: a lookup checks the caller's
+ * search permission), under the same rules as the name index: the lookup took a lease on
+ * the parent, a change of its entries by another client recalls it and the upcall clears
+ * this table; this process's own removes and renames clear it too; nothing is trusted
+ * longer than cairn:name cache ms.
+ */
+#define CAIRN_DSLOTS 4096
+
+struct cairn_dslot {
+	bool used;
+	uint32_t uid, gid;
+	cairn_id_t parent, child;
+	char *name;
+	struct timespec when;
+};
+
+static uint32_t cairn_dslot_hash(const cairn_creds_t *cr, const cairn_id_t *parent,
+				 const char *name)
+{
+	uint32_t h = 2166136261u;
+	size_t i;
+
+	for (i = 0; i < sizeof(parent->bytes); i++) {
+		h = (h ^ parent->bytes[i]) * 16777619u;
+	}
+	for (; *name != '\0'; name++) {
+		h = (h ^ (uint8_t)*name) * 16777619u;
+	}
+	return (h ^ cr->uid ^ (cr->gid << 16)) % CAIRN_DSLOTS;
+}
+
+static void cairn_dcache_clear(struct cairn_mount *m)
+{
+	TALLOC_FREE(m->dcache);
+}
+
+static bool cairn_dcache_get(struct cairn_mount *m, const cairn_creds_t *cr,
+			     const cairn_id_t *parent, const char *name,
+			     cairn_id_t *child)
+{
+	struct cairn_dslot *d = NULL;
+	struct timespec now;
+
+	cairn_nidx_drain();
+	if (m->dcache == NULL) {
+		return false;
+	}
+	d = &m->dcache[cairn_dslot_hash(cr, parent, name)];
+	if (!d->used || d->uid != cr->uid || d->gid != cr->gid ||
+	    !cairn_id_eq(&d->parent, parent) || strcmp(d->name, name) != 0) {
+		return false;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (nsec_time_diff(&now, &d->when) / 1000000 >= m->nidx_ms) {
+		d->used = false;
+		return false;
+	}
+	*child = d->child;
+	return true;
+}
+
+static void cairn_dcache_put(struct cairn_mount *m, const cairn_creds_t *cr,
+			     const cairn_id_t *parent, const char *name,
+			     const cairn_id_t *child, const struct timespec *when)
+{
+	struct cairn_dslot *d = NULL;
+
+	if (m->nidx_ms <= 0) {
+		return;
+	}
+	if (m->dcache == NULL) {
+		m->dcache = talloc_zero_array(m, struct cairn_dslot, CAIRN_DSLOTS);
+		if (m->dcache == NULL) {
+			return;
+		}
+	}
+	d = &m->dcache[cairn_dslot_hash(cr, parent, name)];
+	TALLOC_FREE(d->name);
+	d->name = talloc_strdup(m->dcache, name);
+	if (d->name == NULL) {
+		d->used = false;
+		return;
+	}
+	d->used = true;
+	d->uid = cr->uid;
+	d->gid = cr->gid;
+	d->parent = *parent;
+	d->child = *child;
+	d->when = *when;
+}
+
 /* ---- path resolution ------------------------------------------------------------ */
 
 /* Absolute, normalised volume path for name relative to dirfsp (or the cwd). */
@@ -240,6 +640,20 @@ static char *cairn_abs_path(TALLOC_CTX *mem_ctx,
 }
 
 /*
+ * A lookup answers with the attributes of a directory's copy on one replica set; its
+ * times (an entry created on another set moves that set's copy) are only right when
+ * merged over every set, which cairn_getattr does.
+ */
+static int cairn_dir_attr(cairn_fs_t *fs, const cairn_creds_t *cr,
+			  cairn_attr_t *a)
+{
+	if (a->type != DT_DIR || a->ino == 1) {
+		return 0;	/* not a directory, or the root (already merged) */
+	}
+	return cairn_getattr(fs, cr, a->id, a);
+}
+
+/*
  * Walk an absolute normalised path from the volume root, following symlinks in the
  * intermediate components (and in the last one when follow is set).
  */
@@ -291,8 +705,25 @@ again:
 				goto out;
 			}
 			{
+				struct cairn_mount *m = cairn_cc(handle)->m;
 				cairn_id_t dir = a.id;
+				struct timespec t0;
+
+				if (!last &&
+				    cairn_dcache_get(m, cr, &dir, p, &a.id)) {
+					a.type = DT_DIR;
+					done = talloc_asprintf(frame, "%s/%s",
+							       done, p);
+					*e = save;
+					p = e;
+					continue;
+				}
+				clock_gettime(CLOCK_MONOTONIC, &t0);
 				ret = cairn_lookup(fs, cr, dir, p, &a);
+				if (ret == 0 && a.type == DT_DIR) {
+					cairn_dcache_put(m, cr, &dir, p, &a.id,
+							 &t0);
+				}
 			}
 			if (ret < 0) {
 				goto out;
@@ -332,6 +763,10 @@ again:
 			done = talloc_asprintf(frame, "%s/%s", done, p);
 			*e = save;
 			p = e;
+		}
+		ret = cairn_dir_attr(fs, cr, &a);
+		if (ret < 0) {
+			goto out;
 		}
 		*out = a;
 	}
@@ -382,6 +817,9 @@ static int cairn_resolve_at(struct vfs_handle_struct *handle,
 	}
 	if (dfh != NULL) {
 		ret = cairn_lookup(CAIRN_FS(handle), cr, dfh->id, name, out);
+		if (ret == 0 && out->type == DT_DIR) {
+			return cairn_dir_attr(CAIRN_FS(handle), cr, out);
+		}
 		if (ret < 0 || out->type != DT_LNK || !follow) {
 			return ret;
 		}
@@ -429,6 +867,7 @@ static int cairn_parent_at(struct vfs_handle_struct *handle,
 	return ret;
 }
 
+
 /* ---- connect / disconnect ------------------------------------------------------- */
 
 static int cairn_mount_destructor(struct cairn_mount *m)
@@ -436,6 +875,7 @@ static int cairn_mount_destructor(struct cairn_mount *m)
 	int ret;
 
 	DLIST_REMOVE(cairn_mounts, m);
+	cairn_register_invalidate(m->fs, NULL, NULL);
 	ret = cairn_unmount(m->fs);
 	if (ret < 0) {
 		DBG_ERR("cairn: unmount of volume %s: %s\n", m->volume,
@@ -533,6 +973,12 @@ static int cairn_connect(struct vfs_handle_struct *handle,
 			memcpy(&a, vid, 8);
 			memcpy(&b, vid + 8, 8);
 			m->dev = a ^ b;
+		}
+		m->nidx_ms = MIN(lp_parm_int(snum, CAIRN_MODULE,
+					     "name cache ms", 5000),
+				 CAIRN_NIDX_MAX_MS);
+		if (cairn_register_invalidate(fs, cairn_nidx_upcall, NULL) < 0) {
+			m->nidx_ms = 0;	/* no recalls: never trust an index */
 		}
 		DLIST_ADD(cairn_mounts, m);
 		talloc_set_destructor(m, cairn_mount_destructor);
@@ -841,6 +1287,9 @@ static int cairn_mkdirat(struct vfs_handle_struct *handle,
 		ret = cairn_mkdir(CAIRN_FS(handle), &cr, parent, leaf, mode,
 				  NULL);
 	}
+	if (ret == 0) {
+		cairn_nidx_added(handle, &parent, leaf);
+	}
 	return cairn_ret(ret);
 }
 
@@ -884,6 +1333,9 @@ static int cairn_openat(struct vfs_handle_struct *handle,
 					   how->mode & 07777,
 					   (flags & O_EXCL) ?
 					   CAIRN_CREATE_EXCL : 0, &a);
+			if (ret == 0) {
+				cairn_nidx_added(handle, &parent, leaf);
+			}
 		}
 		if (ret == -EISDIR || ret == -EEXIST) {
 			/* O_CREAT on an existing non-regular name */
@@ -1240,6 +1692,11 @@ static int cairn_renameat(struct vfs_handle_struct *handle,
 		ret = cairn_rename(CAIRN_FS(handle), &cr, sdir, sleaf, ddir,
 				   dleaf, 0);
 	}
+	if (ret == 0) {
+		cairn_dcache_clear(cairn_cc(handle)->m);
+		cairn_nidx_removed(handle, &sdir, sleaf);
+		cairn_nidx_added(handle, &ddir, dleaf);
+	}
 	return cairn_ret(ret);
 }
 
@@ -1363,6 +1820,12 @@ static int cairn_unlinkat(struct vfs_handle_struct *handle,
 					   leaf);
 		}
 	}
+	if (ret == 0) {
+		if (flags & AT_REMOVEDIR) {
+			cairn_dcache_clear(cairn_cc(handle)->m);
+		}
+		cairn_nidx_removed(handle, &parent, leaf);
+	}
 	return cairn_ret(ret);
 }
 
@@ -1432,6 +1895,15 @@ static int cairn_chdir(struct vfs_handle_struct *handle,
 	path = cairn_abs_path(cc, handle, NULL, smb_fname->base_name);
 	if (path == NULL) {
 		return -1;
+	}
+	if (strcmp(path, cc->cwd) == 0) {
+		/*
+		 * smbd changes into the share's directory before most requests: already
+		 * there, nothing to check (if it was removed meanwhile, the calls made
+		 * relative to it fail as they would on a kernel cwd).
+		 */
+		TALLOC_FREE(path);
+		return 0;
 	}
 	cairn_creds(handle, &cr);
 	ret = cairn_walk(handle, &cr, path, true, &a);
@@ -1616,6 +2088,9 @@ static int cairn_symlinkat(struct vfs_handle_struct *handle,
 		ret = cairn_symlink(CAIRN_FS(handle), &cr, parent, leaf,
 				    link_contents->base_name, NULL);
 	}
+	if (ret == 0) {
+		cairn_nidx_added(handle, &parent, leaf);
+	}
 	return cairn_ret(ret);
 }
 
@@ -1676,6 +2151,9 @@ static int cairn_linkat(struct vfs_handle_struct *handle,
 		ret = cairn_link(CAIRN_FS(handle), &cr, a.id, parent, leaf,
 				 NULL);
 	}
+	if (ret == 0) {
+		cairn_nidx_added(handle, &parent, leaf);
+	}
 	return cairn_ret(ret);
 }
 
@@ -1695,6 +2173,9 @@ static int cairn_mknodat(struct vfs_handle_struct *handle,
 	if (ret == 0) {
 		ret = cairn_mknod(CAIRN_FS(handle), &cr, parent, leaf, mode,
 				  dev, NULL);
+	}
+	if (ret == 0) {
+		cairn_nidx_added(handle, &parent, leaf);
 	}
 	return cairn_ret(ret);
 }
@@ -1728,38 +2209,22 @@ static struct smb_filename *cairn_realpath(struct vfs_handle_struct *handle,
 }
 
 /*
- * Case-insensitive lookup: one listing of the directory on the backend, compared with
- * Samba's own case folding. (libcairn has no case-insensitive lookup yet.)
+ * Case-insensitive lookup, answered from the directory's name index (see "case-insensitive
+ * name index" above): one listing per directory, not one per call.
  */
-struct cairn_rfn {
-	const char *name;
-	char *found;
-	TALLOC_CTX *mem;
-};
-
-static int cairn_rfn_cb(const cairn_dirent_t *e, void *arg)
-{
-	struct cairn_rfn *r = arg;
-
-	if (strcasecmp_m(e->name, r->name) == 0) {
-		r->found = talloc_strndup(r->mem, e->name, e->namelen);
-		return 1;
-	}
-	return 0;
-}
-
 static NTSTATUS cairn_get_real_filename_at(struct vfs_handle_struct *handle,
 					   struct files_struct *dirfsp,
 					   const char *name,
 					   TALLOC_CTX *mem_ctx,
 					   char **found_name)
 {
-	struct cairn_rfn r = { .name = name, .mem = mem_ctx };
+	struct cairn_mount *m = cairn_cc(handle)->m;
 	struct cairn_fh *fh = cairn_fetch_fh(handle, dirfsp);
+	struct cairn_nidx *x = NULL;
+	const char *found = NULL;
 	cairn_creds_t cr;
 	cairn_attr_t da;
-	bool eof = false;
-	int ret;
+	int ret = 0;
 
 	cairn_creds(handle, &cr);
 	if (fh != NULL) {
@@ -1772,16 +2237,25 @@ static NTSTATUS cairn_get_real_filename_at(struct vfs_handle_struct *handle,
 			return map_nt_error_from_unix(-ret);
 		}
 	}
-	ret = cairn_readdir(CAIRN_FS(handle), &cr, da.id, 0, 0, cairn_rfn_cb,
-			    &r, &eof);
-	if (ret < 0) {
-		return map_nt_error_from_unix(-ret);
+	x = cairn_nidx_find(m, &da.id);
+	if (x == NULL) {
+		x = cairn_nidx_build(handle, &cr, &da.id, &ret);
+		if (x == NULL) {
+			return map_nt_error_from_unix(-ret);
+		}
 	}
-	if (r.found == NULL) {
+	found = cairn_nidx_lookup(x, name);
+	if (found != NULL) {
+		*found_name = talloc_strdup(mem_ctx, found);
+	}
+	if (x->too_big) {
+		/* not kept (see cairn_nidx_build) */
+		TALLOC_FREE(x);
+	}
+	if (found == NULL) {
 		return NT_STATUS_OBJECT_NAME_NOT_FOUND;
 	}
-	*found_name = r.found;
-	return NT_STATUS_OK;
+	return *found_name == NULL ? NT_STATUS_NO_MEMORY : NT_STATUS_OK;
 }
 
 static const char *cairn_connectpath(struct vfs_handle_struct *handle,
