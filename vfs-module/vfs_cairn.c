@@ -73,6 +73,8 @@ struct cairn_mount {
 	uint64_t dev;
 	struct cairn_nidx *nidx;	/* case-insensitive name indexes */
 	struct cairn_dslot *dcache;	/* directory lookups of path walks */
+	struct cairn_dattr *dattr;	/* directories' attributes and xattrs */
+	struct cairn_fattr *fattr;	/* regular files' attributes */
 	int nidx_count;
 	int nidx_ms;			/* how long an index is trusted */
 };
@@ -96,6 +98,8 @@ struct cairn_fh {
 	 */
 	bool attr_fresh;
 	cairn_attr_t attr;
+	/* the listing open on this directory (fdopendir), see cairn_listed_attr */
+	struct cairn_dir *listing;
 };
 
 static struct cairn_conn *cairn_cc(struct vfs_handle_struct *handle)
@@ -148,7 +152,11 @@ static void cairn_attr_to_stat(struct vfs_handle_struct *handle,
 	st->st_ex_uid = a->uid;
 	st->st_ex_gid = a->gid;
 	st->st_ex_rdev = (dev_t)a->rdev;
-	st->st_ex_size = (off_t)a->size;
+	/*
+	 * A directory's size in Cairn is a constant, not a byte count: SMB clients
+	 * expect a directory's end of file to be 0 (as NTFS reports it).
+	 */
+	st->st_ex_size = S_ISDIR(a->mode) ? 0 : (off_t)a->size;
 	st->st_ex_atime = a->atime;
 	st->st_ex_mtime = a->mtime;
 	st->st_ex_ctime = a->ctime;
@@ -174,7 +182,7 @@ static void cairn_attr_to_stat(struct vfs_handle_struct *handle,
  * by upper-cased form, built from one listing, and kept exact without re-listing:
  *  - this process's own creates, removes and renames in the directory update it;
  *  - any other client's change to the directory's entries recalls the read lease the
- *    listing took on it, and libcairn's invalidation upcall (cairn_nidx_upcall) drops the
+ *    listing took on it, and libcairn's invalidation upcall (cairn_upcall) drops the
  *    index before that change completes.
  * The bricks recall leases for 10 s after a read, so an index is trusted for at most
  * cairn:name cache ms (default 5000, capped at 8000) and then listed again.
@@ -202,18 +210,18 @@ struct cairn_nidx {
 static pthread_mutex_t cairn_inval_mu = PTHREAD_MUTEX_INITIALIZER;
 #define CAIRN_INVAL_SLOTS 64
 static cairn_id_t cairn_inval_ids[CAIRN_INVAL_SLOTS];
+static uint32_t cairn_inval_flags[CAIRN_INVAL_SLOTS];
 static int cairn_inval_n;
 static bool cairn_inval_all;
-static uint64_t cairn_inval_gen;	/* bumped on every recall of entries */
+static uint64_t cairn_inval_gen;	/* bumped on every recall */
 
-static void cairn_nidx_upcall(cairn_id_t id, uint32_t flags, void *arg)
+static void cairn_upcall(cairn_id_t id, uint32_t flags, void *arg)
 {
-	if ((flags & CAIRN_INVALIDATE_ENTRIES) == 0) {
-		return;
-	}
 	pthread_mutex_lock(&cairn_inval_mu);
 	if (cairn_inval_n < CAIRN_INVAL_SLOTS) {
-		cairn_inval_ids[cairn_inval_n++] = id;
+		cairn_inval_ids[cairn_inval_n] = id;
+		cairn_inval_flags[cairn_inval_n] = flags;
+		cairn_inval_n++;
 	} else {
 		cairn_inval_all = true;
 	}
@@ -243,35 +251,56 @@ static void cairn_nidx_drop(struct cairn_mount *m, struct cairn_nidx *x)
 	TALLOC_FREE(x);
 }
 
-/* Apply the recalls queued by the upcall to every mount's indexes. */
+static void cairn_dattr_drop(struct cairn_mount *m, const cairn_id_t *id);
+static void cairn_dattr_clear(struct cairn_mount *m);
+static void cairn_fattr_drop(struct cairn_mount *m, const cairn_id_t *id);
+static void cairn_fattr_clear(struct cairn_mount *m);
+
+/* Apply the recalls queued by the upcall to every mount's caches. */
 static void cairn_nidx_drain(void)
 {
 	cairn_id_t ids[CAIRN_INVAL_SLOTS];
+	uint32_t flags[CAIRN_INVAL_SLOTS];
 	struct cairn_mount *m = NULL;
-	bool all;
+	bool all, entries = false;
 	int n, i;
 
 	pthread_mutex_lock(&cairn_inval_mu);
 	n = cairn_inval_n;
 	all = cairn_inval_all;
 	memcpy(ids, cairn_inval_ids, n * sizeof(ids[0]));
+	memcpy(flags, cairn_inval_flags, n * sizeof(flags[0]));
 	cairn_inval_n = 0;
 	cairn_inval_all = false;
 	pthread_mutex_unlock(&cairn_inval_mu);
 	if (n == 0 && !all) {
 		return;
 	}
+	for (i = 0; i < n; i++) {
+		entries |= (flags[i] & CAIRN_INVALIDATE_ENTRIES) != 0;
+	}
 	for (m = cairn_mounts; m != NULL; m = m->next) {
 		struct cairn_nidx *x = NULL, *next = NULL;
 
+		if (all) {
+			cairn_dattr_clear(m);
+			cairn_fattr_clear(m);
+		}
+		for (i = 0; i < n; i++) {
+			cairn_dattr_drop(m, &ids[i]);
+			cairn_fattr_drop(m, &ids[i]);
+		}
+		if (!all && !entries) {
+			continue;
+		}
 		TALLOC_FREE(m->dcache);	/* see cairn_dcache_get */
-
 		for (x = m->nidx; x != NULL; x = next) {
 			bool hit = all;
 
 			next = x->next;
 			for (i = 0; i < n && !hit; i++) {
-				hit = cairn_id_eq(&x->dir, &ids[i]);
+				hit = (flags[i] & CAIRN_INVALIDATE_ENTRIES) &&
+				      cairn_id_eq(&x->dir, &ids[i]);
 			}
 			if (hit) {
 				cairn_nidx_drop(m, x);
@@ -375,6 +404,7 @@ static void cairn_nidx_added(struct vfs_handle_struct *handle,
 {
 	struct cairn_nidx *x = cairn_nidx_find(cairn_cc(handle)->m, dir);
 
+	cairn_dattr_drop(cairn_cc(handle)->m, dir);
 	if (x != NULL) {
 		cairn_nidx_insert(x, name);
 	}
@@ -385,6 +415,7 @@ static void cairn_nidx_removed(struct vfs_handle_struct *handle,
 {
 	struct cairn_nidx *x = cairn_nidx_find(cairn_cc(handle)->m, dir);
 
+	cairn_dattr_drop(cairn_cc(handle)->m, dir);
 	if (x != NULL) {
 		cairn_nidx_remove(x, name);
 	}
@@ -560,6 +591,271 @@ static void cairn_dcache_put(struct cairn_mount *m, const cairn_creds_t *cr,
 	d->when = *when;
 }
 
+/*
+ * Directories' attributes and extended attributes. smbd stats the parent directory and
+ * reads its security.NTACL several times per create; a directory's attributes take a
+ * round trip to every replica set. Each smbd process keeps them for a few directories,
+ * under the same rules as the name index: the getattr took a lease on the directory on
+ * every set, any other client's change to it (entries, attributes, xattrs) recalls that
+ * lease and the upcall drops the entry; this process's own changes drop it too; nothing
+ * is kept longer than cairn:name cache ms. Extended attributes are kept per caller
+ * (uid), and only alongside attributes fetched under the same lease. Files are never
+ * cached here (durable handles compare a file's stat across processes).
+ */
+#define CAIRN_DATTR_SLOTS 1024
+#define CAIRN_DATTR_XATTRS 4
+#define CAIRN_DATTR_XMAX 4096
+
+struct cairn_dattr {
+	bool used;
+	cairn_id_t id;
+	cairn_attr_t attr;
+	struct timespec when;
+	struct cairn_dxattr {
+		char *name;
+		uint32_t uid;
+		ssize_t len;	/* -ENODATA when absent */
+		uint8_t *value;
+	} x[CAIRN_DATTR_XATTRS];
+	int nx;
+};
+
+static struct cairn_dattr *cairn_dattr_slot(struct cairn_mount *m,
+					    const cairn_id_t *id, bool create)
+{
+	uint32_t h = 2166136261u;
+	size_t i;
+
+	if (m->dattr == NULL) {
+		if (!create || m->nidx_ms <= 0) {
+			return NULL;
+		}
+		m->dattr = talloc_zero_array(m, struct cairn_dattr,
+					     CAIRN_DATTR_SLOTS);
+		if (m->dattr == NULL) {
+			return NULL;
+		}
+	}
+	for (i = 0; i < sizeof(id->bytes); i++) {
+		h = (h ^ id->bytes[i]) * 16777619u;
+	}
+	return &m->dattr[h % CAIRN_DATTR_SLOTS];
+}
+
+static void cairn_dattr_reset(struct cairn_dattr *d)
+{
+	int i;
+
+	for (i = 0; i < d->nx; i++) {
+		TALLOC_FREE(d->x[i].name);
+		TALLOC_FREE(d->x[i].value);
+	}
+	d->nx = 0;
+	d->used = false;
+}
+
+static void cairn_dattr_drop(struct cairn_mount *m, const cairn_id_t *id)
+{
+	struct cairn_dattr *d = cairn_dattr_slot(m, id, false);
+
+	if (d != NULL && d->used && cairn_id_eq(&d->id, id)) {
+		cairn_dattr_reset(d);
+	}
+}
+
+static void cairn_dattr_clear(struct cairn_mount *m)
+{
+	TALLOC_FREE(m->dattr);
+}
+
+/* The cached entry of directory id, if still trusted. */
+static struct cairn_dattr *cairn_dattr_get(struct cairn_mount *m,
+					   const cairn_id_t *id)
+{
+	struct cairn_dattr *d = NULL;
+	struct timespec now;
+
+	cairn_nidx_drain();
+	d = cairn_dattr_slot(m, id, false);
+	if (d == NULL || !d->used || !cairn_id_eq(&d->id, id)) {
+		return NULL;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (nsec_time_diff(&now, &d->when) / 1000000 >= m->nidx_ms) {
+		cairn_dattr_reset(d);
+		return NULL;
+	}
+	return d;
+}
+
+/* getattr of a directory through the cache. */
+static int cairn_dir_getattr(struct cairn_mount *m, const cairn_creds_t *cr,
+			     cairn_id_t id, cairn_attr_t *a)
+{
+	struct cairn_dattr *d = cairn_dattr_get(m, &id);
+	uint64_t gen;
+	struct timespec t0;
+	int ret;
+
+	if (d != NULL) {
+		*a = d->attr;
+		return 0;
+	}
+	gen = cairn_inval_generation();
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ret = cairn_getattr(m->fs, cr, id, a);
+	if (ret < 0 || a->type != DT_DIR || cairn_inval_generation() != gen) {
+		return ret;	/* a recall raced: do not keep it */
+	}
+	d = cairn_dattr_slot(m, &id, true);
+	if (d != NULL) {
+		cairn_dattr_reset(d);
+		d->used = true;
+		d->id = id;
+		d->attr = *a;
+		d->when = t0;
+	}
+	return ret;
+}
+
+/* getxattr of a directory through the cache (same conventions as cairn_getxattr). */
+static ssize_t cairn_dir_getxattr(struct cairn_mount *m, const cairn_creds_t *cr,
+				  cairn_id_t id, const char *name, void *value,
+				  size_t size)
+{
+	struct cairn_dattr *d = cairn_dattr_get(m, &id);
+	struct cairn_dxattr *x = NULL;
+	uint64_t gen;
+	ssize_t len;
+	int i;
+
+	if (d == NULL) {
+		/* only under the lease of a cached getattr */
+		return cairn_getxattr(m->fs, cr, id, name, value, size);
+	}
+	for (i = 0; i < d->nx; i++) {
+		x = &d->x[i];
+		if (x->uid == cr->uid && strcmp(x->name, name) == 0) {
+			if (x->len < 0 || value == NULL || size == 0) {
+				return x->len;
+			}
+			if ((size_t)x->len > size) {
+				return -ERANGE;
+			}
+			memcpy(value, x->value, x->len);
+			return x->len;
+		}
+	}
+	gen = cairn_inval_generation();
+	len = cairn_getxattr(m->fs, cr, id, name, value, size);
+	if ((len < 0 && len != -ENODATA) || (len >= 0 && value == NULL) ||
+	    len > CAIRN_DATTR_XMAX || d->nx >= CAIRN_DATTR_XATTRS ||
+	    cairn_inval_generation() != gen) {
+		return len;
+	}
+	x = &d->x[d->nx];
+	x->name = talloc_strdup(m->dattr, name);
+	x->value = len > 0 ? talloc_memdup(m->dattr, value, len) : NULL;
+	if (x->name == NULL || (len > 0 && x->value == NULL)) {
+		TALLOC_FREE(x->name);
+		TALLOC_FREE(x->value);
+		return len;
+	}
+	x->uid = cr->uid;
+	x->len = len;
+	d->nx++;
+	return len;
+}
+
+/*
+ * Regular files' attributes, for the fstats smbd repeats on an open handle (a delete is
+ * four of them). Same lease rules as the directory cache: the getattr took a lease on the
+ * file, another client's change recalls it and the upcall drops the entry. This
+ * process's own reads (atime), writes, setattrs, fallocates and xattr changes drop it
+ * before and after the call; nothing is stored while one of this process's writes is in
+ * flight on the thread pool, or when a recall raced with the getattr. Durable handles
+ * compare the stat taken at disconnect with the one read at reconnect by another
+ * process: a cached stat is only ever one no change has been made since.
+ */
+#define CAIRN_FATTR_SLOTS 256
+
+struct cairn_fattr {
+	bool used;
+	cairn_id_t id;
+	cairn_attr_t attr;
+	struct timespec when;
+};
+
+static int cairn_writes_inflight;
+
+static struct cairn_fattr *cairn_fattr_slot(struct cairn_mount *m,
+					    const cairn_id_t *id, bool create)
+{
+	uint32_t h = 2166136261u;
+	size_t i;
+
+	if (m->fattr == NULL) {
+		if (!create || m->nidx_ms <= 0) {
+			return NULL;
+		}
+		m->fattr = talloc_zero_array(m, struct cairn_fattr,
+					     CAIRN_FATTR_SLOTS);
+		if (m->fattr == NULL) {
+			return NULL;
+		}
+	}
+	for (i = 0; i < sizeof(id->bytes); i++) {
+		h = (h ^ id->bytes[i]) * 16777619u;
+	}
+	return &m->fattr[h % CAIRN_FATTR_SLOTS];
+}
+
+static void cairn_fattr_drop(struct cairn_mount *m, const cairn_id_t *id)
+{
+	struct cairn_fattr *f = cairn_fattr_slot(m, id, false);
+
+	if (f != NULL && f->used && cairn_id_eq(&f->id, id)) {
+		f->used = false;
+	}
+}
+
+static void cairn_fattr_clear(struct cairn_mount *m)
+{
+	TALLOC_FREE(m->fattr);
+}
+
+static int cairn_file_getattr(struct cairn_mount *m, const cairn_creds_t *cr,
+			      cairn_id_t id, cairn_attr_t *a)
+{
+	struct cairn_fattr *f = NULL;
+	struct timespec now;
+	uint64_t gen;
+	int ret;
+
+	cairn_nidx_drain();
+	f = cairn_fattr_slot(m, &id, false);
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (f != NULL && f->used && cairn_id_eq(&f->id, &id) &&
+	    nsec_time_diff(&now, &f->when) / 1000000 < m->nidx_ms) {
+		*a = f->attr;
+		return 0;
+	}
+	gen = cairn_inval_generation();
+	ret = cairn_getattr(m->fs, cr, id, a);
+	if (ret < 0 || a->type != DT_REG || cairn_writes_inflight > 0 ||
+	    cairn_inval_generation() != gen) {
+		return ret;
+	}
+	f = cairn_fattr_slot(m, &id, true);
+	if (f != NULL) {
+		f->used = true;
+		f->id = id;
+		f->attr = *a;
+		f->when = now;
+	}
+	return ret;
+}
+
 /* ---- path resolution ------------------------------------------------------------ */
 
 /* Absolute, normalised volume path for name relative to dirfsp (or the cwd). */
@@ -644,13 +940,13 @@ static char *cairn_abs_path(TALLOC_CTX *mem_ctx,
  * times (an entry created on another set moves that set's copy) are only right when
  * merged over every set, which cairn_getattr does.
  */
-static int cairn_dir_attr(cairn_fs_t *fs, const cairn_creds_t *cr,
+static int cairn_dir_attr(struct cairn_mount *m, const cairn_creds_t *cr,
 			  cairn_attr_t *a)
 {
-	if (a->type != DT_DIR || a->ino == 1) {
-		return 0;	/* not a directory, or the root (already merged) */
+	if (a->type != DT_DIR) {
+		return 0;
 	}
-	return cairn_getattr(fs, cr, a->id, a);
+	return cairn_dir_getattr(m, cr, a->id, a);
 }
 
 /*
@@ -680,7 +976,8 @@ again:
 		a.id = cairn_id_root();
 		a.type = DT_DIR;
 		if (strspn(p, "/") == strlen(p)) {
-			ret = cairn_getattr(fs, cr, cairn_id_root(), &a);
+			ret = cairn_dir_getattr(cairn_cc(handle)->m, cr,
+						cairn_id_root(), &a);
 			if (ret < 0) {
 				goto out;
 			}
@@ -764,7 +1061,7 @@ again:
 			*e = save;
 			p = e;
 		}
-		ret = cairn_dir_attr(fs, cr, &a);
+		ret = cairn_dir_attr(cairn_cc(handle)->m, cr, &a);
 		if (ret < 0) {
 			goto out;
 		}
@@ -818,7 +1115,7 @@ static int cairn_resolve_at(struct vfs_handle_struct *handle,
 	if (dfh != NULL) {
 		ret = cairn_lookup(CAIRN_FS(handle), cr, dfh->id, name, out);
 		if (ret == 0 && out->type == DT_DIR) {
-			return cairn_dir_attr(CAIRN_FS(handle), cr, out);
+			return cairn_dir_attr(cairn_cc(handle)->m, cr, out);
 		}
 		if (ret < 0 || out->type != DT_LNK || !follow) {
 			return ret;
@@ -977,7 +1274,7 @@ static int cairn_connect(struct vfs_handle_struct *handle,
 		m->nidx_ms = MIN(lp_parm_int(snum, CAIRN_MODULE,
 					     "name cache ms", 5000),
 				 CAIRN_NIDX_MAX_MS);
-		if (cairn_register_invalidate(fs, cairn_nidx_upcall, NULL) < 0) {
+		if (cairn_register_invalidate(fs, cairn_upcall, NULL) < 0) {
 			m->nidx_ms = 0;	/* no recalls: never trust an index */
 		}
 		DLIST_ADD(cairn_mounts, m);
@@ -1105,6 +1402,7 @@ struct cairn_dir {
 	uint64_t *cookies;
 	size_t ncookies;
 	uint64_t cookie;	/* resume point for the next batch */
+	files_struct *fsp;	/* the directory handle listed */
 };
 
 struct cairn_fill {
@@ -1175,6 +1473,8 @@ static DIR *cairn_fdopendir(struct vfs_handle_struct *handle,
 		return NULL;
 	}
 	d->id = fh->id;
+	d->fsp = fsp;
+	fh->listing = d;
 	return (DIR *)d;
 }
 
@@ -1265,7 +1565,11 @@ static void cairn_rewinddir(struct vfs_handle_struct *handle, DIR *dirp)
 static int cairn_closedir(struct vfs_handle_struct *handle, DIR *dirp)
 {
 	struct cairn_dir *d = (struct cairn_dir *)dirp;
+	struct cairn_fh *fh = cairn_fetch_fh(handle, d->fsp);
 
+	if (fh != NULL && fh->listing == d) {
+		fh->listing = NULL;
+	}
 	TALLOC_FREE(d);
 	return 0;
 }
@@ -1294,6 +1598,43 @@ static int cairn_mkdirat(struct vfs_handle_struct *handle,
 }
 
 /* ---- open / close --------------------------------------------------------------- */
+
+/*
+ * smbd lists a directory by reading an entry and then opening it by name (a pathref
+ * open, for its attributes) under the directory being listed. The listing already
+ * brought a regular file's attributes (readdirplus): use them instead of a lookup, as an
+ * NFS client uses readdirplus. Only for the entry just returned, and not for symlinks.
+ * A directory's times there are those of one replica set's copy (stat by name or handle
+ * merges every set's): a listing may show a directory's mtime late by the changes made
+ * on other sets, as a FUSE or NFS listing of Cairn does.
+ */
+static bool cairn_listed_attr(struct vfs_handle_struct *handle,
+			      const struct files_struct *dirfsp,
+			      const char *name, cairn_attr_t *out)
+{
+	struct cairn_fh *dfh = NULL;
+	struct cairn_dir *d = NULL;
+	struct cairn_dir_ent *e = NULL;
+
+	if (dirfsp == NULL || dirfsp == handle->conn->cwd_fsp) {
+		return false;
+	}
+	dfh = cairn_fetch_fh(handle, dirfsp);
+	if (dfh == NULL || dfh->listing == NULL) {
+		return false;
+	}
+	d = dfh->listing;
+	if (d->ents == NULL || d->next == 0 || d->next > d->nents) {
+		return false;
+	}
+	e = &d->ents[d->next - 1];
+	if (!e->have_attr || (e->type != DT_REG && e->type != DT_DIR) ||
+	    e->attr.type != e->type || strcmp(e->name, name) != 0) {
+		return false;
+	}
+	*out = e->attr;
+	return true;
+}
 
 static int cairn_openat(struct vfs_handle_struct *handle,
 			const struct files_struct *dirfsp,
@@ -1349,6 +1690,10 @@ static int cairn_openat(struct vfs_handle_struct *handle,
 				}
 			}
 		}
+	} else if (fsp->fsp_flags.is_pathref &&
+		   cairn_listed_attr(handle, dirfsp, smb_fname->base_name,
+				     &a)) {
+		ret = 0;
 	} else {
 		ret = cairn_resolve_at(handle, &cr, dirfsp,
 				       smb_fname->base_name, follow, &a);
@@ -1368,6 +1713,7 @@ static int cairn_openat(struct vfs_handle_struct *handle,
 	if ((flags & O_TRUNC) && a.type == DT_REG &&
 	    (flags & O_ACCMODE) != O_RDONLY && a.size != 0) {
 		cairn_attr_t in = { .size = 0 };
+		cairn_fattr_drop(cairn_cc(handle)->m, &a.id);
 		ret = cairn_setattr(fs, &cr, a.id, &in, CAIRN_SETATTR_SIZE,
 				    &a);
 		if (ret < 0) {
@@ -1438,11 +1784,14 @@ static ssize_t cairn_pread(struct vfs_handle_struct *handle,
 			   off_t offset)
 {
 	cairn_creds_t cr;
+	ssize_t ret;
 	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
+	cairn_fattr_drop(cairn_cc(handle)->m, &fh->id);
 
 	cairn_creds(handle, &cr);
-	return cairn_sret(cairn_read(CAIRN_FS(handle), &cr, fh->id, offset,
-				     data, n));
+	ret = cairn_read(CAIRN_FS(handle), &cr, fh->id, offset, data, n);
+	cairn_fattr_drop(cairn_cc(handle)->m, &fh->id);
+	return cairn_sret(ret);
 }
 
 static ssize_t cairn_pwrite(struct vfs_handle_struct *handle,
@@ -1450,11 +1799,14 @@ static ssize_t cairn_pwrite(struct vfs_handle_struct *handle,
 			    off_t offset)
 {
 	cairn_creds_t cr;
+	ssize_t ret;
 	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
+	cairn_fattr_drop(cairn_cc(handle)->m, &fh->id);
 
 	cairn_creds(handle, &cr);
-	return cairn_sret(cairn_write(CAIRN_FS(handle), &cr, fh->id, offset,
-				      data, n));
+	ret = cairn_write(CAIRN_FS(handle), &cr, fh->id, offset, data, n);
+	cairn_fattr_drop(cairn_cc(handle)->m, &fh->id);
+	return cairn_sret(ret);
 }
 
 /*
@@ -1474,6 +1826,8 @@ struct cairn_job_state {
 	off_t offset;
 	ssize_t ret;
 	struct vfs_aio_state aio;
+	struct cairn_mount *m;
+	bool counted;	/* in cairn_writes_inflight */
 };
 
 static void cairn_job_do(void *private_data)
@@ -1533,6 +1887,10 @@ static struct tevent_req *cairn_job_send(struct vfs_handle_struct *handle,
 		return tevent_req_post(req, ev);
 	}
 	fh->attr_fresh = false;
+	cairn_fattr_drop(cairn_cc(handle)->m, &fh->id);
+	s->m = cairn_cc(handle)->m;
+	cairn_writes_inflight++;
+	s->counted = true;
 	s->op = op;
 	s->fs = CAIRN_FS(handle);
 	s->id = fh->id;
@@ -1570,6 +1928,11 @@ static void cairn_job_done(struct tevent_req *subreq)
 
 	TALLOC_FREE(subreq);
 	talloc_set_destructor(s, NULL);
+	if (s->counted) {
+		cairn_writes_inflight--;
+		s->counted = false;
+	}
+	cairn_fattr_drop(s->m, &s->id);
 	if (ret != 0) {
 		if (ret != EAGAIN) {
 			tevent_req_error(req, ret);
@@ -1694,6 +2057,8 @@ static int cairn_renameat(struct vfs_handle_struct *handle,
 	}
 	if (ret == 0) {
 		cairn_dcache_clear(cairn_cc(handle)->m);
+		cairn_dattr_clear(cairn_cc(handle)->m);
+		cairn_fattr_clear(cairn_cc(handle)->m);
 		cairn_nidx_removed(handle, &sdir, sleaf);
 		cairn_nidx_added(handle, &ddir, dleaf);
 	}
@@ -1751,7 +2116,11 @@ static int cairn_fstat(struct vfs_handle_struct *handle, files_struct *fsp,
 		return 0;
 	}
 	cairn_creds(handle, &cr);
-	ret = cairn_getattr(CAIRN_FS(handle), &cr, fh->id, &a);
+	if (fh->is_dir) {
+		ret = cairn_dir_getattr(cairn_cc(handle)->m, &cr, fh->id, &a);
+	} else {
+		ret = cairn_file_getattr(cairn_cc(handle)->m, &cr, fh->id, &a);
+	}
 	if (ret < 0) {
 		return cairn_ret(ret);
 	}
@@ -1788,8 +2157,11 @@ static uint64_t cairn_get_alloc_size(struct vfs_handle_struct *handle,
 		return 0;
 	}
 	/*
-	 * Cairn's block count includes replica/metadata overhead: report what the
-	 * file occupies (its size in 4 KiB units), or less for a sparse file.
+	 * A brick keeps Cairn's own metadata in xattrs of the file it stores, so
+	 * st_blocks includes the brick file system's xattr block (an empty file shows
+	 * 4 KiB): report what the data occupies (its size in 4 KiB units), or less
+	 * for a sparse file. A reservation beyond the end (fallocate KEEP_SIZE) does
+	 * not show.
 	 */
 	blocks = (uint64_t)sbuf->st_ex_blocks * 512;
 	rounded = ((uint64_t)sbuf->st_ex_size + 4095) & ~(uint64_t)4095;
@@ -1824,6 +2196,7 @@ static int cairn_unlinkat(struct vfs_handle_struct *handle,
 		if (flags & AT_REMOVEDIR) {
 			cairn_dcache_clear(cairn_cc(handle)->m);
 		}
+		cairn_fattr_clear(cairn_cc(handle)->m);
 		cairn_nidx_removed(handle, &parent, leaf);
 	}
 	return cairn_ret(ret);
@@ -1834,11 +2207,17 @@ static int cairn_setattr_fsp(struct vfs_handle_struct *handle,
 			     uint32_t mask)
 {
 	cairn_creds_t cr;
+	int ret;
 	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
+	cairn_fattr_drop(cairn_cc(handle)->m, &fh->id);
 
 	cairn_creds(handle, &cr);
-	return cairn_ret(cairn_setattr(CAIRN_FS(handle), &cr, fh->id, in, mask,
-				       NULL));
+	if (fh->is_dir) {
+		cairn_dattr_drop(cairn_cc(handle)->m, &fh->id);
+	}
+	ret = cairn_setattr(CAIRN_FS(handle), &cr, fh->id, in, mask, NULL);
+	cairn_fattr_drop(cairn_cc(handle)->m, &fh->id);
+	return cairn_ret(ret);
 }
 
 static int cairn_fchmod(struct vfs_handle_struct *handle, files_struct *fsp,
@@ -1877,6 +2256,8 @@ static int cairn_lchown(struct vfs_handle_struct *handle,
 	ret = cairn_resolve_at(handle, &cr, NULL, smb_fname->base_name, false,
 			       &a);
 	if (ret == 0) {
+		cairn_dattr_drop(cairn_cc(handle)->m, &a.id);
+		cairn_fattr_drop(cairn_cc(handle)->m, &a.id);
 		ret = cairn_setattr(CAIRN_FS(handle), &cr, a.id, &in,
 				    cairn_owner_mask(uid, gid), NULL);
 	}
@@ -1969,6 +2350,7 @@ static int cairn_fallocate_fn(struct vfs_handle_struct *handle,
 {
 	cairn_creds_t cr;
 	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
+	cairn_fattr_drop(cairn_cc(handle)->m, &fh->id);
 
 	cairn_creds(handle, &cr);
 	return cairn_ret(cairn_fallocate(CAIRN_FS(handle), &cr, fh->id, mode,
@@ -2150,6 +2532,7 @@ static int cairn_linkat(struct vfs_handle_struct *handle,
 	if (ret == 0) {
 		ret = cairn_link(CAIRN_FS(handle), &cr, a.id, parent, leaf,
 				 NULL);
+		cairn_fattr_drop(cairn_cc(handle)->m, &a.id);
 	}
 	if (ret == 0) {
 		cairn_nidx_added(handle, &parent, leaf);
@@ -2274,6 +2657,11 @@ static ssize_t cairn_fgetxattr(struct vfs_handle_struct *handle,
 	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
 
 	cairn_creds(handle, &cr);
+	if (fh->is_dir) {
+		return cairn_sret(cairn_dir_getxattr(cairn_cc(handle)->m, &cr,
+						     fh->id, name, value,
+						     size));
+	}
 	return cairn_sret(cairn_getxattr(CAIRN_FS(handle), &cr, fh->id, name,
 					 value, size));
 }
@@ -2294,8 +2682,10 @@ static int cairn_fremovexattr(struct vfs_handle_struct *handle,
 {
 	cairn_creds_t cr;
 	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
+	cairn_fattr_drop(cairn_cc(handle)->m, &fh->id);
 
 	cairn_creds(handle, &cr);
+	cairn_dattr_drop(cairn_cc(handle)->m, &fh->id);
 	return cairn_ret(cairn_removexattr(CAIRN_FS(handle), &cr, fh->id,
 					   name));
 }
@@ -2307,6 +2697,7 @@ static int cairn_fsetxattr(struct vfs_handle_struct *handle,
 	cairn_creds_t cr;
 	uint32_t cf = 0;
 	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
+	cairn_fattr_drop(cairn_cc(handle)->m, &fh->id);
 
 	if (flags & XATTR_CREATE) {
 		cf |= CAIRN_XATTR_CREATE;
@@ -2315,6 +2706,7 @@ static int cairn_fsetxattr(struct vfs_handle_struct *handle,
 		cf |= CAIRN_XATTR_REPLACE;
 	}
 	cairn_creds(handle, &cr);
+	cairn_dattr_drop(cairn_cc(handle)->m, &fh->id);
 	return cairn_ret(cairn_setxattr(CAIRN_FS(handle), &cr, fh->id, name,
 					value, size, cf));
 }
