@@ -30,6 +30,7 @@
 #include "lib/util/tevent_unix.h"
 #include "lib/pthreadpool/pthreadpool_tevent.h"
 #include <dirent.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <sys/statvfs.h>
 #include <cairn.h>
@@ -2842,10 +2843,36 @@ static struct vfs_fn_pointers cairn_fns = {
 	.aio_force_fn = cairn_aio_force,
 };
 
-/* Built out of tree: smbd's module loader calls samba_init_module. */
+/*
+ * Built out of tree: smbd's module loader calls samba_init_module. The module registers as
+ * "cairn" and, when loaded under another file name (vfs/cairn_<tag>.so, a link the test
+ * suites make so that several source trees on one machine each load their own build),
+ * under that name too: smbd looks the backend up by the name in 'vfs objects'. Options
+ * stay "cairn:..." either way.
+ */
 NTSTATUS samba_init_module(TALLOC_CTX *ctx);
 NTSTATUS samba_init_module(TALLOC_CTX *ctx)
 {
-	return smb_register_vfs(SMB_VFS_INTERFACE_VERSION, CAIRN_MODULE,
-				&cairn_fns);
+	NTSTATUS status;
+	Dl_info info;
+
+	status = smb_register_vfs(SMB_VFS_INTERFACE_VERSION, CAIRN_MODULE,
+				  &cairn_fns);
+	if (!NT_STATUS_IS_OK(status)) {
+		return status;
+	}
+	if (dladdr((void *)samba_init_module, &info) != 0 &&
+	    info.dli_fname != NULL) {
+		const char *base = strrchr(info.dli_fname, '/');
+		char *name = NULL;
+
+		base = (base != NULL) ? base + 1 : info.dli_fname;
+		name = talloc_strndup(ctx, base, strcspn(base, "."));
+		if (name != NULL && name[0] != '\0' &&
+		    strcmp(name, CAIRN_MODULE) != 0) {
+			status = smb_register_vfs(SMB_VFS_INTERFACE_VERSION,
+						  name, &cairn_fns);
+		}
+	}
+	return status;
 }
