@@ -27,21 +27,24 @@ now() { date +%s.%N; }
 rate() { python3 -c "import sys; print('%.1f' % (float(sys.argv[1]) / (float(sys.argv[3]) - float(sys.argv[2]))))" "$@"; }
 declare -A R=()
 
-# fds_watch SMBD_PID OUT: sample the descriptor count of the newest child of smbd (the
-# process serving the running session) until it exits; OUT gets "first max".
-fds_watch() {
-    local parent=$1 out=$2 child="" n first="" max=0
-    for _ in $(seq 1 100); do
-        child=$(pgrep -n -P "$parent" smbd) && [[ -n $child ]] && break
-        sleep 0.05
+# smbd_children: pids of the children of our smbd (notifyd, cleanupd, sessions), sorted.
+smbd_children() { pgrep -P "$(cat "$SMB_DIR/smbd.pid")" smbd | sort; }
+
+# watch_fds PID BEFORE: while smbclient PID runs, sample the descriptor count of the smbd
+# child that appeared after BEFORE (the one serving it); prints "first -> max".
+watch_fds() {
+    local client=$1 before=$2 child="" n first="" max=0
+    while kill -0 "$client" 2>/dev/null; do
+        if [[ -z $child ]]; then
+            child=$(comm -13 <(echo "$before") <(smbd_children) | head -n 1)
+        fi
+        if [[ -n $child ]]; then
+            n=$(find "/proc/$child/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
+            ((n > 0)) && { [[ -n $first ]] || first=$n; ((n > max)) && max=$n; }
+        fi
+        sleep 0.1
     done
-    [[ -n $child ]] || { echo "? ?" >"$out"; return; }
-    while n=$(ls "/proc/$child/fd" 2>/dev/null | wc -l) && ((n > 0)); do
-        [[ -n $first ]] || first=$n
-        ((n > max)) && max=$n
-        sleep 0.2
-    done
-    echo "${first:-?} $max" >"$out"
+    echo "${first:-?} -> $max"
 }
 
 for share in stock vol0; do
@@ -63,13 +66,14 @@ for share in stock vol0; do
     R[$share,read]=$(rate "$NFILES" "$t0" "$t1")
     [[ $(find "$work/back-$share" -type f | wc -l) == "$NFILES" ]] || fail "$share: not all small files read"
     cmp -s "$work/small/f1" "$work/back-$share/f1" || fail "$share: small file read back differs"
-    fds_watch "$(cat "$SMB_DIR/smbd.pid")" "$work/fds-$share" &
-    watch=$!
-    t0=$(now); smbc "$share" "cd small; del f*" >/dev/null || fail "$share: delete small"; t1=$(now)
+    before=$(smbd_children)
+    t0=$(now)
+    smbc "$share" "cd small; del f*" >"$work/del-$share.out" 2>&1 &
+    client=$!
+    R[$share,fds]=$(watch_fds "$client" "$before")
+    wait "$client" || fail "$share: delete small: $(tail -n 2 "$work/del-$share.out")"
+    t1=$(now)
     R[$share,delete]=$(rate "$NFILES" "$t0" "$t1")
-    wait "$watch"
-    read -r f0 fmax <"$work/fds-$share"
-    R[$share,fds]="$f0 -> $fmax"
     out=$(smbc "$share" "ls small/*" 2>&1)
     grep -q ' f[0-9]' <<<"$out" && fail "$share: files left after the delete session"
 

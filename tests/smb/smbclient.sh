@@ -115,19 +115,20 @@ pass "a user without rights and a wrong password are denied"
 find "$CL_MNT/big" -name 'e0[01]*' -exec chown "$SMB_USER" {} + ||
     fail "chown of big/e0[01]* through $CL_MNT"
 smbd_pid=$(cat "$SMB_DIR/smbd.pid")
+before=$(pgrep -P "$smbd_pid" smbd | sort) # notifyd, cleanupd, other sessions
 smbc vol0 "del big/e00*; del big/e01*" >"$work/del.out" 2>&1 &
 del_pid=$!
-child=""
-for _ in $(seq 1 100); do
-    child=$(pgrep -n -P "$smbd_pid" smbd) && break
-    sleep 0.05
-done
-first="" max=0
+child="" first="" max=0
 while kill -0 "$del_pid" 2>/dev/null; do
-    n=$(find "/proc/$child/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
-    ((n > 0)) || break
-    [[ -n $first ]] || first=$n
-    ((n > max)) && max=$n
+    # the smbd child serving this session: the one that was not there before
+    [[ -n $child ]] || child=$(comm -13 <(echo "$before") <(pgrep -P "$smbd_pid" smbd | sort) | head -n 1)
+    if [[ -n $child ]]; then
+        n=$(find "/proc/$child/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
+        if ((n > 0)); then
+            [[ -n $first ]] || first=$n
+            ((n > max)) && max=$n
+        fi
+    fi
     sleep 0.1
 done
 wait "$del_pid" || fail "2000-file delete session: $(tail -n 3 "$work/del.out")"
