@@ -113,6 +113,7 @@ if [[ ${BENCH_SAVE:-1} == 1 ]]; then
             "smbd $(smbd --version | awk '{print $2}') with vfs_cairn and a stock share on the" \
             "same disk, same smbd; $NFILES files of 4 KiB; ${BIG_MIB} MiB file"
         echo "- ratio = vfs_cairn / stock; Gluster = Samba 4.17 + vfs_glusterfs, 4-brick volume"
+        echo "- load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) (other work shares the machine)"
         echo
         table
     } >"$f"
