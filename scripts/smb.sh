@@ -17,11 +17,14 @@ SMB_REPO=${SMB_REPO:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)}
 SMB_VFS_OBJECTS=${SMB_VFS_OBJECTS:-acl_xattr streams_xattr}
 
 SMB_MODULES_DIR=${SMB_MODULES_DIR:-/usr/lib/x86_64-linux-gnu/samba}
+# Name smbd loads vfs_cairn under (vfs/NAME.so in its module dir). Test suites use a
+# per-tree name so that trees on one machine never load each other's build.
+SMB_VFS_NAME=${SMB_VFS_NAME:-cairn}
 
 # smb_module_path: the vfs_cairn module smbd will load (Samba 4.17 loads VFS modules only
 # from its module dir), after linking a fresh build there; "" if there is none.
 smb_module_path() {
-    local built=$SMB_REPO/vfs-module/build/cairn.so inst=$SMB_MODULES_DIR/vfs/cairn.so
+    local built=$SMB_REPO/vfs-module/build/cairn.so inst=$SMB_MODULES_DIR/vfs/$SMB_VFS_NAME.so
     if [[ -f $built && ! $inst -ef $built && ! -f $inst ]] || [[ -L $inst ]]; then
         ln -sfn "$built" "$inst" 2>/dev/null || true
     fi
@@ -81,7 +84,7 @@ smb_add_cairn_share() {
         echo "[$name]"
         echo "    path = $subdir"
         echo "    read only = no"
-        echo "    vfs objects = $SMB_VFS_OBJECTS cairn"
+        echo "    vfs objects = $SMB_VFS_OBJECTS $SMB_VFS_NAME"
         # Cairn has no POSIX ACLs: Windows ACLs live only in security.NTACL (acl_xattr)
         echo "    acl_xattr:ignore system acls = yes"
         echo "    cairn:servers = $servers"

@@ -30,6 +30,8 @@
 #include "lib/util/tevent_unix.h"
 #include "lib/pthreadpool/pthreadpool_tevent.h"
 #include <dirent.h>
+#include <dlfcn.h>
+#include <pthread.h>
 #include <sys/statvfs.h>
 #include <cairn.h>
 
@@ -70,6 +72,12 @@ struct cairn_mount {
 	int refs;
 	cairn_fs_t *fs;
 	uint64_t dev;
+	struct cairn_nidx *nidx;	/* case-insensitive name indexes */
+	struct cairn_dslot *dcache;	/* directory lookups of path walks */
+	struct cairn_dattr *dattr;	/* directories' attributes and xattrs */
+	struct cairn_fattr *fattr;	/* regular files' attributes */
+	int nidx_count;
+	int nidx_ms;			/* how long an index is trusted */
 };
 
 static struct cairn_mount *cairn_mounts;
@@ -91,6 +99,8 @@ struct cairn_fh {
 	 */
 	bool attr_fresh;
 	cairn_attr_t attr;
+	/* the listing open on this directory (fdopendir), see cairn_listed_attr */
+	struct cairn_dir *listing;
 };
 
 static struct cairn_conn *cairn_cc(struct vfs_handle_struct *handle)
@@ -143,7 +153,11 @@ static void cairn_attr_to_stat(struct vfs_handle_struct *handle,
 	st->st_ex_uid = a->uid;
 	st->st_ex_gid = a->gid;
 	st->st_ex_rdev = (dev_t)a->rdev;
-	st->st_ex_size = (off_t)a->size;
+	/*
+	 * A directory's size in Cairn is a constant, not a byte count: SMB clients
+	 * expect a directory's end of file to be 0 (as NTFS reports it).
+	 */
+	st->st_ex_size = S_ISDIR(a->mode) ? 0 : (off_t)a->size;
 	st->st_ex_atime = a->atime;
 	st->st_ex_mtime = a->mtime;
 	st->st_ex_ctime = a->ctime;
@@ -158,6 +172,689 @@ static void cairn_attr_to_stat(struct vfs_handle_struct *handle,
 	st->st_ex_iflags = ST_EX_IFLAG_CALCULATED_BTIME;
 	st->st_ex_blksize = 4096;
 	st->st_ex_blocks = (blkcnt_t)a->blocks;
+}
+
+/* ---- case-insensitive name index ------------------------------------------------ */
+
+/*
+ * smbd asks get_real_filename_at whenever a name is not found as spelled: on every
+ * create of a new file. Answering from a listing each time costs a whole directory per
+ * create. Instead each smbd process keeps, for a few directories, an index of the names
+ * by upper-cased form, built from one listing, and kept exact without re-listing:
+ *  - this process's own creates, removes and renames in the directory update it;
+ *  - any other client's change to the directory's entries recalls the read lease the
+ *    listing took on it, and libcairn's invalidation upcall (cairn_upcall) drops the
+ *    index before that change completes.
+ * The bricks recall leases for 10 s after a read, so an index is trusted for at most
+ * cairn:name cache ms (default 5000, capped at 8000) and then listed again.
+ */
+#define CAIRN_NIDX_DIRS 8
+#define CAIRN_NIDX_MAX_NAMES 500000
+#define CAIRN_NIDX_MAX_MS 8000
+
+struct cairn_nidx_ent {
+	struct cairn_nidx_ent *next;
+	char *key;		/* upper-cased name */
+	char *name;
+};
+
+struct cairn_nidx {
+	struct cairn_nidx *prev, *next;
+	cairn_id_t dir;
+	struct timespec built;
+	size_t nbuckets, count;
+	struct cairn_nidx_ent **buckets;
+	bool too_big;
+};
+
+/* Filled by the upcall (a libcairn thread), drained by smbd's main thread. */
+static pthread_mutex_t cairn_inval_mu = PTHREAD_MUTEX_INITIALIZER;
+#define CAIRN_INVAL_SLOTS 64
+static cairn_id_t cairn_inval_ids[CAIRN_INVAL_SLOTS];
+static uint32_t cairn_inval_flags[CAIRN_INVAL_SLOTS];
+static int cairn_inval_n;
+static bool cairn_inval_all;
+static uint64_t cairn_inval_gen;	/* bumped on every recall */
+
+static void cairn_upcall(cairn_id_t id, uint32_t flags, void *arg)
+{
+	pthread_mutex_lock(&cairn_inval_mu);
+	if (cairn_inval_n < CAIRN_INVAL_SLOTS) {
+		cairn_inval_ids[cairn_inval_n] = id;
+		cairn_inval_flags[cairn_inval_n] = flags;
+		cairn_inval_n++;
+	} else {
+		cairn_inval_all = true;
+	}
+	cairn_inval_gen++;
+	pthread_mutex_unlock(&cairn_inval_mu);
+}
+
+static uint64_t cairn_inval_generation(void)
+{
+	uint64_t g;
+
+	pthread_mutex_lock(&cairn_inval_mu);
+	g = cairn_inval_gen;
+	pthread_mutex_unlock(&cairn_inval_mu);
+	return g;
+}
+
+static bool cairn_id_eq(const cairn_id_t *a, const cairn_id_t *b)
+{
+	return memcmp(a->bytes, b->bytes, sizeof(a->bytes)) == 0;
+}
+
+static void cairn_nidx_drop(struct cairn_mount *m, struct cairn_nidx *x)
+{
+	DLIST_REMOVE(m->nidx, x);
+	m->nidx_count--;
+	TALLOC_FREE(x);
+}
+
+static void cairn_dattr_drop(struct cairn_mount *m, const cairn_id_t *id);
+static void cairn_dattr_clear(struct cairn_mount *m);
+static void cairn_fattr_drop(struct cairn_mount *m, const cairn_id_t *id);
+static void cairn_fattr_clear(struct cairn_mount *m);
+
+/* Apply the recalls queued by the upcall to every mount's caches. */
+static void cairn_nidx_drain(void)
+{
+	cairn_id_t ids[CAIRN_INVAL_SLOTS];
+	uint32_t flags[CAIRN_INVAL_SLOTS];
+	struct cairn_mount *m = NULL;
+	bool all, entries = false;
+	int n, i;
+
+	pthread_mutex_lock(&cairn_inval_mu);
+	n = cairn_inval_n;
+	all = cairn_inval_all;
+	memcpy(ids, cairn_inval_ids, n * sizeof(ids[0]));
+	memcpy(flags, cairn_inval_flags, n * sizeof(flags[0]));
+	cairn_inval_n = 0;
+	cairn_inval_all = false;
+	pthread_mutex_unlock(&cairn_inval_mu);
+	if (n == 0 && !all) {
+		return;
+	}
+	for (i = 0; i < n; i++) {
+		entries |= (flags[i] & CAIRN_INVALIDATE_ENTRIES) != 0;
+	}
+	for (m = cairn_mounts; m != NULL; m = m->next) {
+		struct cairn_nidx *x = NULL, *next = NULL;
+
+		if (all) {
+			cairn_dattr_clear(m);
+			cairn_fattr_clear(m);
+		}
+		for (i = 0; i < n; i++) {
+			cairn_dattr_drop(m, &ids[i]);
+			cairn_fattr_drop(m, &ids[i]);
+		}
+		if (!all && !entries) {
+			continue;
+		}
+		TALLOC_FREE(m->dcache);	/* see cairn_dcache_get */
+		for (x = m->nidx; x != NULL; x = next) {
+			bool hit = all;
+
+			next = x->next;
+			for (i = 0; i < n && !hit; i++) {
+				hit = (flags[i] & CAIRN_INVALIDATE_ENTRIES) &&
+				      cairn_id_eq(&x->dir, &ids[i]);
+			}
+			if (hit) {
+				cairn_nidx_drop(m, x);
+			}
+		}
+	}
+}
+
+static uint32_t cairn_nidx_hash(const char *key)
+{
+	uint32_t h = 2166136261u;
+
+	for (; *key != '\0'; key++) {
+		h = (h ^ (uint8_t)*key) * 16777619u;
+	}
+	return h;
+}
+
+static void cairn_nidx_insert(struct cairn_nidx *x, const char *name)
+{
+	struct cairn_nidx_ent *e = NULL;
+	char *key = NULL;
+	size_t b;
+
+	if (x->too_big) {
+		return;
+	}
+	key = strupper_talloc(x, name);
+	if (key == NULL) {
+		x->too_big = true;	/* cannot fold: never trust this index */
+		return;
+	}
+	b = cairn_nidx_hash(key) % x->nbuckets;
+	for (e = x->buckets[b]; e != NULL; e = e->next) {
+		if (strcmp(e->name, name) == 0) {
+			TALLOC_FREE(key);
+			return;
+		}
+	}
+	e = talloc(x, struct cairn_nidx_ent);
+	if (e == NULL || (e->name = talloc_strdup(e, name)) == NULL) {
+		x->too_big = true;
+		TALLOC_FREE(key);
+		return;
+	}
+	e->key = talloc_move(e, &key);
+	e->next = x->buckets[b];
+	x->buckets[b] = e;
+	if (++x->count > CAIRN_NIDX_MAX_NAMES) {
+		x->too_big = true;
+	}
+}
+
+static void cairn_nidx_remove(struct cairn_nidx *x, const char *name)
+{
+	struct cairn_nidx_ent **pe = NULL;
+	char *key = strupper_talloc(talloc_tos(), name);
+
+	if (key == NULL) {
+		x->too_big = true;
+		return;
+	}
+	pe = &x->buckets[cairn_nidx_hash(key) % x->nbuckets];
+	for (; *pe != NULL; pe = &(*pe)->next) {
+		if (strcmp((*pe)->name, name) == 0) {
+			struct cairn_nidx_ent *e = *pe;
+			*pe = e->next;
+			TALLOC_FREE(e);
+			x->count--;
+			break;
+		}
+	}
+	TALLOC_FREE(key);
+}
+
+static struct cairn_nidx *cairn_nidx_find(struct cairn_mount *m,
+					  const cairn_id_t *dir)
+{
+	struct cairn_nidx *x = NULL;
+	struct timespec now;
+
+	cairn_nidx_drain();
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	for (x = m->nidx; x != NULL; x = x->next) {
+		if (!cairn_id_eq(&x->dir, dir)) {
+			continue;
+		}
+		if (x->too_big ||
+		    nsec_time_diff(&now, &x->built) / 1000000 >= m->nidx_ms) {
+			cairn_nidx_drop(m, x);
+			return NULL;
+		}
+		return x;
+	}
+	return NULL;
+}
+
+/* Own mutations: keep a loaded index exact (no round trip). */
+static void cairn_nidx_added(struct vfs_handle_struct *handle,
+			     const cairn_id_t *dir, const char *name)
+{
+	struct cairn_nidx *x = cairn_nidx_find(cairn_cc(handle)->m, dir);
+
+	cairn_dattr_drop(cairn_cc(handle)->m, dir);
+	if (x != NULL) {
+		cairn_nidx_insert(x, name);
+	}
+}
+
+static void cairn_nidx_removed(struct vfs_handle_struct *handle,
+			       const cairn_id_t *dir, const char *name)
+{
+	struct cairn_nidx *x = cairn_nidx_find(cairn_cc(handle)->m, dir);
+
+	cairn_dattr_drop(cairn_cc(handle)->m, dir);
+	if (x != NULL) {
+		cairn_nidx_remove(x, name);
+	}
+}
+
+static int cairn_nidx_fill_cb(const cairn_dirent_t *e, void *arg)
+{
+	struct cairn_nidx *x = arg;
+
+	cairn_nidx_insert(x, e->name);
+	return x->too_big ? 1 : 0;
+}
+
+/* Build the index of dir with one listing; NULL (and *ret set) on failure. */
+static struct cairn_nidx *cairn_nidx_build(struct vfs_handle_struct *handle,
+					   const cairn_creds_t *cr,
+					   const cairn_id_t *dir, int *ret)
+{
+	struct cairn_mount *m = cairn_cc(handle)->m;
+	struct cairn_nidx *x = talloc_zero(m, struct cairn_nidx);
+	uint64_t gen = cairn_inval_generation();
+	bool eof = false;
+
+	if (x == NULL) {
+		*ret = -ENOMEM;
+		return NULL;
+	}
+	x->dir = *dir;
+	x->nbuckets = 1024;
+	x->buckets = talloc_zero_array(x, struct cairn_nidx_ent *, x->nbuckets);
+	if (x->buckets == NULL) {
+		TALLOC_FREE(x);
+		*ret = -ENOMEM;
+		return NULL;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &x->built);
+	*ret = cairn_readdir(m->fs, cr, *dir, 0, 0, cairn_nidx_fill_cb, x,
+			     &eof);
+	if (*ret < 0) {
+		TALLOC_FREE(x);
+		return NULL;
+	}
+	*ret = 0;
+	if (x->too_big || !eof) {
+		x->too_big = true;	/* used once by the caller, never kept */
+		return x;
+	}
+	if (cairn_inval_generation() != gen) {
+		/* a recall raced with the listing: use it once, do not keep it */
+		x->too_big = true;
+		return x;
+	}
+	while (m->nidx_count >= CAIRN_NIDX_DIRS) {
+		struct cairn_nidx *last = DLIST_TAIL(m->nidx);
+		cairn_nidx_drop(m, last);
+	}
+	DLIST_ADD(m->nidx, x);
+	m->nidx_count++;
+	return x;
+}
+
+static const char *cairn_nidx_lookup(struct cairn_nidx *x, const char *name)
+{
+	struct cairn_nidx_ent *e = NULL;
+	char *key = strupper_talloc(talloc_tos(), name);
+	const char *found = NULL;
+
+	if (key == NULL) {
+		return NULL;
+	}
+	for (e = x->buckets[cairn_nidx_hash(key) % x->nbuckets]; e != NULL;
+	     e = e->next) {
+		if (strcmp(e->key, key) == 0) {
+			found = e->name;
+			break;
+		}
+	}
+	TALLOC_FREE(key);
+	return found;
+}
+
+/*
+ * Path walks: smbd names most files by path from the share root, and each intermediate
+ * directory would be a lookup round trip. Each smbd process remembers which directory a
+ * (directory id, name) pair led to, per caller (uid, gid: a lookup checks the caller's
+ * search permission), under the same rules as the name index: the lookup took a lease on
+ * the parent, a change of its entries by another client recalls it and the upcall clears
+ * this table; this process's own removes and renames clear it too; nothing is trusted
+ * longer than cairn:name cache ms.
+ */
+#define CAIRN_DSLOTS 4096
+
+struct cairn_dslot {
+	bool used;
+	uint32_t uid, gid;
+	cairn_id_t parent, child;
+	char *name;
+	struct timespec when;
+};
+
+static uint32_t cairn_dslot_hash(const cairn_creds_t *cr, const cairn_id_t *parent,
+				 const char *name)
+{
+	uint32_t h = 2166136261u;
+	size_t i;
+
+	for (i = 0; i < sizeof(parent->bytes); i++) {
+		h = (h ^ parent->bytes[i]) * 16777619u;
+	}
+	for (; *name != '\0'; name++) {
+		h = (h ^ (uint8_t)*name) * 16777619u;
+	}
+	return (h ^ cr->uid ^ (cr->gid << 16)) % CAIRN_DSLOTS;
+}
+
+static void cairn_dcache_clear(struct cairn_mount *m)
+{
+	TALLOC_FREE(m->dcache);
+}
+
+static bool cairn_dcache_get(struct cairn_mount *m, const cairn_creds_t *cr,
+			     const cairn_id_t *parent, const char *name,
+			     cairn_id_t *child)
+{
+	struct cairn_dslot *d = NULL;
+	struct timespec now;
+
+	cairn_nidx_drain();
+	if (m->dcache == NULL) {
+		return false;
+	}
+	d = &m->dcache[cairn_dslot_hash(cr, parent, name)];
+	if (!d->used || d->uid != cr->uid || d->gid != cr->gid ||
+	    !cairn_id_eq(&d->parent, parent) || strcmp(d->name, name) != 0) {
+		return false;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (nsec_time_diff(&now, &d->when) / 1000000 >= m->nidx_ms) {
+		d->used = false;
+		return false;
+	}
+	*child = d->child;
+	return true;
+}
+
+static void cairn_dcache_put(struct cairn_mount *m, const cairn_creds_t *cr,
+			     const cairn_id_t *parent, const char *name,
+			     const cairn_id_t *child, const struct timespec *when)
+{
+	struct cairn_dslot *d = NULL;
+
+	if (m->nidx_ms <= 0) {
+		return;
+	}
+	if (m->dcache == NULL) {
+		m->dcache = talloc_zero_array(m, struct cairn_dslot, CAIRN_DSLOTS);
+		if (m->dcache == NULL) {
+			return;
+		}
+	}
+	d = &m->dcache[cairn_dslot_hash(cr, parent, name)];
+	TALLOC_FREE(d->name);
+	d->name = talloc_strdup(m->dcache, name);
+	if (d->name == NULL) {
+		d->used = false;
+		return;
+	}
+	d->used = true;
+	d->uid = cr->uid;
+	d->gid = cr->gid;
+	d->parent = *parent;
+	d->child = *child;
+	d->when = *when;
+}
+
+/*
+ * Directories' attributes and extended attributes. smbd stats the parent directory and
+ * reads its security.NTACL several times per create; a directory's attributes take a
+ * round trip to every replica set. Each smbd process keeps them for a few directories,
+ * under the same rules as the name index: the getattr took a lease on the directory on
+ * every set, any other client's change to it (entries, attributes, xattrs) recalls that
+ * lease and the upcall drops the entry; this process's own changes drop it too; nothing
+ * is kept longer than cairn:name cache ms. Extended attributes are kept per caller
+ * (uid), and only alongside attributes fetched under the same lease. Files are never
+ * cached here (durable handles compare a file's stat across processes).
+ */
+#define CAIRN_DATTR_SLOTS 1024
+#define CAIRN_DATTR_XATTRS 4
+#define CAIRN_DATTR_XMAX 4096
+
+struct cairn_dattr {
+	bool used;
+	cairn_id_t id;
+	cairn_attr_t attr;
+	struct timespec when;
+	struct cairn_dxattr {
+		char *name;
+		uint32_t uid;
+		ssize_t len;	/* -ENODATA when absent */
+		uint8_t *value;
+	} x[CAIRN_DATTR_XATTRS];
+	int nx;
+};
+
+static struct cairn_dattr *cairn_dattr_slot(struct cairn_mount *m,
+					    const cairn_id_t *id, bool create)
+{
+	uint32_t h = 2166136261u;
+	size_t i;
+
+	if (m->dattr == NULL) {
+		if (!create || m->nidx_ms <= 0) {
+			return NULL;
+		}
+		m->dattr = talloc_zero_array(m, struct cairn_dattr,
+					     CAIRN_DATTR_SLOTS);
+		if (m->dattr == NULL) {
+			return NULL;
+		}
+	}
+	for (i = 0; i < sizeof(id->bytes); i++) {
+		h = (h ^ id->bytes[i]) * 16777619u;
+	}
+	return &m->dattr[h % CAIRN_DATTR_SLOTS];
+}
+
+static void cairn_dattr_reset(struct cairn_dattr *d)
+{
+	int i;
+
+	for (i = 0; i < d->nx; i++) {
+		TALLOC_FREE(d->x[i].name);
+		TALLOC_FREE(d->x[i].value);
+	}
+	d->nx = 0;
+	d->used = false;
+}
+
+static void cairn_dattr_drop(struct cairn_mount *m, const cairn_id_t *id)
+{
+	struct cairn_dattr *d = cairn_dattr_slot(m, id, false);
+
+	if (d != NULL && d->used && cairn_id_eq(&d->id, id)) {
+		cairn_dattr_reset(d);
+	}
+}
+
+static void cairn_dattr_clear(struct cairn_mount *m)
+{
+	TALLOC_FREE(m->dattr);
+}
+
+/* The cached entry of directory id, if still trusted. */
+static struct cairn_dattr *cairn_dattr_get(struct cairn_mount *m,
+					   const cairn_id_t *id)
+{
+	struct cairn_dattr *d = NULL;
+	struct timespec now;
+
+	cairn_nidx_drain();
+	d = cairn_dattr_slot(m, id, false);
+	if (d == NULL || !d->used || !cairn_id_eq(&d->id, id)) {
+		return NULL;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (nsec_time_diff(&now, &d->when) / 1000000 >= m->nidx_ms) {
+		cairn_dattr_reset(d);
+		return NULL;
+	}
+	return d;
+}
+
+/* getattr of a directory through the cache. */
+static int cairn_dir_getattr(struct cairn_mount *m, const cairn_creds_t *cr,
+			     cairn_id_t id, cairn_attr_t *a)
+{
+	struct cairn_dattr *d = cairn_dattr_get(m, &id);
+	uint64_t gen;
+	struct timespec t0;
+	int ret;
+
+	if (d != NULL) {
+		*a = d->attr;
+		return 0;
+	}
+	gen = cairn_inval_generation();
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ret = cairn_getattr(m->fs, cr, id, a);
+	if (ret < 0 || a->type != DT_DIR || cairn_inval_generation() != gen) {
+		return ret;	/* a recall raced: do not keep it */
+	}
+	d = cairn_dattr_slot(m, &id, true);
+	if (d != NULL) {
+		cairn_dattr_reset(d);
+		d->used = true;
+		d->id = id;
+		d->attr = *a;
+		d->when = t0;
+	}
+	return ret;
+}
+
+/* getxattr of a directory through the cache (same conventions as cairn_getxattr). */
+static ssize_t cairn_dir_getxattr(struct cairn_mount *m, const cairn_creds_t *cr,
+				  cairn_id_t id, const char *name, void *value,
+				  size_t size)
+{
+	struct cairn_dattr *d = cairn_dattr_get(m, &id);
+	struct cairn_dxattr *x = NULL;
+	uint64_t gen;
+	ssize_t len;
+	int i;
+
+	if (d == NULL) {
+		/* only under the lease of a cached getattr */
+		return cairn_getxattr(m->fs, cr, id, name, value, size);
+	}
+	for (i = 0; i < d->nx; i++) {
+		x = &d->x[i];
+		if (x->uid == cr->uid && strcmp(x->name, name) == 0) {
+			if (x->len < 0 || value == NULL || size == 0) {
+				return x->len;
+			}
+			if ((size_t)x->len > size) {
+				return -ERANGE;
+			}
+			memcpy(value, x->value, x->len);
+			return x->len;
+		}
+	}
+	gen = cairn_inval_generation();
+	len = cairn_getxattr(m->fs, cr, id, name, value, size);
+	if ((len < 0 && len != -ENODATA) || (len >= 0 && value == NULL) ||
+	    len > CAIRN_DATTR_XMAX || d->nx >= CAIRN_DATTR_XATTRS ||
+	    cairn_inval_generation() != gen) {
+		return len;
+	}
+	x = &d->x[d->nx];
+	x->name = talloc_strdup(m->dattr, name);
+	x->value = len > 0 ? talloc_memdup(m->dattr, value, len) : NULL;
+	if (x->name == NULL || (len > 0 && x->value == NULL)) {
+		TALLOC_FREE(x->name);
+		TALLOC_FREE(x->value);
+		return len;
+	}
+	x->uid = cr->uid;
+	x->len = len;
+	d->nx++;
+	return len;
+}
+
+/*
+ * Regular files' attributes, for the fstats smbd repeats on an open handle (a delete is
+ * four of them). Same lease rules as the directory cache: the getattr took a lease on the
+ * file, another client's change recalls it and the upcall drops the entry. This
+ * process's own reads (atime), writes, setattrs, fallocates and xattr changes drop it
+ * before and after the call; nothing is stored while one of this process's writes is in
+ * flight on the thread pool, or when a recall raced with the getattr. Durable handles
+ * compare the stat taken at disconnect with the one read at reconnect by another
+ * process: a cached stat is only ever one no change has been made since.
+ */
+#define CAIRN_FATTR_SLOTS 256
+
+struct cairn_fattr {
+	bool used;
+	cairn_id_t id;
+	cairn_attr_t attr;
+	struct timespec when;
+};
+
+static int cairn_writes_inflight;
+
+static struct cairn_fattr *cairn_fattr_slot(struct cairn_mount *m,
+					    const cairn_id_t *id, bool create)
+{
+	uint32_t h = 2166136261u;
+	size_t i;
+
+	if (m->fattr == NULL) {
+		if (!create || m->nidx_ms <= 0) {
+			return NULL;
+		}
+		m->fattr = talloc_zero_array(m, struct cairn_fattr,
+					     CAIRN_FATTR_SLOTS);
+		if (m->fattr == NULL) {
+			return NULL;
+		}
+	}
+	for (i = 0; i < sizeof(id->bytes); i++) {
+		h = (h ^ id->bytes[i]) * 16777619u;
+	}
+	return &m->fattr[h % CAIRN_FATTR_SLOTS];
+}
+
+static void cairn_fattr_drop(struct cairn_mount *m, const cairn_id_t *id)
+{
+	struct cairn_fattr *f = cairn_fattr_slot(m, id, false);
+
+	if (f != NULL && f->used && cairn_id_eq(&f->id, id)) {
+		f->used = false;
+	}
+}
+
+static void cairn_fattr_clear(struct cairn_mount *m)
+{
+	TALLOC_FREE(m->fattr);
+}
+
+static int cairn_file_getattr(struct cairn_mount *m, const cairn_creds_t *cr,
+			      cairn_id_t id, cairn_attr_t *a)
+{
+	struct cairn_fattr *f = NULL;
+	struct timespec now;
+	uint64_t gen;
+	int ret;
+
+	cairn_nidx_drain();
+	f = cairn_fattr_slot(m, &id, false);
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (f != NULL && f->used && cairn_id_eq(&f->id, &id) &&
+	    nsec_time_diff(&now, &f->when) / 1000000 < m->nidx_ms) {
+		*a = f->attr;
+		return 0;
+	}
+	gen = cairn_inval_generation();
+	ret = cairn_getattr(m->fs, cr, id, a);
+	if (ret < 0 || a->type != DT_REG || cairn_writes_inflight > 0 ||
+	    cairn_inval_generation() != gen) {
+		return ret;
+	}
+	f = cairn_fattr_slot(m, &id, true);
+	if (f != NULL) {
+		f->used = true;
+		f->id = id;
+		f->attr = *a;
+		f->when = now;
+	}
+	return ret;
 }
 
 /* ---- path resolution ------------------------------------------------------------ */
@@ -240,6 +937,20 @@ static char *cairn_abs_path(TALLOC_CTX *mem_ctx,
 }
 
 /*
+ * A lookup answers with the attributes of a directory's copy on one replica set; its
+ * times (an entry created on another set moves that set's copy) are only right when
+ * merged over every set, which cairn_getattr does.
+ */
+static int cairn_dir_attr(struct cairn_mount *m, const cairn_creds_t *cr,
+			  cairn_attr_t *a)
+{
+	if (a->type != DT_DIR) {
+		return 0;
+	}
+	return cairn_dir_getattr(m, cr, a->id, a);
+}
+
+/*
  * Walk an absolute normalised path from the volume root, following symlinks in the
  * intermediate components (and in the last one when follow is set).
  */
@@ -266,7 +977,8 @@ again:
 		a.id = cairn_id_root();
 		a.type = DT_DIR;
 		if (strspn(p, "/") == strlen(p)) {
-			ret = cairn_getattr(fs, cr, cairn_id_root(), &a);
+			ret = cairn_dir_getattr(cairn_cc(handle)->m, cr,
+						cairn_id_root(), &a);
 			if (ret < 0) {
 				goto out;
 			}
@@ -291,8 +1003,25 @@ again:
 				goto out;
 			}
 			{
+				struct cairn_mount *m = cairn_cc(handle)->m;
 				cairn_id_t dir = a.id;
+				struct timespec t0;
+
+				if (!last &&
+				    cairn_dcache_get(m, cr, &dir, p, &a.id)) {
+					a.type = DT_DIR;
+					done = talloc_asprintf(frame, "%s/%s",
+							       done, p);
+					*e = save;
+					p = e;
+					continue;
+				}
+				clock_gettime(CLOCK_MONOTONIC, &t0);
 				ret = cairn_lookup(fs, cr, dir, p, &a);
+				if (ret == 0 && a.type == DT_DIR) {
+					cairn_dcache_put(m, cr, &dir, p, &a.id,
+							 &t0);
+				}
 			}
 			if (ret < 0) {
 				goto out;
@@ -332,6 +1061,10 @@ again:
 			done = talloc_asprintf(frame, "%s/%s", done, p);
 			*e = save;
 			p = e;
+		}
+		ret = cairn_dir_attr(cairn_cc(handle)->m, cr, &a);
+		if (ret < 0) {
+			goto out;
 		}
 		*out = a;
 	}
@@ -382,6 +1115,9 @@ static int cairn_resolve_at(struct vfs_handle_struct *handle,
 	}
 	if (dfh != NULL) {
 		ret = cairn_lookup(CAIRN_FS(handle), cr, dfh->id, name, out);
+		if (ret == 0 && out->type == DT_DIR) {
+			return cairn_dir_attr(cairn_cc(handle)->m, cr, out);
+		}
 		if (ret < 0 || out->type != DT_LNK || !follow) {
 			return ret;
 		}
@@ -429,6 +1165,7 @@ static int cairn_parent_at(struct vfs_handle_struct *handle,
 	return ret;
 }
 
+
 /* ---- connect / disconnect ------------------------------------------------------- */
 
 static int cairn_mount_destructor(struct cairn_mount *m)
@@ -436,6 +1173,7 @@ static int cairn_mount_destructor(struct cairn_mount *m)
 	int ret;
 
 	DLIST_REMOVE(cairn_mounts, m);
+	cairn_register_invalidate(m->fs, NULL, NULL);
 	ret = cairn_unmount(m->fs);
 	if (ret < 0) {
 		DBG_ERR("cairn: unmount of volume %s: %s\n", m->volume,
@@ -533,6 +1271,12 @@ static int cairn_connect(struct vfs_handle_struct *handle,
 			memcpy(&a, vid, 8);
 			memcpy(&b, vid + 8, 8);
 			m->dev = a ^ b;
+		}
+		m->nidx_ms = MIN(lp_parm_int(snum, CAIRN_MODULE,
+					     "name cache ms", 5000),
+				 CAIRN_NIDX_MAX_MS);
+		if (cairn_register_invalidate(fs, cairn_upcall, NULL) < 0) {
+			m->nidx_ms = 0;	/* no recalls: never trust an index */
 		}
 		DLIST_ADD(cairn_mounts, m);
 		talloc_set_destructor(m, cairn_mount_destructor);
@@ -659,6 +1403,7 @@ struct cairn_dir {
 	uint64_t *cookies;
 	size_t ncookies;
 	uint64_t cookie;	/* resume point for the next batch */
+	files_struct *fsp;	/* the directory handle listed */
 };
 
 struct cairn_fill {
@@ -729,6 +1474,8 @@ static DIR *cairn_fdopendir(struct vfs_handle_struct *handle,
 		return NULL;
 	}
 	d->id = fh->id;
+	d->fsp = fsp;
+	fh->listing = d;
 	return (DIR *)d;
 }
 
@@ -819,7 +1566,11 @@ static void cairn_rewinddir(struct vfs_handle_struct *handle, DIR *dirp)
 static int cairn_closedir(struct vfs_handle_struct *handle, DIR *dirp)
 {
 	struct cairn_dir *d = (struct cairn_dir *)dirp;
+	struct cairn_fh *fh = cairn_fetch_fh(handle, d->fsp);
 
+	if (fh != NULL && fh->listing == d) {
+		fh->listing = NULL;
+	}
 	TALLOC_FREE(d);
 	return 0;
 }
@@ -841,10 +1592,50 @@ static int cairn_mkdirat(struct vfs_handle_struct *handle,
 		ret = cairn_mkdir(CAIRN_FS(handle), &cr, parent, leaf, mode,
 				  NULL);
 	}
+	if (ret == 0) {
+		cairn_nidx_added(handle, &parent, leaf);
+	}
 	return cairn_ret(ret);
 }
 
 /* ---- open / close --------------------------------------------------------------- */
+
+/*
+ * smbd lists a directory by reading an entry and then opening it by name (a pathref
+ * open, for its attributes) under the directory being listed. The listing already
+ * brought a regular file's attributes (readdirplus): use them instead of a lookup, as an
+ * NFS client uses readdirplus. Only for the entry just returned, and not for symlinks.
+ * A directory's times there are those of one replica set's copy (stat by name or handle
+ * merges every set's): a listing may show a directory's mtime late by the changes made
+ * on other sets, as a FUSE or NFS listing of Cairn does.
+ */
+static bool cairn_listed_attr(struct vfs_handle_struct *handle,
+			      const struct files_struct *dirfsp,
+			      const char *name, cairn_attr_t *out)
+{
+	struct cairn_fh *dfh = NULL;
+	struct cairn_dir *d = NULL;
+	struct cairn_dir_ent *e = NULL;
+
+	if (dirfsp == NULL || dirfsp == handle->conn->cwd_fsp) {
+		return false;
+	}
+	dfh = cairn_fetch_fh(handle, dirfsp);
+	if (dfh == NULL || dfh->listing == NULL) {
+		return false;
+	}
+	d = dfh->listing;
+	if (d->ents == NULL || d->next == 0 || d->next > d->nents) {
+		return false;
+	}
+	e = &d->ents[d->next - 1];
+	if (!e->have_attr || (e->type != DT_REG && e->type != DT_DIR) ||
+	    e->attr.type != e->type || strcmp(e->name, name) != 0) {
+		return false;
+	}
+	*out = e->attr;
+	return true;
+}
 
 static int cairn_openat(struct vfs_handle_struct *handle,
 			const struct files_struct *dirfsp,
@@ -884,6 +1675,9 @@ static int cairn_openat(struct vfs_handle_struct *handle,
 					   how->mode & 07777,
 					   (flags & O_EXCL) ?
 					   CAIRN_CREATE_EXCL : 0, &a);
+			if (ret == 0) {
+				cairn_nidx_added(handle, &parent, leaf);
+			}
 		}
 		if (ret == -EISDIR || ret == -EEXIST) {
 			/* O_CREAT on an existing non-regular name */
@@ -897,6 +1691,10 @@ static int cairn_openat(struct vfs_handle_struct *handle,
 				}
 			}
 		}
+	} else if (fsp->fsp_flags.is_pathref &&
+		   cairn_listed_attr(handle, dirfsp, smb_fname->base_name,
+				     &a)) {
+		ret = 0;
 	} else {
 		ret = cairn_resolve_at(handle, &cr, dirfsp,
 				       smb_fname->base_name, follow, &a);
@@ -916,6 +1714,7 @@ static int cairn_openat(struct vfs_handle_struct *handle,
 	if ((flags & O_TRUNC) && a.type == DT_REG &&
 	    (flags & O_ACCMODE) != O_RDONLY && a.size != 0) {
 		cairn_attr_t in = { .size = 0 };
+		cairn_fattr_drop(cairn_cc(handle)->m, &a.id);
 		ret = cairn_setattr(fs, &cr, a.id, &in, CAIRN_SETATTR_SIZE,
 				    &a);
 		if (ret < 0) {
@@ -986,11 +1785,14 @@ static ssize_t cairn_pread(struct vfs_handle_struct *handle,
 			   off_t offset)
 {
 	cairn_creds_t cr;
+	ssize_t ret;
 	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
+	cairn_fattr_drop(cairn_cc(handle)->m, &fh->id);
 
 	cairn_creds(handle, &cr);
-	return cairn_sret(cairn_read(CAIRN_FS(handle), &cr, fh->id, offset,
-				     data, n));
+	ret = cairn_read(CAIRN_FS(handle), &cr, fh->id, offset, data, n);
+	cairn_fattr_drop(cairn_cc(handle)->m, &fh->id);
+	return cairn_sret(ret);
 }
 
 static ssize_t cairn_pwrite(struct vfs_handle_struct *handle,
@@ -998,11 +1800,14 @@ static ssize_t cairn_pwrite(struct vfs_handle_struct *handle,
 			    off_t offset)
 {
 	cairn_creds_t cr;
+	ssize_t ret;
 	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
+	cairn_fattr_drop(cairn_cc(handle)->m, &fh->id);
 
 	cairn_creds(handle, &cr);
-	return cairn_sret(cairn_write(CAIRN_FS(handle), &cr, fh->id, offset,
-				      data, n));
+	ret = cairn_write(CAIRN_FS(handle), &cr, fh->id, offset, data, n);
+	cairn_fattr_drop(cairn_cc(handle)->m, &fh->id);
+	return cairn_sret(ret);
 }
 
 /*
@@ -1022,6 +1827,8 @@ struct cairn_job_state {
 	off_t offset;
 	ssize_t ret;
 	struct vfs_aio_state aio;
+	struct cairn_mount *m;
+	bool counted;	/* in cairn_writes_inflight */
 };
 
 static void cairn_job_do(void *private_data)
@@ -1081,6 +1888,10 @@ static struct tevent_req *cairn_job_send(struct vfs_handle_struct *handle,
 		return tevent_req_post(req, ev);
 	}
 	fh->attr_fresh = false;
+	cairn_fattr_drop(cairn_cc(handle)->m, &fh->id);
+	s->m = cairn_cc(handle)->m;
+	cairn_writes_inflight++;
+	s->counted = true;
 	s->op = op;
 	s->fs = CAIRN_FS(handle);
 	s->id = fh->id;
@@ -1118,6 +1929,11 @@ static void cairn_job_done(struct tevent_req *subreq)
 
 	TALLOC_FREE(subreq);
 	talloc_set_destructor(s, NULL);
+	if (s->counted) {
+		cairn_writes_inflight--;
+		s->counted = false;
+	}
+	cairn_fattr_drop(s->m, &s->id);
 	if (ret != 0) {
 		if (ret != EAGAIN) {
 			tevent_req_error(req, ret);
@@ -1240,6 +2056,13 @@ static int cairn_renameat(struct vfs_handle_struct *handle,
 		ret = cairn_rename(CAIRN_FS(handle), &cr, sdir, sleaf, ddir,
 				   dleaf, 0);
 	}
+	if (ret == 0) {
+		cairn_dcache_clear(cairn_cc(handle)->m);
+		cairn_dattr_clear(cairn_cc(handle)->m);
+		cairn_fattr_clear(cairn_cc(handle)->m);
+		cairn_nidx_removed(handle, &sdir, sleaf);
+		cairn_nidx_added(handle, &ddir, dleaf);
+	}
 	return cairn_ret(ret);
 }
 
@@ -1294,7 +2117,11 @@ static int cairn_fstat(struct vfs_handle_struct *handle, files_struct *fsp,
 		return 0;
 	}
 	cairn_creds(handle, &cr);
-	ret = cairn_getattr(CAIRN_FS(handle), &cr, fh->id, &a);
+	if (fh->is_dir) {
+		ret = cairn_dir_getattr(cairn_cc(handle)->m, &cr, fh->id, &a);
+	} else {
+		ret = cairn_file_getattr(cairn_cc(handle)->m, &cr, fh->id, &a);
+	}
 	if (ret < 0) {
 		return cairn_ret(ret);
 	}
@@ -1331,8 +2158,11 @@ static uint64_t cairn_get_alloc_size(struct vfs_handle_struct *handle,
 		return 0;
 	}
 	/*
-	 * Cairn's block count includes replica/metadata overhead: report what the
-	 * file occupies (its size in 4 KiB units), or less for a sparse file.
+	 * A brick keeps Cairn's own metadata in xattrs of the file it stores, so
+	 * st_blocks includes the brick file system's xattr block (an empty file shows
+	 * 4 KiB): report what the data occupies (its size in 4 KiB units), or less
+	 * for a sparse file. A reservation beyond the end (fallocate KEEP_SIZE) does
+	 * not show.
 	 */
 	blocks = (uint64_t)sbuf->st_ex_blocks * 512;
 	rounded = ((uint64_t)sbuf->st_ex_size + 4095) & ~(uint64_t)4095;
@@ -1363,6 +2193,13 @@ static int cairn_unlinkat(struct vfs_handle_struct *handle,
 					   leaf);
 		}
 	}
+	if (ret == 0) {
+		if (flags & AT_REMOVEDIR) {
+			cairn_dcache_clear(cairn_cc(handle)->m);
+		}
+		cairn_fattr_clear(cairn_cc(handle)->m);
+		cairn_nidx_removed(handle, &parent, leaf);
+	}
 	return cairn_ret(ret);
 }
 
@@ -1371,11 +2208,17 @@ static int cairn_setattr_fsp(struct vfs_handle_struct *handle,
 			     uint32_t mask)
 {
 	cairn_creds_t cr;
+	int ret;
 	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
+	cairn_fattr_drop(cairn_cc(handle)->m, &fh->id);
 
 	cairn_creds(handle, &cr);
-	return cairn_ret(cairn_setattr(CAIRN_FS(handle), &cr, fh->id, in, mask,
-				       NULL));
+	if (fh->is_dir) {
+		cairn_dattr_drop(cairn_cc(handle)->m, &fh->id);
+	}
+	ret = cairn_setattr(CAIRN_FS(handle), &cr, fh->id, in, mask, NULL);
+	cairn_fattr_drop(cairn_cc(handle)->m, &fh->id);
+	return cairn_ret(ret);
 }
 
 static int cairn_fchmod(struct vfs_handle_struct *handle, files_struct *fsp,
@@ -1414,6 +2257,8 @@ static int cairn_lchown(struct vfs_handle_struct *handle,
 	ret = cairn_resolve_at(handle, &cr, NULL, smb_fname->base_name, false,
 			       &a);
 	if (ret == 0) {
+		cairn_dattr_drop(cairn_cc(handle)->m, &a.id);
+		cairn_fattr_drop(cairn_cc(handle)->m, &a.id);
 		ret = cairn_setattr(CAIRN_FS(handle), &cr, a.id, &in,
 				    cairn_owner_mask(uid, gid), NULL);
 	}
@@ -1432,6 +2277,15 @@ static int cairn_chdir(struct vfs_handle_struct *handle,
 	path = cairn_abs_path(cc, handle, NULL, smb_fname->base_name);
 	if (path == NULL) {
 		return -1;
+	}
+	if (strcmp(path, cc->cwd) == 0) {
+		/*
+		 * smbd changes into the share's directory before most requests: already
+		 * there, nothing to check (if it was removed meanwhile, the calls made
+		 * relative to it fail as they would on a kernel cwd).
+		 */
+		TALLOC_FREE(path);
+		return 0;
 	}
 	cairn_creds(handle, &cr);
 	ret = cairn_walk(handle, &cr, path, true, &a);
@@ -1497,6 +2351,7 @@ static int cairn_fallocate_fn(struct vfs_handle_struct *handle,
 {
 	cairn_creds_t cr;
 	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
+	cairn_fattr_drop(cairn_cc(handle)->m, &fh->id);
 
 	cairn_creds(handle, &cr);
 	return cairn_ret(cairn_fallocate(CAIRN_FS(handle), &cr, fh->id, mode,
@@ -1616,6 +2471,9 @@ static int cairn_symlinkat(struct vfs_handle_struct *handle,
 		ret = cairn_symlink(CAIRN_FS(handle), &cr, parent, leaf,
 				    link_contents->base_name, NULL);
 	}
+	if (ret == 0) {
+		cairn_nidx_added(handle, &parent, leaf);
+	}
 	return cairn_ret(ret);
 }
 
@@ -1675,6 +2533,10 @@ static int cairn_linkat(struct vfs_handle_struct *handle,
 	if (ret == 0) {
 		ret = cairn_link(CAIRN_FS(handle), &cr, a.id, parent, leaf,
 				 NULL);
+		cairn_fattr_drop(cairn_cc(handle)->m, &a.id);
+	}
+	if (ret == 0) {
+		cairn_nidx_added(handle, &parent, leaf);
 	}
 	return cairn_ret(ret);
 }
@@ -1695,6 +2557,9 @@ static int cairn_mknodat(struct vfs_handle_struct *handle,
 	if (ret == 0) {
 		ret = cairn_mknod(CAIRN_FS(handle), &cr, parent, leaf, mode,
 				  dev, NULL);
+	}
+	if (ret == 0) {
+		cairn_nidx_added(handle, &parent, leaf);
 	}
 	return cairn_ret(ret);
 }
@@ -1728,38 +2593,22 @@ static struct smb_filename *cairn_realpath(struct vfs_handle_struct *handle,
 }
 
 /*
- * Case-insensitive lookup: one listing of the directory on the backend, compared with
- * Samba's own case folding. (libcairn has no case-insensitive lookup yet.)
+ * Case-insensitive lookup, answered from the directory's name index (see "case-insensitive
+ * name index" above): one listing per directory, not one per call.
  */
-struct cairn_rfn {
-	const char *name;
-	char *found;
-	TALLOC_CTX *mem;
-};
-
-static int cairn_rfn_cb(const cairn_dirent_t *e, void *arg)
-{
-	struct cairn_rfn *r = arg;
-
-	if (strcasecmp_m(e->name, r->name) == 0) {
-		r->found = talloc_strndup(r->mem, e->name, e->namelen);
-		return 1;
-	}
-	return 0;
-}
-
 static NTSTATUS cairn_get_real_filename_at(struct vfs_handle_struct *handle,
 					   struct files_struct *dirfsp,
 					   const char *name,
 					   TALLOC_CTX *mem_ctx,
 					   char **found_name)
 {
-	struct cairn_rfn r = { .name = name, .mem = mem_ctx };
+	struct cairn_mount *m = cairn_cc(handle)->m;
 	struct cairn_fh *fh = cairn_fetch_fh(handle, dirfsp);
+	struct cairn_nidx *x = NULL;
+	const char *found = NULL;
 	cairn_creds_t cr;
 	cairn_attr_t da;
-	bool eof = false;
-	int ret;
+	int ret = 0;
 
 	cairn_creds(handle, &cr);
 	if (fh != NULL) {
@@ -1772,16 +2621,25 @@ static NTSTATUS cairn_get_real_filename_at(struct vfs_handle_struct *handle,
 			return map_nt_error_from_unix(-ret);
 		}
 	}
-	ret = cairn_readdir(CAIRN_FS(handle), &cr, da.id, 0, 0, cairn_rfn_cb,
-			    &r, &eof);
-	if (ret < 0) {
-		return map_nt_error_from_unix(-ret);
+	x = cairn_nidx_find(m, &da.id);
+	if (x == NULL) {
+		x = cairn_nidx_build(handle, &cr, &da.id, &ret);
+		if (x == NULL) {
+			return map_nt_error_from_unix(-ret);
+		}
 	}
-	if (r.found == NULL) {
+	found = cairn_nidx_lookup(x, name);
+	if (found != NULL) {
+		*found_name = talloc_strdup(mem_ctx, found);
+	}
+	if (x->too_big) {
+		/* not kept (see cairn_nidx_build) */
+		TALLOC_FREE(x);
+	}
+	if (found == NULL) {
 		return NT_STATUS_OBJECT_NAME_NOT_FOUND;
 	}
-	*found_name = r.found;
-	return NT_STATUS_OK;
+	return *found_name == NULL ? NT_STATUS_NO_MEMORY : NT_STATUS_OK;
 }
 
 static const char *cairn_connectpath(struct vfs_handle_struct *handle,
@@ -1800,6 +2658,11 @@ static ssize_t cairn_fgetxattr(struct vfs_handle_struct *handle,
 	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
 
 	cairn_creds(handle, &cr);
+	if (fh->is_dir) {
+		return cairn_sret(cairn_dir_getxattr(cairn_cc(handle)->m, &cr,
+						     fh->id, name, value,
+						     size));
+	}
 	return cairn_sret(cairn_getxattr(CAIRN_FS(handle), &cr, fh->id, name,
 					 value, size));
 }
@@ -1820,8 +2683,10 @@ static int cairn_fremovexattr(struct vfs_handle_struct *handle,
 {
 	cairn_creds_t cr;
 	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
+	cairn_fattr_drop(cairn_cc(handle)->m, &fh->id);
 
 	cairn_creds(handle, &cr);
+	cairn_dattr_drop(cairn_cc(handle)->m, &fh->id);
 	return cairn_ret(cairn_removexattr(CAIRN_FS(handle), &cr, fh->id,
 					   name));
 }
@@ -1833,6 +2698,7 @@ static int cairn_fsetxattr(struct vfs_handle_struct *handle,
 	cairn_creds_t cr;
 	uint32_t cf = 0;
 	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
+	cairn_fattr_drop(cairn_cc(handle)->m, &fh->id);
 
 	if (flags & XATTR_CREATE) {
 		cf |= CAIRN_XATTR_CREATE;
@@ -1841,6 +2707,7 @@ static int cairn_fsetxattr(struct vfs_handle_struct *handle,
 		cf |= CAIRN_XATTR_REPLACE;
 	}
 	cairn_creds(handle, &cr);
+	cairn_dattr_drop(cairn_cc(handle)->m, &fh->id);
 	return cairn_ret(cairn_setxattr(CAIRN_FS(handle), &cr, fh->id, name,
 					value, size, cf));
 }
@@ -1976,10 +2843,36 @@ static struct vfs_fn_pointers cairn_fns = {
 	.aio_force_fn = cairn_aio_force,
 };
 
-/* Built out of tree: smbd's module loader calls samba_init_module. */
+/*
+ * Built out of tree: smbd's module loader calls samba_init_module. The module registers as
+ * "cairn" and, when loaded under another file name (vfs/cairn_<tag>.so, a link the test
+ * suites make so that several source trees on one machine each load their own build),
+ * under that name too: smbd looks the backend up by the name in 'vfs objects'. Options
+ * stay "cairn:..." either way.
+ */
 NTSTATUS samba_init_module(TALLOC_CTX *ctx);
 NTSTATUS samba_init_module(TALLOC_CTX *ctx)
 {
-	return smb_register_vfs(SMB_VFS_INTERFACE_VERSION, CAIRN_MODULE,
-				&cairn_fns);
+	NTSTATUS status;
+	Dl_info info;
+
+	status = smb_register_vfs(SMB_VFS_INTERFACE_VERSION, CAIRN_MODULE,
+				  &cairn_fns);
+	if (!NT_STATUS_IS_OK(status)) {
+		return status;
+	}
+	if (dladdr((void *)samba_init_module, &info) != 0 &&
+	    info.dli_fname != NULL) {
+		const char *base = strrchr(info.dli_fname, '/');
+		char *name = NULL;
+
+		base = (base != NULL) ? base + 1 : info.dli_fname;
+		name = talloc_strndup(ctx, base, strcspn(base, "."));
+		if (name != NULL && name[0] != '\0' &&
+		    strcmp(name, CAIRN_MODULE) != 0) {
+			status = smb_register_vfs(SMB_VFS_INTERFACE_VERSION,
+						  name, &cairn_fns);
+		}
+	}
+	return status;
 }

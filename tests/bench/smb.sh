@@ -1,27 +1,54 @@
 #!/usr/bin/env bash
 # SMB benchmark (not part of make test): smbclient over loopback against the vfs_cairn
 # share [vol0] and a stock share on the local filesystem, same smbd, same run.
-#   - 1 GiB put and get (wall clock, one session each)
-#   - 4 KiB small files: create, read, delete (N files, one session per phase)
+#   - 1 GiB put and get (wall clock, one session each: session setup and teardown count)
+#   - 4 KiB small files: create, read, delete (BENCH_FILES files, one session per phase)
 #   - session setup + teardown (connect, ls, disconnect)
-# Prints a table with the vfs_cairn / stock ratio.  Env: BENCH_BIG_MIB (1024), BENCH_FILES (1000)
+#   - descriptors of the smbd serving the delete session (a leak would grow them)
+# Prints a table with the vfs_cairn / stock ratio and the Gluster reference (Samba 4.17 +
+# vfs_glusterfs over a 4-brick Gluster volume, measured on this kind of machine; see issue
+# 4), and saves it as tests/bench/results/<date>-smb.md (BENCH_SAVE=0: do not save).
+# Env: BENCH_BIG_MIB (1024), BENCH_FILES (2000), BENCH_SESSIONS (20), BENCH_RESULTS
 set -uo pipefail
 # shellcheck source=tests/smb/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../smb/lib.sh"
 BIG_MIB=${BENCH_BIG_MIB:-1024}
-NFILES=${BENCH_FILES:-1000}
+NFILES=${BENCH_FILES:-2000}
 SESSIONS=${BENCH_SESSIONS:-20}
+RESULTS=${BENCH_RESULTS:-$CL_REPO/tests/bench/results}
 
 smb_up 1
 work=$CL_DIR/bench
 mkdir -p "$work/small"
+echo "# preparing a ${BIG_MIB} MiB file and $NFILES 4 KiB files" >&2
 head -c $((BIG_MIB * 1024 * 1024)) /dev/urandom >"$work/big"
 for i in $(seq 1 "$NFILES"); do head -c 4096 /dev/urandom >"$work/small/f$i"; done
 now() { date +%s.%N; }
 rate() { python3 -c "import sys; print('%.1f' % (float(sys.argv[1]) / (float(sys.argv[3]) - float(sys.argv[2]))))" "$@"; }
 declare -A R=()
 
+# smbd_children: pids of the children of our smbd (notifyd, cleanupd, sessions), sorted.
+smbd_children() { pgrep -P "$(cat "$SMB_DIR/smbd.pid")" smbd | sort; }
+
+# watch_fds PID BEFORE: while smbclient PID runs, sample the descriptor count of the smbd
+# child that appeared after BEFORE (the one serving it); prints "first -> max".
+watch_fds() {
+    local client=$1 before=$2 child="" n first="" max=0
+    while kill -0 "$client" 2>/dev/null; do
+        if [[ -z $child ]]; then
+            child=$(comm -13 <(echo "$before") <(smbd_children) | head -n 1)
+        fi
+        if [[ -n $child ]]; then
+            n=$(find "/proc/$child/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
+            ((n > 0)) && { [[ -n $first ]] || first=$n; ((n > max)) && max=$n; }
+        fi
+        sleep 0.1
+    done
+    echo "${first:-?} -> $max"
+}
+
 for share in stock vol0; do
+    echo "# $share: 1 GiB put/get" >&2
     t0=$(now); smbc "$share" "put $work/big big" >/dev/null || fail "$share: put big"; t1=$(now)
     R[$share,put]=$(rate "$BIG_MIB" "$t0" "$t1")
     t0=$(now); smbc "$share" "get big $work/big.back" >/dev/null || fail "$share: get big"; t1=$(now)
@@ -29,6 +56,7 @@ for share in stock vol0; do
     cmp -s "$work/big" "$work/big.back" || fail "$share: 1 GiB file read back differs"
     rm -f "$work/big.back"
 
+    echo "# $share: $NFILES small files create/read/delete" >&2
     cmds="mkdir small; cd small; lcd $work/small; prompt off; mput f*"
     t0=$(now); smbc "$share" "$cmds" >/dev/null || fail "$share: create small"; t1=$(now)
     R[$share,create]=$(rate "$NFILES" "$t0" "$t1")
@@ -37,9 +65,19 @@ for share in stock vol0; do
         fail "$share: read small"; t1=$(now)
     R[$share,read]=$(rate "$NFILES" "$t0" "$t1")
     [[ $(find "$work/back-$share" -type f | wc -l) == "$NFILES" ]] || fail "$share: not all small files read"
-    t0=$(now); smbc "$share" "cd small; del f*" >/dev/null || fail "$share: delete small"; t1=$(now)
+    cmp -s "$work/small/f1" "$work/back-$share/f1" || fail "$share: small file read back differs"
+    before=$(smbd_children)
+    t0=$(now)
+    smbc "$share" "cd small; del f*" >"$work/del-$share.out" 2>&1 &
+    client=$!
+    R[$share,fds]=$(watch_fds "$client" "$before")
+    wait "$client" || fail "$share: delete small: $(tail -n 2 "$work/del-$share.out")"
+    t1=$(now)
     R[$share,delete]=$(rate "$NFILES" "$t0" "$t1")
+    out=$(smbc "$share" "ls small/*" 2>&1)
+    grep -q ' f[0-9]' <<<"$out" && fail "$share: files left after the delete session"
 
+    echo "# $share: $SESSIONS sessions" >&2
     t0=$(now)
     for i in $(seq 1 "$SESSIONS"); do smbc "$share" "ls big" >/dev/null || fail "$share: session"; done
     t1=$(now)
@@ -47,15 +85,38 @@ for share in stock vol0; do
     smbc "$share" "del big; rmdir small" >/dev/null || true
 done
 
-printf '\n%-34s %12s %12s %8s\n' "SMB over loopback (smbclient)" "vfs_cairn" "stock" "ratio"
-row() {
-    printf '%-34s %12s %12s %8s\n' "$1" "${R[vol0,$2]}" "${R[stock,$2]}" \
-        "$(python3 -c "print('%.2f' % (float('${R[vol0,$2]}') / float('${R[stock,$2]}')))")"
+ratio() { python3 -c "print('%.2f' % (float('${R[vol0,$1]}') / float('${R[stock,$1]}')))"; }
+table() {
+    printf '| %s | %s | %s | %s | %s |\n' "SMB over loopback (smbclient)" vfs_cairn stock \
+        "ratio" "Gluster (vfs_glusterfs / plain)"
+    printf '|---|---:|---:|---:|---|\n'
+    row() { printf '| %s | %s | %s | %s | %s |\n' "$1" "${R[vol0,$2]}" "${R[stock,$2]}" "$(ratio "$2")" "$3"; }
+    row "put ${BIG_MIB} MiB (MiB/s, wall clock)" put "69 wall clock (290 by smbclient)"
+    row "get ${BIG_MIB} MiB (MiB/s, wall clock)" get "69 wall clock (290 by smbclient)"
+    row "create 4 KiB files, one session (files/s)" create "125 / 868"
+    row "read 4 KiB files, one session (files/s)" read "157 / 1912"
+    row "delete 4 KiB files, one session (files/s)" delete "102 / 1605"
+    row "session setup+ls+teardown (ms)" session "~10 000 (client teardown)"
+    printf '| %s | %s | %s | | %s |\n' "smbd descriptors in the $NFILES-file delete session (first -> max)" \
+        "${R[vol0,fds]}" "${R[stock,fds]}" "ran out of handles (leak)"
 }
-row "put ${BIG_MIB} MiB (MiB/s, wall clock)" put
-row "get ${BIG_MIB} MiB (MiB/s, wall clock)" get
-row "create 4 KiB files (files/s)" create
-row "read 4 KiB files (files/s)" read
-row "delete 4 KiB files (files/s)" delete
-row "session setup+ls+teardown (ms)" session
+echo
+table
+if [[ ${BENCH_SAVE:-1} == 1 ]]; then
+    mkdir -p "$RESULTS"
+    f=$RESULTS/$(date +%F)-smb.md
+    {
+        echo "# SMB benchmark — $(date '+%F %H:%M') on $(hostname)"
+        echo
+        echo "- tests/bench/smb.sh, commit $(git -C "$CL_REPO" rev-parse --short HEAD 2>/dev/null)," \
+            "$(nproc) CPUs; one debug cairnd, volume 2 x 2 (replica 2) on the local disk;" \
+            "smbd $(smbd --version | awk '{print $2}') with vfs_cairn and a stock share on the" \
+            "same disk, same smbd; $NFILES files of 4 KiB; ${BIG_MIB} MiB file"
+        echo "- ratio = vfs_cairn / stock; Gluster = Samba 4.17 + vfs_glusterfs, 4-brick volume"
+        echo "- load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) (other work shares the machine)"
+        echo
+        table
+    } >"$f"
+    echo "saved $f"
+fi
 finish

@@ -14,6 +14,10 @@
 
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../integration/lib.sh"
+# smbd loads this tree's vfs_cairn under a name of its own (vfs/cairn_<hash>.so, a link to
+# this tree's build; the module registers the name it is loaded as), so a test never runs
+# another tree's module linked as vfs/cairn.so on the same machine.
+SMB_VFS_NAME=${SMB_VFS_NAME:-cairn_$(printf %s "$CL_REPO" | md5sum | cut -c1-8)}
 # shellcheck source=scripts/smb.sh
 . "$CL_REPO/scripts/smb.sh"
 

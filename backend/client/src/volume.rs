@@ -63,6 +63,8 @@ const RETRY_BUDGET: Duration = Duration::from_secs(30);
 const MAX_IO: usize = 8 << 20;
 /// Write-behind flushes in flight per file.
 const MAX_INFLIGHT: usize = 4;
+/// Bound of the file-type memo (cleared wholesale when full, like the other caches).
+const KINDS_MAX: usize = 200_000;
 
 fn is_retryable(e: &RemoteError) -> bool {
     matches!(
@@ -123,6 +125,10 @@ struct Inner {
     pool: Pool,
     attrs: AttrCache,
     entries: EntryCache,
+    /// File type by id. An id's type never changes, so this is exact without leases even
+    /// when the attribute cache is off; it spares the getattr that per-inode ops need to
+    /// know whether to update a directory's copies on every set.
+    kinds: Mutex<HashMap<Id, FileType>>,
     wb: WriteBehind,
     wb_on: AtomicBool,
     inflight: Mutex<HashMap<Id, Vec<JoinHandle<()>>>>,
@@ -279,6 +285,15 @@ impl Inner {
     fn remember(&self, dir: Id, name: &[u8], a: &Attr) {
         self.entries.put(dir, name, a.id);
         self.attrs.put(a);
+        self.remember_kind(a);
+    }
+
+    fn remember_kind(&self, a: &Attr) {
+        let mut k = self.kinds.lock();
+        if k.len() >= KINDS_MAX {
+            k.clear();
+        }
+        k.insert(a.id, a.kind);
     }
 
     fn forget_entry(&self, dir: Id, name: &[u8]) {
@@ -461,6 +476,7 @@ impl Volume {
         let inner = Arc::new(Inner {
             attrs: AttrCache::new(opts.cache_timeout),
             entries: EntryCache::new(opts.cache_timeout),
+            kinds: Mutex::default(),
             wb: WriteBehind::new(opts.write_behind_bytes),
             wb_on: AtomicBool::new(opts.write_behind),
             opts,
@@ -681,6 +697,7 @@ impl Volume {
             }
         }
         i.attrs.put(&a);
+        i.remember_kind(&a);
         Ok(a)
     }
 
@@ -695,6 +712,9 @@ impl Volume {
     }
 
     async fn kind_of(&self, c: &Creds, id: Id) -> Result<FileType> {
+        if let Some(k) = self.inner.kinds.lock().get(&id) {
+            return Ok(*k);
+        }
         if let Some(a) = self.inner.attrs.get(id) {
             return Ok(a.kind);
         }
