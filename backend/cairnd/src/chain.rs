@@ -185,6 +185,10 @@ async fn forward(
 /// Shorter than the clients' retry budget, longer than a loaded brick's worst write.
 const FORWARD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// How many times a head re-sends a forward the replica refused because its map does not
+/// show the head up yet (100 ms, 200 ms, ... apart: 1.5 s in all).
+const FORWARD_REFUSED_RETRIES: u32 = 5;
+
 /// Record `ids` as pending for `peer` on this brick, durably, before the client is answered.
 async fn mark_pending(slot: &Arc<BrickSlot>, peer: u32, ids: Vec<Id>) {
     let brick = slot.brick.clone();
@@ -320,12 +324,44 @@ async fn mutate(
         let results = send_all(rreq.clone()).await;
         (reply, out, results)
     };
-    // A replica that refuses the forward because this brick is not up in its map says
-    // this head is deposed (its node lost its lease, or it is catching up, and acts on an
-    // old map) — or that the replica's map is behind. Either way the write is not
-    // acknowledged, and nobody is demoted for it: the client refreshes its map and
-    // retries at the current head. This brick applied it, so it re-copies these inodes
-    // when it catches up.
+    // A replica that refuses the forward because this brick is not up in its map: either
+    // the replica's map is behind (this brick just came up; maps converge within
+    // milliseconds) or this head is deposed (its node lost its lease, or it is catching
+    // up, and acts on an old map). While this brick is still up in its own current map
+    // with its lease held, try that replica again for a moment: failing the write instead
+    // would make the client retry a write this head already applied (and may have let a
+    // reader see), which could land after a newer one.
+    let mut results = results;
+    for attempt in 1..=FORWARD_REFUSED_RETRIES {
+        let refused: Vec<u32> = results
+            .iter()
+            .filter(|(_, r)| matches!(r, Err(e) if e.errno == Errno::ESTALEMAP))
+            .map(|(t, _)| *t)
+            .collect();
+        if refused.is_empty() {
+            break;
+        }
+        let current = node.map(&req.volume);
+        let still_up = node.lease_alive()
+            && !slot.healing.load(std::sync::atomic::Ordering::Acquire)
+            && current
+                .as_ref()
+                .and_then(|m| m.brick(req.brick))
+                .map(|(_, b)| b.state == cairn_proto::map::BrickState::Up)
+                .unwrap_or(false);
+        if !still_up {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100 * attempt as u64)).await;
+        let m: &VolumeMap = current.as_deref().unwrap_or(map);
+        for (t, r) in results.iter_mut().filter(|(t, _)| refused.contains(t)) {
+            let again = ReplicateRequest { brick: *t, ..rreq.clone() };
+            *r = forward(node, m, *t, again, fwd_data.clone()).await;
+        }
+    }
+    // Still refused: the write is not acknowledged, and nobody is demoted for it: the
+    // client refreshes its map and retries at the current head. This brick applied it,
+    // so it re-copies these inodes when it catches up.
     if let Some(e) = results.iter().find_map(|(_, r)| match r {
         Err(e) if e.errno == Errno::ESTALEMAP => Some(e.clone()),
         _ => None,
