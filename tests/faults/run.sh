@@ -56,8 +56,15 @@ for s in "${scenarios[@]}"; do
     ((t > left)) && t=$left
     t0=$SECONDS
     # SIGTERM first so the scenario's trap tears its namespaces down.
+    export FX_ID=$$$((passed + failed + skipped))
     timeout -k 20 "$t" bash "$s" >"$logdir/$name.log" 2>&1
     rc=$?
+    # A scenario killed before its trap finished leaves namespaces (and the daemons in
+    # them) behind: stop and delete them.
+    for ns in $(ip netns list 2>/dev/null | awk -v p="cf$FX_ID-" 'index($1, p) == 1 { print $1 }'); do
+        ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
+        ip netns del "$ns" 2>/dev/null
+    done
     dt=$((SECONDS - t0))
     seed=$(grep -o 'seed=[0-9]*' "$logdir/$name.log" | head -1)
     case $rc in
