@@ -36,7 +36,7 @@ PY
 
 rc=0
 out=$(cairn_cli volume set q cluster.quorum-type maybe 2>&1) || rc=$?
-((rc == 1)) && grep -q "invalid value 'maybe' for option cluster.quorum-type" <<<"$out" ||
+{ ((rc == 1)) && grep -q "invalid value 'maybe' for option cluster.quorum-type" <<<"$out"; } ||
     fail "a bad quorum type was not refused (exit $rc): $out"
 rc=0
 out=$(cairn_cli volume set q cluster.quorum-count 9 2>&1) || rc=$?

@@ -93,7 +93,7 @@ for want in "1 .*/vol0 .*vol0 .*127.0.0.1 .*rw .*no_root_squash" "2 .*/sub-ro .*
     grep -q -- "$want" <<<"$out" || fail "list lacks '$want': $out"
 done
 out=$(cn g1 export show /sub-ro) || fail "show: $out"
-grep -q 'Path = "/sub";' <<<"$out" && grep -q "Name = CAIRN;" <<<"$out" || fail "show lacks the block: $out"
+{ grep -q 'Path = "/sub";' <<<"$out" && grep -q "Name = CAIRN;" <<<"$out"; } || fail "show lacks the block: $out"
 out=$(cn g1 --json export show 2) || fail "show --json: $out"
 python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["export"]["pseudo"]=="/sub-ro" and "EXPORT {" in d["ganesha_block"]' "$out" ||
     fail "show --json: $out"

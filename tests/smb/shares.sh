@@ -35,7 +35,7 @@ out=$(cs share list) || fail "share list: $out"
 [[ $out == "No SMB shares" ]] || fail "fresh cluster lists shares: $out"
 pass "no managed shares at first"
 
-mkdir -p "$CL_MNT/proj" && chmod 0777 "$CL_MNT/proj" && echo "from fuse" >"$CL_MNT/proj/seed.txt" ||
+{ mkdir -p "$CL_MNT/proj" && chmod 0777 "$CL_MNT/proj" && echo "from fuse" >"$CL_MNT/proj/seed.txt"; } ||
     fail "preparing vol0/proj through the FUSE mount"
 out=$(cs share add proj --volume vol0/proj --users "$SMB_USER,root" --comment "Project files" 2>&1) ||
     fail "share add proj: $out"
@@ -44,7 +44,7 @@ grep -q "the local smbd reloaded its configuration" <<<"$out" || fail "not appli
 echo "via smb" >"$CL_DIR/up.txt"
 eventually 10 smbc proj "put $CL_DIR/up.txt up.txt" || fail "put to the new share: $(smbc proj "put $CL_DIR/up.txt up.txt" 2>&1)"
 [[ $(cat "$CL_MNT/proj/up.txt") == "via smb" ]] || fail "the share's file is not in vol0/proj"
-smbc proj "get seed.txt $CL_DIR/seed.txt" >/dev/null 2>&1 && [[ $(cat "$CL_DIR/seed.txt") == "from fuse" ]] ||
+{ smbc proj "get seed.txt $CL_DIR/seed.txt" >/dev/null 2>&1 && [[ $(cat "$CL_DIR/seed.txt") == "from fuse" ]]; } ||
     fail "get from the new share"
 pass "share added and served without restarting smbd (put/get land in vol0/proj)"
 
@@ -80,10 +80,10 @@ smbc vol0 "ls" >/dev/null 2>&1 || fail "the static vol0 share broken by the refu
 pass "bad shares refused with clear messages (exit 1 / 2), nothing stored, others keep serving"
 
 out=$(cs share list) || fail "list: $out"
-grep -qE "^proj +vol0/proj +rw +$SMB_USER,root" <<<"$out" && grep -qE "^proj-ro +vol0/proj +ro +\*" <<<"$out" ||
+{ grep -qE "^proj +vol0/proj +rw +$SMB_USER,root" <<<"$out" && grep -qE "^proj-ro +vol0/proj +ro +\*" <<<"$out"; } ||
     fail "list: $out"
 out=$(cs share show PROJ) || fail "show: $out"
-grep -q "cairn:volume = vol0" <<<"$out" && grep -q "path = /proj" <<<"$out" && grep -q "comment = Project files" <<<"$out" ||
+{ grep -q "cairn:volume = vol0" <<<"$out" && grep -q "path = /proj" <<<"$out" && grep -q "comment = Project files" <<<"$out"; } ||
     fail "show: $out"
 pass "list and show (names are case-insensitive)"
 
@@ -97,7 +97,7 @@ pass "share removed without restarting smbd"
 : >"$SHARES_DIR/shares.conf"
 out=$(cs sync 2>&1) || fail "sync: $out"
 grep -q "shares.conf updated and the local smbd reloaded" <<<"$out" || fail "sync said: $out"
-grep -q "^\[proj\]" "$SHARES_DIR/shares.conf" && grep -q "^\[rootonly\]" "$SHARES_DIR/shares.conf" ||
+{ grep -q "^\[proj\]" "$SHARES_DIR/shares.conf" && grep -q "^\[rootonly\]" "$SHARES_DIR/shares.conf"; } ||
     fail "sync did not restore the shares: $(cat "$SHARES_DIR/shares.conf")"
 eventually 10 smbc proj "ls" || fail "proj not served after sync"
 pass "sync rebuilds the gateway's shares file and reloads smbd"

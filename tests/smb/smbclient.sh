@@ -53,7 +53,7 @@ grep -q NT_STATUS_OBJECT_NAME_NOT_FOUND <<<"$out" || fail "get of a deleted file
 pass "delete of files and directories; a deleted name is NOT_FOUND"
 
 # --- a directory of 10 000 entries ------------------------------------------------------------
-mkdir "$CL_MNT/big" && chmod 0777 "$CL_MNT/big" || fail "mkdir big through $CL_MNT"
+{ mkdir "$CL_MNT/big" && chmod 0777 "$CL_MNT/big"; } || fail "mkdir big through $CL_MNT"
 (cd "$CL_MNT/big" && seq -f 'e%05g' 0 9999 | xargs touch) || fail "creating 10000 files"
 out=$(smbc vol0 "ls big/*") || fail "listing big/"
 n=$(grep -cE '^  e[0-9]{5} ' <<<"$out")

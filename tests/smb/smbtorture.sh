@@ -53,8 +53,8 @@ lane_shares() {
     # base.* speaks SMB1; the smb2.* suites are unaffected.
     sed -i 's/server min protocol = SMB2_02/server min protocol = NT1/' "$dir/smb.conf"
     for k in "${!lanes[@]}"; do
-        mkdir -p "$SMB_STOCK_DIR/s$k" "$CL_MNT/s$k" &&
-            chmod 0777 "$SMB_STOCK_DIR/s$k" "$CL_MNT/s$k" ||
+        { mkdir -p "$SMB_STOCK_DIR/s$k" "$CL_MNT/s$k" &&
+            chmod 0777 "$SMB_STOCK_DIR/s$k" "$CL_MNT/s$k"; } ||
             fail "preparing the directories of lane $k"
         smb_add_stock_share "$dir" "stock$k" "$SMB_STOCK_DIR/s$k" \
             "valid users = $SMB_USER root"

@@ -47,7 +47,7 @@ fx_log "$served corrupt reads refused and repaired by a head"
 # The copies nobody read: the scrub finds and repairs them.
 fx_cli volume set "$FX_VOLUME" features.scrub-interval 1 >/dev/null || fx_fail "volume set features.scrub-interval"
 for ((i = 0; i < 90; i++)); do
-    passes=$(cat "$FX_DIR"/log/cairnd-n1.log | grep -c 'scrub pass done')
+    passes=$(grep -c 'scrub pass done' "$FX_DIR"/log/cairnd-n1.log)
     # Two passes per n1 brick: the first repairs, the second found nothing left.
     ((passes >= 2 * $(fx_node_bricks n1 | wc -l))) && break
     sleep 1
