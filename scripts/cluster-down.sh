@@ -11,8 +11,10 @@ CAIRN_LOG_TAG=cluster-down
 # Gateway hooks, the counterparts of start_* in cluster-up.sh.
 stop_nfs_ganesha() {
     local dir=$CAIRN_RUN_DIR/nfs
-    [[ -f $dir/ganesha.pid.self ]] || return 0
-    stop_pidfile "$dir/ganesha.pid.self" ganesha.nfsd 20 || die "could not stop ganesha.nfsd"
+    [[ -f $dir/ganesha.pid.self || -f $dir/dbus.pid ]] || return 0
+    # shellcheck source=scripts/nfs-ganesha.sh
+    . "$CAIRN_REPO/scripts/nfs-ganesha.sh"
+    nfs_stop_ganesha "$dir" || die "could not stop ganesha.nfsd (or its private dbus-daemon)"
     log "stopped ganesha.nfsd"
 }
 stop_smbd() {
