@@ -566,48 +566,20 @@ async fn sync(
         std::fs::create_dir_all(&g.conf_dir)
             .map_err(|e| Failure::failed(format!("cannot create {}: {e}", g.conf_dir.display())))?;
     }
-    let mut last: Option<(u64, bool)> = None;
-    loop {
-        let step = async {
-            let (_, revision) = load(s).await?;
-            let report = apply_here(s, g).await?.expect("the config directory exists");
-            Ok::<_, Failure>((revision, report))
-        };
-        match step.await {
-            Ok((revision, report)) => {
-                let quiet = watch
-                    && report.added.is_empty()
-                    && report.updated.is_empty()
-                    && report.removed.is_empty()
-                    && report.failed.is_empty()
-                    && last == Some((revision, report.live));
-                if !quiet {
-                    let text = if s.json {
-                        json::render(&report)
-                    } else {
-                        applied_text(g, &Some(report.clone()))
-                    };
-                    write_out(out, &text)?;
-                }
-                last = Some((revision, report.live));
-                if !watch {
-                    return if report.failed.is_empty() {
-                        Ok(())
-                    } else {
-                        Err(Failure::failed(format!(
-                            "Ganesha refused {} export(s)",
-                            report.failed.len()
-                        )))
-                    };
-                }
-            }
-            Err(f) if watch => {
-                let _ = writeln!(out, "nfs sync: {} (retrying)", f.message);
-            }
-            Err(f) => return Err(f),
-        }
-        tokio::time::sleep(Duration::from_secs(interval.max(1))).await;
-    }
+    sync_loop("nfs", watch, interval, out, || async move {
+        let (_, revision) = load(s).await?;
+        let report = apply_here(s, g).await?.expect("the config directory exists");
+        let changed = !(report.added.is_empty()
+            && report.updated.is_empty()
+            && report.removed.is_empty()
+            && report.failed.is_empty());
+        let err = (!report.failed.is_empty())
+            .then(|| Failure::failed(format!("Ganesha refused {} export(s)", report.failed.len())));
+        let text =
+            if s.json { json::render(&report) } else { applied_text(g, &Some(report.clone())) };
+        Ok((text, changed, revision * 2 + report.live as u64, err))
+    })
+    .await
 }
 
 // ---- SMB shares ----
@@ -909,21 +881,43 @@ async fn smb_sync(
 ) -> Result<(), Failure> {
     std::fs::create_dir_all(&smbd.conf_dir)
         .map_err(|e| Failure::failed(format!("cannot create {}: {e}", smbd.conf_dir.display())))?;
+    sync_loop("smb", watch, interval, out, || async move {
+        let r = smb_apply_here(s, smbd, !watch).await?.expect("the config directory exists");
+        let text = if s.json { json::render(&r) } else { smb_applied_text(smbd, &Some(r.clone())) };
+        Ok((text, r.changed, 0, None))
+    })
+    .await
+}
+
+/// The loop of every gateway's `sync [--watch]`. `pass` applies the store's objects once
+/// and returns its report text, whether it changed anything, a key of the state it saw
+/// (a change of key is reported too) and a failure to return after printing (one-shot
+/// only). With `watch`, quiet passes print nothing and errors are printed and retried.
+pub(crate) async fn sync_loop<F, Fut>(
+    what: &str,
+    watch: bool,
+    interval: u64,
+    out: &mut dyn Write,
+    mut pass: F,
+) -> Result<(), Failure>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(String, bool, u64, Option<Failure>), Failure>>,
+{
+    let mut last = None;
     loop {
-        match smb_apply_here(s, smbd, !watch).await {
-            Ok(r) => {
-                let r = r.expect("the config directory exists");
-                if !watch || r.changed {
-                    let text =
-                        if s.json { json::render(&r) } else { smb_applied_text(smbd, &Some(r)) };
+        match pass().await {
+            Ok((text, changed, key, err)) => {
+                if !watch || changed || last != Some(key) {
                     write_out(out, &text)?;
                 }
+                last = Some(key);
                 if !watch {
-                    return Ok(());
+                    return err.map_or(Ok(()), Err);
                 }
             }
             Err(f) if watch => {
-                let _ = writeln!(out, "smb sync: {} (retrying)", f.message);
+                let _ = writeln!(out, "{what} sync: {} (retrying)", f.message);
             }
             Err(f) => return Err(f),
         }

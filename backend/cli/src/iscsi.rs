@@ -940,24 +940,12 @@ async fn sync(
         let text = if g.s.json { json::render(&r) } else { sync_text(&r) };
         return write_out(out, &text);
     }
-    loop {
-        match apply(g).await {
-            Ok(r) => {
-                if !watch || !r.commands.is_empty() {
-                    let text = if g.s.json { json::render(&r) } else { sync_text(&r) };
-                    write_out(out, &text)?;
-                }
-                if !watch {
-                    return Ok(());
-                }
-            }
-            Err(f) if watch => {
-                let _ = writeln!(out, "iscsi sync: {} (retrying)", f.message);
-            }
-            Err(f) => return Err(f),
-        }
-        tokio::time::sleep(Duration::from_secs(interval.max(1))).await;
-    }
+    super::gateway::sync_loop("iscsi", watch, interval, out, || async move {
+        let r = apply(g).await?;
+        let text = if g.s.json { json::render(&r) } else { sync_text(&r) };
+        Ok((text, !r.commands.is_empty(), 0, None))
+    })
+    .await
 }
 
 #[cfg(test)]
