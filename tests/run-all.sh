@@ -101,6 +101,9 @@ for s in "${suites[@]}"; do
         [[ $rc == 124 || $rc == 137 ]] && why="timed out after ${SUITE_TIMEOUT}s" || why="exit $rc"
         echo "FAIL  $name ($why, ${took}s; log $log)"
         if [[ ${VERBOSE:-} != 1 ]]; then
+            # The suite's own verdict first (the daemon logs dumped on failure would
+            # push it out of the tail), then the tail.
+            grep -E '^(FAIL - |passes on stock|not ok )' "$log" | head -n 20 | sed 's/^/    ! /'
             tail -n 40 "$log" | sed 's/^/    | /'
         fi
         ;;
