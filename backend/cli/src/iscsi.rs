@@ -7,7 +7,7 @@ use crate::args::{
     IscsiAclCmd, IscsiArgs, IscsiCmd, IscsiLunCmd, IscsiMapCmd, IscsiPortalCmd, IscsiTargetCmd,
 };
 use crate::gateway::{
-    block_on, call, check_target, load_kind, report, servers, store_if_unchanged, write_out,
+    block_on, call, check_target, load_kind, report, servers, store_if_unchanged, table, write_out,
     Failure, STORE_RETRIES,
 };
 use crate::json;
@@ -406,32 +406,6 @@ async fn lun_show(g: &Gw<'_>, name: &str, out: &mut dyn Write) -> Result<(), Fai
         )
     };
     write_out(out, &text)
-}
-
-fn table(head: &[&str], rows: &[Vec<String>]) -> String {
-    let mut w: Vec<usize> = head.iter().map(|h| h.len()).collect();
-    for r in rows {
-        for (i, c) in r.iter().enumerate() {
-            w[i] = w[i].max(c.len());
-        }
-    }
-    let line = |cells: Vec<&str>| {
-        let mut s = String::new();
-        for (i, c) in cells.iter().enumerate() {
-            if i + 1 == cells.len() {
-                s.push_str(c);
-            } else {
-                s.push_str(&format!("{c:<width$}  ", width = w[i]));
-            }
-        }
-        s.push('\n');
-        s
-    };
-    let mut out = line(head.to_vec());
-    for r in rows {
-        out.push_str(&line(r.iter().map(String::as_str).collect()));
-    }
-    out
 }
 
 fn luns_table(luns: &[IscsiLun], targets: &[IscsiTarget]) -> String {
