@@ -5,7 +5,7 @@
 use crate::node::{BrickSlot, Node};
 use bytes::Bytes;
 use cairn_brick::Exec;
-use cairn_proto::map::VolumeMap;
+use cairn_proto::map::{BrickState, VolumeMap};
 use cairn_proto::msg::{BrickRequest, Op, ReplicateRequest, Reply, Request};
 use cairn_proto::rpc::Session;
 use cairn_proto::{Attr, Creds, Errno, Id, RemoteError};
@@ -205,6 +205,64 @@ async fn mark_pending(slot: &Arc<BrickSlot>, peer: u32, ids: Vec<Id>) {
     }
 }
 
+/// An error of the brick's own storage (full, over quota, read-only, failing disk): the same
+/// op may well succeed on the set's other bricks, unlike an error of the op itself (EEXIST,
+/// ENOENT, EACCES...), which every replica would give.
+fn is_storage_error(e: &RemoteError) -> bool {
+    matches!(e.errno.0, libc::ENOSPC | libc::EDQUOT | libc::EROFS | libc::EIO)
+}
+
+/// The head's own storage failed (`e`) on a mutation of `changed` that a replica of the set
+/// can take: one of `candidates` (up; for a data write, those that already applied it).
+/// Step aside instead of failing the op, as Gluster's AFR goes on with the bricks that
+/// have room: record on this brick and on the candidates that this brick must re-copy
+/// `changed`, have the config store mark this brick stale (so a candidate heads the set and
+/// this brick heals, once it can, before it serves again), and answer ESTALEMAP so the
+/// client refreshes its map and retries at the new head. A data write the candidates
+/// already applied is applied again there, the same bytes at the same offset, while this
+/// head still holds the inode locked against other writers.
+///
+/// None when no candidate could vouch for the demotion (none up, or the config store said
+/// no): the caller fails the op as before.
+async fn step_aside(
+    node: &Arc<Node>,
+    slot: &Arc<BrickSlot>,
+    map: &VolumeMap,
+    rreq: &ReplicateRequest,
+    candidates: &[u32],
+    changed: &[Id],
+    e: &RemoteError,
+) -> Option<RemoteError> {
+    let (volume, me) = (&rreq.volume, rreq.from_brick);
+    for &by in candidates {
+        if let Err(se) = node.mark_stale(volume, me, by).await {
+            tracing::warn!(volume = %volume, brick = me, by, error = %se, "cannot step aside for a replica");
+            continue;
+        }
+        mark_pending(slot, me, changed.to_vec()).await;
+        let add = Op::PendingAdd { peer: me, ids: changed.to_vec() };
+        for &t in candidates {
+            let r = ReplicateRequest {
+                brick: t,
+                op: add.clone(),
+                result: None,
+                missed: vec![],
+                ..rreq.clone()
+            };
+            if let Err(pe) = forward(node, map, t, r, Bytes::new()).await {
+                tracing::warn!(volume = %volume, brick = t, error = %pe, "could not copy a pending record");
+            }
+        }
+        tracing::warn!(volume = %volume, brick = me, replica = by, op = rreq.op.name(), error = %e, "brick storage failed; stepped aside as head, the set goes on without it until it heals");
+        return Some(stale(
+            volume,
+            me,
+            &format!("{}; taken out of its replica set, brick {by} takes over", e.message),
+        ));
+    }
+    None
+}
+
 /// Apply a mutation at the head and replicate it.
 async fn mutate(
     node: &Arc<Node>,
@@ -305,6 +363,22 @@ async fn mutate(
         let (local, results) = tokio::join!(local, send_all(rreq.clone()));
         match local {
             Ok((reply, out)) => (reply, out, results),
+            Err(e) if is_storage_error(&e) => {
+                let took: Vec<u32> =
+                    results.iter().filter(|(_, r)| r.is_ok()).map(|(t, _)| *t).collect();
+                if let Some(err) = step_aside(node, slot, map, &rreq, &took, &changed, &e).await {
+                    drop(guards);
+                    return Err(err);
+                }
+                // Could not step aside: the replicas that took the write are demoted.
+                for t in took {
+                    mark_pending(slot, t, changed.clone()).await;
+                    if let Err(se) = node.mark_stale(&req.volume, t, req.brick).await {
+                        tracing::warn!(volume = %req.volume, brick = t, error = %se, "cannot demote a replica holding an unacknowledged write");
+                    }
+                }
+                return Err(e);
+            }
             Err(e) => {
                 for (t, r) in results {
                     if r.is_ok() {
@@ -318,8 +392,24 @@ async fn mutate(
             }
         }
     } else {
-        let (reply, out) =
-            exec_local(slot, req.creds.clone(), req.op.clone(), data.clone(), None, false).await?;
+        let local =
+            exec_local(slot, req.creds.clone(), req.op.clone(), data.clone(), None, false).await;
+        let (reply, out) = match local {
+            Ok(r) => r,
+            Err(e) if is_storage_error(&e) => {
+                // Nothing was forwarded: any replica that is up can take the op instead.
+                let up: Vec<u32> = plan
+                    .forward
+                    .iter()
+                    .copied()
+                    .filter(|&t| map.brick(t).is_some_and(|(_, b)| b.state == BrickState::Up))
+                    .collect();
+                let err = step_aside(node, slot, map, &rreq, &up, &changed, &e).await;
+                drop(guards);
+                return Err(err.unwrap_or(e));
+            }
+            Err(e) => return Err(e),
+        };
         rreq.result = result_attr(&reply);
         let results = send_all(rreq.clone()).await;
         (reply, out, results)
