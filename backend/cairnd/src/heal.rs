@@ -128,6 +128,7 @@ pub async fn brick_call(node: &Arc<Node>, map: &VolumeMap, index: u32, op: Op) -
         epoch: map.epoch,
         creds: Creds::root(),
         op,
+        req: None,
     };
     node.peers.call(&b.addr, &node.name, Request::Brick(req), Bytes::new()).await
 }
@@ -175,6 +176,8 @@ pub async fn serve_sync(node: &Arc<Node>, slot: &Arc<BrickSlot>, id: Id, peer: u
         op: Op::HealApply { state },
         result: None,
         missed: vec![],
+        req: None,
+        confirm: false,
     };
     if let Some(target) = node.slot(&slot.volume, peer) {
         exec_local(&target, Creds::root(), req.op, data, None, true).await?;
