@@ -719,8 +719,18 @@ pub async fn replicate(node: &Arc<Node>, req: ReplicateRequest, data: Bytes) -> 
             // A request id seen before is applied again all the same: a new head that
             // missed it re-applies the client's retry and forwards it, and every copy must
             // end up the same.
+            let touched = changed_ids(&req.op);
+            let from = req.from_brick;
             let out = exec_local(&slot, req.creds, req.op, data, req.result, true).await?;
             remember(&slot, id, &out.0, &out.1);
+            // A heal copying one of these inodes from another brick must copy it again.
+            let mut watch = slot.heal_watch.lock();
+            for i in touched {
+                if let Some((source, t)) = watch.get_mut(&i) {
+                    *t |= *source != from;
+                }
+            }
+            drop(watch);
             out
         }
     };

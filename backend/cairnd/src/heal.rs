@@ -481,7 +481,27 @@ async fn sync_from(
     id: Id,
     me: u32,
 ) -> Result<(), RemoteError> {
-    brick_call(node, map, source, Op::HealSync { id, peer: me }).await.map(|_| ())
+    // The copy is taken under the source's inode lock, so no write the source heads can
+    // slip between the copy and the forwarded stream. A rename headed by another brick
+    // (its source directory's head) changes this inode too, and reaches this brick and
+    // the source in either order: if one lands here while the copy is under way, the copy
+    // may undo it (or miss it). Then copy again.
+    let slot = node.slot(&map.name, me);
+    if let Some(s) = &slot {
+        s.heal_watch.lock().insert(id, (source, false));
+    }
+    let r = brick_call(node, map, source, Op::HealSync { id, peer: me }).await.map(|_| ());
+    let touched = slot.and_then(|s| s.heal_watch.lock().remove(&id)).is_some_and(|(_, t)| t);
+    if r.is_ok() && touched {
+        return Err(RemoteError::new(
+            Errno::EAGAIN,
+            format!(
+                "{}: brick {me}: {id} was changed by another brick's forward during its copy from brick {source}; copying again",
+                map.name
+            ),
+        ));
+    }
+    r
 }
 
 /// Record `id` on this brick as pending for each of `peers`, durably.

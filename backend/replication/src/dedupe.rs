@@ -75,10 +75,9 @@ impl<R: Clone> Table<R> {
     fn touch(&mut self, client: u64) -> Option<&mut Window<R>> {
         self.tick += 1;
         let tick = self.tick;
-        self.clients.get_mut(&client).map(|w| {
-            w.used = tick;
-            w
-        })
+        let w = self.clients.get_mut(&client)?;
+        w.used = tick;
+        Some(w)
     }
 
     /// What the head does with request `id` (see [`Dup`]).
