@@ -302,13 +302,21 @@ async fn mutate(
         });
         futures::future::join_all(sends)
     };
-    let (reply, out, results) = if let Some((reply, out)) = done {
-        // Applied here as a replica (its head did not answer the client) or as a head that
-        // could not acknowledge it: the replicas that did not apply it are marked for heal
-        // below like any that missed a write.
-        tracing::debug!(volume = %req.volume, brick = req.brick, op = req.op.name(), req = ?req.req, "retried request applied here before; confirming with the replicas");
+    // Applied here as a replica (its head did not answer the client): answered from here
+    // only if every replica applied it too; otherwise applied again as a new request (the
+    // forward re-applies it on the replicas that had it), so every copy ends the same.
+    let mut confirmed = None;
+    if let Some((reply, out)) = done {
         let results = send_all(rreq.clone()).await;
-        (reply, out, results)
+        if results.iter().all(|(_, r)| r.is_ok()) {
+            tracing::debug!(volume = %req.volume, brick = req.brick, op = req.op.name(), req = ?req.req, "retried request applied here and on every replica before; answered");
+            confirmed = Some((reply, out, results));
+        } else {
+            rreq.confirm = false;
+        }
+    }
+    let (reply, out, results) = if let Some(c) = confirmed {
+        c
     } else if matches!(req.op, Op::Write { .. }) {
         // Data writes go to the replicas while the head writes its own copy, so a replicated
         // write costs one disk write of latency, not two. If the head's copy fails, the
@@ -317,10 +325,7 @@ async fn mutate(
         let local = exec_local(slot, req.creds.clone(), req.op.clone(), data.clone(), None, false);
         let (local, results) = tokio::join!(local, send_all(rreq.clone()));
         match local {
-            Ok((reply, out)) => {
-                remember(slot, req.req, &reply, &out);
-                (reply, out, results)
-            }
+            Ok((reply, out)) => (reply, out, results),
             Err(e) => {
                 for (t, r) in results {
                     if r.is_ok() {
@@ -336,7 +341,6 @@ async fn mutate(
     } else {
         let (reply, out) =
             exec_local(slot, req.creds.clone(), req.op.clone(), data.clone(), None, false).await?;
-        remember(slot, req.req, &reply, &out);
         rreq.result = result_attr(&reply);
         let results = send_all(rreq.clone()).await;
         (reply, out, results)
@@ -450,8 +454,10 @@ async fn mutate(
             ),
         ));
     }
+    // Only an acknowledged result is remembered by the head: a write it applied but could
+    // not acknowledge is re-copied by this brick, never answered from here.
     if let Some(id) = req.req {
-        slot.dedupe.lock().ack(id);
+        slot.dedupe.lock().record(id, (reply.clone(), out.clone()), true);
     }
     drop(guards);
     node.leases.recall(&req.volume, &recalls(&req.op), session.id).await;

@@ -419,6 +419,11 @@ async fn full_crawl(node: &Arc<Node>, slot: &Arc<BrickSlot>) -> Result<u64, Remo
                 Ok(copied) => {
                     h += copied as u64;
                     crawl_count(slot, 0, copied as u64, 0);
+                    if copied {
+                        // Copied from its head: a placeholder the directory copy flagged
+                        // for this brick is filled.
+                        clear(node, &map, &[me], me, id).await;
+                    }
                 }
                 Err(e) => {
                     tracing::warn!(volume = %slot.volume, brick = me, %id, error = %e, "full heal: inode not copied; retried by the next crawl");

@@ -9,9 +9,11 @@
 //!
 //! What the head does with a request is [`Table::check`]: apply it ([`Dup::New`]), answer
 //! the remembered result ([`Dup::Answer`]: this brick acknowledged it as head), or
-//! ([`Dup::Confirm`]) answer it only after the other replicas confirmed they applied it
-//! too (this brick applied it as a replica, or as a head that could not acknowledge it):
-//! a replica that did not is marked for heal like any replica that missed a write.
+//! ([`Dup::Confirm`]: this brick applied it as a replica, its head never answered) answer
+//! it only if every other replica confirms it applied it too, and apply it again otherwise
+//! (the forward re-applies it everywhere, so every copy ends the same). A head remembers
+//! only what it acknowledged: a write it applied but could not acknowledge is re-copied by
+//! that brick when it catches up, never answered from it.
 //!
 //! Memory is bounded: the last `per_client` ids of each client, and `max_clients`
 //! clients (the least recently seen is forgotten first). The table is not persisted: a
@@ -27,8 +29,8 @@ pub enum Dup<R> {
     New,
     /// Applied and acknowledged by this brick as head: answer this, apply nothing.
     Answer(R),
-    /// Applied here but never acknowledged by this brick as head: check that the other
-    /// replicas applied it (marking for heal those that did not), then answer this.
+    /// Applied here as a replica, never acknowledged by this brick: answer this if every
+    /// other replica applied it too, else apply it again.
     Confirm(R),
 }
 
