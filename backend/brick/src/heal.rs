@@ -503,6 +503,10 @@ impl Brick {
                 t.set(XATTR_HEAL, &v, 0).ctx(w)?;
             }
             self.idx.link_file(*wid, d, name).ctx(w)?;
+            // An empty placeholder until the inode's own heal fills it: make sure that heal
+            // happens (the inode may not be pending here, e.g. its index link was swept or
+            // a rename moved it while its directories were copied one after the other).
+            self.pending_add(self.marker.index, *wid)?;
         }
         // Phase 3: what is still parked is not wanted here. A non-directory inode keeps its
         // index link: it may be wanted by another directory healed later (a rename across

@@ -1075,6 +1075,20 @@ impl Brick {
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
             Err(e) => return Err(e).ctx(what),
         };
+        let same = |a: &libc::stat, b: &libc::stat| a.st_ino == b.st_ino && a.st_dev == b.st_dev;
+        if let (true, Some(Ent::Inode { st, .. }), Ent::Inode { st: sst, .. }) =
+            (cx.replica && flags & EXCHANGE == 0, &dst, &src)
+        {
+            if same(st, sst) && !is_dir(st) {
+                // Both names are one inode here but were not at the head (a heal linked the
+                // destination name before this rename arrived): rename(2) would do nothing
+                // and leave the source name, which the head no longer has. Drop it.
+                sys::unlinkat(s, &cs, 0).ctx(what)?;
+                self.forget_listing(src_dir);
+                self.forget_listing(dst_dir);
+                return Ok(Reply::Unit);
+            }
+        }
         // renameat2 flags have the same values as ours.
         cx.user(|| sys::renameat2(s, &cs, d, &cd, flags)).ctx(what)?;
         self.forget_listing(src_dir);
@@ -1086,7 +1100,6 @@ impl Brick {
                     .ctx(|| format!("{}: updating index link of {id}", what()))?;
             }
         }
-        let same = |a: &libc::stat, b: &libc::stat| a.st_ino == b.st_ino && a.st_dev == b.st_dev;
         if let Some(Ent::Inode { id, st }) = &dst {
             if flags & EXCHANGE != 0 {
                 if is_dir(st) {

@@ -266,3 +266,51 @@ fn full_heal_flag_survives_reopen_and_reset_rules() {
     std::fs::write(junk.join("x"), b"x").unwrap();
     assert!(Brick::reset(&junk, &marker(0), false).is_err());
 }
+
+/// A directory heal that has to create an empty placeholder for an inode this brick does
+/// not have records that inode as pending for the brick itself, so its own heal fills it
+/// even when no peer recorded it.
+#[test]
+fn a_placeholder_flags_its_inode_for_heal() {
+    let (_t1, src) = new_brick();
+    let t2 = tempfile::tempdir().unwrap();
+    let dst = new_brick_at(t2.path(), 1);
+    let d = mkdir(&src, Id::ROOT, "d");
+    let f = file(&src, d, "f");
+    write(&src, f.id, 0, b"hello");
+    for id in [Id::ROOT, d] {
+        let (s, data) = fetch(&src, id);
+        apply(&dst, s, &data);
+    }
+    let own: Vec<(u32, u64)> = dst.pending_counts().into_iter().filter(|(p, _)| *p == 1).collect();
+    assert_eq!(own, vec![(1, 1)], "the placeholder of f is pending here");
+    assert_eq!(lookup(&dst, d, "f").unwrap().0.size, 0, "an empty placeholder so far");
+    let (s, data) = fetch(&src, f.id);
+    apply(&dst, s, &data);
+    assert_eq!(read(&dst, f.id, 0, 10).0, b"hello");
+}
+
+/// A forwarded rename whose two names are already one inode on the replica (a heal linked
+/// the destination before the rename arrived) leaves only the destination, as at the head;
+/// a client's own rename of two names of one inode does nothing (POSIX).
+#[test]
+fn a_replica_rename_between_two_names_of_one_inode_drops_the_source() {
+    let (_t, b) = new_brick();
+    let a = mkdir(&b, Id::ROOT, "a");
+    let c = mkdir(&b, Id::ROOT, "c");
+    let f = file(&b, a, "x");
+    run(&b, &root(), Op::Link { id: f.id, dir: c, name: b"y".to_vec() }).unwrap();
+    let rename = Op::Rename {
+        src_dir: a,
+        src_name: b"x".to_vec(),
+        dst_dir: c,
+        dst_name: b"y".to_vec(),
+        flags: 0,
+    };
+    b.execute(&root(), &rename, &[], Exec::Primary).unwrap();
+    assert!(lookup(&b, a, "x").is_ok(), "primary: POSIX rename of one inode does nothing");
+    b.execute(&root(), &rename, &[], Exec::Replica { result: None }).unwrap();
+    assert!(lookup(&b, a, "x").is_err(), "replica: the source name is gone");
+    assert_eq!(lookup(&b, c, "y").unwrap().0.id, f.id);
+    assert_eq!(getattr(&b, f.id).unwrap().nlink, 1);
+}

@@ -6,9 +6,10 @@ use crate::node::{BrickSlot, Node};
 use bytes::Bytes;
 use cairn_brick::Exec;
 use cairn_proto::map::{BrickState, VolumeMap};
-use cairn_proto::msg::{BrickRequest, Op, ReplicateRequest, Reply, Request};
+use cairn_proto::msg::{BrickRequest, Op, ReplicateRequest, Reply, ReqId, Request};
 use cairn_proto::rpc::Session;
 use cairn_proto::{Attr, Creds, Errno, Id, RemoteError};
+use cairn_replication::dedupe::Dup;
 use std::sync::Arc;
 
 pub type OpResult = Result<(Reply, Bytes), RemoteError>;
@@ -141,17 +142,10 @@ async fn forward(
     req: ReplicateRequest,
     data: Bytes,
 ) -> Result<(), RemoteError> {
-    if let Some(slot) = node.slot(&req.volume, target) {
-        return exec_local(
-            &slot,
-            req.creds.clone(),
-            req.op.clone(),
-            data,
-            req.result.clone(),
-            true,
-        )
-        .await
-        .map(|_| ());
+    if node.slot(&req.volume, target).is_some() {
+        // A brick of the same set on this node: the same path as a remote one (request
+        // ids, confirmations, records of who missed the op).
+        return replicate(node, req, data).await.map(|_| ());
     }
     let Some((_, b)) = map.brick(target) else {
         return Err(RemoteError::new(
@@ -247,6 +241,8 @@ async fn step_aside(
                 op: add.clone(),
                 result: None,
                 missed: vec![],
+                req: None,
+                confirm: false,
                 ..rreq.clone()
             };
             if let Err(pe) = forward(node, map, t, r, Bytes::new()).await {
@@ -334,6 +330,16 @@ async fn mutate(
         }
     }
     let guards = node.lock_inodes(&req.volume, req.brick, &changed).await;
+    // A retry of a mutation this brick already applied (checked under the inode locks, so
+    // a retry racing its original waits for it): never applied twice.
+    let done = match req.req.map(|id| slot.dedupe.lock().check(id)) {
+        Some(Dup::Answer(r)) => {
+            tracing::debug!(volume = %req.volume, brick = req.brick, op = req.op.name(), req = ?req.req, "retried request answered with its first result");
+            return Ok(r);
+        }
+        Some(Dup::Confirm(r)) => Some(r),
+        Some(Dup::New) | None => None,
+    };
     let mut rreq = ReplicateRequest {
         volume: req.volume.clone(),
         brick: 0,
@@ -343,6 +349,8 @@ async fn mutate(
         op: req.op.clone(),
         result: None,
         missed: plan.pending.clone(),
+        req: req.req,
+        confirm: done.is_some(),
     };
     let fwd_data = data.clone();
     let send_all = |rreq: ReplicateRequest| {
@@ -354,7 +362,22 @@ async fn mutate(
         });
         futures::future::join_all(sends)
     };
-    let (reply, out, results) = if matches!(req.op, Op::Write { .. }) {
+    // Applied here as a replica (its head did not answer the client): answered from here
+    // only if every replica applied it too; otherwise applied again as a new request (the
+    // forward re-applies it on the replicas that had it), so every copy ends the same.
+    let mut confirmed = None;
+    if let Some((reply, out)) = done {
+        let results = send_all(rreq.clone()).await;
+        if results.iter().all(|(_, r)| r.is_ok()) {
+            tracing::debug!(volume = %req.volume, brick = req.brick, op = req.op.name(), req = ?req.req, "retried request applied here and on every replica before; answered");
+            confirmed = Some((reply, out, results));
+        } else {
+            rreq.confirm = false;
+        }
+    }
+    let (reply, out, results) = if let Some(c) = confirmed {
+        c
+    } else if matches!(req.op, Op::Write { .. }) {
         // Data writes go to the replicas while the head writes its own copy, so a replicated
         // write costs one disk write of latency, not two. If the head's copy fails, the
         // replicas that took it hold bytes nobody acknowledged: demote them, and they
@@ -486,6 +509,8 @@ async fn mutate(
                 op: add.clone(),
                 result: None,
                 missed: vec![],
+                req: None,
+                confirm: false,
                 ..rreq.clone()
             };
             if let Err(e) = forward(node, map, t, r, Bytes::new()).await {
@@ -521,9 +546,21 @@ async fn mutate(
             ),
         ));
     }
+    // Only an acknowledged result is remembered by the head: a write it applied but could
+    // not acknowledge is re-copied by this brick, never answered from here.
+    if let Some(id) = req.req {
+        slot.dedupe.lock().record(id, (reply.clone(), out.clone()), true);
+    }
     drop(guards);
     node.leases.recall(&req.volume, &recalls(&req.op), session.id).await;
     Ok((reply, out))
+}
+
+/// Remember that this brick applied request `id` (not acknowledged yet).
+fn remember(slot: &BrickSlot, id: Option<ReqId>, reply: &Reply, out: &Bytes) {
+    if let Some(id) = id {
+        slot.dedupe.lock().record(id, (reply.clone(), out.clone()), false);
+    }
 }
 
 fn grant_leases(node: &Node, session: &Arc<Session>, volume: &str, op: &Op, reply: &Reply) {
@@ -757,7 +794,44 @@ pub async fn replicate(node: &Arc<Node>, req: ReplicateRequest, data: Bytes) -> 
             );
         }
     }
-    let out = exec_local(&slot, req.creds, req.op, data, req.result, true).await?;
+    let out = match (req.req, req.confirm) {
+        (Some(id), true) => {
+            // The head asks whether this brick applied the op: never apply it now (it
+            // would land after newer writes); a brick that missed it is healed instead.
+            let done = slot.dedupe.lock().applied(id);
+            done.ok_or_else(|| {
+                RemoteError::new(
+                    Errno::ENOENT,
+                    format!(
+                        "{}: brick {}: did not apply request {}:{} ({})",
+                        req.volume,
+                        req.brick,
+                        id.client,
+                        id.seq,
+                        req.op.name()
+                    ),
+                )
+            })?
+        }
+        (id, _) => {
+            // A request id seen before is applied again all the same: a new head that
+            // missed it re-applies the client's retry and forwards it, and every copy must
+            // end up the same.
+            let touched = changed_ids(&req.op);
+            let from = req.from_brick;
+            let out = exec_local(&slot, req.creds, req.op, data, req.result, true).await?;
+            remember(&slot, id, &out.0, &out.1);
+            // A heal copying one of these inodes from another brick must copy it again.
+            let mut watch = slot.heal_watch.lock();
+            for i in touched {
+                if let Some((source, t)) = watch.get_mut(&i) {
+                    *t |= *source != from;
+                }
+            }
+            drop(watch);
+            out
+        }
+    };
     for (peer, ids) in records {
         mark_pending(&slot, peer, ids).await;
     }
@@ -780,6 +854,8 @@ pub async fn release_everywhere(node: &Arc<Node>, volume: &str, brick: u32, id: 
             op: Op::Release { id },
             result: None,
             missed: vec![],
+            req: None,
+            confirm: false,
         };
         let _ = forward(node, &map, b.index, req, Bytes::new()).await;
     }

@@ -128,6 +128,7 @@ pub async fn brick_call(node: &Arc<Node>, map: &VolumeMap, index: u32, op: Op) -
         epoch: map.epoch,
         creds: Creds::root(),
         op,
+        req: None,
     };
     node.peers.call(&b.addr, &node.name, Request::Brick(req), Bytes::new()).await
 }
@@ -175,6 +176,8 @@ pub async fn serve_sync(node: &Arc<Node>, slot: &Arc<BrickSlot>, id: Id, peer: u
         op: Op::HealApply { state },
         result: None,
         missed: vec![],
+        req: None,
+        confirm: false,
     };
     if let Some(target) = node.slot(&slot.volume, peer) {
         exec_local(&target, Creds::root(), req.op, data, None, true).await?;
@@ -416,6 +419,11 @@ async fn full_crawl(node: &Arc<Node>, slot: &Arc<BrickSlot>) -> Result<u64, Remo
                 Ok(copied) => {
                     h += copied as u64;
                     crawl_count(slot, 0, copied as u64, 0);
+                    if copied {
+                        // Copied from its head: a placeholder the directory copy flagged
+                        // for this brick is filled.
+                        clear(node, &map, &[me], me, id).await;
+                    }
                 }
                 Err(e) => {
                     tracing::warn!(volume = %slot.volume, brick = me, %id, error = %e, "full heal: inode not copied; retried by the next crawl");
@@ -478,7 +486,27 @@ async fn sync_from(
     id: Id,
     me: u32,
 ) -> Result<(), RemoteError> {
-    brick_call(node, map, source, Op::HealSync { id, peer: me }).await.map(|_| ())
+    // The copy is taken under the source's inode lock, so no write the source heads can
+    // slip between the copy and the forwarded stream. A rename headed by another brick
+    // (its source directory's head) changes this inode too, and reaches this brick and
+    // the source in either order: if one lands here while the copy is under way, the copy
+    // may undo it (or miss it). Then copy again.
+    let slot = node.slot(&map.name, me);
+    if let Some(s) = &slot {
+        s.heal_watch.lock().insert(id, (source, false));
+    }
+    let r = brick_call(node, map, source, Op::HealSync { id, peer: me }).await.map(|_| ());
+    let touched = slot.and_then(|s| s.heal_watch.lock().remove(&id)).is_some_and(|(_, t)| t);
+    if r.is_ok() && touched {
+        return Err(RemoteError::new(
+            Errno::EAGAIN,
+            format!(
+                "{}: brick {me}: {id} was changed by another brick's forward during its copy from brick {source}; copying again",
+                map.name
+            ),
+        ));
+    }
+    r
 }
 
 /// Record `id` on this brick as pending for each of `peers`, durably.

@@ -31,6 +31,12 @@ pub struct BrickSlot {
     pub stopped: AtomicBool,
     /// Heal crawl statistics (`cairn volume heal VOL statistics`).
     pub heal: Mutex<crate::heal::HealStats>,
+    /// Request ids of the mutations this brick applied, with their results, so a client's
+    /// retry is answered instead of applied twice (`cairn_replication::dedupe`).
+    pub dedupe: Mutex<cairn_replication::dedupe::Table<(Reply, bytes::Bytes)>>,
+    /// Inodes being copied onto this brick by a heal: (source brick, changed meanwhile by
+    /// a forward from another brick). See `heal::sync_from`.
+    pub heal_watch: Mutex<HashMap<Id, (u32, bool)>>,
 }
 
 /// Connections to other nodes' `cairnd`, made on demand and re-made after a failure.
@@ -267,6 +273,8 @@ impl Node {
                                 healing: AtomicBool::new(true),
                                 stopped: AtomicBool::new(false),
                                 heal: Mutex::default(),
+                                dedupe: Mutex::default(),
+                                heal_watch: Mutex::default(),
                             });
                             self.bricks.write().insert((v.name.clone(), b.index), slot.clone());
                             if let Err(e) = self

@@ -158,6 +158,7 @@ async fn unknown_volumes_and_escaping_names() {
         epoch: 0,
         creds: Creds::root(),
         op: Op::GetAttr { id: Id::ROOT },
+        req: None,
     };
     let e = conn.call(Request::Brick(req), Bytes::new()).await.unwrap_err();
     assert!(e.message.contains("nosuch"), "{e}");
@@ -177,6 +178,7 @@ async fn unknown_volumes_and_escaping_names() {
             epoch: 0,
             creds: Creds::root(),
             op: Op::Lookup { dir: Id::ROOT, name: b"../../../etc".to_vec() },
+            req: None,
         };
         match conn.call(Request::Brick(req), Bytes::new()).await {
             Err(e) => {

@@ -5,7 +5,7 @@ use cairn_cache::{Append, AttrCache, EntryCache, WriteBehind};
 use cairn_placement::{hashed_set, home_set};
 use cairn_proto::map::BrickState;
 use cairn_proto::map::VolumeMap;
-use cairn_proto::msg::{BrickRequest, Op, Push, Reply, Request};
+use cairn_proto::msg::{self, BrickRequest, Op, Push, Reply, Request};
 use cairn_proto::*;
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
@@ -137,6 +137,11 @@ struct Inner {
     by_op: Mutex<HashMap<&'static str, u64>>,
     round_trips: AtomicU64,
     closed: AtomicBool,
+    /// Request ids of mutations: this client instance's random id, and the next sequence
+    /// number. A retry of an op keeps its id, so a brick that applied it answers with the
+    /// first result instead of applying it again (see docs/failure-model.md).
+    client_id: u64,
+    next_seq: AtomicU64,
 }
 
 /// A mounted volume. Cheap to clone (shared state).
@@ -207,6 +212,11 @@ impl Inner {
         }
         let deadline = tokio::time::Instant::now() + RETRY_BUDGET;
         let mut attempt = 0u32;
+        // One id for every attempt of this op.
+        let req_id = op.is_mutation().then(|| msg::ReqId {
+            client: self.client_id,
+            seq: self.next_seq.fetch_add(1, Ordering::Relaxed),
+        });
         loop {
             let map = self.map();
             let set = map.set_by_id(t.set).or_else(|| map.sets.first()).ok_or_else(|| {
@@ -226,6 +236,7 @@ impl Inner {
                         epoch: map.epoch,
                         creds: c.clone(),
                         op: op.clone(),
+                        req: req_id,
                     };
                     self.count(op.name());
                     match self.pool.get(&b.addr).await {
@@ -489,6 +500,9 @@ impl Volume {
             by_op: Mutex::default(),
             round_trips: AtomicU64::new(0),
             closed: AtomicBool::new(false),
+            // 64 random bits (an id's low bits are random).
+            client_id: Id::new_on_set(0).0 as u64,
+            next_seq: AtomicU64::new(1),
         });
         inner.apply_options(&map);
         tokio::spawn(inner.clone().run_pushes(rx));

@@ -71,6 +71,11 @@ pub struct BrickRequest {
     pub epoch: u64,
     pub creds: Creds,
     pub op: Op,
+    /// Identifies a mutation across the client's retries of it: a brick that already
+    /// applied it answers with the first result instead of applying it again. Last field,
+    /// decoded as `None` when absent (a peer built before it).
+    #[serde(default, deserialize_with = "trailing")]
+    pub req: Option<ReqId>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -91,6 +96,36 @@ pub struct ReplicateRequest {
     /// Bricks of the set known to miss this op (down): every replica that applies it
     /// records them as pending too, so the record survives the head.
     pub missed: Vec<u32>,
+    /// The client's request id of the op, remembered by every brick that applies it, so a
+    /// brick that becomes head knows the client's retry of it (decoded as `None` when
+    /// absent).
+    #[serde(default, deserialize_with = "trailing")]
+    pub req: Option<ReqId>,
+    /// Apply nothing: answer with the result of request `req` if this brick applied it,
+    /// `ENOENT` if not. Sent by a head answering a client's retry of an op that it applied
+    /// as a replica (its predecessor did not answer), so that every replica that missed
+    /// the op is marked for heal. Decoded as `false` when absent.
+    #[serde(default, deserialize_with = "trailing")]
+    pub confirm: bool,
+}
+
+/// The id of one mutation a client sent: the same on every retry of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ReqId {
+    /// Random per mounted volume (client instance).
+    pub client: u64,
+    /// Grows with every mutation the client sends.
+    pub seq: u64,
+}
+
+/// Decode a field added at the end of a message: a peer built before it sends nothing
+/// there (the decoder allows trailing bytes, so older peers ignore it in turn).
+fn trailing<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(T::deserialize(d).unwrap_or_default())
 }
 
 /// Operations on one brick. Names are single components; ids are Cairn inode ids.
@@ -411,4 +446,49 @@ pub enum Push {
         entries: bool,
         seq: u64,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::{decode, encode};
+
+    /// `BrickRequest` as peers built before request ids encode it.
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    enum OldRequest {
+        Hello(Hello),
+        Ping,
+        Brick(OldBrickRequest),
+    }
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct OldBrickRequest {
+        volume: String,
+        brick: u32,
+        epoch: u64,
+        creds: Creds,
+        op: Op,
+    }
+
+    #[test]
+    fn request_ids_are_compatible_with_peers_built_before_them() {
+        let op = Op::Write { id: Id(7), offset: 3 };
+        let old = OldRequest::Brick(OldBrickRequest {
+            volume: "v".into(),
+            brick: 1,
+            epoch: 9,
+            creds: Creds::root(),
+            op: op.clone(),
+        });
+        // Old to new: no id.
+        let Request::Brick(new) = decode::<Request>(&encode(&old)).unwrap() else { panic!() };
+        assert_eq!((new.brick, new.epoch, new.req), (1, 9, None));
+        assert_eq!(new.op, op);
+        // New to old: the id is ignored.
+        let req = Some(ReqId { client: 5, seq: 6 });
+        let new = Request::Brick(BrickRequest { req, ..new });
+        assert_eq!(decode::<OldRequest>(&encode(&new)).unwrap(), old);
+        // New to new: kept.
+        let Request::Brick(back) = decode::<Request>(&encode(&new)).unwrap() else { panic!() };
+        assert_eq!(back.req, req);
+    }
 }

@@ -20,6 +20,8 @@
 //!    acknowledged write) agree on one of them as the source ([`heal_plan`]), so a set
 //!    whose bricks all restarted comes back instead of each waiting for the other.
 
+pub mod dedupe;
+
 use cairn_placement::chain;
 use cairn_proto::map::{BrickState, ReplicaSet};
 use cairn_proto::Id;
