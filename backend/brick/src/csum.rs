@@ -2,15 +2,18 @@
 //! changed behind Cairn's back (bit rot, a stray write on the brick's disk) is detected
 //! when read and never served. See `docs/brick-format.md` ("Data checksums").
 //!
-//! - The table of a file is `[header | crc(block 0) | crc(block 1) | …]`: header = magic
-//!   `CCS1`, block shift (16), 3 zero bytes, the file size the table covers (u64 LE); then
-//!   one u32 LE per block. Block `b` covers bytes `[b*64K, min((b+1)*64K, size))`.
+//! - The table of a file is `[header | entry(block 0) | entry(block 1) | …]`: header =
+//!   magic `CCS2`, block shift (16), flags (bit 0: partial), 2 zero bytes, the file size
+//!   the table covers (u64 LE); then one u32 LE per block ([`enc`]: CRC of the block padded
+//!   with zeros to 64 KiB, XOR that of a zero block, so a hole's entry is 0). Block `b`
+//!   covers bytes `[b*64K, min((b+1)*64K, size))`.
 //! - Up to 256 blocks (16 MiB) it is the xattr `trusted.cairn.csum` of the inode; larger
-//!   files have a sidecar file `.cairn/csum/<32 hex>` (authoritative when present; a file
-//!   never moves back to the xattr).
+//!   files have a sparse sidecar file `.cairn/csum/<32 hex>` (holes are zero entries;
+//!   authoritative when present; a file never moves back to the xattr).
 //! - Every data change updates the table under the inode's stripe lock, computing only the
-//!   blocks it touched: a block fully written is summed from the request's bytes; an append
-//!   into the partial last block extends its CRC (no read); only a partial overwrite of a
+//!   blocks it touched (never the blocks a size change skips over: they are zeros): a block
+//!   fully written is summed from the request's bytes; an append into the partial last
+//!   block XORs in the entry of the appended bytes (no read); only a partial overwrite of a
 //!   block reads that block back (at most 64 KiB).
 //! - Crash rule: before the first change of an inode the brick creates
 //!   `.cairn/csum/dirty/<hex>` ("checksums may lag the data"). It is removed once the inode
