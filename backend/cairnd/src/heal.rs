@@ -108,21 +108,21 @@ impl HealStats {
     }
 
     /// Take `n` bytes from the bucket (`rate` bytes/s, one second of burst); returns how
-    /// long to wait before copying on.
-    fn take(&mut self, rate: u64, n: u64) -> Duration {
+    /// long to wait before copying on, and by how much this take pushed back the moment
+    /// the bucket is out of debt (summed, that is the crawl's wall time lost to the limit,
+    /// however many copies wait side by side).
+    fn take(&mut self, rate: u64, n: u64) -> (Duration, Duration) {
         let now = Instant::now();
         let rate = rate as f64;
         let have = match self.tokens_at {
             Some(at) => (self.tokens + now.duration_since(at).as_secs_f64() * rate).min(rate),
             None => rate,
         };
+        let owed_before = Duration::from_secs_f64((-have).max(0.0) / rate);
         self.tokens = have - n as f64;
         self.tokens_at = Some(now);
-        if self.tokens < 0.0 {
-            Duration::from_secs_f64(-self.tokens / rate)
-        } else {
-            Duration::ZERO
-        }
+        let wait = Duration::from_secs_f64((-self.tokens).max(0.0) / rate);
+        (wait, wait.saturating_sub(owed_before))
     }
 }
 
@@ -147,20 +147,17 @@ async fn pay(slot: &Arc<BrickSlot>, map: &VolumeMap, id: Id) {
     let rate = bandwidth(map);
     let wait = {
         let mut st = slot.heal.lock();
+        let (wait, added) =
+            if rate == 0 || size == 0 { Default::default() } else { st.take(rate, size) };
         if let Some(c) = st.current.as_mut() {
             c.bytes += size;
             c.bandwidth = rate;
+            c.throttled_ms += added.as_millis() as u64;
         }
-        if rate == 0 || size == 0 {
-            return;
-        }
-        st.take(rate, size)
+        wait
     };
     if !wait.is_zero() {
         tokio::time::sleep(wait).await;
-        if let Some(c) = slot.heal.lock().current.as_mut() {
-            c.throttled_ms += wait.as_millis() as u64;
-        }
     }
 }
 
@@ -856,10 +853,13 @@ mod tests {
     #[test]
     fn bucket_allows_a_second_of_burst_then_paces() {
         let mut st = HealStats::default();
-        assert_eq!(st.take(1000, 1000), Duration::ZERO);
-        let w = st.take(1000, 500);
+        assert_eq!(st.take(1000, 1000), (Duration::ZERO, Duration::ZERO));
+        let (w, a) = st.take(1000, 500);
         assert!(w > Duration::from_millis(400) && w <= Duration::from_millis(500), "{w:?}");
-        let w = st.take(1000, 1000);
+        assert_eq!(w, a);
+        // A second copy waiting side by side: it waits longer, the crawl loses 1 s more.
+        let (w, a) = st.take(1000, 1000);
         assert!(w > Duration::from_millis(1400), "{w:?}");
+        assert!(a > Duration::from_millis(990) && a <= Duration::from_millis(1000), "{a:?}");
     }
 }
