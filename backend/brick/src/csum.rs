@@ -335,12 +335,18 @@ pub(crate) fn corrupt(id: Id, off: u64, why: impl std::fmt::Display) -> Fail {
 
 /// Iterate the data (non-hole) regions of `fd` up to `size`, block aligned: calls `f(a,
 /// b)` for block ranges `[a, b)` that may hold data. Blocks not passed are holes (zeros).
-fn data_blocks(
+fn data_blocks(fd: RawFd, size: u64, f: impl FnMut(u64, u64) -> io::Result<()>) -> io::Result<()> {
+    data_blocks_in(fd, 0, size, f)
+}
+
+/// [`data_blocks`] of the bytes `[from, size)`.
+fn data_blocks_in(
     fd: RawFd,
+    from: u64,
     size: u64,
     mut f: impl FnMut(u64, u64) -> io::Result<()>,
 ) -> io::Result<()> {
-    let mut off = 0;
+    let mut off = from;
     while off < size {
         let d = match sys::lseek(fd, off, libc::SEEK_DATA) {
             Ok(d) => d,
@@ -620,6 +626,16 @@ impl Brick {
                 // Blocks strictly inside a zeroed range are whole zero blocks.
                 s.put_zero(first + 1, last).ctx(what)?;
                 todo.extend([first, last]);
+            } else if matches!(change, Change::Disk(..)) && last > first + 1 {
+                // A failed change (a fallocate can span terabytes): re-sum the range's
+                // data regions; its holes are zero blocks.
+                s.put_zero(first + 1, last).ctx(what)?;
+                todo.extend([first, last]);
+                data_blocks_in(fd, (first + 1) * BLOCK, last * BLOCK, |x, y| {
+                    todo.extend(x.max(first + 1)..y.min(last));
+                    Ok(())
+                })
+                .ctx(what)?;
             } else {
                 todo.extend(first..=last);
             }
