@@ -429,3 +429,46 @@ fn file_without_checksums_gets_them_block_by_block() {
         assert!(try_read(&b, a.id, 2 * BS, 10).is_ok(), "{name}: unknown block served");
     }
 }
+
+fn xattr_get(p: &Path, name: &str) -> Vec<u8> {
+    let p = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    let n = std::ffi::CString::new(name).unwrap();
+    let mut buf = vec![0u8; 4096];
+    let r = unsafe { libc::getxattr(p.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    assert!(r >= 0, "getxattr {name}: {}", std::io::Error::last_os_error());
+    buf.truncate(r as usize);
+    buf
+}
+
+fn xattr_set(p: &Path, name: &str, v: &[u8]) {
+    let p = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    let n = std::ffi::CString::new(name).unwrap();
+    let r = unsafe { libc::setxattr(p.as_ptr(), n.as_ptr(), v.as_ptr().cast(), v.len(), 0) };
+    assert_eq!(r, 0, "setxattr {name}: {}", std::io::Error::last_os_error());
+}
+
+/// A table of the first format (CCS1: plain CRCs) is still verified, and converted at the
+/// file's next change.
+#[test]
+fn first_format_tables_are_read_and_converted() {
+    let (t, b) = new_brick();
+    let dir = t.path().join("b0");
+    let a = file(&b, Id::ROOT, "old");
+    let data = pattern(6, 3 * BS as usize + 777);
+    write(&b, a.id, 0, &data);
+    let path = backing(&dir, "old");
+    let mut v1 = b"CCS1".to_vec();
+    v1.extend([16, 0, 0, 0]);
+    v1.extend((data.len() as u64).to_le_bytes());
+    for c in data.chunks(BS as usize) {
+        v1.extend(crc32c::crc32c(c).to_le_bytes());
+    }
+    xattr_set(&path, "trusted.cairn.csum", &v1);
+    assert_eq!(read_all(&b, a.id), data);
+    assert_eq!(b.scrub_file(a.id).unwrap(), data.len() as u64);
+    write(&b, a.id, 10, b"x");
+    assert_eq!(&xattr_get(&path, "trusted.cairn.csum")[..4], b"CCS2");
+    flip(&path, 2 * BS + 1);
+    corrupt(try_read(&b, a.id, 2 * BS, 10));
+    assert_eq!(try_read(&b, a.id, 0, 20).unwrap()[10], b'x');
+}
