@@ -610,8 +610,9 @@ impl Brick {
     ) -> R<()> {
         let what = || format!("updating checksums of {id}");
         let old = s.size;
-        if nblocks(new) > XATTR_MAX_BLOCKS {
-            if let Loc::Mem { v, sidecar: false } = &s.loc {
+        // A table that is or becomes a sidecar is changed in place from here on.
+        if let Loc::Mem { v, sidecar } = &s.loc {
+            if *sidecar || nblocks(new) > XATTR_MAX_BLOCKS {
                 let sc = self.sidecar_write(id, fd, old, s.partial, v)?;
                 s.loc = Loc::Sidecar(sc);
                 s.loaded = (old, s.partial);
