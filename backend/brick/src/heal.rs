@@ -179,6 +179,18 @@ impl Brick {
                 let fd = self.file(id)?;
                 let _g = self.stripe_lock(id);
                 let st = sys::fstat(fd.as_raw_fd()).ctx(|| format!("stat of {id}"))?;
+                // The data is copied whole, in memory (and in one frame's bulk segment,
+                // `MAX_DATA`, when the peer is remote): refuse rather than abort on a
+                // huge (e.g. sparse) file.
+                if st.st_size as u64 > HEAL_FETCH_MAX {
+                    return Err(fail(
+                        libc::EFBIG,
+                        format!(
+                            "heal_fetch of {id}: {} bytes, more than a heal copies whole ({})",
+                            st.st_size, HEAL_FETCH_MAX
+                        ),
+                    ));
+                }
                 let mut buf = vec![0u8; st.st_size as usize];
                 let n = sys::pread(fd.as_raw_fd(), &mut buf, 0).ctx(|| format!("reading {id}"))?;
                 buf.truncate(n);
@@ -573,6 +585,9 @@ impl Brick {
         Ok(())
     }
 }
+
+/// Largest regular file `HealFetch` hands out (its data is held whole in memory).
+const HEAL_FETCH_MAX: u64 = 1 << 30;
 
 // ----- full heal -----
 
