@@ -102,12 +102,12 @@ crawl_done() {
     [[ $(stats_of_n2 '(not b["full_pending"]) and any(c["kind"] == "full" and c["ended"] for c in b["crawls"])') == True ]]
 }
 wait_until 120 crawl_done || fail "n2's full crawl did not finish: $(cairn_cli volume heal hv statistics)"
-read -r resumed done failed < <(stats_of_n2 \
+read -r resumed ndone failed < <(stats_of_n2 \
     '" ".join(str(c[k]) for c in b["crawls"] if c["kind"] == "full" and c["ended"] for k in ("resumed_after", "dirs_done", "failed"))')
-echo "# n2's full crawl: resumed after $resumed directories, $done done in all, $failed failed"
+echo "# n2's full crawl: resumed after $resumed directories, $ndone done in all, $failed failed"
 ((resumed >= saved && resumed > 0)) || fail "the full crawl restarted from the root (resumed_after $resumed, saved $saved)"
 pass "the full crawl continued from its saved position ($resumed directories were done)"
-assert_eq "$ndirs" "$done" "every directory counted exactly once across the restart"
+assert_eq "$ndirs" "$ndone" "every directory counted exactly once across the restart"
 assert_eq 0 "$failed" "no inode failed"
 [[ ! -e $pos ]] || fail "the position file outlived the finished crawl"
 cairn_cli volume heal hv statistics | grep -q "Resumed from its saved position after $resumed directories" ||
