@@ -2,15 +2,18 @@
 //! changed behind Cairn's back (bit rot, a stray write on the brick's disk) is detected
 //! when read and never served. See `docs/brick-format.md` ("Data checksums").
 //!
-//! - The table of a file is `[header | crc(block 0) | crc(block 1) | …]`: header = magic
-//!   `CCS1`, block shift (16), 3 zero bytes, the file size the table covers (u64 LE); then
-//!   one u32 LE per block. Block `b` covers bytes `[b*64K, min((b+1)*64K, size))`.
+//! - The table of a file is `[header | entry(block 0) | entry(block 1) | …]`: header =
+//!   magic `CCS2`, block shift (16), flags (bit 0: partial), 2 zero bytes, the file size
+//!   the table covers (u64 LE); then one u32 LE per block ([`enc`]: CRC of the block padded
+//!   with zeros to 64 KiB, XOR that of a zero block, so a hole's entry is 0). Block `b`
+//!   covers bytes `[b*64K, min((b+1)*64K, size))`.
 //! - Up to 256 blocks (16 MiB) it is the xattr `trusted.cairn.csum` of the inode; larger
-//!   files have a sidecar file `.cairn/csum/<32 hex>` (authoritative when present; a file
-//!   never moves back to the xattr).
+//!   files have a sparse sidecar file `.cairn/csum/<32 hex>` (holes are zero entries;
+//!   authoritative when present; a file never moves back to the xattr).
 //! - Every data change updates the table under the inode's stripe lock, computing only the
-//!   blocks it touched: a block fully written is summed from the request's bytes; an append
-//!   into the partial last block extends its CRC (no read); only a partial overwrite of a
+//!   blocks it touched (never the blocks a size change skips over: they are zeros): a block
+//!   fully written is summed from the request's bytes; an append into the partial last
+//!   block XORs in the entry of the appended bytes (no read); only a partial overwrite of a
 //!   block reads that block back (at most 64 KiB).
 //! - Crash rule: before the first change of an inode the brick creates
 //!   `.cairn/csum/dirty/<hex>` ("checksums may lag the data"). It is removed once the inode
@@ -36,13 +39,22 @@ pub(crate) const XATTR_CSUM: &CStr = c"trusted.cairn.csum";
 /// Tables of at most this many blocks live in the xattr (16 + 4*256 bytes: leaves room in
 /// an ext4 xattr block for ACLs and user xattrs).
 pub(crate) const XATTR_MAX_BLOCKS: u64 = 256;
-const MAGIC: [u8; 4] = *b"CCS1";
+/// Current table format: entries are [`enc`]oded (a zero block is 0).
+const MAGIC: [u8; 4] = *b"CCS2";
+/// First format: plain CRCs of the block's bytes (read, converted at the next change).
+const MAGIC_V1: [u8; 4] = *b"CCS1";
+/// Header flag: a *partial* table (of a file written before checksums existed): an entry
+/// 0 is "unknown" (not verified) and a known entry is stored XOR [`KNOWN`].
+const F_PARTIAL: u8 = 1;
+const KNOWN: u32 = 0xFFFF_FFFF;
 const HDR: u64 = 16;
 /// errno of a checksum mismatch (`EUCLEAN`, "structure needs cleaning", as ext4/XFS use
 /// for corruption): `cairn_proto::Errno::ECORRUPT`.
 pub const ECORRUPT: i32 = libc::EUCLEAN;
 /// An inode idle this long has its dirty marker removed.
 const IDLE: Duration = Duration::from_secs(3);
+/// Entries read or written per batch (scrub, rebuild).
+const BATCH: u64 = 16;
 
 static ZEROS: [u8; BLOCK as usize] = [0; BLOCK as usize];
 
@@ -59,8 +71,29 @@ fn zero_crc(len: u64) -> u32 {
     }
 }
 
-fn append_zeros(crc: u32, len: u64) -> u32 {
-    crc32c::crc32c_append(crc, &ZEROS[..len as usize])
+/// The table entry of a block of `len` bytes whose CRC32C is `crc`: the CRC of the block
+/// padded with zeros to 64 KiB, XOR the CRC of a zero block. So a block of zeros (a hole,
+/// or the part of a block past the end of file) is 0 whatever its length, growing a file
+/// never changes an entry, and entries are linear: for blocks X, Y, Z of zeros and
+/// changed bytes, `enc(X ^ Y) = enc(X) ^ enc(Y)`.
+fn enc(crc: u32, len: u64) -> u32 {
+    let c = if len == BLOCK {
+        crc
+    } else {
+        let pad = BLOCK - len;
+        crc32c::crc32c_combine(crc, zero_crc(pad), pad as usize)
+    };
+    c ^ zero_full()
+}
+
+/// Entry of the block of bytes `d` (its first `len` bytes; `len` may exceed `d`: zeros).
+fn enc_bytes(d: &[u8]) -> u32 {
+    enc(crc32c::crc32c(d), d.len() as u64)
+}
+
+/// Entry of a block holding only `d` at offset `at` (zeros elsewhere).
+fn enc_placed(at: u64, d: &[u8]) -> u32 {
+    enc(crc32c::crc32c_append(zero_crc(at), d), at + d.len() as u64)
 }
 
 pub(crate) fn nblocks(size: u64) -> u64 {
@@ -72,67 +105,183 @@ fn bend(size: u64, b: u64) -> u64 {
     ((b + 1) * BLOCK).min(size)
 }
 
-fn header(size: u64) -> [u8; HDR as usize] {
+fn header(size: u64, partial: bool) -> [u8; HDR as usize] {
     let mut h = [0u8; HDR as usize];
     h[..4].copy_from_slice(&MAGIC);
     h[4] = SHIFT;
+    h[5] = if partial { F_PARTIAL } else { 0 };
     h[8..].copy_from_slice(&size.to_le_bytes());
     h
 }
 
-fn parse_header(h: &[u8]) -> Option<u64> {
-    if h.len() < HDR as usize || h[..4] != MAGIC || h[4] != SHIFT {
+/// (size, version 1 or 2, partial)
+fn parse_header(h: &[u8]) -> Option<(u64, u8, bool)> {
+    if h.len() < HDR as usize || h[4] != SHIFT {
         return None;
     }
-    Some(u64::from_le_bytes(h[8..16].try_into().expect("8 bytes")))
+    let v = match h[..4].try_into().expect("4 bytes") {
+        MAGIC => 2,
+        MAGIC_V1 => 1,
+        _ => return None,
+    };
+    if h[5] & !F_PARTIAL != 0 || (v == 1 && h[5] != 0) {
+        return None;
+    }
+    Some((u64::from_le_bytes(h[8..16].try_into().expect("8 bytes")), v, h[5] & F_PARTIAL != 0))
+}
+
+fn le32(b: &[u8]) -> Vec<u32> {
+    b.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
+fn to_le(v: &[u32]) -> Vec<u8> {
+    v.iter().flat_map(|c| c.to_le_bytes()).collect()
+}
+
+/// Convert a format-1 table (plain CRCs, `size` bytes of file) to entries.
+fn from_v1(size: u64, crcs: &[u32]) -> Vec<u32> {
+    crcs.iter().enumerate().map(|(b, &c)| enc(c, bend(size, b as u64) - b as u64 * BLOCK)).collect()
+}
+
+/// Write the nonzero runs of `raw` (entries from block `b0`) to sidecar `fd`; zero entries
+/// are left to the file's holes.
+fn write_runs(fd: RawFd, b0: u64, raw: &[u32]) -> io::Result<()> {
+    let mut i = 0;
+    while i < raw.len() {
+        if raw[i] == 0 {
+            i += 1;
+            continue;
+        }
+        let j = raw[i..].iter().position(|&x| x == 0).map_or(raw.len(), |k| i + k);
+        sys::pwrite_all(fd, &to_le(&raw[i..j]), HDR + (b0 + i as u64) * 4)?;
+        i = j;
+    }
+    Ok(())
 }
 
 /// The checksum table of one file, loaded for an operation.
 pub(crate) struct Sums {
     /// File size the table covers.
     pub size: u64,
-    /// The size as loaded (a sidecar's header is rewritten only when it changes).
-    loaded: u64,
+    /// Header as on disk (a sidecar's header is rewritten only when it changes).
+    loaded: (u64, bool),
+    /// A partial table (see [`F_PARTIAL`]).
+    partial: bool,
     loc: Loc,
 }
 
 enum Loc {
-    Xattr(Vec<u32>),
+    /// Stored entries in memory, written back whole by `sums_commit`: the xattr, or
+    /// (`sidecar`) a table converted from format 1 or built for a sidecar.
+    Mem { v: Vec<u32>, sidecar: bool },
+    /// A sidecar changed in place; its holes are zero entries.
     Sidecar(OwnedFd),
 }
 
 impl Sums {
     fn empty() -> Sums {
-        Sums { size: 0, loaded: 0, loc: Loc::Xattr(vec![]) }
+        Sums {
+            size: 0,
+            loaded: (0, false),
+            partial: false,
+            loc: Loc::Mem { v: vec![], sidecar: false },
+        }
     }
 
-    /// CRCs of blocks `b0..b0+n` (0 for blocks the table does not hold: a damaged table).
-    fn get(&self, b0: u64, n: u64) -> io::Result<Vec<u32>> {
+    /// Stored entries of blocks `b0..b0+n` (0 for blocks the table does not hold).
+    fn raw(&self, b0: u64, n: u64) -> io::Result<Vec<u32>> {
         match &self.loc {
-            Loc::Xattr(v) => {
+            Loc::Mem { v, .. } => {
                 Ok((b0..b0 + n).map(|b| v.get(b as usize).copied().unwrap_or(0)).collect())
             }
             Loc::Sidecar(fd) => {
                 let mut buf = vec![0u8; (n * 4) as usize];
                 sys::pread(fd.as_raw_fd(), &mut buf, HDR + b0 * 4)?;
-                Ok(buf.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect())
+                Ok(le32(&buf))
             }
         }
     }
 
-    fn put(&mut self, b0: u64, crcs: &[u32]) -> io::Result<()> {
+    /// The first block from `b` whose stored entry may be nonzero (a sidecar's holes are
+    /// skipped).
+    fn next_stored(&self, b: u64) -> io::Result<u64> {
+        match &self.loc {
+            Loc::Mem { .. } => Ok(b),
+            Loc::Sidecar(fd) => match sys::lseek(fd.as_raw_fd(), HDR + b * 4, libc::SEEK_DATA) {
+                Ok(d) => Ok(((d.max(HDR) - HDR) / 4).max(b)),
+                Err(e) if e.raw_os_error() == Some(libc::ENXIO) => Ok(u64::MAX),
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok(b),
+                Err(e) => Err(e),
+            },
+        }
+    }
+
+    /// The entry a stored value means (`None`: unknown, in a partial table).
+    fn decode(&self, raw: u32) -> Option<u32> {
+        if !self.partial {
+            Some(raw)
+        } else {
+            (raw != 0).then_some(raw ^ KNOWN)
+        }
+    }
+
+    fn encode(&self, e: Option<u32>) -> u32 {
+        match e {
+            Some(e) if self.partial => e ^ KNOWN,
+            Some(e) => e,
+            None => 0,
+        }
+    }
+
+    /// Entries of blocks `b0..b0+n` (`None`: unknown).
+    fn get(&self, b0: u64, n: u64) -> io::Result<Vec<Option<u32>>> {
+        Ok(self.raw(b0, n)?.into_iter().map(|r| self.decode(r)).collect())
+    }
+
+    fn put_raw(&mut self, b0: u64, raw: &[u32]) -> io::Result<()> {
         match &mut self.loc {
-            Loc::Xattr(v) => {
-                let end = b0 as usize + crcs.len();
+            Loc::Mem { v, .. } => {
+                let end = b0 as usize + raw.len();
                 if v.len() < end {
                     v.resize(end, 0);
                 }
-                v[b0 as usize..end].copy_from_slice(crcs);
+                v[b0 as usize..end].copy_from_slice(raw);
+                Ok(())
+            }
+            Loc::Sidecar(fd) => sys::pwrite_all(fd.as_raw_fd(), &to_le(raw), HDR + b0 * 4),
+        }
+    }
+
+    /// Store 0 (a zero block; unknown in a partial table) for blocks `b0..b1`: a hole
+    /// punched in a sidecar, so zeroing a huge range costs nothing.
+    fn put_zero(&mut self, b0: u64, b1: u64) -> io::Result<()> {
+        if b0 >= b1 {
+            return Ok(());
+        }
+        match &mut self.loc {
+            Loc::Mem { v, .. } => {
+                let end = (b1 as usize).min(v.len());
+                if (b0 as usize) < end {
+                    v[b0 as usize..end].fill(0);
+                }
                 Ok(())
             }
             Loc::Sidecar(fd) => {
-                let buf: Vec<u8> = crcs.iter().flat_map(|c| c.to_le_bytes()).collect();
-                sys::pwrite_all(fd.as_raw_fd(), &buf, HDR + b0 * 4)
+                let (off, len) = (HDR + b0 * 4, (b1 - b0) * 4);
+                let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+                match sys::fallocate(fd.as_raw_fd(), mode, off, len) {
+                    Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
+                        let z = vec![0u8; (BATCH * 1024) as usize];
+                        let mut at = 0;
+                        while at < len {
+                            let n = (len - at).min(z.len() as u64);
+                            sys::pwrite_all(fd.as_raw_fd(), &z[..n as usize], off + at)?;
+                            at += n;
+                        }
+                        Ok(())
+                    }
+                    r => r,
+                }
             }
         }
     }
@@ -154,33 +303,69 @@ impl Change<'_> {
         match *self {
             Change::None => None,
             Change::Data(off, d) => Some((off, off + d.len() as u64)),
-            Change::Zero(off, len) | Change::Disk(off, len) => Some((off, off + len)),
+            Change::Zero(off, len) | Change::Disk(off, len) => Some((off, off.saturating_add(len))),
         }
     }
 
-    /// CRC of `crc` extended with the changed bytes of `[from, to)` (inside the range).
-    fn append(&self, crc: u32, from: u64, to: u64) -> u32 {
+    /// Entry of a block at `bs` holding only the changed bytes of `[ws, we)` (zeros
+    /// elsewhere).
+    fn placed(&self, bs: u64, ws: u64, we: u64) -> u32 {
         match *self {
-            Change::Data(off, d) => {
-                crc32c::crc32c_append(crc, &d[(from - off) as usize..(to - off) as usize])
+            Change::Data(off, d) if we > ws => {
+                enc_placed(ws - bs, &d[(ws - off) as usize..(we - off) as usize])
             }
-            _ => append_zeros(crc, to - from),
+            _ => 0,
         }
     }
 }
 
 /// The table of a file as loaded before a change, with the old contents of the blocks the
-/// change overwrites only in part, each checked against its old CRC. Summing those from
+/// change overwrites only in part, each checked against its old entry. Summing those from
 /// memory (rather than re-reading them after the write) means a partial overwrite never
-/// launders corruption in the rest of a block: such a block keeps a CRC that fails.
+/// launders corruption in the rest of a block: such a block keeps an entry that fails.
 pub(crate) struct Before {
     sums: Option<Sums>,
-    /// (block, its old bytes up to the old size, whether they matched their CRC)
+    /// (block, its old bytes up to the old size, whether they matched their entry)
     pre: Vec<(u64, Vec<u8>, bool)>,
 }
 
 pub(crate) fn corrupt(id: Id, off: u64, why: impl std::fmt::Display) -> Fail {
     fail(ECORRUPT, format!("data of {id} at offset {off} {why}; not served (checksum mismatch)"))
+}
+
+/// Iterate the data (non-hole) regions of `fd` up to `size`, block aligned: calls `f(a,
+/// b)` for block ranges `[a, b)` that may hold data. Blocks not passed are holes (zeros).
+fn data_blocks(fd: RawFd, size: u64, f: impl FnMut(u64, u64) -> io::Result<()>) -> io::Result<()> {
+    data_blocks_in(fd, 0, size, f)
+}
+
+/// [`data_blocks`] of the bytes `[from, size)`.
+fn data_blocks_in(
+    fd: RawFd,
+    from: u64,
+    size: u64,
+    mut f: impl FnMut(u64, u64) -> io::Result<()>,
+) -> io::Result<()> {
+    let mut off = from;
+    while off < size {
+        let d = match sys::lseek(fd, off, libc::SEEK_DATA) {
+            Ok(d) => d,
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => break,
+            // No SEEK_DATA: everything is data.
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                return f(off / BLOCK, nblocks(size));
+            }
+            Err(e) => return Err(e),
+        };
+        if d >= size {
+            break;
+        }
+        let h = sys::lseek(fd, d, libc::SEEK_HOLE).unwrap_or(size).min(size);
+        let (a, b) = (d / BLOCK, nblocks(h).max(d / BLOCK + 1));
+        f(a, b)?;
+        off = b * BLOCK;
+    }
+    Ok(())
 }
 
 impl Brick {
@@ -201,9 +386,17 @@ impl Brick {
             Ok(sc) => {
                 let mut h = [0u8; HDR as usize];
                 let n = sys::pread(sc.as_raw_fd(), &mut h, 0).ctx(what)?;
-                let size = parse_header(&h[..n])
+                let (size, v, partial) = parse_header(&h[..n])
                     .ok_or_else(|| corrupt(id, 0, "has a damaged checksum sidecar"))?;
-                return Ok(Some(Sums { size, loaded: size, loc: Loc::Sidecar(sc) }));
+                if v == 1 {
+                    let mut buf = vec![0u8; (nblocks(size) * 4) as usize];
+                    sys::pread(sc.as_raw_fd(), &mut buf, HDR).ctx(what)?;
+                    let v = from_v1(size, &le32(&buf));
+                    let loc = Loc::Mem { v, sidecar: true };
+                    return Ok(Some(Sums { size, loaded: (size, true), partial: false, loc }));
+                }
+                let loc = Loc::Sidecar(sc);
+                return Ok(Some(Sums { size, loaded: (size, partial), partial, loc }));
             }
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
             Err(e) => return Err(e).ctx(what),
@@ -218,15 +411,18 @@ impl Brick {
             }
             Err(e) => return Err(e).ctx(what),
         };
-        let size =
+        let (size, ver, partial) =
             parse_header(&v).ok_or_else(|| corrupt(id, 0, "has a damaged checksum xattr"))?;
         let body = &v[HDR as usize..];
         if body.len() % 4 != 0 || (body.len() / 4) as u64 != nblocks(size) {
             return Err(corrupt(id, 0, "has a checksum xattr of the wrong length"));
         }
-        let crcs =
-            body.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
-        Ok(Some(Sums { size, loaded: size, loc: Loc::Xattr(crcs) }))
+        let mut entries = le32(body);
+        if ver == 1 {
+            entries = from_v1(size, &entries);
+        }
+        let loc = Loc::Mem { v: entries, sidecar: false };
+        Ok(Some(Sums { size, loaded: (size, partial), partial, loc }))
     }
 
     /// Write back a table changed in memory (xattr) or finish one changed in place (sidecar:
@@ -234,39 +430,60 @@ impl Brick {
     fn sums_commit(&self, id: Id, fd: RawFd, s: Sums) -> R<()> {
         let what = || format!("writing checksums of {id}");
         match s.loc {
-            Loc::Xattr(mut v) => {
-                v.truncate(nblocks(s.size) as usize);
-                if v.len() as u64 > XATTR_MAX_BLOCKS {
-                    return self.sidecar_write(id, fd, s.size, &v);
+            Loc::Mem { mut v, sidecar } => {
+                let n = nblocks(s.size);
+                if sidecar || n > XATTR_MAX_BLOCKS {
+                    v.truncate(n as usize);
+                    return self.sidecar_write(id, fd, s.size, s.partial, &v).map(drop);
                 }
-                let mut buf = header(s.size).to_vec();
-                buf.extend(v.iter().flat_map(|c| c.to_le_bytes()));
+                v.resize(n as usize, 0);
+                let mut buf = header(s.size, s.partial).to_vec();
+                buf.extend(to_le(&v));
                 XTarget::Fd(fd).set(XATTR_CSUM, &buf, 0).ctx(what)
             }
-            Loc::Sidecar(sc) if s.size != s.loaded => {
-                sys::pwrite_all(sc.as_raw_fd(), &header(s.size), 0).ctx(what)?;
+            Loc::Sidecar(sc) if (s.size, s.partial) != s.loaded => {
+                sys::pwrite_all(sc.as_raw_fd(), &header(s.size, s.partial), 0).ctx(what)?;
                 sys::ftruncate(sc.as_raw_fd(), HDR + nblocks(s.size) * 4).ctx(what)
             }
-            Loc::Sidecar(_) => Ok(()), // CRCs written in place; header unchanged
+            Loc::Sidecar(_) => Ok(()), // entries written in place; header unchanged
         }
     }
 
-    /// Replace the table of `id` by a sidecar holding `crcs` (written to a temporary name,
-    /// renamed into place, then the xattr removed).
-    fn sidecar_write(&self, id: Id, fd: RawFd, size: u64, crcs: &[u32]) -> R<()> {
+    /// Create the sidecar of `id` (written to a temporary name, renamed into place, then
+    /// the xattr removed), with stored entries `raw` from block 0 (the rest zero). Returns
+    /// it open.
+    fn sidecar_write(
+        &self,
+        id: Id,
+        fd: RawFd,
+        size: u64,
+        partial: bool,
+        raw: &[u32],
+    ) -> R<OwnedFd> {
+        self.sidecar_build(id, fd, size, partial, |sc| write_runs(sc, 0, raw))
+    }
+
+    fn sidecar_build(
+        &self,
+        id: Id,
+        fd: RawFd,
+        size: u64,
+        partial: bool,
+        fill: impl FnOnce(RawFd) -> io::Result<()>,
+    ) -> R<OwnedFd> {
         let what = || format!("writing checksum sidecar of {id}");
         let d = self.csum_dir.as_raw_fd();
         let tmp = cstr(format!(".tmp.{}", id.to_hex()).as_bytes()).ctx(what)?;
         let _ = sys::unlinkat(d, &tmp, 0);
         let sc =
-            sys::openat(d, &tmp, libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY, 0o600).ctx(what)?;
-        let mut buf = header(size).to_vec();
-        buf.extend(crcs.iter().flat_map(|c| c.to_le_bytes()));
-        sys::pwrite_all(sc.as_raw_fd(), &buf, 0).ctx(what)?;
+            sys::openat(d, &tmp, libc::O_CREAT | libc::O_EXCL | libc::O_RDWR, 0o600).ctx(what)?;
+        sys::pwrite_all(sc.as_raw_fd(), &header(size, partial), 0).ctx(what)?;
+        sys::ftruncate(sc.as_raw_fd(), HDR + nblocks(size) * 4).ctx(what)?;
+        fill(sc.as_raw_fd()).ctx(what)?;
         sys::renameat2(d, &tmp, d, &Self::hex(id), 0).ctx(what)?;
         match XTarget::Fd(fd).remove(XATTR_CSUM) {
             Err(e) if e.raw_os_error() != Some(libc::ENODATA) => Err(e).ctx(what),
-            _ => Ok(()),
+            _ => Ok(sc),
         }
     }
 
@@ -300,6 +517,8 @@ impl Brick {
 
     /// Before a data change of `id` (stripe lock held, `sums_begin` called): load the
     /// table and read the blocks `change` (or a truncate to `trunc`) overwrites in part.
+    /// A non-empty file without a table (written before checksums) gets a *partial* one:
+    /// every block unknown, each becoming known as it is written (no full rebuild).
     pub(crate) fn sums_before(
         &self,
         id: Id,
@@ -307,8 +526,14 @@ impl Brick {
         change: Change,
         trunc: Option<u64>,
     ) -> R<Before> {
-        let Some(s) = self.sums_load(id, fd)? else {
-            return Ok(Before { sums: None, pre: vec![] });
+        let s = match self.sums_load(id, fd)? {
+            Some(s) => s,
+            None => {
+                let st = sys::fstat(fd).ctx(|| format!("stat of {id}"))?;
+                let size = st.st_size as u64;
+                let loc = Loc::Mem { v: vec![], sidecar: false };
+                Sums { size, loaded: (size, true), partial: true, loc }
+            }
         };
         let old = s.size;
         let mut blocks = vec![];
@@ -331,8 +556,10 @@ impl Brick {
             let (bs, be) = (blk * BLOCK, bend(old, blk));
             let mut buf = vec![0u8; (be - bs) as usize];
             let n = sys::pread(fd, &mut buf, bs).ctx(|| format!("reading {id} at {bs}"))?;
-            let ok =
-                n == buf.len() && crc32c::crc32c(&buf) == s.get(blk, 1).ctx(|| "checksums")?[0];
+            let ok = match s.get(blk, 1).ctx(|| "checksums")?[0] {
+                Some(e) => n == buf.len() && enc_bytes(&buf) == e,
+                None => true, // unknown: nothing to keep failing
+            };
             buf.truncate(n);
             if !ok {
                 tracing::error!(brick = %self.root.display(), %id, offset = bs, "a block partly overwritten fails its checksum; it keeps failing until healed");
@@ -369,6 +596,9 @@ impl Brick {
         r
     }
 
+    /// Update the entries a change touched: O(blocks changed), whatever the offsets. Blocks
+    /// past the old end that nothing wrote are zeros (entry 0: a sidecar hole, nothing to
+    /// store); entries past a new, smaller end are cut off with the table.
     fn sums_update(
         &self,
         id: Id,
@@ -380,138 +610,166 @@ impl Brick {
     ) -> R<()> {
         let what = || format!("updating checksums of {id}");
         let old = s.size;
+        // A table that is or becomes a sidecar is changed in place from here on.
+        if let Loc::Mem { v, sidecar } = &s.loc {
+            if *sidecar || nblocks(new) > XATTR_MAX_BLOCKS {
+                let sc = self.sidecar_write(id, fd, old, s.partial, v)?;
+                s.loc = Loc::Sidecar(sc);
+                s.loaded = (old, s.partial);
+            }
+        }
         let old_tail = (!old.is_multiple_of(BLOCK)).then_some(old / BLOCK);
-        let nb = nblocks(new);
-        // Blocks whose CRC changes: those the change touched, the old partial tail and every
-        // block past it when the file grew, the new partial tail when it shrank.
-        let mut ranges: Vec<(u64, u64)> = vec![];
-        if let Some((a, b)) = change.range() {
-            let b = b.min(new);
-            if a < b {
-                ranges.push((a / BLOCK, (b - 1) / BLOCK + 1));
+        let mut todo: Vec<u64> = vec![];
+        let range = change.range().map(|(a, b)| (a, b.min(new))).filter(|(a, b)| a < b);
+        if let Some((a, b)) = range {
+            let (first, last) = (a / BLOCK, (b - 1) / BLOCK);
+            if matches!(change, Change::Zero(..)) && last > first + 1 {
+                // Blocks strictly inside a zeroed range are whole zero blocks.
+                s.put_zero(first + 1, last).ctx(what)?;
+                todo.extend([first, last]);
+            } else if matches!(change, Change::Disk(..)) && last > first + 1 {
+                // A failed change (a fallocate can span terabytes): re-sum the range's
+                // data regions; its holes are zero blocks.
+                s.put_zero(first + 1, last).ctx(what)?;
+                todo.extend([first, last]);
+                data_blocks_in(fd, (first + 1) * BLOCK, last * BLOCK, |x, y| {
+                    todo.extend(x.max(first + 1)..y.min(last));
+                    Ok(())
+                })
+                .ctx(what)?;
+            } else {
+                todo.extend(first..=last);
             }
         }
-        if new > old {
-            ranges.push((old / BLOCK, nb));
-        } else if new < old && !new.is_multiple_of(BLOCK) {
-            ranges.push((new / BLOCK, new / BLOCK + 1));
+        if new < old && !new.is_multiple_of(BLOCK) {
+            todo.push(new / BLOCK);
         }
-        ranges.sort_unstable();
-        let mut merged: Vec<(u64, u64)> = vec![];
-        for (a, b) in ranges {
-            match merged.last_mut() {
-                Some(l) if a <= l.1 => l.1 = l.1.max(b),
-                _ => merged.push((a, b)),
-            }
-        }
-        let tail_crc = match old_tail {
-            Some(t) if merged.iter().any(|&(a, b)| a <= t && t < b) => {
-                Some(s.get(t, 1).ctx(what)?[0])
-            }
-            _ => None,
-        };
+        todo.sort_unstable();
+        todo.dedup();
         let mut readbuf = vec![];
-        for (a, b) in merged {
-            let mut crcs = Vec::with_capacity((b - a) as usize);
-            for blk in a..b {
-                let bs = blk * BLOCK;
-                let be = bend(new, blk);
-                // The part of the block the change wrote.
-                let (ws, we) = match change.range() {
-                    Some((x, y)) if x < be && y > bs => (x.max(bs), y.min(be)),
-                    _ => (be, be),
-                };
-                // Prefix of the block that still holds the bytes the old CRC covered.
-                let base = if matches!(change, Change::Disk(..)) && we > ws {
-                    None
-                } else if ws == bs && we == be {
-                    Some((0, bs))
-                } else if Some(blk) == old_tail && ws >= old {
-                    tail_crc.map(|c| (c, old))
-                } else if bs >= old {
-                    Some((0, bs))
-                } else {
-                    None
-                };
-                let crc = match base {
-                    Some((_, from)) if from == bs && ws == be => zero_crc(be - bs),
-                    Some((c, from)) => {
-                        let c = append_zeros(c, ws.max(from) - from);
-                        let c = if we > ws { change.append(c, ws, we) } else { c };
-                        append_zeros(c, be - we.max(from))
-                    }
-                    None if !matches!(change, Change::Disk(..))
-                        && pre.iter().any(|p| p.0 == blk) =>
-                    {
-                        let (_, old_bytes, ok) = pre.iter().find(|p| p.0 == blk).expect("found");
-                        readbuf.clear();
-                        readbuf.extend_from_slice(old_bytes);
-                        readbuf.resize((be - bs) as usize, 0);
-                        if we > ws {
-                            let dst = &mut readbuf[(ws - bs) as usize..(we - bs) as usize];
-                            match change {
-                                Change::Data(off, d) => dst
-                                    .copy_from_slice(&d[(ws - off) as usize..(we - off) as usize]),
-                                _ => dst.fill(0),
-                            }
+        let mut out: Vec<(u64, u32)> = Vec::with_capacity(todo.len());
+        for blk in todo {
+            let bs = blk * BLOCK;
+            let be = bend(new, blk);
+            // The part of the block the change wrote.
+            let (ws, we) = match range {
+                Some((x, y)) if x < be && y > bs => (x.max(bs), y.min(be)),
+                _ => (be, be),
+            };
+            let pre_blk = pre.iter().find(|p| p.0 == blk);
+            let e: Option<u32> = if matches!(change, Change::Disk(..)) && we > ws {
+                None // re-read below
+            } else if ws == bs && we == be {
+                // Written whole.
+                Some(match change {
+                    Change::Data(off, d) => enc_bytes(&d[(ws - off) as usize..(we - off) as usize]),
+                    _ => 0,
+                })
+            } else if bs >= old {
+                // Past the old end: zeros but for what the change wrote.
+                Some(change.placed(bs, ws, we))
+            } else if let Some((_, old_bytes, ok)) = pre_blk {
+                readbuf.clear();
+                readbuf.extend_from_slice(old_bytes);
+                readbuf.resize((be - bs) as usize, 0);
+                if we > ws {
+                    let dst = &mut readbuf[(ws - bs) as usize..(we - bs) as usize];
+                    match change {
+                        Change::Data(off, d) => {
+                            dst.copy_from_slice(&d[(ws - off) as usize..(we - off) as usize])
                         }
-                        let c = crc32c::crc32c(&readbuf);
-                        if *ok {
-                            c
-                        } else {
-                            !c
-                        }
+                        _ => dst.fill(0),
                     }
-                    None => {
-                        readbuf.resize((be - bs) as usize, 0);
-                        let n = sys::pread(fd, &mut readbuf, bs).ctx(what)?;
-                        if n != readbuf.len() {
-                            return Err(fail(libc::EIO, format!("{}: short read at {bs}", what())));
-                        }
-                        crc32c::crc32c(&readbuf)
+                }
+                let e = enc_bytes(&readbuf);
+                Some(if *ok { e } else { !e })
+            } else if Some(blk) == old_tail && ws >= old {
+                // Written past the old end inside the old partial last block: those bytes
+                // were zeros, so the entry changes by the entry of what was written.
+                s.get(blk, 1).ctx(what)?[0].map(|e| e ^ change.placed(bs, ws, we))
+            } else {
+                None
+            };
+            let e = match e {
+                Some(e) => e,
+                None => {
+                    readbuf.resize((be - bs) as usize, 0);
+                    let n = sys::pread(fd, &mut readbuf, bs).ctx(what)?;
+                    if n != readbuf.len() {
+                        return Err(fail(libc::EIO, format!("{}: short read at {bs}", what())));
                     }
-                };
-                crcs.push(crc);
+                    enc_bytes(&readbuf)
+                }
+            };
+            out.push((blk, s.encode(Some(e))));
+        }
+        // Store runs of consecutive blocks with one write each.
+        let mut i = 0;
+        while i < out.len() {
+            let mut j = i + 1;
+            while j < out.len() && out[j].0 == out[j - 1].0 + 1 {
+                j += 1;
             }
-            s.put(a, &crcs).ctx(what)?;
+            let raw: Vec<u32> = out[i..j].iter().map(|x| x.1).collect();
+            s.put_raw(out[i].0, &raw).ctx(what)?;
+            i = j;
         }
         s.size = new;
         self.sums_commit(id, fd, s)
     }
 
-    /// Recompute the whole table of `id` from its data.
+    /// Recompute the whole table of `id` from its data (holes are skipped: they are zero
+    /// entries, left as holes of the sidecar).
     pub(crate) fn sums_rebuild(&self, id: Id, fd: RawFd) -> R<()> {
         let what = || format!("rebuilding checksums of {id}");
         let st = sys::fstat(fd).ctx(what)?;
         let size = st.st_size as u64;
-        let mut crcs = Vec::with_capacity(nblocks(size) as usize);
-        let mut buf = vec![0u8; (16 * BLOCK) as usize];
-        let mut off = 0;
-        while off < size {
-            let want = ((size - off).min(buf.len() as u64)) as usize;
-            let n = sys::pread(fd, &mut buf[..want], off).ctx(what)?;
-            if n != want {
-                return Err(fail(libc::EIO, format!("{}: short read at {off}", what())));
-            }
-            crcs.extend(buf[..n].chunks(BLOCK as usize).map(crc32c::crc32c));
-            off += n as u64;
+        let mut buf = vec![0u8; (BATCH * BLOCK) as usize];
+        // Entries of blocks [a, b), in batches, to `out(block, entries)`.
+        let mut sum = |out: &mut dyn FnMut(u64, &[u32]) -> io::Result<()>| {
+            data_blocks(fd, size, |a, b| {
+                let mut blk = a;
+                while blk < b {
+                    let n = (b - blk).min(BATCH);
+                    let (start, end) = (blk * BLOCK, bend(size, blk + n - 1));
+                    let want = (end - start) as usize;
+                    let got = sys::pread(fd, &mut buf[..want], start)?;
+                    if got != want {
+                        return Err(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            format!("short read at {start}"),
+                        ));
+                    }
+                    let e: Vec<u32> = buf[..want].chunks(BLOCK as usize).map(enc_bytes).collect();
+                    out(blk, &e)?;
+                    blk += n;
+                }
+                Ok(())
+            })
+        };
+        let sidecar_exists = sys::lstatat(self.csum_dir.as_raw_fd(), &Self::hex(id)).is_ok();
+        if sidecar_exists || nblocks(size) > XATTR_MAX_BLOCKS {
+            self.sidecar_build(id, fd, size, false, |sc| sum(&mut |b0, e| write_runs(sc, b0, e)))
+                .map(drop)
+        } else {
+            let mut v = vec![0u32; nblocks(size) as usize];
+            sum(&mut |b0, e| {
+                v[b0 as usize..b0 as usize + e.len()].copy_from_slice(e);
+                Ok(())
+            })
+            .ctx(what)?;
+            let loc = Loc::Mem { v, sidecar: false };
+            self.sums_commit(id, fd, Sums { size, loaded: (size, false), partial: false, loc })
         }
-        self.sums_set(id, fd, size, &crcs)
     }
 
     /// The table of `id` computed from its full contents `data` (heal).
     pub(crate) fn sums_from_data(&self, id: Id, fd: RawFd, data: &[u8]) -> R<()> {
-        let crcs: Vec<u32> = data.chunks(BLOCK as usize).map(crc32c::crc32c).collect();
-        self.sums_set(id, fd, data.len() as u64, &crcs)
-    }
-
-    fn sums_set(&self, id: Id, fd: RawFd, size: u64, crcs: &[u32]) -> R<()> {
-        let sidecar_exists = sys::lstatat(self.csum_dir.as_raw_fd(), &Self::hex(id)).is_ok();
-        if sidecar_exists || crcs.len() as u64 > XATTR_MAX_BLOCKS {
-            self.sidecar_write(id, fd, size, crcs)
-        } else {
-            self.sums_commit(id, fd, Sums { size, loaded: size, loc: Loc::Xattr(crcs.to_vec()) })
-        }
+        let v: Vec<u32> = data.chunks(BLOCK as usize).map(enc_bytes).collect();
+        let size = data.len() as u64;
+        let sidecar = sys::lstatat(self.csum_dir.as_raw_fd(), &Self::hex(id)).is_ok();
+        let loc = Loc::Mem { v, sidecar };
+        self.sums_commit(id, fd, Sums { size, loaded: (size, false), partial: false, loc })
     }
 
     /// Check `buf`, the bytes of `[start, start+buf.len())` of `id` (`start` block aligned,
@@ -531,6 +789,11 @@ impl Brick {
             }
             return Ok(false);
         };
+        self.sums_check(id, &s, size, start, buf)?;
+        Ok(true)
+    }
+
+    fn sums_check(&self, id: Id, s: &Sums, size: u64, start: u64, buf: &[u8]) -> R<()> {
         if s.size != size {
             return Err(corrupt(
                 id,
@@ -539,23 +802,24 @@ impl Brick {
             ));
         }
         if buf.is_empty() {
-            return Ok(true);
+            return Ok(());
         }
         let b0 = start / BLOCK;
         let n = nblocks(buf.len() as u64);
         let want = s.get(b0, n).ctx(|| format!("checksums of {id}"))?;
         for (i, chunk) in buf.chunks(BLOCK as usize).enumerate() {
-            let got = crc32c::crc32c(chunk);
-            if got != want[i] {
+            let Some(want) = want[i] else { continue }; // unknown (partial table)
+            let got = enc_bytes(chunk);
+            if got != want {
                 let b = b0 + i as u64;
                 return Err(corrupt(
                     id,
                     b * BLOCK,
-                    format_args!("(block {b}: stored crc {:08x}, data {got:08x})", want[i]),
+                    format_args!("(block {b}: stored entry {want:08x}, data {got:08x})"),
                 ));
             }
         }
-        Ok(true)
+        Ok(())
     }
 
     /// Read `[offset, offset+len)` of `id` verified against its checksums: the blocks the
@@ -589,28 +853,62 @@ impl Brick {
         Ok((buf[(offset - a0) as usize..(end - a0) as usize].to_vec(), size))
     }
 
-    /// Verify every block of regular file `id` (scrub). Returns the bytes checked.
+    /// Verify every block of regular file `id` (scrub): its data regions are read and
+    /// checked, its holes only need zero (or unknown) entries. Returns the file size.
     pub fn scrub_file(&self, id: Id) -> Result<u64, cairn_proto::RemoteError> {
         self.with_context("scrub", || {
             let fd = self.file(id)?;
+            let f = fd.as_raw_fd();
             let _g = self.stripe(id).lock();
-            let st = sys::fstat(fd.as_raw_fd()).ctx(|| format!("stat of {id}"))?;
+            let st = sys::fstat(f).ctx(|| format!("stat of {id}"))?;
             let size = st.st_size as u64;
-            let mut off = 0;
-            let mut buf = vec![0u8; (16 * BLOCK) as usize];
-            if self.sums_load(id, fd.as_raw_fd())?.is_none() {
+            let Some(s) = self.sums_load(id, f)? else {
                 return Ok(0);
-            }
-            self.sums_verify(id, fd.as_raw_fd(), size, size / BLOCK * BLOCK, &[])?;
-            while off < size {
-                let want = ((size - off).min(buf.len() as u64)) as usize;
-                let n = sys::pread(fd.as_raw_fd(), &mut buf[..want], off)
-                    .ctx(|| format!("reading {id}"))?;
-                if n != want {
-                    return Err(corrupt(id, off + n as u64, "ends before its size"));
+            };
+            self.sums_check(id, &s, size, size / BLOCK * BLOCK, &[])?;
+            let mut data = vec![];
+            data_blocks(f, size, |a, b| {
+                data.push((a, b));
+                Ok(())
+            })
+            .ctx(|| format!("finding the data of {id}"))?;
+            let mut buf = vec![0u8; (BATCH * BLOCK) as usize];
+            let mut next = 0;
+            data.push((nblocks(size), nblocks(size)));
+            for (a, b) in data {
+                // Holes: every entry must be that of a zero block.
+                let mut blk = next;
+                while blk < a {
+                    blk = s.next_stored(blk).ctx(|| format!("checksums of {id}"))?;
+                    if blk >= a {
+                        break;
+                    }
+                    let n = (a - blk).min(BATCH * 1024);
+                    let es = s.get(blk, n).ctx(|| format!("checksums of {id}"))?;
+                    if let Some(i) = es.iter().position(|e| !matches!(e, Some(0) | None)) {
+                        let b = blk + i as u64;
+                        return Err(corrupt(
+                            id,
+                            b * BLOCK,
+                            format_args!("(block {b}: a hole, but its checksum is of data)"),
+                        ));
+                    }
+                    blk += n;
                 }
-                self.sums_verify(id, fd.as_raw_fd(), size, off, &buf[..n])?;
-                off += n as u64;
+                let mut blk = a;
+                while blk < b {
+                    let n = (b - blk).min(BATCH);
+                    let (start, end) = (blk * BLOCK, bend(size, blk + n - 1));
+                    let want = (end - start) as usize;
+                    let got = sys::pread(f, &mut buf[..want], start)
+                        .ctx(|| format!("reading {id} at {start}"))?;
+                    if got != want {
+                        return Err(corrupt(id, start + got as u64, "ends before its size"));
+                    }
+                    self.sums_check(id, &s, size, start, &buf[..want])?;
+                    blk += n;
+                }
+                next = b;
             }
             Ok(size)
         })

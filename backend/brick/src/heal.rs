@@ -179,6 +179,18 @@ impl Brick {
                 let fd = self.file(id)?;
                 let _g = self.stripe_lock(id);
                 let st = sys::fstat(fd.as_raw_fd()).ctx(|| format!("stat of {id}"))?;
+                // The data is copied whole, in memory (and in one frame's bulk segment,
+                // `MAX_DATA`, when the peer is remote): refuse rather than abort on a
+                // huge (e.g. sparse) file.
+                if st.st_size as u64 > HEAL_FETCH_MAX {
+                    return Err(fail(
+                        libc::EFBIG,
+                        format!(
+                            "heal_fetch of {id}: {} bytes, more than a heal copies whole ({})",
+                            st.st_size, HEAL_FETCH_MAX
+                        ),
+                    ));
+                }
                 let mut buf = vec![0u8; st.st_size as usize];
                 let n = sys::pread(fd.as_raw_fd(), &mut buf, 0).ctx(|| format!("reading {id}"))?;
                 buf.truncate(n);
@@ -578,6 +590,9 @@ impl Brick {
     }
 }
 
+/// Largest regular file `HealFetch` hands out (its data is held whole in memory).
+const HEAL_FETCH_MAX: u64 = 1 << 30;
+
 // ----- full heal -----
 
 /// `.cairn/full-heal`: present while a full crawl of the brick is owed (after a reset, or
@@ -597,8 +612,14 @@ fn write_durably(path: &std::path::Path, body: &[u8]) -> io::Result<()> {
     std::fs::File::open(path.parent().unwrap_or(std::path::Path::new("/")))?.sync_all()
 }
 
+/// `.cairn/full-heal-position.json`: where a running full crawl is (saved by `cairnd`
+/// about once a second), so a crawl cut by a restart continues from there. Removed with
+/// the request, and by a new request (which starts from the root).
+const FULL_HEAL_POS: &str = ".cairn/full-heal-position.json";
+
 /// Request a full crawl of the brick at `root` (durably).
 pub fn request_full_heal_at(root: &std::path::Path, why: &str) -> Result<(), RemoteError> {
+    let _ = std::fs::remove_file(root.join(FULL_HEAL_POS));
     let p = root.join(FULL_HEAL);
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -619,8 +640,24 @@ impl Brick {
         request_full_heal_at(&self.root, why)
     }
 
-    /// A full crawl finished: forget the request.
+    /// The position the running (or a cut) full crawl saved, if any.
+    pub fn full_heal_position(&self) -> Option<Vec<u8>> {
+        std::fs::read(self.root.join(FULL_HEAL_POS)).ok()
+    }
+
+    /// Save the position of the running full crawl (durably; only while one is owed).
+    pub fn save_full_heal_position(&self, body: &[u8]) -> Result<(), RemoteError> {
+        let p = self.root.join(FULL_HEAL_POS);
+        if !self.full_heal_requested() {
+            return Ok(());
+        }
+        write_durably(&p, body)
+            .map_err(|e| io_fail(e, format!("saving the full heal position ({})", p.display())))
+    }
+
+    /// A full crawl finished: forget the request (and its position).
     pub fn clear_full_heal(&self) -> Result<(), RemoteError> {
+        let _ = std::fs::remove_file(self.root.join(FULL_HEAL_POS));
         let p = self.root.join(FULL_HEAL);
         match std::fs::remove_file(&p) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => {

@@ -319,3 +319,156 @@ fn partial_overwrite_does_not_launder_corruption() {
     write(&b, a.id, 0, &pattern(5, 5000));
     assert_eq!(try_read(&b, a.id, 0, 5000).unwrap(), pattern(5, 5000));
 }
+
+const TIB: u64 = 1 << 40;
+
+fn xattr_remove(p: &Path, name: &str) {
+    let p = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    let n = std::ffi::CString::new(name).unwrap();
+    let r = unsafe { libc::removexattr(p.as_ptr(), n.as_ptr()) };
+    assert_eq!(r, 0, "removexattr {name}: {}", std::io::Error::last_os_error());
+}
+
+fn allocated(p: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(p).unwrap().blocks() * 512
+}
+
+/// A write and a truncate at 1 TiB touch only the blocks they change: the table stays
+/// sparse (zero blocks are zero entries, holes of the sidecar), the data reads back, the
+/// scrub passes over the holes and a flipped bit near 1 TiB is still found.
+#[test]
+fn huge_offsets_keep_the_table_sparse() {
+    let (t, b) = new_brick();
+    let dir = t.path().join("b0");
+    let a = file(&b, Id::ROOT, "sparse");
+    let head = pattern(7, 100_000);
+    write(&b, a.id, 0, &head);
+    let tail = pattern(8, 5000);
+    let t0 = std::time::Instant::now();
+    write(&b, a.id, TIB + 12_345, &tail);
+    eprintln!("pwrite of 5000 bytes at 1 TiB + 12345: {:?}", t0.elapsed());
+    let size = TIB + 12_345 + 5000;
+    assert_eq!(getattr(&b, a.id).unwrap().size, size);
+    let sidecar = dir.join(".cairn/csum").join(a.id.to_hex());
+    assert_eq!(std::fs::metadata(&sidecar).unwrap().len(), 16 + (size.div_ceil(BS)) * 4);
+    assert!(allocated(&sidecar) < 1 << 20, "sidecar is sparse: {}", allocated(&sidecar));
+    assert_eq!(try_read(&b, a.id, TIB + 12_345, 5000).unwrap(), tail);
+    assert_eq!(try_read(&b, a.id, 0, 100_000).unwrap(), head);
+    assert_eq!(try_read(&b, a.id, TIB / 2, 1000).unwrap(), vec![0u8; 1000]);
+    let t0 = std::time::Instant::now();
+    assert_eq!(b.scrub_file(a.id).unwrap(), size);
+    eprintln!("scrub of the 1 TiB sparse file: {:?}", t0.elapsed());
+
+    // Truncate to 2 TiB and back below 1 TiB + the tail, then up again: O(changed blocks).
+    let t0 = std::time::Instant::now();
+    setattr_size(&b, a.id, 2 * TIB);
+    eprintln!("truncate to 2 TiB: {:?}", t0.elapsed());
+    let t0 = std::time::Instant::now();
+    setattr_size(&b, a.id, TIB + 12_345 + 100);
+    setattr_size(&b, a.id, TIB + 3 * BS);
+    eprintln!("truncate down, then up: {:?}", t0.elapsed());
+    let mut want = tail[..100].to_vec();
+    want.resize(3 * BS as usize - 12_345, 0);
+    assert_eq!(try_read(&b, a.id, TIB + 12_345, 3 * BS as u32).unwrap(), want);
+    assert_eq!(b.scrub_file(a.id).unwrap(), TIB + 3 * BS);
+
+    flip(&backing(&dir, "sparse"), TIB + 12_345 + 50);
+    corrupt(try_read(&b, a.id, TIB, 100));
+    corrupt(b.scrub_file(a.id).map(|_| vec![]));
+}
+
+/// Data zeroed behind Cairn's back (a hole punched in the brick's file) fails the scrub:
+/// a hole needs a zero entry.
+#[test]
+fn hole_punched_behind_our_back_fails_the_scrub() {
+    let (t, b) = new_brick();
+    let a = file(&b, Id::ROOT, "f");
+    write(&b, a.id, 0, &pattern(2, 4 * BS as usize));
+    let f =
+        std::fs::OpenOptions::new().write(true).open(backing(&t.path().join("b0"), "f")).unwrap();
+    use std::os::fd::AsRawFd;
+    let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+    assert_eq!(unsafe { libc::fallocate(f.as_raw_fd(), mode, BS as i64, 2 * BS as i64) }, 0);
+    let e = corrupt(b.scrub_file(a.id).map(|_| vec![]));
+    assert!(e.message.contains(&format!("offset {BS}")), "{e}");
+}
+
+/// A file written before checksums existed (no table) is not rebuilt whole when it
+/// changes: it gets a partial table, blocks becoming verified as they are written, the
+/// others served unverified.
+#[test]
+fn file_without_checksums_gets_them_block_by_block() {
+    for (name, size) in [("small", 3 * BS + 10), ("big", 300 * BS + 10)] {
+        let (t, b) = new_brick();
+        let dir = t.path().join("b0");
+        let a = file(&b, Id::ROOT, name);
+        let data = pattern(3, size as usize);
+        write(&b, a.id, 0, &data);
+        // Make it a file from before checksums.
+        let _ = std::fs::remove_file(dir.join(".cairn/csum").join(a.id.to_hex()));
+        if size < 256 * BS {
+            xattr_remove(&backing(&dir, name), "trusted.cairn.csum");
+        }
+        flip(&backing(&dir, name), 5); // unknown block: served unverified
+        let mut model = data.clone();
+        model[5] ^= 0x10;
+        let t0 = std::time::Instant::now();
+        write(&b, a.id, BS, &pattern(4, BS as usize)); // block 1 whole
+        write(&b, a.id, size - 4, b"tail!!"); // partial last block, grows
+        eprintln!("{name}: two writes to a file without checksums: {:?}", t0.elapsed());
+        model[BS as usize..2 * BS as usize].copy_from_slice(&pattern(4, BS as usize));
+        model.truncate(size as usize - 4);
+        model.extend_from_slice(b"tail!!");
+        assert_eq!(read_all(&b, a.id), model, "{name}");
+        assert_eq!(b.scrub_file(a.id).unwrap(), size + 2, "{name}");
+        // The written block is now verified; another unknown one still is not.
+        flip(&backing(&dir, name), BS + 9);
+        corrupt(try_read(&b, a.id, BS, 10));
+        flip(&backing(&dir, name), 2 * BS + 9);
+        assert!(try_read(&b, a.id, 2 * BS, 10).is_ok(), "{name}: unknown block served");
+    }
+}
+
+fn xattr_get(p: &Path, name: &str) -> Vec<u8> {
+    let p = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    let n = std::ffi::CString::new(name).unwrap();
+    let mut buf = vec![0u8; 4096];
+    let r = unsafe { libc::getxattr(p.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    assert!(r >= 0, "getxattr {name}: {}", std::io::Error::last_os_error());
+    buf.truncate(r as usize);
+    buf
+}
+
+fn xattr_set(p: &Path, name: &str, v: &[u8]) {
+    let p = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    let n = std::ffi::CString::new(name).unwrap();
+    let r = unsafe { libc::setxattr(p.as_ptr(), n.as_ptr(), v.as_ptr().cast(), v.len(), 0) };
+    assert_eq!(r, 0, "setxattr {name}: {}", std::io::Error::last_os_error());
+}
+
+/// A table of the first format (CCS1: plain CRCs) is still verified, and converted at the
+/// file's next change.
+#[test]
+fn first_format_tables_are_read_and_converted() {
+    let (t, b) = new_brick();
+    let dir = t.path().join("b0");
+    let a = file(&b, Id::ROOT, "old");
+    let data = pattern(6, 3 * BS as usize + 777);
+    write(&b, a.id, 0, &data);
+    let path = backing(&dir, "old");
+    let mut v1 = b"CCS1".to_vec();
+    v1.extend([16, 0, 0, 0]);
+    v1.extend((data.len() as u64).to_le_bytes());
+    for c in data.chunks(BS as usize) {
+        v1.extend(crc32c::crc32c(c).to_le_bytes());
+    }
+    xattr_set(&path, "trusted.cairn.csum", &v1);
+    assert_eq!(read_all(&b, a.id), data);
+    assert_eq!(b.scrub_file(a.id).unwrap(), data.len() as u64);
+    write(&b, a.id, 10, b"x");
+    assert_eq!(&xattr_get(&path, "trusted.cairn.csum")[..4], b"CCS2");
+    flip(&path, 2 * BS + 1);
+    corrupt(try_read(&b, a.id, 2 * BS, 10));
+    assert_eq!(try_read(&b, a.id, 0, 20).unwrap()[10], b'x');
+}

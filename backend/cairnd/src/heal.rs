@@ -10,12 +10,16 @@
 //! full`) walks the whole tree top-down instead: each directory, then its entries, is
 //! copied from its chain head, so the brick ends identical to its peers even for inodes
 //! no pending index names. The request is a file on the brick (`.cairn/full-heal`), removed
-//! only when a crawl finished without failures: a crawl cut by a crash starts again when
-//! the brick reopens. A brick owing a full crawl does not turn `Up` before it is done.
+//! only when a crawl finished without failures. The crawl saves its position (the
+//! directories still to walk, and its counters) on the brick about once a second while
+//! nothing failed, so a crawl cut by a crash continues from there when the brick reopens.
+//! A brick owing a full crawl does not turn `Up` before it is done.
 //!
 //! Crawls copy up to `cluster.heal-parallelism` inodes at a time (volume option, default
-//! 4) and keep statistics per brick (`cairn volume heal VOL statistics`); they log one
-//! info line when they start and one when they end.
+//! 4), at most `cluster.heal-bandwidth` bytes of file data per second per brick (a token
+//! bucket with one second of burst, charged after each file: a file is copied whole), and
+//! keep statistics per brick (`cairn volume heal VOL statistics`); they log one info line
+//! when they start and one when they end.
 
 use crate::chain::{exec_local, OpResult};
 use crate::node::{BrickSlot, Node};
@@ -47,6 +51,27 @@ fn parallelism(map: &VolumeMap) -> usize {
         .clamp(1, MAX_PARALLELISM)
 }
 
+/// Volume option: bytes of file data a brick's heal copies per second (0 = unlimited).
+pub const BANDWIDTH_OPTION: &str = "cluster.heal-bandwidth";
+
+/// A `cluster.heal-bandwidth` value: bytes per second, with an optional K, M or G suffix
+/// (powers of 1024; `KB`, `KiB` and the like too). 0 = unlimited.
+pub fn parse_bandwidth(v: &str) -> Option<u64> {
+    let l = v.trim().to_ascii_lowercase();
+    let l = l.strip_suffix("ib").or_else(|| l.strip_suffix('b')).unwrap_or(&l);
+    let (num, mult) = match l.as_bytes().last()? {
+        b'k' => (&l[..l.len() - 1], 1u64 << 10),
+        b'm' => (&l[..l.len() - 1], 1 << 20),
+        b'g' => (&l[..l.len() - 1], 1 << 30),
+        _ => (l, 1),
+    };
+    num.trim().parse::<u64>().ok()?.checked_mul(mult)
+}
+
+fn bandwidth(map: &VolumeMap) -> u64 {
+    map.option(BANDWIDTH_OPTION).and_then(parse_bandwidth).unwrap_or(0)
+}
+
 fn unix_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -61,6 +86,9 @@ pub struct HealStats {
     current: Option<CrawlInfo>,
     last_index: Option<CrawlInfo>,
     last_full: Option<CrawlInfo>,
+    /// Token bucket of `cluster.heal-bandwidth`: bytes available (negative: owed), as of.
+    tokens: f64,
+    tokens_at: Option<Instant>,
 }
 
 impl HealStats {
@@ -78,17 +106,59 @@ impl HealStats {
     pub fn in_progress(&self) -> bool {
         self.current.is_some()
     }
+
+    /// Take `n` bytes from the bucket (`rate` bytes/s, one second of burst); returns how
+    /// long to wait before copying on, and by how much this take pushed back the moment
+    /// the bucket is out of debt (summed, that is the crawl's wall time lost to the limit,
+    /// however many copies wait side by side).
+    fn take(&mut self, rate: u64, n: u64) -> (Duration, Duration) {
+        let now = Instant::now();
+        let rate = rate as f64;
+        let have = match self.tokens_at {
+            Some(at) => (self.tokens + now.duration_since(at).as_secs_f64() * rate).min(rate),
+            None => rate,
+        };
+        let owed_before = Duration::from_secs_f64((-have).max(0.0) / rate);
+        self.tokens = have - n as f64;
+        self.tokens_at = Some(now);
+        let wait = Duration::from_secs_f64((-self.tokens).max(0.0) / rate);
+        (wait, wait.saturating_sub(owed_before))
+    }
 }
 
-fn crawl_begin(slot: &BrickSlot, kind: &str) {
+fn crawl_begin(node: &Node, slot: &BrickSlot, kind: &str) {
+    let bw = node.map(&slot.volume).map(|m| bandwidth(&m)).unwrap_or(0);
     slot.heal.lock().current = Some(CrawlInfo {
         kind: kind.to_string(),
         started: unix_now(),
-        ended: None,
-        scanned: 0,
-        healed: 0,
-        failed: 0,
+        bandwidth: bw,
+        ..Default::default()
     });
+}
+
+/// Charge the data just copied onto this brick for `id` to `cluster.heal-bandwidth`, and
+/// wait as long as the limit asks.
+async fn pay(slot: &Arc<BrickSlot>, map: &VolumeMap, id: Id) {
+    let op = Op::GetAttr { id };
+    let size = match exec_local(slot, Creds::root(), op, Bytes::new(), None, false).await {
+        Ok((Reply::Attr(a), _)) if a.kind == FileType::Regular => a.size,
+        _ => 0,
+    };
+    let rate = bandwidth(map);
+    let wait = {
+        let mut st = slot.heal.lock();
+        let (wait, added) =
+            if rate == 0 || size == 0 { Default::default() } else { st.take(rate, size) };
+        if let Some(c) = st.current.as_mut() {
+            c.bytes += size;
+            c.bandwidth = rate;
+            c.throttled_ms += added.as_millis() as u64;
+        }
+        wait
+    };
+    if !wait.is_zero() {
+        tokio::time::sleep(wait).await;
+    }
 }
 
 fn crawl_count(slot: &BrickSlot, scanned: u64, healed: u64, failed: u64) {
@@ -291,7 +361,11 @@ async fn catch_up(
                             set.bricks.iter().map(|b| b.index).filter(|&b| b != slot.index);
                         keep_own(slot, others.collect(), step.id).await
                     } else {
-                        sync_from(node, map, step.source, step.id, slot.index).await
+                        let r = sync_from(node, map, step.source, step.id, slot.index).await;
+                        if r.is_ok() {
+                            pay(slot, map, step.id).await;
+                        }
+                        r
                     };
                     if r.is_ok() {
                         clear(node, map, &step.clear, slot.index, step.id).await;
@@ -345,95 +419,101 @@ async fn sync_one(
     }
 }
 
+/// Where a full crawl is: saved on the brick so that a crawl cut by a restart continues.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Position {
+    /// Directories discovered and not walked yet (hex ids), in crawl order.
+    queue: Vec<String>,
+    dirs_done: u64,
+    scanned: u64,
+    healed: u64,
+    bytes: u64,
+}
+
+/// How often a full crawl saves its position.
+const SAVE_EVERY: Duration = Duration::from_secs(1);
+
+async fn save_position(slot: &Arc<BrickSlot>, queue: &VecDeque<Id>, dirs_done: u64) {
+    let (scanned, healed, bytes) = match slot.heal.lock().current.as_ref() {
+        Some(c) => (c.scanned, c.healed, c.bytes),
+        None => (0, 0, 0),
+    };
+    let pos = Position {
+        queue: queue.iter().map(|id| id.to_hex()).collect(),
+        dirs_done,
+        scanned,
+        healed,
+        bytes,
+    };
+    let body = serde_json::to_vec(&pos).expect("position serializes");
+    let brick = slot.brick.clone();
+    match tokio::task::spawn_blocking(move || brick.save_full_heal_position(&body)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            tracing::warn!(volume = %slot.volume, brick = slot.index, error = %e, "full heal: position not saved")
+        }
+        Err(e) => {
+            tracing::warn!(volume = %slot.volume, brick = slot.index, "full heal: saving the position failed: {e}")
+        }
+    }
+}
+
+/// The queue and directory count to start a full crawl from: the saved position (its
+/// counters restored into the running crawl's statistics), else the root.
+fn start_position(slot: &BrickSlot) -> (VecDeque<Id>, u64) {
+    let saved = slot.brick.full_heal_position().and_then(|b| {
+        let p: Position = serde_json::from_slice(&b).ok()?;
+        let q: Option<VecDeque<Id>> = p.queue.iter().map(|h| Id::from_hex(h)).collect();
+        Some((p, q?))
+    });
+    match saved {
+        Some((p, queue)) if !queue.is_empty() => {
+            tracing::info!(volume = %slot.volume, brick = slot.index, dirs_done = p.dirs_done, dirs_left = queue.len(), "full heal: continuing from the saved position");
+            if let Some(c) = slot.heal.lock().current.as_mut() {
+                c.scanned = p.scanned;
+                c.healed = p.healed;
+                c.bytes = p.bytes;
+                c.dirs_done = p.dirs_done;
+                c.dirs_left = queue.len() as u64;
+                c.resumed_after = p.dirs_done;
+            }
+            (queue, p.dirs_done)
+        }
+        _ => (VecDeque::from([Id::ROOT]), 0),
+    }
+}
+
 /// Walk the whole tree top-down and copy every inode onto this brick from its chain head.
-/// Returns the number of inodes copied; fails if any could not be (the request stays,
-/// the next crawl starts over).
+/// Returns the number of inodes copied; fails if any could not be (the request stays, the
+/// next crawl starts again from the last position saved before the first failure).
 async fn full_crawl(node: &Arc<Node>, slot: &Arc<BrickSlot>) -> Result<u64, RemoteError> {
     let me = slot.index;
-    let mut queue = VecDeque::from([Id::ROOT]);
+    let (mut queue, mut dirs_done) = start_position(slot);
     let (mut healed, mut failed) = (0u64, 0u64);
-    while let Some(dir) = queue.pop_front() {
+    let mut saved = Instant::now();
+    while let Some(&dir) = queue.front() {
         if slot.stopped.load(Ordering::Acquire) {
             return Err(RemoteError::new(
                 Errno::ECANCELED,
                 format!("{}: brick {me} closed during its full heal", slot.volume),
             ));
         }
-        let map = node.map(&slot.volume).ok_or_else(|| {
-            RemoteError::new(Errno::ENOENT, format!("volume {} not in map", slot.volume))
-        })?;
-        let Some((set, _)) = map.brick(me) else {
-            return Err(RemoteError::new(
-                Errno::ENOENT,
-                format!("{}: brick {me} not in the map", slot.volume),
-            ));
-        };
-        // The directory first: it creates (placeholders of) its entries here.
-        match sync_one(node, &map, set, dir, me).await {
-            Ok(copied) => healed += copied as u64,
-            Err(e) => {
-                tracing::warn!(volume = %slot.volume, brick = me, id = %dir, error = %e, "full heal: directory not copied; its subtree is retried by the next crawl");
-                failed += 1;
-                crawl_count(slot, 1, 0, 1);
-                continue;
-            }
-        }
-        // Its entries as they now are here (identical to the head's at the copy).
-        let state = match exec_local(
-            slot,
-            Creds::root(),
-            Op::HealFetch { id: dir },
-            Bytes::new(),
-            None,
-            false,
-        )
-        .await
-        {
-            Ok((Reply::Heal(s), _)) => s,
-            Ok(_) => continue,
-            // Removed at the source meanwhile: its parent's copy dropped it.
-            Err(e) if matches!(e.errno, Errno::ENOENT | Errno::ESTALE) => continue,
-            Err(e) => return Err(e),
-        };
-        if state.attr.is_none() {
-            continue;
-        }
-        let mut files = vec![];
-        for (_, id, kind, linkto) in &state.entries {
-            match (linkto, kind) {
-                (Some(_), _) => {}
-                (None, FileType::Directory) => queue.push_back(*id),
-                (None, _) => files.push(*id),
-            }
-        }
-        crawl_count(slot, 1 + files.len() as u64, 0, 0);
-        let mut copies = futures::stream::iter(files)
-            .map(|id| {
-                let map = &map;
-                async move { (id, sync_one(node, map, set, id, me).await) }
-            })
-            .buffer_unordered(parallelism(&map));
-        let (mut h, mut f) = (0u64, 0u64);
-        while let Some((id, r)) = copies.next().await {
-            match r {
-                Ok(copied) => {
-                    h += copied as u64;
-                    crawl_count(slot, 0, copied as u64, 0);
-                    if copied {
-                        // Copied from its head: a placeholder the directory copy flagged
-                        // for this brick is filled.
-                        clear(node, &map, &[me], me, id).await;
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(volume = %slot.volume, brick = me, %id, error = %e, "full heal: inode not copied; retried by the next crawl");
-                    f += 1;
-                    crawl_count(slot, 0, 0, 1);
-                }
-            }
-        }
+        let (h, f, subdirs) = crawl_dir(node, slot, dir).await?;
+        queue.pop_front();
+        queue.extend(subdirs);
         healed += h;
         failed += f;
+        dirs_done += 1;
+        if let Some(c) = slot.heal.lock().current.as_mut() {
+            c.dirs_done = dirs_done;
+            c.dirs_left = queue.len() as u64;
+        }
+        // A failure dropped a subtree from the queue: from then on the saved position (the
+        // last one before it) is the one to continue from.
+        if failed == 0 && saved.elapsed() >= SAVE_EVERY {
+            save_position(slot, &queue, dirs_done).await;
+            saved = Instant::now();
+        }
     }
     if failed > 0 {
         return Err(RemoteError::new(
@@ -447,20 +527,100 @@ async fn full_crawl(node: &Arc<Node>, slot: &Arc<BrickSlot>) -> Result<u64, Remo
     Ok(healed)
 }
 
+/// One directory of a full crawl: the directory, then its non-directory entries, copied
+/// from their heads. Returns (copied, failed, its subdirectories).
+async fn crawl_dir(
+    node: &Arc<Node>,
+    slot: &Arc<BrickSlot>,
+    dir: Id,
+) -> Result<(u64, u64, Vec<Id>), RemoteError> {
+    let me = slot.index;
+    let map = node.map(&slot.volume).ok_or_else(|| {
+        RemoteError::new(Errno::ENOENT, format!("volume {} not in map", slot.volume))
+    })?;
+    let Some((set, _)) = map.brick(me) else {
+        return Err(RemoteError::new(
+            Errno::ENOENT,
+            format!("{}: brick {me} not in the map", slot.volume),
+        ));
+    };
+    let mut healed = 0;
+    // The directory first: it creates (placeholders of) its entries here.
+    match sync_one(node, &map, set, dir, me).await {
+        Ok(copied) => healed += copied as u64,
+        Err(e) => {
+            tracing::warn!(volume = %slot.volume, brick = me, id = %dir, error = %e, "full heal: directory not copied; its subtree is retried by the next crawl");
+            crawl_count(slot, 1, 0, 1);
+            return Ok((0, 1, vec![]));
+        }
+    }
+    // Its entries as they now are here (identical to the head's at the copy).
+    let state =
+        match exec_local(slot, Creds::root(), Op::HealFetch { id: dir }, Bytes::new(), None, false)
+            .await
+        {
+            Ok((Reply::Heal(s), _)) => s,
+            Ok(_) => return Ok((healed, 0, vec![])),
+            // Removed at the source meanwhile: its parent's copy dropped it.
+            Err(e) if matches!(e.errno, Errno::ENOENT | Errno::ESTALE) => {
+                return Ok((healed, 0, vec![]))
+            }
+            Err(e) => return Err(e),
+        };
+    if state.attr.is_none() {
+        return Ok((healed, 0, vec![]));
+    }
+    let (mut files, mut subdirs) = (vec![], vec![]);
+    for (_, id, kind, linkto) in &state.entries {
+        match (linkto, kind) {
+            (Some(_), _) => {}
+            (None, FileType::Directory) => subdirs.push(*id),
+            (None, _) => files.push(*id),
+        }
+    }
+    crawl_count(slot, 1 + files.len() as u64, 0, 0);
+    let mut copies = futures::stream::iter(files)
+        .map(|id| {
+            let map = &map;
+            async move {
+                let r = sync_one(node, map, set, id, me).await;
+                if let Ok(true) = r {
+                    pay(slot, map, id).await;
+                }
+                (id, r)
+            }
+        })
+        .buffer_unordered(parallelism(&map));
+    let mut failed = 0;
+    while let Some((id, r)) = copies.next().await {
+        match r {
+            Ok(copied) => {
+                healed += copied as u64;
+                crawl_count(slot, 0, copied as u64, 0);
+                if copied {
+                    // Copied from its head: a placeholder the directory copy flagged for
+                    // this brick is filled.
+                    clear(node, &map, &[me], me, id).await;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(volume = %slot.volume, brick = me, %id, error = %e, "full heal: inode not copied; retried by the next crawl");
+                failed += 1;
+                crawl_count(slot, 0, 0, 1);
+            }
+        }
+    }
+    Ok((healed, failed, subdirs))
+}
+
 /// Run a full crawl with statistics and start/end log lines; clear the request when it
 /// completed. True on success.
 async fn run_full_crawl(node: &Arc<Node>, slot: &Arc<BrickSlot>) -> bool {
-    crawl_begin(slot, "full");
+    crawl_begin(node, slot, "full");
     tracing::info!(volume = %slot.volume, brick = slot.index, kind = "full", "heal crawl started");
     let r = full_crawl(node, slot).await;
-    let c = crawl_end(slot).unwrap_or_else(|| CrawlInfo {
-        kind: "full".into(),
-        started: 0,
-        ended: None,
-        scanned: 0,
-        healed: 0,
-        failed: 0,
-    });
+    let c =
+        crawl_end(slot).unwrap_or_else(|| CrawlInfo { kind: "full".into(), ..Default::default() });
     match r {
         Ok(_) => match slot.brick.clear_full_heal() {
             Ok(()) => {
@@ -563,7 +723,7 @@ pub fn spawn(node: Arc<Node>, slot: Arc<BrickSlot>) {
                     tokio::time::sleep(POLL).await;
                     continue;
                 }
-                crawl_begin(&slot, "index");
+                crawl_begin(&node, &slot, "index");
                 let caught = catch_up(&node, &slot, first, &stale).await;
                 if let Some(c) = crawl_end(&slot) {
                     if c.scanned > 0 || caught.is_err() {
@@ -697,5 +857,37 @@ async fn wait_until_seen_healing(node: &Arc<Node>, slot: &Arc<BrickSlot>) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bandwidth_values() {
+        assert_eq!(parse_bandwidth("0"), Some(0));
+        assert_eq!(parse_bandwidth("1000"), Some(1000));
+        assert_eq!(parse_bandwidth("512K"), Some(512 << 10));
+        assert_eq!(parse_bandwidth("10M"), Some(10 << 20));
+        assert_eq!(parse_bandwidth("10MB"), Some(10 << 20));
+        assert_eq!(parse_bandwidth("2GiB"), Some(2 << 30));
+        assert_eq!(parse_bandwidth("1g"), Some(1 << 30));
+        for bad in ["", "K", "-1", "1.5M", "10T", "ten"] {
+            assert_eq!(parse_bandwidth(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn bucket_allows_a_second_of_burst_then_paces() {
+        let mut st = HealStats::default();
+        assert_eq!(st.take(1000, 1000), (Duration::ZERO, Duration::ZERO));
+        let (w, a) = st.take(1000, 500);
+        assert!(w > Duration::from_millis(400) && w <= Duration::from_millis(500), "{w:?}");
+        assert_eq!(w, a);
+        // A second copy waiting side by side: it waits longer, the crawl loses 1 s more.
+        let (w, a) = st.take(1000, 1000);
+        assert!(w > Duration::from_millis(1400), "{w:?}");
+        assert!(a > Duration::from_millis(990) && a <= Duration::from_millis(1000), "{a:?}");
     }
 }

@@ -48,6 +48,10 @@ pub const OPTIONS: &[(&str, &str)] = &[
         "inodes a heal crawl copies at a time, per brick (1..=64; default 4)",
     ),
     (
+        "cluster.heal-bandwidth",
+        "bytes of file data a brick's heal copies per second, with an optional K/M/G suffix (0 = unlimited; default 0)",
+    ),
+    (
         "cluster.quorum-type",
         "none|auto|fixed: when a replica set accepts writes (default none: while any brick is up; auto: more than half up, or half including the first brick; fixed: cluster.quorum-count up)",
     ),
@@ -70,6 +74,7 @@ pub fn validate_option(key: &str, value: &str) -> Result<(), String> {
         "cluster.heal-parallelism" => {
             value.parse::<u32>().map(|n| (1..=64).contains(&n)).unwrap_or(false)
         }
+        "cluster.heal-bandwidth" => crate::heal::parse_bandwidth(value).is_some(),
         "cluster.quorum-type" => matches!(value, "none" | "auto" | "fixed"),
         "cluster.quorum-count" => {
             value.parse::<u32>().map(|n| (1..=3).contains(&n)).unwrap_or(false)

@@ -714,11 +714,14 @@ cairn volume set vol0 network.ping-timeout 10"
         long_about = "`cairn volume heal NAME info` lists, for each brick of the volume, the \
 entries (inode ids) it holds for replicas that were away and still need to copy them.\n\n\
 `statistics` shows, per brick, the running heal crawl (if any) and the last finished crawl \
-of each type (index, full): start and end time, entries scanned, healed and failed.\n\n\
+of each type (index, full): start and end time, entries scanned, healed and failed, data \
+copied, the time lost to `cluster.heal-bandwidth`, and a full crawl's position.\n\n\
 `full` starts a full crawl on every brick: each walks the whole tree and copies every inode \
 from its chain head, even inodes no pending index names. The request survives a restart \
-of cairnd (the crawl then starts over). Crawls copy `cluster.heal-parallelism` inodes at \
-a time per brick (volume option, default 4).",
+of cairnd, and the crawl continues from the position it saved (about once a second). \
+Crawls copy `cluster.heal-parallelism` inodes at a time per brick (volume option, default \
+4) and at most `cluster.heal-bandwidth` bytes of file data per second per brick (e.g. \
+`10M`; default 0 = unlimited).",
         after_help = "EXAMPLES:\n  cairn volume heal vol0 info\n  cairn --json volume heal vol0 info\n  \
 cairn volume heal vol0 full\n  cairn volume heal vol0 statistics"
     )]

@@ -271,6 +271,26 @@ pub fn heal_statistics(volume: &str, bricks: &[HealBrickStats]) -> String {
             let _ = writeln!(o, "No. of entries scanned: {}", c.scanned);
             let _ = writeln!(o, "No. of entries healed: {}", c.healed);
             let _ = writeln!(o, "No. of heal failed entries: {}", c.failed);
+            let _ = writeln!(o, "Data copied: {} bytes", c.bytes);
+            if c.bandwidth > 0 {
+                let _ = writeln!(
+                    o,
+                    "Bandwidth limit (cluster.heal-bandwidth): {} bytes/s, waited {}.{:03} s",
+                    c.bandwidth,
+                    c.throttled_ms / 1000,
+                    c.throttled_ms % 1000
+                );
+            }
+            if c.kind == "full" {
+                let _ = writeln!(o, "Directories crawled: {}, left: {}", c.dirs_done, c.dirs_left);
+            }
+            if c.resumed_after > 0 {
+                let _ = writeln!(
+                    o,
+                    "Resumed from its saved position after {} directories",
+                    c.resumed_after
+                );
+            }
         }
     }
     o
@@ -426,6 +446,12 @@ pub(crate) mod fixtures {
                         scanned: 120,
                         healed: 100,
                         failed: 0,
+                        bytes: 1 << 20,
+                        bandwidth: 512 << 10,
+                        throttled_ms: 1500,
+                        dirs_done: 7,
+                        dirs_left: 3,
+                        resumed_after: 4,
                     },
                     CrawlInfo {
                         kind: "index".into(),
@@ -434,6 +460,7 @@ pub(crate) mod fixtures {
                         scanned: 3,
                         healed: 2,
                         failed: 1,
+                        ..Default::default()
                     },
                 ],
             },
@@ -607,6 +634,10 @@ Type of crawl: FULL
 No. of entries scanned: 120
 No. of entries healed: 100
 No. of heal failed entries: 0
+Data copied: 1048576 bytes
+Bandwidth limit (cluster.heal-bandwidth): 524288 bytes/s, waited 1.500 s
+Directories crawled: 7, left: 3
+Resumed from its saved position after 4 directories
 
 Starting time of crawl: 2023-11-14 22:13:10 UTC
 Ending time of crawl: 2023-11-14 22:13:11 UTC
@@ -614,6 +645,7 @@ Type of crawl: INDEX
 No. of entries scanned: 3
 No. of entries healed: 2
 No. of heal failed entries: 1
+Data copied: 0 bytes
 
 Crawl statistics for brick no 1
 Hostname of brick node2

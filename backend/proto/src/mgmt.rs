@@ -166,7 +166,7 @@ pub struct HealBrickInfo {
 
 /// One crawl of a brick's heal: `index` (the pending entries peers recorded for it) or
 /// `full` (every inode of the replica set, from each inode's chain head).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CrawlInfo {
     /// `index` or `full`.
     pub kind: String,
@@ -180,6 +180,24 @@ pub struct CrawlInfo {
     pub healed: u64,
     /// Inodes that could not be copied (retried by the next crawl).
     pub failed: u64,
+    /// File data bytes copied onto this brick.
+    #[serde(default)]
+    pub bytes: u64,
+    /// `cluster.heal-bandwidth` in effect (bytes/s; 0 = unlimited).
+    #[serde(default)]
+    pub bandwidth: u64,
+    /// Milliseconds the crawl waited for that limit.
+    #[serde(default)]
+    pub throttled_ms: u64,
+    /// Full crawl: directories done, and discovered but not done yet (its position).
+    #[serde(default)]
+    pub dirs_done: u64,
+    #[serde(default)]
+    pub dirs_left: u64,
+    /// Full crawl continued from the position saved by an earlier run (cut by a restart)
+    /// after this many directories; 0: started from the root.
+    #[serde(default)]
+    pub resumed_after: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
