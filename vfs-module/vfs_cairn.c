@@ -1302,8 +1302,10 @@ static int cairn_lookup_cached(struct vfs_handle_struct *handle,
 	if (ret == 0 && cairn_inval_generation() == gen) {
 		/*
 		 * The lookup took a lease on the directory's entries where they change.
-		 * Its attributes are not kept: the lease it takes on the inode is at
-		 * the directory's chain head, which may not be the inode's.
+		 * Its attributes are not kept: they are the copy on the directory's
+		 * chain head, whose ctime may differ from the copy every getattr
+		 * reads (each copy keeps its own), and the lease it takes on the
+		 * inode is at that head, which may not be the inode's.
 		 */
 		cairn_dcache_put(m, cr, &dir, name, &a->id, a->type, &t0);
 	}
