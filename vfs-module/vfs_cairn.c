@@ -38,6 +38,68 @@
 #undef DBGC_CLASS
 #define DBGC_CLASS DBGC_VFS
 
+/* ---- round-trip tracing (cairn:trace round trips = yes) -------------------------- */
+
+/*
+ * With tracing on, every libcairn call below logs (log level 0) the function of this
+ * module that made it, the call, and how many backend round trips it cost (libcairn's
+ * counters, read before and after): tests/bench/smb-rt.sh sums these per SMB operation.
+ * Off by default (two counter reads per call).
+ */
+static bool cairn_trace_rt;
+
+static ssize_t cairn_trace_begin(cairn_fs_t *fs)
+{
+	return cairn_trace_rt ? cairn_stats(fs, NULL, NULL) : 0;
+}
+
+static void cairn_trace_end(cairn_fs_t *fs, ssize_t before, const char *caller,
+			    const char *call, long long ret)
+{
+	if (cairn_trace_rt) {
+		DEBUG(0, ("cairn-rt: %s %s %zd ret=%lld\n", caller, call,
+			  cairn_stats(fs, NULL, NULL) - before, ret));
+	}
+}
+
+#define CAIRN_TRACED(fn, fs, ...) ({					\
+	cairn_fs_t *fs_t_ = (fs);					\
+	ssize_t before_t_ = cairn_trace_begin(fs_t_);			\
+	__typeof__((fn)(fs_t_, __VA_ARGS__)) ret_t_ = (fn)(fs_t_, __VA_ARGS__); \
+	cairn_trace_end(fs_t_, before_t_, __func__, #fn, (long long)ret_t_); \
+	ret_t_;								\
+})
+#define cairn_lookup(fs, ...) CAIRN_TRACED(cairn_lookup, fs, __VA_ARGS__)
+#define cairn_lookup_path(fs, ...) CAIRN_TRACED(cairn_lookup_path, fs, __VA_ARGS__)
+#define cairn_getattr(fs, ...) CAIRN_TRACED(cairn_getattr, fs, __VA_ARGS__)
+#define cairn_setattr(fs, ...) CAIRN_TRACED(cairn_setattr, fs, __VA_ARGS__)
+#define cairn_create(fs, ...) CAIRN_TRACED(cairn_create, fs, __VA_ARGS__)
+#define cairn_mknod(fs, ...) CAIRN_TRACED(cairn_mknod, fs, __VA_ARGS__)
+#define cairn_mkdir(fs, ...) CAIRN_TRACED(cairn_mkdir, fs, __VA_ARGS__)
+#define cairn_symlink(fs, ...) CAIRN_TRACED(cairn_symlink, fs, __VA_ARGS__)
+#define cairn_readlink(fs, ...) CAIRN_TRACED(cairn_readlink, fs, __VA_ARGS__)
+#define cairn_link(fs, ...) CAIRN_TRACED(cairn_link, fs, __VA_ARGS__)
+#define cairn_unlink(fs, ...) CAIRN_TRACED(cairn_unlink, fs, __VA_ARGS__)
+#define cairn_rmdir(fs, ...) CAIRN_TRACED(cairn_rmdir, fs, __VA_ARGS__)
+#define cairn_rename(fs, ...) CAIRN_TRACED(cairn_rename, fs, __VA_ARGS__)
+#define cairn_readdir(fs, ...) CAIRN_TRACED(cairn_readdir, fs, __VA_ARGS__)
+#define cairn_getxattr(fs, ...) CAIRN_TRACED(cairn_getxattr, fs, __VA_ARGS__)
+#define cairn_setxattr(fs, ...) CAIRN_TRACED(cairn_setxattr, fs, __VA_ARGS__)
+#define cairn_listxattr(fs, ...) CAIRN_TRACED(cairn_listxattr, fs, __VA_ARGS__)
+#define cairn_removexattr(fs, ...) CAIRN_TRACED(cairn_removexattr, fs, __VA_ARGS__)
+#define cairn_statfs(fs, ...) CAIRN_TRACED(cairn_statfs, fs, __VA_ARGS__)
+#define cairn_setlock(fs, ...) CAIRN_TRACED(cairn_setlock, fs, __VA_ARGS__)
+#define cairn_getlock(fs, ...) CAIRN_TRACED(cairn_getlock, fs, __VA_ARGS__)
+#define cairn_open(fs, ...) CAIRN_TRACED(cairn_open, fs, __VA_ARGS__)
+#define cairn_release(fs, ...) CAIRN_TRACED(cairn_release, fs, __VA_ARGS__)
+#define cairn_read(fs, ...) CAIRN_TRACED(cairn_read, fs, __VA_ARGS__)
+#define cairn_write(fs, ...) CAIRN_TRACED(cairn_write, fs, __VA_ARGS__)
+#define cairn_write_through(fs, ...) CAIRN_TRACED(cairn_write_through, fs, __VA_ARGS__)
+#define cairn_flush(fs, ...) CAIRN_TRACED(cairn_flush, fs, __VA_ARGS__)
+#define cairn_fsync(fs, ...) CAIRN_TRACED(cairn_fsync, fs, __VA_ARGS__)
+#define cairn_fallocate(fs, ...) CAIRN_TRACED(cairn_fallocate, fs, __VA_ARGS__)
+#define cairn_seek(fs, ...) CAIRN_TRACED(cairn_seek, fs, __VA_ARGS__)
+
 #define CAIRN_MODULE "cairn"
 #define CAIRN_MAX_SYMLINKS 40
 /* Fake fds start far above any real descriptor limit. */
@@ -76,6 +138,7 @@ struct cairn_mount {
 	struct cairn_dslot *dcache;	/* directory lookups of path walks */
 	struct cairn_dattr *dattr;	/* directories' attributes and xattrs */
 	struct cairn_fattr *fattr;	/* regular files' attributes */
+	struct cairn_xslot *xcache;	/* extended attributes */
 	int nidx_count;
 	int nidx_ms;			/* how long an index is trusted */
 };
@@ -207,7 +270,11 @@ struct cairn_nidx {
 	bool too_big;
 };
 
-/* Filled by the upcall (a libcairn thread), drained by smbd's main thread. */
+/*
+ * Filled by the upcall (a libcairn thread; registered with cairn_register_invalidate_sync,
+ * so it has run before the recall is acknowledged, i.e. before the other client's change
+ * completes), drained by smbd's main thread before any cache is read.
+ */
 static pthread_mutex_t cairn_inval_mu = PTHREAD_MUTEX_INITIALIZER;
 #define CAIRN_INVAL_SLOTS 64
 static cairn_id_t cairn_inval_ids[CAIRN_INVAL_SLOTS];
@@ -256,6 +323,9 @@ static void cairn_dattr_drop(struct cairn_mount *m, const cairn_id_t *id);
 static void cairn_dattr_clear(struct cairn_mount *m);
 static void cairn_fattr_drop(struct cairn_mount *m, const cairn_id_t *id);
 static void cairn_fattr_clear(struct cairn_mount *m);
+static struct timespec cairn_xcache_drop(struct cairn_mount *m,
+					 const cairn_id_t *id);
+static void cairn_xcache_clear(struct cairn_mount *m);
 
 /* Apply the recalls queued by the upcall to every mount's caches. */
 static void cairn_nidx_drain(void)
@@ -286,10 +356,12 @@ static void cairn_nidx_drain(void)
 		if (all) {
 			cairn_dattr_clear(m);
 			cairn_fattr_clear(m);
+			cairn_xcache_clear(m);
 		}
 		for (i = 0; i < n; i++) {
 			cairn_dattr_drop(m, &ids[i]);
 			cairn_fattr_drop(m, &ids[i]);
+			cairn_xcache_drop(m, &ids[i]);
 		}
 		if (!all && !entries) {
 			continue;
@@ -499,13 +571,14 @@ static const char *cairn_nidx_lookup(struct cairn_nidx *x, const char *name)
 }
 
 /*
- * Path walks: smbd names most files by path from the share root, and each intermediate
- * directory would be a lookup round trip. Each smbd process remembers which directory a
- * (directory id, name) pair led to, per caller (uid, gid: a lookup checks the caller's
- * search permission), under the same rules as the name index: the lookup took a lease on
- * the parent, a change of its entries by another client recalls it and the upcall clears
- * this table; this process's own removes and renames clear it too; nothing is trusted
- * longer than cairn:name cache ms.
+ * Path walks and lookups: smbd names most files by path from the share root, and each
+ * intermediate directory would be a lookup round trip. Each smbd process remembers which
+ * directory or regular file a (directory id, name) pair led to, per caller (uid, gid: a
+ * lookup checks the caller's search permission), under the same rules as the name index:
+ * the lookup took a lease on the parent, a change of its entries by another client
+ * recalls it and the upcall clears this table; this process's own removes and renames
+ * clear it too; nothing is trusted longer than cairn:name cache ms. A hit still needs
+ * the inode's attributes from the directory or file attribute cache (or a getattr).
  */
 #define CAIRN_DSLOTS 4096
 
@@ -513,6 +586,7 @@ struct cairn_dslot {
 	bool used;
 	uint32_t uid, gid;
 	cairn_id_t parent, child;
+	uint8_t type;		/* DT_DIR or DT_REG */
 	char *name;
 	struct timespec when;
 };
@@ -539,7 +613,7 @@ static void cairn_dcache_clear(struct cairn_mount *m)
 
 static bool cairn_dcache_get(struct cairn_mount *m, const cairn_creds_t *cr,
 			     const cairn_id_t *parent, const char *name,
-			     cairn_id_t *child)
+			     cairn_id_t *child, uint8_t *type)
 {
 	struct cairn_dslot *d = NULL;
 	struct timespec now;
@@ -559,16 +633,37 @@ static bool cairn_dcache_get(struct cairn_mount *m, const cairn_creds_t *cr,
 		return false;
 	}
 	*child = d->child;
+	*type = d->type;
 	return true;
+}
+
+/* An own remove of (parent, name): forget it for every caller. */
+static void cairn_dcache_forget(struct cairn_mount *m, const cairn_id_t *parent,
+				const char *name)
+{
+	size_t i;
+
+	if (m->dcache == NULL) {
+		return;
+	}
+	for (i = 0; i < CAIRN_DSLOTS; i++) {
+		struct cairn_dslot *d = &m->dcache[i];
+
+		if (d->used && cairn_id_eq(&d->parent, parent) &&
+		    strcmp(d->name, name) == 0) {
+			d->used = false;
+		}
+	}
 }
 
 static void cairn_dcache_put(struct cairn_mount *m, const cairn_creds_t *cr,
 			     const cairn_id_t *parent, const char *name,
-			     const cairn_id_t *child, const struct timespec *when)
+			     const cairn_id_t *child, uint8_t type,
+			     const struct timespec *when)
 {
 	struct cairn_dslot *d = NULL;
 
-	if (m->nidx_ms <= 0) {
+	if (m->nidx_ms <= 0 || (type != DT_DIR && type != DT_REG)) {
 		return;
 	}
 	if (m->dcache == NULL) {
@@ -589,36 +684,27 @@ static void cairn_dcache_put(struct cairn_mount *m, const cairn_creds_t *cr,
 	d->gid = cr->gid;
 	d->parent = *parent;
 	d->child = *child;
+	d->type = type;
 	d->when = *when;
 }
 
 /*
- * Directories' attributes and extended attributes. smbd stats the parent directory and
- * reads its security.NTACL several times per create; a directory's attributes take a
- * round trip to every replica set. Each smbd process keeps them for a few directories,
- * under the same rules as the name index: the getattr took a lease on the directory on
- * every set, any other client's change to it (entries, attributes, xattrs) recalls that
- * lease and the upcall drops the entry; this process's own changes drop it too; nothing
- * is kept longer than cairn:name cache ms. Extended attributes are kept per caller
- * (uid), and only alongside attributes fetched under the same lease. Files are never
- * cached here (durable handles compare a file's stat across processes).
+ * Directories' attributes. smbd stats the parent directory several times per create; a
+ * directory's attributes take a round trip to every replica set. Each smbd process keeps
+ * them for a few directories, under the same rules as the name index: the getattr took a
+ * lease on the directory on every set, any other client's change to it recalls that
+ * lease and the upcall drops the entry; this process's own changes drop it too (its
+ * times moved); nothing is kept longer than cairn:name cache ms. Their extended
+ * attributes (security.NTACL, read on the parent at every create) are in the xattr
+ * cache below, which a create in the directory leaves alone.
  */
 #define CAIRN_DATTR_SLOTS 1024
-#define CAIRN_DATTR_XATTRS 4
-#define CAIRN_DATTR_XMAX 4096
 
 struct cairn_dattr {
 	bool used;
 	cairn_id_t id;
 	cairn_attr_t attr;
 	struct timespec when;
-	struct cairn_dxattr {
-		char *name;
-		uint32_t uid;
-		ssize_t len;	/* -ENODATA when absent */
-		uint8_t *value;
-	} x[CAIRN_DATTR_XATTRS];
-	int nx;
 };
 
 static struct cairn_dattr *cairn_dattr_slot(struct cairn_mount *m,
@@ -645,13 +731,6 @@ static struct cairn_dattr *cairn_dattr_slot(struct cairn_mount *m,
 
 static void cairn_dattr_reset(struct cairn_dattr *d)
 {
-	int i;
-
-	for (i = 0; i < d->nx; i++) {
-		TALLOC_FREE(d->x[i].name);
-		TALLOC_FREE(d->x[i].value);
-	}
-	d->nx = 0;
 	d->used = false;
 }
 
@@ -719,55 +798,6 @@ static int cairn_dir_getattr(struct cairn_mount *m, const cairn_creds_t *cr,
 	return ret;
 }
 
-/* getxattr of a directory through the cache (same conventions as cairn_getxattr). */
-static ssize_t cairn_dir_getxattr(struct cairn_mount *m, const cairn_creds_t *cr,
-				  cairn_id_t id, const char *name, void *value,
-				  size_t size)
-{
-	struct cairn_dattr *d = cairn_dattr_get(m, &id);
-	struct cairn_dxattr *x = NULL;
-	uint64_t gen;
-	ssize_t len;
-	int i;
-
-	if (d == NULL) {
-		/* only under the lease of a cached getattr */
-		return cairn_getxattr(m->fs, cr, id, name, value, size);
-	}
-	for (i = 0; i < d->nx; i++) {
-		x = &d->x[i];
-		if (x->uid == cr->uid && strcmp(x->name, name) == 0) {
-			if (x->len < 0 || value == NULL || size == 0) {
-				return x->len;
-			}
-			if ((size_t)x->len > size) {
-				return -ERANGE;
-			}
-			memcpy(value, x->value, x->len);
-			return x->len;
-		}
-	}
-	gen = cairn_inval_generation();
-	len = cairn_getxattr(m->fs, cr, id, name, value, size);
-	if ((len < 0 && len != -ENODATA) || (len >= 0 && value == NULL) ||
-	    len > CAIRN_DATTR_XMAX || d->nx >= CAIRN_DATTR_XATTRS ||
-	    cairn_inval_generation() != gen) {
-		return len;
-	}
-	x = &d->x[d->nx];
-	x->name = talloc_strdup(m->dattr, name);
-	x->value = len > 0 ? talloc_memdup(m->dattr, value, len) : NULL;
-	if (x->name == NULL || (len > 0 && x->value == NULL)) {
-		TALLOC_FREE(x->name);
-		TALLOC_FREE(x->value);
-		return len;
-	}
-	x->uid = cr->uid;
-	x->len = len;
-	d->nx++;
-	return len;
-}
-
 /*
  * Regular files' attributes, for the fstats smbd repeats on an open handle (a delete is
  * four of them). Same lease rules as the directory cache: the getattr took a lease on the
@@ -825,6 +855,24 @@ static void cairn_fattr_clear(struct cairn_mount *m)
 	TALLOC_FREE(m->fattr);
 }
 
+/* The cached attributes of regular file id, if trusted (no round trip). */
+static bool cairn_fattr_peek(struct cairn_mount *m, const cairn_id_t *id,
+			     cairn_attr_t *a)
+{
+	struct cairn_fattr *f = NULL;
+	struct timespec now;
+
+	cairn_nidx_drain();
+	f = cairn_fattr_slot(m, id, false);
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (f != NULL && f->used && cairn_id_eq(&f->id, id) &&
+	    nsec_time_diff(&now, &f->when) / 1000000 < m->nidx_ms) {
+		*a = f->attr;
+		return true;
+	}
+	return false;
+}
+
 static int cairn_file_getattr(struct cairn_mount *m, const cairn_creds_t *cr,
 			      cairn_id_t id, cairn_attr_t *a)
 {
@@ -855,6 +903,261 @@ static int cairn_file_getattr(struct cairn_mount *m, const cairn_creds_t *cr,
 		f->when = now;
 	}
 	return ret;
+}
+
+/*
+ * Extended attributes of files and directories (user.DOSATTRIB, security.NTACL,
+ * streams_xattr's user.DosStream.*, and listxattr results): smbd reads the DOS attributes
+ * of a file three to five times per open, and streams_xattr lists its xattrs on every
+ * open and delete. Every getxattr/listxattr (also one answering "no such attribute")
+ * takes a lease on the inode at its chain head; another client's setxattr/removexattr
+ * (or any change to the inode) recalls it and the upcall drops the inode's entries.
+ * This process's own setxattr/removexattr keep its lease (the bricks recall only other
+ * sessions), so they update the entries instead of dropping them, but only when an
+ * entry of the inode proves a read lease is held, and keeping the time that lease was
+ * taken. Entries are kept per caller (uid: security.* needs root) and for at most
+ * cairn:name cache ms. The listxattr result is kept under the name "".
+ */
+#define CAIRN_XSLOTS 1024
+#define CAIRN_XMAX 4096
+
+struct cairn_xslot {
+	bool used;
+	cairn_id_t id;
+	uint32_t uid;
+	char *name;
+	ssize_t len;		/* -ENODATA when absent */
+	uint8_t *value;
+	struct timespec when;	/* when the lease was taken */
+};
+
+static uint32_t cairn_xslot_hash(const cairn_id_t *id, uint32_t uid,
+				 const char *name)
+{
+	uint32_t h = 2166136261u;
+	size_t i;
+
+	for (i = 0; i < sizeof(id->bytes); i++) {
+		h = (h ^ id->bytes[i]) * 16777619u;
+	}
+	for (; *name != '\0'; name++) {
+		h = (h ^ (uint8_t)*name) * 16777619u;
+	}
+	return (h ^ (uid * 2654435761u)) % CAIRN_XSLOTS;
+}
+
+static void cairn_xslot_reset(struct cairn_xslot *x)
+{
+	TALLOC_FREE(x->name);
+	TALLOC_FREE(x->value);
+	x->used = false;
+}
+
+/* Drop every entry of id; returns the oldest lease time among them (0 if none). */
+static struct timespec cairn_xcache_drop(struct cairn_mount *m,
+					 const cairn_id_t *id)
+{
+	struct timespec oldest = {0};
+	size_t i;
+
+	if (m->xcache == NULL) {
+		return oldest;
+	}
+	for (i = 0; i < CAIRN_XSLOTS; i++) {
+		struct cairn_xslot *x = &m->xcache[i];
+
+		if (!x->used || !cairn_id_eq(&x->id, id)) {
+			continue;
+		}
+		if (oldest.tv_sec == 0 && oldest.tv_nsec == 0) {
+			oldest = x->when;
+		} else if (timespec_compare(&x->when, &oldest) < 0) {
+			oldest = x->when;
+		}
+		cairn_xslot_reset(x);
+	}
+	return oldest;
+}
+
+static void cairn_xcache_clear(struct cairn_mount *m)
+{
+	TALLOC_FREE(m->xcache);
+}
+
+static bool cairn_xcache_fresh(struct cairn_mount *m, const struct timespec *when)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return nsec_time_diff(&now, when) / 1000000 < m->nidx_ms;
+}
+
+static void cairn_xcache_put(struct cairn_mount *m, const cairn_id_t *id,
+			     uint32_t uid, const char *name, ssize_t len,
+			     const void *value, const struct timespec *when)
+{
+	struct cairn_xslot *x = NULL;
+
+	if (m->nidx_ms <= 0 || len > CAIRN_XMAX ||
+	    (len < 0 && len != -ENODATA) || (len > 0 && value == NULL)) {
+		return;
+	}
+	if (m->xcache == NULL) {
+		m->xcache = talloc_zero_array(m, struct cairn_xslot,
+					      CAIRN_XSLOTS);
+		if (m->xcache == NULL) {
+			return;
+		}
+	}
+	x = &m->xcache[cairn_xslot_hash(id, uid, name)];
+	cairn_xslot_reset(x);
+	x->name = talloc_strdup(m->xcache, name);
+	x->value = len > 0 ? talloc_memdup(m->xcache, value, len) : NULL;
+	if (x->name == NULL || (len > 0 && x->value == NULL)) {
+		cairn_xslot_reset(x);
+		return;
+	}
+	x->used = true;
+	x->id = *id;
+	x->uid = uid;
+	x->len = len;
+	x->when = *when;
+}
+
+/* The cached entry, if still trusted. */
+static struct cairn_xslot *cairn_xcache_get(struct cairn_mount *m,
+					    const cairn_id_t *id, uint32_t uid,
+					    const char *name)
+{
+	struct cairn_xslot *x = NULL;
+
+	cairn_nidx_drain();
+	if (m->xcache == NULL) {
+		return NULL;
+	}
+	x = &m->xcache[cairn_xslot_hash(id, uid, name)];
+	if (!x->used || x->uid != uid || !cairn_id_eq(&x->id, id) ||
+	    strcmp(x->name, name) != 0) {
+		return NULL;
+	}
+	if (!cairn_xcache_fresh(m, &x->when)) {
+		cairn_xslot_reset(x);
+		return NULL;
+	}
+	return x;
+}
+
+static ssize_t cairn_xcache_copy(const struct cairn_xslot *x, void *value,
+				 size_t size)
+{
+	if (x->len < 0 || value == NULL || size == 0) {
+		return x->len;
+	}
+	if ((size_t)x->len > size) {
+		return -ERANGE;
+	}
+	memcpy(value, x->value, x->len);
+	return x->len;
+}
+
+/* Whether the cached listxattr result x names name. */
+static bool cairn_xlist_has(const struct cairn_xslot *x, const char *name)
+{
+	ssize_t off = 0;
+
+	while (x->len > 0 && off < x->len) {
+		const char *n = (const char *)x->value + off;
+		size_t l = strnlen(n, x->len - off);
+
+		if (strncmp(n, name, l) == 0 && name[l] == '\0') {
+			return true;
+		}
+		off += l + 1;
+	}
+	return false;
+}
+
+/* getxattr (name) or listxattr (name == NULL) through the cache. */
+static ssize_t cairn_cached_getxattr(struct cairn_mount *m,
+				     const cairn_creds_t *cr, cairn_id_t id,
+				     const char *name, void *value, size_t size)
+{
+	const char *key = name != NULL ? name : "";
+	/* the list is the same for every caller: kept once, as root's */
+	uint32_t uid = name != NULL ? cr->uid : 0;
+	struct cairn_xslot *x = cairn_xcache_get(m, &id, uid, key);
+	uint8_t buf[CAIRN_XMAX];
+	struct timespec t0;
+	uint64_t gen;
+	ssize_t len;
+
+	if (x != NULL) {
+		return cairn_xcache_copy(x, value, size);
+	}
+	/*
+	 * A name missing from the cached list does not exist: ENODATA for root (another
+	 * caller may get EACCES or EPERM first, so it asks the server).
+	 */
+	if (name != NULL && cr->uid == 0 &&
+	    (x = cairn_xcache_get(m, &id, 0, "")) != NULL &&
+	    !cairn_xlist_has(x, name)) {
+		return -ENODATA;
+	}
+	gen = cairn_inval_generation();
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	/* read into our own buffer, so a size query can be cached too */
+	if (name != NULL) {
+		len = cairn_getxattr(m->fs, cr, id, name, buf, sizeof(buf));
+	} else {
+		len = cairn_listxattr(m->fs, cr, id, (char *)buf, sizeof(buf));
+	}
+	if (len == -ERANGE) {
+		/* larger than we keep: ask with the caller's buffer */
+		if (name != NULL) {
+			return cairn_getxattr(m->fs, cr, id, name, value, size);
+		}
+		return cairn_listxattr(m->fs, cr, id, value, size);
+	}
+	if (cairn_inval_generation() == gen) {
+		cairn_xcache_put(m, &id, uid, key, len, buf, &t0);
+	}
+	if (len < 0 || value == NULL || size == 0) {
+		return len;
+	}
+	if ((size_t)len > size) {
+		return -ERANGE;
+	}
+	memcpy(value, buf, len);
+	return len;
+}
+
+/*
+ * Before an own setxattr/removexattr of id: whether a read lease on id is held (some
+ * entry of id is cached and trusted), and since when.
+ */
+static bool cairn_xcache_leased(struct cairn_mount *m, const cairn_id_t *id,
+				struct timespec *when)
+{
+	bool found = false;
+	size_t i;
+
+	cairn_nidx_drain();
+	if (m->xcache == NULL) {
+		return false;
+	}
+	for (i = 0; i < CAIRN_XSLOTS; i++) {
+		struct cairn_xslot *x = &m->xcache[i];
+
+		if (!x->used || !cairn_id_eq(&x->id, id) ||
+		    !cairn_xcache_fresh(m, &x->when)) {
+			continue;
+		}
+		if (!found || timespec_compare(&x->when, when) < 0) {
+			*when = x->when;
+		}
+		found = true;
+	}
+	return found;
 }
 
 /* ---- path resolution ------------------------------------------------------------ */
@@ -936,6 +1239,79 @@ static char *cairn_abs_path(TALLOC_CTX *mem_ctx,
 	return out;
 }
 
+/* Whether cr may search (look names up in) a directory with attributes a. */
+static bool cairn_may_search(const cairn_attr_t *a, const cairn_creds_t *cr)
+{
+	uint32_t i;
+
+	if (cr->uid == 0) {
+		return true;
+	}
+	if (cr->uid == a->uid) {
+		return (a->mode & S_IXUSR) != 0;
+	}
+	if (cr->gid == a->gid) {
+		return (a->mode & S_IXGRP) != 0;
+	}
+	for (i = 0; i < cr->ngroups; i++) {
+		if (cr->groups[i] == a->gid) {
+			return (a->mode & S_IXGRP) != 0;
+		}
+	}
+	return (a->mode & S_IXOTH) != 0;
+}
+
+/*
+ * cairn_lookup, except that a name the directory's name index (exact under the lease of
+ * its listing, see above) does not hold is answered ENOENT without a round trip, when
+ * the directory's cached attributes let the caller search it (else the server's answer,
+ * EACCES, is the right one). smbd looks every new name up before creating it.
+ */
+static int cairn_lookup_cached(struct vfs_handle_struct *handle,
+			       const cairn_creds_t *cr, cairn_id_t dir,
+			       const char *name, cairn_attr_t *a)
+{
+	struct cairn_mount *m = cairn_cc(handle)->m;
+	struct cairn_nidx *x = cairn_nidx_find(m, &dir);
+	struct cairn_dattr *d = NULL;
+	struct timespec t0;
+	cairn_id_t child;
+	uint8_t type;
+	uint64_t gen;
+	int ret;
+
+	if (x != NULL && cairn_nidx_lookup(x, name) == NULL) {
+		d = cairn_dattr_get(m, &dir);
+		if (d != NULL && cairn_may_search(&d->attr, cr)) {
+			return -ENOENT;
+		}
+	}
+	/* a name this caller looked up before, whose inode's attributes are cached */
+	if (cairn_dcache_get(m, cr, &dir, name, &child, &type)) {
+		if (type == DT_DIR) {
+			/* its merged attributes, which a caller needs anyway */
+			return cairn_dir_getattr(m, cr, child, a);
+		}
+		if (type == DT_REG && cairn_fattr_peek(m, &child, a)) {
+			return 0;
+		}
+	}
+	gen = cairn_inval_generation();
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ret = cairn_lookup(m->fs, cr, dir, name, a);
+	if (ret == 0 && cairn_inval_generation() == gen) {
+		/*
+		 * The lookup took a lease on the directory's entries where they change.
+		 * Its attributes are not kept: they are the copy on the directory's
+		 * chain head, whose ctime may differ from the copy every getattr
+		 * reads (each copy keeps its own), and the lease it takes on the
+		 * inode is at that head, which may not be the inode's.
+		 */
+		cairn_dcache_put(m, cr, &dir, name, &a->id, a->type, &t0);
+	}
+	return ret;
+}
+
 /*
  * A lookup answers with the attributes of a directory's copy on one replica set; its
  * times (an entry created on another set moves that set's copy) are only right when
@@ -1004,11 +1380,14 @@ again:
 			}
 			{
 				struct cairn_mount *m = cairn_cc(handle)->m;
-				cairn_id_t dir = a.id;
-				struct timespec t0;
+				cairn_id_t dir = a.id, child;
+				uint8_t type;
 
 				if (!last &&
-				    cairn_dcache_get(m, cr, &dir, p, &a.id)) {
+				    cairn_dcache_get(m, cr, &dir, p, &child,
+						     &type) &&
+				    type == DT_DIR) {
+					a.id = child;
 					a.type = DT_DIR;
 					done = talloc_asprintf(frame, "%s/%s",
 							       done, p);
@@ -1016,12 +1395,8 @@ again:
 					p = e;
 					continue;
 				}
-				clock_gettime(CLOCK_MONOTONIC, &t0);
-				ret = cairn_lookup(fs, cr, dir, p, &a);
-				if (ret == 0 && a.type == DT_DIR) {
-					cairn_dcache_put(m, cr, &dir, p, &a.id,
-							 &t0);
-				}
+				ret = cairn_lookup_cached(handle, cr, dir, p,
+							  &a);
 			}
 			if (ret < 0) {
 				goto out;
@@ -1114,7 +1489,7 @@ static int cairn_resolve_at(struct vfs_handle_struct *handle,
 		dfh = cairn_fetch_fh(handle, dirfsp);
 	}
 	if (dfh != NULL) {
-		ret = cairn_lookup(CAIRN_FS(handle), cr, dfh->id, name, out);
+		ret = cairn_lookup_cached(handle, cr, dfh->id, name, out);
 		if (ret == 0 && out->type == DT_DIR) {
 			return cairn_dir_attr(cairn_cc(handle)->m, cr, out);
 		}
@@ -1275,7 +1650,7 @@ static int cairn_connect(struct vfs_handle_struct *handle,
 		m->nidx_ms = MIN(lp_parm_int(snum, CAIRN_MODULE,
 					     "name cache ms", 5000),
 				 CAIRN_NIDX_MAX_MS);
-		if (cairn_register_invalidate(fs, cairn_upcall, NULL) < 0) {
+		if (cairn_register_invalidate_sync(fs, cairn_upcall, NULL) < 0) {
 			m->nidx_ms = 0;	/* no recalls: never trust an index */
 		}
 		DLIST_ADD(cairn_mounts, m);
@@ -1298,6 +1673,9 @@ static int cairn_connect(struct vfs_handle_struct *handle,
 	m->refs++;
 	SMB_VFS_HANDLE_SET_DATA(handle, cc, NULL, struct cairn_conn,
 				return -1);
+
+	cairn_trace_rt = lp_parm_bool(snum, CAIRN_MODULE, "trace round trips",
+				      false);
 
 	/* No async getxattrat: keep dosmode synchronous (as vfs_glusterfs). */
 	lp_do_parameter(snum, "smbd async dosmode", "false");
@@ -2196,6 +2574,9 @@ static int cairn_unlinkat(struct vfs_handle_struct *handle,
 	if (ret == 0) {
 		if (flags & AT_REMOVEDIR) {
 			cairn_dcache_clear(cairn_cc(handle)->m);
+		} else {
+			cairn_dcache_forget(cairn_cc(handle)->m, &parent,
+					    leaf);
 		}
 		cairn_fattr_clear(cairn_cc(handle)->m);
 		cairn_nidx_removed(handle, &parent, leaf);
@@ -2658,13 +3039,8 @@ static ssize_t cairn_fgetxattr(struct vfs_handle_struct *handle,
 	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
 
 	cairn_creds(handle, &cr);
-	if (fh->is_dir) {
-		return cairn_sret(cairn_dir_getxattr(cairn_cc(handle)->m, &cr,
-						     fh->id, name, value,
-						     size));
-	}
-	return cairn_sret(cairn_getxattr(CAIRN_FS(handle), &cr, fh->id, name,
-					 value, size));
+	return cairn_sret(cairn_cached_getxattr(cairn_cc(handle)->m, &cr,
+						fh->id, name, value, size));
 }
 
 static ssize_t cairn_flistxattr(struct vfs_handle_struct *handle,
@@ -2674,32 +3050,66 @@ static ssize_t cairn_flistxattr(struct vfs_handle_struct *handle,
 	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
 
 	cairn_creds(handle, &cr);
-	return cairn_sret(cairn_listxattr(CAIRN_FS(handle), &cr, fh->id, list,
-					  size));
+	return cairn_sret(cairn_cached_getxattr(cairn_cc(handle)->m, &cr,
+						fh->id, NULL, list, size));
+}
+
+/*
+ * After an own change of xattr name on id (value NULL: removed): the entries of id are
+ * dropped; when a read lease was held before the change (and no recall came meanwhile),
+ * the new value is kept for this caller under that lease (the bricks do not recall the
+ * session that made a change).
+ */
+static void cairn_xcache_changed(struct cairn_mount *m, const cairn_creds_t *cr,
+				 const cairn_id_t *id, const char *name,
+				 const void *value, size_t size, int ret,
+				 bool leased, const struct timespec *when,
+				 uint64_t gen)
+{
+	cairn_xcache_drop(m, id);
+	if (ret < 0 || !leased || cairn_inval_generation() != gen) {
+		return;
+	}
+	cairn_xcache_put(m, id, cr->uid, name,
+			 value != NULL ? (ssize_t)size : -ENODATA, value, when);
 }
 
 static int cairn_fremovexattr(struct vfs_handle_struct *handle,
 			      files_struct *fsp, const char *name)
 {
+	struct cairn_mount *m = cairn_cc(handle)->m;
+	struct timespec when;
 	cairn_creds_t cr;
+	uint64_t gen;
+	bool leased;
+	int ret;
 	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
-	cairn_fattr_drop(cairn_cc(handle)->m, &fh->id);
 
+	cairn_fattr_drop(m, &fh->id);
 	cairn_creds(handle, &cr);
-	cairn_dattr_drop(cairn_cc(handle)->m, &fh->id);
-	return cairn_ret(cairn_removexattr(CAIRN_FS(handle), &cr, fh->id,
-					   name));
+	cairn_dattr_drop(m, &fh->id);
+	gen = cairn_inval_generation();
+	leased = cairn_xcache_leased(m, &fh->id, &when);
+	ret = cairn_removexattr(m->fs, &cr, fh->id, name);
+	cairn_xcache_changed(m, &cr, &fh->id, name, NULL, 0, ret, leased,
+			     &when, gen);
+	return cairn_ret(ret);
 }
 
 static int cairn_fsetxattr(struct vfs_handle_struct *handle,
 			   files_struct *fsp, const char *name,
 			   const void *value, size_t size, int flags)
 {
+	struct cairn_mount *m = cairn_cc(handle)->m;
+	struct timespec when;
 	cairn_creds_t cr;
 	uint32_t cf = 0;
+	uint64_t gen;
+	bool leased;
+	int ret;
 	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
-	cairn_fattr_drop(cairn_cc(handle)->m, &fh->id);
 
+	cairn_fattr_drop(m, &fh->id);
 	if (flags & XATTR_CREATE) {
 		cf |= CAIRN_XATTR_CREATE;
 	}
@@ -2707,9 +3117,13 @@ static int cairn_fsetxattr(struct vfs_handle_struct *handle,
 		cf |= CAIRN_XATTR_REPLACE;
 	}
 	cairn_creds(handle, &cr);
-	cairn_dattr_drop(cairn_cc(handle)->m, &fh->id);
-	return cairn_ret(cairn_setxattr(CAIRN_FS(handle), &cr, fh->id, name,
-					value, size, cf));
+	cairn_dattr_drop(m, &fh->id);
+	gen = cairn_inval_generation();
+	leased = cairn_xcache_leased(m, &fh->id, &when);
+	ret = cairn_setxattr(m->fs, &cr, fh->id, name, value, size, cf);
+	cairn_xcache_changed(m, &cr, &fh->id, name, value, size, ret, leased,
+			     &when, gen);
+	return cairn_ret(ret);
 }
 
 static bool cairn_aio_force(struct vfs_handle_struct *handle,

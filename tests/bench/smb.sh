@@ -85,6 +85,14 @@ for share in stock vol0; do
     smbc "$share" "del big; rmdir small" >/dev/null || true
 done
 
+# build_kind FILE: "release" or "debug" (cargo's profile directory the file comes from)
+build_kind() {
+    case $(readlink -f "$1") in
+    */release/*) echo release ;;
+    */debug/*) echo debug ;;
+    *) echo "unknown ($1)" ;;
+    esac
+}
 ratio() { python3 -c "print('%.2f' % (float('${R[vol0,$1]}') / float('${R[stock,$1]}')))"; }
 table() {
     printf '| %s | %s | %s | %s | %s |\n' "SMB over loopback (smbclient)" vfs_cairn stock \
@@ -109,7 +117,9 @@ if [[ ${BENCH_SAVE:-1} == 1 ]]; then
         echo "# SMB benchmark — $(date '+%F %H:%M') on $(hostname)"
         echo
         echo "- tests/bench/smb.sh, commit $(git -C "$CL_REPO" rev-parse --short HEAD 2>/dev/null)," \
-            "$(nproc) CPUs; one debug cairnd, volume 2 x 2 (replica 2) on the local disk;" \
+            "$(nproc) CPUs; one cairnd ($(build_kind "$CAIRN_BIN_DIR/cairnd") build, $CAIRN_BIN_DIR)," \
+            "libcairn $(build_kind "$(readlink -f "$CL_REPO/vfs-module/build/libcairn.so.1")") build;" \
+            "volume 2 x 2 (replica 2) on the local disk;" \
             "smbd $(smbd --version | awk '{print $2}') with vfs_cairn and a stock share on the" \
             "same disk, same smbd; $NFILES files of 4 KiB; ${BIG_MIB} MiB file"
         echo "- ratio = vfs_cairn / stock; Gluster = Samba 4.17 + vfs_glusterfs, 4-brick volume"

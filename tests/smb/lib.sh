@@ -10,6 +10,7 @@
 #   smb_up [NODES] [EXTRA_SHARE_FN]   cluster + smbd; EXTRA_SHARE_FN DIR may append shares
 #   smbc SHARE CMDS...                run smbclient commands on //127.0.0.1/SHARE as the user
 #
+# Env: SMB_CAIRN_EXTRA  one more smb.conf line for [vol0] (e.g. cairn:trace round trips = yes)
 # Variables: SMB_DIR, SMB_PORT, SMB_USER, SMB_PASS, SMB_CONF, SMB_LOG, SMB_STOCK_DIR.
 
 # shellcheck source=tests/integration/lib.sh
@@ -67,7 +68,8 @@ smb_up() {
     smb_ensure_user "$SMB_USER" || fail "cannot create local user $SMB_USER"
     smb_write_conf "$SMB_DIR" "$SMB_PORT"
     smb_add_cairn_share "$SMB_DIR" vol0 vol0 "$(cl_node_addr n1)" / \
-        "valid users = $SMB_USER root" || fail "cannot add share vol0"
+        "valid users = $SMB_USER root" ${SMB_CAIRN_EXTRA:+"$SMB_CAIRN_EXTRA"} ||
+        fail "cannot add share vol0"
     chmod 0711 "$CL_DIR" # the stock share lives below it
     mkdir -p "$SMB_STOCK_DIR"
     chmod 0777 "$SMB_STOCK_DIR"

@@ -571,6 +571,10 @@ fn grant_leases(node: &Node, session: &Arc<Session>, volume: &str, op: &Op, repl
             node.leases.grant(volume, attr.id, session);
         }
         (Op::ReadDir { dir, .. }, _) => node.leases.grant(volume, *dir, session),
+        // Extended attributes change only by SetXattr/RemoveXattr on `id`, which recall it.
+        (Op::GetXattr { id, .. } | Op::ListXattr { id }, _) => {
+            node.leases.grant(volume, *id, session)
+        }
         (Op::LookupPath { .. }, Reply::Attrs(attrs)) => {
             for a in attrs {
                 node.leases.grant(volume, a.id, session);
@@ -750,10 +754,16 @@ async fn serve(
             if slot.healing.load(std::sync::atomic::Ordering::Acquire) {
                 return Err(stale(&req.volume, req.brick, "catching up with its peers"));
             }
-            let (reply, out) =
-                exec_local(&slot, req.creds.clone(), req.op.clone(), data, None, false).await?;
-            grant_leases(node, session, &req.volume, &req.op, &reply);
-            Ok((reply, out))
+            let r = exec_local(&slot, req.creds.clone(), req.op.clone(), data, None, false).await;
+            match (&r, &req.op) {
+                (Ok((reply, _)), op) => grant_leases(node, session, &req.volume, op, reply),
+                // "no such attribute" is an answer a client may cache too
+                (Err(e), Op::GetXattr { id, .. }) if e.errno == Errno::ENODATA => {
+                    node.leases.grant(&req.volume, *id, session)
+                }
+                _ => {}
+            }
+            r
         }
     }
 }

@@ -49,13 +49,24 @@ impl Leases {
     }
 
     /// Recall the leases on `ids` held by sessions other than `except`; returns once all
-    /// acknowledged or [`RECALL_WAIT`] passed.
+    /// acknowledged or [`RECALL_WAIT`] passed. `except` (the session that made the change)
+    /// keeps its lease: it knows what it changed and updates its own cache, and a later
+    /// change by another session must still reach it.
     pub async fn recall(&self, volume: &str, ids: &[(Id, bool)], except: u64) {
         let now = Instant::now();
         let mut waits = vec![];
         for &(id, entries) in ids {
-            let holders = self.holders.lock().remove(&(volume.to_string(), id));
-            let Some(holders) = holders else { continue };
+            let holders = {
+                let mut map = self.holders.lock();
+                let key = (volume.to_string(), id);
+                let Some(mut holders) = map.remove(&key) else { continue };
+                if let Some(own) = holders.remove(&except) {
+                    if own.until >= now {
+                        map.insert(key, HashMap::from([(except, own)]));
+                    }
+                }
+                holders
+            };
             for (sid, h) in holders {
                 if sid == except || h.until < now {
                     continue;

@@ -156,6 +156,12 @@ typedef struct cairn_options_t {
 } cairn_options_t;
 
 /**
+ * Called once per request kind by `cairn_stats`, with the kind's name (valid only during
+ * the callback) and how many requests of that kind the mount has sent.
+ */
+typedef void (*cairn_stats_cb)(const char *op, uint64_t count, void *arg);
+
+/**
  * Lease-recall upcall: drop cached state of `id` (and its entries when `flags` has
  * CAIRN_INVALIDATE_ENTRIES). Runs on a library thread.
  */
@@ -354,12 +360,30 @@ int cairn_unmount(struct cairn_fs_t *fs);
 int cairn_volume_id(struct cairn_fs_t *fs, uint8_t *id_out);
 
 /**
+ * Backend round trips (requests sent to bricks) this mount has made so far: returns the
+ * total (or a negative errno) and, when `cb` is not NULL, calls it once per request kind
+ * (in name order) on the calling thread. For tracing and benchmarks; counters never reset.
+ */
+ssize_t cairn_stats(struct cairn_fs_t *fs, cairn_stats_cb cb, void *arg);
+
+/**
  * Register (or, with `cb` NULL, remove) the lease-recall upcall. It is called from a
  * library thread with the id whose cached attributes/data (and entries, with
  * CAIRN_INVALIDATE_ENTRIES) must be dropped. It may call other libcairn functions except
- * cairn_unmount, and should return quickly.
+ * cairn_unmount, and should return quickly. It may run after the recall was acknowledged
+ * (so after the change that caused it completed): for a cache that must never serve
+ * what another client changed, use `cairn_register_invalidate_sync`.
  */
 int cairn_register_invalidate(struct cairn_fs_t *fs, cairn_invalidate_cb cb, void *arg);
+
+/**
+ * Like `cairn_register_invalidate`, but the upcall has run before the recall is
+ * acknowledged, so before the other client's change completes: a cache it drops (or
+ * marks stale) never serves data that change made old. It runs on a library thread that
+ * must not block: it must not call any libcairn function and must return at once (take
+ * a lock, note the id). Replaces any upcall registered before.
+ */
+int cairn_register_invalidate_sync(struct cairn_fs_t *fs, cairn_invalidate_cb cb, void *arg);
 
 /**
  * Look `name` up in directory `dir`; fill `*attr` (may be NULL).

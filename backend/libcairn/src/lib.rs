@@ -235,10 +235,36 @@ pub unsafe extern "C" fn cairn_volume_id(fs: *mut cairn_fs_t, id_out: *mut u8) -
     })
 }
 
+/// Backend round trips (requests sent to bricks) this mount has made so far: returns the
+/// total (or a negative errno) and, when `cb` is not NULL, calls it once per request kind
+/// (in name order) on the calling thread. For tracing and benchmarks; counters never reset.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_stats(
+    fs: *mut cairn_fs_t,
+    cb: cairn_stats_cb,
+    arg: *mut c_void,
+) -> libc::ssize_t {
+    guard_count("cairn_stats", || {
+        // SAFETY: forwarded contract.
+        let fs = unsafe { fs_ref(fs) }?;
+        let st = fs.vol.stats();
+        if let Some(f) = cb {
+            for (op, n) in &st.by_op {
+                let name = std::ffi::CString::new(*op).unwrap_or_default();
+                // SAFETY: a C function pointer given by the caller with its argument.
+                unsafe { f(name.as_ptr(), *n, arg) };
+            }
+        }
+        Ok(st.round_trips as usize)
+    })
+}
+
 /// Register (or, with `cb` NULL, remove) the lease-recall upcall. It is called from a
 /// library thread with the id whose cached attributes/data (and entries, with
 /// CAIRN_INVALIDATE_ENTRIES) must be dropped. It may call other libcairn functions except
-/// cairn_unmount, and should return quickly.
+/// cairn_unmount, and should return quickly. It may run after the recall was acknowledged
+/// (so after the change that caused it completed): for a cache that must never serve
+/// what another client changed, use `cairn_register_invalidate_sync`.
 #[no_mangle]
 pub unsafe extern "C" fn cairn_register_invalidate(
     fs: *mut cairn_fs_t,
@@ -247,26 +273,54 @@ pub unsafe extern "C" fn cairn_register_invalidate(
 ) -> c_int {
     guard_int("cairn_register_invalidate", || {
         // SAFETY: forwarded contract.
-        let fs = unsafe { fs_ref(fs) }?;
-        *fs.invalidate.lock() = cb.map(|f| (f, arg as usize));
-        if cb.is_some() && !fs.invalidate_hooked.swap(true, Ordering::SeqCst) {
-            let (slot, inflight, rt) = (fs.invalidate.clone(), fs.inflight.clone(), fs.rt.clone());
-            fs.vol.on_invalidate(Arc::new(move |id: Id, entries: bool| {
-                let guard = slot.lock();
-                let Some((f, arg)) = *guard else { return };
-                inflight.begin();
-                drop(guard);
-                let inflight = inflight.clone();
-                let flags = if entries { CAIRN_INVALIDATE_ENTRIES } else { 0 };
-                rt.spawn_blocking(move || {
-                    // SAFETY: a C function pointer registered by the caller with its argument.
-                    ffi::run_callback(None, || unsafe { f(id.into(), flags, arg as *mut c_void) });
-                    inflight.end();
-                });
-            }));
-        }
+        register_invalidate(unsafe { fs_ref(fs) }?, cb, arg, false);
         Ok(())
     })
+}
+
+/// Like `cairn_register_invalidate`, but the upcall has run before the recall is
+/// acknowledged, so before the other client's change completes: a cache it drops (or
+/// marks stale) never serves data that change made old. It runs on a library thread that
+/// must not block: it must not call any libcairn function and must return at once (take
+/// a lock, note the id). Replaces any upcall registered before.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_register_invalidate_sync(
+    fs: *mut cairn_fs_t,
+    cb: cairn_invalidate_cb,
+    arg: *mut c_void,
+) -> c_int {
+    guard_int("cairn_register_invalidate_sync", || {
+        // SAFETY: forwarded contract.
+        register_invalidate(unsafe { fs_ref(fs) }?, cb, arg, true);
+        Ok(())
+    })
+}
+
+fn register_invalidate(fs: &cairn_fs_t, cb: cairn_invalidate_cb, arg: *mut c_void, sync: bool) {
+    *fs.invalidate.lock() = cb.map(|f| (f, arg as usize, sync));
+    if cb.is_some() && !fs.invalidate_hooked.swap(true, Ordering::SeqCst) {
+        let (slot, inflight, rt) = (fs.invalidate.clone(), fs.inflight.clone(), fs.rt.clone());
+        fs.vol.on_invalidate(Arc::new(move |id: Id, entries: bool| {
+            let guard = slot.lock();
+            let Some((f, arg, sync)) = *guard else { return };
+            let flags = if entries { CAIRN_INVALIDATE_ENTRIES } else { 0 };
+            if sync {
+                // Called before the client acknowledges the recall; the guard keeps
+                // cairn_unmount (which clears the slot) waiting until it returned.
+                // SAFETY: a C function pointer registered by the caller with its argument.
+                ffi::run_callback(None, || unsafe { f(id.into(), flags, arg as *mut c_void) });
+                return;
+            }
+            inflight.begin();
+            drop(guard);
+            let inflight = inflight.clone();
+            rt.spawn_blocking(move || {
+                // SAFETY: a C function pointer registered by the caller with its argument.
+                ffi::run_callback(None, || unsafe { f(id.into(), flags, arg as *mut c_void) });
+                inflight.end();
+            });
+        }));
+    }
 }
 
 /// # Safety

@@ -92,9 +92,10 @@ impl Inflight {
     }
 }
 
-/// The registered invalidation upcall: function pointer and its argument (as an address).
+/// The registered invalidation upcall: function pointer, its argument (as an address), and
+/// whether it runs before the recall is acknowledged (`cairn_register_invalidate_sync`).
 pub(crate) type InvalidateSlot =
-    Mutex<Option<(unsafe extern "C" fn(crate::cairn_id_t, u32, *mut libc::c_void), usize)>>;
+    Mutex<Option<(unsafe extern "C" fn(crate::cairn_id_t, u32, *mut libc::c_void), usize, bool)>>;
 
 /// A mounted volume (`cairn_fs_t` in C; opaque).
 #[allow(non_camel_case_types)]

@@ -296,6 +296,11 @@ pub type cairn_aio_cb = Option<unsafe extern "C" fn(result: c_int, arg: *mut c_v
 pub type cairn_readdir_cb =
     Option<unsafe extern "C" fn(entry: *const cairn_dirent_t, arg: *mut c_void) -> c_int>;
 
+/// Called once per request kind by `cairn_stats`, with the kind's name (valid only during
+/// the callback) and how many requests of that kind the mount has sent.
+pub type cairn_stats_cb =
+    Option<unsafe extern "C" fn(op: *const c_char, count: u64, arg: *mut c_void)>;
+
 /// Lease-recall upcall: drop cached state of `id` (and its entries when `flags` has
 /// CAIRN_INVALIDATE_ENTRIES). Runs on a library thread.
 pub type cairn_invalidate_cb =

@@ -380,6 +380,84 @@ static void online(const char *servers, const char *volume)
 	free(rbuf);
 }
 
+/* ---- lease recalls: two mounts (two client sessions) of one volume ---------------- */
+
+struct recalled {
+	pthread_mutex_t mu;
+	cairn_id_t id;
+	int hits;
+};
+
+static void count_recall(cairn_id_t id, uint32_t flags, void *arg)
+{
+	struct recalled *r = arg;
+
+	(void)flags;
+	pthread_mutex_lock(&r->mu);
+	if (memcmp(&id, &r->id, sizeof(id)) == 0)
+		r->hits++;
+	pthread_mutex_unlock(&r->mu);
+}
+
+static int recall_hits(struct recalled *r)
+{
+	int n;
+
+	pthread_mutex_lock(&r->mu);
+	n = r->hits;
+	r->hits = 0;
+	pthread_mutex_unlock(&r->mu);
+	return n;
+}
+
+/*
+ * A getxattr (also one finding nothing) takes a lease; another session's setxattr
+ * recalls it, and a synchronous upcall has run by the time that setxattr returns. The
+ * session that changes the file keeps its own lease: a later change by the other
+ * session still reaches it.
+ */
+static void recalls(const char *servers, const char *volume)
+{
+	cairn_fs_t *fs1 = NULL, *fs2 = NULL;
+	cairn_options_t o;
+	cairn_attr_t f;
+	struct recalled r = { .mu = PTHREAD_MUTEX_INITIALIZER };
+	char name[64], buf[16];
+	ssize_t n;
+
+	cairn_options_init(&o);
+	o.client_name = "abi_test-1";
+	CHECK_RC(cairn_mount(servers, volume, &o, &fs1), 0);
+	o.client_name = "abi_test-2";
+	CHECK_RC(cairn_mount(servers, volume, &o, &fs2), 0);
+	if (fs1 == NULL || fs2 == NULL)
+		return;
+	snprintf(name, sizeof(name), "abi_test-recall.%d", (int)getpid());
+	CHECK_RC(cairn_create(fs1, NULL, cairn_id_root(), name, 0644, CAIRN_CREATE_EXCL, &f), 0);
+	r.id = f.id;
+	CHECK_RC(cairn_register_invalidate_sync(fs1, count_recall, &r), 0);
+
+	n = cairn_getxattr(fs1, NULL, f.id, "user.abi", buf, sizeof(buf));
+	CHECK(n == -ENODATA, "getxattr of a missing name: %zd", n);
+	CHECK_RC(cairn_setxattr(fs2, NULL, f.id, "user.abi", "1", 1, 0), 0);
+	CHECK(recall_hits(&r) >= 1, "the other session's setxattr recalled the getxattr's lease "
+	      "before it returned");
+
+	n = cairn_getxattr(fs1, NULL, f.id, "user.abi", buf, sizeof(buf));
+	CHECK(n == 1, "getxattr: %zd", n);
+	CHECK_RC(cairn_setxattr(fs1, NULL, f.id, "user.abi", "2", 1, 0), 0);
+	CHECK(recall_hits(&r) == 0, "no recall of a session's lease by its own change");
+	CHECK_RC(cairn_setxattr(fs2, NULL, f.id, "user.abi", "3", 1, 0), 0);
+	CHECK(recall_hits(&r) >= 1, "the lease survived the session's own change: the other "
+	      "session's change recalled it");
+
+	CHECK_RC(cairn_register_invalidate(fs1, NULL, NULL), 0);
+	CHECK_RC(cairn_unlink(fs1, NULL, cairn_id_root(), name), 0);
+	CHECK(cairn_stats(fs1, NULL, NULL) > 0, "cairn_stats counts round trips");
+	CHECK_RC(cairn_unmount(fs2), 0);
+	CHECK_RC(cairn_unmount(fs1), 0);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 2 && strcmp(argv[1], "--offline") == 0) {
@@ -387,6 +465,7 @@ int main(int argc, char **argv)
 	} else if (argc == 3) {
 		offline();
 		online(argv[1], argv[2]);
+		recalls(argv[1], argv[2]);
 	} else {
 		fprintf(stderr, "usage: %s --offline | %s SERVERS VOLUME\n", argv[0], argv[0]);
 		return 2;

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Backend round trips per small-file SMB operation through vfs_cairn (not part of make
+# test): smbd runs with 'cairn:trace round trips = yes', which logs every libcairn call
+# with the module function that made it and the round trips it cost. One smbclient
+# session per phase (create = mput, read = mget, stat = ls, delete = del) over
+# BENCH_FILES (50) 4 KiB files in one directory; a session doing only 'cd' is subtracted
+# so the numbers are per file. Prints, per phase, the total and the breakdown by
+# (module function, libcairn call).
+set -uo pipefail
+export SMB_CAIRN_EXTRA="cairn:trace round trips = yes"
+# shellcheck source=tests/smb/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../smb/lib.sh"
+N=${BENCH_FILES:-50}
+
+smb_up 1
+work=$CL_DIR/rt
+mkdir -p "$work/small" "$work/back"
+for i in $(seq 1 "$N"); do head -c 4096 /dev/urandom >"$work/small/f$i"; done
+smbc vol0 "mkdir small" >/dev/null || fail "mkdir small"
+
+# trace_lines: every cairn-rt line logged so far by any smbd of this run
+trace_lines() { cat "$SMB_DIR"/log/log.* "$SMB_LOG" 2>/dev/null | grep -h 'cairn-rt: ' ; }
+
+# phase NAME CMDS: run one session, keep its trace lines in $work/NAME.rt
+phase() {
+    local name=$1 cmds=$2 before
+    before=$(trace_lines | wc -l)
+    smbc vol0 "$cmds" >"$work/$name.out" 2>&1 || fail "$name: $(tail -n 2 "$work/$name.out")"
+    sleep 0.5 # the session's smbd logs its disconnect
+    trace_lines | tail -n +"$((before + 1))" >"$work/$name.rt"
+}
+phase base "cd small"
+phase create "cd small; lcd $work/small; prompt off; mput f*"
+phase read "cd small; lcd $work/back; prompt off; mget f*"
+phase stat "cd small; ls"
+phase delete "cd small; del f*"
+
+python3 - "$work" "$N" <<'PY'
+import collections, re, sys
+work, n = sys.argv[1], int(sys.argv[2])
+def load(name):
+    c = collections.Counter()
+    for line in open(f"{work}/{name}.rt"):
+        m = re.search(r"cairn-rt: (\S+) (\S+) (\d+)", line)
+        if m:
+            c[(m.group(1), m.group(2))] += int(m.group(3))
+    return c
+base = load("base")
+for ph in ("create", "read", "stat", "delete"):
+    c = load(ph)
+    c.subtract(base)
+    total = sum(c.values())
+    print(f"{ph}: {total / n:.2f} round trips per file ({n} files)")
+    for (fn, call), v in sorted(c.items(), key=lambda kv: -kv[1]):
+        if v > 0:
+            print(f"    {v / n:6.2f}  {fn:28} {call}")
+PY
+finish
