@@ -300,6 +300,19 @@ static fsal_status_t cairn_fsal_getattrs(struct fsal_obj_handle *obj_hdl,
 			attrs->valid_mask = ATTR_RDATTR_ERR;
 		return cairn_log_error("getattr", rc);
 	}
+	if (attrs->request_mask & ATTR_ACL) {
+		/* only when asked: mdcache fetches ACLs for access checks and
+		 * GETATTR(acl), not with every attribute refresh */
+		fsal_status_t status = cairn_acl_get(FS, ID(obj_hdl),
+						     obj_hdl->type == DIRECTORY,
+						     ca.mode, attrs);
+
+		if (FSAL_IS_ERROR(status)) {
+			if (attrs->request_mask & ATTR_RDATTR_ERR)
+				attrs->valid_mask = ATTR_RDATTR_ERR;
+			return status;
+		}
+	}
 	cairn2fsal_attributes(EXPORT_OF(op_ctx), &ca, attrs);
 	return fsalstat(ERR_FSAL_NO_ERROR, 0);
 }
@@ -345,14 +358,18 @@ static fsal_status_t cairn_fsal_setattr2(struct fsal_obj_handle *obj_hdl,
 		in.mtime = attrib_set->mtime;
 		mask |= CAIRN_SETATTR_MTIME;
 	}
+	if (mask != 0) {
+		rc = cairn_setattr(FS, cairn_creds(&cb), ID(obj_hdl), &in, mask,
+				   NULL);
+		if (rc < 0)
+			return cairn_log_error("setattr", rc);
+	}
+	/* the ACL last: it wins over mode bits set in the same SETATTR, as
+	 * setting a POSIX access ACL rewrites the mode's group bits */
 	if (FSAL_TEST_MASK(vm, ATTR_ACL))
-		return fsalstat(ERR_FSAL_ATTRNOTSUPP, 0);
-	if (mask == 0)
-		return fsalstat(ERR_FSAL_NO_ERROR, 0);
-	rc = cairn_setattr(FS, cairn_creds(&cb), ID(obj_hdl), &in, mask,
-			   NULL);
-	if (rc < 0)
-		return cairn_log_error("setattr", rc);
+		return cairn_acl_set(FS, ID(obj_hdl),
+				     obj_hdl->type == DIRECTORY,
+				     attrib_set->acl);
 	return fsalstat(ERR_FSAL_NO_ERROR, 0);
 }
 

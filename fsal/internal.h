@@ -72,12 +72,13 @@ struct cairn_handle {
 	struct cairn_export *export;
 };
 
-#define CAIRN_SUPPORTED_ATTRS ((const attrmask_t) (ATTRS_POSIX | ATTR4_XATTR))
+#define CAIRN_SUPPORTED_ATTRS ((const attrmask_t) (ATTRS_POSIX | ATTR_ACL | \
+						  ATTR4_XATTR))
 
 #define CAIRN_SETTABLE_ATTRS ((const attrmask_t) (			\
 	ATTR_MODE | ATTR_OWNER | ATTR_GROUP | ATTR_ATIME |		\
 	ATTR_CTIME | ATTR_MTIME | ATTR_SIZE | ATTR_MTIME_SERVER |	\
-	ATTR_ATIME_SERVER))
+	ATTR_ATIME_SERVER | ATTR_ACL))
 
 /* internal.c */
 static inline fsal_status_t cairn2fsal_error(long rc)
@@ -97,6 +98,12 @@ void cairn2fsal_attributes(const struct cairn_export *export,
 struct cairn_handle *cairn_construct_handle(struct cairn_export *export,
 					    const cairn_attr_t *ca);
 void cairn_deconstruct_handle(struct cairn_handle *obj);
+
+/* acl.c: NFSv4 ACLs <-> the POSIX ACL xattrs the bricks store and enforce */
+fsal_status_t cairn_acl_get(cairn_fs_t *fs, cairn_id_t id, bool is_dir,
+			    uint32_t mode, struct fsal_attrlist *attrs);
+fsal_status_t cairn_acl_set(cairn_fs_t *fs, cairn_id_t id, bool is_dir,
+			    fsal_acl_t *acl);
 
 /* export.c */
 void cairn_export_ops_init(struct export_ops *ops);
