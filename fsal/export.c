@@ -6,6 +6,7 @@
 #include <string.h>
 #include "fsal.h"
 #include "FSAL/fsal_commonlib.h"
+#include "FSAL/fsal_config.h"
 #include "nfs_exports.h"
 #include "export_mgr.h"
 #include "internal.h"
@@ -165,8 +166,29 @@ static fsal_status_t get_fs_dynamic_info(struct fsal_export *export_pub,
 	return fsalstat(ERR_FSAL_NO_ERROR, 0);
 }
 
+/* An export with Disable_ACL = true (Ganesha's EXPORT option) neither offers nor
+ * fetches ACLs: access checks use the mode bits Ganesha has cached, without the one
+ * getxattr per object an ACL costs (the bricks still enforce stored ACLs). */
+static fsal_aclsupp_t fs_acl_support(struct fsal_export *exp_hdl)
+{
+	if (op_ctx_export_has_option(EXPORT_OPTION_DISABLE_ACL))
+		return 0;
+	return fsal_acl_support(&exp_hdl->fsal->fs_info);
+}
+
+static attrmask_t fs_supported_attrs(struct fsal_export *exp_hdl)
+{
+	attrmask_t mask = fsal_supported_attrs(&exp_hdl->fsal->fs_info);
+
+	if (op_ctx_export_has_option(EXPORT_OPTION_DISABLE_ACL))
+		mask &= ~ATTR_ACL;
+	return mask;
+}
+
 void cairn_export_ops_init(struct export_ops *ops)
 {
+	ops->fs_acl_support = fs_acl_support;
+	ops->fs_supported_attrs = fs_supported_attrs;
 	ops->release = release;
 	ops->lookup_path = lookup_path;
 	ops->wire_to_host = wire_to_host;
