@@ -45,9 +45,11 @@ static int get_posix_acl(cairn_fs_t *fs, cairn_id_t id, const char *name,
 	return n < 0 ? (int)n : 0;
 }
 
-fsal_status_t cairn_acl_get(cairn_fs_t *fs, cairn_id_t id, bool is_dir,
-			    uint32_t mode, struct fsal_attrlist *attrs)
+fsal_status_t cairn_acl_get(cairn_fs_t *fs, cairn_id_t id,
+			    object_file_type_t kind, uint32_t mode,
+			    struct fsal_attrlist *attrs)
 {
+	bool is_dir = kind == DIRECTORY;
 	acl_t e_acl = NULL, i_acl = NULL;
 	fsal_acl_data_t acldata;
 	fsal_acl_status_t aclstatus;
@@ -60,8 +62,11 @@ fsal_status_t cairn_acl_get(cairn_fs_t *fs, cairn_id_t id, bool is_dir,
 		attrs->acl = NULL;
 		FSAL_UNSET_MASK(attrs->valid_mask, ATTR_ACL);
 	}
-	rc = get_posix_acl(fs, id, ACL_EA_ACCESS, &e_acl);
-	if (rc == -ENODATA) {
+	/* POSIX ACLs live on regular files and directories only (Linux keeps none on
+	 * symlinks; special files are not read through the bricks' fds) */
+	rc = kind == REGULAR_FILE || kind == DIRECTORY ?
+		get_posix_acl(fs, id, ACL_EA_ACCESS, &e_acl) : -ENODATA;
+	if (rc == -ENODATA || rc == -EOPNOTSUPP) {
 		/* no ACL: the one the mode bits imply */
 		e_acl = acl_from_mode(mode & 0777);
 		rc = e_acl == NULL ? -errno : 0;
@@ -70,7 +75,7 @@ fsal_status_t cairn_acl_get(cairn_fs_t *fs, cairn_id_t id, bool is_dir,
 		return cairn_log_error("getattr(acl)", rc);
 	if (is_dir) {
 		rc = get_posix_acl(fs, id, ACL_EA_DEFAULT, &i_acl);
-		if (rc < 0 && rc != -ENODATA) {
+		if (rc < 0 && rc != -ENODATA && rc != -EOPNOTSUPP) {
 			acl_free(e_acl);
 			return cairn_log_error("getattr(default acl)", rc);
 		}
@@ -133,14 +138,16 @@ static fsal_status_t set_posix_acl(cairn_fs_t *fs, cairn_id_t id,
 	return fsalstat(ERR_FSAL_NO_ERROR, 0);
 }
 
-fsal_status_t cairn_acl_set(cairn_fs_t *fs, cairn_id_t id, bool is_dir,
-			    fsal_acl_t *fsacl)
+fsal_status_t cairn_acl_set(cairn_fs_t *fs, cairn_id_t id,
+			    object_file_type_t kind, fsal_acl_t *fsacl)
 {
+	bool is_dir = kind == DIRECTORY;
 	acl_t e_acl, i_acl = NULL;
 	fsal_status_t status;
 	fsal_ace_t *ace;
 
-	if (fsacl == NULL || fsacl->naces == 0)
+	if (fsacl == NULL || fsacl->naces == 0 ||
+	    (kind != REGULAR_FILE && kind != DIRECTORY))
 		return fsalstat(ERR_FSAL_INVAL, EINVAL);
 	/* As knfsd: only ALLOW and DENY ACEs, inheritance only on directories. */
 	for (ace = fsacl->aces; ace < fsacl->aces + fsacl->naces; ace++) {

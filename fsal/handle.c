@@ -304,8 +304,8 @@ static fsal_status_t cairn_fsal_getattrs(struct fsal_obj_handle *obj_hdl,
 		/* only when asked: mdcache fetches ACLs for access checks and
 		 * GETATTR(acl), not with every attribute refresh */
 		fsal_status_t status = cairn_acl_get(FS, ID(obj_hdl),
-						     obj_hdl->type == DIRECTORY,
-						     ca.mode, attrs);
+						     obj_hdl->type, ca.mode,
+						     attrs);
 
 		if (FSAL_IS_ERROR(status)) {
 			if (attrs->request_mask & ATTR_RDATTR_ERR)
@@ -367,8 +367,7 @@ static fsal_status_t cairn_fsal_setattr2(struct fsal_obj_handle *obj_hdl,
 	/* the ACL last: it wins over mode bits set in the same SETATTR, as
 	 * setting a POSIX access ACL rewrites the mode's group bits */
 	if (FSAL_TEST_MASK(vm, ATTR_ACL))
-		return cairn_acl_set(FS, ID(obj_hdl),
-				     obj_hdl->type == DIRECTORY,
+		return cairn_acl_set(FS, ID(obj_hdl), obj_hdl->type,
 				     attrib_set->acl);
 	return fsalstat(ERR_FSAL_NO_ERROR, 0);
 }
@@ -772,6 +771,9 @@ static void cairn_fsal_write2(struct fsal_obj_handle *obj_hdl, bool bypass,
 	int i, rc;
 
 	write_arg->io_amount = 0;
+	if (!stable)
+		__atomic_store_n(&HANDLE_OF(obj_hdl)->unstable, true,
+				 __ATOMIC_SEQ_CST);
 	for (i = 0; i < write_arg->iov_count; i++) {
 		if (stable)
 			n = cairn_write_through(FS, cairn_creds(&cb),
@@ -806,12 +808,18 @@ static void cairn_fsal_write2(struct fsal_obj_handle *obj_hdl, bool bypass,
 static fsal_status_t cairn_fsal_commit2(struct fsal_obj_handle *obj_hdl,
 					off_t offset, size_t len)
 {
+	struct cairn_handle *obj = HANDLE_OF(obj_hdl);
 	cairn_creds_t cb;
 	int rc;
 
+	/* nothing written UNSTABLE since the last COMMIT: nothing to make durable */
+	if (!__atomic_exchange_n(&obj->unstable, false, __ATOMIC_SEQ_CST))
+		return fsalstat(ERR_FSAL_NO_ERROR, 0);
 	rc = cairn_fsync(FS, cairn_creds(&cb), ID(obj_hdl), false);
-	if (rc < 0)
+	if (rc < 0) {
+		__atomic_store_n(&obj->unstable, true, __ATOMIC_SEQ_CST);
 		return cairn_log_error("commit", rc);
+	}
 	return fsalstat(ERR_FSAL_NO_ERROR, 0);
 }
 

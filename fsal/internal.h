@@ -70,6 +70,10 @@ struct cairn_handle {
 	struct cairn_fd fd;		/* global (stateless, NFSv3) open */
 	struct fsal_share share;
 	struct cairn_export *export;
+	/* UNSTABLE writes through this handle not yet covered by a COMMIT: a COMMIT
+	 * without any skips the fsync (NFS clients commit what they wrote through the
+	 * same server; a write-behind error still surfaces on flush/close). */
+	bool unstable;
 };
 
 #define CAIRN_SUPPORTED_ATTRS ((const attrmask_t) (ATTRS_POSIX | ATTR_ACL | \
@@ -100,10 +104,11 @@ struct cairn_handle *cairn_construct_handle(struct cairn_export *export,
 void cairn_deconstruct_handle(struct cairn_handle *obj);
 
 /* acl.c: NFSv4 ACLs <-> the POSIX ACL xattrs the bricks store and enforce */
-fsal_status_t cairn_acl_get(cairn_fs_t *fs, cairn_id_t id, bool is_dir,
-			    uint32_t mode, struct fsal_attrlist *attrs);
-fsal_status_t cairn_acl_set(cairn_fs_t *fs, cairn_id_t id, bool is_dir,
-			    fsal_acl_t *acl);
+fsal_status_t cairn_acl_get(cairn_fs_t *fs, cairn_id_t id,
+			    object_file_type_t kind, uint32_t mode,
+			    struct fsal_attrlist *attrs);
+fsal_status_t cairn_acl_set(cairn_fs_t *fs, cairn_id_t id,
+			    object_file_type_t kind, fsal_acl_t *acl);
 
 /* export.c */
 void cairn_export_ops_init(struct export_ops *ops);

@@ -75,4 +75,9 @@ expect_in "directory mode from its access ACL" "mode 0751 " "$got"
 echo new >"$CL_MNT/d/g"
 expect_in "a file created in the directory inherits uid 2001's entry" "A::2001:r" "$(acl 1001 d/g getacl)"
 
+# Symlinks keep no ACL: GETATTR reports the mode's, SETATTR is refused
+ln -s f "$CL_MNT/d/l"
+expect_in "a symlink's ACL is its mode's" "mode 0777 A::OWNER@:" "$(acl 1001 d/l getacl)"
+expect "an ACL on a symlink refused" NFS4ERR_INVAL "$(acl 0 d/l setacl "A::EVERYONE@:r")"
+
 finish
