@@ -300,7 +300,9 @@ static fsal_status_t cairn_fsal_getattrs(struct fsal_obj_handle *obj_hdl,
 			attrs->valid_mask = ATTR_RDATTR_ERR;
 		return cairn_log_error("getattr", rc);
 	}
-	if (attrs->request_mask & ATTR_ACL) {
+	if ((attrs->request_mask & ATTR_ACL) &&
+	    (op_ctx->fsal_export->exp_ops.fs_supported_attrs(op_ctx->fsal_export)
+	     & ATTR_ACL)) {
 		/* only when asked: mdcache fetches ACLs for access checks and
 		 * GETATTR(acl), not with every attribute refresh */
 		fsal_status_t status = cairn_acl_get(FS, ID(obj_hdl),
@@ -366,6 +368,10 @@ static fsal_status_t cairn_fsal_setattr2(struct fsal_obj_handle *obj_hdl,
 	}
 	/* the ACL last: it wins over mode bits set in the same SETATTR, as
 	 * setting a POSIX access ACL rewrites the mode's group bits */
+	if (FSAL_TEST_MASK(vm, ATTR_ACL) &&
+	    !(op_ctx->fsal_export->exp_ops.fs_supported_attrs(op_ctx->fsal_export)
+	      & ATTR_ACL))
+		return fsalstat(ERR_FSAL_ATTRNOTSUPP, 0);
 	if (FSAL_TEST_MASK(vm, ATTR_ACL))
 		return cairn_acl_set(FS, ID(obj_hdl), obj_hdl->type,
 				     attrib_set->acl);

@@ -48,6 +48,7 @@ struct cairn_export {
 	cairn_fs_t *fs;			/* one libcairn mount per export */
 	char *volume;			/* FSAL { Volume = ... } */
 	char *servers;			/* FSAL { Servers = "host:port,..." } */
+	bool acl;			/* FSAL { ACL = true; }: NFSv4 ACLs */
 	uint8_t volume_id[16];
 	struct cairn_handle *root;
 	const struct fsal_up_vector *up_ops;

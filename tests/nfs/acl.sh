@@ -8,7 +8,9 @@ set -euo pipefail
 
 [[ -f /usr/include/nfsc/libnfs.h ]] || skip "libnfs-dev is not installed"
 nfs_suite_up vol0
-nfs_exports_default vol0 >"$CL_DIR/exports.conf"
+# ACLs are per export: FSAL { ACL = true; }
+nfs_exports_default vol0 | sed 's/Name = CAIRN;/Name = CAIRN; ACL = true;/' >"$CL_DIR/exports.conf"
+grep -q "ACL = true;" "$CL_DIR/exports.conf" || fail "could not enable ACLs in the export block"
 nfs_gw_start g1 "$CL_DIR/exports.conf"
 cc -Wall -Werror -O1 -o "$CL_DIR/nfsacl" "$CL_REPO/tests/nfs/nfsacl.c" -lnfs ||
     fail "building tests/nfs/nfsacl.c against libnfs-dev"
