@@ -77,6 +77,18 @@ expect_in "directory mode from its access ACL" "mode 0751 " "$got"
 echo new >"$CL_MNT/d/g"
 expect_in "a file created in the directory inherits uid 2001's entry" "A::2001:r" "$(acl 1001 d/g getacl)"
 
+# An export without ACL = true offers none (and refuses to set one)
+nfs_exports_default vol0 >"$CL_DIR/exports-noacl.conf"
+nfs_gw_start g2 "$CL_DIR/exports-noacl.conf"
+acl2() { "$CL_DIR/nfsacl" "nfs://127.0.0.1/vol0?version=4&nfsport=${NFS_PORT[g2]}&uid=1001&gid=1001" "$@" ||
+    fail "nfsacl through g2: $*"; }
+expect "no acl attribute on an export without ACL = true" "no acl attribute" "$(acl2 d/f getacl)"
+expect "SETATTR of an ACL refused there" NFS4ERR_ATTRNOTSUPP "$(acl2 d/f setacl "A::EVERYONE@:r")"
+# there Ganesha checks mode bits only: uid 2001's named entry does not open the file
+# (docs/nfs.md: ACLs are per export)
+expect "without ACL = true, Ganesha's mode check refuses uid 2001" NFS4ERR_ACCESS \
+    "$("$CL_DIR/nfsacl" "nfs://127.0.0.1/vol0?version=4&nfsport=${NFS_PORT[g2]}&uid=2001&gid=2001" d/f read)"
+
 # Symlinks keep no ACL: GETATTR reports the mode's, SETATTR is refused
 ln -s f "$CL_MNT/d/l"
 expect_in "a symlink's ACL is its mode's" "mode 0777 A::OWNER@:" "$(acl 1001 d/l getacl)"
