@@ -6,6 +6,7 @@
 #include <string.h>
 #include "fsal.h"
 #include "FSAL/fsal_commonlib.h"
+#include "FSAL/fsal_config.h"
 #include "nfs_exports.h"
 #include "export_mgr.h"
 #include "internal.h"
@@ -165,8 +166,39 @@ static fsal_status_t get_fs_dynamic_info(struct fsal_export *export_pub,
 	return fsalstat(ERR_FSAL_NO_ERROR, 0);
 }
 
+/* NFSv4 ACLs are offered only by an export with FSAL { ACL = true; } and without
+ * Ganesha's Disable_ACL: each object's ACL costs a getxattr round trip when mdcache
+ * first needs it (access checks, and every entry of a READDIR asking for `acl`).
+ * Without them access checks use the mode bits; the bricks enforce stored ACLs anyway. */
+static bool acls_on(struct fsal_export *exp_hdl)
+{
+	struct cairn_export *export =
+		container_of(exp_hdl, struct cairn_export, export);
+
+	return export->acl &&
+	       !op_ctx_export_has_option(EXPORT_OPTION_DISABLE_ACL);
+}
+
+static fsal_aclsupp_t fs_acl_support(struct fsal_export *exp_hdl)
+{
+	if (!acls_on(exp_hdl))
+		return 0;
+	return fsal_acl_support(&exp_hdl->fsal->fs_info);
+}
+
+static attrmask_t fs_supported_attrs(struct fsal_export *exp_hdl)
+{
+	attrmask_t mask = fsal_supported_attrs(&exp_hdl->fsal->fs_info);
+
+	if (!acls_on(exp_hdl))
+		mask &= ~ATTR_ACL;
+	return mask;
+}
+
 void cairn_export_ops_init(struct export_ops *ops)
 {
+	ops->fs_acl_support = fs_acl_support;
+	ops->fs_supported_attrs = fs_supported_attrs;
 	ops->release = release;
 	ops->lookup_path = lookup_path;
 	ops->wire_to_host = wire_to_host;

@@ -300,6 +300,21 @@ static fsal_status_t cairn_fsal_getattrs(struct fsal_obj_handle *obj_hdl,
 			attrs->valid_mask = ATTR_RDATTR_ERR;
 		return cairn_log_error("getattr", rc);
 	}
+	if ((attrs->request_mask & ATTR_ACL) &&
+	    (op_ctx->fsal_export->exp_ops.fs_supported_attrs(op_ctx->fsal_export)
+	     & ATTR_ACL)) {
+		/* only when asked: mdcache fetches ACLs for access checks and
+		 * GETATTR(acl), not with every attribute refresh */
+		fsal_status_t status = cairn_acl_get(FS, ID(obj_hdl),
+						     obj_hdl->type, ca.mode,
+						     attrs);
+
+		if (FSAL_IS_ERROR(status)) {
+			if (attrs->request_mask & ATTR_RDATTR_ERR)
+				attrs->valid_mask = ATTR_RDATTR_ERR;
+			return status;
+		}
+	}
 	cairn2fsal_attributes(EXPORT_OF(op_ctx), &ca, attrs);
 	return fsalstat(ERR_FSAL_NO_ERROR, 0);
 }
@@ -345,14 +360,21 @@ static fsal_status_t cairn_fsal_setattr2(struct fsal_obj_handle *obj_hdl,
 		in.mtime = attrib_set->mtime;
 		mask |= CAIRN_SETATTR_MTIME;
 	}
-	if (FSAL_TEST_MASK(vm, ATTR_ACL))
+	if (mask != 0) {
+		rc = cairn_setattr(FS, cairn_creds(&cb), ID(obj_hdl), &in, mask,
+				   NULL);
+		if (rc < 0)
+			return cairn_log_error("setattr", rc);
+	}
+	/* the ACL last: it wins over mode bits set in the same SETATTR, as
+	 * setting a POSIX access ACL rewrites the mode's group bits */
+	if (FSAL_TEST_MASK(vm, ATTR_ACL) &&
+	    !(op_ctx->fsal_export->exp_ops.fs_supported_attrs(op_ctx->fsal_export)
+	      & ATTR_ACL))
 		return fsalstat(ERR_FSAL_ATTRNOTSUPP, 0);
-	if (mask == 0)
-		return fsalstat(ERR_FSAL_NO_ERROR, 0);
-	rc = cairn_setattr(FS, cairn_creds(&cb), ID(obj_hdl), &in, mask,
-			   NULL);
-	if (rc < 0)
-		return cairn_log_error("setattr", rc);
+	if (FSAL_TEST_MASK(vm, ATTR_ACL))
+		return cairn_acl_set(FS, ID(obj_hdl), obj_hdl->type,
+				     attrib_set->acl);
 	return fsalstat(ERR_FSAL_NO_ERROR, 0);
 }
 
@@ -755,6 +777,9 @@ static void cairn_fsal_write2(struct fsal_obj_handle *obj_hdl, bool bypass,
 	int i, rc;
 
 	write_arg->io_amount = 0;
+	if (!stable)
+		__atomic_store_n(&HANDLE_OF(obj_hdl)->unstable, true,
+				 __ATOMIC_SEQ_CST);
 	for (i = 0; i < write_arg->iov_count; i++) {
 		if (stable)
 			n = cairn_write_through(FS, cairn_creds(&cb),
@@ -789,12 +814,18 @@ static void cairn_fsal_write2(struct fsal_obj_handle *obj_hdl, bool bypass,
 static fsal_status_t cairn_fsal_commit2(struct fsal_obj_handle *obj_hdl,
 					off_t offset, size_t len)
 {
+	struct cairn_handle *obj = HANDLE_OF(obj_hdl);
 	cairn_creds_t cb;
 	int rc;
 
+	/* nothing written UNSTABLE since the last COMMIT: nothing to make durable */
+	if (!__atomic_exchange_n(&obj->unstable, false, __ATOMIC_SEQ_CST))
+		return fsalstat(ERR_FSAL_NO_ERROR, 0);
 	rc = cairn_fsync(FS, cairn_creds(&cb), ID(obj_hdl), false);
-	if (rc < 0)
+	if (rc < 0) {
+		__atomic_store_n(&obj->unstable, true, __ATOMIC_SEQ_CST);
 		return cairn_log_error("commit", rc);
+	}
 	return fsalstat(ERR_FSAL_NO_ERROR, 0);
 }
 

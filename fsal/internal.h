@@ -48,6 +48,7 @@ struct cairn_export {
 	cairn_fs_t *fs;			/* one libcairn mount per export */
 	char *volume;			/* FSAL { Volume = ... } */
 	char *servers;			/* FSAL { Servers = "host:port,..." } */
+	bool acl;			/* FSAL { ACL = true; }: NFSv4 ACLs */
 	uint8_t volume_id[16];
 	struct cairn_handle *root;
 	const struct fsal_up_vector *up_ops;
@@ -70,14 +71,19 @@ struct cairn_handle {
 	struct cairn_fd fd;		/* global (stateless, NFSv3) open */
 	struct fsal_share share;
 	struct cairn_export *export;
+	/* UNSTABLE writes through this handle not yet covered by a COMMIT: a COMMIT
+	 * without any skips the fsync (NFS clients commit what they wrote through the
+	 * same server; a write-behind error still surfaces on flush/close). */
+	bool unstable;
 };
 
-#define CAIRN_SUPPORTED_ATTRS ((const attrmask_t) (ATTRS_POSIX | ATTR4_XATTR))
+#define CAIRN_SUPPORTED_ATTRS ((const attrmask_t) (ATTRS_POSIX | ATTR_ACL | \
+						  ATTR4_XATTR))
 
 #define CAIRN_SETTABLE_ATTRS ((const attrmask_t) (			\
 	ATTR_MODE | ATTR_OWNER | ATTR_GROUP | ATTR_ATIME |		\
 	ATTR_CTIME | ATTR_MTIME | ATTR_SIZE | ATTR_MTIME_SERVER |	\
-	ATTR_ATIME_SERVER))
+	ATTR_ATIME_SERVER | ATTR_ACL))
 
 /* internal.c */
 static inline fsal_status_t cairn2fsal_error(long rc)
@@ -97,6 +103,13 @@ void cairn2fsal_attributes(const struct cairn_export *export,
 struct cairn_handle *cairn_construct_handle(struct cairn_export *export,
 					    const cairn_attr_t *ca);
 void cairn_deconstruct_handle(struct cairn_handle *obj);
+
+/* acl.c: NFSv4 ACLs <-> the POSIX ACL xattrs the bricks store and enforce */
+fsal_status_t cairn_acl_get(cairn_fs_t *fs, cairn_id_t id,
+			    object_file_type_t kind, uint32_t mode,
+			    struct fsal_attrlist *attrs);
+fsal_status_t cairn_acl_set(cairn_fs_t *fs, cairn_id_t id,
+			    object_file_type_t kind, fsal_acl_t *acl);
 
 /* export.c */
 void cairn_export_ops_init(struct export_ops *ops);

@@ -39,7 +39,7 @@ struct cairn_fsal_module CairnFSM = {
 			.maxlink = 1024,
 			.maxnamelen = NAME_MAX,
 			.maxpathlen = PATH_MAX,
-			.acl_support = 0,
+			.acl_support = FSAL_ACLSUPPORT_ALLOW,
 			.supported_attrs = CAIRN_SUPPORTED_ATTRS,
 			.lock_support = true,
 			.lock_support_async_block = false,
@@ -92,6 +92,7 @@ static struct config_item export_params[] = {
 	CONF_MAND_STR("volume", 1, NAME_MAX, NULL, cairn_export, volume),
 	CONF_ITEM_STR("servers", 1, 4096, "127.0.0.1:7420", cairn_export,
 		      servers),
+	CONF_ITEM_BOOL("acl", false, cairn_export, acl),
 	CONFIG_EOL
 };
 

@@ -93,26 +93,91 @@ impl Cx<'_> {
         f()
     }
 
-    /// POSIX access check for data ops that go through the shared root-opened fd. The
-    /// owner may always read and write an inode it owns (as knfsd does), so a file created
-    /// read-only can be written by its creator.
-    pub fn check(&self, st: &libc::stat, want: u32) -> R<()> {
+    /// POSIX access check for data ops that go through the shared root-opened fd
+    /// `fd`. The owner may always read and write an inode it owns (as knfsd does), so a
+    /// file created read-only can be written by its creator. A POSIX access ACL
+    /// (`system.posix_acl_access`, set by clients such as the NFS gateway) is evaluated
+    /// as the kernel does for path-based calls; without one the mode bits decide.
+    pub fn check(&self, fd: std::os::fd::RawFd, st: &libc::stat, want: u32) -> R<()> {
         let Some(c) = self.caller else { return Ok(()) };
         if c.uid == st.st_uid {
             return Ok(());
         }
-        let mode = st.st_mode;
-        let bits = if c.gid == st.st_gid || c.groups.contains(&st.st_gid) {
-            (mode >> 3) & 7
-        } else {
-            mode & 7
+        let in_group = |g: u32| c.gid == g || c.groups.contains(&g);
+        let ok = match posix_acl_of(fd) {
+            Some(acl) => acl_permits(&acl, c.uid, st.st_gid, &in_group, want),
+            None => {
+                let mode = st.st_mode;
+                let bits = if in_group(st.st_gid) { (mode >> 3) & 7 } else { mode & 7 };
+                bits & want == want
+            }
         };
-        if bits & want == want {
+        if ok {
             Ok(())
         } else {
             Err(fail(libc::EACCES, format!("uid {} may not access this inode", c.uid)))
         }
     }
+}
+
+/// The entries (tag, perm, id) of the POSIX access ACL of `fd`, if it has a valid one.
+fn posix_acl_of(fd: std::os::fd::RawFd) -> Option<Vec<(u16, u16, u32)>> {
+    let mut buf = vec![0u8; 1024];
+    let name = c"system.posix_acl_access";
+    let mut n = unsafe { libc::fgetxattr(fd, name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    if n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ERANGE) {
+        let size = unsafe { libc::fgetxattr(fd, name.as_ptr(), std::ptr::null_mut(), 0) };
+        if size <= 0 {
+            return None;
+        }
+        buf.resize(size as usize, 0);
+        n = unsafe { libc::fgetxattr(fd, name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    }
+    // header: u32 version 2; entries: u16 tag, u16 perm, u32 id (little-endian)
+    if n < 4 || !(n as usize - 4).is_multiple_of(8) || buf[..4] != 2u32.to_le_bytes() {
+        return None;
+    }
+    Some(
+        buf[4..n as usize]
+            .chunks_exact(8)
+            .map(|e| {
+                let tag = u16::from_le_bytes([e[0], e[1]]);
+                let perm = u16::from_le_bytes([e[2], e[3]]);
+                (tag, perm, u32::from_le_bytes([e[4], e[5], e[6], e[7]]))
+            })
+            .collect(),
+    )
+}
+
+/// POSIX.1e access for a caller who is not the owner (the kernel's posix_acl_permission).
+fn acl_permits(
+    acl: &[(u16, u16, u32)],
+    uid: u32,
+    owning_gid: u32,
+    in_group: &dyn Fn(u32) -> bool,
+    want: u32,
+) -> bool {
+    const USER: u16 = 0x02;
+    const GROUP_OBJ: u16 = 0x04;
+    const GROUP: u16 = 0x08;
+    const MASK: u16 = 0x10;
+    const OTHER: u16 = 0x20;
+    let mask = acl.iter().find(|e| e.0 == MASK).map_or(7, |e| e.1 as u32);
+    let grants = |perm: u16| perm as u32 & mask & want == want;
+    if let Some(e) = acl.iter().find(|e| e.0 == USER && e.2 == uid) {
+        return grants(e.1);
+    }
+    let mut member = false;
+    for e in acl {
+        let matches = (e.0 == GROUP_OBJ && in_group(owning_gid)) || (e.0 == GROUP && in_group(e.2));
+        if matches {
+            member = true;
+            if grants(e.1) {
+                return true;
+            }
+        }
+    }
+    !member && acl.iter().any(|e| e.0 == OTHER && e.1 as u32 & want == want)
 }
 
 /// One entry of a cached directory listing.
@@ -1173,7 +1238,7 @@ impl Brick {
                     format!("{}: truncate of a non-regular file", what()),
                 ));
             };
-            cx.check(&st, 2)?;
+            cx.check(fd.as_raw_fd(), &st, 2)?;
             let _g = self.stripe(id).lock();
             let f = fd.as_raw_fd();
             self.sums_begin(id)?;
@@ -1226,7 +1291,7 @@ impl Brick {
         let what = || format!("read of {id} at {offset}+{len}");
         let fd = self.file(id)?;
         let st = sys::fstat(fd.as_raw_fd()).ctx(what)?;
-        cx.check(&st, 4)?;
+        cx.check(fd.as_raw_fd(), &st, 4)?;
         let len = (len as usize).min(64 << 20);
         // Checked against the checksums without the stripe lock; a mismatch is re-checked
         // under it (a write may have been between its data and its checksum update).
@@ -1247,7 +1312,7 @@ impl Brick {
         let fd = self.file(id)?;
         let _g = self.stripe(id).lock();
         let st = sys::fstat(fd.as_raw_fd()).ctx(what)?;
-        cx.check(&st, 2)?;
+        cx.check(fd.as_raw_fd(), &st, 2)?;
         let f = fd.as_raw_fd();
         self.sums_begin(id)?;
         let old = self.sums_before(id, f, Change::Data(offset, data), None)?;
@@ -1298,7 +1363,7 @@ impl Brick {
         let fd = self.file(id)?;
         let _g = self.stripe(id).lock();
         let st = sys::fstat(fd.as_raw_fd()).ctx(what)?;
-        cx.check(&st, 2)?;
+        cx.check(fd.as_raw_fd(), &st, 2)?;
         let f = fd.as_raw_fd();
         self.sums_begin(id)?;
         let planned = if mode & (PUNCH_HOLE | ZERO_RANGE) != 0 {
@@ -1342,7 +1407,7 @@ impl Brick {
         let fd = self.file(id)?;
         let _g = self.stripe(id).lock();
         let st = sys::fstat(fd.as_raw_fd()).ctx(what)?;
-        cx.check(&st, 6)?;
+        cx.check(fd.as_raw_fd(), &st, 6)?;
         let f = fd.as_raw_fd();
         let (mut cur, _) = self.read_verified(id, f, offset, cmp.len())?;
         cur.resize(cmp.len(), 0);

@@ -691,17 +691,29 @@ impl Volume {
     async fn getattr_remote(&self, c: &Creds, id: Id) -> Result<Attr> {
         let i = &self.inner;
         let home = i.home(id);
-        let (r, _) =
-            i.call(Target { set: home, key: id }, c, Op::GetAttr { id }, Bytes::new()).await?;
+        let others: Vec<u32> = i.set_ids().into_iter().filter(|s| *s != home).collect();
+        let get = |s: u32| i.call(Target { set: s, key: id }, c, Op::GetAttr { id }, Bytes::new());
+        // A directory known as one asks every set at once (one round trip, not two).
+        let known_dir = i.kinds.lock().get(&id) == Some(&FileType::Directory);
+        let (r, early) = if known_dir && !others.is_empty() {
+            let (home_r, rest) = futures::future::join(
+                get(home),
+                futures::future::join_all(others.iter().map(|s| get(*s))),
+            )
+            .await;
+            (home_r?.0, Some(rest))
+        } else {
+            (get(home).await?.0, None)
+        };
         let mut a = attr_of("getattr", r)?;
         if a.kind == FileType::Directory {
             // A directory exists on every set; entries changed on other sets moved their
             // copies' times.
-            let others: Vec<u32> = i.set_ids().into_iter().filter(|s| *s != home).collect();
-            let calls = others
-                .iter()
-                .map(|s| i.call(Target { set: *s, key: id }, c, Op::GetAttr { id }, Bytes::new()));
-            for (r, _) in futures::future::join_all(calls).await.into_iter().flatten() {
+            let rest = match early {
+                Some(rest) => rest,
+                None => futures::future::join_all(others.iter().map(|s| get(*s))).await,
+            };
+            for (r, _) in rest.into_iter().flatten() {
                 if let Reply::Attr(o) = r {
                     a.mtime = max_ts(a.mtime, o.mtime);
                     a.ctime = max_ts(a.ctime, o.ctime);
