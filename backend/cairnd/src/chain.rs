@@ -829,7 +829,16 @@ pub async fn replicate(node: &Arc<Node>, req: ReplicateRequest, data: Bytes) -> 
             // end up the same.
             let touched = changed_ids(&req.op);
             let from = req.from_brick;
-            let out = exec_local(&slot, req.creds, req.op, data, req.result, true).await?;
+            let is_heal = matches!(req.op, Op::HealApply { .. });
+            let out = match exec_local(&slot, req.creds, req.op, data, req.result, true).await {
+                Ok(out) => out,
+                Err(e) => {
+                    if !is_heal {
+                        crate::heal::missed_forward(node, &slot, &e);
+                    }
+                    return Err(e);
+                }
+            };
             remember(&slot, id, &out.0, &out.1);
             // A heal copying one of these inodes from another brick must copy it again.
             let mut watch = slot.heal_watch.lock();

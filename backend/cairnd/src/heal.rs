@@ -694,6 +694,27 @@ async fn clear(node: &Arc<Node>, map: &VolumeMap, recorders: &[u32], me: u32, id
     }
 }
 
+/// This brick could not apply a forwarded mutation (full, read-only, failing disk, or a
+/// copy that diverged): its head records the miss and demotes it in the config store, but
+/// this brick hears of that only when its map catches up, and meanwhile a client could
+/// still pick it as the head of an inode it now holds an old copy of. So it stops serving
+/// clients at once, publishes itself healing, and the heal loop takes it from there.
+pub fn missed_forward(node: &Arc<Node>, slot: &Arc<BrickSlot>, e: &RemoteError) {
+    if slot.healing.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    tracing::warn!(volume = %slot.volume, brick = slot.index, error = %e, "missed a forwarded mutation; not serving clients until healed");
+    let (node, slot) = (node.clone(), slot.clone());
+    tokio::spawn(async move {
+        if let Err(e) =
+            node.lease().set_brick_state(&slot.volume, slot.index, BrickState::Healing).await
+        {
+            tracing::warn!(volume = %slot.volume, brick = slot.index, error = %e, "cannot publish brick state");
+        }
+        node.kick.notify_one();
+    });
+}
+
 /// Heal loop of one brick, for as long as it is open.
 pub fn spawn(node: Arc<Node>, slot: Arc<BrickSlot>) {
     tokio::spawn(async move {
