@@ -732,33 +732,44 @@ impl Targetcli {
         c
     }
 
+    fn running_file(&self) -> std::path::PathBuf {
+        self.conf_dir.join("running.json")
+    }
+
     /// LIO's running configuration, through `targetcli saveconfig` into a file of ours.
     pub fn read(&self) -> Result<Lio, String> {
-        let file = self.conf_dir.join("running.json");
-        let _ = std::fs::remove_file(&file);
+        let _ = std::fs::remove_file(self.running_file());
         let out = self
             .command()
-            .arg(format!("saveconfig savefile={}", file.display()))
+            .arg(format!("saveconfig savefile={}", self.running_file().display()))
             .output()
             .map_err(|e| format!("cannot run {}: {e}", self.program.display()))?;
-        let text = std::fs::read_to_string(&file).map_err(|_| {
-            format!(
-                "targetcli could not read LIO's configuration: {}{}",
-                String::from_utf8_lossy(&out.stdout).trim(),
-                String::from_utf8_lossy(&out.stderr).trim()
-            )
-        })?;
+        self.read_saved(&format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout).trim(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+
+    /// The configuration the last [`Targetcli::run`] saved when it finished (what it left
+    /// LIO with: no second targetcli start, which takes seconds). `said`: targetcli's
+    /// output, for the error.
+    pub fn read_saved(&self, said: &str) -> Result<Lio, String> {
+        let text = std::fs::read_to_string(self.running_file())
+            .map_err(|_| format!("targetcli could not read LIO's configuration: {said}"))?;
         parse_saveconfig(&text)
     }
 
     /// Run `cmds` in one targetcli process (commands on stdin: one start-up, which takes
     /// seconds), after [`TARGETCLI_PREFS`] and followed by `saveconfig` (LIO's own
-    /// configuration survives a reboot). targetcli goes on after a failed command, so the
-    /// caller checks the outcome by reading the state again. Returns targetcli's output.
+    /// configuration survives a reboot) and by a `saveconfig` into our `running.json`.
+    /// targetcli goes on after a failed command, so the caller checks the outcome by
+    /// reading that state ([`Targetcli::read_saved`]). Returns targetcli's output.
     pub fn run(&self, cmds: &[String]) -> Result<String, String> {
         use std::io::Write;
         std::fs::create_dir_all(self.conf_dir.join("targetcli"))
             .map_err(|e| format!("cannot create {}: {e}", self.conf_dir.display()))?;
+        let _ = std::fs::remove_file(self.running_file());
         let mut child = self
             .command()
             .stdin(std::process::Stdio::piped())
@@ -771,7 +782,10 @@ impl Targetcli {
             script.push_str(c);
             script.push('\n');
         }
-        script.push_str("/ saveconfig\nexit\n");
+        script.push_str(&format!(
+            "/ saveconfig\n/ saveconfig savefile={}\nexit\n",
+            self.running_file().display()
+        ));
         child
             .stdin
             .take()
