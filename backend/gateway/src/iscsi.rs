@@ -1064,6 +1064,47 @@ mod tests {
         );
     }
 
+    /// The batch one `Targetcli::run` feeds targetcli: preferences, the commands, the
+    /// system `saveconfig`, then the saveconfig [`Targetcli::read_saved`] reads back (a fake
+    /// targetcli that records its stdin and writes the file the last line names).
+    #[test]
+    fn run_saves_the_state_it_leaves() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir =
+            std::env::temp_dir().join(format!("gateway-test-targetcli.{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fake = dir.join("fake-targetcli");
+        let dump = saveconfig(false).replace('\'', "");
+        std::fs::write(
+            &fake,
+            format!(
+                "#!/bin/sh\ncat >\"$TARGETCLI_HOME/stdin\"\n\
+                 f=$(sed -n 's/^\\/ saveconfig savefile=//p' \"$TARGETCLI_HOME/stdin\")\n\
+                 [ -n \"$f\" ] && printf '%s' '{dump}' >\"$f\"\necho Created\n"
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let t = Targetcli { program: fake, conf_dir: dir.clone() };
+        let log = t.run(&["/iscsi create iqn.2024-01.io.cairn:t1".into()]).unwrap();
+        let stdin = std::fs::read_to_string(dir.join("targetcli/stdin")).unwrap();
+        let running = dir.join("running.json");
+        assert_eq!(
+            stdin.lines().collect::<Vec<_>>(),
+            [
+                TARGETCLI_PREFS,
+                "/iscsi create iqn.2024-01.io.cairn:t1",
+                "/ saveconfig",
+                &format!("/ saveconfig savefile={}", running.display()),
+                "exit"
+            ]
+        );
+        assert_eq!(t.read_saved(&log).unwrap(), parse_saveconfig(&saveconfig(false)).unwrap());
+        std::fs::remove_file(&running).unwrap();
+        assert!(t.read_saved("boom").unwrap_err().contains("boom"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn desired_needs_mapped_luns() {
         let e = desired(&[], &[target()], &servers(), 1).unwrap_err();
