@@ -831,7 +831,7 @@ async fn apply(g: &Gw<'_>) -> Result<SyncReport, Failure> {
         }
         let log = tcli.run(&cmds)?;
         managed.extend(iqns.iter().cloned());
-        let after = tcli.read()?;
+        let after = tcli.read_saved(&log)?;
         let left = iscsi::plan(&after, &want, &managed);
         // What is gone for good need not be remembered.
         tcli.set_applied(&iqns)?;

@@ -732,33 +732,44 @@ impl Targetcli {
         c
     }
 
+    fn running_file(&self) -> std::path::PathBuf {
+        self.conf_dir.join("running.json")
+    }
+
     /// LIO's running configuration, through `targetcli saveconfig` into a file of ours.
     pub fn read(&self) -> Result<Lio, String> {
-        let file = self.conf_dir.join("running.json");
-        let _ = std::fs::remove_file(&file);
+        let _ = std::fs::remove_file(self.running_file());
         let out = self
             .command()
-            .arg(format!("saveconfig savefile={}", file.display()))
+            .arg(format!("saveconfig savefile={}", self.running_file().display()))
             .output()
             .map_err(|e| format!("cannot run {}: {e}", self.program.display()))?;
-        let text = std::fs::read_to_string(&file).map_err(|_| {
-            format!(
-                "targetcli could not read LIO's configuration: {}{}",
-                String::from_utf8_lossy(&out.stdout).trim(),
-                String::from_utf8_lossy(&out.stderr).trim()
-            )
-        })?;
+        self.read_saved(&format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout).trim(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+
+    /// The configuration the last [`Targetcli::run`] saved when it finished (what it left
+    /// LIO with: no second targetcli start, which takes seconds). `said`: targetcli's
+    /// output, for the error.
+    pub fn read_saved(&self, said: &str) -> Result<Lio, String> {
+        let text = std::fs::read_to_string(self.running_file())
+            .map_err(|_| format!("targetcli could not read LIO's configuration: {said}"))?;
         parse_saveconfig(&text)
     }
 
     /// Run `cmds` in one targetcli process (commands on stdin: one start-up, which takes
     /// seconds), after [`TARGETCLI_PREFS`] and followed by `saveconfig` (LIO's own
-    /// configuration survives a reboot). targetcli goes on after a failed command, so the
-    /// caller checks the outcome by reading the state again. Returns targetcli's output.
+    /// configuration survives a reboot) and by a `saveconfig` into our `running.json`.
+    /// targetcli goes on after a failed command, so the caller checks the outcome by
+    /// reading that state ([`Targetcli::read_saved`]). Returns targetcli's output.
     pub fn run(&self, cmds: &[String]) -> Result<String, String> {
         use std::io::Write;
         std::fs::create_dir_all(self.conf_dir.join("targetcli"))
             .map_err(|e| format!("cannot create {}: {e}", self.conf_dir.display()))?;
+        let _ = std::fs::remove_file(self.running_file());
         let mut child = self
             .command()
             .stdin(std::process::Stdio::piped())
@@ -771,7 +782,10 @@ impl Targetcli {
             script.push_str(c);
             script.push('\n');
         }
-        script.push_str("/ saveconfig\nexit\n");
+        script.push_str(&format!(
+            "/ saveconfig\n/ saveconfig savefile={}\nexit\n",
+            self.running_file().display()
+        ));
         child
             .stdin
             .take()
@@ -1048,6 +1062,47 @@ mod tests {
             )),
             "{p:#?}"
         );
+    }
+
+    /// The batch one `Targetcli::run` feeds targetcli: preferences, the commands, the
+    /// system `saveconfig`, then the saveconfig [`Targetcli::read_saved`] reads back (a fake
+    /// targetcli that records its stdin and writes the file the last line names).
+    #[test]
+    fn run_saves_the_state_it_leaves() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir =
+            std::env::temp_dir().join(format!("gateway-test-targetcli.{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fake = dir.join("fake-targetcli");
+        let dump = saveconfig(false).replace('\'', "");
+        std::fs::write(
+            &fake,
+            format!(
+                "#!/bin/sh\ncat >\"$TARGETCLI_HOME/stdin\"\n\
+                 f=$(sed -n 's/^\\/ saveconfig savefile=//p' \"$TARGETCLI_HOME/stdin\")\n\
+                 [ -n \"$f\" ] && printf '%s' '{dump}' >\"$f\"\necho Created\n"
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let t = Targetcli { program: fake, conf_dir: dir.clone() };
+        let log = t.run(&["/iscsi create iqn.2024-01.io.cairn:t1".into()]).unwrap();
+        let stdin = std::fs::read_to_string(dir.join("targetcli/stdin")).unwrap();
+        let running = dir.join("running.json");
+        assert_eq!(
+            stdin.lines().collect::<Vec<_>>(),
+            [
+                TARGETCLI_PREFS,
+                "/iscsi create iqn.2024-01.io.cairn:t1",
+                "/ saveconfig",
+                &format!("/ saveconfig savefile={}", running.display()),
+                "exit"
+            ]
+        );
+        assert_eq!(t.read_saved(&log).unwrap(), parse_saveconfig(&saveconfig(false)).unwrap());
+        std::fs::remove_file(&running).unwrap();
+        assert!(t.read_saved("boom").unwrap_err().contains("boom"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

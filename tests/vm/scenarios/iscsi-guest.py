@@ -1,22 +1,21 @@
 #!/usr/bin/env python3
-"""Runs inside the guest: LIO configuration of the iscsi scenario in one process.
+"""Runs inside the guest: the iscsi scenario's own LIO objects, in one process.
 
-usage: iscsi-guest.py CFGSTRING SIZE_BYTES IQN_CAIRN IQN_FILEIO
+usage: iscsi-guest.py CFGSTRING SIZE_BYTES IQN_FILEIO
 
-Does what targetcli-fb would (targetcli takes ~17 s per call under TCG, so one rtslib
-process instead): asks tcmu-runner over D-Bus to check the config string (targetcli's
-CheckConfig call: handler_cairn's check_config), checks that a bad string is refused,
-then creates /backstores/user:cairn/lun0 and /backstores/fileio/flun0 and two targets on
-0.0.0.0:3260, one LUN 0 each, open to any initiator.
+Asks tcmu-runner over D-Bus to check the config string (targetcli's CheckConfig call:
+handler_cairn's check_config) and checks that a bad string is refused; then creates the
+kernel fileio LUN the user:cairn one is compared with: /backstores/fileio/flun0 in target
+IQN_FILEIO on 0.0.0.0:3260, LUN 0, open to any initiator (rtslib directly: targetcli takes
+~17 s per call under TCG). The user:cairn LUN and its target are `cairn iscsi sync`'s.
 """
 import sys
 import time
 
 from gi.repository import Gio
-from rtslib_fb import (FabricModule, FileIOStorageObject, LUN, NetworkPortal, Target, TPG,
-                       UserBackedStorageObject)
+from rtslib_fb import FabricModule, FileIOStorageObject, LUN, NetworkPortal, Target, TPG
 
-cfg, size, iqn_cairn, iqn_fileio = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+cfg, size, iqn_fileio = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 
 
 def handler_iface(subtype):
@@ -39,27 +38,24 @@ def handler_iface(subtype):
 
 
 iface = handler_iface("cairn")
-ok, msg = iface.CheckConfig("(s)", "cairn/" + cfg)
+ok, msg = iface.CheckConfig("(s)", cfg)
 if not ok:
-    sys.exit(f"CheckConfig refused the good config 'cairn/{cfg}': {msg}")
-print(f"CheckConfig accepts cairn/{cfg}")
+    sys.exit(f"CheckConfig refused the good config '{cfg}': {msg}")
+print(f"CheckConfig accepts {cfg}")
 bad = cfg.replace("lunvol@", "nosuchvol@", 1)
-ok, msg = iface.CheckConfig("(s)", "cairn/" + bad)
+ok, msg = iface.CheckConfig("(s)", bad)
 if ok or "nosuchvol" not in msg:
     sys.exit(f"CheckConfig on a missing volume: ok={ok} msg={msg!r}")
 print(f"CheckConfig refuses a missing volume: {msg}")
 
-so_cairn = UserBackedStorageObject("lun0", config="cairn/" + cfg, size=size)
 so_file = FileIOStorageObject("flun0", dev="/var/tmp/flun0.img", size=size, write_back=False)
 so_file.set_attribute("emulate_tpu", "1")
 so_file.set_attribute("emulate_tpws", "1")
-fabric = FabricModule("iscsi")
-for iqn, so in ((iqn_cairn, so_cairn), (iqn_fileio, so_file)):
-    tpg = TPG(Target(fabric, iqn), 1)
-    NetworkPortal(tpg, "0.0.0.0", 3260)
-    LUN(tpg, 0, so)
-    for k, v in (("authentication", "0"), ("demo_mode_write_protect", "0"),
-                 ("generate_node_acls", "1"), ("cache_dynamic_acls", "1")):
-        tpg.set_attribute(k, v)
-    tpg.enable = True
-    print(f"target {iqn}: LUN 0 = {so.plugin}/{so.name}")
+tpg = TPG(Target(FabricModule("iscsi"), iqn_fileio), 1)
+NetworkPortal(tpg, "0.0.0.0", 3260)
+LUN(tpg, 0, so_file)
+for k, v in (("authentication", "0"), ("demo_mode_write_protect", "0"),
+             ("generate_node_acls", "1"), ("cache_dynamic_acls", "1")):
+    tpg.set_attribute(k, v)
+tpg.enable = True
+print(f"target {iqn_fileio}: LUN 0 = fileio/flun0")
