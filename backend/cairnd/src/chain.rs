@@ -199,6 +199,33 @@ async fn mark_pending(slot: &Arc<BrickSlot>, peer: u32, ids: Vec<Id>) {
     }
 }
 
+/// Record on each brick of `to` that `peer` must re-copy `ids` (so the record survives the
+/// brick that made it).
+async fn copy_pending(
+    node: &Arc<Node>,
+    map: &VolumeMap,
+    rreq: &ReplicateRequest,
+    peer: u32,
+    ids: &[Id],
+    to: &[u32],
+) {
+    let add = Op::PendingAdd { peer, ids: ids.to_vec() };
+    for &t in to {
+        let r = ReplicateRequest {
+            brick: t,
+            op: add.clone(),
+            result: None,
+            missed: vec![],
+            req: None,
+            confirm: false,
+            ..rreq.clone()
+        };
+        if let Err(e) = forward(node, map, t, r, Bytes::new()).await {
+            tracing::warn!(volume = %rreq.volume, brick = t, error = %e, "could not copy a pending record");
+        }
+    }
+}
+
 /// An error of the brick's own storage (full, over quota, read-only, failing disk): the same
 /// op may well succeed on the set's other bricks, unlike an error of the op itself (EEXIST,
 /// ENOENT, EACCES...), which every replica would give.
@@ -234,21 +261,7 @@ async fn step_aside(
             continue;
         }
         mark_pending(slot, me, changed.to_vec()).await;
-        let add = Op::PendingAdd { peer: me, ids: changed.to_vec() };
-        for &t in candidates {
-            let r = ReplicateRequest {
-                brick: t,
-                op: add.clone(),
-                result: None,
-                missed: vec![],
-                req: None,
-                confirm: false,
-                ..rreq.clone()
-            };
-            if let Err(pe) = forward(node, map, t, r, Bytes::new()).await {
-                tracing::warn!(volume = %volume, brick = t, error = %pe, "could not copy a pending record");
-            }
-        }
+        copy_pending(node, map, rreq, me, changed, candidates).await;
         tracing::warn!(volume = %volume, brick = me, replica = by, op = rreq.op.name(), error = %e, "brick storage failed; stepped aside as head, the set goes on without it until it heals");
         return Some(stale(
             volume,
@@ -502,21 +515,7 @@ async fn mutate(
         mark_pending(slot, peer, changed.clone()).await;
     }
     for &peer in &failed {
-        let add = Op::PendingAdd { peer, ids: changed.clone() };
-        for &t in &applied {
-            let r = ReplicateRequest {
-                brick: t,
-                op: add.clone(),
-                result: None,
-                missed: vec![],
-                req: None,
-                confirm: false,
-                ..rreq.clone()
-            };
-            if let Err(e) = forward(node, map, t, r, Bytes::new()).await {
-                tracing::warn!(volume = %req.volume, brick = t, error = %e, "could not copy a pending record");
-            }
-        }
+        copy_pending(node, map, &rreq, peer, &changed, &applied).await;
     }
     // A brick that missed the write must stop being a candidate head before the client
     // hears "done", or a later head change could serve the old data.
