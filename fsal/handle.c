@@ -57,11 +57,15 @@ static fsal_status_t cairn_fsal_lookup(struct fsal_obj_handle *dir_pub,
 	if (strcmp(name, "..") == 0) {
 		/* Ganesha asks for ".." only when mdcache does not know the parent: a
 		 * directory reached by handle after a restart (NFSv3 READDIR(PLUS) lists
-		 * "..", NFSv4 LOOKUPP). libcairn has no parent lookup, so answer with the
-		 * export root rather than fail the whole READDIR; clients do not use the
-		 * ".." entry's handle (see docs/nfs.md). */
-		rc = cairn_getattr(FS, cairn_creds(&cb),
-				   EXPORT_OF(op_ctx)->root->key.wire.inode, &ca);
+		 * "..", NFSv4 LOOKUPP). The bricks know every directory's parent; the
+		 * export root is its own parent, so ".." never leaves the export. */
+		struct cairn_id_t root = EXPORT_OF(op_ctx)->root->key.wire.inode;
+		struct cairn_id_t dir = ID(dir_pub);
+
+		if (memcmp(&dir, &root, sizeof(dir)) == 0)
+			rc = cairn_getattr(FS, cairn_creds(&cb), root, &ca);
+		else
+			rc = cairn_lookup_parent(FS, cairn_creds(&cb), dir, &ca);
 		if (rc < 0)
 			return cairn_log_error("lookup(..)", rc);
 		return new_object(&ca, obj_pub, attrs_out);

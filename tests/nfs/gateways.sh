@@ -27,8 +27,19 @@ assert_eq "$fh3" "$fh3_other" "the same file has the same NFSv3 handle on two ga
 # corrupt handle fails, so these checks can fail
 nfs_client g1 3 expect-error statfh /top/keep "${fh3:0:20}ff${fh3:22}" >/dev/null ||
     fail "a corrupt NFSv3 handle resolved"
+# Walking up from a handle: after a restart Ganesha knows /top/keep only by its handle, and
+# NFSv4 LOOKUPP (NFSv3 READDIR's "..") asks the FSAL for ".." (nfsacl.c sends the raw ops).
+cc -Wall -Werror -O1 -o "$CL_DIR/nfs4raw" "$CL_REPO/tests/nfs/nfsacl.c" -lnfs ||
+    fail "building tests/nfs/nfsacl.c against libnfs-dev"
+v4raw() { "$CL_DIR/nfs4raw" "nfs://127.0.0.1/vol0?version=4&nfsport=${NFS_PORT[g1]}&uid=0&gid=0" "$@"; }
+keep_fh=$(v4raw top/keep getfh) || fail "GETFH of /top/keep"
+top_id=$(v4raw top fileid) || fail "fileid of /top"
+root_id=$(v4raw "" fileid) || fail "fileid of the export root"
+[[ $top_id != "$root_id" ]] || fail "/top and the export root have the same fileid ($top_id)"
 nfs_gw_stop g1
 nfs_gw_start g1 "$CL_DIR/exports.conf"
+out=$(v4raw "" parent "${keep_fh#fh }") || fail "LOOKUPP from /top/keep's handle after a restart"
+assert_eq "$top_id" "$out" "after a Ganesha restart, LOOKUPP from a directory's handle finds its real parent"
 out=$(nfs_client g1 4.1 statfh /top/keep "$fh1") || fail "a v4 handle taken before the restart does not resolve"
 assert_eq "1 inside" "$out" "v4.1 handle resolves after a Ganesha restart"
 out=$(nfs_client g1 3 statfh /elsewhere "$fh3") || fail "a v3 handle taken before the restart does not resolve"

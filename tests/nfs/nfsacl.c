@@ -1,5 +1,6 @@
 /*
- * nfsacl: NFSv4 ACL driver for tests/nfs/acl.sh, on Debian's libnfs (libnfs-dev).
+ * nfsacl: NFSv4 raw-COMPOUND driver for tests/nfs/acl.sh (ACLs) and gateways.sh (file
+ * handles walked up after a gateway restart), on Debian's libnfs (libnfs-dev).
  *
  *   nfsacl URL PATH CMD [ARG]
  *
@@ -14,6 +15,11 @@
  *   read            ok | NFS4ERR_<name>      READ of 16 bytes, anonymous stateid
  *   write           ok | NFS4ERR_<name>      WRITE of 1 byte at the end (FILE_SYNC)
  *   chmod MODE      ok | NFS4ERR_<name>      SETATTR mode (octal)
+ *   getfh           fh HEX                   the file handle of PATH
+ *   fileid          fileid N                 the fileid of PATH
+ *   parent HEXFH    fileid N | NFS4ERR_<name>  PUTFH HEXFH, LOOKUPP, GETATTR fileid
+ *                                            (PATH unused: a handle kept across a
+ *                                            gateway restart walked up by itself)
  *
  * Exit status 0 when the call got an NFS answer (whatever it was), 1 on an error.
  */
@@ -217,6 +223,23 @@ static void take_result(COMPOUND4res *res)
 		for (; n > 0; n--)
 			print_ace(&p, end);
 		printf("\n");
+	} else if (strcmp(cmd, "getfh") == 0) {
+		nfs_resop4 *r = &res->resarray.resarray_val[nops - 1];
+		nfs_fh4 *fh = &r->nfs_resop4_u.opgetfh.GETFH4res_u.resok4.object;
+		u_int k;
+
+		printf("fh ");
+		for (k = 0; k < fh->nfs_fh4_len; k++)
+			printf("%02x", (unsigned char)fh->nfs_fh4_val[k]);
+		printf("\n");
+	} else if (strcmp(cmd, "fileid") == 0 || strcmp(cmd, "parent") == 0) {
+		nfs_resop4 *r = &res->resarray.resarray_val[nops - 1];
+		fattr4 *fa = &r->nfs_resop4_u.opgetattr.GETATTR4res_u.resok4.obj_attributes;
+		const char *p = fa->attr_vals.attrlist4_val;
+		const char *end = p + fa->attr_vals.attrlist4_len;
+		uint64_t hi = get32(&p, end);
+
+		printf("fileid %" PRIu64 "\n", hi << 32 | get32(&p, end));
 	} else {
 		printf("ok\n");
 	}
@@ -299,7 +322,30 @@ int main(int argc, char **argv)
 		ops[nops - 1].nfs_argop4_u.oplookup.objname.utf8string_val = comp;
 	}
 
-	if (strcmp(cmd, "getacl") == 0) {
+	if (strcmp(cmd, "parent") == 0) {
+		static char fh[NFS4_FHSIZE];
+		size_t len;
+
+		if (argc < 5 || strlen(argv[4]) % 2 || strlen(argv[4]) / 2 > sizeof(fh))
+			die(cmd, "missing or bad file handle");
+		len = strlen(argv[4]) / 2;
+		for (i = 0; i < (int)len; i++)
+			sscanf(argv[4] + 2 * i, "%2hhx", (unsigned char *)&fh[i]);
+		nops = 0;
+		add_op(OP_PUTFH);
+		ops[nops - 1].nfs_argop4_u.opputfh.object.nfs_fh4_len = len;
+		ops[nops - 1].nfs_argop4_u.opputfh.object.nfs_fh4_val = fh;
+		add_op(OP_LOOKUPP);
+	}
+	if (strcmp(cmd, "getfh") == 0) {
+		add_op(OP_GETFH);
+	} else if (strcmp(cmd, "fileid") == 0 || strcmp(cmd, "parent") == 0) {
+		attrmask[0] = 1u << FATTR4_FILEID;
+		attrmask[1] = 0;
+		add_op(OP_GETATTR);
+		ops[nops - 1].nfs_argop4_u.opgetattr.attr_request.bitmap4_len = 2;
+		ops[nops - 1].nfs_argop4_u.opgetattr.attr_request.bitmap4_val = attrmask;
+	} else if (strcmp(cmd, "getacl") == 0) {
 		attrmask[0] = 1u << FATTR4_ACL;
 		attrmask[1] = 1u << (FATTR4_MODE - 32);
 		add_op(OP_GETATTR);

@@ -789,6 +789,9 @@ impl Brick {
     // ----- namespace ops -----
 
     fn op_lookup(&self, cx: &Cx, dir: Id, name: &[u8]) -> R<Reply> {
+        if name == b".." {
+            return self.op_lookup_parent(cx, dir);
+        }
         valid_name(name)?;
         let dfd = self.dir(dir)?;
         let d = dfd.as_raw_fd();
@@ -804,6 +807,26 @@ impl Brick {
             }
             Ent::Foreign { .. } => Err(fail(libc::EIO, format!("{} has no cairn id", what()))),
         }
+    }
+
+    /// `..` of directory `dir`: its parent, from the brick's own tree (every brick holds
+    /// every directory at its place in the volume), so a gateway can walk up from a
+    /// directory it only knows by handle. The root is its own parent.
+    fn op_lookup_parent(&self, cx: &Cx, dir: Id) -> R<Reply> {
+        let what = || format!("the parent of directory {dir}");
+        let pfd = if dir == Id::ROOT {
+            self.idx.data.clone()
+        } else {
+            let dfd = self.dir(dir)?;
+            Arc::new(cx.user(|| sys::open_dir_at(dfd.as_raw_fd(), c"..")).ctx(what)?)
+        };
+        let id = match id_of_fd(pfd.as_raw_fd()).ctx(what)? {
+            Some(id) => id,
+            None if dir == Id::ROOT => Id::ROOT,
+            None => return Err(fail(libc::EIO, format!("{} has no cairn id", what()))),
+        };
+        let st = sys::fstat(pfd.as_raw_fd()).ctx(what)?;
+        Ok(Reply::Entry { attr: attr_of(id, &st, true), linkto: None })
     }
 
     fn op_lookup_path(&self, cx: &Cx, components: &[Vec<u8>]) -> R<Reply> {

@@ -625,6 +625,19 @@ impl Volume {
         self.lookup_remote(c, dir, name).await
     }
 
+    /// The parent directory of directory `dir` (the root's is the root), as the bricks know
+    /// it now: for a gateway that knows a directory only by handle (after a restart) and is
+    /// asked for `..` (NFSv4 LOOKUPP, NFSv3 READDIR's `..`). Not cached: a rename moves it.
+    pub async fn lookup_parent(&self, c: &Creds, dir: Id) -> Result<Attr> {
+        let i = &self.inner;
+        let target = Target { set: i.home(dir), key: dir };
+        let look = Op::Lookup { dir, name: b"..".to_vec() };
+        match i.call(target, c, look, Bytes::new()).await?.0 {
+            Reply::Entry { attr, .. } => self.getattr(c, attr.id).await,
+            other => Err(unexpected("lookup of ..", &other)),
+        }
+    }
+
     /// Resolve a `/`-separated path relative to the volume root (no symlinks followed):
     /// the directory chain on one brick, then the entry on its hashed set.
     pub async fn resolve(&self, c: &Creds, path: &[u8]) -> Result<Attr> {

@@ -395,6 +395,15 @@ int cairn_lookup(struct cairn_fs_t *fs,
                  struct cairn_attr_t *attr);
 
 /**
+ * The parent of directory `dir` (the root's is the root), as the bricks know it now; fill
+ * `*attr` (may be NULL). Fails (ESTALE) if `dir` is not a directory of the volume.
+ */
+int cairn_lookup_parent(struct cairn_fs_t *fs,
+                        const struct cairn_creds_t *creds,
+                        struct cairn_id_t dir,
+                        struct cairn_attr_t *attr);
+
+/**
  * Resolve a '/'-separated path relative to the volume root (leading '/' optional; symlinks
  * are not followed); fill `*attr`.
  */

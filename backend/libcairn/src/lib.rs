@@ -372,6 +372,27 @@ pub unsafe extern "C" fn cairn_lookup(
     })
 }
 
+/// The parent of directory `dir` (the root's is the root), as the bricks know it now; fill
+/// `*attr` (may be NULL). Fails (ESTALE) if `dir` is not a directory of the volume.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_lookup_parent(
+    fs: *mut cairn_fs_t,
+    creds: *const cairn_creds_t,
+    dir: cairn_id_t,
+    attr: *mut cairn_attr_t,
+) -> c_int {
+    guard_int("cairn_lookup_parent", || {
+        // SAFETY: forwarded contract for all pointers.
+        let (fs, c) = unsafe { fs_creds(fs, creds) }?;
+        let dir = Id::from(dir);
+        let a = fs.block_on(fs.vol.lookup_parent(&c, dir)).map_err(|e| {
+            Error::remote(e, format!("{}: lookup of the parent of {dir}", fs.label))
+        })?;
+        unsafe { put_attr(attr, &a) };
+        Ok(())
+    })
+}
+
 /// Resolve a '/'-separated path relative to the volume root (leading '/' optional; symlinks
 /// are not followed); fill `*attr`.
 #[no_mangle]

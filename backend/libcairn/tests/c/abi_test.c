@@ -228,6 +228,16 @@ static void online(const char *servers, const char *volume)
 	CHECK(S_ISDIR(dir.mode) && (dir.mode & 07777) == 0755, "mkdir mode %o", dir.mode);
 	CHECK_RC(cairn_lookup_path(fs, &me, dname, &a), 0);
 	CHECK(memcmp(&a.id, &dir.id, sizeof(a.id)) == 0, "lookup_path finds the new dir");
+	CHECK_RC(cairn_mkdir(fs, &me, dir.id, "sub", 0755, &a), 0);
+	CHECK_RC(cairn_lookup_parent(fs, &me, a.id, &a), 0);
+	CHECK(memcmp(&a.id, &dir.id, sizeof(a.id)) == 0 && S_ISDIR(a.mode),
+	      "lookup_parent of sub is its directory");
+	CHECK_RC(cairn_lookup_parent(fs, &me, dir.id, &a), 0);
+	CHECK(a.ino == 1, "lookup_parent of a top directory is the root (ino %llu)",
+	      (unsigned long long)a.ino);
+	CHECK_RC(cairn_lookup_parent(fs, &me, root.id, &a), 0);
+	CHECK(a.ino == 1, "the root is its own parent (ino %llu)", (unsigned long long)a.ino);
+	CHECK_RC(cairn_rmdir(fs, &me, dir.id, "sub"), 0);
 
 	/* create, exclusive create, write, read */
 	CHECK_RC(cairn_create(fs, &me, dir.id, "f", 0644, CAIRN_CREATE_EXCL, &f), 0);
