@@ -322,6 +322,12 @@ static int hc_open(struct tcmu_device *dev, bool reopen)
 	 * bricks; 1 Mi LBAs (512 MiB at 512-byte blocks) keeps each one short.
 	 */
 	tcmu_dev_set_max_unmap_len(dev, CAIRN_MAX_UNMAP_LBAS);
+	/*
+	 * tcmu-runner 1.5.4 leaves UNMAP GRANULARITY ALIGNMENT at 0 (main.c) and then takes
+	 * WRITE SAME with the UNMAP bit modulo it (handle_unmap_in_writesame): a divide
+	 * error that kills the runner. Any block is a hole-punch unit here.
+	 */
+	tcmu_dev_set_unmap_gran_align(dev, 1);
 	tcmu_dev_set_write_cache_enabled(dev, 0);
 	tcmu_dev_set_solid_state_media(dev, true);
 	tcmur_dev_set_private(dev, cd);

@@ -52,6 +52,7 @@ struct tcmu_device {
 	bool wce;
 	bool ssd;
 	uint32_t max_unmap_len;
+	uint32_t unmap_gran_align;
 };
 
 struct hcmd {
@@ -109,7 +110,7 @@ void tcmu_dev_set_opt_unmap_gran(struct tcmu_device *dev, uint32_t l, bool s)
 {
 	(void)dev, (void)l, (void)s;
 }
-void tcmu_dev_set_unmap_gran_align(struct tcmu_device *dev, uint32_t l) { (void)dev, (void)l; }
+void tcmu_dev_set_unmap_gran_align(struct tcmu_device *dev, uint32_t l) { dev->unmap_gran_align = l; }
 
 /* as tcmu-runner's api.c: fixed-format sense, INFORMATION field, VALID bit */
 void tcmu_sense_set_info(uint8_t *sense_buf, uint32_t info)
@@ -628,6 +629,8 @@ static void test_ops(const char *servers, const char *volume)
 	CHECK(!dev->wce, "write cache still enabled after open");
 	CHECK(dev->max_unmap_len > 0 && dev->max_unmap_len <= (1u << 20),
 	      "max unmap LBA count %u (Block Limits VPD): want 1..1Mi", dev->max_unmap_len);
+	CHECK(dev->unmap_gran_align > 0,
+	      "unmap granularity alignment 0: tcmu-runner 1.5.4 divides by it on WRITE SAME UNMAP");
 	ok("open extends the backing file sparsely to %" PRIu64 " bytes, WCE off", size);
 
 	/* write through 3 segments, read back through 5, and directly with libcairn */
