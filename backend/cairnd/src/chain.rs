@@ -428,6 +428,19 @@ async fn mutate(
             }
         }
     } else {
+        // A rename's replicas are told which inode the head moved (looked up under the
+        // locks, just before it moves), so that one lacking it reports the miss instead of
+        // skipping the rename (see the brick store's `replica_rename_done`).
+        let moved = match &req.op {
+            Op::Rename { src_dir, src_name, .. } => {
+                let look = Op::Lookup { dir: *src_dir, name: src_name.clone() };
+                match exec_local(slot, Creds::root(), look, Bytes::new(), None, false).await {
+                    Ok((Reply::Entry { attr, .. }, _)) => Some(attr),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
         let local =
             exec_local(slot, req.creds.clone(), req.op.clone(), data.clone(), None, false).await;
         let (reply, out) = match local {
@@ -446,7 +459,7 @@ async fn mutate(
             }
             Err(e) => return Err(e),
         };
-        rreq.result = result_attr(&reply);
+        rreq.result = moved.or_else(|| result_attr(&reply));
         let results = send_all(rreq.clone()).await;
         (reply, out, results)
     };
@@ -829,10 +842,19 @@ pub async fn replicate(node: &Arc<Node>, req: ReplicateRequest, data: Bytes) -> 
             let touched = changed_ids(&req.op);
             let from = req.from_brick;
             let is_heal = matches!(req.op, Op::HealApply { .. });
+            // What this brick must re-copy if it cannot apply the op: what it changes, and
+            // for a rename the inode the head moved.
+            let mut owed = touched.clone();
+            if let (Op::Rename { .. }, Some(a)) = (&req.op, &req.result) {
+                owed.push(a.id);
+            }
             let out = match exec_local(&slot, req.creds, req.op, data, req.result, true).await {
                 Ok(out) => out,
                 Err(e) => {
                     if !is_heal {
+                        // Recorded here too, before the head hears of it: a catch-up under
+                        // way on this brick then copies these inodes before it comes up.
+                        mark_pending(&slot, slot.index, owed).await;
                         crate::heal::missed_forward(node, &slot, &e);
                     }
                     return Err(e);
