@@ -722,6 +722,8 @@ pub fn missed_forward(node: &Arc<Node>, slot: &Arc<BrickSlot>, e: &RemoteError) 
 pub fn spawn(node: Arc<Node>, slot: Arc<BrickSlot>) {
     tokio::spawn(async move {
         let mut first = true;
+        // Entries copied since the brick last came up (a catch-up may start over).
+        let mut healed = 0;
         loop {
             if slot.stopped.load(Ordering::Acquire) {
                 return;
@@ -759,9 +761,16 @@ pub fn spawn(node: Arc<Node>, slot: Arc<BrickSlot>) {
                 }
                 match caught {
                     Ok((n, up_heard)) => {
+                        healed += n;
                         if !cairn_replication::may_come_up(marker.is_some(), up_heard) {
                             tracing::warn!(volume = %slot.volume, brick = slot.index, "brick missed writes and no up peer can vouch for it; waiting");
                             tokio::time::sleep(POLL).await;
+                            continue;
+                        }
+                        if slot.missed.load(Ordering::Acquire) {
+                            // A forward failed during the catch-up: its record may have come
+                            // after the last pass read the backlog.
+                            first = false;
                             continue;
                         }
                         if let Some(rev) = marker {
@@ -775,12 +784,6 @@ pub fn spawn(node: Arc<Node>, slot: Arc<BrickSlot>) {
                                     continue;
                                 }
                             }
-                        }
-                        if slot.missed.load(Ordering::Acquire) {
-                            // A forward failed during the catch-up: its record may have come
-                            // after the last pass read the backlog.
-                            first = false;
-                            continue;
                         }
                         slot.healing.store(false, Ordering::Release);
                         if slot.missed.load(Ordering::Acquire) {
@@ -797,7 +800,8 @@ pub fn spawn(node: Arc<Node>, slot: Arc<BrickSlot>) {
                             tracing::warn!(volume = %slot.volume, brick = slot.index, error = %e, "cannot publish brick state");
                             slot.healing.store(true, Ordering::Release);
                         } else {
-                            tracing::info!(volume = %slot.volume, brick = slot.index, healed = n, "brick is up");
+                            tracing::info!(volume = %slot.volume, brick = slot.index, healed, "brick is up");
+                            healed = 0;
                             node.kick.notify_one();
                         }
                     }
