@@ -179,6 +179,11 @@ enum Loc {
 }
 
 impl Sums {
+    /// A partial table: some entries may be unknown.
+    pub(crate) fn is_partial(&self) -> bool {
+        self.partial
+    }
+
     fn empty() -> Sums {
         Sums {
             size: 0,
@@ -234,7 +239,7 @@ impl Sums {
     }
 
     /// Entries of blocks `b0..b0+n` (`None`: unknown).
-    fn get(&self, b0: u64, n: u64) -> io::Result<Vec<Option<u32>>> {
+    pub(crate) fn get(&self, b0: u64, n: u64) -> io::Result<Vec<Option<u32>>> {
         Ok(self.raw(b0, n)?.into_iter().map(|r| self.decode(r)).collect())
     }
 
