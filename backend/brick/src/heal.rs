@@ -153,7 +153,7 @@ impl Brick {
     ) -> Result<(Vec<HealExtent>, Vec<u8>), RemoteError> {
         self.with_context("heal_extents", || {
             let count = (b.saturating_sub(a)).min(HEAL_SUMS_MAX as u64) as u32;
-            let now = self.heal_sums(id, a, count)?;
+            let now = self.heal_sums(id, a, count, false)?;
             let (mut extents, mut data) = (vec![], vec![]);
             if now.kind != Some(FileType::Regular) {
                 return Ok((extents, data));
@@ -202,7 +202,7 @@ impl Brick {
     }
 
     /// Kind, size and checksum entries of blocks `[first, first+count)` of `id` (HEAL_SUMS).
-    pub(crate) fn heal_sums(&self, id: Id, first: u64, count: u32) -> R<HealSums> {
+    pub(crate) fn heal_sums(&self, id: Id, first: u64, count: u32, from_data: bool) -> R<HealSums> {
         let what = || format!("heal_sums of {id}");
         let st = match self.idx.lstat_index(id) {
             Ok(st) => st,
@@ -220,8 +220,13 @@ impl Brick {
         }
         let count = count.min(HEAL_SUMS_MAX) as u64;
         let fd = self.file(id)?;
-        let _g = self.stripe_lock(id);
         let f = fd.as_raw_fd();
+        if from_data {
+            let size = sys::fstat(f).ctx(what)?.st_size as u64;
+            let entries = self.sums_of_data(id, f, size, first, count).ctx(what)?;
+            return Ok(HealSums { kind: Some(FileType::Regular), size, entries });
+        }
+        let _g = self.stripe_lock(id);
         let size = sys::fstat(f).ctx(what)?.st_size as u64;
         // Blocks past the end are zeros (what a truncate up to any size leaves).
         let mut entries = vec![Some(0); count as usize];
@@ -431,11 +436,6 @@ impl Brick {
             let sums = self.sums_changed(id, f, old, Change::None);
             r.ctx(what)?;
             sums?;
-            // A partial table (a file from before checksums) is completed, so the copy
-            // compares every block and the result is verified from now on.
-            if self.sums_load(id, f)?.is_some_and(|s| s.is_partial()) {
-                self.sums_rebuild(id, f)?;
-            }
         } else if a.kind == FileType::Regular {
             if data.len() as u64 != state.data_len {
                 return Err(fail(

@@ -23,11 +23,15 @@ fn pattern(seed: u64, n: usize) -> Vec<u8> {
         .collect()
 }
 
-fn sums(b: &Brick, id: Id, first: u64, count: u32) -> HealSums {
-    match run(b, &root(), Op::HealSums { id, first, count }).unwrap() {
+fn sums_of(b: &Brick, id: Id, first: u64, count: u32, from_data: bool) -> HealSums {
+    match run(b, &root(), Op::HealSums { id, first, count, from_data }).unwrap() {
         Reply::Sums(s) => *s,
         other => panic!("{other:?}"),
     }
+}
+
+fn sums(b: &Brick, id: Id, first: u64, count: u32) -> HealSums {
+    sums_of(b, id, first, count, false)
 }
 
 fn apply_meta(src: &Brick, dst: &Brick, id: Id) {
@@ -49,7 +53,7 @@ fn chunked_heal(src: &Brick, dst: &Brick, id: Id) -> u64 {
     let (mut first, mut sent) = (0, 0);
     while first < nb {
         let count = (nb - first).min(HEAL_SUMS_MAX as u64) as u32;
-        let (mine, theirs) = (sums(src, id, first, count), sums(dst, id, first, count));
+        let (mine, theirs) = (sums(src, id, first, count), sums_of(dst, id, first, count, true));
         assert_eq!(theirs.kind, Some(FileType::Regular));
         for (a, b) in heal_diff(first, &mine.entries, &theirs.entries, 64) {
             let (extents, data) = src.heal_extents(id, a, b).unwrap();
@@ -70,8 +74,9 @@ fn chunked_heal(src: &Brick, dst: &Brick, id: Id) -> u64 {
     sent
 }
 
-/// Both copies hold the same bytes: same size, same entry for every block (each page
-/// compared), and the target's table is right about its data (scrub).
+/// Both copies hold the same bytes: same size, the target's data gives the entries of the
+/// source's table for every block (page by page), and the target's table is right about
+/// its data (scrub).
 fn assert_same(src: &Brick, dst: &Brick, id: Id) {
     let (a, b) = (getattr(src, id).unwrap(), getattr(dst, id).unwrap());
     assert_eq!(a.size, b.size);
@@ -81,7 +86,7 @@ fn assert_same(src: &Brick, dst: &Brick, id: Id) {
     let mut first = 0;
     while first < nb {
         let count = (nb - first).min(HEAL_SUMS_MAX as u64) as u32;
-        let (x, y) = (sums(src, id, first, count), sums(dst, id, first, count));
+        let (x, y) = (sums(src, id, first, count), sums_of(dst, id, first, count, true));
         assert!(x.entries.iter().all(|e| e.is_some()), "source table has unknown entries");
         assert_eq!(x.entries, y.entries, "entries of blocks {first}..+{count}");
         first += count as u64;
@@ -172,9 +177,22 @@ fn larger_stale_and_unchecksummed_targets_converge() {
     assert_eq!(read(&dst, id, 30 << 20, 4096).0, vec![0u8; 4096]);
     assert!(allocated(&t.path().join("b1/data/f")) < 8 << 20);
 
+    // A block of the target rotted (its table is right, its data is not): the target's
+    // entries are computed from its data, so that block is copied again.
+    let bad = t.path().join("b1/data/f");
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().read(true).write(true).open(&bad).unwrap();
+        let mut b = [0u8; 1];
+        f.read_exact_at(&mut b, 3 * BLOCK + 5).unwrap();
+        f.write_all_at(&[b[0] ^ 0x10], 3 * BLOCK + 5).unwrap();
+    }
+    assert!(dst.scrub_file(id).is_err());
+    assert_eq!(chunked_heal(&src, &dst, id), BLOCK);
+    assert_same(&src, &dst, id);
+
     // No checksums on the target (a copy from before they existed), one block of it
-    // stale: the first step (size and metadata) completes its table from its data, so
-    // the compare finds the one stale block and copies just that.
+    // stale: the compare (from the target's data) finds that block and copies just it.
     let id2 = create_on(&[&src, &dst], "old");
     write(&src, id2, 0, &pattern(2, 1 << 20));
     write(&dst, id2, 0, &pattern(2, 1 << 20));

@@ -258,9 +258,11 @@ async fn copy_file(
     let mut wait = Duration::ZERO;
     while first < nb {
         let count = (nb - first).min(HEAL_SUMS_MAX as u64) as u32;
-        let op = Op::HealSums { id, first, count };
-        let mine =
-            sums(exec_local(slot, Creds::root(), op.clone(), Bytes::new(), None, false).await)?;
+        // Ours from the table (our data is verified as each range is read); the target's
+        // from its data, so a block that rotted there differs.
+        let op = Op::HealSums { id, first, count, from_data: false };
+        let mine = sums(exec_local(slot, Creds::root(), op, Bytes::new(), None, false).await)?;
+        let op = Op::HealSums { id, first, count, from_data: true };
         let theirs = sums(target_call(node, map, slot, peer, op, Bytes::new()).await)?;
         if theirs.kind != Some(FileType::Regular) {
             return Err(RemoteError::new(

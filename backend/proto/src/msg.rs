@@ -313,11 +313,14 @@ pub enum Op {
     },
     /// Heal of a regular file in ranges: its kind, size and the checksum entries of blocks
     /// `[first, first + count)` (at most [`HEAL_SUMS_MAX`]), for the heal source to compare
-    /// with its own. Sent by a heal source to the brick it copies onto.
+    /// with its own. Sent by a heal source to the brick it copies onto, with `from_data`:
+    /// the entries are computed from the data there (holes are not read), not taken from
+    /// its table, so a copy that rotted (the scrub's repair) is not taken for a good one.
     HealSums {
         id: Id,
         first: u64,
         count: u32,
+        from_data: bool,
     },
     /// Heal of a regular file in ranges: write the data extents (their bytes concatenated
     /// in the data segment) and punch the zero extents, checksums kept current. Sent by a
