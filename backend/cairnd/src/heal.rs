@@ -17,7 +17,8 @@
 //!
 //! Crawls copy up to `cluster.heal-parallelism` inodes at a time (volume option, default
 //! 4), at most `cluster.heal-bandwidth` bytes of file data per second per brick (a token
-//! bucket with one second of burst, charged after each file: a file is copied whole), and
+//! bucket with one second of burst at the target, charged with the bytes each range of a
+//! file copy wrote: see `copy_file`), and
 //! keep statistics per brick (`cairn volume heal VOL statistics`); they log one info line
 //! when they start and one when they end.
 
