@@ -4,7 +4,8 @@
 # 1. cluster.heal-bandwidth: n2 is killed, files are written, n2 comes back and catches up
 #    at 256 KiB/s: the volume still converges (replicas identical) and the statistics of
 #    n2's index crawl show the data copied, the limit and time spent waiting for it.
-# 2. A full crawl cut by kill -9 continues from its saved position: `heal full` at
+# 2. A full crawl cut by kill -9 continues from its saved position: n2's copies diverge
+#    behind Cairn's back (a full heal copies only what differs), `heal full` at
 #    128 KiB/s, n2 killed once its crawl saved a position, restarted: its crawl finishes
 #    with "resumed after N directories" (N > 0) and counts every directory exactly once.
 #
@@ -86,6 +87,26 @@ cairn_cli volume heal hv statistics | grep -q 'Bandwidth limit (cluster.heal-ban
 # --- 2. a full crawl cut by kill -9 continues where it was ---------------------------------
 write_tree "$mnt/tree" 30 2 # 31 directories with the root and late/ ... counted below
 ndirs=$(find "$mnt" -type d | wc -l)
+# A full heal copies only data that differs: make n2's copies of tree/ differ behind
+# Cairn's back (n2 stopped; each file rewritten and marked dirty, so n2 rebuilds its
+# checksums from the new bytes when it opens, as after a crash), so its crawl has data to
+# copy at the limit.
+wait_until 60 all_up || fail "bricks not up before diverging n2"
+cl_stop_node n2 || fail "stop n2"
+python3 - "$b1" <<'PY' || fail "diverging n2's copies"
+import os, sys
+b1 = sys.argv[1]
+for d, _, files in os.walk(f"{b1}/data/tree"):
+    for f in files:
+        p = os.path.join(d, f)
+        with open(p, "r+b") as fh:
+            fh.write(os.urandom(os.path.getsize(p)))
+        hexid = os.getxattr(p, "trusted.cairn.id").hex()
+        open(f"{b1}/.cairn/csum/dirty/{hexid}", "w").close()
+PY
+cl_start_node n2
+wait_until 60 all_up || fail "n2 not up after diverging its copies"
+pass "n2's copies of tree/ diverged (not recorded anywhere)"
 cairn_cli volume set hv cluster.heal-bandwidth 128K || fail "volume set 128K"
 cairn_cli volume heal hv full || fail "heal full"
 pos=$b1/.cairn/full-heal-position.json

@@ -234,7 +234,7 @@ impl Sums {
     }
 
     /// Entries of blocks `b0..b0+n` (`None`: unknown).
-    fn get(&self, b0: u64, n: u64) -> io::Result<Vec<Option<u32>>> {
+    pub(crate) fn get(&self, b0: u64, n: u64) -> io::Result<Vec<Option<u32>>> {
         Ok(self.raw(b0, n)?.into_iter().map(|r| self.decode(r)).collect())
     }
 
@@ -761,6 +761,44 @@ impl Brick {
             let loc = Loc::Mem { v, sidecar: false };
             self.sums_commit(id, fd, Sums { size, loaded: (size, false), partial: false, loc })
         }
+    }
+
+    /// Entries of blocks `[first, first+count)` of `id` computed from its data (`size`:
+    /// the file size; blocks past it and holes are 0), not from its table: what a heal
+    /// compares the target's copy by, so a block that rotted there is copied again. Data
+    /// regions only are read, in batches, each under the stripe lock.
+    pub(crate) fn sums_of_data(
+        &self,
+        id: Id,
+        fd: RawFd,
+        size: u64,
+        first: u64,
+        count: u64,
+    ) -> io::Result<Vec<Option<u32>>> {
+        let mut out = vec![Some(0); count as usize];
+        let end = ((first + count) * BLOCK).min(size);
+        let mut buf = vec![0u8; (BATCH * BLOCK) as usize];
+        data_blocks_in(fd, first * BLOCK, end, |a, b| {
+            let mut blk = a.max(first);
+            let b = b.min(first + count);
+            while blk < b {
+                let n = (b - blk).min(BATCH);
+                let (start, stop) = (blk * BLOCK, ((blk + n) * BLOCK).min(end));
+                let want = (stop - start) as usize;
+                let got = {
+                    let _g = self.stripe(id).lock();
+                    sys::pread(fd, &mut buf[..want], start)?
+                };
+                // Shorter now (a truncate meanwhile): the rest reads as zeros.
+                buf[got..want].fill(0);
+                for (i, c) in buf[..want].chunks(BLOCK as usize).enumerate() {
+                    out[(blk - first) as usize + i] = Some(enc_bytes(c));
+                }
+                blk += n;
+            }
+            Ok(())
+        })?;
+        Ok(out)
     }
 
     /// The table of `id` computed from its full contents `data` (heal).

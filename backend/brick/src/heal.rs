@@ -1,11 +1,12 @@
 //! Heal support: the durable pending lists, and fetching / applying the full state of an
 //! inode so a brick that was away becomes identical to its peers.
 
+use crate::csum::{self, Change};
 use crate::ids::{self, is_dir, is_lnk, is_reg, Found};
 use crate::store::{fail, show, Brick, Ctx, Ent, R};
 use crate::sys::{self, cstr, XTarget};
 use bytes::Bytes;
-use cairn_proto::msg::{HealState, Reply};
+use cairn_proto::msg::{HealExtent, HealState, HealSums, Reply, HEAL_SUMS_MAX};
 use cairn_proto::{Errno, FileType, Id, RemoteError};
 use std::collections::HashMap;
 use std::io;
@@ -126,6 +127,168 @@ impl Brick {
     // ----- fetch -----
 
     pub(crate) fn heal_fetch(&self, id: Id) -> R<(Reply, Bytes)> {
+        self.heal_fetch_with(id, true)
+    }
+
+    /// The state of `id` for a chunked copy: like `HealFetch`, but a regular file's data is
+    /// left out (`data_len` is its size). The caller (the heal source in `cairnd`) holds the
+    /// inode lock.
+    pub fn heal_meta(&self, id: Id) -> Result<HealState, RemoteError> {
+        self.with_context("heal_meta", || match self.heal_fetch_with(id, false)? {
+            (Reply::Heal(s), _) => Ok(*s),
+            _ => Err(fail(libc::EIO, format!("heal_meta of {id}: no state"))),
+        })
+    }
+
+    /// Source side of one range of a chunked copy: blocks `[a, b)` of regular file `id` as
+    /// they are now (entries and data read under the stripe lock; the caller holds the
+    /// inode lock), as `HealWrite` extents and their bytes. Blocks of zeros (entry 0, or
+    /// read as zeros) are zero extents, punched on the target; the bytes of the others
+    /// are verified against the checksums. Empty once the file is gone or ends before `a`.
+    pub fn heal_extents(
+        &self,
+        id: Id,
+        a: u64,
+        b: u64,
+    ) -> Result<(Vec<HealExtent>, Vec<u8>), RemoteError> {
+        self.with_context("heal_extents", || {
+            let count = (b.saturating_sub(a)).min(HEAL_SUMS_MAX as u64) as u32;
+            let now = self.heal_sums(id, a, count, false)?;
+            let (mut extents, mut data) = (vec![], vec![]);
+            if now.kind != Some(FileType::Regular) {
+                return Ok((extents, data));
+            }
+            let fd = self.file(id)?;
+            let _g = self.stripe_lock(id);
+            let f = fd.as_raw_fd();
+            let size = sys::fstat(f).ctx(|| format!("stat of {id}"))?.st_size as u64;
+            if size != now.size {
+                // Changed between the two looks: only a write not under the inode lock
+                // (the caller's contract is broken); copy nothing rather than a mix.
+                return Err(fail(libc::EAGAIN, format!("{id} changed during heal_extents")));
+            }
+            let b = (a + count as u64).min(csum::nblocks(size));
+            let mut blk = a;
+            while blk < b {
+                let zero = now.entries[(blk - a) as usize] == Some(0);
+                let mut end = blk + 1;
+                while end < b && (now.entries[(end - a) as usize] == Some(0)) == zero {
+                    end += 1;
+                }
+                let off = blk * csum::BLOCK;
+                let len = (end * csum::BLOCK).min(size) - off;
+                if zero {
+                    push_extent(&mut extents, off, len, true);
+                } else {
+                    let (bytes, _) = self.read_verified(id, f, off, len as usize)?;
+                    // Blocks of zeros (no checksums yet, or zeros written) stay holes.
+                    for (i, chunk) in bytes.chunks(csum::BLOCK as usize).enumerate() {
+                        let z = chunk.iter().all(|&x| x == 0);
+                        push_extent(
+                            &mut extents,
+                            off + i as u64 * csum::BLOCK,
+                            chunk.len() as u64,
+                            z,
+                        );
+                        if !z {
+                            data.extend_from_slice(chunk);
+                        }
+                    }
+                }
+                blk = end;
+            }
+            Ok((extents, data))
+        })
+    }
+
+    /// Kind, size and checksum entries of blocks `[first, first+count)` of `id` (HEAL_SUMS).
+    pub(crate) fn heal_sums(&self, id: Id, first: u64, count: u32, from_data: bool) -> R<HealSums> {
+        let what = || format!("heal_sums of {id}");
+        let st = match self.idx.lstat_index(id) {
+            Ok(st) => st,
+            Err(e) if not_found(&e) => {
+                return Ok(HealSums { kind: None, size: 0, entries: vec![] });
+            }
+            Err(e) => return Err(e).ctx(what),
+        };
+        if !is_reg(&st) {
+            return Ok(HealSums {
+                kind: FileType::from_mode(st.st_mode),
+                size: 0,
+                entries: vec![],
+            });
+        }
+        let count = count.min(HEAL_SUMS_MAX) as u64;
+        let fd = self.file(id)?;
+        let f = fd.as_raw_fd();
+        if from_data {
+            let size = sys::fstat(f).ctx(what)?.st_size as u64;
+            let entries = self.sums_of_data(id, f, size, first, count).ctx(what)?;
+            return Ok(HealSums { kind: Some(FileType::Regular), size, entries });
+        }
+        let _g = self.stripe_lock(id);
+        let size = sys::fstat(f).ctx(what)?.st_size as u64;
+        // Blocks past the end are zeros (what a truncate up to any size leaves).
+        let mut entries = vec![Some(0); count as usize];
+        let inside = csum::nblocks(size).saturating_sub(first).min(count) as usize;
+        if inside > 0 {
+            match self.sums_load(id, f)? {
+                Some(s) if s.size == size => {
+                    let got = s.get(first, inside as u64).ctx(what)?;
+                    entries[..inside].copy_from_slice(&got);
+                }
+                // No table (written before checksums), or one that does not cover the file:
+                // nothing is known.
+                _ => entries[..inside].fill(None),
+            }
+        }
+        Ok(HealSums { kind: Some(FileType::Regular), size, entries })
+    }
+
+    /// Apply a range of a chunked copy (HEAL_WRITE): data extents written, zero extents
+    /// punched, checksums kept current. Returns the bytes written.
+    pub(crate) fn heal_write(&self, id: Id, extents: &[HealExtent], data: &[u8]) -> R<u64> {
+        let what = || format!("heal_write of {id}");
+        let want: u64 = extents.iter().filter(|e| !e.zero).map(|e| e.len).sum();
+        if want != data.len() as u64 {
+            return Err(fail(
+                libc::EINVAL,
+                format!("{}: {} data bytes for extents of {want}", what(), data.len()),
+            ));
+        }
+        self.sums_tidy();
+        let fd = self.file(id)?;
+        let _g = self.stripe_lock(id);
+        let f = fd.as_raw_fd();
+        self.sums_begin(id)?;
+        let mut at = 0usize;
+        for e in extents {
+            let w = || format!("heal_write of {id} at {}+{}", e.offset, e.len);
+            if e.zero {
+                let change = Change::Zero(e.offset, e.len);
+                let old = self.sums_before(id, f, change, None)?;
+                let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+                let r = sys::fallocate(f, mode, e.offset, e.len);
+                let done = if r.is_ok() { change } else { Change::Disk(e.offset, e.len) };
+                let sums = self.sums_changed(id, f, old, done);
+                r.ctx(w)?;
+                sums?;
+            } else {
+                let d = &data[at..at + e.len as usize];
+                at += e.len as usize;
+                let change = Change::Data(e.offset, d);
+                let old = self.sums_before(id, f, change, None)?;
+                let r = sys::pwrite_all(f, d, e.offset);
+                let done = if r.is_ok() { change } else { Change::Disk(e.offset, e.len) };
+                let sums = self.sums_changed(id, f, old, done);
+                r.ctx(w)?;
+                sums?;
+            }
+        }
+        Ok(want)
+    }
+
+    fn heal_fetch_with(&self, id: Id, with_data: bool) -> R<(Reply, Bytes)> {
         let gone = HealState {
             attr: None,
             xattrs: vec![],
@@ -179,6 +342,11 @@ impl Brick {
                 let fd = self.file(id)?;
                 let _g = self.stripe_lock(id);
                 let st = sys::fstat(fd.as_raw_fd()).ctx(|| format!("stat of {id}"))?;
+                if !with_data {
+                    state.data_len = st.st_size as u64;
+                    state.attr = Some(attr);
+                    return Ok((Reply::Heal(Box::new(state)), Bytes::new()));
+                }
                 // The data is copied whole, in memory (and in one frame's bulk segment,
                 // `MAX_DATA`, when the peer is remote): refuse rather than abort on a
                 // huge (e.g. sparse) file.
@@ -257,7 +425,18 @@ impl Brick {
         }
         let ix = self.idx.ids_fd();
         let r = ids::rel(id);
-        if a.kind == FileType::Regular {
+        if a.kind == FileType::Regular && data.is_empty() && state.data_len > 0 {
+            // A chunked copy (HealWrite) moves the data: only the size is set here.
+            let fd = self.file(id)?;
+            let _g = self.stripe_lock(id);
+            let f = fd.as_raw_fd();
+            self.sums_begin(id)?;
+            let old = self.sums_before(id, f, Change::None, Some(state.data_len))?;
+            let r = sys::ftruncate(f, state.data_len);
+            let sums = self.sums_changed(id, f, old, Change::None);
+            r.ctx(what)?;
+            sums?;
+        } else if a.kind == FileType::Regular {
             if data.len() as u64 != state.data_len {
                 return Err(fail(
                     libc::EINVAL,
@@ -590,7 +769,41 @@ impl Brick {
     }
 }
 
-/// Largest regular file `HealFetch` hands out (its data is held whole in memory).
+/// Add an extent, merged with the last one when adjacent and of the same kind.
+fn push_extent(extents: &mut Vec<HealExtent>, offset: u64, len: u64, zero: bool) {
+    match extents.last_mut() {
+        Some(e) if e.zero == zero && e.offset + e.len == offset => e.len += len,
+        _ => extents.push(HealExtent { offset, len, zero }),
+    }
+}
+
+/// Runs of blocks (`[start, end)`, at most `max_run` blocks each) whose entries differ
+/// between the heal source (`mine`) and the target (`theirs`), both read from block
+/// `first`; an unknown entry on either side differs.
+pub fn heal_diff(
+    first: u64,
+    mine: &[Option<u32>],
+    theirs: &[Option<u32>],
+    max_run: u64,
+) -> Vec<(u64, u64)> {
+    let mut runs: Vec<(u64, u64)> = vec![];
+    for i in 0..mine.len().max(theirs.len()) {
+        let same = matches!((mine.get(i), theirs.get(i)), (Some(Some(x)), Some(Some(y))) if x == y);
+        if same {
+            continue;
+        }
+        let b = first + i as u64;
+        match runs.last_mut() {
+            Some((a, e)) if *e == b && b - *a < max_run => *e = b + 1,
+            _ => runs.push((b, b + 1)),
+        }
+    }
+    runs
+}
+
+/// Largest regular file `HealFetch` hands out with its data (held whole in memory). Heal
+/// itself copies regular files in ranges (`HealSums` / `HealWrite`), whatever their size;
+/// the whole copy serves `cairnd`'s repair of a corrupt copy and peers without ranges.
 const HEAL_FETCH_MAX: u64 = 1 << 30;
 
 // ----- full heal -----

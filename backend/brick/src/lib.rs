@@ -33,4 +33,5 @@ mod store;
 mod sys;
 
 pub use csum::{BLOCK as CSUM_BLOCK, ECORRUPT};
+pub use heal::heal_diff;
 pub use store::{cookie, Brick, BrickMarker, Exec};

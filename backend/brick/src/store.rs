@@ -655,6 +655,13 @@ impl Brick {
             }
             Op::HealFetch { id } => self.heal_fetch(*id),
             Op::HealApply { state } => unit(self.heal_apply(state, data).map(|_| Reply::Unit)),
+            Op::HealSums { id, first, count, from_data } => unit(
+                self.heal_sums(*id, *first, *count, *from_data).map(|s| Reply::Sums(Box::new(s))),
+            ),
+            Op::HealWrite { id, extents } => unit(
+                self.heal_write(*id, extents, data)
+                    .map(|bytes| Reply::HealWritten { bytes, wait_ms: 0 }),
+            ),
             Op::HealSync { .. } => Err(fail(
                 libc::ENOTSUP,
                 "heal_sync is coordinated by cairnd, not by the brick store",

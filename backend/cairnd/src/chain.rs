@@ -44,6 +44,8 @@ pub fn key_id(op: &Op) -> Id {
         | Op::SetLock { id, .. }
         | Op::GetLock { id, .. }
         | Op::HealFetch { id }
+        | Op::HealSums { id, .. }
+        | Op::HealWrite { id, .. }
         | Op::HealSync { id, .. } => *id,
         Op::LookupPath { .. }
         | Op::StatFs
@@ -710,8 +712,12 @@ async fn serve(
         Op::PendingList { .. }
         | Op::PendingClear { .. }
         | Op::PendingAdd { .. }
-        | Op::HealFetch { .. } => {
+        | Op::HealFetch { .. }
+        | Op::HealSums { .. } => {
             return exec_local(&slot, Creds::root(), req.op, data, None, false).await;
+        }
+        Op::HealWrite { .. } => {
+            return crate::heal::serve_heal_write(node, &slot, req.op, data).await;
         }
         Op::HealSync { id, peer } => return crate::heal::serve_sync(node, &slot, *id, *peer).await,
         Op::HealApply { .. } => {

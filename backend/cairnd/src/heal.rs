@@ -17,16 +17,20 @@
 //!
 //! Crawls copy up to `cluster.heal-parallelism` inodes at a time (volume option, default
 //! 4), at most `cluster.heal-bandwidth` bytes of file data per second per brick (a token
-//! bucket with one second of burst, charged after each file: a file is copied whole), and
+//! bucket with one second of burst at the target, charged with the bytes each range of a
+//! file copy wrote: see `copy_file`), and
 //! keep statistics per brick (`cairn volume heal VOL statistics`); they log one info line
 //! when they start and one when they end.
 
 use crate::chain::{exec_local, OpResult};
 use crate::node::{BrickSlot, Node};
 use bytes::Bytes;
+use cairn_brick::{heal_diff, CSUM_BLOCK as BLOCK};
 use cairn_proto::map::{BrickState, ReplicaSet, VolumeMap};
 use cairn_proto::mgmt::CrawlInfo;
-use cairn_proto::msg::{BrickRequest, Op, ReplicateRequest, Reply, Request};
+use cairn_proto::msg::{
+    BrickRequest, HealState, HealSums, Op, ReplicateRequest, Reply, Request, HEAL_SUMS_MAX,
+};
 use cairn_proto::{Creds, Errno, FileType, Id, RemoteError};
 use futures::StreamExt;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -136,31 +140,6 @@ fn crawl_begin(node: &Node, slot: &BrickSlot, kind: &str) {
     });
 }
 
-/// Charge the data just copied onto this brick for `id` to `cluster.heal-bandwidth`, and
-/// wait as long as the limit asks.
-async fn pay(slot: &Arc<BrickSlot>, map: &VolumeMap, id: Id) {
-    let op = Op::GetAttr { id };
-    let size = match exec_local(slot, Creds::root(), op, Bytes::new(), None, false).await {
-        Ok((Reply::Attr(a), _)) if a.kind == FileType::Regular => a.size,
-        _ => 0,
-    };
-    let rate = bandwidth(map);
-    let wait = {
-        let mut st = slot.heal.lock();
-        let (wait, added) =
-            if rate == 0 || size == 0 { Default::default() } else { st.take(rate, size) };
-        if let Some(c) = st.current.as_mut() {
-            c.bytes += size;
-            c.bandwidth = rate;
-            c.throttled_ms += added.as_millis() as u64;
-        }
-        wait
-    };
-    if !wait.is_zero() {
-        tokio::time::sleep(wait).await;
-    }
-}
-
 fn crawl_count(slot: &BrickSlot, scanned: u64, healed: u64, failed: u64) {
     if let Some(c) = slot.heal.lock().current.as_mut() {
         c.scanned += scanned;
@@ -204,39 +183,198 @@ pub async fn brick_call(node: &Arc<Node>, map: &VolumeMap, index: u32, op: Op) -
 }
 
 /// Serve a HEAL_SYNC: copy `id` from this brick (its chain head) onto brick `peer`.
+///
+/// A regular file is copied in ranges (`copy_file`); anything else whole, in one
+/// `HealApply` taken under the inode lock.
 pub async fn serve_sync(node: &Arc<Node>, slot: &Arc<BrickSlot>, id: Id, peer: u32) -> OpResult {
     let map = node.map(&slot.volume).ok_or_else(|| {
         RemoteError::new(Errno::ENOENT, format!("volume {} not found", slot.volume))
     })?;
-    let _guard = node.lock_inodes(&slot.volume, slot.index, &[id]).await;
-    let (state, data) = match exec_local(
-        slot,
-        Creds::root(),
-        Op::HealFetch { id },
-        Bytes::new(),
-        None,
-        false,
-    )
-    .await
-    {
-        Ok((Reply::Heal(s), d)) => (s, d),
-        Ok((other, _)) => {
-            return Err(RemoteError::new(
-                Errno::EPROTO,
-                format!("heal_fetch {id}: unexpected reply {other:?}"),
-            ))
-        }
+    let guard = node.lock_inodes(&slot.volume, slot.index, &[id]).await;
+    let mut state = match meta(slot, id).await {
+        Ok(s) => s,
         // Gone here too: the directory heal removes its names.
         Err(e) if e.errno == Errno::ENOENT => return Ok((Reply::Unit, Bytes::new())),
         Err(e) => return Err(e),
     };
-    let mut state = state;
-    state.pending_for = slot.brick.pending_peers(id).into_iter().filter(|&p| p != peer).collect();
-    if state.attr.as_ref().map(|a| a.nlink == 0).unwrap_or(false) {
+    let Some(attr) = state.attr.clone() else {
+        // Gone: the directory heal removes its names.
+        return apply(node, &map, slot, peer, state, Bytes::new()).await;
+    };
+    if attr.nlink == 0 {
         // Open but unlinked here: it has no name to heal under and lives only until its
         // last release.
         return Ok((Reply::Unit, Bytes::new()));
     }
+    if attr.kind == FileType::Regular {
+        drop(guard);
+        return copy_file(node, &map, slot, id, peer).await;
+    }
+    state.pending_for = slot.brick.pending_peers(id).into_iter().filter(|&p| p != peer).collect();
+    apply(node, &map, slot, peer, state, Bytes::new()).await
+}
+
+/// Blocks of 64 KiB a `HealWrite` carries at most (4 MiB, well under a frame's data).
+const RANGE_BLOCKS: u64 = 64;
+
+/// Copy regular file `id` from this brick onto brick `peer`, in ranges:
+/// 1. under the inode lock, a `HealApply` without data gives the target the inode's kind,
+///    size and metadata;
+/// 2. without the lock, the two checksum tables are compared (`HealSums`, 1 GiB of file
+///    at a time) and the blocks that differ (or are unknown on either side) listed;
+/// 3. each run of them (up to 4 MiB) is copied under the inode lock, from the source as
+///    it is *then* (entries read again: a block of zeros is punched, not sent), by a
+///    `HealWrite`; the lock is released (and the pause `cluster.heal-bandwidth` asks for
+///    taken) between runs;
+/// 4. under the lock, a last `HealApply` without data sets the size and metadata (and
+///    the pending records the source holds for others).
+///
+/// Why that is enough: every write the source heads takes the same inode lock and is
+/// forwarded to the target (a healing brick gets forwards) before the lock is released.
+/// A write that lands after a run was copied reaches the target by its forward; one that
+/// lands before is in the data the run reads. A block compared equal and then written is
+/// written on both. So no run can carry data older than what the target already has.
+/// A crash anywhere leaves the pending record (cleared only after this returns) or the
+/// full-heal request, so the copy is done again.
+async fn copy_file(
+    node: &Arc<Node>,
+    map: &VolumeMap,
+    slot: &Arc<BrickSlot>,
+    id: Id,
+    peer: u32,
+) -> OpResult {
+    let size = {
+        let _g = node.lock_inodes(&slot.volume, slot.index, &[id]).await;
+        let mut state = meta(slot, id).await?;
+        if state.attr.is_none() {
+            return apply(node, map, slot, peer, state, Bytes::new()).await;
+        }
+        state.pending_for = vec![];
+        let size = state.data_len;
+        apply(node, map, slot, peer, state, Bytes::new()).await?;
+        size
+    };
+    let nb = size.div_ceil(BLOCK);
+    let mut first = 0;
+    let mut wait = Duration::ZERO;
+    while first < nb {
+        let count = (nb - first).min(HEAL_SUMS_MAX as u64) as u32;
+        // Ours from the table (our data is verified as each range is read); the target's
+        // from its data, so a block that rotted there differs.
+        let op = Op::HealSums { id, first, count, from_data: false };
+        let mine = sums(exec_local(slot, Creds::root(), op, Bytes::new(), None, false).await)?;
+        let op = Op::HealSums { id, first, count, from_data: true };
+        let theirs = sums(target_call(node, map, slot, peer, op, Bytes::new()).await)?;
+        if theirs.kind != Some(FileType::Regular) {
+            return Err(RemoteError::new(
+                Errno::EAGAIN,
+                format!("{}: brick {peer}: {id} is no longer a regular file there", map.name),
+            ));
+        }
+        let runs = heal_diff(first, &mine.entries, &theirs.entries, RANGE_BLOCKS);
+        for (a, b) in runs {
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
+            }
+            wait = copy_range(node, map, slot, id, peer, a, b).await?;
+        }
+        first += count as u64;
+    }
+    let _g = node.lock_inodes(&slot.volume, slot.index, &[id]).await;
+    let mut state = meta(slot, id).await?;
+    state.pending_for = slot.brick.pending_peers(id).into_iter().filter(|&p| p != peer).collect();
+    let r = apply(node, map, slot, peer, state, Bytes::new()).await;
+    if !wait.is_zero() {
+        tokio::time::sleep(wait).await;
+    }
+    r
+}
+
+/// Copy blocks `[a, b)` of `id` onto brick `peer` under the inode lock, as they are now.
+/// Returns the pause the target asks for.
+async fn copy_range(
+    node: &Arc<Node>,
+    map: &VolumeMap,
+    slot: &Arc<BrickSlot>,
+    id: Id,
+    peer: u32,
+    a: u64,
+    b: u64,
+) -> Result<Duration, RemoteError> {
+    let _g = node.lock_inodes(&slot.volume, slot.index, &[id]).await;
+    let brick = slot.brick.clone();
+    let (extents, data) = tokio::task::spawn_blocking(move || brick.heal_extents(id, a, b))
+        .await
+        .map_err(|e| RemoteError::new(Errno::EIO, format!("heal_extents task failed: {e}")))??;
+    if extents.is_empty() {
+        return Ok(Duration::ZERO);
+    }
+    let op = Op::HealWrite { id, extents };
+    match target_call(node, map, slot, peer, op, Bytes::from(data)).await? {
+        (Reply::HealWritten { wait_ms, .. }, _) => Ok(Duration::from_millis(wait_ms)),
+        (other, _) => Err(RemoteError::new(
+            Errno::EPROTO,
+            format!("{}: brick {peer}: heal_write {id}: unexpected reply {other:?}", map.name),
+        )),
+    }
+}
+
+/// The state of `id` on this brick (regular file data left out), as `HealFetch` gives it.
+async fn meta(slot: &Arc<BrickSlot>, id: Id) -> Result<Box<HealState>, RemoteError> {
+    let brick = slot.brick.clone();
+    tokio::task::spawn_blocking(move || brick.heal_meta(id).map(Box::new))
+        .await
+        .map_err(|e| RemoteError::new(Errno::EIO, format!("heal_meta task failed: {e}")))?
+}
+
+fn sums(r: OpResult) -> Result<Box<HealSums>, RemoteError> {
+    match r? {
+        (Reply::Sums(s), _) => Ok(s),
+        (other, _) => {
+            Err(RemoteError::new(Errno::EPROTO, format!("heal_sums: unexpected reply {other:?}")))
+        }
+    }
+}
+
+/// Send a heal op (not a HealApply) to brick `peer`, local or remote.
+async fn target_call(
+    node: &Arc<Node>,
+    map: &VolumeMap,
+    slot: &Arc<BrickSlot>,
+    peer: u32,
+    op: Op,
+    data: Bytes,
+) -> OpResult {
+    if let Some(target) = node.slot(&slot.volume, peer) {
+        if matches!(op, Op::HealWrite { .. }) {
+            return serve_heal_write(node, &target, op, data).await;
+        }
+        return exec_local(&target, Creds::root(), op, data, None, false).await;
+    }
+    let (_, b) = map
+        .brick(peer)
+        .ok_or_else(|| RemoteError::new(Errno::ENOENT, format!("{}: no brick {peer}", map.name)))?;
+    let req = BrickRequest {
+        volume: map.name.clone(),
+        brick: peer,
+        epoch: map.epoch,
+        creds: Creds::root(),
+        op,
+        req: None,
+    };
+    node.peers.call(&b.addr, &node.name, Request::Brick(req), data).await
+}
+
+/// Send a HealApply of `state` (and whole `data`) to brick `peer`: as a replicate request
+/// when remote, so the pending records it carries are taken there.
+async fn apply(
+    node: &Arc<Node>,
+    map: &VolumeMap,
+    slot: &Arc<BrickSlot>,
+    peer: u32,
+    state: Box<HealState>,
+    data: Bytes,
+) -> OpResult {
     let req = ReplicateRequest {
         volume: slot.volume.clone(),
         brick: peer,
@@ -258,6 +396,34 @@ pub async fn serve_sync(node: &Arc<Node>, slot: &Arc<BrickSlot>, id: Id, peer: u
         node.peers.call(&b.addr.clone(), &node.name, Request::Replicate(req), data).await?;
     }
     Ok((Reply::Unit, Bytes::new()))
+}
+
+/// Serve a HEAL_WRITE on this brick (the target of a chunked copy): apply it, count the
+/// bytes in the running crawl's statistics and charge them to `cluster.heal-bandwidth`;
+/// the reply tells the source how long to pause (it pauses with the inode lock released).
+pub async fn serve_heal_write(
+    node: &Arc<Node>,
+    slot: &Arc<BrickSlot>,
+    op: Op,
+    data: Bytes,
+) -> OpResult {
+    let bytes = match exec_local(slot, Creds::root(), op, data, None, false).await? {
+        (Reply::HealWritten { bytes, .. }, _) => bytes,
+        _ => 0,
+    };
+    let rate = node.map(&slot.volume).map(|m| bandwidth(&m)).unwrap_or(0);
+    let wait = {
+        let mut st = slot.heal.lock();
+        let (wait, added) =
+            if rate == 0 || bytes == 0 { Default::default() } else { st.take(rate, bytes) };
+        if let Some(c) = st.current.as_mut() {
+            c.bytes += bytes;
+            c.bandwidth = rate;
+            c.throttled_ms += added.as_millis() as u64;
+        }
+        wait
+    };
+    Ok((Reply::HealWritten { bytes, wait_ms: wait.as_millis() as u64 }, Bytes::new()))
 }
 
 fn peer_online(node: &Node, map: &VolumeMap, index: u32) -> bool {
@@ -361,11 +527,7 @@ async fn catch_up(
                             set.bricks.iter().map(|b| b.index).filter(|&b| b != slot.index);
                         keep_own(slot, others.collect(), step.id).await
                     } else {
-                        let r = sync_from(node, map, step.source, step.id, slot.index).await;
-                        if r.is_ok() {
-                            pay(slot, map, step.id).await;
-                        }
-                        r
+                        sync_from(node, map, step.source, step.id, slot.index).await
                     };
                     if r.is_ok() {
                         clear(node, map, &step.clear, slot.index, step.id).await;
@@ -582,13 +744,7 @@ async fn crawl_dir(
     let mut copies = futures::stream::iter(files)
         .map(|id| {
             let map = &map;
-            async move {
-                let r = sync_one(node, map, set, id, me).await;
-                if let Ok(true) = r {
-                    pay(slot, map, id).await;
-                }
-                (id, r)
-            }
+            async move { (id, sync_one(node, map, set, id, me).await) }
         })
         .buffer_unordered(parallelism(&map));
     let mut failed = 0;

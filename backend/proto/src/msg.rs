@@ -312,6 +312,49 @@ pub enum Op {
         id: Id,
         peer: u32,
     },
+    /// Heal of a regular file in ranges: its kind, size and the checksum entries of blocks
+    /// `[first, first + count)` (at most [`HEAL_SUMS_MAX`]), for the heal source to compare
+    /// with its own. Sent by a heal source to the brick it copies onto, with `from_data`:
+    /// the entries are computed from the data there (holes are not read), not taken from
+    /// its table, so a copy that rotted (the scrub's repair) is not taken for a good one.
+    HealSums {
+        id: Id,
+        first: u64,
+        count: u32,
+        from_data: bool,
+    },
+    /// Heal of a regular file in ranges: write the data extents (their bytes concatenated
+    /// in the data segment) and punch the zero extents, checksums kept current. Sent by a
+    /// heal source, under its inode lock, to the brick it copies onto; the file is then
+    /// finished by a `HealApply` without data (size and metadata).
+    HealWrite {
+        id: Id,
+        extents: Vec<HealExtent>,
+    },
+}
+
+/// Most checksum entries one `HealSums` returns (16384 blocks of 64 KiB: 1 GiB of file).
+pub const HEAL_SUMS_MAX: u32 = 16384;
+
+/// One extent of a `HealWrite`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HealExtent {
+    pub offset: u64,
+    pub len: u64,
+    /// Zeros: punched (a hole), no bytes in the data segment.
+    pub zero: bool,
+}
+
+/// Reply to `HealSums`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HealSums {
+    /// Kind of the local inode (`None`: not on this brick).
+    pub kind: Option<FileType>,
+    pub size: u64,
+    /// One per block asked for: the block's entry (see docs/brick-format.md "Data
+    /// checksums"; 0 is a block of zeros, and every block past the end is one), `None`
+    /// when unknown (a partial table, or a file without checksums).
+    pub entries: Vec<Option<u32>>,
 }
 
 impl Op {
@@ -374,6 +417,8 @@ impl Op {
             Op::PendingClear { .. } => "pending_clear",
             Op::PendingAdd { .. } => "pending_add",
             Op::HealApply { .. } => "heal_apply",
+            Op::HealSums { .. } => "heal_sums",
+            Op::HealWrite { .. } => "heal_write",
             Op::HealSync { .. } => "heal_sync",
         }
     }
@@ -390,7 +435,9 @@ pub struct HealState {
     pub entries: Vec<(Name, Id, FileType, Option<Id>)>,
     /// For directories: where the directory sits (parent id, name), to re-create it.
     pub parent: Option<(Id, Name)>,
-    /// For regular files: the data is sent in the frame's data segment.
+    /// For regular files: the data is sent in the frame's data segment. A `HealApply`
+    /// with no data and a nonzero `data_len` does not touch the data: it sets the size to
+    /// `data_len` (a chunked copy: the data goes by `HealWrite`).
     pub data_len: u64,
     /// Other bricks the source holds this inode pending for: the healed copy records them
     /// too, so it can vouch for them once it is up.
@@ -430,6 +477,14 @@ pub enum Reply {
     Heal(Box<HealState>),
     Map(Box<VolumeMap>),
     Mgmt(MgmtReply),
+    /// HEAL_SUMS.
+    Sums(Box<HealSums>),
+    /// HEAL_WRITE, as answered by `cairnd`: bytes written, and how long the heal source
+    /// should pause before its next range (`cluster.heal-bandwidth` of the target brick).
+    HealWritten {
+        bytes: u64,
+        wait_ms: u64,
+    },
 }
 
 /// What a response frame carries.

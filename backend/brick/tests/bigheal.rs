@@ -1,0 +1,207 @@
+//! Chunked, sparse-aware heal of regular files: the steps `cairnd` runs (see
+//! `copy_file` in cairnd/src/heal.rs) on two bricks, with no size limit, copying only the
+//! blocks whose checksums differ and punching holes rather than writing zeros.
+mod common;
+use cairn_brick::{heal_diff, Brick, Exec};
+use cairn_proto::msg::{HealSums, Op, Reply, HEAL_SUMS_MAX};
+use cairn_proto::{FileType, Id, SetAttr};
+use common::*;
+use std::path::Path;
+
+const BLOCK: u64 = 64 << 10;
+const GIB: u64 = 1 << 30;
+
+fn pattern(seed: u64, n: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e3779b97f4a7c15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn sums_of(b: &Brick, id: Id, first: u64, count: u32, from_data: bool) -> HealSums {
+    match run(b, &root(), Op::HealSums { id, first, count, from_data }).unwrap() {
+        Reply::Sums(s) => *s,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn sums(b: &Brick, id: Id, first: u64, count: u32) -> HealSums {
+    sums_of(b, id, first, count, false)
+}
+
+fn apply_meta(src: &Brick, dst: &Brick, id: Id) {
+    let state = src.heal_meta(id).unwrap();
+    dst.execute(
+        &root(),
+        &Op::HealApply { state: Box::new(state) },
+        &[],
+        Exec::Replica { result: None },
+    )
+    .unwrap();
+}
+
+/// What `cairnd`'s `copy_file` does, minus locks and network: returns the data bytes sent.
+fn chunked_heal(src: &Brick, dst: &Brick, id: Id) -> u64 {
+    apply_meta(src, dst, id);
+    let size = getattr(src, id).unwrap().size;
+    let nb = size.div_ceil(BLOCK);
+    let (mut first, mut sent) = (0, 0);
+    while first < nb {
+        let count = (nb - first).min(HEAL_SUMS_MAX as u64) as u32;
+        let (mine, theirs) = (sums(src, id, first, count), sums_of(dst, id, first, count, true));
+        assert_eq!(theirs.kind, Some(FileType::Regular));
+        for (a, b) in heal_diff(first, &mine.entries, &theirs.entries, 64) {
+            let (extents, data) = src.heal_extents(id, a, b).unwrap();
+            if extents.is_empty() {
+                continue;
+            }
+            match run_data(dst, &root(), Op::HealWrite { id, extents }, &data).unwrap() {
+                (Reply::HealWritten { bytes, .. }, _) => {
+                    assert_eq!(bytes, data.len() as u64);
+                    sent += bytes;
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        first += count as u64;
+    }
+    apply_meta(src, dst, id);
+    sent
+}
+
+/// Both copies hold the same bytes: same size, the target's data gives the entries of the
+/// source's table for every block (page by page), and the target's table is right about
+/// its data (scrub).
+fn assert_same(src: &Brick, dst: &Brick, id: Id) {
+    let (a, b) = (getattr(src, id).unwrap(), getattr(dst, id).unwrap());
+    assert_eq!(a.size, b.size);
+    assert_eq!(a.mtime, b.mtime);
+    assert_eq!((a.perm, a.uid, a.gid), (b.perm, b.uid, b.gid));
+    let nb = a.size.div_ceil(BLOCK);
+    let mut first = 0;
+    while first < nb {
+        let count = (nb - first).min(HEAL_SUMS_MAX as u64) as u32;
+        let (x, y) = (sums(src, id, first, count), sums_of(dst, id, first, count, true));
+        assert!(x.entries.iter().all(|e| e.is_some()), "source table has unknown entries");
+        assert_eq!(x.entries, y.entries, "entries of blocks {first}..+{count}");
+        first += count as u64;
+    }
+    assert_eq!(dst.scrub_file(id).unwrap(), a.size);
+}
+
+fn allocated(p: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(p).unwrap().blocks() * 512
+}
+
+fn create_on(bricks: &[&Brick], name: &str) -> Id {
+    let id = Id::new_on_set(1);
+    let op = Op::Create {
+        dir: Id::ROOT,
+        name: name.as_bytes().to_vec(),
+        id,
+        kind: FileType::Regular,
+        perm: 0o644,
+        rdev: 0,
+        target: None,
+        exclusive: true,
+    };
+    for b in bricks {
+        run(b, &root(), op.clone()).unwrap();
+    }
+    id
+}
+
+fn set_size(b: &Brick, id: Id, size: u64) {
+    run(b, &root(), Op::SetAttr { id, set: SetAttr { size: Some(size), ..Default::default() } })
+        .unwrap();
+}
+
+/// A 2 GiB sparse file (a LUN backing file) on which a few MiB changed while the target
+/// was away: only the changed blocks travel, holes stay holes on the target.
+#[test]
+fn big_sparse_file_heals_by_copying_only_changed_blocks() {
+    let t = tempfile::tempdir().unwrap();
+    let src = new_brick_at(&t.path().join("b0"), 0);
+    let dst = new_brick_at(&t.path().join("b1"), 1);
+    let id = create_on(&[&src, &dst], "lun");
+    // The common past: 2 GiB, data at the start, at 1 GiB and at the end.
+    for b in [&src, &dst] {
+        set_size(b, id, 2 * GIB);
+        write(b, id, 0, &pattern(1, 1 << 20));
+        write(b, id, GIB, &pattern(2, 2 << 20));
+        write(b, id, 2 * GIB - 300_000, &pattern(3, 300_000));
+    }
+    // While the target was away: 3 MiB written at an unaligned offset in a hole, 64 KiB
+    // overwritten at 1 GiB, and the first 512 KiB zeroed (punched).
+    write(&src, id, 700 * (1 << 20) + 12_345, &pattern(4, 3 << 20));
+    write(&src, id, GIB + 128 * 1024, &pattern(5, 64 * 1024));
+    run(&src, &root(), Op::Fallocate { id, mode: 0x01 | 0x02, offset: 0, len: 512 << 10 }).unwrap();
+    let changed = (3u64 << 20) + 64 * 1024;
+    let sent = chunked_heal(&src, &dst, id);
+    // 3 MiB at an unaligned offset touches 49 blocks; the punched range sends nothing.
+    assert!(sent >= changed && sent <= changed + 2 * BLOCK, "sent {sent} for {changed} changed");
+    assert_same(&src, &dst, id);
+    assert_eq!(read(&dst, id, 700 * (1 << 20) + 12_345, 1 << 20).0, pattern(4, 3 << 20)[..1 << 20]);
+    assert_eq!(read(&dst, id, 0, 4096).0, vec![0u8; 4096]);
+    // Holes stay holes: the target holds about as much as the source, not 2 GiB.
+    let (a, b) =
+        (allocated(&t.path().join("b0/data/lun")), allocated(&t.path().join("b1/data/lun")));
+    assert!(b <= a + (1 << 20), "target allocates {b} bytes, source {a}");
+    assert!(b < 16 << 20, "target allocates {b} bytes");
+    // Healing again copies nothing: the copies are identical.
+    assert_eq!(chunked_heal(&src, &dst, id), 0);
+}
+
+/// A target that is larger (stale tail), has data where the source has a hole, and one
+/// with an old copy that predates checksums: all converge.
+#[test]
+fn larger_stale_and_unchecksummed_targets_converge() {
+    let t = tempfile::tempdir().unwrap();
+    let src = new_brick_at(&t.path().join("b0"), 0);
+    let dst = new_brick_at(&t.path().join("b1"), 1);
+    let id = create_on(&[&src, &dst], "f");
+    write(&src, id, 0, &pattern(1, 5 << 20));
+    set_size(&src, id, 40 << 20);
+    write(&dst, id, 0, &pattern(9, 10 << 20));
+    write(&dst, id, 30 << 20, &pattern(9, 1 << 20));
+    set_size(&dst, id, 3 * GIB);
+    write(&dst, id, 3 * GIB - 10, b"stale tail");
+    chunked_heal(&src, &dst, id);
+    assert_same(&src, &dst, id);
+    assert_eq!(read(&dst, id, 30 << 20, 4096).0, vec![0u8; 4096]);
+    assert!(allocated(&t.path().join("b1/data/f")) < 8 << 20);
+
+    // A block of the target rotted (its table is right, its data is not): the target's
+    // entries are computed from its data, so that block is copied again.
+    let bad = t.path().join("b1/data/f");
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().read(true).write(true).open(&bad).unwrap();
+        let mut b = [0u8; 1];
+        f.read_exact_at(&mut b, 3 * BLOCK + 5).unwrap();
+        f.write_all_at(&[b[0] ^ 0x10], 3 * BLOCK + 5).unwrap();
+    }
+    assert!(dst.scrub_file(id).is_err());
+    assert_eq!(chunked_heal(&src, &dst, id), BLOCK);
+    assert_same(&src, &dst, id);
+
+    // No checksums on the target (a copy from before they existed), one block of it
+    // stale: the compare (from the target's data) finds that block and copies just it.
+    let id2 = create_on(&[&src, &dst], "old");
+    write(&src, id2, 0, &pattern(2, 1 << 20));
+    write(&dst, id2, 0, &pattern(2, 1 << 20));
+    write(&dst, id2, 300_000, b"stale bytes");
+    let p = std::ffi::CString::new(t.path().join("b1/data/old").as_os_str().as_encoded_bytes())
+        .unwrap();
+    let n = c"trusted.cairn.csum";
+    assert_eq!(unsafe { libc::removexattr(p.as_ptr(), n.as_ptr()) }, 0);
+    assert!(sums(&dst, id2, 0, 16).entries.iter().all(|e| e.is_none()));
+    assert_eq!(chunked_heal(&src, &dst, id2), BLOCK);
+    assert_same(&src, &dst, id2);
+}
