@@ -402,6 +402,11 @@ static int hc_reconfig(struct tcmu_device *dev, struct tcmulib_cfg_info *cfg)
  *  - DPO (bit 4) and FUA (bit 3) must be 0: the runner's MODE SENSE reports DPOFUA=0 in
  *    the device-specific parameter (scsi.c tcmu_emulate_mode_sense), so an initiator must
  *    not set them (every write is write-through anyway: FUA would change nothing).
+ *  - WRITE SAME(10/16) ANCHOR (bit 4) must be 0: the runner's LBP VPD page (scsi.c, 0xb2)
+ *    has ANC_SUP=0, and SBC-4 makes ANCHOR=1 invalid then (and always with UNMAP=0).
+ *    tcmu-runner refuses ANCHOR only on UNMAP (handle_unmap), not in handle_writesame, which
+ *    would punch or write the range instead; LIO refuses it for its own backstores
+ *    (iscsi-test-cu WriteSame10.Unmap / WriteSame16.Unmap).
  * Violations end with CHECK CONDITION, ILLEGAL REQUEST / INVALID FIELD IN CDB.
  *
  * And for the data-in commands the runner answers itself (INQUIRY, MODE SENSE, READ
@@ -441,6 +446,7 @@ enum {
 
 #define CDB_PROTECT_MASK 0xe0 /* RDPROTECT / WRPROTECT */
 #define CDB_DPO_FUA_MASK 0x18
+#define CDB_WRITE_SAME_ANCHOR 0x10
 
 static int hc_handle_cmd(struct tcmu_device *dev, struct tcmur_cmd *cmd)
 {
@@ -475,14 +481,19 @@ static int hc_handle_cmd(struct tcmu_device *dev, struct tcmur_cmd *cmd)
 		break;
 	case CDB_WRITE_SAME_10:
 	case CDB_WRITE_SAME_16:
-		bad = cdb[1] & CDB_PROTECT_MASK;
+		bad = cdb[1] & (CDB_PROTECT_MASK | CDB_WRITE_SAME_ANCHOR);
 		break;
 	default:
 		return TCMU_STS_NOT_HANDLED;
 	}
 	if (bad) {
+		const char *what = bad & CDB_PROTECT_MASK ? "protection information"
+				   : cdb[0] == CDB_WRITE_SAME_10 || cdb[0] == CDB_WRITE_SAME_16
+					   ? "ANCHOR"
+					   : "DPO/FUA";
+
 		tcmu_dev_dbg(dev, "CDB 0x%02x byte 1 = 0x%02x: %s not supported\n", cdb[0],
-			     cdb[1], bad & CDB_PROTECT_MASK ? "protection information" : "DPO/FUA");
+			     cdb[1], what);
 		return TCMU_STS_INVALID_CDB;
 	}
 	return TCMU_STS_NOT_HANDLED;

@@ -461,15 +461,16 @@ static void test_cdb_checks(void)
 	static const struct {
 		uint8_t op;
 		const char *name;
-		bool dpofua; /* DPO/FUA bits are defined (and must be 0) */
+		uint8_t refused; /* byte 1 bits 4-3 that must be 0 (DPO/FUA, WRITE SAME ANCHOR) */
 	} ops[] = {
-		{ 0x28, "READ(10)", true },	  { 0xa8, "READ(12)", true },
-		{ 0x88, "READ(16)", true },	  { 0x2a, "WRITE(10)", true },
-		{ 0xaa, "WRITE(12)", true },	  { 0x8a, "WRITE(16)", true },
-		{ 0x2e, "WRITE AND VERIFY(10)", true },
-		{ 0x8e, "WRITE AND VERIFY(16)", true },
-		{ 0x89, "COMPARE AND WRITE", true },
-		{ 0x41, "WRITE SAME(10)", false }, { 0x93, "WRITE SAME(16)", false },
+		{ 0x28, "READ(10)", 0x18 },	  { 0xa8, "READ(12)", 0x18 },
+		{ 0x88, "READ(16)", 0x18 },	  { 0x2a, "WRITE(10)", 0x18 },
+		{ 0xaa, "WRITE(12)", 0x18 },	  { 0x8a, "WRITE(16)", 0x18 },
+		{ 0x2e, "WRITE AND VERIFY(10)", 0x18 },
+		{ 0x8e, "WRITE AND VERIFY(16)", 0x18 },
+		{ 0x89, "COMPARE AND WRITE", 0x18 },
+		/* ANCHOR (0x10) with ANC_SUP=0 in the LBP VPD page; UNMAP (0x08) is fine */
+		{ 0x41, "WRITE SAME(10)", 0x10 }, { 0x93, "WRITE SAME(16)", 0x10 },
 	};
 
 	CHECK(handler->handle_cmd, "handler has no handle_cmd callout");
@@ -484,10 +485,11 @@ static void test_cdb_checks(void)
 			      "%s with RD/WRPROTECT=%d: sts %d, want INVALID_CDB", ops[i].name, prot,
 			      sts);
 		}
-		for (uint8_t bit = 0x08; bit <= 0x10; bit <<= 1) {
-			sts = cdb_sts(ops[i].op, bit);
-			CHECK(sts == (ops[i].dpofua ? TCMU_STS_INVALID_CDB : TCMU_STS_NOT_HANDLED),
-			      "%s with byte 1 = 0x%02x: sts %d", ops[i].name, bit, sts);
+		for (uint8_t bits = 0x08; bits <= 0x18; bits += 0x08) {
+			sts = cdb_sts(ops[i].op, bits);
+			CHECK(sts == (bits & ops[i].refused ? TCMU_STS_INVALID_CDB
+							    : TCMU_STS_NOT_HANDLED),
+			      "%s with byte 1 = 0x%02x: sts %d", ops[i].name, bits, sts);
 		}
 	}
 	/* data-in the runner emulates: the buffer is zeroed first (no stale ring data) */
@@ -534,8 +536,8 @@ static void test_cdb_checks(void)
 	CHECK(cdb_sts(0x08, 0xff) == TCMU_STS_NOT_HANDLED, "READ(6) not passed on");
 	CHECK(cdb_sts(0x35, 0x02) == TCMU_STS_NOT_HANDLED, "SYNCHRONIZE CACHE not passed on");
 	CHECK(cdb_sts(0x42, 0x00) == TCMU_STS_NOT_HANDLED, "UNMAP not passed on");
-	ok("handle_cmd: nonzero RD/WRPROTECT and DPO/FUA give INVALID FIELD IN CDB, the rest "
-	   "goes to the runner");
+	ok("handle_cmd: nonzero RD/WRPROTECT, DPO/FUA and WRITE SAME ANCHOR (alone or with "
+	   "UNMAP) give INVALID FIELD IN CDB, the rest (WRITE SAME UNMAP) goes to the runner");
 }
 
 /* ---------------------------------------------------------------------------------------- */
