@@ -22,21 +22,9 @@ b0=$CL_DIR/bricks/bh-b0/data
 b1=$CL_DIR/bricks/bh-b1/data
 MIB=$((1 << 20))
 
-# stats_of_n2 PY_EXPR: evaluate PY_EXPR with `b` = n2's brick statistics (JSON).
-stats_of_n2() {
-    cairn_cli --json volume heal bh statistics | python3 -c '
-import json, sys
-b = [x for x in json.load(sys.stdin)["bricks"] if x["node"] == "n2"][0]
-print(eval(sys.argv[1]))' "$1"
-}
-
-all_up() {
-    cairn_cli volume status bh --json | python3 -c '
-import json, sys
-d = json.load(sys.stdin)
-bricks = [b for v in d["volumes"] for b in v["bricks"]]
-sys.exit(0 if bricks and all(b["state"].lower() == "up" for b in bricks) else 1)'
-}
+# stats_of_n2 PY_EXPR: PY_EXPR with `b` = n2's brick heal statistics (JSON).
+stats_of_n2() { cl_heal_stats bh n2 "$1"; }
+all_up() { cl_all_up bh; }
 
 # put FILE OFFSET_MIB COUNT_MIB SEED: write COUNT_MIB MiB of pseudo-random data at OFFSET_MIB
 # MiB (plus 4097 bytes, so ranges are not block aligned) through the mount.

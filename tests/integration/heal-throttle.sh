@@ -18,21 +18,9 @@ cluster_up 2 hv 2 2
 mnt=$CL_MNT
 b1=$CL_DIR/bricks/hv-b1
 
-# stats_of_n2 PY_EXPR: evaluate PY_EXPR with `b` = n2's brick statistics (JSON).
-stats_of_n2() {
-    cairn_cli --json volume heal hv statistics | python3 -c '
-import json, sys
-b = [x for x in json.load(sys.stdin)["bricks"] if x["node"] == "n2"][0]
-print(eval(sys.argv[1]))' "$1"
-}
-
-all_up() {
-    cairn_cli volume status hv --json | python3 -c '
-import json, sys
-d = json.load(sys.stdin)
-bricks = [b for v in d["volumes"] for b in v["bricks"]]
-sys.exit(0 if bricks and all(b["state"].lower() == "up" for b in bricks) else 1)'
-}
+# stats_of_n2 PY_EXPR: PY_EXPR with `b` = n2's brick heal statistics (JSON).
+stats_of_n2() { cl_heal_stats hv n2 "$1"; }
+all_up() { cl_all_up hv; }
 
 # write_tree DIR NDIRS NFILES: NDIRS directories of NFILES 64 KiB files each.
 write_tree() {

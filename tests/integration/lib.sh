@@ -21,7 +21,8 @@
 # Functions: cluster_up, cl_init, cl_start_etcd, cl_stop_etcd, cl_start_node,
 #   cl_stop_node, cl_restart_node, cl_node_addr, cl_peer_probe, cl_create_volume,
 #   cl_mount, cl_umount, cl_stop_all, cl_start_all, cairn_cli, cairn_cli_at,
-#   wait_port, wait_port_pid, wait_mount, wait_until, fail, pass, skip, assert_eq, finish.
+#   cl_all_up, cl_heal_stats, wait_port, wait_port_pid, wait_mount, wait_until, fail, pass,
+#   skip, assert_eq, finish.
 # Variables set: CL_DIR, CL_NODES (names in start order), CL_MNT (last mount), CL_VOLUME.
 
 CL_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -256,6 +257,24 @@ cl_start_all() {
     for dir in "${!CL_MOUNTS[@]}"; do
         is_mounted "$dir" || cl_mount "${CL_MOUNTS[$dir]}" "$dir"
     done
+}
+
+# cl_all_up VOL: every brick of VOL is up, in the first node's view.
+cl_all_up() {
+    cairn_cli volume status "$1" --json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+bricks = [b for v in d["volumes"] for b in v["bricks"]]
+sys.exit(0 if bricks and all(b["state"].lower() == "up" for b in bricks) else 1)'
+}
+
+# cl_heal_stats VOL NODE PY_EXPR: print PY_EXPR evaluated with `b` = the heal statistics
+# (JSON) of NODE's brick of VOL.
+cl_heal_stats() {
+    cairn_cli --json volume heal "$1" statistics | python3 -c '
+import json, sys
+b = [x for x in json.load(sys.stdin)["bricks"] if x["node"] == sys.argv[1]][0]
+print(eval(sys.argv[2]))' "$2" "$3"
 }
 
 # cluster_up NODES VOL REPLICA NBRICKS: the usual start: etcd, NODES cairnd (n1, n2, ...)
