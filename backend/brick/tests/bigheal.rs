@@ -11,18 +11,6 @@ use std::path::Path;
 const BLOCK: u64 = 64 << 10;
 const GIB: u64 = 1 << 30;
 
-fn pattern(seed: u64, n: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e3779b97f4a7c15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
 fn sums_of(b: &Brick, id: Id, first: u64, count: u32, from_data: bool) -> HealSums {
     match run(b, &root(), Op::HealSums { id, first, count, from_data }).unwrap() {
         Reply::Sums(s) => *s,

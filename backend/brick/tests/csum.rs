@@ -46,18 +46,6 @@ fn corrupt(r: Result<Vec<u8>, RemoteError>) -> RemoteError {
     }
 }
 
-fn pattern(seed: u64, n: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e3779b97f4a7c15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
 fn setattr_size(b: &Brick, id: Id, size: u64) {
     run(b, &root(), Op::SetAttr { id, set: SetAttr { size: Some(size), ..Default::default() } })
         .unwrap();

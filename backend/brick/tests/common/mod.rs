@@ -134,3 +134,16 @@ pub fn list_all(b: &Brick, dir: Id, page: u32, plus: bool) -> Vec<cairn_proto::D
     }
     panic!("readdir never reached eof");
 }
+
+/// `n` pseudo-random bytes (xorshift) from `seed`: test data that no two seeds share.
+pub fn pattern(seed: u64, n: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e3779b97f4a7c15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
