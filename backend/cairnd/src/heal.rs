@@ -409,7 +409,15 @@ pub async fn serve_heal_write(
 ) -> OpResult {
     let bytes = match exec_local(slot, Creds::root(), op, data, None, false).await? {
         (Reply::HealWritten { bytes, .. }, _) => bytes,
-        _ => 0,
+        (other, _) => {
+            return Err(RemoteError::new(
+                Errno::EIO,
+                format!(
+                    "volume {} brick {}: heal write answered {other:?}, not HealWritten",
+                    slot.volume, slot.index
+                ),
+            ))
+        }
     };
     let rate = node.map(&slot.volume).map(|m| bandwidth(&m)).unwrap_or(0);
     let wait = {
