@@ -8,7 +8,7 @@ use cairn_brick::Exec;
 use cairn_proto::map::{BrickState, VolumeMap};
 use cairn_proto::msg::{BrickRequest, Op, ReplicateRequest, Reply, ReqId, Request};
 use cairn_proto::rpc::Session;
-use cairn_proto::{Attr, Creds, Errno, Id, RemoteError};
+use cairn_proto::{Attr, Creds, Errno, FileType, Id, RemoteError};
 use cairn_replication::dedupe::Dup;
 use std::sync::Arc;
 
@@ -622,9 +622,14 @@ pub async fn handle(
     }
 }
 
-/// Replace this brick's copy of regular file `id` by the copy of an `Up` replica whose data
-/// passes its checksums (the replica's HEAL_FETCH verifies them), under this brick's inode
-/// lock so no write slips in between. Returns the source brick.
+/// Repair this brick's copy of regular file `id` from an `Up` replica, under this brick's
+/// inode lock so no write it heads slips in between. Returns the source brick.
+///
+/// The replica copies onto this brick the way heal does (`HealSync`, `heal::copy_file`):
+/// the checksums of this brick's *data* are compared with the replica's table, and only
+/// the blocks that differ are sent, read and verified on the replica in runs of up to
+/// 4 MiB. So a flipped bit in a 1 TiB LUN image costs one 64 KiB block, not the file, and
+/// a replica whose own copy of a needed block is bad fails the copy (next replica).
 pub async fn repair_from_replica(
     node: &Arc<Node>,
     slot: &Arc<BrickSlot>,
@@ -646,14 +651,25 @@ pub async fn repair_from_replica(
     let _guard = node.lock_inodes(&volume, me, &[id]).await;
     let mut why = vec![];
     for p in peers {
-        match crate::heal::brick_call(node, &map, p, Op::HealFetch { id }).await {
-            Ok((Reply::Heal(mut state), bytes)) if state.attr.is_some() => {
-                state.pending_for = vec![];
-                exec_local(slot, Creds::root(), Op::HealApply { state }, bytes, None, true).await?;
+        // A replica without the file must not be asked to copy: a heal copy of a missing
+        // inode removes it on the target.
+        let probe = Op::HealSums { id, first: 0, count: 0, from_data: false };
+        match crate::heal::brick_call(node, &map, p, probe).await {
+            Ok((Reply::Sums(s), _)) if s.kind == Some(FileType::Regular) => {}
+            Ok(_) => {
+                why.push(format!("brick {p} has no copy"));
+                continue;
+            }
+            Err(e) => {
+                why.push(format!("brick {p}: {}", e.message));
+                continue;
+            }
+        }
+        match crate::heal::brick_call(node, &map, p, Op::HealSync { id, peer: me }).await {
+            Ok(_) => {
                 tracing::warn!(volume = %volume, brick = me, %id, source = p, "repaired corrupt data from a replica");
                 return Ok(p);
             }
-            Ok(_) => why.push(format!("brick {p} has no copy")),
             Err(e) => why.push(format!("brick {p}: {}", e.message)),
         }
     }
