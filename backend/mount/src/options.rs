@@ -99,7 +99,7 @@ pub fn parse(argv: &[String], is_root: bool) -> Result<Args, String> {
         attr_timeout: Duration::from_secs(1),
         entry_timeout: Duration::from_secs(1),
         write_behind: true,
-        writeback_cache: false,
+        writeback_cache: true,
         debug: false,
         log_file: None,
         kernel_flags: Vec::new(),
@@ -126,8 +126,8 @@ pub fn parse(argv: &[String], is_root: bool) -> Result<Args, String> {
                 args.write_behind = false;
                 args.writeback_cache = false;
             }
-            ("wbcache", None) => args.writeback_cache = true,
-            ("nowbcache", None) => args.writeback_cache = false,
+            ("writeback_cache" | "wbcache", None) => args.writeback_cache = true,
+            ("no_writeback_cache" | "nowbcache", None) => args.writeback_cache = false,
             ("debug", None) => {
                 args.debug = true;
                 args.foreground = true;
