@@ -52,6 +52,11 @@ struct Handle {
     creds: Creds,
     /// O_SYNC / O_DSYNC: writes go through to every replica before returning.
     sync: bool,
+    /// Credentials for reads: the opener's, or root for a write-only open. With the
+    /// writeback cache the kernel reads partial pages of a file opened O_WRONLY before
+    /// writing them back; the opener may lack read permission, and what is read only fills
+    /// the page cache (a read(2) still needs a readable open, which the kernel checks).
+    read_creds: Creds,
 }
 
 struct Shared {
@@ -59,6 +64,9 @@ struct Shared {
     cfg: FsConfig,
     inodes: Mutex<InodeTable>,
     handles: Mutex<HashMap<u64, Handle>>,
+    /// Open handles per file: a file open here may hold dirty pages in the kernel, so its
+    /// kernel inode must not be replaced (writeback cache, see `entry_generation`).
+    opens: Mutex<HashMap<Id, u32>>,
     next_fh: AtomicU64,
     groups: GroupCache,
     /// (inode, lock owner) pairs that may hold POSIX locks: FLUSH releases them (close(2)
@@ -195,6 +203,7 @@ impl CairnFs {
                 cfg,
                 inodes: Mutex::new(InodeTable::new(root)),
                 handles: Mutex::new(HashMap::new()),
+                opens: Mutex::new(HashMap::new()),
                 next_fh: AtomicU64::new(1),
                 groups: GroupCache::default(),
                 lockers: Mutex::new(HashSet::new()),
@@ -224,6 +233,19 @@ impl CairnFs {
                         };
                         if let Err(e) = notifier.inval_inode(ino, 0, 0) {
                             debug!(%id, ino, error = %e, "inval_inode");
+                        }
+                        // Writeback cache: the kernel keeps its own size and mtime of a
+                        // regular file for as long as the inode lives, so drop its dentry
+                        // too; unless the file is open here, the inode goes with it and the
+                        // next lookup builds a fresh one from the bricks' attributes.
+                        if sh.cfg.writeback_cache && !entries {
+                            let name = sh.inodes.lock().tracked_name(ino);
+                            if let Some((dir, name)) = name {
+                                let r = notifier.inval_entry(dir, OsStr::from_bytes(&name));
+                                if let Err(e) = r {
+                                    debug!(%id, ino, error = %e, "inval_entry (file)");
+                                }
+                            }
                         }
                         for name in names {
                             if let Err(e) = notifier.inval_entry(ino, OsStr::from_bytes(&name)) {
@@ -266,15 +288,38 @@ impl CairnFs {
     fn new_handle(sh: &Shared, id: Id, creds: Creds, flags: i32) -> u64 {
         let fh = sh.next_fh.fetch_add(1, Ordering::Relaxed);
         let sync = flags & (libc::O_SYNC | libc::O_DSYNC) != 0;
-        sh.handles.lock().insert(fh, Handle { id, creds, sync });
+        let read_creds =
+            if flags & libc::O_ACCMODE == libc::O_WRONLY { Creds::root() } else { creds.clone() };
+        *sh.opens.lock().entry(id).or_default() += 1;
+        sh.handles.lock().insert(fh, Handle { id, creds, sync, read_creds });
         fh
     }
+}
+
+fn mtime_of(a: &Attr) -> (i64, u32) {
+    (a.mtime.sec, a.mtime.nsec)
+}
+
+/// The FUSE generation to hand out with an entry for `a` as inode `ino`. Only regular
+/// files under the writeback cache are tracked: the kernel ignores the size and mtime we
+/// send for an inode it already has, so when another client changed them, a new generation
+/// makes it replace the inode (at a LOOKUP, when nothing has the file open here; a lease
+/// recall drops the dentry to get there sooner). `refresh` is false where the kernel does
+/// not check generations (READDIRPLUS of a known dentry).
+fn entry_generation(sh: &Shared, ino: u64, a: &Attr, refresh: bool) -> u64 {
+    if !sh.cfg.writeback_cache || a.kind != FileType::Regular {
+        return sh.inodes.lock().generation(ino);
+    }
+    let refresh = refresh && !sh.opens.lock().contains_key(&a.id);
+    let now = crate::inodes::Seen { size: a.size, mtime: mtime_of(a) };
+    sh.inodes.lock().entry_attr(ino, now, refresh)
 }
 
 /// Reply to an entry-creating call: reference the inode and hand it to the kernel.
 fn reply_entry(sh: &Shared, parent: u64, name: &[u8], attr: &Attr, reply: ReplyEntry) {
     let ino = sh.inodes.lock().add_entry(parent, name, attr.id);
-    reply.entry(&sh.cfg.entry_ttl, &file_attr(attr, ino), 0);
+    let gen = entry_generation(sh, ino, attr, true);
+    reply.entry(&sh.cfg.entry_ttl, &file_attr(attr, ino), gen);
 }
 
 macro_rules! try_reply {
@@ -379,7 +424,12 @@ impl Filesystem for CairnFs {
                 sh.vol.setattr(&c, id, &set).await
             };
             match r {
-                Ok(a) => reply.attr(&sh.cfg.attr_ttl, &file_attr(&a, ino)),
+                Ok(a) => {
+                    let mtime = set.mtime.is_some().then(|| mtime_of(&a));
+                    let size = set.size.map(|_| a.size);
+                    sh.inodes.lock().local_change(ino, None, size, mtime);
+                    reply.attr(&sh.cfg.attr_ttl, &file_attr(&a, ino))
+                }
                 Err(e) => reply.error(fail("setattr", id, &e)),
             }
         });
@@ -559,7 +609,7 @@ impl Filesystem for CairnFs {
     fn read(
         &mut self,
         _req: &Request<'_>,
-        ino: u64,
+        _ino: u64,
         fh: u64,
         offset: i64,
         size: u32,
@@ -567,7 +617,10 @@ impl Filesystem for CairnFs {
         _lock_owner: Option<u64>,
         reply: ReplyData,
     ) {
-        let (id, c, _) = try_reply!(self.handle(fh, ino), reply);
+        let (id, c) = match self.sh.handles.lock().get(&fh) {
+            Some(h) => (h.id, h.read_creds.clone()),
+            None => return reply.error(libc::EBADF),
+        };
         let offset = try_reply!(u64::try_from(offset).map_err(|_| libc::EINVAL), reply);
         let sh = self.sh.clone();
         self.spawn(async move {
@@ -601,7 +654,10 @@ impl Filesystem for CairnFs {
                 sh.vol.write(&c, id, offset, data).await
             };
             match r {
-                Ok(n) => reply.written(n),
+                Ok(n) => {
+                    sh.inodes.lock().local_change(ino, Some(offset + n as u64), None, None);
+                    reply.written(n)
+                }
                 Err(e) => reply.error(fail("write", format!("{id}@{offset}+{len}"), &e)),
             }
         });
@@ -639,7 +695,16 @@ impl Filesystem for CairnFs {
     ) {
         let h = self.sh.handles.lock().remove(&fh);
         let id = match h {
-            Some(h) => h.id,
+            Some(h) => {
+                let mut opens = self.sh.opens.lock();
+                if let Some(n) = opens.get_mut(&h.id) {
+                    *n -= 1;
+                    if *n == 0 {
+                        opens.remove(&h.id);
+                    }
+                }
+                h.id
+            }
             None => try_reply!(self.id(ino), reply),
         };
         let sh = self.sh.clone();
@@ -734,11 +799,14 @@ impl Filesystem for CairnFs {
                         },
                     };
                     // Every entry the kernel accepts holds a lookup reference.
+                    let eino = sh.inodes.lock().add_entry(ino, &e.name, attr.id);
+                    // The kernel does not check generations of dentries it has here.
+                    let gen = entry_generation(&sh, eino, &attr, false);
                     let mut t = sh.inodes.lock();
-                    let eino = t.add_entry(ino, &e.name, attr.id);
                     let fa = file_attr(&attr, eino);
                     let ttl = sh.cfg.entry_ttl;
-                    if reply.add(eino, e.cookie as i64, OsStr::from_bytes(&e.name), &ttl, &fa, 0) {
+                    if reply.add(eino, e.cookie as i64, OsStr::from_bytes(&e.name), &ttl, &fa, gen)
+                    {
                         t.forget(eino, 1);
                         drop(t);
                         return reply.ok();
@@ -913,9 +981,10 @@ impl Filesystem for CairnFs {
             if let Err(e) = sh.vol.open(&c, a.id).await {
                 return reply.error(fail("create(open)", what(), &e));
             }
-            let fh = CairnFs::new_handle(&sh, a.id, c, flags);
             let ino = sh.inodes.lock().add_entry(parent, &name, a.id);
-            reply.created(&sh.cfg.entry_ttl, &file_attr(&a, ino), 0, fh, 0);
+            let gen = entry_generation(&sh, ino, &a, true);
+            let fh = CairnFs::new_handle(&sh, a.id, c, flags);
+            reply.created(&sh.cfg.entry_ttl, &file_attr(&a, ino), gen, fh, 0);
         });
     }
 
@@ -991,7 +1060,13 @@ impl Filesystem for CairnFs {
         let (c, sh) = (self.creds(req), self.sh.clone());
         self.spawn(async move {
             match sh.vol.fallocate(&c, id, mode as u32, offset as u64, length as u64).await {
-                Ok(()) => reply.ok(),
+                Ok(()) => {
+                    if mode & libc::FALLOC_FL_KEEP_SIZE == 0 {
+                        let end = Some(offset as u64 + length as u64);
+                        sh.inodes.lock().local_change(ino, end, None, None);
+                    }
+                    reply.ok()
+                }
                 Err(e) => reply.error(fail("fallocate", format!("{id}@{offset}+{length}"), &e)),
             }
         });
