@@ -15,7 +15,7 @@ use fuser::{
     ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
 };
 use parking_lot::Mutex;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::OsStr;
 use std::future::Future;
 use std::os::unix::ffi::OsStrExt;
@@ -57,6 +57,8 @@ struct Handle {
     /// writing them back; the opener may lack read permission, and what is read only fills
     /// the page cache (a read(2) still needs a readable open, which the kernel checks).
     read_creds: Creds,
+    /// Opened O_RDONLY: nothing written through it can be pending at close.
+    read_only: bool,
 }
 
 struct Shared {
@@ -76,9 +78,15 @@ struct Shared {
     /// before every write (to drop file capabilities); without this each write(2) through
     /// the writeback cache would cost a brick round trip. Trusted for the attribute TTL.
     no_caps: Mutex<HashMap<Id, std::time::Instant>>,
+    /// FUSE requests received, by opcode (read through [`STATS_XATTR`]).
+    ops: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 const CAPS: &[u8] = b"security.capability";
+/// Virtual extended attribute of the mount root: the FUSE requests received by opcode and
+/// the client library's brick round trips by operation, one `fuse.OP N` / `brick.OP N` a
+/// line (what the benchmark reports per file operation). Never sent to the bricks.
+pub const STATS_XATTR: &[u8] = b"trusted.cairn.mount-stats";
 
 pub struct CairnFs {
     sh: Arc<Shared>,
@@ -208,6 +216,7 @@ impl CairnFs {
                 groups: GroupCache::default(),
                 lockers: Mutex::new(HashSet::new()),
                 no_caps: Mutex::new(HashMap::new()),
+                ops: Mutex::new(BTreeMap::new()),
             }),
             rt,
         }
@@ -261,6 +270,24 @@ impl CairnFs {
         }
     }
 
+    fn count(&self, op: &'static str) {
+        *self.sh.ops.lock().entry(op).or_default() += 1;
+    }
+
+    /// The text of [`STATS_XATTR`].
+    fn stats_text(&self) -> Vec<u8> {
+        let mut s = String::new();
+        for (op, n) in self.sh.ops.lock().iter() {
+            s.push_str(&format!("fuse.{op} {n}\n"));
+        }
+        let st = self.sh.vol.stats();
+        for (op, n) in st.by_op {
+            s.push_str(&format!("brick.{op} {n}\n"));
+        }
+        s.push_str(&format!("brick.round_trips {}\n", st.round_trips));
+        s.into_bytes()
+    }
+
     fn spawn(&self, f: impl Future<Output = ()> + Send + 'static) {
         self.rt.spawn(f);
     }
@@ -291,7 +318,8 @@ impl CairnFs {
         let read_creds =
             if flags & libc::O_ACCMODE == libc::O_WRONLY { Creds::root() } else { creds.clone() };
         *sh.opens.lock().entry(id).or_default() += 1;
-        sh.handles.lock().insert(fh, Handle { id, creds, sync, read_creds });
+        let read_only = flags & libc::O_ACCMODE == libc::O_RDONLY;
+        sh.handles.lock().insert(fh, Handle { id, creds, sync, read_creds, read_only });
         fh
     }
 }
@@ -313,6 +341,15 @@ fn entry_generation(sh: &Shared, ino: u64, a: &Attr, refresh: bool) -> u64 {
     let refresh = refresh && !sh.opens.lock().contains_key(&a.id);
     let now = crate::inodes::Seen { size: a.size, mtime: mtime_of(a) };
     sh.inodes.lock().entry_attr(ino, now, refresh)
+}
+
+/// `id` has no `security.capability` as of now (trusted for the attribute TTL).
+fn note_no_caps(sh: &Shared, id: Id) {
+    let mut m = sh.no_caps.lock();
+    if m.len() > 100_000 {
+        m.clear();
+    }
+    m.insert(id, std::time::Instant::now());
 }
 
 /// Reply to an entry-creating call: reference the inode and hand it to the kernel.
@@ -364,6 +401,7 @@ impl Filesystem for CairnFs {
     }
 
     fn lookup(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
+        self.count("lookup");
         let dir = try_reply!(self.id(parent), reply);
         let (c, sh, name) = (self.creds(req), self.sh.clone(), name.as_bytes().to_vec());
         self.spawn(async move {
@@ -375,10 +413,12 @@ impl Filesystem for CairnFs {
     }
 
     fn forget(&mut self, _req: &Request<'_>, ino: u64, nlookup: u64) {
+        self.count("forget");
         self.sh.inodes.lock().forget(ino, nlookup);
     }
 
     fn getattr(&mut self, req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
+        self.count("getattr");
         let id = try_reply!(self.id(ino), reply);
         let (c, sh) = (self.creds(req), self.sh.clone());
         self.spawn(async move {
@@ -407,6 +447,7 @@ impl Filesystem for CairnFs {
         _flags: Option<u32>,
         reply: ReplyAttr,
     ) {
+        self.count("setattr");
         let id = try_reply!(self.id(ino), reply);
         let set = SetAttr {
             perm: mode.map(|m| m & 0o7777),
@@ -416,6 +457,18 @@ impl Filesystem for CairnFs {
             atime: atime.map(set_time),
             mtime: mtime.map(set_time),
         };
+        // After an unlink the kernel moves the inode's ctime and, under the writeback
+        // cache, sends it in a SETATTR of the times. If that unlink (ours) removed the
+        // last name and nothing here has the file open, no one can reach the file any more:
+        // answer without asking the bricks, which would only say it is gone.
+        let times_only =
+            set.perm.is_none() && set.uid.is_none() && set.gid.is_none() && set.size.is_none();
+        if times_only
+            && self.sh.inodes.lock().is_gone(ino)
+            && !self.sh.opens.lock().contains_key(&id)
+        {
+            return reply.error(libc::ENOENT);
+        }
         let (c, sh) = (self.creds(req), self.sh.clone());
         self.spawn(async move {
             let r = if set.is_empty() {
@@ -436,6 +489,7 @@ impl Filesystem for CairnFs {
     }
 
     fn readlink(&mut self, req: &Request<'_>, ino: u64, reply: ReplyData) {
+        self.count("readlink");
         let id = try_reply!(self.id(ino), reply);
         let (c, sh) = (self.creds(req), self.sh.clone());
         self.spawn(async move {
@@ -456,6 +510,7 @@ impl Filesystem for CairnFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
+        self.count("mknod");
         let dir = try_reply!(self.id(parent), reply);
         let k = try_reply!(FileType::from_mode(mode).ok_or(libc::EINVAL), reply);
         let (c, sh, name) = (self.creds(req), self.sh.clone(), name.as_bytes().to_vec());
@@ -476,6 +531,7 @@ impl Filesystem for CairnFs {
         _umask: u32,
         reply: ReplyEntry,
     ) {
+        self.count("mkdir");
         let dir = try_reply!(self.id(parent), reply);
         let (c, sh, name) = (self.creds(req), self.sh.clone(), name.as_bytes().to_vec());
         self.spawn(async move {
@@ -487,12 +543,24 @@ impl Filesystem for CairnFs {
     }
 
     fn unlink(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        self.count("unlink");
         let dir = try_reply!(self.id(parent), reply);
         let (c, sh, name) = (self.creds(req), self.sh.clone(), name.as_bytes().to_vec());
         self.spawn(async move {
+            // The client library looks the name up first anyway (cached after the kernel's
+            // LOOKUP): its last link tells whether the inode is gone after this.
+            let victim = sh.vol.lookup(&c, dir, &name).await.ok();
             match sh.vol.unlink(&c, dir, &name).await {
                 Ok(()) => {
-                    sh.inodes.lock().remove_name(parent, &name);
+                    let mut t = sh.inodes.lock();
+                    t.remove_name(parent, &name);
+                    if let Some(a) = victim.filter(|a| a.kind != FileType::Directory) {
+                        let open = sh.opens.lock().contains_key(&a.id);
+                        if let (Some(ino), false, true) = (t.ino_of(a.id), open, a.nlink <= 1) {
+                            t.mark_gone(ino);
+                        }
+                    }
+                    drop(t);
                     reply.ok()
                 }
                 Err(e) => reply.error(fail("unlink", format!("{dir}/{}", name.escape_ascii()), &e)),
@@ -501,6 +569,7 @@ impl Filesystem for CairnFs {
     }
 
     fn rmdir(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        self.count("rmdir");
         let dir = try_reply!(self.id(parent), reply);
         let (c, sh, name) = (self.creds(req), self.sh.clone(), name.as_bytes().to_vec());
         self.spawn(async move {
@@ -522,6 +591,7 @@ impl Filesystem for CairnFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
+        self.count("symlink");
         let dir = try_reply!(self.id(parent), reply);
         let (c, sh) = (self.creds(req), self.sh.clone());
         let (name, target) =
@@ -546,6 +616,7 @@ impl Filesystem for CairnFs {
         flags: u32,
         reply: ReplyEmpty,
     ) {
+        self.count("rename");
         use cairn_proto::rename_flags::{EXCHANGE, NOREPLACE};
         if flags & !(NOREPLACE | EXCHANGE) != 0 || flags == NOREPLACE | EXCHANGE {
             return reply.error(libc::EINVAL); // RENAME_WHITEOUT and nonsense
@@ -582,6 +653,7 @@ impl Filesystem for CairnFs {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
+        self.count("link");
         let id = try_reply!(self.id(ino), reply);
         let dir = try_reply!(self.id(newparent), reply);
         let (c, sh, name) = (self.creds(req), self.sh.clone(), newname.as_bytes().to_vec());
@@ -596,6 +668,7 @@ impl Filesystem for CairnFs {
     }
 
     fn open(&mut self, req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
+        self.count("open");
         let id = try_reply!(self.id(ino), reply);
         let (c, sh) = (self.creds(req), self.sh.clone());
         self.spawn(async move {
@@ -617,6 +690,7 @@ impl Filesystem for CairnFs {
         _lock_owner: Option<u64>,
         reply: ReplyData,
     ) {
+        self.count("read");
         let (id, c) = match self.sh.handles.lock().get(&fh) {
             Some(h) => (h.id, h.read_creds.clone()),
             None => return reply.error(libc::EBADF),
@@ -643,6 +717,7 @@ impl Filesystem for CairnFs {
         _lock_owner: Option<u64>,
         reply: ReplyWrite,
     ) {
+        self.count("write");
         let (id, c, sync) = try_reply!(self.handle(fh, ino), reply);
         let offset = try_reply!(u64::try_from(offset).map_err(|_| libc::EINVAL), reply);
         let (sh, data) = (self.sh.clone(), Bytes::copy_from_slice(data));
@@ -663,8 +738,17 @@ impl Filesystem for CairnFs {
         });
     }
 
-    fn flush(&mut self, req: &Request<'_>, ino: u64, fh: u64, lock_owner: u64, reply: ReplyEmpty) {
-        let (id, _, _) = try_reply!(self.handle(fh, ino), reply);
+    fn flush(&mut self, req: &Request<'_>, _ino: u64, fh: u64, lock_owner: u64, reply: ReplyEmpty) {
+        self.count("flush");
+        let (id, read_only) = match self.sh.handles.lock().get(&fh) {
+            Some(h) => (h.id, h.read_only),
+            None => return reply.error(libc::EBADF),
+        };
+        // A read-only open wrote nothing to report at close: unless it may hold POSIX
+        // locks, answer here rather than on the runtime.
+        if read_only && !self.sh.lockers.lock().contains(&(id, lock_owner)) {
+            return reply.ok();
+        }
         let (c, sh, pid) = (self.creds(req), self.sh.clone(), req.pid());
         self.spawn(async move {
             let r = sh.vol.flush(id).await;
@@ -693,6 +777,7 @@ impl Filesystem for CairnFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        self.count("release");
         let h = self.sh.handles.lock().remove(&fh);
         let id = match h {
             Some(h) => {
@@ -717,6 +802,7 @@ impl Filesystem for CairnFs {
     }
 
     fn fsync(&mut self, req: &Request<'_>, ino: u64, fh: u64, datasync: bool, reply: ReplyEmpty) {
+        self.count("fsync");
         let (id, _, _) = try_reply!(self.handle(fh, ino), reply);
         let (c, sh) = (self.creds(req), self.sh.clone());
         self.spawn(async move {
@@ -728,6 +814,7 @@ impl Filesystem for CairnFs {
     }
 
     fn opendir(&mut self, _req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
+        self.count("opendir");
         try_reply!(self.id(ino), reply);
         reply.opened(0, 0);
     }
@@ -740,6 +827,7 @@ impl Filesystem for CairnFs {
         offset: i64,
         mut reply: ReplyDirectory,
     ) {
+        self.count("readdir");
         let dir = try_reply!(self.id(ino), reply);
         let (c, sh) = (self.creds(req), self.sh.clone());
         self.spawn(async move {
@@ -773,6 +861,7 @@ impl Filesystem for CairnFs {
         offset: i64,
         mut reply: ReplyDirectoryPlus,
     ) {
+        self.count("readdirplus");
         let dir = try_reply!(self.id(ino), reply);
         let (c, sh) = (self.creds(req), self.sh.clone());
         self.spawn(async move {
@@ -828,6 +917,7 @@ impl Filesystem for CairnFs {
         _flags: i32,
         reply: ReplyEmpty,
     ) {
+        self.count("releasedir");
         reply.ok();
     }
 
@@ -839,11 +929,13 @@ impl Filesystem for CairnFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        self.count("fsyncdir");
         // Directory operations are synchronous on the bricks.
         reply.ok();
     }
 
     fn statfs(&mut self, req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {
+        self.count("statfs");
         let (c, sh) = (self.creds(req), self.sh.clone());
         self.spawn(async move {
             match sh.vol.statfs(&c).await {
@@ -865,6 +957,7 @@ impl Filesystem for CairnFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
+        self.count("setxattr");
         let id = try_reply!(self.id(ino), reply);
         self.sh.no_caps.lock().remove(&id);
         let (c, sh) = (self.creds(req), self.sh.clone());
@@ -887,8 +980,12 @@ impl Filesystem for CairnFs {
         size: u32,
         reply: ReplyXattr,
     ) {
+        self.count("getxattr");
         let id = try_reply!(self.id(ino), reply);
         let (c, sh, name) = (self.creds(req), self.sh.clone(), name.as_bytes().to_vec());
+        if ino == crate::inodes::ROOT_INO && name == STATS_XATTR {
+            return reply_xattr(self.stats_text(), size, reply);
+        }
         if name == CAPS {
             let fresh =
                 sh.no_caps.lock().get(&id).map(|t| t.elapsed() < sh.cfg.attr_ttl).unwrap_or(false);
@@ -900,11 +997,7 @@ impl Filesystem for CairnFs {
             match sh.vol.getxattr(&c, id, &name).await {
                 Ok(v) => reply_xattr(v, size, reply),
                 Err(e) if name == CAPS && e.errno.0 == libc::ENODATA => {
-                    let mut m = sh.no_caps.lock();
-                    if m.len() > 100_000 {
-                        m.clear();
-                    }
-                    m.insert(id, std::time::Instant::now());
+                    note_no_caps(&sh, id);
                     reply.error(libc::ENODATA)
                 }
                 Err(e) => {
@@ -915,6 +1008,7 @@ impl Filesystem for CairnFs {
     }
 
     fn listxattr(&mut self, req: &Request<'_>, ino: u64, size: u32, reply: ReplyXattr) {
+        self.count("listxattr");
         let id = try_reply!(self.id(ino), reply);
         let (c, sh) = (self.creds(req), self.sh.clone());
         self.spawn(async move {
@@ -933,6 +1027,7 @@ impl Filesystem for CairnFs {
     }
 
     fn removexattr(&mut self, req: &Request<'_>, ino: u64, name: &OsStr, reply: ReplyEmpty) {
+        self.count("removexattr");
         let id = try_reply!(self.id(ino), reply);
         self.sh.no_caps.lock().remove(&id);
         let (c, sh, name) = (self.creds(req), self.sh.clone(), name.as_bytes().to_vec());
@@ -947,6 +1042,7 @@ impl Filesystem for CairnFs {
     }
 
     fn access(&mut self, _req: &Request<'_>, _ino: u64, _mask: i32, reply: ReplyEmpty) {
+        self.count("access");
         // default_permissions: the kernel checks mode bits against our attributes.
         reply.ok();
     }
@@ -961,6 +1057,7 @@ impl Filesystem for CairnFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
+        self.count("create");
         let dir = try_reply!(self.id(parent), reply);
         let (c, sh, name) = (self.creds(req), self.sh.clone(), name.as_bytes().to_vec());
         let excl = flags & libc::O_EXCL != 0;
@@ -983,6 +1080,11 @@ impl Filesystem for CairnFs {
             }
             let ino = sh.inodes.lock().add_entry(parent, &name, a.id);
             let gen = entry_generation(&sh, ino, &a, true);
+            if excl {
+                // O_EXCL: created here just now, so it has no file capability and the
+                // kernel's ask before the first write needs no brick.
+                note_no_caps(&sh, a.id);
+            }
             let fh = CairnFs::new_handle(&sh, a.id, c, flags);
             reply.created(&sh.cfg.entry_ttl, &file_attr(&a, ino), gen, fh, 0);
         });
@@ -1000,6 +1102,7 @@ impl Filesystem for CairnFs {
         pid: u32,
         reply: ReplyLock,
     ) {
+        self.count("getlk");
         let (id, _, _) = try_reply!(self.handle(fh, ino), reply);
         let lock = try_reply!(to_lock(typ, start, end, lock_owner, pid), reply);
         let (c, sh) = (self.creds(req), self.sh.clone());
@@ -1028,6 +1131,7 @@ impl Filesystem for CairnFs {
         sleep: bool,
         reply: ReplyEmpty,
     ) {
+        self.count("setlk");
         let (id, _, _) = try_reply!(self.handle(fh, ino), reply);
         let lock = try_reply!(to_lock(typ, start, end, lock_owner, pid), reply);
         let (c, sh) = (self.creds(req), self.sh.clone());
@@ -1053,6 +1157,7 @@ impl Filesystem for CairnFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
+        self.count("fallocate");
         let (id, _, _) = try_reply!(self.handle(fh, ino), reply);
         if offset < 0 || length <= 0 {
             return reply.error(libc::EINVAL);
@@ -1081,6 +1186,7 @@ impl Filesystem for CairnFs {
         whence: i32,
         reply: ReplyLseek,
     ) {
+        self.count("lseek");
         let (id, _, _) = try_reply!(self.handle(fh, ino), reply);
         let w = match whence {
             libc::SEEK_DATA => SeekWhence::Data,

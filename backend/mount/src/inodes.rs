@@ -28,6 +28,9 @@ struct Node {
     /// Regular files under the writeback cache: the (size, mtime) the kernel holds, as far
     /// as we can tell (it keeps its own and ignores ours once the inode exists).
     seen: Option<Seen>,
+    /// Unlinked by this mount while it had no other name: the kernel's late SETATTR of its
+    /// times (it flushes the ctime it moved at unlink) needs no brick.
+    gone: bool,
 }
 
 /// Size and mtime (seconds, nanoseconds) of a regular file as the kernel knows them.
@@ -56,6 +59,7 @@ impl InodeTable {
                 parent: None,
                 generation: 0,
                 seen: None,
+                gone: false,
             },
         );
         t.by_id.insert(root, ROOT_INO);
@@ -106,6 +110,7 @@ impl InodeTable {
                 parent: None,
                 generation: 0,
                 seen: None,
+                gone: false,
             },
         );
         self.by_id.insert(id, ino);
@@ -161,6 +166,17 @@ impl InodeTable {
             Some(_) => {}
         }
         n.generation
+    }
+
+    /// `ino` lost its last name through this mount (see `Node::gone`).
+    pub fn mark_gone(&mut self, ino: u64) {
+        if let Some(n) = self.by_ino.get_mut(&ino) {
+            n.gone = true;
+        }
+    }
+
+    pub fn is_gone(&self, ino: u64) -> bool {
+        self.by_ino.get(&ino).map(|n| n.gone).unwrap_or(false)
     }
 
     /// The generation of `ino` (0 unless a stale inode was ever replaced).
