@@ -233,6 +233,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn gone_lasts_as_long_as_the_inode() {
+        let mut t = InodeTable::new(Id::ROOT);
+        let id = Id::new_on_set(1);
+        let ino = t.add_entry(ROOT_INO, b"f", id);
+        assert!(!t.is_gone(ino));
+        t.mark_gone(ino);
+        assert!(t.is_gone(ino));
+        t.forget(ino, 1);
+        assert!(!t.is_gone(ino));
+        let again = t.add_entry(ROOT_INO, b"f", id);
+        assert!(!t.is_gone(again), "a new reference starts fresh");
+    }
+
+    #[test]
     fn root_is_one_and_never_forgotten() {
         let mut t = InodeTable::new(Id::ROOT);
         assert_eq!(t.id(1), Some(Id::ROOT));
