@@ -4,7 +4,8 @@
 # fake tcmu_device/tcmur_cmd) against a real 2-node 2x2 Cairn cluster on loopback.
 #  - config-string validation, offline and against the live cluster (missing volume/file)
 #  - read/write/flush/unmap/write same/compare-and-write incl. MISCOMPARE sense, CAW
-#    atomicity across two gateways, sizes and thin extension
+#    atomicity across two gateways, sizes and thin extension; VERIFY(10/12/16) (CDB
+#    checks, range, BYTCHK 0/1/3, MISCOMPARE offset), which tcmu-runner 1.5.4 lacks
 #  - data written through the handler read back with libcairn and through the FUSE mount
 #  - CAW atomicity across two gateway processes racing on one block
 #  - a brick node killed and restarted during writes and reads: failures are BUSY (retried
