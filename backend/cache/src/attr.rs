@@ -40,6 +40,17 @@ impl AttrCache {
         m.insert(a.id, (a.clone(), Instant::now()));
     }
 
+    /// Like `put`, but keep a cached entry that is newer (a later change, or the same
+    /// change and a larger size): replies of writes in flight together arrive in any order.
+    pub fn put_newer(&self, a: &Attr) {
+        if let Some((old, _)) = self.map.lock().get(&a.id) {
+            if (old.change, old.size) > (a.change, a.size) {
+                return;
+            }
+        }
+        self.put(a);
+    }
+
     pub fn invalidate(&self, id: Id) {
         self.map.lock().remove(&id);
     }
@@ -141,6 +152,19 @@ mod tests {
         c.set_ttl(Duration::ZERO);
         c.put(&attr(7));
         assert!(c.get(Id(7)).is_none(), "ttl 0 disables caching");
+    }
+
+    #[test]
+    fn put_newer_keeps_the_later_reply() {
+        let c = AttrCache::new(Duration::from_secs(5));
+        let at = |change, size| Attr { change, size, ..attr(9) };
+        c.put_newer(&at(10, 8192));
+        c.put_newer(&at(10, 4096)); // same tick, smaller: an earlier write's reply
+        assert_eq!(c.get(Id(9)).unwrap().size, 8192);
+        c.put_newer(&at(9, 12288));
+        assert_eq!(c.get(Id(9)).unwrap().change, 10);
+        c.put_newer(&at(11, 4096)); // truncated later
+        assert_eq!(c.get(Id(9)).unwrap().size, 4096);
     }
 
     #[test]

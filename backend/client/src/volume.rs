@@ -13,7 +13,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
-use tokio::task::JoinHandle;
 
 #[derive(Debug, Clone)]
 pub struct MountOptions {
@@ -61,8 +60,10 @@ pub type InvalidateFn = Arc<dyn Fn(Id, bool) + Send + Sync>;
 const RETRY_BUDGET: Duration = Duration::from_secs(30);
 /// Largest single WRITE/READ request.
 const MAX_IO: usize = 8 << 20;
-/// Write-behind flushes in flight per file.
-const MAX_INFLIGHT: usize = 4;
+/// Write-behind extents in flight per file (random small writes are pipelined up to this)...
+const MAX_INFLIGHT: usize = 32;
+/// ...and at most this many write-behind buffers' worth of bytes.
+const MAX_INFLIGHT_BUFFERS: u64 = 4;
 /// Bound of the file-type memo (cleared wholesale when full, like the other caches).
 const KINDS_MAX: usize = 200_000;
 
@@ -131,7 +132,6 @@ struct Inner {
     kinds: Mutex<HashMap<Id, FileType>>,
     wb: WriteBehind,
     wb_on: AtomicBool,
-    inflight: Mutex<HashMap<Id, Vec<JoinHandle<()>>>>,
     opens: Mutex<HashMap<Id, OpenState>>,
     on_invalidate: RwLock<Option<InvalidateFn>>,
     by_op: Mutex<HashMap<&'static str, u64>>,
@@ -315,57 +315,41 @@ impl Inner {
     // ---- write-behind ----
 
     fn has_pending(&self, id: Id) -> bool {
-        self.wb.buffered_end(id).is_some()
-            || self.inflight.lock().get(&id).map(|v| !v.is_empty()).unwrap_or(false)
+        self.wb.busy(id)
     }
 
-    async fn wait_inflight(&self, id: Id) {
-        loop {
-            let hs = self.inflight.lock().remove(&id).unwrap_or_default();
-            if hs.is_empty() {
-                return;
-            }
-            for h in hs {
-                let _ = h.await;
-            }
-        }
-    }
-
-    async fn spawn_flush(self: &Arc<Self>, id: Id, c: Creds, offset: u64, data: Bytes) {
-        // Bound what is in flight per file.
-        loop {
-            let oldest = {
-                let mut m = self.inflight.lock();
-                let v = m.entry(id).or_default();
-                v.retain(|h| !h.is_finished());
-                if v.len() < MAX_INFLIGHT {
-                    None
-                } else {
-                    Some(v.remove(0))
-                }
-            };
-            match oldest {
-                Some(h) => {
-                    let _ = h.await;
-                }
-                None => break,
-            }
-        }
+    /// Send an extent in the background, once the earlier writes it overlaps are done.
+    fn spawn_send(self: &Arc<Self>, id: Id, s: cairn_cache::Send) {
         let me = self.clone();
-        let h = tokio::spawn(async move {
-            if let Err(e) = me.write_now(&c, id, offset, data).await {
+        tokio::spawn(async move {
+            let cairn_cache::Send { creds, offset, data, after, done } = s;
+            for w in after {
+                w.wait().await;
+            }
+            if let Err(e) = me.write_now(&creds, id, offset, data).await {
                 tracing::warn!(%id, offset, error = %e, "write-behind flush failed; reporting on next call");
                 me.wb.set_error(id, e);
             }
+            drop(done);
         });
-        self.inflight.lock().entry(id).or_default().push(h);
     }
 
-    async fn flush(self: &Arc<Self>, id: Id) -> Result<()> {
-        if let Some((c, off, data)) = self.wb.take(id) {
-            self.spawn_flush(id, c, off, data).await;
+    /// Wait while the file has too much in flight (the oldest flight first).
+    async fn wait_room(&self, id: Id) {
+        let max_bytes = self.wb.limit() as u64 * MAX_INFLIGHT_BUFFERS;
+        while let Some(w) = self.wb.full(id, MAX_INFLIGHT, max_bytes) {
+            w.wait().await;
         }
-        self.wait_inflight(id).await;
+    }
+
+    /// Send what is buffered and wait for every write of `id` in flight: a barrier.
+    async fn flush(self: &Arc<Self>, id: Id) -> Result<()> {
+        if let Some(s) = self.wb.take(id) {
+            self.spawn_send(id, s);
+        }
+        for w in self.wb.flights(id) {
+            w.wait().await;
+        }
         match self.wb.take_error(id) {
             Some(e) => Err(e),
             None => Ok(()),
@@ -382,7 +366,8 @@ impl Inner {
                 self.call(t, c, Op::Write { id, offset: offset + done as u64 }, chunk).await?;
             match r {
                 Reply::Written { count, attr } => {
-                    self.attrs.put(&attr);
+                    // Writes of one file in flight together answer in any order.
+                    self.attrs.put_newer(&attr);
                     done += count as usize;
                     if (count as usize) < n {
                         break;
@@ -494,7 +479,6 @@ impl Volume {
             map: RwLock::new(Arc::new(map.clone())),
             map_changed: Notify::new(),
             pool,
-            inflight: Mutex::default(),
             opens: Mutex::default(),
             on_invalidate: RwLock::new(None),
             by_op: Mutex::default(),
@@ -517,10 +501,7 @@ impl Volume {
             return Ok(());
         }
         let mut first_err = None;
-        let mut ids = i.wb.dirty();
-        ids.extend(i.inflight.lock().keys().copied());
-        ids.sort();
-        ids.dedup();
+        let ids = i.wb.dirty();
         for id in ids {
             if let Err(e) = i.flush(id).await {
                 first_err.get_or_insert(e);
@@ -1249,28 +1230,34 @@ impl Volume {
             return Err(e);
         }
         if !i.wb_on.load(Ordering::Acquire) {
+            if i.has_pending(id) {
+                i.flush(id).await?;
+            }
             return i.write_now(c, id, offset, data).await;
         }
         let len = data.len() as u32;
+        i.wait_room(id).await;
         match i.wb.append(id, c, offset, &data) {
-            Append::Buffered => {
+            Append::Taken { send } => {
                 i.attrs.invalidate(id);
+                if let Some(s) = send {
+                    i.spawn_send(id, s);
+                }
                 Ok(len)
             }
-            Append::Send { creds, offset, data } => {
-                i.attrs.invalidate(id);
-                i.spawn_flush(id, creds, offset, data).await;
-                Ok(len)
-            }
-            Append::Barrier { flushed } => {
-                if let Some((cr, off, d)) = flushed {
-                    i.spawn_flush(id, cr, off, d).await;
+            Append::Through { flushed, after, done } => {
+                if let Some(s) = flushed {
+                    i.spawn_send(id, s);
                 }
-                i.wait_inflight(id).await;
-                if let Some(e) = i.wb.take_error(id) {
-                    return Err(e);
+                for w in after {
+                    w.wait().await;
                 }
-                i.write_now(c, id, offset, data).await
+                let r = match i.wb.take_error(id) {
+                    Some(e) => Err(e),
+                    None => i.write_now(c, id, offset, data).await,
+                };
+                drop(done);
+                r
             }
         }
     }
