@@ -579,8 +579,23 @@ async fn sync_one(
     id: Id,
     me: u32,
 ) -> Result<bool, RemoteError> {
-    match cairn_placement::head(set, id) {
-        Some(h) if h.index == me => Ok(false),
+    let chain = cairn_placement::chain(set, id);
+    match chain.iter().find(|b| b.state == BrickState::Up) {
+        Some(h) if h.index == me => {
+            // Head only because the bricks before this one in the chain are not up: their
+            // copies are the reference once they are back, and nothing recorded how they
+            // differ (a full heal looks for what no record says). Compared when they are.
+            match chain.first() {
+                Some(b) if b.index != me => Err(RemoteError::new(
+                    Errno::EAGAIN,
+                    format!(
+                        "{}: brick {}, which heads {id}, is {:?}; compared when it is up",
+                        map.name, b.index, b.state
+                    ),
+                )),
+                _ => Ok(false),
+            }
+        }
         Some(h) => sync_from(node, map, h.index, id, me).await.map(|()| true),
         None => Err(RemoteError::new(
             Errno::EAGAIN,
