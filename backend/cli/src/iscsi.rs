@@ -498,7 +498,8 @@ async fn lun_delete(
 /// Take LUN `name` out of every gateway record (after `--force`): a gateway still running
 /// puts it back in its next sync only if its LIO still has it.
 async fn forget_holders(s: &Settings, name: &str) -> Result<(), Failure> {
-    for _ in 0..STORE_RETRIES {
+    // one record per round; a lost race costs a round
+    for _ in 0..STORE_RETRIES * 20 {
         let (gws, rev) = load_gateways(s).await?;
         let Some(mut r) = gws.into_iter().find(|r| r.luns.contains(name)) else {
             return Ok(());
