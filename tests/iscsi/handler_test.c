@@ -123,14 +123,17 @@ void tcmu_sense_set_info(uint8_t *sense_buf, uint32_t info)
 	sense_buf[0] |= 0x80;
 }
 
-static void logmsg(const char *lvl, struct tcmu_device *dev, const char *fn, int line,
-		   const char *fmt, va_list ap)
+/* where quieted errors still go (HT_ERRLOG), so a failed stress run shows libcairn's errno */
+static FILE *quiet_log;
+
+static void logmsg(FILE *to, const char *lvl, struct tcmu_device *dev, const char *fn,
+		   int line, const char *fmt, va_list ap)
 {
 	(void)dev;
 	if (strcmp(lvl, "dbg") == 0 && !getenv("HT_DEBUG"))
 		return;
-	fprintf(stderr, "  [handler %s] %s:%d: ", lvl, fn, line);
-	vfprintf(stderr, fmt, ap);
+	fprintf(to, "  [handler %s] %s:%d: ", lvl, fn, line);
+	vfprintf(to, fmt, ap);
 }
 
 #define LOGFN(name, lvl, count)                                                         \
@@ -139,11 +142,17 @@ static void logmsg(const char *lvl, struct tcmu_device *dev, const char *fn, int
 		va_list ap;                                                                \
 		if (count) {                                                               \
 			__atomic_add_fetch(&errors_logged, 1, __ATOMIC_RELAXED);           \
-			if (quiet_errors)                                                  \
+			if (quiet_errors) {                                                \
+				if (quiet_log) {                                           \
+					va_start(ap, fmt);                                 \
+					logmsg(quiet_log, lvl, dev, fn, line, fmt, ap);    \
+					va_end(ap);                                        \
+				}                                                          \
 				return;                                                    \
+			}                                                                  \
 		}                                                                          \
 		va_start(ap, fmt);                                                         \
-		logmsg(lvl, dev, fn, line, fmt, ap);                                       \
+		logmsg(stderr, lvl, dev, fn, line, fmt, ap);                               \
 		va_end(ap);                                                                \
 	}
 LOGFN(tcmu_crit_message, "crit", 1)
@@ -1109,6 +1118,11 @@ static void test_stress(const char *servers, const char *volume, int secs)
 	CHECK(handler->open(dev, false) == 0, "open %s", cfg);
 	/* errors are expected while a brick is down; counted below (HT_VERBOSE=1 shows them) */
 	quiet_errors = !getenv("HT_VERBOSE");
+	if (getenv("HT_ERRLOG")) {
+		quiet_log = fopen(getenv("HT_ERRLOG"), "w");
+		CHECK(quiet_log != NULL, "cannot open HT_ERRLOG %s", getenv("HT_ERRLOG"));
+		setvbuf(quiet_log, NULL, _IOLBF, 0);
+	}
 
 	while (time(NULL) < end) {
 		struct st_io *io;

@@ -287,10 +287,15 @@ async fn mutate(
         .brick(req.brick)
         .ok_or_else(|| stale(&req.volume, req.brick, "not in the volume map"))?;
     let key = key_id(&req.op);
+    // This brick serves (it is open and not healing), so a map in which no brick of its set
+    // is up is behind: the brick published its own "up" and the watch has not brought it
+    // back yet (both nodes of a set restarting at once). A map change the client retries
+    // (ESTALEMAP), not an I/O error it would pass on to applications and initiators.
     let plan = cairn_replication::plan(set, key).ok_or_else(|| {
-        RemoteError::new(
-            Errno::EIO,
-            format!("{}: replica set {} has no brick up", req.volume, set.id),
+        stale(
+            &req.volume,
+            req.brick,
+            &format!("this node's map has no brick of replica set {} up yet", set.id),
         )
     })?;
     if plan.head != req.brick {
@@ -746,10 +751,12 @@ async fn serve(
                     &format!("not the chain head of {key} (brick {} is)", h.index),
                 ))
             }
+            // As in `mutate`: this brick serves, so the map is behind; retried by clients.
             None => {
-                return Err(RemoteError::new(
-                    Errno::EIO,
-                    format!("{}: replica set {} has no brick up", req.volume, set.id),
+                return Err(stale(
+                    &req.volume,
+                    req.brick,
+                    &format!("this node's map has no brick of replica set {} up yet", set.id),
                 ))
             }
         }
