@@ -55,7 +55,17 @@ pub struct Stats {
 }
 
 /// Called when a brick recalls a lease on `id` (`entries`: its directory entries too).
-pub type InvalidateFn = Arc<dyn Fn(Id, bool) + Send + Sync>;
+/// Returns `None` if the upcall's work is done, or an [`InvalidateDone`] that fires when work
+/// it handed to another thread is: the recall is acknowledged to the brick only then (or
+/// after [`INVALIDATE_ACK_WAIT`]), so the other client's change does not complete while
+/// this client's caches (a FUSE mount's kernel caches) still hold what it changed.
+pub type InvalidateFn = Arc<dyn Fn(Id, bool) -> Option<InvalidateDone> + Send + Sync>;
+/// Completion of an upcall's deferred work (fired, or dropped, when it is done).
+pub type InvalidateDone = tokio::sync::oneshot::Receiver<()>;
+/// Longest wait for an upcall's deferred work before acknowledging the recall anyway: a
+/// kernel notification can block on a request that itself waits on the recall, and the
+/// brick waits for acknowledgements only 500 ms (`cairnd/src/leases.rs` RECALL_WAIT).
+pub const INVALIDATE_ACK_WAIT: Duration = Duration::from_millis(400);
 
 /// How long an operation keeps retrying while bricks fail over (map refreshes, re-dials).
 const RETRY_BUDGET: Duration = Duration::from_secs(30);
@@ -361,6 +371,20 @@ impl Inner {
         self.remember_kind(a);
     }
 
+    /// A name found by a lookup or a listing: as [`remember`](Self::remember), except that
+    /// on a volume of several sets a directory's attributes are not cached. They are one
+    /// set's copy (the others' may be newer) and only that set leased them, so a change
+    /// through another set would recall nothing; the next `getattr` fetches them merged
+    /// from every set (and leased by each), and namespace ops amend only those.
+    fn remember_found(&self, dir: Id, name: &[u8], a: &Attr) {
+        if a.kind == FileType::Directory && self.map().sets.len() > 1 {
+            self.entries.put(dir, name, a.id);
+            self.remember_kind(a);
+        } else {
+            self.remember(dir, name, a);
+        }
+    }
+
     fn remember_kind(&self, a: &Attr) {
         let mut k = self.kinds.lock();
         if k.len() >= KINDS_MAX {
@@ -480,11 +504,14 @@ impl Inner {
                         self.entries.invalidate_dir(id);
                     }
                     let cb = self.on_invalidate.read().clone();
-                    if let Some(cb) = cb {
-                        cb(id, entries);
-                    }
+                    let done = cb.and_then(|cb| cb(id, entries));
                     let me = self.clone();
                     tokio::spawn(async move {
+                        if let Some(done) = done {
+                            if tokio::time::timeout(INVALIDATE_ACK_WAIT, done).await.is_err() {
+                                tracing::debug!(%id, "recall upcall still running; acknowledging");
+                            }
+                        }
                         if let Ok(c) = me.pool.get(&addr).await {
                             let _ = c.call(Request::InvalidateAck { seq }, Bytes::new()).await;
                         }
@@ -675,7 +702,7 @@ impl Volume {
             Reply::Entry { linkto: Some(target), .. } => self.getattr_remote(c, target).await?,
             other => return Err(unexpected("lookup", &other)),
         };
-        i.remember(dir, name, &attr);
+        i.remember_found(dir, name, &attr);
         Ok(attr)
     }
 
@@ -691,6 +718,17 @@ impl Volume {
         if let Some(id) = self.inner.entries.get(dir, name) {
             if let Some(a) = self.inner.attrs.get(id) {
                 return Ok(self.adjust(a));
+            }
+            // A directory's attributes are cached only merged (`remember_found`): fetch
+            // them so, and later lookups are answered from the cache again.
+            if self.inner.kinds.lock().get(&id) == Some(&FileType::Directory) {
+                match self.getattr_remote(c, id).await {
+                    Ok(a) => return Ok(a),
+                    Err(e) if e.errno == Errno::ENOENT || e.errno == Errno::ESTALE => {
+                        self.inner.entries.remove(dir, name);
+                    }
+                    Err(e) => return Err(e),
+                }
             }
         }
         self.lookup_remote(c, dir, name).await
@@ -750,7 +788,7 @@ impl Volume {
             };
             cur = Id::ROOT;
             for (d, a) in dirs.iter().zip(attrs.iter()) {
-                i.remember(cur, d, a);
+                i.remember_found(cur, d, a);
                 cur = a.id;
             }
             if attrs.len() < dirs.len() {
@@ -1493,7 +1531,7 @@ impl Volume {
                     continue;
                 }
                 if let Some(a) = &e.attr {
-                    i.remember(dir, &e.name, a);
+                    i.remember_found(dir, &e.name, a);
                 }
                 e.cookie = ((idx as u64 + 1) << 56) | (e.cookie & ((1 << 56) - 1));
                 out.push(e);
