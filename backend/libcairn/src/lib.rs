@@ -302,7 +302,7 @@ fn register_invalidate(fs: &cairn_fs_t, cb: cairn_invalidate_cb, arg: *mut c_voi
         let (slot, inflight, rt) = (fs.invalidate.clone(), fs.inflight.clone(), fs.rt.clone());
         fs.vol.on_invalidate(Arc::new(move |id: Id, entries: bool| {
             let guard = slot.lock();
-            let Some((f, arg, sync)) = *guard else { return None };
+            let (f, arg, sync) = (*guard)?;
             let flags = if entries { CAIRN_INVALIDATE_ENTRIES } else { 0 };
             if sync {
                 // Called before the client acknowledges the recall; the guard keeps
