@@ -10,5 +10,5 @@
 mod attr;
 mod writebehind;
 
-pub use attr::{AttrCache, EntryCache};
+pub use attr::{merge_dir_copy, AttrCache, EntryCache};
 pub use writebehind::{Append, Done, Send, Waiter, WriteBehind};

@@ -120,6 +120,45 @@ pub async fn exec_local(
     })
 }
 
+/// Run a client's op on the local brick as chain head, then (in the same blocking task,
+/// under the caller's inode locks) read this brick's attributes of directories `dirs`.
+/// The attributes are all or nothing: empty if any could not be read.
+async fn exec_head(
+    slot: &Arc<BrickSlot>,
+    creds: Creds,
+    op: Op,
+    data: Bytes,
+    dirs: Vec<Id>,
+) -> Result<(Reply, Bytes, Vec<Attr>), RemoteError> {
+    if dirs.is_empty() {
+        return exec_local(slot, creds, op, data, None, false).await.map(|(r, o)| (r, o, vec![]));
+    }
+    let brick = slot.brick.clone();
+    let (volume, index) = (slot.volume.clone(), slot.index);
+    let name = op.name();
+    tokio::task::spawn_blocking(move || {
+        let (reply, out) = brick.execute(&creds, &op, &data, Exec::Primary)?;
+        let attrs: Vec<Attr> = dirs
+            .iter()
+            .map_while(|&id| {
+                match brick.execute(&Creds::root(), &Op::GetAttr { id }, &[], Exec::Primary) {
+                    Ok((Reply::Attr(a), _)) => Some(a),
+                    _ => None,
+                }
+            })
+            .collect();
+        let attrs = if attrs.len() == dirs.len() { attrs } else { vec![] };
+        Ok((reply, out, attrs))
+    })
+    .await
+    .unwrap_or_else(|e| {
+        Err(RemoteError::new(
+            Errno::EIO,
+            format!("{volume}: brick {index}: {name} task failed: {e}"),
+        ))
+    })
+}
+
 fn stale(volume: &str, brick: u32, why: &str) -> RemoteError {
     RemoteError::new(
         Errno::ESTALEMAP,
@@ -396,6 +435,9 @@ async fn mutate(
             rreq.confirm = false;
         }
     }
+    // Attributes of this brick's copies of the parent directories right after the op,
+    // for a client that asked (it updates its cached directory attributes from them).
+    let mut parents = vec![];
     let (reply, out, results) = if let Some(c) = confirmed {
         c
     } else if matches!(req.op, Op::Write { .. }) {
@@ -436,10 +478,13 @@ async fn mutate(
             }
         }
     } else {
-        let local =
-            exec_local(slot, req.creds.clone(), req.op.clone(), data.clone(), None, false).await;
+        let dirs = if req.parents { req.op.parent_dirs() } else { vec![] };
+        let local = exec_head(slot, req.creds.clone(), req.op.clone(), data.clone(), dirs).await;
         let (reply, out) = match local {
-            Ok(r) => r,
+            Ok((reply, out, p)) => {
+                parents = p;
+                (reply, out)
+            }
             Err(e) if is_storage_error(&e) => {
                 // Nothing was forwarded: any replica that is up can take the op instead.
                 let up: Vec<u32> = plan
@@ -560,7 +605,10 @@ async fn mutate(
     }
     drop(guards);
     node.leases.recall(&req.volume, &recalls(&req.op), session.id).await;
-    Ok((reply, out))
+    if parents.is_empty() {
+        return Ok((reply, out));
+    }
+    Ok((Reply::WithParents { reply: Box::new(reply), parents }, out))
 }
 
 /// Remember that this brick applied request `id` (not acknowledged yet).

@@ -178,6 +178,7 @@ pub async fn brick_call(node: &Arc<Node>, map: &VolumeMap, index: u32, op: Op) -
         creds: Creds::root(),
         op,
         req: None,
+        parents: false,
     };
     node.peers.call(&b.addr, &node.name, Request::Brick(req), Bytes::new()).await
 }
@@ -361,6 +362,7 @@ async fn target_call(
         creds: Creds::root(),
         op,
         req: None,
+        parents: false,
     };
     node.peers.call(&b.addr, &node.name, Request::Brick(req), data).await
 }

@@ -898,7 +898,7 @@ mod tests {
         assert_eq!(deletable(&luns, &gws), vec![&a]);
         // no gateway at all: at once; a LUN not being deleted never
         assert_eq!(deletable(&luns, &[]), vec![&a]);
-        assert!(deletable(&[b.clone()], &[]).is_empty());
+        assert!(deletable(std::slice::from_ref(&b), &[]).is_empty());
         // a target may not map a LUN being deleted
         let mut t = target();
         t.luns = vec![TargetLun { lun: 0, name: "a".into() }];

@@ -23,6 +23,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::sync::oneshot;
 use tracing::{debug, warn};
 
 /// Entries asked from the bricks per READDIR / READDIRPLUS (the kernel's buffer is one
@@ -34,8 +35,7 @@ const BLKSIZE: u32 = 128 * 1024;
 /// POSIX lock `end` meaning "to end of file" (the kernel's OFFSET_MAX).
 const OFFSET_MAX: u64 = i64::MAX as u64;
 
-/// `cairn_client`'s lease-recall upcall type.
-pub type InvalidateFn = Arc<dyn Fn(Id, bool) + Send + Sync>;
+pub use cairn_client::InvalidateFn;
 
 #[derive(Debug, Clone)]
 pub struct FsConfig {
@@ -226,15 +226,19 @@ impl CairnFs {
     /// session's notifier (which exists only once the filesystem moved into the session).
     /// Lease recalls are passed to the kernel's caches from a thread of their own: a
     /// notification can wait on kernel locks held by a request that itself waits on us, so
-    /// it must not run on the session loop nor hold a runtime worker.
+    /// it must not run on the session loop nor hold a runtime worker. The client library
+    /// acknowledges the recall to the brick only once the thread has passed it on (each
+    /// recall's completion is signalled, or dropped, when done), or after its bounded wait
+    /// (`cairn_client::INVALIDATE_ACK_WAIT`) if the kernel is stuck: otherwise the other
+    /// client's change could complete while the kernel still serves what it replaced.
     pub fn invalidator_factory(&self) -> impl FnOnce(Notifier) -> InvalidateFn {
         let sh = self.sh.clone();
         move |notifier| {
-            let (tx, rx) = std::sync::mpsc::channel::<(Id, bool)>();
+            let (tx, rx) = std::sync::mpsc::channel::<(Id, bool, oneshot::Sender<()>)>();
             std::thread::Builder::new()
                 .name("cairn-inval".into())
                 .spawn(move || {
-                    while let Ok((id, entries)) = rx.recv() {
+                    while let Ok((id, entries, done)) = rx.recv() {
                         let (ino, names) = {
                             let t = sh.inodes.lock();
                             let Some(ino) = t.ino_of(id) else { continue };
@@ -261,11 +265,14 @@ impl CairnFs {
                                 debug!(%id, ino, error = %e, "inval_entry");
                             }
                         }
+                        let _ = done.send(());
                     }
                 })
                 .expect("spawn invalidation thread");
             Arc::new(move |id: Id, entries: bool| {
-                let _ = tx.send((id, entries));
+                let (done, rx) = oneshot::channel();
+                tx.send((id, entries, done)).ok()?;
+                Some(rx)
             })
         }
     }
