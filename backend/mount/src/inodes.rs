@@ -46,22 +46,26 @@ pub struct InodeTable {
     by_id: HashMap<Id, u64>,
 }
 
+impl Node {
+    /// A node looked up once, with no names or kernel state recorded yet.
+    fn new(id: Id) -> Node {
+        Node {
+            id,
+            nlookup: 1,
+            children: HashSet::new(),
+            parent: None,
+            generation: 0,
+            seen: None,
+            gone: false,
+        }
+    }
+}
+
 impl InodeTable {
     /// A table whose root (ino 1) is `root` (the volume root or the mounted sub-directory).
     pub fn new(root: Id) -> InodeTable {
         let mut t = InodeTable { by_ino: HashMap::new(), by_id: HashMap::new() };
-        t.by_ino.insert(
-            ROOT_INO,
-            Node {
-                id: root,
-                nlookup: 1,
-                children: HashSet::new(),
-                parent: None,
-                generation: 0,
-                seen: None,
-                gone: false,
-            },
-        );
+        t.by_ino.insert(ROOT_INO, Node::new(root));
         t.by_id.insert(root, ROOT_INO);
         t
     }
@@ -101,18 +105,7 @@ impl InodeTable {
             tracing::warn!(%id, ino, "inode number fold collision, probing");
             ino = ino.wrapping_add(1);
         }
-        self.by_ino.insert(
-            ino,
-            Node {
-                id,
-                nlookup: 1,
-                children: HashSet::new(),
-                parent: None,
-                generation: 0,
-                seen: None,
-                gone: false,
-            },
-        );
+        self.by_ino.insert(ino, Node::new(id));
         self.by_id.insert(id, ino);
         ino
     }
