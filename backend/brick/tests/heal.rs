@@ -2,7 +2,7 @@
 mod common;
 use cairn_brick::{Brick, Exec};
 use cairn_proto::msg::{HealState, Op, Reply};
-use cairn_proto::{Attr, FileType, Id, SetAttr, SetTime, Timespec};
+use cairn_proto::{Attr, Errno, FileType, Id, SetAttr, SetTime, Timespec};
 use common::*;
 use std::collections::BTreeMap;
 
@@ -313,4 +313,51 @@ fn a_replica_rename_between_two_names_of_one_inode_drops_the_source() {
     assert!(lookup(&b, a, "x").is_err(), "replica: the source name is gone");
     assert_eq!(lookup(&b, c, "y").unwrap().0.id, f.id);
     assert_eq!(getattr(&b, f.id).unwrap().nlink, 1);
+}
+
+/// A forwarded rename names the inode the head moved. A replica that holds it under the
+/// source name applies it; one where the destination already holds it (a re-sent forward,
+/// or a heal copied the directories first) does nothing; one that lacks it, or holds
+/// another inode under the source name, missed an earlier change and must say so (the
+/// head then records the miss and the replica heals) instead of answering success.
+#[test]
+fn a_replica_rename_it_cannot_apply_is_an_error() {
+    let (_t, b) = new_brick();
+    let a = mkdir(&b, Id::ROOT, "a");
+    let c = mkdir(&b, Id::ROOT, "c");
+    let f = file(&b, a, "x");
+    let rename = |from: &str, to: &str| Op::Rename {
+        src_dir: a,
+        src_name: from.as_bytes().to_vec(),
+        dst_dir: c,
+        dst_name: to.as_bytes().to_vec(),
+        flags: 0,
+    };
+    let rep = Exec::Replica { result: Some(&f) };
+    b.execute(&root(), &rename("x", "y"), &[], rep).unwrap();
+    assert_eq!(lookup(&b, c, "y").unwrap().0.id, f.id);
+    // The same forward again: applied already, nothing changes.
+    b.execute(&root(), &rename("x", "y"), &[], rep).unwrap();
+    assert_eq!(lookup(&b, c, "y").unwrap().0.id, f.id);
+    // ... even once the source name holds another inode.
+    let g = file(&b, a, "x");
+    b.execute(&root(), &rename("x", "y"), &[], rep).unwrap();
+    assert_eq!(lookup(&b, a, "x").unwrap().0.id, g.id);
+    assert_eq!(lookup(&b, c, "y").unwrap().0.id, f.id);
+    // The head moved f from a name where this replica has nothing.
+    let e = b.execute(&root(), &rename("gone", "z"), &[], rep).unwrap_err();
+    assert_eq!(e.errno, Errno::ENOENT, "{e}");
+    assert!(lookup(&b, c, "z").is_err());
+    // ... or from a name where this replica has another inode (g): not moved.
+    let h = file(&b, a, "w");
+    let rep_h = Exec::Replica { result: Some(&h) };
+    let e = b.execute(&root(), &rename("x", "z"), &[], rep_h).unwrap_err();
+    assert_eq!(e.errno, Errno::ESTALE, "{e}");
+    assert_eq!(lookup(&b, a, "x").unwrap().0.id, g.id);
+    assert!(lookup(&b, c, "z").is_err());
+    // Without the moved id (an older head), a missing source is still a miss.
+    let e = b.execute(&root(), &rename("gone", "z"), &[], Exec::Replica { result: None });
+    assert_eq!(e.unwrap_err().errno, Errno::ENOENT);
+    b.execute(&root(), &rename("w", "v"), &[], Exec::Replica { result: None }).unwrap();
+    assert_eq!(lookup(&b, c, "v").unwrap().0.id, h.id);
 }
