@@ -388,6 +388,7 @@ async fn mutate(
             tracing::debug!(volume = %req.volume, brick = req.brick, op = req.op.name(), req = ?req.req, "retried request applied here and on every replica before; answered");
             confirmed = Some((reply, out, results));
         } else {
+            tracing::debug!(volume = %req.volume, brick = req.brick, op = req.op.name(), req = ?req.req, "retried request applied here, not on every replica; forwarded again");
             rreq.confirm = false;
             applied_here = Some((reply, out));
         }

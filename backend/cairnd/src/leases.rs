@@ -4,7 +4,8 @@
 //! entries. Before a mutation by another session completes, the head pushes
 //! `Push::Invalidate` to each holder and waits (bounded by [`RECALL_WAIT`]) for the ack, so
 //! a client never serves its cached copy after the change is acknowledged — unless it
-//! failed to answer, in which case its cache expires after at most [`LEASE`].
+//! failed to answer, in which case its cache expires after at most [`LEASE`]. A holder
+//! whose connection closes has no cache left to drop: the wait for its ack ends at once.
 
 use cairn_proto::msg::Push;
 use cairn_proto::rpc::Session;
@@ -29,7 +30,8 @@ struct Holder {
 #[derive(Default)]
 pub struct Leases {
     holders: Mutex<HashMap<(String, Id), HashMap<u64, Holder>>>,
-    acks: Mutex<HashMap<u64, oneshot::Sender<()>>>,
+    /// Recalls awaiting their ack: seq -> (holder session, ack).
+    acks: Mutex<HashMap<u64, (u64, oneshot::Sender<()>)>>,
     seq: AtomicU64,
 }
 
@@ -43,7 +45,7 @@ impl Leases {
     }
 
     pub fn ack(&self, seq: u64) {
-        if let Some(tx) = self.acks.lock().remove(&seq) {
+        if let Some((_, tx)) = self.acks.lock().remove(&seq) {
             let _ = tx.send(());
         }
     }
@@ -72,10 +74,11 @@ impl Leases {
                     continue;
                 }
                 let Some(s) = h.session.upgrade() else { continue };
-                let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
-                let (tx, rx) = oneshot::channel();
-                self.acks.lock().insert(seq, tx);
-                if s.push(&Push::Invalidate { volume: volume.to_string(), id, entries, seq }) {
+                let (seq, rx) = self.expect(sid);
+                // Closed before the ack was expected: `drop_session` may have run already.
+                if s.push(&Push::Invalidate { volume: volume.to_string(), id, entries, seq })
+                    && !s.is_closed()
+                {
                     waits.push((seq, rx));
                 } else {
                     self.acks.lock().remove(&seq);
@@ -87,18 +90,56 @@ impl Leases {
         }
         let deadline = tokio::time::Instant::now() + RECALL_WAIT;
         for (seq, rx) in waits {
-            if tokio::time::timeout_at(deadline, rx).await.is_err() {
-                self.acks.lock().remove(&seq);
-                tracing::debug!(volume, seq, "lease recall not acknowledged in time");
+            match tokio::time::timeout_at(deadline, rx).await {
+                Ok(_) => {} // acknowledged, or the holder's connection closed
+                Err(_) => {
+                    self.acks.lock().remove(&seq);
+                    tracing::debug!(volume, seq, "lease recall not acknowledged in time");
+                }
             }
         }
     }
 
+    /// A new recall to `session`: its seq, and what resolves on its ack (`Ok`) or when
+    /// `session` closes (`Err`).
+    fn expect(&self, session: u64) -> (u64, oneshot::Receiver<()>) {
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+        let (tx, rx) = oneshot::channel();
+        self.acks.lock().insert(seq, (session, tx));
+        (seq, rx)
+    }
+
+    /// `session` closed: it holds no lease, and a recall waiting for its ack stops waiting
+    /// (a client that exits as a recall reaches it never answers; without this, the change
+    /// that recalled would stall for [`RECALL_WAIT`]).
     pub fn drop_session(&self, session: u64) {
         let mut h = self.holders.lock();
         h.retain(|_, m| {
             m.remove(&session);
             !m.is_empty()
         });
+        drop(h);
+        self.acks.lock().retain(|_, (s, _)| *s != session);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A recall waiting on a session that closes ends at once; one waiting on another
+    /// session still waits for its ack.
+    #[tokio::test]
+    async fn a_closed_holder_ends_the_wait_for_its_ack() {
+        let l = Leases::default();
+        let (_, gone) = l.expect(7);
+        let (seq, alive) = l.expect(8);
+        l.drop_session(7);
+        let t = tokio::time::Instant::now() + RECALL_WAIT;
+        assert!(matches!(tokio::time::timeout_at(t, gone).await, Ok(Err(_))));
+        let mut alive = alive;
+        assert!(tokio::time::timeout(Duration::from_millis(50), &mut alive).await.is_err());
+        l.ack(seq);
+        assert!(matches!(alive.await, Ok(())));
     }
 }
