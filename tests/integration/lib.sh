@@ -16,7 +16,7 @@
 # Env: CAIRN_BIN_DIR   dir holding cairnd, cairn, mount-cairn (default backend/target/debug)
 #      CAIRN_TEST_TMP  parent of the temp dir (default ${TMPDIR:-/tmp})
 #      CAIRN_TEST_KEEP 1: keep the temp dir
-#      RUST_LOG        passed to the daemons (default info)
+#      RUST_LOG        log filter of the daemons (cairnd --log-level; default info)
 #
 # Functions: cluster_up, cl_init, cl_start_etcd, cl_stop_etcd, cl_start_node,
 #   cl_stop_node, cl_restart_node, cl_node_addr, cl_peer_probe, cl_create_volume,
@@ -164,7 +164,7 @@ cl_start_node() {
         --listen "127.0.0.1:${CL_PORT[$name]}" \
         --etcd "http://127.0.0.1:$CL_ETCD_PORT" \
         --state-dir "$CL_DIR/state/$name" \
-        --log-file "$CL_DIR/log/cairnd-$name.log" \
+        --log-file "$CL_DIR/log/cairnd-$name.log" --log-level "$RUST_LOG" \
         </dev/null >>"$CL_DIR/log/cairnd-$name.out" 2>&1 &
     CL_PID[$name]=$!
     wait_port_pid 127.0.0.1 "${CL_PORT[$name]}" "${CL_PID[$name]}" 30 ||
