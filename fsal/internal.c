@@ -44,6 +44,18 @@ static void cairn_fsid(const struct cairn_export *export, fsal_fsid_t *fsid)
 	fsid->minor = lo;
 }
 
+/* How long mdcache may trust attributes (and cached entries) from us: the export's
+ * Attr_Expiration_Time capped to CAIRN_ATTR_EXPIRE (0 = never trust, as configured). */
+int32_t cairn_attr_expire(void)
+{
+	int32_t e = op_ctx != NULL ? op_ctx->export_perms.expire_time_attr
+				   : CAIRN_ATTR_EXPIRE;
+
+	if (e == 0 || (e > 0 && e < CAIRN_ATTR_EXPIRE))
+		return e;
+	return CAIRN_ATTR_EXPIRE;
+}
+
 void cairn2fsal_attributes(const struct cairn_export *export,
 			   const cairn_attr_t *ca,
 			   struct fsal_attrlist *attrs)
@@ -65,6 +77,7 @@ void cairn2fsal_attributes(const struct cairn_export *export,
 	attrs->ctime = ca->ctime;
 	attrs->change = ca->change;
 	/* ATTRS_POSIX includes ATTR_CHANGE */
+	attrs->expire_time_attr = cairn_attr_expire();
 }
 
 struct cairn_handle *cairn_construct_handle(struct cairn_export *export,

@@ -77,6 +77,16 @@ struct cairn_handle {
 	bool unstable;
 };
 
+/* Longest time (s) mdcache may trust what the FSAL returned (attributes, and a
+ * directory's cached entries, which it checks against the directory's mtime when the
+ * attributes expire). A brick's read lease lasts 10 s (cairnd/src/leases.rs LEASE); while
+ * it runs, a change by another client is recalled (up.c invalidates mdcache). After it
+ * lapses nothing tells us, so mdcache must have refetched by then: 10 s minus libcairn's
+ * own cache (cache_timeout, 1 s), minus mdcache's 1 s clock granularity, with a margin.
+ * Ganesha's default Attr_Expiration_Time (60 s) would hide such a change for up to a
+ * minute. An export's smaller Attr_Expiration_Time is kept. */
+#define CAIRN_ATTR_EXPIRE 5
+
 #define CAIRN_SUPPORTED_ATTRS ((const attrmask_t) (ATTRS_POSIX | ATTR_ACL | \
 						  ATTR4_XATTR))
 
@@ -97,6 +107,7 @@ static inline fsal_status_t cairn2fsal_error(long rc)
 
 fsal_status_t cairn_log_error(const char *call, long rc);
 const cairn_creds_t *cairn_creds(cairn_creds_t *buf);
+int32_t cairn_attr_expire(void);
 void cairn2fsal_attributes(const struct cairn_export *export,
 			   const cairn_attr_t *ca,
 			   struct fsal_attrlist *attrs);

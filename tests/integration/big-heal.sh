@@ -10,6 +10,10 @@
 #    heal takes a few seconds and the writes land between its ranges): no write is lost
 #    or overwritten by an older range: the copies end identical and hold the last writes.
 # 3. `heal full` of the healthy volume copies no file data.
+# 4. A flipped bit in each brick's copy of the 1.5 GiB file (a different block on each):
+#    reads of both blocks return the written data; the head of the file repaired its copy
+#    from the other brick by copying the bad block, not the file (whole-file repair was
+#    refused over 1 GiB, so the read failed with EIO).
 #
 # Layout: 2 nodes, volume bh = one replica set of 2 bricks (b0 on n1, b1 on n2).
 set -euo pipefail
@@ -124,4 +128,43 @@ wait_until 120 full_done || fail "n2's full crawl did not finish: $(cairn_cli vo
 fbytes=$(stats_of_n2 '[c["bytes"] for c in b["crawls"] if c["kind"] == "full" and c["ended"]][0]')
 assert_eq 0 "$fbytes" "a full heal of identical copies copies no data"
 copies_identical "after heal full" lun
+
+# --- 4. bit rot in a copy bigger than 1 GiB is repaired on read -----------------------------
+# flip BRICK_FILE OFFSET: invert one byte behind Cairn's back.
+flip() {
+    python3 - "$1" "$2" <<'PY' || fail "flipping a byte of $1 at $2"
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+off = int(sys.argv[2])
+b = os.pread(fd, 1, off)
+os.pwrite(fd, bytes([b[0] ^ 0xFF]), off)
+os.fsync(fd)
+os.close(fd)
+PY
+}
+at_b0=$((21 * MIB + 5000))   # MiB 21 + 4097 holds seed 424242 (written last in part 2)
+at_b1=$((1000 * MIB + 9000)) # MiB 1000 + 4097 holds seed 2 (part 1)
+flip "$b0/lun" "$at_b0"
+flip "$b1/lun" "$at_b1"
+cmp -s "$b0/lun" "$b1/lun" && fail "the flips did not land"
+sync
+echo 3 >/proc/sys/vm/drop_caches
+python3 - "$mnt/lun" <<'PY' || fail "reading the flipped blocks through the mount"
+import random, sys
+with open(sys.argv[1], "rb", buffering=0) as f:
+    for mib, seed in ((21, 424242), (1000, 2)):
+        f.seek(mib * (1 << 20) + 4097)
+        if f.read(1 << 20) != random.Random(seed).randbytes(1 << 20):
+            sys.exit(f"MiB {mib}: read back wrong data after a bit flip on a brick")
+PY
+pass "reads of the flipped blocks return the written data"
+# byte_at FILE OFFSET: the byte at OFFSET of FILE, as a number.
+byte_at() { python3 -c 'import os,sys; f=os.open(sys.argv[1],os.O_RDONLY); print(os.pread(f,1,int(sys.argv[2]))[0])' "$1" "$2"; }
+fixed=0
+[[ $(byte_at "$b0/lun" "$at_b0") == $(byte_at "$b1/lun" "$at_b0") ]] && fixed=$((fixed + 1))
+[[ $(byte_at "$b1/lun" "$at_b1") == $(byte_at "$b0/lun" "$at_b1") ]] && fixed=$((fixed + 1))
+assert_eq 1 "$fixed" "the head's flipped byte repaired, the other copy's left to the scrub"
+grep -q 'repaired corrupt data from a replica' "$CL_DIR"/log/cairnd-*.log ||
+    fail "no brick logged a repair"
+pass "the head repaired its >1 GiB copy from the other brick"
 finish

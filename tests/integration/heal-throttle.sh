@@ -122,5 +122,11 @@ assert_eq 0 "$failed" "no inode failed"
 cairn_cli volume heal hv statistics | grep -q "Resumed from its saved position after $resumed directories" ||
     fail "heal statistics do not show the resumed crawl"
 wait_until 60 all_up || fail "bricks not up after the full crawl"
+# n1's crawl too: the files n2 heads are n2's copies to take, and while n2 was killed n1's
+# crawl left them for when n2 is back (it does not compare against its own copy).
+n1_done() {
+    [[ $(cl_heal_stats hv n1 '(not b["full_pending"]) and any(c["kind"] == "full" and c["ended"] for c in b["crawls"])') == True ]]
+}
+wait_until 180 n1_done || fail "n1's full crawl did not finish: $(cairn_cli volume heal hv statistics)"
 replicas_identical "resumed full crawl"
 finish

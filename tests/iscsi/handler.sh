@@ -4,7 +4,8 @@
 # fake tcmu_device/tcmur_cmd) against a real 2-node 2x2 Cairn cluster on loopback.
 #  - config-string validation, offline and against the live cluster (missing volume/file)
 #  - read/write/flush/unmap/write same/compare-and-write incl. MISCOMPARE sense, CAW
-#    atomicity across two gateways, sizes and thin extension
+#    atomicity across two gateways, sizes and thin extension; VERIFY(10/12/16) (CDB
+#    checks, range, BYTCHK 0/1/3, MISCOMPARE offset), which tcmu-runner 1.5.4 lacks
 #  - data written through the handler read back with libcairn and through the FUSE mount
 #  - CAW atomicity across two gateway processes racing on one block
 #  - a brick node killed and restarted during writes and reads: failures are BUSY (retried
@@ -85,7 +86,8 @@ at() { # at SECONDS: sleep until SECONDS after the stress started
     ((now >= $1)) || sleep $(($1 - now))
 }
 t0=$SECONDS
-HT_EXPECT_FAILURES=1 "$harness" "$so" stress "$servers" lunvol 68 >"$CL_DIR/stress.out" 2>&1 &
+HT_EXPECT_FAILURES=1 HT_ERRLOG=$CL_DIR/stress-errors.log \
+    "$harness" "$so" stress "$servers" lunvol 68 >"$CL_DIR/stress.out" 2>&1 &
 hpid=$!
 at 4 && kill9 n2 && echo "# stress: +4 s killed n2 (SIGKILL)"
 at 9 && cl_start_node n2 && echo "# stress: +9 s n2 started again"
@@ -96,6 +98,14 @@ at 62 && cl_start_node n1 && cl_start_node n2 && echo "# stress: +62 s n1 and n2
 rc=0
 wait "$hpid" || rc=$?
 cat "$CL_DIR/stress.out"
+# what libcairn returned for the failed commands (errno names; the handler's log lines)
+if [[ -s $CL_DIR/stress-errors.log ]]; then
+    echo "# stress: libcairn errors of the failed commands (count, errno):"
+    grep -o '([A-Z][A-Z0-9]*)$\|errno ([0-9]*)$' "$CL_DIR/stress-errors.log" | sort | uniq -c |
+        sed 's/^/#   /'
+    ((rc == 0)) || grep -v 'EHOSTDOWN\|ECONNREFUSED\|ETIMEDOUT\|errno (111)' \
+        "$CL_DIR/stress-errors.log" | head -5 | cut -c1-600
+fi
 ((rc == 0)) || fail "stress with a brick kill and restarts (exit $rc)"
 pass "brick kills/restarts during I/O: failures retryable, every acknowledged write present"
 finish

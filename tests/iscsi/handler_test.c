@@ -123,14 +123,17 @@ void tcmu_sense_set_info(uint8_t *sense_buf, uint32_t info)
 	sense_buf[0] |= 0x80;
 }
 
-static void logmsg(const char *lvl, struct tcmu_device *dev, const char *fn, int line,
-		   const char *fmt, va_list ap)
+/* where quieted errors still go (HT_ERRLOG), so a failed stress run shows libcairn's errno */
+static FILE *quiet_log;
+
+static void logmsg(FILE *to, const char *lvl, struct tcmu_device *dev, const char *fn,
+		   int line, const char *fmt, va_list ap)
 {
 	(void)dev;
 	if (strcmp(lvl, "dbg") == 0 && !getenv("HT_DEBUG"))
 		return;
-	fprintf(stderr, "  [handler %s] %s:%d: ", lvl, fn, line);
-	vfprintf(stderr, fmt, ap);
+	fprintf(to, "  [handler %s] %s:%d: ", lvl, fn, line);
+	vfprintf(to, fmt, ap);
 }
 
 #define LOGFN(name, lvl, count)                                                         \
@@ -139,11 +142,17 @@ static void logmsg(const char *lvl, struct tcmu_device *dev, const char *fn, int
 		va_list ap;                                                                \
 		if (count) {                                                               \
 			__atomic_add_fetch(&errors_logged, 1, __ATOMIC_RELAXED);           \
-			if (quiet_errors)                                                  \
+			if (quiet_errors) {                                                \
+				if (quiet_log) {                                           \
+					va_start(ap, fmt);                                 \
+					logmsg(quiet_log, lvl, dev, fn, line, fmt, ap);    \
+					va_end(ap);                                        \
+				}                                                          \
 				return;                                                    \
+			}                                                                  \
 		}                                                                          \
 		va_start(ap, fmt);                                                         \
-		logmsg(lvl, dev, fn, line, fmt, ap);                                       \
+		logmsg(stderr, lvl, dev, fn, line, fmt, ap);                               \
 		va_end(ap);                                                                \
 	}
 LOGFN(tcmu_crit_message, "crit", 1)
@@ -456,6 +465,109 @@ static int cdb_sts(uint8_t op, uint8_t byte1)
 	return sts;
 }
 
+/*
+ * VERIFY(10/12/16) through handle_cmd, as the runner calls it: synchronous, the status is
+ * the return value. byte1 holds VRPROTECT/DPO/BYTCHK; data/datalen the data-out (BYTCHK 1
+ * or 3), split in two iovecs; sense (18 bytes) if not NULL.
+ */
+static int do_verify(struct tcmu_device *dev, uint8_t op, uint8_t byte1, uint64_t lba,
+		     uint32_t nblocks, const void *data, size_t datalen, uint8_t *sense)
+{
+	struct hcmd *h = hcmd_new();
+	uint8_t cdb[16] = { op, byte1 };
+	struct iovec iov[2] = { { (void *)data, datalen / 3 },
+				{ (uint8_t *)data + datalen / 3, datalen - datalen / 3 } };
+	int sts;
+
+	switch (op) {
+	case 0x2f: /* VERIFY(10) */
+		for (int i = 0; i < 4; i++)
+			cdb[2 + i] = (uint8_t)(lba >> (24 - 8 * i));
+		cdb[7] = (uint8_t)(nblocks >> 8);
+		cdb[8] = (uint8_t)nblocks;
+		break;
+	case 0xaf: /* VERIFY(12) */
+		for (int i = 0; i < 4; i++) {
+			cdb[2 + i] = (uint8_t)(lba >> (24 - 8 * i));
+			cdb[6 + i] = (uint8_t)(nblocks >> (24 - 8 * i));
+		}
+		break;
+	default: /* VERIFY(16) */
+		for (int i = 0; i < 8; i++)
+			cdb[2 + i] = (uint8_t)(lba >> (56 - 8 * i));
+		for (int i = 0; i < 4; i++)
+			cdb[10 + i] = (uint8_t)(nblocks >> (24 - 8 * i));
+		break;
+	}
+	h->lib.cdb = cdb;
+	h->lib.iovec = data ? iov : NULL;
+	h->lib.iov_cnt = data ? 2 : 0;
+	memset(h->lib.sense_buf, 0xee, sizeof(h->lib.sense_buf));
+	sts = handler->handle_cmd(dev, &h->c);
+	if (sense)
+		memcpy(sense, h->lib.sense_buf, 18);
+	hcmd_free(h);
+	return sts;
+}
+
+static const struct {
+	uint8_t op;
+	const char *name;
+	uint64_t max_lba;
+} verify_ops[] = {
+	{ 0x2f, "VERIFY(10)", UINT32_MAX },
+	{ 0xaf, "VERIFY(12)", UINT32_MAX },
+	{ 0x8f, "VERIFY(16)", UINT64_MAX },
+};
+
+/* VERIFY CDB fields and LBA range; no I/O (the device is not open) */
+static void test_verify_cdb(void)
+{
+	struct tcmu_device *dev = dev_new("cairn/none@127.0.0.1/x", 1u << 20, 512);
+	const uint64_t n = dev->num_lbas;
+
+	for (size_t i = 0; i < sizeof(verify_ops) / sizeof(verify_ops[0]); i++) {
+		uint8_t op = verify_ops[i].op;
+		const char *name = verify_ops[i].name;
+		int sts;
+
+		for (int prot = 1; prot < 8; prot++) {
+			sts = do_verify(dev, op, (uint8_t)(prot << 5), 0, 1, NULL, 0, NULL);
+			CHECK(sts == TCMU_STS_INVALID_CDB, "%s VRPROTECT=%d: sts %d, want INVALID_CDB",
+			      name, prot, sts);
+		}
+		sts = do_verify(dev, op, 0x10, 0, 1, NULL, 0, NULL);
+		CHECK(sts == TCMU_STS_INVALID_CDB, "%s DPO: sts %d, want INVALID_CDB", name, sts);
+		sts = do_verify(dev, op, 0x04, 0, 1, NULL, 0, NULL);
+		CHECK(sts == TCMU_STS_INVALID_CDB, "%s BYTCHK=2: sts %d, want INVALID_CDB", name,
+		      sts);
+		/* 0 blocks: GOOD on the LUN, up to its end; LBA OUT OF RANGE past it */
+		CHECK(do_verify(dev, op, 0, 0, 0, NULL, 0, NULL) == TCMU_STS_OK,
+		      "%s 0 blocks at LBA 0 not GOOD", name);
+		CHECK(do_verify(dev, op, 0x02, n, 0, NULL, 0, NULL) == TCMU_STS_OK,
+		      "%s 0 blocks at LBA %" PRIu64 " (end) not GOOD", name, n);
+		CHECK(do_verify(dev, op, 0x02, n + 1, 0, NULL, 0, NULL) == TCMU_STS_RANGE,
+		      "%s 0 blocks one past the end: not LBA OUT OF RANGE", name);
+		CHECK(do_verify(dev, op, 0, verify_ops[i].max_lba, 0, NULL, 0, NULL) ==
+			      TCMU_STS_RANGE,
+		      "%s 0 blocks at LBA -1: not LBA OUT OF RANGE", name);
+		for (uint32_t k = 1; k <= 256; k += 51) {
+			CHECK(do_verify(dev, op, 0, n + 1 - k, k, NULL, 0, NULL) == TCMU_STS_RANGE,
+			      "%s %u blocks one beyond the end: not LBA OUT OF RANGE", name, k);
+			CHECK(do_verify(dev, op, 0, verify_ops[i].max_lba, k, NULL, 0, NULL) ==
+				      TCMU_STS_RANGE,
+			      "%s %u blocks at LBA -1 (wraps): not LBA OUT OF RANGE", name, k);
+			CHECK(do_verify(dev, op, 0, 0x80000000u, k, NULL, 0, NULL) == TCMU_STS_RANGE,
+			      "%s %u blocks at LBA 2^31: not LBA OUT OF RANGE", name, k);
+		}
+		CHECK(do_verify(dev, op, 0, n - 1, 2, NULL, 0, NULL) == TCMU_STS_RANGE,
+		      "%s 2 blocks, the second beyond the end: not LBA OUT OF RANGE", name);
+	}
+	free(dev);
+	ok("handle_cmd VERIFY(10/12/16): VRPROTECT, DPO, BYTCHK=2 give INVALID FIELD IN CDB; "
+	   "ranges past the end (and wrapping) LBA OUT OF RANGE; 0 blocks GOOD");
+}
+
 static void test_cdb_checks(void)
 {
 	static const struct {
@@ -538,6 +650,7 @@ static void test_cdb_checks(void)
 	CHECK(cdb_sts(0x42, 0x00) == TCMU_STS_NOT_HANDLED, "UNMAP not passed on");
 	ok("handle_cmd: nonzero RD/WRPROTECT, DPO/FUA and WRITE SAME ANCHOR (alone or with "
 	   "UNMAP) give INVALID FIELD IN CDB, the rest (WRITE SAME UNMAP) goes to the runner");
+	test_verify_cdb();
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -746,6 +859,81 @@ static void test_ops(const char *servers, const char *volume)
 		ok("COMPARE AND WRITE with stale data: MISCOMPARE at byte 100, data unchanged");
 	}
 
+	/* VERIFY: read back (BYTCHK 0), compared with data-out (1) or one block (3) */
+	{
+		const uint64_t off = 12u << 20, len = 3u << 19; /* 1.5 MiB: two read chunks */
+		const uint64_t lba = off / bs, nb = len / bs, end = size / bs;
+		uint8_t *d = malloc(len), sense[18], blk[512];
+		uint32_t info;
+
+		fill(d, len, 21);
+		CHECK(do_write(dev, d, len, off, 2) == TCMU_STS_OK, "write 1.5 MiB at 12 MiB");
+		for (size_t i = 0; i < sizeof(verify_ops) / sizeof(verify_ops[0]); i++) {
+			uint8_t op = verify_ops[i].op;
+			const char *name = verify_ops[i].name;
+			uint32_t k = (uint32_t)nb;
+
+			sts = do_verify(dev, op, 0, lba, k, NULL, 0, NULL);
+			CHECK(sts == TCMU_STS_OK, "%s BYTCHK=0 of %u blocks: sts %d", name, k, sts);
+			sts = do_verify(dev, op, 0x02, lba, k, d, (size_t)k * bs, NULL);
+			CHECK(sts == TCMU_STS_OK, "%s BYTCHK=1 of matching data: sts %d", name, sts);
+			/* one byte differs in the second 1 MiB read: offset counts from the start */
+			d[(1u << 20) + 777] ^= 0x5a;
+			sts = do_verify(dev, op, 0x02, lba, k, d, (size_t)k * bs, sense);
+			d[(1u << 20) + 777] ^= 0x5a;
+			info = (uint32_t)sense[3] << 24 | (uint32_t)sense[4] << 16 |
+			       (uint32_t)sense[5] << 8 | sense[6];
+			CHECK(sts == TCMU_STS_MISCOMPARE, "%s BYTCHK=1 with a changed byte: sts %d, "
+			      "want MISCOMPARE", name, sts);
+			CHECK((sense[0] & 0x80) && info == (1u << 20) + 777,
+			      "%s miscompare sense: valid %d INFORMATION %u, want %u", name,
+			      sense[0] >> 7, info, (1u << 20) + 777);
+			/* BYTCHK=0 does not look at the (now different) data-out */
+			d[5] ^= 1;
+			sts = do_verify(dev, op, 0, lba, 8, d, 8 * bs, NULL);
+			d[5] ^= 1;
+			CHECK(sts == TCMU_STS_OK, "%s BYTCHK=0 with other data-out: sts %d", name,
+			      sts);
+			/* data-out shorter than the blocks to compare */
+			quiet_errors = true;
+			sts = do_verify(dev, op, 0x02, lba, 8, d, 7 * bs, NULL);
+			quiet_errors = false;
+			CHECK(sts == TCMU_STS_INVALID_CDB, "%s BYTCHK=1 short data-out: sts %d", name,
+			      sts);
+			/* the last blocks of the LUN (never written: zeros) */
+			memset(blk, 0, sizeof(blk));
+			sts = do_verify(dev, op, 0x06, end - 4, 4, blk, bs, NULL);
+			CHECK(sts == TCMU_STS_OK, "%s BYTCHK=3 zeros over the last 4 blocks: sts %d",
+			      name, sts);
+			blk[3] = 1;
+			sts = do_verify(dev, op, 0x06, end - 4, 4, blk, bs, sense);
+			info = (uint32_t)sense[3] << 24 | (uint32_t)sense[4] << 16 |
+			       (uint32_t)sense[5] << 8 | sense[6];
+			CHECK(sts == TCMU_STS_MISCOMPARE && info == 3,
+			      "%s BYTCHK=3 non-matching block: sts %d INFORMATION %u, want "
+			      "MISCOMPARE at 3", name, sts, info);
+		}
+		/* BYTCHK=3 over blocks WRITE SAME filled (11-255 of 4 MiB: 1-10 were zeroed) */
+		{
+			uint8_t pat[512];
+
+			fill(pat, sizeof(pat), 7);
+			sts = do_verify(dev, 0x8f, 0x06, (4u << 20) / bs + 11, 245, pat, bs, NULL);
+			CHECK(sts == TCMU_STS_OK, "VERIFY(16) BYTCHK=3 over WRITE SAME blocks: sts %d",
+			      sts);
+			pat[511] ^= 1;
+			sts = do_verify(dev, 0x8f, 0x06, (4u << 20) / bs + 11, 2, pat, bs, sense);
+			info = (uint32_t)sense[3] << 24 | (uint32_t)sense[4] << 16 |
+			       (uint32_t)sense[5] << 8 | sense[6];
+			CHECK(sts == TCMU_STS_MISCOMPARE && info == 511,
+			      "VERIFY(16) BYTCHK=3 with one bit off: sts %d INFORMATION %u", sts,
+			      info);
+		}
+		free(d);
+		ok("VERIFY(10/12/16): BYTCHK=0 reads the range, BYTCHK=1 compares the data-out "
+		   "(MISCOMPARE at byte 1 MiB+777 of 1.5 MiB), BYTCHK=3 one block against each");
+	}
+
 	/* CAW is atomic in the backend: two gateways (two mounts) incrementing one counter */
 	{
 		struct tcmu_device *dev2 = dev_new(cfg, size, bs);
@@ -930,6 +1118,11 @@ static void test_stress(const char *servers, const char *volume, int secs)
 	CHECK(handler->open(dev, false) == 0, "open %s", cfg);
 	/* errors are expected while a brick is down; counted below (HT_VERBOSE=1 shows them) */
 	quiet_errors = !getenv("HT_VERBOSE");
+	if (getenv("HT_ERRLOG")) {
+		quiet_log = fopen(getenv("HT_ERRLOG"), "w");
+		CHECK(quiet_log != NULL, "cannot open HT_ERRLOG %s", getenv("HT_ERRLOG"));
+		setvbuf(quiet_log, NULL, _IOLBF, 0);
+	}
 
 	while (time(NULL) < end) {
 		struct st_io *io;

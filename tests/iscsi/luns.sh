@@ -213,4 +213,54 @@ expect 1 "no LUN named db" lun delete db
 [[ $(ci lun list) == "No iSCSI LUNs" && $(ci target list) == "No iSCSI targets" ]] || fail "not empty after deletes"
 pass "lun delete (file removed, or kept with --keep-file), target delete"
 
+# --- delete while gateways still hold the LUN ----------------------------------------------
+# Two "gateways" (own conf dir and name), their LIO played by tests/iscsi/fake-targetcli.py
+# (user:cairn objects in a saveconfig file): each sync records what its LIO holds
+# (iscsi-gateway/NAME); the file goes only when the last holder's sync lets the LUN go.
+gw() {
+    local n=$1
+    shift
+    mkdir -p "$CL_DIR/gw-$n"
+    FAKE_LIO=$CL_DIR/lio-$n.json ci --conf-dir "$CL_DIR/gw-$n" --gateway-name "$n" \
+        --targetcli "$CL_REPO/tests/iscsi/fake-targetcli.py" "$@"
+}
+ci lun create web --volume vol0 --size 16M --thin >/dev/null || fail "lun create web"
+for n in gwa gwb; do
+    out=$(gw $n sync 2>&1) || fail "sync on $n: $out"
+    grep -q "/backstores/user:cairn create name=web " <<<"$out" || fail "sync on $n said: $out"
+done
+out=$(ci lun delete web 2>&1) || fail "lun delete web: $out"
+grep -q "LUN web is being deleted: still in the LIO of gateway(s) gwa, gwb; vol0/luns/web.img is removed by the .cairn iscsi sync. that lets it go last" <<<"$out" ||
+    fail "delete said: $out"
+[[ -e $CL_MNT/luns/web.img ]] || fail "web.img removed while gateways hold it"
+grep -q "^web (deleting) " <<<"$(ci lun list)" || fail "lun list: $(ci lun list)"
+expect 1 "LUN web is being deleted" lun create web --volume vol0 --size 16M
+out=$(gw gwa sync 2>&1) || fail "sync on gwa: $out"
+[[ $out == "ran 1 targetcli commands:
+  /backstores/user:cairn delete web" ]] || fail "sync on gwa said: $out"
+[[ -e $CL_MNT/luns/web.img ]] || fail "web.img removed while gwb holds it"
+pass "lun delete with gateways holding the LUN: marked deleting, file kept; the first sync takes it out of its LIO"
+out=$(gw gwb sync 2>&1) || fail "sync on gwb: $out"
+grep -q "LUN web: no gateway holds it any more; removed vol0/luns/web.img" <<<"$out" ||
+    fail "sync on gwb said: $out"
+[[ ! -e $CL_MNT/luns/web.img ]] || fail "web.img still there after the last gateway let it go"
+[[ $(ci lun list) == "No iSCSI LUNs" ]] || fail "LUN record left: $(ci lun list)"
+out=$(gw gwa sync 2>&1) || fail "sync on gwa: $out"
+[[ $out == "LIO is up to date: nothing to change" ]] || fail "second sync on gwa said: $out"
+pass "the last holder's sync removes the backing file and the record"
+
+# --force: a gateway that is gone for good still lists the LUN
+ci lun create tmp --volume vol0 --size 16M --thin >/dev/null || fail "lun create tmp"
+gw gwa sync >/dev/null || fail "sync on gwa"
+out=$(ci lun delete tmp --force 2>&1) || fail "lun delete tmp --force: $out"
+grep -q "LUN tmp deleted; vol0/luns/tmp.img removed at once (--force) (gateways gwa still listed it)" <<<"$out" ||
+    fail "delete --force said: $out"
+[[ ! -e $CL_MNT/luns/tmp.img ]] || fail "--force kept tmp.img"
+# nothing holds a LUN nobody synced: removed at once
+ci lun create tmp2 --volume vol0 --size 16M --thin >/dev/null || fail "lun create tmp2"
+out=$(ci lun delete tmp2 2>&1) || fail "lun delete tmp2: $out"
+grep -q "LUN tmp2 deleted; vol0/luns/tmp2.img removed" <<<"$out" || fail "delete tmp2 said: $out"
+[[ ! -e $CL_MNT/luns/tmp2.img ]] || fail "tmp2.img kept though no gateway held it"
+pass "lun delete --force removes at once; a LUN no gateway holds goes at once"
+
 finish

@@ -139,11 +139,14 @@ vm_boot() {
         vm_fail "qemu for $name did not start: $(cat "$dir/qemu.out")"
 }
 
+# ConnectTimeout covers the TCP connect and the SSH banner exchange: qemu's user-mode
+# forward accepts at once, but under TCG on a loaded host sshd in the guest can take well
+# over 5 s to send its banner, and a command that fails that way fails the scenario.
 vm_ssh_opts() {
     local name=$1
     echo "-i $VM_IMAGE/id_ed25519 -p ${VM_FWD[$name:22]} -o StrictHostKeyChecking=no
           -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o BatchMode=yes
-          -o ConnectTimeout=5 -o ServerAliveInterval=10 -o ServerAliveCountMax=6"
+          -o ConnectTimeout=30 -o ServerAliveInterval=10 -o ServerAliveCountMax=6"
 }
 
 vm_ssh() {

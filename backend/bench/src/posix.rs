@@ -3,6 +3,7 @@
 use crate::{drop_kernel_caches, emit, small_dirs, small_file, SmallArgs};
 use anyhow::{bail, Context, Result};
 use serde_json::json;
+use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -36,6 +37,53 @@ fn phase(
     Ok(start.elapsed().as_secs_f64())
 }
 
+/// A `mount.cairn` mount's request counters (`fuse.OP` / `brick.OP` → count), read from
+/// the virtual xattr of its root; None on any other file system.
+fn mount_stats(dir: &Path) -> Option<BTreeMap<String, u64>> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    let name = c"trusted.cairn.mount-stats";
+    let mut buf = vec![0u8; 16 << 10];
+    // SAFETY: valid C strings and a buffer of the length passed.
+    let n =
+        unsafe { libc::getxattr(path.as_ptr(), name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    if n < 0 {
+        return None;
+    }
+    buf.truncate(n as usize);
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    Some(
+        text.lines()
+            .filter_map(|l| l.split_once(' '))
+            .filter_map(|(k, v)| Some((k.to_string(), v.trim().parse().ok()?)))
+            .collect(),
+    )
+}
+
+/// Requests per file between two [`mount_stats`] snapshots, as JSON (`{}` if none).
+fn per_op(before: &Option<BTreeMap<String, u64>>, dir: &Path, files: usize) -> serde_json::Value {
+    let (Some(b), Some(a)) = (before, mount_stats(dir)) else { return json!({}) };
+    let mut fuse = serde_json::Map::new();
+    let mut brick = serde_json::Map::new();
+    for (k, v) in &a {
+        let d = v - b.get(k).copied().unwrap_or(0);
+        if d == 0 {
+            continue;
+        }
+        let per = json!((d as f64 / files as f64 * 100.0).round() / 100.0);
+        if let Some(op) = k.strip_prefix("fuse.") {
+            fuse.insert(op.to_string(), per);
+        } else if k == "brick.round_trips" {
+            continue;
+        } else if let Some(op) = k.strip_prefix("brick.") {
+            brick.insert(op.to_string(), per);
+        }
+    }
+    let rt = a.get("brick.round_trips").copied().unwrap_or(0)
+        - b.get("brick.round_trips").copied().unwrap_or(0);
+    json!({"fuse_per_op": fuse, "brick_per_op": brick, "rt_per_op": rt as f64 / files as f64})
+}
+
 pub fn smallfiles(dir: &Path, target: &str, a: &SmallArgs) -> Result<()> {
     let threads = a.threads.max(1);
     let per = a.files.div_ceil(threads);
@@ -60,10 +108,18 @@ pub fn smallfiles(dir: &Path, target: &str, a: &SmallArgs) -> Result<()> {
         }
     }
     let data = vec![0x5au8; a.size];
-    let extra =
-        |cold: bool| json!({"files": files, "threads": threads, "size": a.size, "cold": cold});
+    let extra = |cold: bool, before: &Option<BTreeMap<String, u64>>| {
+        let mut o = json!({"files": files, "threads": threads, "size": a.size, "cold": cold});
+        if let (Some(m), serde_json::Value::Object(x)) =
+            (o.as_object_mut(), per_op(before, dir, files))
+        {
+            m.extend(x);
+        }
+        o
+    };
 
     let cold = drop_kernel_caches();
+    let before = mount_stats(dir);
     let secs = phase(threads, files, |t, i| {
         let p = path(t, i);
         let mut f = OpenOptions::new()
@@ -74,9 +130,10 @@ pub fn smallfiles(dir: &Path, target: &str, a: &SmallArgs) -> Result<()> {
         f.write_all(&data).with_context(|| format!("write {}", p.display()))?;
         Ok(())
     })?;
-    emit("create", target, files as f64 / secs, "files/s", extra(cold));
+    emit("create", target, files as f64 / secs, "files/s", extra(cold, &before));
 
     let cold = drop_kernel_caches();
+    let before = mount_stats(dir);
     let secs = phase(threads, files, |t, i| {
         let p = path(t, i);
         let mut buf = Vec::with_capacity(a.size + 1);
@@ -88,9 +145,10 @@ pub fn smallfiles(dir: &Path, target: &str, a: &SmallArgs) -> Result<()> {
         }
         Ok(())
     })?;
-    emit("read", target, files as f64 / secs, "files/s", extra(cold));
+    emit("read", target, files as f64 / secs, "files/s", extra(cold, &before));
 
     let cold = drop_kernel_caches();
+    let before = mount_stats(dir);
     let secs = phase(threads, files, |t, i| {
         let p = path(t, i);
         let m = fs::metadata(&p).with_context(|| format!("stat {}", p.display()))?;
@@ -99,14 +157,15 @@ pub fn smallfiles(dir: &Path, target: &str, a: &SmallArgs) -> Result<()> {
         }
         Ok(())
     })?;
-    emit("stat", target, files as f64 / secs, "files/s", extra(cold));
+    emit("stat", target, files as f64 / secs, "files/s", extra(cold, &before));
 
     let cold = drop_kernel_caches();
+    let before = mount_stats(dir);
     let secs = phase(threads, files, |t, i| {
         let p = path(t, i);
         fs::remove_file(&p).with_context(|| format!("unlink {}", p.display()))
     })?;
-    emit("delete", target, files as f64 / secs, "files/s", extra(cold));
+    emit("delete", target, files as f64 / secs, "files/s", extra(cold, &before));
     fs::remove_dir_all(dir.join("sf")).with_context(|| format!("removing {}/sf", dir.display()))?;
     Ok(())
 }

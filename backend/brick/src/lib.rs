@@ -31,6 +31,7 @@ mod heal;
 mod ids;
 mod store;
 mod sys;
+mod writeback;
 
 pub use csum::{BLOCK as CSUM_BLOCK, ECORRUPT};
 pub use heal::heal_diff;

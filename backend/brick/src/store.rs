@@ -211,6 +211,8 @@ pub struct Brick {
     /// Inodes marked in `dirty_dir` by this process, with their last change.
     pub(crate) csum_dirty: Mutex<HashMap<Id, std::time::Instant>>,
     pub(crate) csum_tidied: Mutex<std::time::Instant>,
+    /// Starts large writes' write-out early (see `writeback.rs`).
+    writeback: crate::writeback::Writeback,
 }
 
 /// Cookie of a directory entry: stable, hash based, 56 bits, never 0, 1 or 2.
@@ -477,6 +479,7 @@ impl Brick {
             dirty_dir,
             csum_dirty: Mutex::new(HashMap::new()),
             csum_tidied: Mutex::new(std::time::Instant::now()),
+            writeback: crate::writeback::Writeback::start(index),
         };
         brick.sweep().map_err(|e| io_err(e, format!("brick {shown}: sweeping the id index")))?;
         brick
@@ -1358,6 +1361,7 @@ impl Brick {
         let sums = self.sums_changed(id, f, old, change);
         r.ctx(what)?;
         sums?;
+        self.writeback.written(&fd, offset, data.len());
         self.clear_suid(cx, fd.as_raw_fd(), &st).ctx(what)?;
         let st = sys::fstat(fd.as_raw_fd()).ctx(what)?;
         Ok(Reply::Written { count: data.len() as u32, attr: attr_of(id, &st, true) })

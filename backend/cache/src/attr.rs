@@ -1,4 +1,4 @@
-use cairn_proto::{Attr, Id, Name};
+use cairn_proto::{Attr, Id, Name, Timespec};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -6,9 +6,47 @@ use std::time::{Duration, Instant};
 /// Cached entries beyond this are dropped wholesale (a crude but bounded policy).
 const MAX_ENTRIES: usize = 200_000;
 
+/// A cached attribute: when it was fetched (it expires then, however often it was
+/// amended) and the sequence number of its last `put` or `begin` (see [`AttrCache::begin`]).
+struct Cached {
+    attr: Attr,
+    at: Instant,
+    seq: u64,
+}
+
+#[derive(Default)]
+struct Map {
+    entries: HashMap<Id, Cached>,
+    next_seq: u64,
+}
+
 pub struct AttrCache {
     ttl: Mutex<Duration>,
-    map: Mutex<HashMap<Id, (Attr, Instant)>>,
+    map: Mutex<Map>,
+}
+
+/// Fold one replica set's copy of a directory into the directory's merged attributes: a
+/// directory exists on every set, its entries are spread over them, so its times and
+/// change counter are the latest of any copy; everything else (mode, owner, nlink, size)
+/// is its home set's copy. Used both to build the merged attributes from every set's
+/// GETATTR and to amend them from the copies a namespace op's replies carry.
+pub fn merge_dir_copy(merged: &mut Attr, copy: &Attr, home: bool) {
+    let (atime, mtime, ctime, change) = (merged.atime, merged.mtime, merged.ctime, merged.change);
+    if home {
+        *merged = copy.clone();
+    }
+    merged.atime = max_ts(atime, copy.atime);
+    merged.mtime = max_ts(mtime, copy.mtime);
+    merged.ctime = max_ts(ctime, copy.ctime);
+    merged.change = change.max(copy.change);
+}
+
+fn max_ts(a: Timespec, b: Timespec) -> Timespec {
+    if (b.sec, b.nsec) > (a.sec, a.nsec) {
+        b
+    } else {
+        a
+    }
 }
 
 impl AttrCache {
@@ -19,14 +57,14 @@ impl AttrCache {
     pub fn set_ttl(&self, ttl: Duration) {
         *self.ttl.lock() = ttl;
         if ttl.is_zero() {
-            self.map.lock().clear();
+            self.map.lock().entries.clear();
         }
     }
 
     pub fn get(&self, id: Id) -> Option<Attr> {
         let ttl = *self.ttl.lock();
         let m = self.map.lock();
-        m.get(&id).filter(|(_, t)| t.elapsed() < ttl).map(|(a, _)| a.clone())
+        m.entries.get(&id).filter(|c| c.at.elapsed() < ttl).map(|c| c.attr.clone())
     }
 
     pub fn put(&self, a: &Attr) {
@@ -34,18 +72,63 @@ impl AttrCache {
             return;
         }
         let mut m = self.map.lock();
-        if m.len() >= MAX_ENTRIES {
-            m.clear();
+        if m.entries.len() >= MAX_ENTRIES {
+            m.entries.clear();
         }
-        m.insert(a.id, (a.clone(), Instant::now()));
+        m.next_seq += 1;
+        let seq = m.next_seq;
+        m.entries.insert(a.id, Cached { attr: a.clone(), at: Instant::now(), seq });
+    }
+
+    /// Before a change of `id` whose result the caller will fold into the cached
+    /// attributes with [`amend`](Self::amend): a token naming the cached value, or `None`
+    /// if nothing valid is cached. Another `begin`, a `put` or an invalidation (a lease
+    /// recall) in between voids the token, so an amend never lands on a value it was not
+    /// computed from, and of two overlapping changes neither amends.
+    pub fn begin(&self, id: Id) -> Option<u64> {
+        let ttl = *self.ttl.lock();
+        let mut m = self.map.lock();
+        m.next_seq += 1;
+        let seq = m.next_seq;
+        let c = m.entries.get_mut(&id).filter(|c| c.at.elapsed() < ttl)?;
+        c.seq = seq;
+        Some(seq)
+    }
+
+    /// After the change `token` was taken for: apply `f` to the cached attributes if the
+    /// token is still current (keeping when they were fetched, so they expire no later
+    /// than the lease that guards them); otherwise drop them. `f` returns false to drop
+    /// them too (the change's result is not fully known). Returns whether they were amended.
+    pub fn amend(&self, id: Id, token: Option<u64>, f: impl FnOnce(&mut Attr) -> bool) -> bool {
+        let ttl = *self.ttl.lock();
+        let mut m = self.map.lock();
+        let ok = match (m.entries.get_mut(&id), token) {
+            (Some(c), Some(t)) if c.seq == t && c.at.elapsed() < ttl => f(&mut c.attr),
+            _ => false,
+        };
+        if !ok {
+            m.entries.remove(&id);
+        }
+        ok
+    }
+
+    /// Like `put`, but keep a cached entry that is newer (a later change, or the same
+    /// change and a larger size): replies of writes in flight together arrive in any order.
+    pub fn put_newer(&self, a: &Attr) {
+        if let Some(old) = self.map.lock().entries.get(&a.id) {
+            if (old.attr.change, old.attr.size) > (a.change, a.size) {
+                return;
+            }
+        }
+        self.put(a);
     }
 
     pub fn invalidate(&self, id: Id) {
-        self.map.lock().remove(&id);
+        self.map.lock().entries.remove(&id);
     }
 
     pub fn clear(&self) {
-        self.map.lock().clear();
+        self.map.lock().entries.clear();
     }
 }
 
@@ -108,7 +191,7 @@ impl EntryCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cairn_proto::{FileType, Timespec};
+    use cairn_proto::FileType;
 
     fn attr(id: u128) -> Attr {
         Attr {
@@ -141,6 +224,98 @@ mod tests {
         c.set_ttl(Duration::ZERO);
         c.put(&attr(7));
         assert!(c.get(Id(7)).is_none(), "ttl 0 disables caching");
+    }
+
+    fn ts(sec: i64) -> Timespec {
+        Timespec { sec, nsec: 0 }
+    }
+
+    #[test]
+    fn merge_takes_home_fields_and_latest_times() {
+        let mut home = attr(1);
+        home.kind = FileType::Directory;
+        (home.nlink, home.size, home.perm, home.mtime, home.ctime, home.change) =
+            (3, 4096, 0o755, ts(10), ts(10), 7);
+        let mut other = home.clone();
+        (other.nlink, other.size, other.perm, other.mtime, other.ctime, other.change) =
+            (9, 8192, 0o700, ts(20), ts(15), 30);
+        // As getattr builds it: home first, then the other sets.
+        let mut m = home.clone();
+        merge_dir_copy(&mut m, &other, false);
+        assert_eq!((m.nlink, m.size, m.perm), (3, 4096, 0o755), "home set's fields");
+        assert_eq!((m.mtime, m.ctime, m.change), (ts(20), ts(15), 30), "latest of any copy");
+        // An op on the home set: its fields, times still the latest of any copy.
+        let mut after = home.clone();
+        (after.nlink, after.size, after.mtime, after.ctime, after.change) =
+            (4, 4096, ts(12), ts(12), 8);
+        let mut m2 = m.clone();
+        merge_dir_copy(&mut m2, &after, true);
+        assert_eq!((m2.nlink, m2.mtime, m2.ctime, m2.change), (4, ts(20), ts(15), 30));
+        // An op on another set that moves its copy past every other one.
+        let mut later = other.clone();
+        (later.mtime, later.ctime, later.change, later.nlink) = (ts(25), ts(25), 31, 1);
+        merge_dir_copy(&mut m2, &later, false);
+        assert_eq!((m2.nlink, m2.mtime, m2.ctime, m2.change), (4, ts(25), ts(25), 31));
+        // The same result as a fresh getattr of the copies as they now are.
+        let mut fresh = after.clone();
+        merge_dir_copy(&mut fresh, &later, false);
+        assert_eq!(fresh, m2);
+    }
+
+    #[test]
+    fn amend_only_the_value_the_token_names() {
+        let c = AttrCache::new(Duration::from_secs(5));
+        assert_eq!(c.begin(Id(1)), None, "nothing cached: nothing to amend");
+        assert!(!c.amend(Id(1), None, |_| true));
+        assert!(c.get(Id(1)).is_none(), "an amend never creates an entry");
+        c.put(&attr(1));
+        let t = c.begin(Id(1));
+        assert!(c.amend(Id(1), t, |a| {
+            a.change = 5;
+            true
+        }));
+        assert_eq!(c.get(Id(1)).unwrap().change, 5);
+        // A lease recall (or any invalidation) and a re-fetch in between: dropped.
+        let t = c.begin(Id(1));
+        c.invalidate(Id(1));
+        c.put(&attr(1));
+        assert!(!c.amend(Id(1), t, |_| true));
+        assert!(c.get(Id(1)).is_none());
+        // Two overlapping changes: neither amends.
+        c.put(&attr(1));
+        let (t1, t2) = (c.begin(Id(1)), c.begin(Id(1)));
+        assert!(!c.amend(Id(1), t1, |_| true));
+        assert!(!c.amend(Id(1), t2, |_| true));
+        assert!(c.get(Id(1)).is_none());
+        // A change whose result is not known: dropped.
+        c.put(&attr(1));
+        let t = c.begin(Id(1));
+        assert!(!c.amend(Id(1), t, |_| false));
+        assert!(c.get(Id(1)).is_none());
+    }
+
+    #[test]
+    fn amended_attrs_expire_when_first_fetched() {
+        let c = AttrCache::new(Duration::from_millis(50));
+        c.put(&attr(2));
+        std::thread::sleep(Duration::from_millis(30));
+        let t = c.begin(Id(2));
+        assert!(c.amend(Id(2), t, |_| true));
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(c.get(Id(2)).is_none(), "amending does not extend the lease-bound lifetime");
+    }
+
+    #[test]
+    fn put_newer_keeps_the_later_reply() {
+        let c = AttrCache::new(Duration::from_secs(5));
+        let at = |change, size| Attr { change, size, ..attr(9) };
+        c.put_newer(&at(10, 8192));
+        c.put_newer(&at(10, 4096)); // same tick, smaller: an earlier write's reply
+        assert_eq!(c.get(Id(9)).unwrap().size, 8192);
+        c.put_newer(&at(9, 12288));
+        assert_eq!(c.get(Id(9)).unwrap().change, 10);
+        c.put_newer(&at(11, 4096)); // truncated later
+        assert_eq!(c.get(Id(9)).unwrap().size, 4096);
     }
 
     #[test]

@@ -4,10 +4,11 @@
 //!   trusted for at most the cache timeout and dropped at once when a brick recalls the
 //!   lease (`Push::Invalidate`).
 //! - [`WriteBehind`]: per-file buffers of small sequential writes, coalesced into large
-//!   requests and bounded in size.
+//!   requests and bounded in size, and the extents in flight: a write waits only for the
+//!   earlier in-flight writes it overlaps, so random writes to one file are pipelined.
 
 mod attr;
 mod writebehind;
 
-pub use attr::{AttrCache, EntryCache};
-pub use writebehind::{Append, WriteBehind};
+pub use attr::{merge_dir_copy, AttrCache, EntryCache};
+pub use writebehind::{Append, Done, Send, Waiter, WriteBehind};

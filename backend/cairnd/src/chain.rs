@@ -8,7 +8,7 @@ use cairn_brick::Exec;
 use cairn_proto::map::{BrickState, VolumeMap};
 use cairn_proto::msg::{BrickRequest, Op, ReplicateRequest, Reply, ReqId, Request};
 use cairn_proto::rpc::Session;
-use cairn_proto::{Attr, Creds, Errno, Id, RemoteError};
+use cairn_proto::{Attr, Creds, Errno, FileType, Id, RemoteError};
 use cairn_replication::dedupe::Dup;
 use std::sync::Arc;
 
@@ -110,6 +110,45 @@ pub async fn exec_local(
     tokio::task::spawn_blocking(move || {
         let mode = if replica { Exec::Replica { result: result.as_ref() } } else { Exec::Primary };
         brick.execute(&creds, &op, &data, mode)
+    })
+    .await
+    .unwrap_or_else(|e| {
+        Err(RemoteError::new(
+            Errno::EIO,
+            format!("{volume}: brick {index}: {name} task failed: {e}"),
+        ))
+    })
+}
+
+/// Run a client's op on the local brick as chain head, then (in the same blocking task,
+/// under the caller's inode locks) read this brick's attributes of directories `dirs`.
+/// The attributes are all or nothing: empty if any could not be read.
+async fn exec_head(
+    slot: &Arc<BrickSlot>,
+    creds: Creds,
+    op: Op,
+    data: Bytes,
+    dirs: Vec<Id>,
+) -> Result<(Reply, Bytes, Vec<Attr>), RemoteError> {
+    if dirs.is_empty() {
+        return exec_local(slot, creds, op, data, None, false).await.map(|(r, o)| (r, o, vec![]));
+    }
+    let brick = slot.brick.clone();
+    let (volume, index) = (slot.volume.clone(), slot.index);
+    let name = op.name();
+    tokio::task::spawn_blocking(move || {
+        let (reply, out) = brick.execute(&creds, &op, &data, Exec::Primary)?;
+        let attrs: Vec<Attr> = dirs
+            .iter()
+            .map_while(|&id| {
+                match brick.execute(&Creds::root(), &Op::GetAttr { id }, &[], Exec::Primary) {
+                    Ok((Reply::Attr(a), _)) => Some(a),
+                    _ => None,
+                }
+            })
+            .collect();
+        let attrs = if attrs.len() == dirs.len() { attrs } else { vec![] };
+        Ok((reply, out, attrs))
     })
     .await
     .unwrap_or_else(|e| {
@@ -287,10 +326,15 @@ async fn mutate(
         .brick(req.brick)
         .ok_or_else(|| stale(&req.volume, req.brick, "not in the volume map"))?;
     let key = key_id(&req.op);
+    // This brick serves (it is open and not healing), so a map in which no brick of its set
+    // is up is behind: the brick published its own "up" and the watch has not brought it
+    // back yet (both nodes of a set restarting at once). A map change the client retries
+    // (ESTALEMAP), not an I/O error it would pass on to applications and initiators.
     let plan = cairn_replication::plan(set, key).ok_or_else(|| {
-        RemoteError::new(
-            Errno::EIO,
-            format!("{}: replica set {} has no brick up", req.volume, set.id),
+        stale(
+            &req.volume,
+            req.brick,
+            &format!("this node's map has no brick of replica set {} up yet", set.id),
         )
     })?;
     if plan.head != req.brick {
@@ -393,6 +437,9 @@ async fn mutate(
             applied_here = Some((reply, out));
         }
     }
+    // Attributes of this brick's copies of the parent directories right after the op,
+    // for a client that asked (it updates its cached directory attributes from them).
+    let mut parents = vec![];
     let (reply, out, results) = if let Some(c) = confirmed {
         c
     } else if let Some((reply, out)) = applied_here {
@@ -463,10 +510,13 @@ async fn mutate(
             }
             _ => None,
         };
-        let local =
-            exec_local(slot, req.creds.clone(), req.op.clone(), data.clone(), None, false).await;
+        let dirs = if req.parents { req.op.parent_dirs() } else { vec![] };
+        let local = exec_head(slot, req.creds.clone(), req.op.clone(), data.clone(), dirs).await;
         let (reply, out) = match local {
-            Ok(r) => r,
+            Ok((reply, out, p)) => {
+                parents = p;
+                (reply, out)
+            }
             Err(e) if is_storage_error(&e) => {
                 // Nothing was forwarded: any replica that is up can take the op instead.
                 let up: Vec<u32> = plan
@@ -587,7 +637,10 @@ async fn mutate(
     }
     drop(guards);
     node.leases.recall(&req.volume, &recalls(&req.op), session.id).await;
-    Ok((reply, out))
+    if parents.is_empty() {
+        return Ok((reply, out));
+    }
+    Ok((Reply::WithParents { reply: Box::new(reply), parents }, out))
 }
 
 /// Remember that this brick applied request `id` (not acknowledged yet).
@@ -655,9 +708,14 @@ pub async fn handle(
     }
 }
 
-/// Replace this brick's copy of regular file `id` by the copy of an `Up` replica whose data
-/// passes its checksums (the replica's HEAL_FETCH verifies them), under this brick's inode
-/// lock so no write slips in between. Returns the source brick.
+/// Repair this brick's copy of regular file `id` from an `Up` replica, under this brick's
+/// inode lock so no write it heads slips in between. Returns the source brick.
+///
+/// The replica copies onto this brick the way heal does (`HealSync`, `heal::copy_file`):
+/// the checksums of this brick's *data* are compared with the replica's table, and only
+/// the blocks that differ are sent, read and verified on the replica in runs of up to
+/// 4 MiB. So a flipped bit in a 1 TiB LUN image costs one 64 KiB block, not the file, and
+/// a replica whose own copy of a needed block is bad fails the copy (next replica).
 pub async fn repair_from_replica(
     node: &Arc<Node>,
     slot: &Arc<BrickSlot>,
@@ -679,14 +737,25 @@ pub async fn repair_from_replica(
     let _guard = node.lock_inodes(&volume, me, &[id]).await;
     let mut why = vec![];
     for p in peers {
-        match crate::heal::brick_call(node, &map, p, Op::HealFetch { id }).await {
-            Ok((Reply::Heal(mut state), bytes)) if state.attr.is_some() => {
-                state.pending_for = vec![];
-                exec_local(slot, Creds::root(), Op::HealApply { state }, bytes, None, true).await?;
+        // A replica without the file must not be asked to copy: a heal copy of a missing
+        // inode removes it on the target.
+        let probe = Op::HealSums { id, first: 0, count: 0, from_data: false };
+        match crate::heal::brick_call(node, &map, p, probe).await {
+            Ok((Reply::Sums(s), _)) if s.kind == Some(FileType::Regular) => {}
+            Ok(_) => {
+                why.push(format!("brick {p} has no copy"));
+                continue;
+            }
+            Err(e) => {
+                why.push(format!("brick {p}: {}", e.message));
+                continue;
+            }
+        }
+        match crate::heal::brick_call(node, &map, p, Op::HealSync { id, peer: me }).await {
+            Ok(_) => {
                 tracing::warn!(volume = %volume, brick = me, %id, source = p, "repaired corrupt data from a replica");
                 return Ok(p);
             }
-            Ok(_) => why.push(format!("brick {p} has no copy")),
             Err(e) => why.push(format!("brick {p}: {}", e.message)),
         }
     }
@@ -762,10 +831,12 @@ async fn serve(
                     &format!("not the chain head of {key} (brick {} is)", h.index),
                 ))
             }
+            // As in `mutate`: this brick serves, so the map is behind; retried by clients.
             None => {
-                return Err(RemoteError::new(
-                    Errno::EIO,
-                    format!("{}: replica set {} has no brick up", req.volume, set.id),
+                return Err(stale(
+                    &req.volume,
+                    req.brick,
+                    &format!("this node's map has no brick of replica set {} up yet", set.id),
                 ))
             }
         }

@@ -178,6 +178,7 @@ pub async fn brick_call(node: &Arc<Node>, map: &VolumeMap, index: u32, op: Op) -
         creds: Creds::root(),
         op,
         req: None,
+        parents: false,
     };
     node.peers.call(&b.addr, &node.name, Request::Brick(req), Bytes::new()).await
 }
@@ -361,6 +362,7 @@ async fn target_call(
         creds: Creds::root(),
         op,
         req: None,
+        parents: false,
     };
     node.peers.call(&b.addr, &node.name, Request::Brick(req), data).await
 }
@@ -409,7 +411,15 @@ pub async fn serve_heal_write(
 ) -> OpResult {
     let bytes = match exec_local(slot, Creds::root(), op, data, None, false).await? {
         (Reply::HealWritten { bytes, .. }, _) => bytes,
-        _ => 0,
+        (other, _) => {
+            return Err(RemoteError::new(
+                Errno::EIO,
+                format!(
+                    "volume {} brick {}: heal write answered {other:?}, not HealWritten",
+                    slot.volume, slot.index
+                ),
+            ))
+        }
     };
     let rate = node.map(&slot.volume).map(|m| bandwidth(&m)).unwrap_or(0);
     let wait = {
@@ -571,8 +581,23 @@ async fn sync_one(
     id: Id,
     me: u32,
 ) -> Result<bool, RemoteError> {
-    match cairn_placement::head(set, id) {
-        Some(h) if h.index == me => Ok(false),
+    let chain = cairn_placement::chain(set, id);
+    match chain.iter().find(|b| b.state == BrickState::Up) {
+        Some(h) if h.index == me => {
+            // Head only because the bricks before this one in the chain are not up: their
+            // copies are the reference once they are back, and nothing recorded how they
+            // differ (a full heal looks for what no record says). Compared when they are.
+            match chain.first() {
+                Some(b) if b.index != me => Err(RemoteError::new(
+                    Errno::EAGAIN,
+                    format!(
+                        "{}: brick {}, which heads {id}, is {:?}; compared when it is up",
+                        map.name, b.index, b.state
+                    ),
+                )),
+                _ => Ok(false),
+            }
+        }
         Some(h) => sync_from(node, map, h.index, id, me).await.map(|()| true),
         None => Err(RemoteError::new(
             Errno::EAGAIN,

@@ -159,6 +159,7 @@ async fn unknown_volumes_and_escaping_names() {
         creds: Creds::root(),
         op: Op::GetAttr { id: Id::ROOT },
         req: None,
+        parents: false,
     };
     let e = conn.call(Request::Brick(req), Bytes::new()).await.unwrap_err();
     assert!(e.message.contains("nosuch"), "{e}");
@@ -179,6 +180,7 @@ async fn unknown_volumes_and_escaping_names() {
             creds: Creds::root(),
             op: Op::Lookup { dir: Id::ROOT, name: b"../../../etc".to_vec() },
             req: None,
+            parents: false,
         };
         match conn.call(Request::Brick(req), Bytes::new()).await {
             Err(e) => {

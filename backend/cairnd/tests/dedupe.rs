@@ -37,6 +37,7 @@ async fn a_retried_write_is_answered_not_applied_again() {
             creds: Creds::root(),
             op: Op::Write { id: f.id, offset: 0 },
             req,
+            parents: false,
         };
         conn.call(Request::Brick(r), Bytes::from(vec![byte; 4096]))
     };
@@ -48,6 +49,7 @@ async fn a_retried_write_is_answered_not_applied_again() {
             creds: Creds::root(),
             op: Op::HealFetch { id: f.id },
             req: None,
+            parents: false,
         };
         let conn = conn.clone();
         async move {

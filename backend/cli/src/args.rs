@@ -163,6 +163,10 @@ pub struct IscsiArgs {
         value_parser = clap::value_parser!(u16).range(1..)
     )]
     pub alua_tag: u16,
+    /// This gateway's name in the config store (`iscsi-gateway/NAME`, what its LIO holds);
+    /// default: the host name.
+    #[arg(long, global = true, env = "CAIRN_ISCSI_GATEWAY", value_name = "NAME")]
+    pub gateway_name: Option<String>,
     #[command(subcommand)]
     pub command: IscsiCmd,
 }
@@ -233,15 +237,20 @@ cairn iscsi lun create vm1 --volume vol0 --size 20G --file vms/vm1.img"
         #[arg(long, value_name = "PATH")]
         file: Option<String>,
     },
-    /// Delete a LUN no target maps, and its backing file.
+    /// Delete a LUN no target maps, and its backing file once no gateway's LIO holds it
+    /// (each gateway's `cairn iscsi sync` lets it go; the last one removes the file).
     #[command(
-        after_help = "EXAMPLES:\n  cairn iscsi lun delete db\n  cairn iscsi lun delete db --keep-file"
+        after_help = "EXAMPLES:\n  cairn iscsi lun delete db\n  cairn iscsi lun delete db --keep-file\n  cairn iscsi lun delete db --force"
     )]
     Delete {
         name: String,
-        /// Leave the backing file on the volume.
-        #[arg(long)]
+        /// Leave the backing file on the volume (the record goes at once).
+        #[arg(long, conflicts_with = "force")]
         keep_file: bool,
+        /// Remove the backing file and the record now, even though gateways still list the
+        /// LUN (for a gateway that is gone for good).
+        #[arg(long)]
+        force: bool,
     },
     /// List the LUNs.
     #[command(after_help = "EXAMPLES:\n  cairn iscsi lun list\n  cairn --json iscsi lun list")]

@@ -13,9 +13,9 @@ use crate::gateway::{
 use crate::json;
 use crate::plan::Settings;
 use cairn_gateway::iscsi::{
-    self, format_size, Acl, IscsiLun, IscsiTarget, Lio, TargetLun, Targetcli,
+    self, format_size, Acl, GatewayRecord, IscsiLun, IscsiTarget, Lio, TargetLun, Targetcli,
 };
-use cairn_gateway::{ISCSI_LUN, ISCSI_TARGET};
+use cairn_gateway::{ISCSI_GATEWAY, ISCSI_LUN, ISCSI_TARGET};
 use cairn_proto::mgmt::MgmtRequest;
 use cairn_proto::types::{Creds, FileType, Id, SetAttr};
 use cairn_proto::Errno;
@@ -63,7 +63,11 @@ pub fn iscsi(s: &Settings, a: &IscsiArgs, out: &mut dyn Write, err: &mut dyn Wri
     let out2: &mut dyn Write = &mut *out;
     let r = block_on(async {
         let out = out2;
-        let g = Gw { s, tcli: &tcli, alua_tag: a.alua_tag };
+        let gateway = match &a.gateway_name {
+            Some(n) => n.clone(),
+            None => host_name()?,
+        };
+        let g = Gw { s, tcli: &tcli, alua_tag: a.alua_tag, gateway };
         match &a.command {
             C::Lun(IscsiLunCmd::Create { name, volume, size, thin, file }) => {
                 iscsi::check_lun_name(name).map_err(Failure::usage)?;
@@ -85,12 +89,13 @@ pub fn iscsi(s: &Settings, a: &IscsiArgs, out: &mut dyn Write, err: &mut dyn Wri
                     size,
                     thin: *thin,
                     wwn: new_wwn().map_err(Failure::failed)?,
+                    deleting: false,
                 };
                 lun.validate().map_err(Failure::usage)?;
                 lun_create(&g, lun, out).await
             }
-            C::Lun(IscsiLunCmd::Delete { name, keep_file }) => {
-                lun_delete(&g, name, *keep_file, out).await
+            C::Lun(IscsiLunCmd::Delete { name, keep_file, force }) => {
+                lun_delete(&g, name, *keep_file, *force, out).await
             }
             C::Lun(IscsiLunCmd::List) => {
                 let luns = load_luns(s).await?;
@@ -112,11 +117,80 @@ pub fn iscsi(s: &Settings, a: &IscsiArgs, out: &mut dyn Write, err: &mut dyn Wri
     report(s, command, name, r, out, err)
 }
 
-/// What the commands need: cairnd, this gateway's targetcli and ALUA tag.
+/// What the commands need: cairnd, this gateway's targetcli, ALUA tag and name.
 struct Gw<'a> {
     s: &'a Settings,
     tcli: &'a Targetcli,
     alua_tag: u16,
+    /// Name of this gateway's record (`iscsi-gateway/NAME`).
+    gateway: String,
+}
+
+/// This machine's host name: the default gateway name.
+fn host_name() -> Result<String, Failure> {
+    let n = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map_err(|e| Failure::failed(format!("cannot read the host name: {e}")))?;
+    let n = n.trim();
+    if n.is_empty() {
+        return Err(Failure::usage("the host name is empty: give --gateway-name"));
+    }
+    Ok(n.to_string())
+}
+
+async fn load_gateways(s: &Settings) -> Result<(Vec<GatewayRecord>, u64), Failure> {
+    let (mut v, rev) = load_kind::<GatewayRecord>(s, ISCSI_GATEWAY).await?;
+    v.sort_by(|a, b| a.gateway.cmp(&b.gateway));
+    Ok((v, rev))
+}
+
+/// Store what this gateway's LIO holds (the `user:cairn` objects read back).
+async fn record_gateway(g: &Gw<'_>, held: BTreeSet<String>) -> Result<(), Failure> {
+    let rec = GatewayRecord { gateway: g.gateway.clone(), luns: held };
+    let doc = serde_json::to_string(&rec).expect("plain data always serializes");
+    call(
+        g.s,
+        MgmtRequest::GatewayPut {
+            kind: ISCSI_GATEWAY.into(),
+            name: g.gateway.clone(),
+            doc,
+            if_unchanged_since: None,
+        },
+    )
+    .await
+    .map_err(|f| {
+        Failure::failed(format!("cannot store gateway record {}: {}", g.gateway, f.message))
+    })?;
+    Ok(())
+}
+
+/// Remove the backing file and the record of LUN `lun` (being deleted, held by no gateway,
+/// or `--force`).
+async fn finish_delete(s: &Settings, lun: &IscsiLun) -> Result<(), Failure> {
+    let vol = mount(s, &lun.volume).await?;
+    let r = remove_backing_file(&vol, lun).await;
+    let _ = vol.unmount().await;
+    r?;
+    call(s, MgmtRequest::GatewayDelete { kind: ISCSI_LUN.into(), name: lun.name.clone() }).await?;
+    Ok(())
+}
+
+/// After a sync: remove the files (and records) of the LUNs being deleted that no gateway
+/// holds any more. Returns what was removed, for the report.
+async fn finish_deletes(s: &Settings) -> Result<Vec<String>, Failure> {
+    let luns = load_luns(s).await?;
+    if !luns.iter().any(|l| l.deleting) {
+        return Ok(vec![]);
+    }
+    let (gws, _) = load_gateways(s).await?;
+    let mut done = vec![];
+    for l in iscsi::deletable(&luns, &gws) {
+        finish_delete(s, l).await?;
+        done.push(format!(
+            "LUN {}: no gateway holds it any more; removed {}/{}",
+            l.name, l.volume, l.path
+        ));
+    }
+    Ok(done)
 }
 
 /// A random UUID (v4), the unit serial LIO reports for a LUN on every gateway.
@@ -305,8 +379,15 @@ async fn lun_create(g: &Gw<'_>, lun: IscsiLun, out: &mut dyn Write) -> Result<()
 }
 
 fn check_new_lun(lun: &IscsiLun, luns: &[IscsiLun]) -> Result<(), Failure> {
-    if luns.iter().any(|l| l.name == lun.name) {
-        return Err(Failure::failed(format!("LUN {} already exists", lun.name)));
+    if let Some(l) = luns.iter().find(|l| l.name == lun.name) {
+        return Err(Failure::failed(if l.deleting {
+            format!(
+                "LUN {} is being deleted (gateways have not all synced yet; see cairn iscsi lun show {})",
+                lun.name, lun.name
+            )
+        } else {
+            format!("LUN {} already exists", lun.name)
+        }));
     }
     if let Some(l) = luns.iter().find(|l| l.volume == lun.volume && l.path == lun.path) {
         return Err(Failure::failed(format!(
@@ -317,15 +398,19 @@ fn check_new_lun(lun: &IscsiLun, luns: &[IscsiLun]) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Delete a LUN. The backing file may only go once no gateway's LIO holds it: the record
+/// is marked `deleting` (no gateway creates it any more; each sync takes it out of LIO and
+/// records that), and the file and record are removed here if no gateway record lists the
+/// LUN, else by the sync that lets it go last. `--keep-file` drops the record at once and
+/// leaves the file; `--force` removes both at once (a gateway that is gone for good).
 async fn lun_delete(
     g: &Gw<'_>,
     name: &str,
     keep: bool,
+    force: bool,
     out: &mut dyn Write,
 ) -> Result<(), Failure> {
     let s = g.s;
-    let luns = load_luns(s).await?;
-    let lun = find_lun(&luns, name)?.clone();
     let targets = load_targets(s).await?;
     let by = mapped_by(&targets, name);
     if let Some(t) = by.first() {
@@ -334,22 +419,96 @@ async fn lun_delete(
             by.join(", ")
         )));
     }
-    call(s, MgmtRequest::GatewayDelete { kind: ISCSI_LUN.into(), name: name.into() }).await?;
-    // LIO lets go of the file before it goes.
-    let applied = apply_here(g).await;
-    if !keep {
-        let vol = mount(s, &lun.volume).await?;
-        let r = remove_backing_file(&vol, &lun).await;
-        let _ = vol.unmount().await;
-        r?;
+    let mut lun = None;
+    for _ in 0..STORE_RETRIES {
+        let (luns, rev) = load_kind::<IscsiLun>(s, ISCSI_LUN).await?;
+        let mut l = find_lun(&luns, name)?.clone();
+        if keep || force || l.deleting {
+            lun = Some(l);
+            break;
+        }
+        l.deleting = true;
+        let doc = serde_json::to_string(&l).expect("plain data always serializes");
+        if store_if_unchanged(s, ISCSI_LUN, name, doc, rev).await? {
+            lun = Some(l);
+            break;
+        }
     }
-    let message = format!(
-        "LUN {name} deleted; {}/{} {}",
-        lun.volume,
-        lun.path,
-        if keep { "kept" } else { "removed" }
-    );
+    let Some(mut lun) = lun else {
+        return Err(Failure::failed("the LUNs kept changing concurrently; try again"));
+    };
+    let (message, applied) = if keep || force {
+        let (gws, _) = load_gateways(s).await?;
+        let held: Vec<String> = iscsi::holders(name, &gws).into_iter().map(String::from).collect();
+        call(s, MgmtRequest::GatewayDelete { kind: ISCSI_LUN.into(), name: name.into() }).await?;
+        // LIO lets go of the file before it goes.
+        let applied = apply_here(g).await;
+        if force {
+            let vol = mount(s, &lun.volume).await?;
+            let r = remove_backing_file(&vol, &lun).await;
+            let _ = vol.unmount().await;
+            r?;
+            forget_holders(s, name).await?;
+        }
+        let still = if held.is_empty() {
+            String::new()
+        } else {
+            format!(" (gateways {} still listed it)", held.join(", "))
+        };
+        let m = if keep {
+            format!("LUN {name} deleted; {}/{} kept{still}", lun.volume, lun.path)
+        } else {
+            format!(
+                "LUN {name} deleted; {}/{} removed at once (--force){still}",
+                lun.volume, lun.path
+            )
+        };
+        (m, applied)
+    } else {
+        // A gateway here takes it out of its LIO (and may finish the delete) first.
+        let applied = apply_here(g).await;
+        let luns = load_luns(s).await?;
+        let m = match luns.iter().find(|l| l.name == name) {
+            None => format!("LUN {name} deleted; {}/{} removed", lun.volume, lun.path),
+            Some(l) => {
+                lun = l.clone();
+                let (gws, _) = load_gateways(s).await?;
+                let held = iscsi::holders(name, &gws);
+                if held.is_empty() {
+                    finish_delete(s, &lun).await?;
+                    format!("LUN {name} deleted; {}/{} removed", lun.volume, lun.path)
+                } else {
+                    format!(
+                        "LUN {name} is being deleted: still in the LIO of gateway(s) {}; \
+                         {}/{} is removed by the `cairn iscsi sync` that lets it go last \
+                         (`cairn iscsi lun delete {name} --force` for a gateway that is \
+                         gone for good)",
+                        held.join(", "),
+                        lun.volume,
+                        lun.path
+                    )
+                }
+            }
+        };
+        (m, applied)
+    };
     change_out(g, "iscsi lun delete", name, message, serde_json::to_value(&lun), applied, out)
+}
+
+/// Take LUN `name` out of every gateway record (after `--force`): a gateway still running
+/// puts it back in its next sync only if its LIO still has it.
+async fn forget_holders(s: &Settings, name: &str) -> Result<(), Failure> {
+    // one record per round; a lost race costs a round
+    for _ in 0..STORE_RETRIES * 20 {
+        let (gws, rev) = load_gateways(s).await?;
+        let Some(mut r) = gws.into_iter().find(|r| r.luns.contains(name)) else {
+            return Ok(());
+        };
+        r.luns.remove(name);
+        let doc = serde_json::to_string(&r).expect("plain data always serializes");
+        store_if_unchanged(s, ISCSI_GATEWAY, &r.gateway, doc, rev).await?;
+    }
+    Err(Failure::failed("the gateway records kept changing concurrently; try again"))
 }
 
 #[derive(Serialize)]
@@ -417,7 +576,7 @@ fn luns_table(luns: &[IscsiLun], targets: &[IscsiTarget]) -> String {
         .map(|l| {
             let by = mapped_by(targets, &l.name);
             vec![
-                l.name.clone(),
+                if l.deleting { format!("{} (deleting)", l.name) } else { l.name.clone() },
                 l.volume.clone(),
                 l.path.clone(),
                 format_size(l.size),
@@ -630,7 +789,9 @@ async fn target_cmd(g: &Gw<'_>, t: &IscsiTargetCmd, out: &mut dyn Write) -> Resu
                 )));
             }
             update(g, "iscsi target lun add", iqn, out, |t, luns| {
-                find_lun(luns, name)?;
+                if find_lun(luns, name)?.deleting {
+                    return Err(Failure::failed(format!("LUN {name} is being deleted")));
+                }
                 if let Some(m) = t.luns.iter().find(|m| m.name == *name) {
                     return Err(Failure::failed(format!(
                         "LUN {name} is already lun{} of {iqn}",
@@ -804,6 +965,8 @@ struct SyncReport {
     /// The targetcli commands (CHAP passwords hidden); run, or to run with --dry-run.
     commands: Vec<String>,
     dry_run: bool,
+    /// LUNs being deleted whose backing file this sync removed (no gateway holds them).
+    removed: Vec<String>,
 }
 
 /// The wanted LIO state, from the store.
@@ -816,8 +979,16 @@ async fn wanted(g: &Gw<'_>) -> Result<(Lio, BTreeSet<String>), Failure> {
     Ok((want, iqns))
 }
 
-/// Bring this gateway's LIO to the store: read, plan, run, read back.
+/// Bring this gateway's LIO to the store: read, plan, run, read back; then record what it
+/// holds and finish the deletes of LUNs no gateway holds any more.
 async fn apply(g: &Gw<'_>) -> Result<SyncReport, Failure> {
+    let (mut report, held) = apply_lio(g).await?;
+    record_gateway(g, held).await?;
+    report.removed = finish_deletes(g.s).await?;
+    Ok(report)
+}
+
+async fn apply_lio(g: &Gw<'_>) -> Result<(SyncReport, BTreeSet<String>), Failure> {
     let (want, iqns) = wanted(g).await?;
     let tcli = Targetcli { program: g.tcli.program.clone(), conf_dir: g.tcli.conf_dir.clone() };
     tokio::task::spawn_blocking(move || {
@@ -827,7 +998,8 @@ async fn apply(g: &Gw<'_>) -> Result<SyncReport, Failure> {
         let mut managed = tcli.applied();
         let cmds = iscsi::plan(&cur, &want, &managed);
         if cmds.is_empty() {
-            return Ok(SyncReport { commands: vec![], dry_run: false });
+            let held = cur.sos.keys().cloned().collect();
+            return Ok((SyncReport { commands: vec![], dry_run: false, removed: vec![] }, held));
         }
         let log = tcli.run(&cmds)?;
         managed.extend(iqns.iter().cloned());
@@ -854,7 +1026,9 @@ async fn apply(g: &Gw<'_>) -> Result<SyncReport, Failure> {
                 errors.join(" | ")
             ));
         }
-        Ok(SyncReport { commands: cmds.iter().map(|c| iscsi::redact(c)).collect(), dry_run: false })
+        let held = after.sos.keys().cloned().collect();
+        let commands = cmds.iter().map(|c| iscsi::redact(c)).collect();
+        Ok((SyncReport { commands, dry_run: false, removed: vec![] }, held))
     })
     .await
     .map_err(|e| Failure::failed(format!("apply task failed: {e}")))?
@@ -870,10 +1044,14 @@ async fn apply_here(g: &Gw<'_>) -> Result<Option<SyncReport>, Failure> {
 }
 
 fn sync_text(r: &SyncReport) -> String {
-    if r.commands.is_empty() {
-        return "LIO is up to date: nothing to change\n".into();
+    let mut s = String::new();
+    for m in &r.removed {
+        s.push_str(&format!("{m}\n"));
     }
-    let mut s = if r.dry_run {
+    if r.commands.is_empty() {
+        return s + "LIO is up to date: nothing to change\n";
+    }
+    s += &if r.dry_run {
         format!("would run {} targetcli commands:\n", r.commands.len())
     } else {
         format!("ran {} targetcli commands:\n", r.commands.len())
@@ -909,15 +1087,18 @@ async fn sync(
             }
         };
         let cmds = iscsi::plan(&cur, &want, &g.tcli.applied());
-        let r =
-            SyncReport { commands: cmds.iter().map(|c| iscsi::redact(c)).collect(), dry_run: true };
+        let r = SyncReport {
+            commands: cmds.iter().map(|c| iscsi::redact(c)).collect(),
+            dry_run: true,
+            removed: vec![],
+        };
         let text = if g.s.json { json::render(&r) } else { sync_text(&r) };
         return write_out(out, &text);
     }
     super::gateway::sync_loop("iscsi", watch, interval, out, || async move {
         let r = apply(g).await?;
         let text = if g.s.json { json::render(&r) } else { sync_text(&r) };
-        Ok((text, !r.commands.is_empty(), 0, None))
+        Ok((text, !r.commands.is_empty() || !r.removed.is_empty(), 0, None))
     })
     .await
 }

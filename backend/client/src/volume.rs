@@ -1,7 +1,7 @@
 use crate::conn::Pool;
 use crate::Result;
 use bytes::Bytes;
-use cairn_cache::{Append, AttrCache, EntryCache, WriteBehind};
+use cairn_cache::{merge_dir_copy, Append, AttrCache, EntryCache, WriteBehind};
 use cairn_placement::{hashed_set, home_set};
 use cairn_proto::map::BrickState;
 use cairn_proto::map::VolumeMap;
@@ -13,7 +13,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
-use tokio::task::JoinHandle;
 
 #[derive(Debug, Clone)]
 pub struct MountOptions {
@@ -55,14 +54,26 @@ pub struct Stats {
 }
 
 /// Called when a brick recalls a lease on `id` (`entries`: its directory entries too).
-pub type InvalidateFn = Arc<dyn Fn(Id, bool) + Send + Sync>;
+/// Returns `None` if the upcall's work is done, or an [`InvalidateDone`] that fires when work
+/// it handed to another thread is: the recall is acknowledged to the brick only then (or
+/// after [`INVALIDATE_ACK_WAIT`]), so the other client's change does not complete while
+/// this client's caches (a FUSE mount's kernel caches) still hold what it changed.
+pub type InvalidateFn = Arc<dyn Fn(Id, bool) -> Option<InvalidateDone> + Send + Sync>;
+/// Completion of an upcall's deferred work (fired, or dropped, when it is done).
+pub type InvalidateDone = tokio::sync::oneshot::Receiver<()>;
+/// Longest wait for an upcall's deferred work before acknowledging the recall anyway: a
+/// kernel notification can block on a request that itself waits on the recall, and the
+/// brick waits for acknowledgements only 500 ms (`cairnd/src/leases.rs` RECALL_WAIT).
+pub const INVALIDATE_ACK_WAIT: Duration = Duration::from_millis(400);
 
 /// How long an operation keeps retrying while bricks fail over (map refreshes, re-dials).
 const RETRY_BUDGET: Duration = Duration::from_secs(30);
 /// Largest single WRITE/READ request.
 const MAX_IO: usize = 8 << 20;
-/// Write-behind flushes in flight per file.
-const MAX_INFLIGHT: usize = 4;
+/// Write-behind extents in flight per file (random small writes are pipelined up to this)...
+const MAX_INFLIGHT: usize = 32;
+/// ...and at most this many write-behind buffers' worth of bytes.
+const MAX_INFLIGHT_BUFFERS: u64 = 4;
 /// Bound of the file-type memo (cleared wholesale when full, like the other caches).
 const KINDS_MAX: usize = 200_000;
 
@@ -96,11 +107,51 @@ fn attr_of(op: &str, r: Reply) -> Result<Attr> {
     }
 }
 
-fn max_ts(a: Timespec, b: Timespec) -> Timespec {
-    if (b.sec, b.nsec) > (a.sec, a.nsec) {
-        b
-    } else {
-        a
+/// A namespace op's effect on the cached attributes of the directories it changes: the
+/// copies of them each step's reply carried (from the set that ran it), folded into the
+/// cached merged attributes at the end with the merge `getattr` uses, so no GETATTR of
+/// the directory follows a create or unlink. A step whose effect is not known (no copies
+/// in its reply, or an error that may have applied it) drops the directory's cached
+/// attributes instead, as does any lease recall or re-fetch of them meanwhile
+/// ([`AttrCache::begin`]).
+struct DirChange {
+    tokens: Vec<(Id, Option<u64>)>,
+    copies: Vec<(u32, Attr)>,
+    unknown: Vec<Id>,
+}
+
+impl DirChange {
+    /// A step of the op on set `set` changing directories `dirs`, and its outcome.
+    fn step<T>(&mut self, set: u32, dirs: &[Id], r: &Result<(T, Option<Vec<Attr>>)>) {
+        match r {
+            Ok((_, Some(parents))) => {
+                for d in dirs {
+                    match parents.iter().find(|a| a.id == *d) {
+                        Some(a) => self.copies.push((set, a.clone())),
+                        None => self.unknown.push(*d),
+                    }
+                }
+            }
+            // The name was not there: nothing changed.
+            Err(e) if e.errno == Errno::ENOENT => {}
+            _ => self.unknown.extend_from_slice(dirs),
+        }
+    }
+
+    fn finish(self, i: &Inner) {
+        for (dir, token) in self.tokens {
+            let home = i.home(dir);
+            let unknown = self.unknown.contains(&dir);
+            i.attrs.amend(dir, token, |merged| {
+                if unknown || merged.kind != FileType::Directory {
+                    return false;
+                }
+                for (set, copy) in self.copies.iter().filter(|(_, a)| a.id == dir) {
+                    merge_dir_copy(merged, copy, *set == home);
+                }
+                true
+            });
+        }
     }
 }
 
@@ -131,7 +182,6 @@ struct Inner {
     kinds: Mutex<HashMap<Id, FileType>>,
     wb: WriteBehind,
     wb_on: AtomicBool,
-    inflight: Mutex<HashMap<Id, Vec<JoinHandle<()>>>>,
     opens: Mutex<HashMap<Id, OpenState>>,
     on_invalidate: RwLock<Option<InvalidateFn>>,
     by_op: Mutex<HashMap<&'static str, u64>>,
@@ -207,6 +257,27 @@ impl Inner {
 
     /// Send one op to the chain head of `t`, retrying across fail-overs.
     async fn call(&self, t: Target, c: &Creds, op: Op, data: Bytes) -> Result<(Reply, Bytes)> {
+        self.call_with(t, c, op, data, false).await
+    }
+
+    /// A namespace op at the head of `t`, asking for its copies of the op's parent
+    /// directories after it: the reply and those copies (`None` from a brick that did not
+    /// send them: one built before them, or a retry answered from its first result).
+    async fn call_ns(&self, t: Target, c: &Creds, op: Op) -> Result<(Reply, Option<Vec<Attr>>)> {
+        match self.call_with(t, c, op, Bytes::new(), true).await?.0 {
+            Reply::WithParents { reply, parents } => Ok((*reply, Some(parents))),
+            r => Ok((r, None)),
+        }
+    }
+
+    async fn call_with(
+        &self,
+        t: Target,
+        c: &Creds,
+        op: Op,
+        data: Bytes,
+        parents: bool,
+    ) -> Result<(Reply, Bytes)> {
         if self.closed.load(Ordering::Acquire) {
             return Err(err(Errno::ENOTCONN, "volume is unmounted"));
         }
@@ -237,6 +308,7 @@ impl Inner {
                         creds: c.clone(),
                         op: op.clone(),
                         req: req_id,
+                        parents,
                     };
                     self.count(op.name());
                     match self.pool.get(&b.addr).await {
@@ -299,12 +371,35 @@ impl Inner {
         self.remember_kind(a);
     }
 
+    /// A name found by a lookup or a listing: as [`remember`](Self::remember), except that
+    /// on a volume of several sets a directory's attributes are not cached. They are one
+    /// set's copy (the others' may be newer) and only that set leased them, so a change
+    /// through another set would recall nothing; the next `getattr` fetches them merged
+    /// from every set (and leased by each), and namespace ops amend only those.
+    fn remember_found(&self, dir: Id, name: &[u8], a: &Attr) {
+        if a.kind == FileType::Directory && self.map().sets.len() > 1 {
+            self.entries.put(dir, name, a.id);
+            self.remember_kind(a);
+        } else {
+            self.remember(dir, name, a);
+        }
+    }
+
     fn remember_kind(&self, a: &Attr) {
         let mut k = self.kinds.lock();
         if k.len() >= KINDS_MAX {
             k.clear();
         }
         k.insert(a.id, a.kind);
+    }
+
+    /// Before a namespace op changing directories `dirs`: see [`DirChange`].
+    fn begin_dirs(&self, dirs: &[Id]) -> DirChange {
+        DirChange {
+            tokens: dirs.iter().map(|d| (*d, self.attrs.begin(*d))).collect(),
+            copies: vec![],
+            unknown: vec![],
+        }
     }
 
     fn forget_entry(&self, dir: Id, name: &[u8]) {
@@ -315,57 +410,41 @@ impl Inner {
     // ---- write-behind ----
 
     fn has_pending(&self, id: Id) -> bool {
-        self.wb.buffered_end(id).is_some()
-            || self.inflight.lock().get(&id).map(|v| !v.is_empty()).unwrap_or(false)
+        self.wb.busy(id)
     }
 
-    async fn wait_inflight(&self, id: Id) {
-        loop {
-            let hs = self.inflight.lock().remove(&id).unwrap_or_default();
-            if hs.is_empty() {
-                return;
-            }
-            for h in hs {
-                let _ = h.await;
-            }
-        }
-    }
-
-    async fn spawn_flush(self: &Arc<Self>, id: Id, c: Creds, offset: u64, data: Bytes) {
-        // Bound what is in flight per file.
-        loop {
-            let oldest = {
-                let mut m = self.inflight.lock();
-                let v = m.entry(id).or_default();
-                v.retain(|h| !h.is_finished());
-                if v.len() < MAX_INFLIGHT {
-                    None
-                } else {
-                    Some(v.remove(0))
-                }
-            };
-            match oldest {
-                Some(h) => {
-                    let _ = h.await;
-                }
-                None => break,
-            }
-        }
+    /// Send an extent in the background, once the earlier writes it overlaps are done.
+    fn spawn_send(self: &Arc<Self>, id: Id, s: cairn_cache::Send) {
         let me = self.clone();
-        let h = tokio::spawn(async move {
-            if let Err(e) = me.write_now(&c, id, offset, data).await {
+        tokio::spawn(async move {
+            let cairn_cache::Send { creds, offset, data, after, done } = s;
+            for w in after {
+                w.wait().await;
+            }
+            if let Err(e) = me.write_now(&creds, id, offset, data).await {
                 tracing::warn!(%id, offset, error = %e, "write-behind flush failed; reporting on next call");
                 me.wb.set_error(id, e);
             }
+            drop(done);
         });
-        self.inflight.lock().entry(id).or_default().push(h);
     }
 
-    async fn flush(self: &Arc<Self>, id: Id) -> Result<()> {
-        if let Some((c, off, data)) = self.wb.take(id) {
-            self.spawn_flush(id, c, off, data).await;
+    /// Wait while the file has too much in flight (the oldest flight first).
+    async fn wait_room(&self, id: Id) {
+        let max_bytes = self.wb.limit() as u64 * MAX_INFLIGHT_BUFFERS;
+        while let Some(w) = self.wb.full(id, MAX_INFLIGHT, max_bytes) {
+            w.wait().await;
         }
-        self.wait_inflight(id).await;
+    }
+
+    /// Send what is buffered and wait for every write of `id` in flight: a barrier.
+    async fn flush(self: &Arc<Self>, id: Id) -> Result<()> {
+        if let Some(s) = self.wb.take(id) {
+            self.spawn_send(id, s);
+        }
+        for w in self.wb.flights(id) {
+            w.wait().await;
+        }
         match self.wb.take_error(id) {
             Some(e) => Err(e),
             None => Ok(()),
@@ -382,7 +461,8 @@ impl Inner {
                 self.call(t, c, Op::Write { id, offset: offset + done as u64 }, chunk).await?;
             match r {
                 Reply::Written { count, attr } => {
-                    self.attrs.put(&attr);
+                    // Writes of one file in flight together answer in any order.
+                    self.attrs.put_newer(&attr);
                     done += count as usize;
                     if (count as usize) < n {
                         break;
@@ -409,11 +489,14 @@ impl Inner {
                         self.entries.invalidate_dir(id);
                     }
                     let cb = self.on_invalidate.read().clone();
-                    if let Some(cb) = cb {
-                        cb(id, entries);
-                    }
+                    let done = cb.and_then(|cb| cb(id, entries));
                     let me = self.clone();
                     tokio::spawn(async move {
+                        if let Some(done) = done {
+                            if tokio::time::timeout(INVALIDATE_ACK_WAIT, done).await.is_err() {
+                                tracing::debug!(%id, "recall upcall still running; acknowledging");
+                            }
+                        }
                         if let Ok(c) = me.pool.get(&addr).await {
                             let _ = c.call(Request::InvalidateAck { seq }, Bytes::new()).await;
                         }
@@ -494,7 +577,6 @@ impl Volume {
             map: RwLock::new(Arc::new(map.clone())),
             map_changed: Notify::new(),
             pool,
-            inflight: Mutex::default(),
             opens: Mutex::default(),
             on_invalidate: RwLock::new(None),
             by_op: Mutex::default(),
@@ -517,10 +599,7 @@ impl Volume {
             return Ok(());
         }
         let mut first_err = None;
-        let mut ids = i.wb.dirty();
-        ids.extend(i.inflight.lock().keys().copied());
-        ids.sort();
-        ids.dedup();
+        let ids = i.wb.dirty();
         for id in ids {
             if let Err(e) = i.flush(id).await {
                 first_err.get_or_insert(e);
@@ -604,7 +683,7 @@ impl Volume {
             Reply::Entry { linkto: Some(target), .. } => self.getattr_remote(c, target).await?,
             other => return Err(unexpected("lookup", &other)),
         };
-        i.remember(dir, name, &attr);
+        i.remember_found(dir, name, &attr);
         Ok(attr)
     }
 
@@ -620,6 +699,17 @@ impl Volume {
         if let Some(id) = self.inner.entries.get(dir, name) {
             if let Some(a) = self.inner.attrs.get(id) {
                 return Ok(self.adjust(a));
+            }
+            // A directory's attributes are cached only merged (`remember_found`): fetch
+            // them so, and later lookups are answered from the cache again.
+            if self.inner.kinds.lock().get(&id) == Some(&FileType::Directory) {
+                match self.getattr_remote(c, id).await {
+                    Ok(a) => return Ok(a),
+                    Err(e) if e.errno == Errno::ENOENT || e.errno == Errno::ESTALE => {
+                        self.inner.entries.remove(dir, name);
+                    }
+                    Err(e) => return Err(e),
+                }
             }
         }
         self.lookup_remote(c, dir, name).await
@@ -679,7 +769,7 @@ impl Volume {
             };
             cur = Id::ROOT;
             for (d, a) in dirs.iter().zip(attrs.iter()) {
-                i.remember(cur, d, a);
+                i.remember_found(cur, d, a);
                 cur = a.id;
             }
             if attrs.len() < dirs.len() {
@@ -728,10 +818,7 @@ impl Volume {
             };
             for (r, _) in rest.into_iter().flatten() {
                 if let Reply::Attr(o) = r {
-                    a.mtime = max_ts(a.mtime, o.mtime);
-                    a.ctime = max_ts(a.ctime, o.ctime);
-                    a.atime = max_ts(a.atime, o.atime);
-                    a.change = a.change.max(o.change);
+                    merge_dir_copy(&mut a, &o, false);
                 }
             }
         }
@@ -810,11 +897,14 @@ impl Volume {
         let id = Id::new_on_set(set);
         let op =
             Op::Create { dir, name: name.to_vec(), id, kind, perm, rdev, target, exclusive: true };
-        match i.call(Target { set, key: dir }, c, op, Bytes::new()).await {
+        let mut change = i.begin_dirs(&[dir]);
+        let r = i.call_ns(Target { set, key: dir }, c, op).await;
+        change.step(set, &[dir], &r);
+        match r {
             Ok((r, _)) => {
                 let a = attr_of("create", r)?;
                 i.remember(dir, name, &a);
-                i.attrs.invalidate(dir);
+                change.finish(i);
                 Ok(a)
             }
             Err(e) if e.errno == Errno::EEXIST => {
@@ -822,7 +912,10 @@ impl Volume {
                 let existing = self.lookup_remote(c, dir, name).await;
                 match existing {
                     // Our own create, answered on a retry after a fail-over.
-                    Ok(a) if a.id == id => Ok(a),
+                    Ok(a) if a.id == id => {
+                        i.attrs.invalidate(dir);
+                        Ok(a)
+                    }
                     Ok(a)
                         if !exclusive
                             && kind == FileType::Regular
@@ -869,22 +962,30 @@ impl Volume {
         let hashed = i.hashed(dir, name);
         let id = Id::new_on_set(hashed);
         let op = Op::Mkdir { dir, name: name.to_vec(), id, perm };
-        let a = match i.call(Target { set: hashed, key: dir }, c, op.clone(), Bytes::new()).await {
+        let mut change = i.begin_dirs(&[dir]);
+        let r = i.call_ns(Target { set: hashed, key: dir }, c, op.clone()).await;
+        change.step(hashed, &[dir], &r);
+        let a = match r {
             Ok((r, _)) => attr_of("mkdir", r)?,
             Err(e) if e.errno == Errno::EEXIST => {
                 i.entries.remove(dir, name);
+                i.attrs.invalidate(dir);
                 match self.lookup_remote(c, dir, name).await {
                     Ok(a) if a.id == id => a,
                     _ => return Err(e),
                 }
             }
-            Err(e) => return Err(e),
+            Err(e) => {
+                change.finish(i);
+                return Err(e);
+            }
         };
+        // The directory and its new entry exist on every set: each set's copy of the
+        // parent changed (times, nlink).
         let others: Vec<u32> = i.set_ids().into_iter().filter(|s| *s != hashed).collect();
-        let calls = others
-            .iter()
-            .map(|s| i.call(Target { set: *s, key: dir }, c, op.clone(), Bytes::new()));
+        let calls = others.iter().map(|s| i.call_ns(Target { set: *s, key: dir }, c, op.clone()));
         for (s, r) in others.iter().zip(futures::future::join_all(calls).await) {
+            change.step(*s, &[dir], &r);
             match r {
                 Ok(_) => {}
                 Err(e) if e.errno == Errno::EEXIST => {}
@@ -894,7 +995,7 @@ impl Volume {
             }
         }
         i.remember(dir, name, &a);
-        i.attrs.invalidate(dir);
+        change.finish(i);
         Ok(a)
     }
 
@@ -919,18 +1020,25 @@ impl Volume {
         let i = &self.inner;
         let home = i.home(id);
         let hashed = i.hashed(dir, name);
-        let (r, _) = i
-            .call(
-                Target { set: home, key: dir },
-                c,
-                Op::Link { id, dir, name: name.to_vec() },
-                Bytes::new(),
-            )
-            .await?;
+        let mut change = i.begin_dirs(&[dir]);
+        let r = i
+            .call_ns(Target { set: home, key: dir }, c, Op::Link { id, dir, name: name.to_vec() })
+            .await;
+        change.step(home, &[dir], &r);
+        let r = match r {
+            Ok((r, _)) => r,
+            Err(e) => {
+                change.finish(i);
+                return Err(e);
+            }
+        };
         let a = attr_of("link", r)?;
         if hashed != home {
             let mk = Op::MkLinkto { dir, name: name.to_vec(), target: id };
-            if let Err(e) = i.call(Target { set: hashed, key: dir }, c, mk, Bytes::new()).await {
+            let r = i.call_ns(Target { set: hashed, key: dir }, c, mk).await;
+            change.step(hashed, &[dir], &r);
+            if let Err(e) = r {
+                i.attrs.invalidate(dir);
                 // Undo so the name does not exist half-way.
                 let _ = i
                     .call(
@@ -944,7 +1052,7 @@ impl Volume {
             }
         }
         i.remember(dir, name, &a);
-        i.attrs.invalidate(dir);
+        change.finish(i);
         Ok(a)
     }
 
@@ -972,32 +1080,33 @@ impl Volume {
             }
         }
         let real = if is_dir { hashed } else { home };
+        let mut change = i.begin_dirs(&[dir]);
         let r = i
-            .call(
-                Target { set: real, key: dir },
-                c,
-                Op::Unlink { dir, name: name.to_vec() },
-                Bytes::new(),
-            )
+            .call_ns(Target { set: real, key: dir }, c, Op::Unlink { dir, name: name.to_vec() })
             .await;
-        i.forget_entry(dir, name);
+        change.step(real, &[dir], &r);
+        i.entries.remove(dir, name);
         i.attrs.invalidate(a.id);
-        r?;
+        if let Err(e) = r {
+            i.attrs.invalidate(dir);
+            return Err(e);
+        }
         if !is_dir && hashed != home {
-            if let Err(e) = i
-                .call(
+            let r = i
+                .call_ns(
                     Target { set: hashed, key: dir },
                     &Creds::root(),
                     Op::Unlink { dir, name: name.to_vec() },
-                    Bytes::new(),
                 )
-                .await
-            {
+                .await;
+            change.step(hashed, &[dir], &r);
+            if let Err(e) = r {
                 if e.errno != Errno::ENOENT {
                     tracing::warn!(%dir, name = %String::from_utf8_lossy(name), error = %e, "stale linkto left behind");
                 }
             }
         }
+        change.finish(i);
         Ok(())
     }
 
@@ -1045,10 +1154,10 @@ impl Volume {
         let hashed = i.hashed(dir, name);
         let op = Op::Rmdir { dir, name: name.to_vec() };
         let others: Vec<u32> = sets.iter().copied().filter(|s| *s != hashed).collect();
-        let calls = others
-            .iter()
-            .map(|s| i.call(Target { set: *s, key: dir }, c, op.clone(), Bytes::new()));
-        for r in futures::future::join_all(calls).await {
+        let mut change = i.begin_dirs(&[dir]);
+        let calls = others.iter().map(|s| i.call_ns(Target { set: *s, key: dir }, c, op.clone()));
+        for (s, r) in others.iter().zip(futures::future::join_all(calls).await) {
+            change.step(*s, &[dir], &r);
             match r {
                 Ok(_) => {}
                 Err(e) if e.errno == Errno::ENOENT => {}
@@ -1058,11 +1167,21 @@ impl Volume {
                 }
             }
         }
-        let r = i.call(Target { set: hashed, key: dir }, c, op, Bytes::new()).await;
-        i.forget_entry(dir, name);
+        let r = i.call_ns(Target { set: hashed, key: dir }, c, op).await;
+        change.step(hashed, &[dir], &r);
+        i.entries.remove(dir, name);
         i.attrs.invalidate(a.id);
         i.entries.invalidate_dir(a.id);
-        r.map(|_| ())
+        match r {
+            Ok(_) => {
+                change.finish(i);
+                Ok(())
+            }
+            Err(e) => {
+                i.attrs.invalidate(dir);
+                Err(e)
+            }
+        }
     }
 
     pub async fn rename(
@@ -1099,14 +1218,6 @@ impl Volume {
         }
         let op =
             Op::Rename { src_dir, src_name: src.to_vec(), dst_dir, dst_name: dst.to_vec(), flags };
-        let invalidate = |i: &Inner| {
-            i.forget_entry(src_dir, src);
-            i.forget_entry(dst_dir, dst);
-            i.attrs.invalidate(s.id);
-            if let Some(d) = &d {
-                i.attrs.invalidate(d.id);
-            }
-        };
         if s.kind == FileType::Directory {
             if let Some(d) = &d {
                 if d.kind != FileType::Directory {
@@ -1117,23 +1228,7 @@ impl Volume {
                 }
                 self.check_empty(c, d.id, dst).await?;
             }
-            let first = i.hashed(dst_dir, dst);
-            let r = i.call(Target { set: first, key: src_dir }, c, op.clone(), Bytes::new()).await;
-            invalidate(i);
-            r?;
-            let others: Vec<u32> = i.set_ids().into_iter().filter(|x| *x != first).collect();
-            let calls = others
-                .iter()
-                .map(|x| i.call(Target { set: *x, key: src_dir }, c, op.clone(), Bytes::new()));
-            for (x, r) in others.iter().zip(futures::future::join_all(calls).await) {
-                if let Err(e) = r {
-                    tracing::warn!(set = x, error = %e, "directory rename did not reach one replica set");
-                }
-            }
-            i.entries.invalidate_dir(s.id);
-            return Ok(());
-        }
-        if let Some(d) = &d {
+        } else if let Some(d) = &d {
             if d.kind == FileType::Directory {
                 return Err(err(
                     Errno::EISDIR,
@@ -1141,51 +1236,80 @@ impl Volume {
                 ));
             }
         }
-        let home = i.home(s.id);
-        // A replaced file homed elsewhere loses its real entry there first.
+        let dirs = op.parent_dirs();
+        let mut change = i.begin_dirs(&dirs);
+        let r = self.rename_steps(c, &op, &s, d.as_ref(), &mut change).await;
+        i.entries.remove(src_dir, src);
+        i.entries.remove(dst_dir, dst);
+        i.attrs.invalidate(s.id);
         if let Some(d) = &d {
+            i.attrs.invalidate(d.id);
+        }
+        change.finish(i);
+        if s.kind == FileType::Directory {
+            i.entries.invalidate_dir(s.id);
+        }
+        r
+    }
+
+    /// The bricks' part of `rename` (`op`) of `s` over `d`, each step noted in `change`.
+    async fn rename_steps(
+        &self,
+        c: &Creds,
+        op: &Op,
+        s: &Attr,
+        d: Option<&Attr>,
+        change: &mut DirChange,
+    ) -> Result<()> {
+        let i = &self.inner;
+        let Op::Rename { src_dir, src_name: src, dst_dir, dst_name: dst, .. } = op else {
+            return Err(unexpected("rename", &Reply::Unit));
+        };
+        let (src_dir, dst_dir) = (*src_dir, *dst_dir);
+        let dirs = op.parent_dirs();
+        if s.kind == FileType::Directory {
+            let first = i.hashed(dst_dir, dst);
+            let r = i.call_ns(Target { set: first, key: src_dir }, c, op.clone()).await;
+            change.step(first, &dirs, &r);
+            r?;
+            let others: Vec<u32> = i.set_ids().into_iter().filter(|x| *x != first).collect();
+            let calls =
+                others.iter().map(|x| i.call_ns(Target { set: *x, key: src_dir }, c, op.clone()));
+            for (x, r) in others.iter().zip(futures::future::join_all(calls).await) {
+                change.step(*x, &dirs, &r);
+                if let Err(e) = r {
+                    tracing::warn!(set = x, error = %e, "directory rename did not reach one replica set");
+                }
+            }
+            return Ok(());
+        }
+        let home = i.home(s.id);
+        let unlink = |dir: Id, name: &[u8]| Op::Unlink { dir, name: name.to_vec() };
+        // A replaced file homed elsewhere loses its real entry there first.
+        if let Some(d) = d {
             let dh = i.home(d.id);
             if dh != home {
-                i.call(
-                    Target { set: dh, key: dst_dir },
-                    c,
-                    Op::Unlink { dir: dst_dir, name: dst.to_vec() },
-                    Bytes::new(),
-                )
-                .await?;
+                let r = i.call_ns(Target { set: dh, key: dst_dir }, c, unlink(dst_dir, dst)).await;
+                change.step(dh, &[dst_dir], &r);
+                r?;
             }
         }
-        let r = i.call(Target { set: home, key: src_dir }, c, op, Bytes::new()).await;
-        invalidate(i);
+        let r = i.call_ns(Target { set: home, key: src_dir }, c, op.clone()).await;
+        change.step(home, &dirs, &r);
         r?;
         let (hd, hs) = (i.hashed(dst_dir, dst), i.hashed(src_dir, src));
         let root = Creds::root();
         if hd != home {
-            let _ = i
-                .call(
-                    Target { set: hd, key: dst_dir },
-                    &root,
-                    Op::Unlink { dir: dst_dir, name: dst.to_vec() },
-                    Bytes::new(),
-                )
-                .await;
-            i.call(
-                Target { set: hd, key: dst_dir },
-                &root,
-                Op::MkLinkto { dir: dst_dir, name: dst.to_vec(), target: s.id },
-                Bytes::new(),
-            )
-            .await?;
+            let r = i.call_ns(Target { set: hd, key: dst_dir }, &root, unlink(dst_dir, dst)).await;
+            change.step(hd, &[dst_dir], &r);
+            let mk = Op::MkLinkto { dir: dst_dir, name: dst.to_vec(), target: s.id };
+            let r = i.call_ns(Target { set: hd, key: dst_dir }, &root, mk).await;
+            change.step(hd, &[dst_dir], &r);
+            r?;
         }
         if hs != home {
-            let _ = i
-                .call(
-                    Target { set: hs, key: src_dir },
-                    &root,
-                    Op::Unlink { dir: src_dir, name: src.to_vec() },
-                    Bytes::new(),
-                )
-                .await;
+            let r = i.call_ns(Target { set: hs, key: src_dir }, &root, unlink(src_dir, src)).await;
+            change.step(hs, &[src_dir], &r);
         }
         Ok(())
     }
@@ -1249,28 +1373,34 @@ impl Volume {
             return Err(e);
         }
         if !i.wb_on.load(Ordering::Acquire) {
+            if i.has_pending(id) {
+                i.flush(id).await?;
+            }
             return i.write_now(c, id, offset, data).await;
         }
         let len = data.len() as u32;
+        i.wait_room(id).await;
         match i.wb.append(id, c, offset, &data) {
-            Append::Buffered => {
+            Append::Taken { send } => {
                 i.attrs.invalidate(id);
+                if let Some(s) = send {
+                    i.spawn_send(id, s);
+                }
                 Ok(len)
             }
-            Append::Send { creds, offset, data } => {
-                i.attrs.invalidate(id);
-                i.spawn_flush(id, creds, offset, data).await;
-                Ok(len)
-            }
-            Append::Barrier { flushed } => {
-                if let Some((cr, off, d)) = flushed {
-                    i.spawn_flush(id, cr, off, d).await;
+            Append::Through { flushed, after, done } => {
+                if let Some(s) = flushed {
+                    i.spawn_send(id, s);
                 }
-                i.wait_inflight(id).await;
-                if let Some(e) = i.wb.take_error(id) {
-                    return Err(e);
+                for w in after {
+                    w.wait().await;
                 }
-                i.write_now(c, id, offset, data).await
+                let r = match i.wb.take_error(id) {
+                    Some(e) => Err(e),
+                    None => i.write_now(c, id, offset, data).await,
+                };
+                drop(done);
+                r
             }
         }
     }
@@ -1388,7 +1518,7 @@ impl Volume {
                     continue;
                 }
                 if let Some(a) = &e.attr {
-                    i.remember(dir, &e.name, a);
+                    i.remember_found(dir, &e.name, a);
                 }
                 e.cookie = ((idx as u64 + 1) << 56) | (e.cookie & ((1 << 56) - 1));
                 out.push(e);

@@ -34,6 +34,32 @@ pub struct IscsiLun {
     pub thin: bool,
     /// Unit serial number LIO reports (VPD 0x80/0x83): the same on every gateway.
     pub wwn: String,
+    /// `cairn iscsi lun delete` ran: no gateway creates it any more, each one's sync takes
+    /// it out of LIO, and the backing file and this record go once no [`GatewayRecord`]
+    /// lists it ([`deletable`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deleting: bool,
+}
+
+/// What one gateway's LIO holds, stored by each `cairn iscsi sync` (kind
+/// [`crate::ISCSI_GATEWAY`], named by the gateway): the `user:cairn` storage objects read
+/// back after applying. A LUN being deleted keeps its backing file while any record lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GatewayRecord {
+    pub gateway: String,
+    /// Names of the `user:cairn` storage objects in this gateway's LIO.
+    pub luns: BTreeSet<String>,
+}
+
+/// The gateways whose LIO still holds LUN `name`.
+pub fn holders<'a>(name: &str, gateways: &'a [GatewayRecord]) -> Vec<&'a str> {
+    gateways.iter().filter(|g| g.luns.contains(name)).map(|g| g.gateway.as_str()).collect()
+}
+
+/// The LUNs being deleted that no gateway holds any more: their backing files (and
+/// records) can go.
+pub fn deletable<'a>(luns: &'a [IscsiLun], gateways: &[GatewayRecord]) -> Vec<&'a IscsiLun> {
+    luns.iter().filter(|l| l.deleting && holders(&l.name, gateways).is_empty()).collect()
 }
 
 /// An initiator allowed to log in to a target.
@@ -427,7 +453,7 @@ pub fn desired(
 ) -> Result<Lio, String> {
     let group = alua_group(alua_tag);
     let mut lio = Lio::default();
-    for l in luns {
+    for l in luns.iter().filter(|l| !l.deleting) {
         lio.sos.insert(
             l.name.clone(),
             So {
@@ -445,7 +471,12 @@ pub fn desired(
         }
         for m in &t.luns {
             if !lio.sos.contains_key(&m.name) {
-                return Err(format!("target {} maps LUN {}, which does not exist", t.iqn, m.name));
+                let why = if luns.iter().any(|l| l.name == m.name) {
+                    "which is being deleted"
+                } else {
+                    "which does not exist"
+                };
+                return Err(format!("target {} maps LUN {}, {why}", t.iqn, m.name));
             }
             tg.luns.insert(m.lun, (so_ref(&m.name), group.clone()));
         }
@@ -832,7 +863,47 @@ mod tests {
             size: 10 << 30,
             thin: true,
             wwn: "0b7c4f3e-1d2a-4c5b-9e8f-7a6b5c4d3e2f".into(),
+            deleting: false,
         }
+    }
+
+    fn gw(name: &str, luns: &[&str]) -> GatewayRecord {
+        GatewayRecord { gateway: name.into(), luns: luns.iter().map(|s| s.to_string()).collect() }
+    }
+
+    #[test]
+    fn deleting_luns_leave_lio_and_go_when_no_gateway_holds_them() {
+        let mut a = lun("a");
+        let b = lun("b");
+        a.deleting = true;
+        // the document of a LUN that is not being deleted is unchanged (older readers)
+        assert!(!serde_json::to_string(&b).unwrap().contains("deleting"));
+        let back: IscsiLun = serde_json::from_str(&serde_json::to_string(&a).unwrap()).unwrap();
+        assert!(back.deleting);
+        // no gateway creates a LUN being deleted
+        let want = desired(&[a.clone(), b.clone()], &[], &["h:7420".into()], 1).unwrap();
+        assert_eq!(want.sos.keys().collect::<Vec<_>>(), vec!["b"]);
+        // and a sync removes it from a LIO that has it
+        let mut cur = want.clone();
+        cur.sos.insert("a".into(), want.sos["b"].clone());
+        assert_eq!(plan(&cur, &want, &BTreeSet::new()), vec!["/backstores/user:cairn delete a"]);
+        let luns = [a.clone(), b.clone()];
+        // held by two gateways: the file stays until the last one lets go
+        let mut gws = vec![gw("gw1", &["a", "b"]), gw("gw2", &["a"])];
+        assert_eq!(holders("a", &gws), vec!["gw1", "gw2"]);
+        assert!(deletable(&luns, &gws).is_empty());
+        gws[0] = gw("gw1", &["b"]);
+        assert!(deletable(&luns, &gws).is_empty());
+        gws[1] = gw("gw2", &[]);
+        assert_eq!(deletable(&luns, &gws), vec![&a]);
+        // no gateway at all: at once; a LUN not being deleted never
+        assert_eq!(deletable(&luns, &[]), vec![&a]);
+        assert!(deletable(std::slice::from_ref(&b), &[]).is_empty());
+        // a target may not map a LUN being deleted
+        let mut t = target();
+        t.luns = vec![TargetLun { lun: 0, name: "a".into() }];
+        let e = desired(&luns, &[t], &["h:7420".into()], 1).unwrap_err();
+        assert!(e.contains("being deleted"), "{e}");
     }
 
     fn target() -> IscsiTarget {

@@ -27,6 +27,9 @@ pub const SMB_SHARE: &str = "smb-share";
 pub const ISCSI_LUN: &str = "iscsi-lun";
 /// Config-store kind of iSCSI targets (key `/cairn/gateway/iscsi-target/<iqn>`).
 pub const ISCSI_TARGET: &str = "iscsi-target";
+/// Config-store kind of iSCSI gateway records: what each gateway's LIO holds (key
+/// `/cairn/gateway/iscsi-gateway/<gateway name>`).
+pub const ISCSI_GATEWAY: &str = "iscsi-gateway";
 
 /// Split `VOLUME[/SUBDIR]` into the volume name and an absolute, normalised directory
 /// inside it (`/` for the root). `..` is refused; `.` and repeated slashes are dropped.

@@ -302,14 +302,14 @@ fn register_invalidate(fs: &cairn_fs_t, cb: cairn_invalidate_cb, arg: *mut c_voi
         let (slot, inflight, rt) = (fs.invalidate.clone(), fs.inflight.clone(), fs.rt.clone());
         fs.vol.on_invalidate(Arc::new(move |id: Id, entries: bool| {
             let guard = slot.lock();
-            let Some((f, arg, sync)) = *guard else { return };
+            let (f, arg, sync) = (*guard)?;
             let flags = if entries { CAIRN_INVALIDATE_ENTRIES } else { 0 };
             if sync {
                 // Called before the client acknowledges the recall; the guard keeps
                 // cairn_unmount (which clears the slot) waiting until it returned.
                 // SAFETY: a C function pointer registered by the caller with its argument.
                 ffi::run_callback(None, || unsafe { f(id.into(), flags, arg as *mut c_void) });
-                return;
+                return None;
             }
             inflight.begin();
             drop(guard);
@@ -319,6 +319,7 @@ fn register_invalidate(fs: &cairn_fs_t, cb: cairn_invalidate_cb, arg: *mut c_voi
                 ffi::run_callback(None, || unsafe { f(id.into(), flags, arg as *mut c_void) });
                 inflight.end();
             });
+            None
         }));
     }
 }

@@ -15,7 +15,7 @@ use fuser::{
     ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
 };
 use parking_lot::Mutex;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::OsStr;
 use std::future::Future;
 use std::os::unix::ffi::OsStrExt;
@@ -23,6 +23,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::sync::oneshot;
 use tracing::{debug, warn};
 
 /// Entries asked from the bricks per READDIR / READDIRPLUS (the kernel's buffer is one
@@ -34,8 +35,7 @@ const BLKSIZE: u32 = 128 * 1024;
 /// POSIX lock `end` meaning "to end of file" (the kernel's OFFSET_MAX).
 const OFFSET_MAX: u64 = i64::MAX as u64;
 
-/// `cairn_client`'s lease-recall upcall type.
-pub type InvalidateFn = Arc<dyn Fn(Id, bool) + Send + Sync>;
+pub use cairn_client::InvalidateFn;
 
 #[derive(Debug, Clone)]
 pub struct FsConfig {
@@ -52,6 +52,13 @@ struct Handle {
     creds: Creds,
     /// O_SYNC / O_DSYNC: writes go through to every replica before returning.
     sync: bool,
+    /// Credentials for reads: the opener's, or root for a write-only open. With the
+    /// writeback cache the kernel reads partial pages of a file opened O_WRONLY before
+    /// writing them back; the opener may lack read permission, and what is read only fills
+    /// the page cache (a read(2) still needs a readable open, which the kernel checks).
+    read_creds: Creds,
+    /// Opened O_RDONLY: nothing written through it can be pending at close.
+    read_only: bool,
 }
 
 struct Shared {
@@ -59,6 +66,9 @@ struct Shared {
     cfg: FsConfig,
     inodes: Mutex<InodeTable>,
     handles: Mutex<HashMap<u64, Handle>>,
+    /// Open handles per file: a file open here may hold dirty pages in the kernel, so its
+    /// kernel inode must not be replaced (writeback cache, see `entry_generation`).
+    opens: Mutex<HashMap<Id, u32>>,
     next_fh: AtomicU64,
     groups: GroupCache,
     /// (inode, lock owner) pairs that may hold POSIX locks: FLUSH releases them (close(2)
@@ -68,9 +78,15 @@ struct Shared {
     /// before every write (to drop file capabilities); without this each write(2) through
     /// the writeback cache would cost a brick round trip. Trusted for the attribute TTL.
     no_caps: Mutex<HashMap<Id, std::time::Instant>>,
+    /// FUSE requests received, by opcode (read through [`STATS_XATTR`]).
+    ops: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 const CAPS: &[u8] = b"security.capability";
+/// Virtual extended attribute of the mount root: the FUSE requests received by opcode and
+/// the client library's brick round trips by operation, one `fuse.OP N` / `brick.OP N` a
+/// line (what the benchmark reports per file operation). Never sent to the bricks.
+pub const STATS_XATTR: &[u8] = b"trusted.cairn.mount-stats";
 
 pub struct CairnFs {
     sh: Arc<Shared>,
@@ -195,10 +211,12 @@ impl CairnFs {
                 cfg,
                 inodes: Mutex::new(InodeTable::new(root)),
                 handles: Mutex::new(HashMap::new()),
+                opens: Mutex::new(HashMap::new()),
                 next_fh: AtomicU64::new(1),
                 groups: GroupCache::default(),
                 lockers: Mutex::new(HashSet::new()),
                 no_caps: Mutex::new(HashMap::new()),
+                ops: Mutex::new(BTreeMap::new()),
             }),
             rt,
         }
@@ -208,15 +226,19 @@ impl CairnFs {
     /// session's notifier (which exists only once the filesystem moved into the session).
     /// Lease recalls are passed to the kernel's caches from a thread of their own: a
     /// notification can wait on kernel locks held by a request that itself waits on us, so
-    /// it must not run on the session loop nor hold a runtime worker.
+    /// it must not run on the session loop nor hold a runtime worker. The client library
+    /// acknowledges the recall to the brick only once the thread has passed it on (each
+    /// recall's completion is signalled, or dropped, when done), or after its bounded wait
+    /// (`cairn_client::INVALIDATE_ACK_WAIT`) if the kernel is stuck: otherwise the other
+    /// client's change could complete while the kernel still serves what it replaced.
     pub fn invalidator_factory(&self) -> impl FnOnce(Notifier) -> InvalidateFn {
         let sh = self.sh.clone();
         move |notifier| {
-            let (tx, rx) = std::sync::mpsc::channel::<(Id, bool)>();
+            let (tx, rx) = std::sync::mpsc::channel::<(Id, bool, oneshot::Sender<()>)>();
             std::thread::Builder::new()
                 .name("cairn-inval".into())
                 .spawn(move || {
-                    while let Ok((id, entries)) = rx.recv() {
+                    while let Ok((id, entries, done)) = rx.recv() {
                         let (ino, names) = {
                             let t = sh.inodes.lock();
                             let Some(ino) = t.ino_of(id) else { continue };
@@ -225,18 +247,52 @@ impl CairnFs {
                         if let Err(e) = notifier.inval_inode(ino, 0, 0) {
                             debug!(%id, ino, error = %e, "inval_inode");
                         }
+                        // Writeback cache: the kernel keeps its own size and mtime of a
+                        // regular file for as long as the inode lives, so drop its dentry
+                        // too; unless the file is open here, the inode goes with it and the
+                        // next lookup builds a fresh one from the bricks' attributes.
+                        if sh.cfg.writeback_cache && !entries {
+                            let name = sh.inodes.lock().tracked_name(ino);
+                            if let Some((dir, name)) = name {
+                                let r = notifier.inval_entry(dir, OsStr::from_bytes(&name));
+                                if let Err(e) = r {
+                                    debug!(%id, ino, error = %e, "inval_entry (file)");
+                                }
+                            }
+                        }
                         for name in names {
                             if let Err(e) = notifier.inval_entry(ino, OsStr::from_bytes(&name)) {
                                 debug!(%id, ino, error = %e, "inval_entry");
                             }
                         }
+                        let _ = done.send(());
                     }
                 })
                 .expect("spawn invalidation thread");
             Arc::new(move |id: Id, entries: bool| {
-                let _ = tx.send((id, entries));
+                let (done, rx) = oneshot::channel();
+                tx.send((id, entries, done)).ok()?;
+                Some(rx)
             })
         }
+    }
+
+    fn count(&self, op: &'static str) {
+        *self.sh.ops.lock().entry(op).or_default() += 1;
+    }
+
+    /// The text of [`STATS_XATTR`].
+    fn stats_text(&self) -> Vec<u8> {
+        let mut s = String::new();
+        for (op, n) in self.sh.ops.lock().iter() {
+            s.push_str(&format!("fuse.{op} {n}\n"));
+        }
+        let st = self.sh.vol.stats();
+        for (op, n) in st.by_op {
+            s.push_str(&format!("brick.{op} {n}\n"));
+        }
+        s.push_str(&format!("brick.round_trips {}\n", st.round_trips));
+        s.into_bytes()
     }
 
     fn spawn(&self, f: impl Future<Output = ()> + Send + 'static) {
@@ -266,15 +322,48 @@ impl CairnFs {
     fn new_handle(sh: &Shared, id: Id, creds: Creds, flags: i32) -> u64 {
         let fh = sh.next_fh.fetch_add(1, Ordering::Relaxed);
         let sync = flags & (libc::O_SYNC | libc::O_DSYNC) != 0;
-        sh.handles.lock().insert(fh, Handle { id, creds, sync });
+        let read_creds =
+            if flags & libc::O_ACCMODE == libc::O_WRONLY { Creds::root() } else { creds.clone() };
+        *sh.opens.lock().entry(id).or_default() += 1;
+        let read_only = flags & libc::O_ACCMODE == libc::O_RDONLY;
+        sh.handles.lock().insert(fh, Handle { id, creds, sync, read_creds, read_only });
         fh
     }
+}
+
+fn mtime_of(a: &Attr) -> (i64, u32) {
+    (a.mtime.sec, a.mtime.nsec)
+}
+
+/// The FUSE generation to hand out with an entry for `a` as inode `ino`. Only regular
+/// files under the writeback cache are tracked: the kernel ignores the size and mtime we
+/// send for an inode it already has, so when another client changed them, a new generation
+/// makes it replace the inode (at a LOOKUP, when nothing has the file open here; a lease
+/// recall drops the dentry to get there sooner). `refresh` is false where the kernel does
+/// not check generations (READDIRPLUS of a known dentry).
+fn entry_generation(sh: &Shared, ino: u64, a: &Attr, refresh: bool) -> u64 {
+    if !sh.cfg.writeback_cache || a.kind != FileType::Regular {
+        return sh.inodes.lock().generation(ino);
+    }
+    let refresh = refresh && !sh.opens.lock().contains_key(&a.id);
+    let now = crate::inodes::Seen { size: a.size, mtime: mtime_of(a) };
+    sh.inodes.lock().entry_attr(ino, now, refresh)
+}
+
+/// `id` has no `security.capability` as of now (trusted for the attribute TTL).
+fn note_no_caps(sh: &Shared, id: Id) {
+    let mut m = sh.no_caps.lock();
+    if m.len() > 100_000 {
+        m.clear();
+    }
+    m.insert(id, std::time::Instant::now());
 }
 
 /// Reply to an entry-creating call: reference the inode and hand it to the kernel.
 fn reply_entry(sh: &Shared, parent: u64, name: &[u8], attr: &Attr, reply: ReplyEntry) {
     let ino = sh.inodes.lock().add_entry(parent, name, attr.id);
-    reply.entry(&sh.cfg.entry_ttl, &file_attr(attr, ino), 0);
+    let gen = entry_generation(sh, ino, attr, true);
+    reply.entry(&sh.cfg.entry_ttl, &file_attr(attr, ino), gen);
 }
 
 macro_rules! try_reply {
@@ -319,6 +408,7 @@ impl Filesystem for CairnFs {
     }
 
     fn lookup(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
+        self.count("lookup");
         let dir = try_reply!(self.id(parent), reply);
         let (c, sh, name) = (self.creds(req), self.sh.clone(), name.as_bytes().to_vec());
         self.spawn(async move {
@@ -330,10 +420,12 @@ impl Filesystem for CairnFs {
     }
 
     fn forget(&mut self, _req: &Request<'_>, ino: u64, nlookup: u64) {
+        self.count("forget");
         self.sh.inodes.lock().forget(ino, nlookup);
     }
 
     fn getattr(&mut self, req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
+        self.count("getattr");
         let id = try_reply!(self.id(ino), reply);
         let (c, sh) = (self.creds(req), self.sh.clone());
         self.spawn(async move {
@@ -362,6 +454,7 @@ impl Filesystem for CairnFs {
         _flags: Option<u32>,
         reply: ReplyAttr,
     ) {
+        self.count("setattr");
         let id = try_reply!(self.id(ino), reply);
         let set = SetAttr {
             perm: mode.map(|m| m & 0o7777),
@@ -371,6 +464,18 @@ impl Filesystem for CairnFs {
             atime: atime.map(set_time),
             mtime: mtime.map(set_time),
         };
+        // After an unlink the kernel moves the inode's ctime and, under the writeback
+        // cache, sends it in a SETATTR of the times. If that unlink (ours) removed the
+        // last name and nothing here has the file open, no one can reach the file any more:
+        // answer without asking the bricks, which would only say it is gone.
+        let times_only =
+            set.perm.is_none() && set.uid.is_none() && set.gid.is_none() && set.size.is_none();
+        if times_only
+            && self.sh.inodes.lock().is_gone(ino)
+            && !self.sh.opens.lock().contains_key(&id)
+        {
+            return reply.error(libc::ENOENT);
+        }
         let (c, sh) = (self.creds(req), self.sh.clone());
         self.spawn(async move {
             let r = if set.is_empty() {
@@ -379,13 +484,19 @@ impl Filesystem for CairnFs {
                 sh.vol.setattr(&c, id, &set).await
             };
             match r {
-                Ok(a) => reply.attr(&sh.cfg.attr_ttl, &file_attr(&a, ino)),
+                Ok(a) => {
+                    let mtime = set.mtime.is_some().then(|| mtime_of(&a));
+                    let size = set.size.map(|_| a.size);
+                    sh.inodes.lock().local_change(ino, None, size, mtime);
+                    reply.attr(&sh.cfg.attr_ttl, &file_attr(&a, ino))
+                }
                 Err(e) => reply.error(fail("setattr", id, &e)),
             }
         });
     }
 
     fn readlink(&mut self, req: &Request<'_>, ino: u64, reply: ReplyData) {
+        self.count("readlink");
         let id = try_reply!(self.id(ino), reply);
         let (c, sh) = (self.creds(req), self.sh.clone());
         self.spawn(async move {
@@ -406,6 +517,7 @@ impl Filesystem for CairnFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
+        self.count("mknod");
         let dir = try_reply!(self.id(parent), reply);
         let k = try_reply!(FileType::from_mode(mode).ok_or(libc::EINVAL), reply);
         let (c, sh, name) = (self.creds(req), self.sh.clone(), name.as_bytes().to_vec());
@@ -426,6 +538,7 @@ impl Filesystem for CairnFs {
         _umask: u32,
         reply: ReplyEntry,
     ) {
+        self.count("mkdir");
         let dir = try_reply!(self.id(parent), reply);
         let (c, sh, name) = (self.creds(req), self.sh.clone(), name.as_bytes().to_vec());
         self.spawn(async move {
@@ -437,12 +550,24 @@ impl Filesystem for CairnFs {
     }
 
     fn unlink(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        self.count("unlink");
         let dir = try_reply!(self.id(parent), reply);
         let (c, sh, name) = (self.creds(req), self.sh.clone(), name.as_bytes().to_vec());
         self.spawn(async move {
+            // The client library looks the name up first anyway (cached after the kernel's
+            // LOOKUP): its last link tells whether the inode is gone after this.
+            let victim = sh.vol.lookup(&c, dir, &name).await.ok();
             match sh.vol.unlink(&c, dir, &name).await {
                 Ok(()) => {
-                    sh.inodes.lock().remove_name(parent, &name);
+                    let mut t = sh.inodes.lock();
+                    t.remove_name(parent, &name);
+                    if let Some(a) = victim.filter(|a| a.kind != FileType::Directory) {
+                        let open = sh.opens.lock().contains_key(&a.id);
+                        if let (Some(ino), false, true) = (t.ino_of(a.id), open, a.nlink <= 1) {
+                            t.mark_gone(ino);
+                        }
+                    }
+                    drop(t);
                     reply.ok()
                 }
                 Err(e) => reply.error(fail("unlink", format!("{dir}/{}", name.escape_ascii()), &e)),
@@ -451,6 +576,7 @@ impl Filesystem for CairnFs {
     }
 
     fn rmdir(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        self.count("rmdir");
         let dir = try_reply!(self.id(parent), reply);
         let (c, sh, name) = (self.creds(req), self.sh.clone(), name.as_bytes().to_vec());
         self.spawn(async move {
@@ -472,6 +598,7 @@ impl Filesystem for CairnFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
+        self.count("symlink");
         let dir = try_reply!(self.id(parent), reply);
         let (c, sh) = (self.creds(req), self.sh.clone());
         let (name, target) =
@@ -496,6 +623,7 @@ impl Filesystem for CairnFs {
         flags: u32,
         reply: ReplyEmpty,
     ) {
+        self.count("rename");
         use cairn_proto::rename_flags::{EXCHANGE, NOREPLACE};
         if flags & !(NOREPLACE | EXCHANGE) != 0 || flags == NOREPLACE | EXCHANGE {
             return reply.error(libc::EINVAL); // RENAME_WHITEOUT and nonsense
@@ -532,6 +660,7 @@ impl Filesystem for CairnFs {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
+        self.count("link");
         let id = try_reply!(self.id(ino), reply);
         let dir = try_reply!(self.id(newparent), reply);
         let (c, sh, name) = (self.creds(req), self.sh.clone(), newname.as_bytes().to_vec());
@@ -546,6 +675,7 @@ impl Filesystem for CairnFs {
     }
 
     fn open(&mut self, req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
+        self.count("open");
         let id = try_reply!(self.id(ino), reply);
         let (c, sh) = (self.creds(req), self.sh.clone());
         self.spawn(async move {
@@ -559,7 +689,7 @@ impl Filesystem for CairnFs {
     fn read(
         &mut self,
         _req: &Request<'_>,
-        ino: u64,
+        _ino: u64,
         fh: u64,
         offset: i64,
         size: u32,
@@ -567,7 +697,11 @@ impl Filesystem for CairnFs {
         _lock_owner: Option<u64>,
         reply: ReplyData,
     ) {
-        let (id, c, _) = try_reply!(self.handle(fh, ino), reply);
+        self.count("read");
+        let (id, c) = match self.sh.handles.lock().get(&fh) {
+            Some(h) => (h.id, h.read_creds.clone()),
+            None => return reply.error(libc::EBADF),
+        };
         let offset = try_reply!(u64::try_from(offset).map_err(|_| libc::EINVAL), reply);
         let sh = self.sh.clone();
         self.spawn(async move {
@@ -590,6 +724,7 @@ impl Filesystem for CairnFs {
         _lock_owner: Option<u64>,
         reply: ReplyWrite,
     ) {
+        self.count("write");
         let (id, c, sync) = try_reply!(self.handle(fh, ino), reply);
         let offset = try_reply!(u64::try_from(offset).map_err(|_| libc::EINVAL), reply);
         let (sh, data) = (self.sh.clone(), Bytes::copy_from_slice(data));
@@ -601,14 +736,26 @@ impl Filesystem for CairnFs {
                 sh.vol.write(&c, id, offset, data).await
             };
             match r {
-                Ok(n) => reply.written(n),
+                Ok(n) => {
+                    sh.inodes.lock().local_change(ino, Some(offset + n as u64), None, None);
+                    reply.written(n)
+                }
                 Err(e) => reply.error(fail("write", format!("{id}@{offset}+{len}"), &e)),
             }
         });
     }
 
-    fn flush(&mut self, req: &Request<'_>, ino: u64, fh: u64, lock_owner: u64, reply: ReplyEmpty) {
-        let (id, _, _) = try_reply!(self.handle(fh, ino), reply);
+    fn flush(&mut self, req: &Request<'_>, _ino: u64, fh: u64, lock_owner: u64, reply: ReplyEmpty) {
+        self.count("flush");
+        let (id, read_only) = match self.sh.handles.lock().get(&fh) {
+            Some(h) => (h.id, h.read_only),
+            None => return reply.error(libc::EBADF),
+        };
+        // A read-only open wrote nothing to report at close: unless it may hold POSIX
+        // locks, answer here rather than on the runtime.
+        if read_only && !self.sh.lockers.lock().contains(&(id, lock_owner)) {
+            return reply.ok();
+        }
         let (c, sh, pid) = (self.creds(req), self.sh.clone(), req.pid());
         self.spawn(async move {
             let r = sh.vol.flush(id).await;
@@ -637,9 +784,19 @@ impl Filesystem for CairnFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        self.count("release");
         let h = self.sh.handles.lock().remove(&fh);
         let id = match h {
-            Some(h) => h.id,
+            Some(h) => {
+                let mut opens = self.sh.opens.lock();
+                if let Some(n) = opens.get_mut(&h.id) {
+                    *n -= 1;
+                    if *n == 0 {
+                        opens.remove(&h.id);
+                    }
+                }
+                h.id
+            }
             None => try_reply!(self.id(ino), reply),
         };
         let sh = self.sh.clone();
@@ -652,6 +809,7 @@ impl Filesystem for CairnFs {
     }
 
     fn fsync(&mut self, req: &Request<'_>, ino: u64, fh: u64, datasync: bool, reply: ReplyEmpty) {
+        self.count("fsync");
         let (id, _, _) = try_reply!(self.handle(fh, ino), reply);
         let (c, sh) = (self.creds(req), self.sh.clone());
         self.spawn(async move {
@@ -663,6 +821,7 @@ impl Filesystem for CairnFs {
     }
 
     fn opendir(&mut self, _req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
+        self.count("opendir");
         try_reply!(self.id(ino), reply);
         reply.opened(0, 0);
     }
@@ -675,6 +834,7 @@ impl Filesystem for CairnFs {
         offset: i64,
         mut reply: ReplyDirectory,
     ) {
+        self.count("readdir");
         let dir = try_reply!(self.id(ino), reply);
         let (c, sh) = (self.creds(req), self.sh.clone());
         self.spawn(async move {
@@ -708,6 +868,7 @@ impl Filesystem for CairnFs {
         offset: i64,
         mut reply: ReplyDirectoryPlus,
     ) {
+        self.count("readdirplus");
         let dir = try_reply!(self.id(ino), reply);
         let (c, sh) = (self.creds(req), self.sh.clone());
         self.spawn(async move {
@@ -734,11 +895,14 @@ impl Filesystem for CairnFs {
                         },
                     };
                     // Every entry the kernel accepts holds a lookup reference.
+                    let eino = sh.inodes.lock().add_entry(ino, &e.name, attr.id);
+                    // The kernel does not check generations of dentries it has here.
+                    let gen = entry_generation(&sh, eino, &attr, false);
                     let mut t = sh.inodes.lock();
-                    let eino = t.add_entry(ino, &e.name, attr.id);
                     let fa = file_attr(&attr, eino);
                     let ttl = sh.cfg.entry_ttl;
-                    if reply.add(eino, e.cookie as i64, OsStr::from_bytes(&e.name), &ttl, &fa, 0) {
+                    if reply.add(eino, e.cookie as i64, OsStr::from_bytes(&e.name), &ttl, &fa, gen)
+                    {
                         t.forget(eino, 1);
                         drop(t);
                         return reply.ok();
@@ -760,6 +924,7 @@ impl Filesystem for CairnFs {
         _flags: i32,
         reply: ReplyEmpty,
     ) {
+        self.count("releasedir");
         reply.ok();
     }
 
@@ -771,11 +936,13 @@ impl Filesystem for CairnFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        self.count("fsyncdir");
         // Directory operations are synchronous on the bricks.
         reply.ok();
     }
 
     fn statfs(&mut self, req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {
+        self.count("statfs");
         let (c, sh) = (self.creds(req), self.sh.clone());
         self.spawn(async move {
             match sh.vol.statfs(&c).await {
@@ -797,6 +964,7 @@ impl Filesystem for CairnFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
+        self.count("setxattr");
         let id = try_reply!(self.id(ino), reply);
         self.sh.no_caps.lock().remove(&id);
         let (c, sh) = (self.creds(req), self.sh.clone());
@@ -819,8 +987,12 @@ impl Filesystem for CairnFs {
         size: u32,
         reply: ReplyXattr,
     ) {
+        self.count("getxattr");
         let id = try_reply!(self.id(ino), reply);
         let (c, sh, name) = (self.creds(req), self.sh.clone(), name.as_bytes().to_vec());
+        if ino == crate::inodes::ROOT_INO && name == STATS_XATTR {
+            return reply_xattr(self.stats_text(), size, reply);
+        }
         if name == CAPS {
             let fresh =
                 sh.no_caps.lock().get(&id).map(|t| t.elapsed() < sh.cfg.attr_ttl).unwrap_or(false);
@@ -832,11 +1004,7 @@ impl Filesystem for CairnFs {
             match sh.vol.getxattr(&c, id, &name).await {
                 Ok(v) => reply_xattr(v, size, reply),
                 Err(e) if name == CAPS && e.errno.0 == libc::ENODATA => {
-                    let mut m = sh.no_caps.lock();
-                    if m.len() > 100_000 {
-                        m.clear();
-                    }
-                    m.insert(id, std::time::Instant::now());
+                    note_no_caps(&sh, id);
                     reply.error(libc::ENODATA)
                 }
                 Err(e) => {
@@ -847,6 +1015,7 @@ impl Filesystem for CairnFs {
     }
 
     fn listxattr(&mut self, req: &Request<'_>, ino: u64, size: u32, reply: ReplyXattr) {
+        self.count("listxattr");
         let id = try_reply!(self.id(ino), reply);
         let (c, sh) = (self.creds(req), self.sh.clone());
         self.spawn(async move {
@@ -865,6 +1034,7 @@ impl Filesystem for CairnFs {
     }
 
     fn removexattr(&mut self, req: &Request<'_>, ino: u64, name: &OsStr, reply: ReplyEmpty) {
+        self.count("removexattr");
         let id = try_reply!(self.id(ino), reply);
         self.sh.no_caps.lock().remove(&id);
         let (c, sh, name) = (self.creds(req), self.sh.clone(), name.as_bytes().to_vec());
@@ -879,6 +1049,7 @@ impl Filesystem for CairnFs {
     }
 
     fn access(&mut self, _req: &Request<'_>, _ino: u64, _mask: i32, reply: ReplyEmpty) {
+        self.count("access");
         // default_permissions: the kernel checks mode bits against our attributes.
         reply.ok();
     }
@@ -893,6 +1064,7 @@ impl Filesystem for CairnFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
+        self.count("create");
         let dir = try_reply!(self.id(parent), reply);
         let (c, sh, name) = (self.creds(req), self.sh.clone(), name.as_bytes().to_vec());
         let excl = flags & libc::O_EXCL != 0;
@@ -913,9 +1085,15 @@ impl Filesystem for CairnFs {
             if let Err(e) = sh.vol.open(&c, a.id).await {
                 return reply.error(fail("create(open)", what(), &e));
             }
-            let fh = CairnFs::new_handle(&sh, a.id, c, flags);
             let ino = sh.inodes.lock().add_entry(parent, &name, a.id);
-            reply.created(&sh.cfg.entry_ttl, &file_attr(&a, ino), 0, fh, 0);
+            let gen = entry_generation(&sh, ino, &a, true);
+            if excl {
+                // O_EXCL: created here just now, so it has no file capability and the
+                // kernel's ask before the first write needs no brick.
+                note_no_caps(&sh, a.id);
+            }
+            let fh = CairnFs::new_handle(&sh, a.id, c, flags);
+            reply.created(&sh.cfg.entry_ttl, &file_attr(&a, ino), gen, fh, 0);
         });
     }
 
@@ -931,6 +1109,7 @@ impl Filesystem for CairnFs {
         pid: u32,
         reply: ReplyLock,
     ) {
+        self.count("getlk");
         let (id, _, _) = try_reply!(self.handle(fh, ino), reply);
         let lock = try_reply!(to_lock(typ, start, end, lock_owner, pid), reply);
         let (c, sh) = (self.creds(req), self.sh.clone());
@@ -959,6 +1138,7 @@ impl Filesystem for CairnFs {
         sleep: bool,
         reply: ReplyEmpty,
     ) {
+        self.count("setlk");
         let (id, _, _) = try_reply!(self.handle(fh, ino), reply);
         let lock = try_reply!(to_lock(typ, start, end, lock_owner, pid), reply);
         let (c, sh) = (self.creds(req), self.sh.clone());
@@ -984,6 +1164,7 @@ impl Filesystem for CairnFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
+        self.count("fallocate");
         let (id, _, _) = try_reply!(self.handle(fh, ino), reply);
         if offset < 0 || length <= 0 {
             return reply.error(libc::EINVAL);
@@ -991,7 +1172,13 @@ impl Filesystem for CairnFs {
         let (c, sh) = (self.creds(req), self.sh.clone());
         self.spawn(async move {
             match sh.vol.fallocate(&c, id, mode as u32, offset as u64, length as u64).await {
-                Ok(()) => reply.ok(),
+                Ok(()) => {
+                    if mode & libc::FALLOC_FL_KEEP_SIZE == 0 {
+                        let end = Some(offset as u64 + length as u64);
+                        sh.inodes.lock().local_change(ino, end, None, None);
+                    }
+                    reply.ok()
+                }
                 Err(e) => reply.error(fail("fallocate", format!("{id}@{offset}+{length}"), &e)),
             }
         });
@@ -1006,6 +1193,7 @@ impl Filesystem for CairnFs {
         whence: i32,
         reply: ReplyLseek,
     ) {
+        self.count("lseek");
         let (id, _, _) = try_reply!(self.handle(fh, ino), reply);
         let w = match whence {
             libc::SEEK_DATA => SeekWhence::Data,

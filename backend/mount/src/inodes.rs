@@ -23,6 +23,21 @@ struct Node {
     children: HashSet<Vec<u8>>,
     /// Last (parent ino, name) this inode was handed out under.
     parent: Option<(u64, Vec<u8>)>,
+    /// FUSE generation: bumped to make the kernel drop a stale inode (writeback cache).
+    generation: u64,
+    /// Regular files under the writeback cache: the (size, mtime) the kernel holds, as far
+    /// as we can tell (it keeps its own and ignores ours once the inode exists).
+    seen: Option<Seen>,
+    /// Unlinked by this mount while it had no other name: the kernel's late SETATTR of its
+    /// times (it flushes the ctime it moved at unlink) needs no brick.
+    gone: bool,
+}
+
+/// Size and mtime (seconds, nanoseconds) of a regular file as the kernel knows them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seen {
+    pub size: u64,
+    pub mtime: (i64, u32),
 }
 
 #[derive(Debug)]
@@ -31,14 +46,26 @@ pub struct InodeTable {
     by_id: HashMap<Id, u64>,
 }
 
+impl Node {
+    /// A node looked up once, with no names or kernel state recorded yet.
+    fn new(id: Id) -> Node {
+        Node {
+            id,
+            nlookup: 1,
+            children: HashSet::new(),
+            parent: None,
+            generation: 0,
+            seen: None,
+            gone: false,
+        }
+    }
+}
+
 impl InodeTable {
     /// A table whose root (ino 1) is `root` (the volume root or the mounted sub-directory).
     pub fn new(root: Id) -> InodeTable {
         let mut t = InodeTable { by_ino: HashMap::new(), by_id: HashMap::new() };
-        t.by_ino.insert(
-            ROOT_INO,
-            Node { id: root, nlookup: 1, children: HashSet::new(), parent: None },
-        );
+        t.by_ino.insert(ROOT_INO, Node::new(root));
         t.by_id.insert(root, ROOT_INO);
         t
     }
@@ -78,7 +105,7 @@ impl InodeTable {
             tracing::warn!(%id, ino, "inode number fold collision, probing");
             ino = ino.wrapping_add(1);
         }
-        self.by_ino.insert(ino, Node { id, nlookup: 1, children: HashSet::new(), parent: None });
+        self.by_ino.insert(ino, Node::new(id));
         self.by_id.insert(id, ino);
         ino
     }
@@ -115,6 +142,69 @@ impl InodeTable {
         }
     }
 
+    /// A regular file's entry reply under the writeback cache: `now` is what the bricks
+    /// say. The first time, it becomes what the kernel holds. Later the kernel keeps its own
+    /// size and mtime, so if ours differ (another client changed the file) and `refresh`
+    /// (nothing has the file open here, so the kernel holds no dirty pages), the generation
+    /// is bumped: the kernel then drops its inode and builds a new one from this reply.
+    /// Returns the generation to reply with.
+    pub fn entry_attr(&mut self, ino: u64, now: Seen, refresh: bool) -> u64 {
+        let Some(n) = self.by_ino.get_mut(&ino) else { return 0 };
+        match n.seen {
+            None => n.seen = Some(now),
+            Some(s) if s != now && refresh => {
+                n.generation += 1;
+                n.seen = Some(now);
+            }
+            Some(_) => {}
+        }
+        n.generation
+    }
+
+    /// `ino` lost its last name through this mount (see `Node::gone`).
+    pub fn mark_gone(&mut self, ino: u64) {
+        if let Some(n) = self.by_ino.get_mut(&ino) {
+            n.gone = true;
+        }
+    }
+
+    pub fn is_gone(&self, ino: u64) -> bool {
+        self.by_ino.get(&ino).map(|n| n.gone).unwrap_or(false)
+    }
+
+    /// The generation of `ino` (0 unless a stale inode was ever replaced).
+    pub fn generation(&self, ino: u64) -> u64 {
+        self.by_ino.get(&ino).map(|n| n.generation).unwrap_or(0)
+    }
+
+    /// The kernel's size or mtime of a tracked regular file changed by our own hand: a
+    /// WRITE reached `end`, a SETATTR set `size` / `mtime`.
+    pub fn local_change(
+        &mut self,
+        ino: u64,
+        end: Option<u64>,
+        size: Option<u64>,
+        mtime: Option<(i64, u32)>,
+    ) {
+        let Some(s) = self.by_ino.get_mut(&ino).and_then(|n| n.seen.as_mut()) else { return };
+        if let Some(e) = end {
+            s.size = s.size.max(e);
+        }
+        if let Some(z) = size {
+            s.size = z;
+        }
+        if let Some(m) = mtime {
+            s.mtime = m;
+        }
+    }
+
+    /// Where a tracked regular file was last handed out (to drop that dentry on a recall).
+    pub fn tracked_name(&self, ino: u64) -> Option<(u64, Vec<u8>)> {
+        let n = self.by_ino.get(&ino)?;
+        n.seen.as_ref()?;
+        n.parent.clone()
+    }
+
     /// Names the kernel may have cached under directory `ino`.
     pub fn children(&self, ino: u64) -> Vec<Vec<u8>> {
         self.by_ino.get(&ino).map(|n| n.children.iter().cloned().collect()).unwrap_or_default()
@@ -134,6 +224,20 @@ impl InodeTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gone_lasts_as_long_as_the_inode() {
+        let mut t = InodeTable::new(Id::ROOT);
+        let id = Id::new_on_set(1);
+        let ino = t.add_entry(ROOT_INO, b"f", id);
+        assert!(!t.is_gone(ino));
+        t.mark_gone(ino);
+        assert!(t.is_gone(ino));
+        t.forget(ino, 1);
+        assert!(!t.is_gone(ino));
+        let again = t.add_entry(ROOT_INO, b"f", id);
+        assert!(!t.is_gone(again), "a new reference starts fresh");
+    }
 
     #[test]
     fn root_is_one_and_never_forgotten() {
@@ -180,6 +284,27 @@ mod tests {
         assert_ne!(ia, ib);
         assert_eq!(t.id(ia), Some(a));
         assert_eq!(t.id(ib), Some(b));
+    }
+
+    #[test]
+    fn stale_regular_files_get_a_new_generation() {
+        let mut t = InodeTable::new(Id::ROOT);
+        let id = Id::new_on_set(4);
+        let ino = t.add_entry(1, b"f", id);
+        let s = |size, sec| Seen { size, mtime: (sec, 0) };
+        assert_eq!(t.entry_attr(ino, s(5, 1), true), 0, "first sight: what the kernel holds");
+        assert_eq!(t.entry_attr(ino, s(5, 1), true), 0, "unchanged");
+        // Our own write and mtime update are what the kernel has too.
+        t.local_change(ino, Some(10), None, Some((2, 0)));
+        assert_eq!(t.entry_attr(ino, s(10, 2), true), 0);
+        // Changed elsewhere while open here: not now, but later.
+        assert_eq!(t.entry_attr(ino, s(20, 3), false), 0);
+        assert_eq!(t.entry_attr(ino, s(20, 3), true), 1);
+        assert_eq!(t.entry_attr(ino, s(20, 3), true), 1);
+        assert_eq!(t.generation(ino), 1);
+        assert_eq!(t.tracked_name(ino), Some((1, b"f".to_vec())));
+        let d = t.add_entry(1, b"d", Id::new_on_set(5));
+        assert_eq!(t.tracked_name(d), None, "untracked (not a regular file)");
     }
 
     #[test]

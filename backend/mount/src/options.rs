@@ -22,8 +22,8 @@ pub struct Args {
     pub entry_timeout: Duration,
     pub write_behind: bool,
     /// Let the kernel cache written pages and send them in large writes (FUSE writeback
-    /// cache, `wbcache`). Off by default: with it the kernel keeps its own mtime and size
-    /// of cached files and ignores changes made by other clients until the inode is dropped.
+    /// cache, `writeback_cache` / `wbcache`; on by default). The kernel then keeps its own
+    /// mtime and size of cached files; fs.rs replaces stale inodes (see `entry_generation`).
     pub writeback_cache: bool,
     pub debug: bool,
     pub log_file: Option<PathBuf>,
@@ -50,10 +50,13 @@ options (comma separated after -o):
   attr_timeout=S       seconds the kernel caches attributes (default 1)
   entry_timeout=S      seconds the kernel caches names (default 1)
   nowb                 no write-behind: every write goes to the bricks before it returns
-                       (implies nowbcache)
-  wbcache              kernel writeback cache: small writes are merged in the page cache
-                       (fast appends for a single writer; size and mtime changes by other
-                       clients are not seen while the file is cached here)
+                       (implies no_writeback_cache)
+  writeback_cache      (default; also wbcache) kernel writeback cache: small writes are
+                       merged in the page cache and sent as large writes; another client's
+                       change to a file shows at the next lookup after a lease recall or
+                       entry_timeout, but not while the file is open here
+  no_writeback_cache   (also nowbcache) every write(2) reaches mount.cairn; size and mtime
+                       come from the bricks at each attribute refresh
   log_file=PATH        where a background mount logs (default /var/log/cairn/mount-*.log)
   debug                verbose logs on stderr, stay in the foreground
   -f                   stay in the foreground";
@@ -99,7 +102,7 @@ pub fn parse(argv: &[String], is_root: bool) -> Result<Args, String> {
         attr_timeout: Duration::from_secs(1),
         entry_timeout: Duration::from_secs(1),
         write_behind: true,
-        writeback_cache: false,
+        writeback_cache: true,
         debug: false,
         log_file: None,
         kernel_flags: Vec::new(),
@@ -126,8 +129,8 @@ pub fn parse(argv: &[String], is_root: bool) -> Result<Args, String> {
                 args.write_behind = false;
                 args.writeback_cache = false;
             }
-            ("wbcache", None) => args.writeback_cache = true,
-            ("nowbcache", None) => args.writeback_cache = false,
+            ("writeback_cache" | "wbcache", None) => args.writeback_cache = true,
+            ("no_writeback_cache" | "nowbcache", None) => args.writeback_cache = false,
             ("debug", None) => {
                 args.debug = true;
                 args.foreground = true;
@@ -248,6 +251,15 @@ mod tests {
     fn defaults_and_errors() {
         let a = p(&["h:/v", "/m"], true).unwrap();
         assert!(a.allow_other && a.write_behind && !a.read_only);
+        assert!(a.writeback_cache, "the kernel writeback cache is on by default");
+        for (o, on) in [
+            ("no_writeback_cache", false),
+            ("nowbcache", false),
+            ("nowbcache,writeback_cache", true),
+            ("no_writeback_cache,wbcache", true),
+        ] {
+            assert_eq!(p(&["h:/v", "/m", "-o", o], true).unwrap().writeback_cache, on, "{o}");
+        }
         let a = p(&["h:/v", "/m", "-odebug,_netdev"], false).unwrap();
         assert!(a.debug && a.foreground);
         assert!(p(&["h:/v"], true).is_err());

@@ -102,9 +102,14 @@ pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Frame, FrameE
     let (kind, version, id, hlen, dlen) = decode_prefix(&prefix)?;
     let mut header = BytesMut::zeroed(hlen as usize);
     r.read_exact(&mut header).await?;
-    let mut data = BytesMut::zeroed(dlen as usize);
-    if dlen > 0 {
-        r.read_exact(&mut data).await?;
+    // The bulk segment (up to MAX_DATA: WRITE payloads) is read straight into its buffer,
+    // not zero-filled first: one pass over the bytes instead of two.
+    let mut data = BytesMut::with_capacity(dlen as usize);
+    while data.len() < dlen as usize {
+        let left = (dlen as usize - data.len()) as u64;
+        if (&mut *r).take(left).read_buf(&mut data).await? == 0 {
+            return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
+        }
     }
     Ok(Frame { kind, version, id, header: header.freeze(), data: data.freeze() })
 }

@@ -76,6 +76,12 @@ pub struct BrickRequest {
     /// decoded as `None` when absent (a peer built before it).
     #[serde(default, deserialize_with = "trailing")]
     pub req: Option<ReqId>,
+    /// Ask for the attributes of the op's parent directories after a namespace op
+    /// ([`Op::parent_dirs`]): answered as [`Reply::WithParents`]. A brick built before it
+    /// ignores it and answers plainly; decoded as `false` when absent, so a client built
+    /// before it never gets the new reply.
+    #[serde(default, deserialize_with = "trailing")]
+    pub parents: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -381,6 +387,22 @@ impl Op {
         )
     }
 
+    /// Directories whose entries a namespace op changes (the parent attributes a
+    /// [`Reply::WithParents`] carries), each once.
+    pub fn parent_dirs(&self) -> Vec<Id> {
+        match self {
+            Op::Create { dir, .. }
+            | Op::Mkdir { dir, .. }
+            | Op::MkLinkto { dir, .. }
+            | Op::Link { dir, .. }
+            | Op::Unlink { dir, .. }
+            | Op::Rmdir { dir, .. } => vec![*dir],
+            Op::Rename { src_dir, dst_dir, .. } if src_dir == dst_dir => vec![*src_dir],
+            Op::Rename { src_dir, dst_dir, .. } => vec![*src_dir, *dst_dir],
+            _ => vec![],
+        }
+    }
+
     /// Short name for logs and metrics.
     pub fn name(&self) -> &'static str {
         match self {
@@ -485,6 +507,13 @@ pub enum Reply {
         bytes: u64,
         wait_ms: u64,
     },
+    /// A namespace op's reply with the attributes of the brick's copies of its parent
+    /// directories ([`Op::parent_dirs`], in that order) right after the op, taken under
+    /// the op's inode locks. Sent only to a client that set [`BrickRequest::parents`].
+    WithParents {
+        reply: Box<Reply>,
+        parents: Vec<Attr>,
+    },
 }
 
 /// What a response frame carries.
@@ -546,5 +575,27 @@ mod tests {
         // New to new: kept.
         let Request::Brick(back) = decode::<Request>(&encode(&new)).unwrap() else { panic!() };
         assert_eq!(back.req, req);
+        assert!(!back.parents, "absent: the client did not ask for parent attributes");
+        // The parent-attributes flag: ignored by an old peer, kept by a new one, with or
+        // without a request id before it.
+        for req in [None, req] {
+            let Request::Brick(b) = decode::<Request>(&encode(&new)).unwrap() else { panic!() };
+            let ask = Request::Brick(BrickRequest { req, parents: true, ..b });
+            let Request::Brick(back) = decode::<Request>(&encode(&ask)).unwrap() else { panic!() };
+            assert!(back.parents);
+            assert_eq!(back.req, req);
+            let Request::Brick(b) = ask else { panic!() };
+            let Request::Brick(plain) =
+                decode::<Request>(&encode(&Request::Brick(b.clone()))).unwrap()
+            else {
+                panic!()
+            };
+            assert_eq!(plain, b);
+            let OldRequest::Brick(o) = decode::<OldRequest>(&encode(&Request::Brick(b))).unwrap()
+            else {
+                panic!()
+            };
+            assert_eq!(o.op, op);
+        }
     }
 }
