@@ -10,6 +10,7 @@ use cairn_proto::msg::{BrickRequest, Op, ReplicateRequest, Reply, ReqId, Request
 use cairn_proto::rpc::Session;
 use cairn_proto::{Attr, Creds, Errno, FileType, Id, RemoteError};
 use cairn_replication::dedupe::Dup;
+use cairn_replication::range_lock::{Mode, Range};
 use std::sync::Arc;
 
 pub type OpResult = Result<(Reply, Bytes), RemoteError>;
@@ -76,6 +77,32 @@ pub fn changed_ids(op: &Op) -> Vec<Id> {
         | Op::SetXattr { id, .. }
         | Op::RemoveXattr { id, .. } => vec![*id],
         _ => vec![],
+    }
+}
+
+/// What a data write locks at the head instead of its whole inode: the checksummed blocks
+/// (`cairn_brick::CSUM_BLOCK`) it touches, so writes into different blocks of one file
+/// go down the chain together, and two into one block are ordered alike on every replica
+/// (as overlapping ones). A write that extends the file needs nothing more: every
+/// replica ends at the largest end, and a read waits for writes at or after its offset.
+fn write_range(op: &Op, data: &[u8]) -> Option<(Id, Range)> {
+    let block = cairn_brick::CSUM_BLOCK;
+    match op {
+        Op::Write { id, offset } => Some((*id, Range::blocks(*offset, data.len() as u64, block))),
+        // The payload is the compare half then the write half.
+        Op::CompareAndWrite { id, offset } => {
+            Some((*id, Range::blocks(*offset, data.len() as u64 / 2, block)))
+        }
+        _ => None,
+    }
+}
+
+/// What a read at the head locks (shared): a data read everything from its offset on
+/// (a write beyond it may extend the file it sees), anything else the whole inode.
+fn read_range(op: &Op) -> Range {
+    match op {
+        Op::Read { offset, .. } => Range::from(*offset),
+        _ => Range::WHOLE,
     }
 }
 
@@ -282,7 +309,7 @@ fn is_storage_error(e: &RemoteError) -> bool {
 /// this brick heals, once it can, before it serves again), and answer ESTALEMAP so the
 /// client refreshes its map and retries at the new head. A data write the candidates
 /// already applied is applied again there, the same bytes at the same offset, while this
-/// head still holds the inode locked against other writers.
+/// head still holds the write's range locked against other writers of it.
 ///
 /// None when no candidate could vouch for the demotion (none up, or the config store said
 /// no): the caller fails the op as before.
@@ -388,9 +415,15 @@ async fn mutate(
             }
         }
     }
-    let guards = node.lock_inodes(&req.volume, req.brick, &changed).await;
+    let guards = match write_range(&req.op, &data) {
+        Some((id, range)) => {
+            vec![node.lock_range(&req.volume, req.brick, id, range, Mode::Exclusive).await]
+        }
+        None => node.lock_inodes(&req.volume, req.brick, &changed).await,
+    };
     // A retry of a mutation this brick already applied (checked under the inode locks, so
-    // a retry racing its original waits for it): never applied twice.
+    // a retry racing its original, which locks the same range, waits for it): never
+    // applied twice.
     let done = match req.req.map(|id| slot.dedupe.lock().check(id)) {
         Some(Dup::Answer(r)) => {
             tracing::debug!(volume = %req.volume, brick = req.brick, op = req.op.name(), req = ?req.req, "retried request answered with its first result");
@@ -853,7 +886,7 @@ async fn serve(
             Ok((Reply::Lock(node.locks.get(&req.volume, *id, session.id, lock)), Bytes::new()))
         }
         _ => {
-            let _read = node.read_lock(&req.volume, req.brick, key).await;
+            let _read = node.read_lock(&req.volume, req.brick, key, read_range(&req.op)).await;
             // Checked again after the wait: a read queued behind a write of a head that
             // was fenced meanwhile must not return what that write left here unacknowledged
             // (the node may even hold a new lease by now, with its bricks catching up).

@@ -230,8 +230,8 @@ const RANGE_BLOCKS: u64 = 64;
 /// 4. under the lock, a last `HealApply` without data sets the size and metadata (and
 ///    the pending records the source holds for others).
 ///
-/// Why that is enough: every write the source heads takes the same inode lock and is
-/// forwarded to the target (a healing brick gets forwards) before the lock is released.
+/// Why that is enough: every write the source heads locks a range of the same inode (the
+/// heal's whole-inode lock waits for it and keeps it out) and is forwarded to the target (a healing brick gets forwards) before the lock is released.
 /// A write that lands after a run was copied reaches the target by its forward; one that
 /// lands before is in the data the run reads. A block compared equal and then written is
 /// written on both. So no run can carry data older than what the target already has.

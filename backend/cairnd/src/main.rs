@@ -3,6 +3,7 @@
 
 mod chain;
 mod heal;
+mod inode_locks;
 mod leases;
 mod locks;
 mod metrics;

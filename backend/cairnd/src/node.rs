@@ -2,6 +2,7 @@
 //! config store and pushes to clients, connections to the other nodes, and the
 //! coordination state of the chains it heads (inode locks, byte-range locks, leases).
 
+use crate::inode_locks::{InodeGuard, InodeLocks};
 use crate::leases::Leases;
 use crate::locks::LockTable;
 use cairn_brick::Brick;
@@ -10,6 +11,7 @@ use cairn_proto::map::{BrickState, VolumeMap, VolumeStatus};
 use cairn_proto::msg::{PeerKind, Push, Reply, Request};
 use cairn_proto::rpc::{Connection, Session};
 use cairn_proto::{Errno, Id, RemoteError};
+use cairn_replication::range_lock::{Mode, Range};
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -103,17 +105,17 @@ pub struct Node {
     subs: Mutex<HashMap<String, Vec<Weak<Session>>>>,
     pub locks: LockTable,
     pub leases: Leases,
-    /// Inode locks, striped: mutations hold them exclusively, reads shared, so a read at
-    /// the head never sees a write its replicas do not have yet.
-    stripes: Vec<tokio::sync::RwLock<()>>,
+    /// Byte-range locks of the inodes this node's bricks head (`cairn_replication::
+    /// range_lock`): a mutation holds what it changes exclusively until its replicas have
+    /// it, a read holds what it may see shared, so a read at the head never sees a write
+    /// its replicas do not have yet.
+    inode_locks: InodeLocks,
     pub kick: Notify,
     opens: Mutex<HashMap<u64, Vec<OpenRef>>>,
     /// Bricks this node already marked stale while they were down (cleared once the map
     /// shows them back, so a brick that healed and fell again is marked again).
     marked_stale: Mutex<std::collections::HashSet<(String, u32)>>,
 }
-
-const STRIPES: usize = 4096;
 
 impl Node {
     pub fn new(name: String, addr: String, store: Arc<Store>, lease: NodeLease) -> Node {
@@ -128,7 +130,7 @@ impl Node {
             subs: Mutex::default(),
             locks: LockTable::default(),
             leases: Leases::default(),
-            stripes: (0..STRIPES).map(|_| tokio::sync::RwLock::new(())).collect(),
+            inode_locks: InodeLocks::default(),
             kick: Notify::new(),
             opens: Mutex::default(),
             marked_stale: Mutex::default(),
@@ -182,40 +184,36 @@ impl Node {
         self.maps.read().get(volume).cloned()
     }
 
-    fn stripe(volume: &str, brick: u32, id: Id) -> usize {
-        let h = xxhash_rust::xxh3::xxh3_64(volume.as_bytes())
-            ^ (brick as u64).rotate_left(32)
-            ^ id.ino();
-        (h % STRIPES as u64) as usize
-    }
-
-    /// Serialize mutations of the given inodes on this brick (ids sorted by stripe so two
-    /// multi-inode ops cannot deadlock).
-    pub async fn lock_inodes(
-        &self,
-        volume: &str,
-        brick: u32,
-        ids: &[Id],
-    ) -> Vec<tokio::sync::RwLockWriteGuard<'_, ()>> {
-        let mut idx: Vec<usize> = ids.iter().map(|id| Self::stripe(volume, brick, *id)).collect();
-        idx.sort_unstable();
-        idx.dedup();
-        let mut guards = Vec::with_capacity(idx.len());
-        for i in idx {
-            guards.push(self.stripes[i].write().await);
-        }
-        guards
-    }
-
-    /// Wait out any mutation of `id` in flight on this brick, and keep new ones out while
-    /// the guard lives.
-    pub async fn read_lock(
+    /// Lock `range` of inode `id` on this brick in `mode` (see `inode_locks`).
+    pub async fn lock_range(
         &self,
         volume: &str,
         brick: u32,
         id: Id,
-    ) -> tokio::sync::RwLockReadGuard<'_, ()> {
-        self.stripes[Self::stripe(volume, brick, id)].read().await
+        range: Range,
+        mode: Mode,
+    ) -> InodeGuard {
+        self.inode_locks.lock((volume.to_string(), brick, id), range, mode).await
+    }
+
+    /// Serialize mutations of the given inodes on this brick: each whole (every byte and
+    /// the metadata), exclusively; taken in key order so two multi-inode ops cannot
+    /// deadlock.
+    pub async fn lock_inodes(&self, volume: &str, brick: u32, ids: &[Id]) -> Vec<InodeGuard> {
+        let mut ids = ids.to_vec();
+        ids.sort_unstable();
+        ids.dedup();
+        let mut guards = Vec::with_capacity(ids.len());
+        for id in ids {
+            guards.push(self.lock_range(volume, brick, id, Range::WHOLE, Mode::Exclusive).await);
+        }
+        guards
+    }
+
+    /// Wait out any mutation of `range` of `id` in flight on this brick, and keep new ones
+    /// out while the guard lives.
+    pub async fn read_lock(&self, volume: &str, brick: u32, id: Id, range: Range) -> InodeGuard {
+        self.lock_range(volume, brick, id, range, Mode::Shared).await
     }
 
     pub fn subscribe(&self, volume: &str, s: &Arc<Session>) {

@@ -21,6 +21,7 @@
 //!    whose bricks all restarted comes back instead of each waiting for the other.
 
 pub mod dedupe;
+pub mod range_lock;
 
 use cairn_placement::chain;
 use cairn_proto::map::{BrickState, ReplicaSet};
