@@ -35,6 +35,11 @@ DEB_PACKAGES += dpkg-dev libiscsi-bin                  # apt-get source + dpkg-s
 DEB_PACKAGES += qemu-system-x86 qemu-utils debootstrap openssh-client e2fsprogs  # tests/vm
 # Benchmarks.
 DEB_PACKAGES += fio
+# GlusterFS, measured side by side by `make bench` only (tests/bench/gluster.sh starts its own
+# glusterd on 127.0.0.2). Not in DEB_PACKAGES: where systemd runs, the package starts a
+# system glusterd on *:24007, so `make bench` stops and disables that one right after it
+# installed the package (never a glusterd that was there before).
+BENCH_DEB_PACKAGES := glusterfs-server glusterfs-client
 
 # Profiles: `make build/install/up/bench` use release; `make test` builds, unit-tests and
 # runs the integration suites on one debug build (faster to compile on 2 cores, and
@@ -71,7 +76,7 @@ help:
 	@echo 'make deps       install the Debian packages listed in DEB_PACKAGES; check cargo >= 1.80'
 	@echo 'make build      cargo build --release of backend/ (PROFILE=debug for a debug build)'
 	@echo 'make install    install binaries, libcairn.so, cairn.h, cairn.pc under $(PREFIX)'
-	@echo 'make bench      release build + tests/bench/run.sh'
+	@echo 'make bench      release build + tests/bench/run.sh (installs GlusterFS to compare against)'
 	@echo 'make vm-test SCENARIO=NAME  run a VM scenario (tests/vm/scenarios/NAME.sh; e.g. iscsi)'
 	@echo 'make clean-run  delete run/ (after make down)'
 
@@ -135,6 +140,10 @@ test: deps
 	$(MAKE) --no-print-directory integration
 
 bench: build
+	@fresh=; for p in $(BENCH_DEB_PACKAGES); do \
+		[[ $$(dpkg-query -W -f='$${db:Status-Status}' $$p 2>/dev/null) == installed ]] || fresh=1; done; \
+	if [[ -n $$fresh ]]; then scripts/deps.sh $(BENCH_DEB_PACKAGES) && \
+		if [[ -d /run/systemd/system ]]; then systemctl disable --now glusterd.service || true; fi; fi
 	@if [[ -f tests/bench/run.sh ]]; then \
 		CAIRN_BIN_DIR=$(TARGET_DIR)/$(PROFILE) bash tests/bench/run.sh; \
 	else echo 'no benchmarks yet (tests/bench/run.sh)'; fi

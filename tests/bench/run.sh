@@ -6,6 +6,10 @@
 #   FUSE 2x2  mount-cairn on a 2 x 2 (replica 2) volume
 #   FUSE 4x1  mount-cairn on a 4 x 1 distribute volume (replica-vs-distribute ratio)
 #   lib 2x2   the Rust client API (cairn-client, what libcairn wraps) on the 2 x 2 volume
+#   Gluster   GlusterFS (Debian's 10.3) FUSE mounts of a 2 x 2 and a 4 x 1 volume with its
+#             defaults, bricks on the same disk (tests/bench/gluster.sh); the issue's targets
+#             are judged against this run's Gluster numbers (BENCH_GLUSTER=0: against the
+#             reference numbers of issue 2 instead)
 #
 # Workloads (docs/benchmarks.md says exactly how): sequential write+fsync and cold read of
 # BENCH_SIZE_MIB in 1 MiB records; 4 KiB random read and write at queue depth 16 for
@@ -26,6 +30,9 @@
 #                      tests/run-all.sh, else build/bench-tmp: the repo's disk)
 #      BENCH_RESULTS   results dir (default tests/bench/results)
 #      BENCH_SAVE=0|1  save the table (default 1, 0 with BENCH_QUICK)
+#      BENCH_GLUSTER=0  skip the GlusterFS side-by-side columns
+#      BENCH_GLUSTER_ADDR  loopback address glusterd and its bricks bind (default 127.0.0.2:
+#                      gluster refuses 127.0.0.1 as a brick host)
 #      BENCH_NFS=0    skip the NFS gateway bench (tests/bench/nfs.sh, run after the table)
 #      BENCH_APPENDS_4X1=0|1  also run the appends on the 4x1 mount (default: quick runs
 #                      only; through FUSE each append costs ~2 FUSE requests, so a million
@@ -129,6 +136,20 @@ FUSE_REP=$CL_DIR/mnt/rep
 FUSE_DIST=$CL_DIR/mnt/dist
 log "cluster up in $((SECONDS - started))s: $CL_DIR ($mode run)"
 
+# GlusterFS side by side, on the same disk (tests/bench/gluster.sh).
+GL_TARGETS=()
+if [[ ${BENCH_GLUSTER:-1} == 1 ]]; then
+    # shellcheck source=tests/bench/gluster.sh
+    . "$bench_dir/gluster.sh"
+    trap 'rc=$?; gl_down; (exit $rc); cl_cleanup' EXIT
+    if gl_up "$CL_DIR/gluster"; then
+        GL_TARGETS=(gluster-2x2:"$GL_REP" gluster-4x1:"$GL_DIST")
+    else
+        log "GlusterFS could not be started: the table uses issue 2's reference numbers"
+        gl_down
+    fi
+fi
+
 failed=()
 run() { step "$@" || failed+=("$1"); }
 
@@ -138,7 +159,7 @@ run "round-trip checks" "$BENCH" rtt --server "$SERVER" --one-set one --four-set
 
 # --- sequential --------------------------------------------------------------------------
 
-for t in local:"$LOCAL" fuse-2x2:"$FUSE_REP" fuse-4x1:"$FUSE_DIST"; do
+for t in local:"$LOCAL" fuse-2x2:"$FUSE_REP" fuse-4x1:"$FUSE_DIST" "${GL_TARGETS[@]}"; do
     run "sequential ${BENCH_SIZE_MIB} MiB on ${t%%:*}" \
         "$BENCH" posix-seq --file "${t#*:}/seq.dat" --target "${t%%:*}" --mib "$BENCH_SIZE_MIB"
 done
@@ -147,23 +168,25 @@ run "sequential ${BENCH_SIZE_MIB} MiB through the client API" \
 
 # --- random 4 KiB, QD 16 (on the files the sequential step left) -------------------------
 
-for t in local:"$LOCAL" fuse-2x2:"$FUSE_REP"; do
+for t in local:"$LOCAL" fuse-2x2:"$FUSE_REP" "${GL_TARGETS[@]:0:1}"; do
     if [[ -f ${t#*:}/seq.dat ]]; then
         drop_caches
         fio_rand "${t%%:*}" randread "${t#*:}/seq.dat" || failed+=("fio randread ${t%%:*}")
         fio_rand "${t%%:*}" randwrite "${t#*:}/seq.dat" || failed+=("fio randwrite ${t%%:*}")
     fi
 done
-if [[ -f $FUSE_DIST/seq.dat ]]; then
-    fio_rand fuse-4x1 randwrite "$FUSE_DIST/seq.dat" || failed+=("fio randwrite fuse-4x1")
-fi
+for t in fuse-4x1:"$FUSE_DIST" "${GL_TARGETS[@]:1:1}"; do
+    if [[ -f ${t#*:}/seq.dat ]]; then
+        fio_rand "${t%%:*}" randwrite "${t#*:}/seq.dat" || failed+=("fio randwrite ${t%%:*}")
+    fi
+done
 run "random 4 KiB through the client API" \
     "$BENCH" lib-rand --server "$SERVER" --volume rep --target lib-2x2 --seconds "$BENCH_SECONDS"
-rm -f "$LOCAL/seq.dat" "$FUSE_REP/seq.dat" "$FUSE_DIST/seq.dat"
+rm -f "$LOCAL/seq.dat" "$FUSE_REP/seq.dat" "$FUSE_DIST/seq.dat" ${GL_REP:+"$GL_REP/seq.dat" "$GL_DIST/seq.dat"}
 
 # --- small files -------------------------------------------------------------------------
 
-for t in local:"$LOCAL" fuse-2x2:"$FUSE_REP" fuse-4x1:"$FUSE_DIST"; do
+for t in local:"$LOCAL" fuse-2x2:"$FUSE_REP" fuse-4x1:"$FUSE_DIST" "${GL_TARGETS[@]}"; do
     run "small files on ${t%%:*}" "$BENCH" posix-smallfiles --dir "${t#*:}" --target "${t%%:*}" \
         --files "$BENCH_FILES" --threads "$BENCH_THREADS"
 done
@@ -172,7 +195,7 @@ run "small files through the client API" "$BENCH" lib-smallfiles --server "$SERV
 
 # --- appends -----------------------------------------------------------------------------
 
-append_targets=(local:"$LOCAL" fuse-2x2:"$FUSE_REP")
+append_targets=(local:"$LOCAL" fuse-2x2:"$FUSE_REP" "${GL_TARGETS[@]:0:1}")
 [[ $BENCH_APPENDS_4X1 == 1 ]] && append_targets+=(fuse-4x1:"$FUSE_DIST")
 for t in "${append_targets[@]}"; do
     run "$BENCH_APPENDS appends on ${t%%:*}" \

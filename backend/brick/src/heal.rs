@@ -627,6 +627,44 @@ impl Brick {
         Ok(())
     }
 
+    /// Whether the id index names entry `name` of directory `dir` (fd `d`), an inode
+    /// `id` with stat `st`, repairing what a crash can leave half done: a create or mkdir
+    /// killed after the entry got its id but before its index link, a directory rename
+    /// killed before its index link moved. A missing (or, for a directory, outdated) index
+    /// entry is made to name this entry; `false` when the index holds another inode under
+    /// this id (the entry is then replaced by the directory heal, and the inode re-copied).
+    fn index_names(&self, dir: Id, d: RawFd, name: &[u8], id: Id, st: &libc::stat) -> R<bool> {
+        let what = || format!("id index of {} ({id}) in {dir}", show(name));
+        if is_dir(st) {
+            match self.idx.dir_parent(id) {
+                Ok((p, n)) if p == dir && n == name => return Ok(true),
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+                Err(e) => return Err(e).ctx(what),
+            }
+            tracing::info!(brick = %self.root.display(), %id, %dir, name = %show(name), "directory index link missing or outdated (interrupted mkdir or rename); repaired");
+            self.idx.forget_dir(id);
+            self.idx.set_dir_link(id, dir, name).ctx(what)?;
+            return Ok(true);
+        }
+        match self.idx.lstat_index(id) {
+            Ok(ist) => {
+                if ist.st_ino == st.st_ino && ist.st_dev == st.st_dev {
+                    return Ok(true);
+                }
+                tracing::warn!(brick = %self.root.display(), %id, %dir, name = %show(name), "entry and id index are different inodes; healing the entry");
+                self.pending_add(self.marker.index, id)?;
+                Ok(false)
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                tracing::info!(brick = %self.root.display(), %id, %dir, name = %show(name), "entry without its id index link (interrupted create); repaired");
+                self.idx.link_file(id, d, name).ctx(what)?;
+                Ok(true)
+            }
+            Err(e) => Err(e).ctx(what),
+        }
+    }
+
     /// Make the entries of directory `dir` exactly those of the state.
     fn heal_dir_entries(&self, dir: Id, d: RawFd, state: &HealState) -> R<()> {
         let what = || format!("heal of the entries of {dir}");
@@ -646,7 +684,9 @@ impl Brick {
             let keep = match (want.get(e.name.as_slice()), &ent) {
                 (Some((_, _, Some(t))), Ent::Linkto { target, .. }) => t == target,
                 (Some((wid, kind, None)), Ent::Inode { id, st }) => {
-                    wid == id && FileType::from_mode(st.st_mode) == Some(*kind)
+                    wid == id
+                        && FileType::from_mode(st.st_mode) == Some(*kind)
+                        && self.index_names(dir, d, &e.name, *id, st)?
                 }
                 _ => false,
             };
@@ -721,6 +761,12 @@ impl Brick {
                 sys::linkat(self.idx.ids_fd(), &ids::rel(*wid), d, &cname).ctx(w)?;
                 continue;
             }
+            // An empty placeholder until the inode's own heal fills it: make sure that heal
+            // happens (the inode may not be pending here, e.g. its index link was swept or
+            // a rename moved it while its directories were copied one after the other).
+            // Recorded first: a crash after the placeholder is made would leave it empty
+            // for good, as the next heal of this directory finds the entry it wants.
+            self.pending_add(self.marker.index, *wid)?;
             let mut heal_mark = false;
             match kind {
                 FileType::Regular => {
@@ -749,10 +795,6 @@ impl Brick {
                 t.set(XATTR_HEAL, &v, 0).ctx(w)?;
             }
             self.idx.link_file(*wid, d, name).ctx(w)?;
-            // An empty placeholder until the inode's own heal fills it: make sure that heal
-            // happens (the inode may not be pending here, e.g. its index link was swept or
-            // a rename moved it while its directories were copied one after the other).
-            self.pending_add(self.marker.index, *wid)?;
         }
         // Phase 3: what is still parked is not wanted here. A non-directory inode keeps its
         // index link: it may be wanted by another directory healed later (a rename across

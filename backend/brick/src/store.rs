@@ -1162,16 +1162,20 @@ impl Brick {
         let (s, d) = (sfd.as_raw_fd(), dfd.as_raw_fd());
         let (cs, cd) = (cstr(src_name).ctx(what)?, cstr(dst_name).ctx(what)?);
         let src = match self.entry(s, src_name) {
-            Ok(e) => e,
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) && cx.replica => {
-                return Ok(Reply::Unit)
-            }
+            Ok(e) => Some(e),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) && cx.replica => None,
             Err(e) => return Err(e).ctx(what),
         };
         let dst = match self.entry(d, dst_name) {
             Ok(e) => Some(e),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
             Err(e) => return Err(e).ctx(what),
+        };
+        if cx.replica && replica_rename_done(cx, src.as_ref(), dst.as_ref(), flags, &what)? {
+            return Ok(Reply::Unit);
+        }
+        let Some(src) = src else {
+            return Err(fail(libc::ENOENT, format!("{}: no source", what())));
         };
         let same = |a: &libc::stat, b: &libc::stat| a.st_ino == b.st_ino && a.st_dev == b.st_dev;
         if let (true, Some(Ent::Inode { st, .. }), Ent::Inode { st: sst, .. }) =
@@ -1682,4 +1686,53 @@ pub(crate) fn unmap_xattr(disk: &[u8]) -> Option<Vec<u8>> {
         return Some(disk.to_vec());
     }
     None
+}
+
+/// Whether a rename forwarded by the head is already applied on this replica (`Ok(true)`:
+/// do nothing), to apply (`Ok(false)`), or impossible here (`Err`). The head sends the id
+/// of the inode it moved (`cx.result`); the replica must hold that inode under the source
+/// name. If it does not, either the destination holds it (the rename is applied already:
+/// a re-sent forward, or a heal copied the directories first) or this brick missed an
+/// earlier change of these names — a rename into the source name while it was down, say.
+/// Applying nothing and answering success would hide that miss from the head; the error
+/// makes the head record the inodes as pending for this brick, which then heals them.
+fn replica_rename_done(
+    cx: &Cx,
+    src: Option<&Ent>,
+    dst: Option<&Ent>,
+    flags: u32,
+    what: &dyn Fn() -> String,
+) -> R<bool> {
+    use cairn_proto::rename_flags::EXCHANGE;
+    let id_of = |e: Option<&Ent>| match e {
+        Some(Ent::Inode { id, .. }) => Some(*id),
+        Some(Ent::Linkto { target, .. }) => Some(*target),
+        _ => None,
+    };
+    let moved = cx.result.map(|a| a.id);
+    let (have, at_dst) = (id_of(src), id_of(dst));
+    match moved {
+        // A head that does not say what it moved: apply what is here.
+        None if src.is_some() => Ok(false),
+        Some(m) if src.is_some() && have == Some(m) => Ok(false),
+        // Applied before (the source name may have been taken again since).
+        Some(m) if flags & EXCHANGE == 0 && at_dst == Some(m) => Ok(true),
+        _ if src.is_none() => Err(fail(
+            libc::ENOENT,
+            format!(
+                "{}: the source is not on this replica, which missed an earlier change of it (the head moved {})",
+                what(),
+                moved.map(|m| m.to_string()).unwrap_or_else(|| "an unknown inode".into())
+            ),
+        )),
+        _ => Err(fail(
+            libc::ESTALE,
+            format!(
+                "{}: the source is {} on this replica, which missed an earlier change of it (the head moved {})",
+                what(),
+                have.map(|h| h.to_string()).unwrap_or_else(|| "not a cairn inode".into()),
+                moved.map(|m| m.to_string()).unwrap_or_default()
+            ),
+        )),
+    }
 }

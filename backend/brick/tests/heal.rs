@@ -2,7 +2,7 @@
 mod common;
 use cairn_brick::{Brick, Exec};
 use cairn_proto::msg::{HealState, Op, Reply};
-use cairn_proto::{Attr, FileType, Id, SetAttr, SetTime, Timespec};
+use cairn_proto::{Attr, Errno, FileType, Id, SetAttr, SetTime, Timespec};
 use common::*;
 use std::collections::BTreeMap;
 
@@ -313,4 +313,120 @@ fn a_replica_rename_between_two_names_of_one_inode_drops_the_source() {
     assert!(lookup(&b, a, "x").is_err(), "replica: the source name is gone");
     assert_eq!(lookup(&b, c, "y").unwrap().0.id, f.id);
     assert_eq!(getattr(&b, f.id).unwrap().nlink, 1);
+}
+
+/// A forwarded rename names the inode the head moved. A replica that holds it under the
+/// source name applies it; one where the destination already holds it (a re-sent forward,
+/// or a heal copied the directories first) does nothing; one that lacks it, or holds
+/// another inode under the source name, missed an earlier change and must say so (the
+/// head then records the miss and the replica heals) instead of answering success.
+#[test]
+fn a_replica_rename_it_cannot_apply_is_an_error() {
+    let (_t, b) = new_brick();
+    let a = mkdir(&b, Id::ROOT, "a");
+    let c = mkdir(&b, Id::ROOT, "c");
+    let f = file(&b, a, "x");
+    let rename = |from: &str, to: &str| Op::Rename {
+        src_dir: a,
+        src_name: from.as_bytes().to_vec(),
+        dst_dir: c,
+        dst_name: to.as_bytes().to_vec(),
+        flags: 0,
+    };
+    let rep = Exec::Replica { result: Some(&f) };
+    b.execute(&root(), &rename("x", "y"), &[], rep).unwrap();
+    assert_eq!(lookup(&b, c, "y").unwrap().0.id, f.id);
+    // The same forward again: applied already, nothing changes.
+    b.execute(&root(), &rename("x", "y"), &[], rep).unwrap();
+    assert_eq!(lookup(&b, c, "y").unwrap().0.id, f.id);
+    // ... even once the source name holds another inode.
+    let g = file(&b, a, "x");
+    b.execute(&root(), &rename("x", "y"), &[], rep).unwrap();
+    assert_eq!(lookup(&b, a, "x").unwrap().0.id, g.id);
+    assert_eq!(lookup(&b, c, "y").unwrap().0.id, f.id);
+    // The head moved f from a name where this replica has nothing.
+    let e = b.execute(&root(), &rename("gone", "z"), &[], rep).unwrap_err();
+    assert_eq!(e.errno, Errno::ENOENT, "{e}");
+    assert!(lookup(&b, c, "z").is_err());
+    // ... or from a name where this replica has another inode (g): not moved.
+    let h = file(&b, a, "w");
+    let rep_h = Exec::Replica { result: Some(&h) };
+    let e = b.execute(&root(), &rename("x", "z"), &[], rep_h).unwrap_err();
+    assert_eq!(e.errno, Errno::ESTALE, "{e}");
+    assert_eq!(lookup(&b, a, "x").unwrap().0.id, g.id);
+    assert!(lookup(&b, c, "z").is_err());
+    // Without the moved id (an older head), a missing source is still a miss.
+    let e = b.execute(&root(), &rename("gone", "z"), &[], Exec::Replica { result: None });
+    assert_eq!(e.unwrap_err().errno, Errno::ENOENT);
+    b.execute(&root(), &rename("w", "v"), &[], Exec::Replica { result: None }).unwrap();
+    assert_eq!(lookup(&b, c, "v").unwrap().0.id, h.id);
+}
+
+/// The index path of `id` in the brick at `path` (`.cairn/ids/ab/cd/<hex>`).
+fn index_path_at(path: &std::path::Path, id: Id) -> std::path::PathBuf {
+    let h = id.to_hex();
+    path.join(".cairn/ids").join(&h[0..2]).join(&h[2..4]).join(&h)
+}
+
+/// A kill -9 can stop a brick between any two syscalls of a create (entry made, id xattr
+/// set, index link not yet made), of a mkdir (the same for a directory's index symlink)
+/// or of a directory rename (entry moved, index symlink not yet). Such a brick has a name
+/// whose inode it cannot find by id. The head records the create for it (the forward
+/// failed), so its restart heals the directory: the heal completes the index, and the
+/// inode's own heal then finds it.
+#[test]
+fn a_heal_repairs_entries_a_crash_left_without_their_index_link() {
+    let t = tempfile::tempdir().unwrap();
+    let a = new_brick_at(&t.path().join("a"), 0);
+    let bp = t.path().join("b");
+    let b = new_brick_at(&bp, 1);
+    let d = mkdir(&a, Id::ROOT, "d");
+    let f = file(&a, d, "f");
+    write(&a, f.id, 0, b"acknowledged");
+    let sub = mkdir(&a, d, "sub");
+    let moved = mkdir(&a, Id::ROOT, "moved");
+    heal_all(&a, &b);
+    run(
+        &a,
+        &root(),
+        Op::Rename {
+            src_dir: Id::ROOT,
+            src_name: b"moved".to_vec(),
+            dst_dir: d,
+            dst_name: b"moved".to_vec(),
+            flags: 0,
+        },
+    )
+    .unwrap();
+    // B is killed: f's create and sub's mkdir stopped before their index links, the
+    // rename of `moved` after its renameat2 (the index still names the old place); and
+    // an entry whose create stopped before its id xattr.
+    drop(b);
+    std::fs::remove_file(index_path_at(&bp, f.id)).unwrap();
+    std::fs::remove_file(index_path_at(&bp, sub)).unwrap();
+    std::fs::rename(bp.join("data/moved"), bp.join("data/d/moved")).unwrap();
+    std::fs::write(bp.join("data/d/half"), b"").unwrap();
+    let b = Brick::open(&bp, VOLID, 1).unwrap();
+    assert_eq!(errno(run(&b, &root(), Op::GetAttr { id: f.id })), Errno::ESTALE);
+    assert!(getattr(&b, sub).is_err());
+    assert!(getattr(&b, moved).is_err());
+    assert!(lookup(&b, d, "half").is_err());
+
+    // The restart heals what the head recorded: the directories, then the file.
+    for id in [Id::ROOT, d, sub, moved, f.id] {
+        let (s, data) = fetch(&a, id);
+        apply(&b, s, &data);
+    }
+    assert_eq!(read(&b, f.id, 0, 100).0, b"acknowledged");
+    assert_eq!(getattr(&b, f.id).unwrap().nlink, 1);
+    assert_eq!(getattr(&b, sub).unwrap().kind, FileType::Directory);
+    assert_eq!(getattr(&b, moved).unwrap().kind, FileType::Directory);
+    assert_eq!(lookup(&b, d, "moved").unwrap().0.id, moved);
+    assert!(lookup(&b, d, "half").is_err());
+    assert_same(&snapshot(&a), &snapshot(&b));
+    // And after another restart (nothing left for the sweep to remove).
+    drop(b);
+    let b = Brick::open(&bp, VOLID, 1).unwrap();
+    assert_eq!(read(&b, f.id, 0, 100).0, b"acknowledged");
+    assert_same(&snapshot(&a), &snapshot(&b));
 }

@@ -713,13 +713,6 @@ fn replica_ops_are_idempotent_and_copy_owner() {
         Op::Unlink { dir: Id::ROOT, name: b"r".to_vec() },
         Op::Rmdir { dir: Id::ROOT, name: b"rd".to_vec() },
         Op::Rmdir { dir: Id::ROOT, name: b"rd".to_vec() },
-        Op::Rename {
-            src_dir: Id::ROOT,
-            src_name: b"gone".to_vec(),
-            dst_dir: Id::ROOT,
-            dst_name: b"x".to_vec(),
-            flags: 0,
-        },
     ] {
         b.execute(&root(), &op, &[], Exec::Replica { result: None }).unwrap();
     }

@@ -422,9 +422,10 @@ async fn mutate(
         futures::future::join_all(sends)
     };
     // Applied here as a replica (its head did not answer the client): answered from here
-    // only if every replica applied it too; otherwise applied again as a new request (the
-    // forward re-applies it on the replicas that had it), so every copy ends the same.
+    // only if every replica applied it too; otherwise forwarded again as a new request
+    // (the replicas that had it find it applied), so every copy ends the same.
     let mut confirmed = None;
+    let mut applied_here = None;
     if let Some((reply, out)) = done {
         let results = send_all(rreq.clone()).await;
         if results.iter().all(|(_, r)| r.is_ok()) {
@@ -433,6 +434,7 @@ async fn mutate(
         } else {
             tracing::debug!(volume = %req.volume, brick = req.brick, op = req.op.name(), req = ?req.req, "retried request applied here, not on every replica; forwarded again");
             rreq.confirm = false;
+            applied_here = Some((reply, out));
         }
     }
     // Attributes of this brick's copies of the parent directories right after the op,
@@ -440,6 +442,23 @@ async fn mutate(
     let mut parents = vec![];
     let (reply, out, results) = if let Some(c) = confirmed {
         c
+    } else if let Some((reply, out)) = applied_here {
+        // Applied here (as a replica) but not on every replica: not applied here again (a
+        // rename's source is gone now, an exclusive create's name taken), but forwarded
+        // again, as a replica applies it: the replicas that missed it apply it, those that
+        // have it find it applied. A rename's moved inode is at its destination by now.
+        if let Op::Rename { dst_dir, dst_name, .. } = &req.op {
+            let look = Op::Lookup { dir: *dst_dir, name: dst_name.clone() };
+            if let Ok((Reply::Entry { attr, .. }, _)) =
+                exec_local(slot, Creds::root(), look, Bytes::new(), None, false).await
+            {
+                rreq.result = Some(attr);
+            }
+        } else {
+            rreq.result = result_attr(&reply);
+        }
+        let results = send_all(rreq.clone()).await;
+        (reply, out, results)
     } else if matches!(req.op, Op::Write { .. }) {
         // Data writes go to the replicas while the head writes its own copy, so a replicated
         // write costs one disk write of latency, not two. If the head's copy fails, the
@@ -478,6 +497,19 @@ async fn mutate(
             }
         }
     } else {
+        // A rename's replicas are told which inode the head moved (looked up under the
+        // locks, just before it moves), so that one lacking it reports the miss instead of
+        // skipping the rename (see the brick store's `replica_rename_done`).
+        let moved = match &req.op {
+            Op::Rename { src_dir, src_name, .. } => {
+                let look = Op::Lookup { dir: *src_dir, name: src_name.clone() };
+                match exec_local(slot, Creds::root(), look, Bytes::new(), None, false).await {
+                    Ok((Reply::Entry { attr, .. }, _)) => Some(attr),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
         let dirs = if req.parents { req.op.parent_dirs() } else { vec![] };
         let local = exec_head(slot, req.creds.clone(), req.op.clone(), data.clone(), dirs).await;
         let (reply, out) = match local {
@@ -499,7 +531,7 @@ async fn mutate(
             }
             Err(e) => return Err(e),
         };
-        rreq.result = result_attr(&reply);
+        rreq.result = moved.or_else(|| result_attr(&reply));
         let results = send_all(rreq.clone()).await;
         (reply, out, results)
     };
@@ -907,10 +939,19 @@ pub async fn replicate(node: &Arc<Node>, req: ReplicateRequest, data: Bytes) -> 
             let touched = changed_ids(&req.op);
             let from = req.from_brick;
             let is_heal = matches!(req.op, Op::HealApply { .. });
+            // What this brick must re-copy if it cannot apply the op: what it changes, and
+            // for a rename the inode the head moved.
+            let mut owed = touched.clone();
+            if let (Op::Rename { .. }, Some(a)) = (&req.op, &req.result) {
+                owed.push(a.id);
+            }
             let out = match exec_local(&slot, req.creds, req.op, data, req.result, true).await {
                 Ok(out) => out,
                 Err(e) => {
                     if !is_heal {
+                        // Recorded here too, before the head hears of it: a catch-up under
+                        // way on this brick then copies these inodes before it comes up.
+                        mark_pending(&slot, slot.index, owed).await;
                         crate::heal::missed_forward(node, &slot, &e);
                     }
                     return Err(e);

@@ -903,7 +903,10 @@ async fn clear(
 /// still pick it as the head of an inode it now holds an old copy of. So it stops serving
 /// clients at once, publishes itself healing, and the heal loop takes it from there.
 pub fn missed_forward(node: &Arc<Node>, slot: &Arc<BrickSlot>, e: &RemoteError) {
+    // Before `healing`: the heal loop checks this after it clears `healing` (see `spawn`).
+    slot.missed.store(true, Ordering::Release);
     if slot.healing.swap(true, Ordering::AcqRel) {
+        tracing::debug!(volume = %slot.volume, brick = slot.index, error = %e, "missed a forwarded mutation while healing; healing again");
         return;
     }
     tracing::warn!(volume = %slot.volume, brick = slot.index, error = %e, "missed a forwarded mutation; not serving clients until healed");
@@ -922,6 +925,8 @@ pub fn missed_forward(node: &Arc<Node>, slot: &Arc<BrickSlot>, e: &RemoteError) 
 pub fn spawn(node: Arc<Node>, slot: Arc<BrickSlot>) {
     tokio::spawn(async move {
         let mut first = true;
+        // Entries copied since the brick last came up (a catch-up may start over).
+        let mut healed = 0;
         loop {
             if slot.stopped.load(Ordering::Acquire) {
                 return;
@@ -954,6 +959,9 @@ pub fn spawn(node: Arc<Node>, slot: Arc<BrickSlot>) {
                     tokio::time::sleep(POLL).await;
                     continue;
                 }
+                // A forward this brick fails from now on is recorded here before it
+                // fails (`chain::replicate`); one failed before is in the backlog.
+                slot.missed.store(false, Ordering::Release);
                 crawl_begin(&node, &slot, "index");
                 let caught = catch_up(&node, &slot, first, &stale).await;
                 if let Some(c) = crawl_end(&slot) {
@@ -963,9 +971,16 @@ pub fn spawn(node: Arc<Node>, slot: Arc<BrickSlot>) {
                 }
                 match caught {
                     Ok((n, up_heard)) => {
+                        healed += n;
                         if !cairn_replication::may_come_up(marker.is_some(), up_heard) {
                             tracing::warn!(volume = %slot.volume, brick = slot.index, "brick missed writes and no up peer can vouch for it; waiting");
                             tokio::time::sleep(POLL).await;
+                            continue;
+                        }
+                        if slot.missed.load(Ordering::Acquire) {
+                            // A forward failed during the catch-up: its record may have come
+                            // after the last pass read the backlog.
+                            first = false;
                             continue;
                         }
                         if let Some(rev) = marker {
@@ -981,6 +996,12 @@ pub fn spawn(node: Arc<Node>, slot: Arc<BrickSlot>) {
                             }
                         }
                         slot.healing.store(false, Ordering::Release);
+                        if slot.missed.load(Ordering::Acquire) {
+                            // Failed as we came up (`missed_forward` saw us still healing).
+                            slot.healing.store(true, Ordering::Release);
+                            first = false;
+                            continue;
+                        }
                         if let Err(e) = node
                             .lease()
                             .set_brick_state(&slot.volume, slot.index, BrickState::Up)
@@ -989,7 +1010,8 @@ pub fn spawn(node: Arc<Node>, slot: Arc<BrickSlot>) {
                             tracing::warn!(volume = %slot.volume, brick = slot.index, error = %e, "cannot publish brick state");
                             slot.healing.store(true, Ordering::Release);
                         } else {
-                            tracing::info!(volume = %slot.volume, brick = slot.index, healed = n, "brick is up");
+                            tracing::info!(volume = %slot.volume, brick = slot.index, healed, "brick is up");
+                            healed = 0;
                             node.kick.notify_one();
                         }
                     }

@@ -37,6 +37,9 @@ pub struct BrickSlot {
     /// Inodes being copied onto this brick by a heal: (source brick, changed meanwhile by
     /// a forward from another brick). See `heal::sync_from`.
     pub heal_watch: Mutex<HashMap<Id, (u32, bool)>>,
+    /// Set when this brick fails to apply a forwarded mutation (`heal::missed_forward`);
+    /// a catch-up that started before it does not bring the brick up.
+    pub missed: AtomicBool,
 }
 
 /// Connections to other nodes' `cairnd`, made on demand and re-made after a failure.
@@ -275,6 +278,7 @@ impl Node {
                                 heal: Mutex::default(),
                                 dedupe: Mutex::default(),
                                 heal_watch: Mutex::default(),
+                                missed: AtomicBool::new(false),
                             });
                             self.bricks.write().insert((v.name.clone(), b.index), slot.clone());
                             if let Err(e) = self

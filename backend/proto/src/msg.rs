@@ -97,7 +97,8 @@ pub struct ReplicateRequest {
     /// The op as the head applied it: ids are fixed by the head.
     pub op: Op,
     /// Attributes the head's copy ended with, for ops that create an inode: replicas copy
-    /// owner and permission bits from it so every copy is identical.
+    /// owner and permission bits from it so every copy is identical. For a rename: the
+    /// inode the head moved, which a replica checks it holds under the source name.
     pub result: Option<Attr>,
     /// Bricks of the set known to miss this op (down): every replica that applies it
     /// records them as pending too, so the record survives the head.
