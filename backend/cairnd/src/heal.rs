@@ -1099,6 +1099,11 @@ async fn wait_until_seen_healing(node: &Arc<Node>, slot: &Arc<BrickSlot>) {
                 {
                     tracing::debug!(volume = %slot.volume, brick = slot.index, error = %e, "cannot publish brick state");
                 }
+                if slot.stopped.load(Ordering::Acquire) {
+                    // Closed meanwhile (its key cleared): do not leave it published.
+                    let _ = node.lease().clear_brick_state(&slot.volume, slot.index).await;
+                    return;
+                }
                 node.kick.notify_one();
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
