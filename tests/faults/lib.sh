@@ -17,7 +17,8 @@
 # namespaces (which deletes the veths and the bridge). The temp dir is kept on failure.
 #
 # Env: CAIRN_BIN_DIR (default backend/target/debug), CAIRN_TEST_KEEP=1 keeps the temp dir,
-#      FX_SEED (workload seed; default random, always logged), FX_LEASE_TTL (default 3).
+#      FX_SEED (workload seed; default random, always logged), FX_LEASE_TTL (default 3),
+#      FX_LOG_LEVEL (cairnd --log-level, default info; e.g. cairnd=debug).
 
 FX_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 FX_LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -192,7 +193,7 @@ fx_start_node() {
     mkdir -p "$FX_DIR/state/$name"
     ip netns exec "$FX_NS-$name" setsid "$CAIRN_BIN_DIR/cairnd" --name "$name" --listen "$ip:7420" \
         --etcd "http://${FX_IP[etcd]}:2379" --state-dir "$FX_DIR/state/$name" \
-        --lease-ttl "$FX_LEASE_TTL" --log-file "$FX_DIR/log/cairnd-$name.log" \
+        --lease-ttl "$FX_LEASE_TTL" --log-level "${FX_LOG_LEVEL:-info}" --log-file "$FX_DIR/log/cairnd-$name.log" \
         </dev/null >>"$FX_DIR/log/cairnd-$name.out" 2>&1 &
     FX_PID[$name]=$!
     disown "${FX_PID[$name]}"

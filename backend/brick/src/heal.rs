@@ -23,6 +23,39 @@ fn not_found(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ESTALE))
 }
 
+/// The pending records of a brick: for each peer, the ids that changed while it was not
+/// receiving writes (one empty file per id under `.cairn/pending/<peer>/`, fsynced), each
+/// with the generation of its last recording.
+///
+/// Generations make a heal's clear conditional: the healer lists the records (with their
+/// generations) before it copies, and `PendingClear` removes a record only if it was not
+/// recorded again since — a write that landed after the copy re-records the id, and its
+/// record must survive so the next pass copies it. Generations live in memory only: the
+/// counter starts from the clock when the brick opens, so a generation read before a
+/// restart never matches one handed out after it (the record then stays, and is copied
+/// once more).
+pub(crate) struct Pending {
+    last: u64,
+    by_peer: HashMap<u32, HashMap<Id, u64>>,
+}
+
+impl Default for Pending {
+    fn default() -> Pending {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1);
+        Pending { last: now, by_peer: HashMap::new() }
+    }
+}
+
+impl Pending {
+    fn next(&mut self) -> u64 {
+        self.last += 1;
+        self.last
+    }
+}
+
 impl Brick {
     pub(crate) fn load_pending(&self) -> io::Result<()> {
         let mut p = self.pending.lock();
@@ -32,10 +65,10 @@ impl Brick {
                 continue;
             };
             let fd = sys::open_dir_at(self.pending_dir.as_raw_fd(), &cstr(&peer.name)?)?;
-            let set = p.entry(n).or_default();
             for e in sys::read_dir(fd.as_raw_fd())? {
                 if let Some(id) = std::str::from_utf8(&e.name).ok().and_then(Id::from_hex) {
-                    set.insert(id);
+                    let g = p.next();
+                    p.by_peer.entry(n).or_default().insert(id, g);
                 }
             }
         }
@@ -43,9 +76,12 @@ impl Brick {
     }
 
     /// Record, durably, that `id` changed while brick `peer` was not receiving writes.
+    /// Recording an id already pending gives its record a new generation (see `Pending`).
     pub fn pending_add(&self, peer: u32, id: Id) -> Result<(), RemoteError> {
         let mut p = self.pending.lock();
-        if p.get(&peer).is_some_and(|s| s.contains(&id)) {
+        let g = p.next();
+        if let Some(cur) = p.by_peer.get_mut(&peer).and_then(|s| s.get_mut(&id)) {
+            *cur = g;
             return Ok(());
         }
         let r = (|| -> io::Result<()> {
@@ -74,15 +110,19 @@ impl Brick {
                 ),
             )
         })?;
-        p.entry(peer).or_default().insert(id);
+        p.by_peer.entry(peer).or_default().insert(id, g);
         Ok(())
     }
 
     /// Number of ids pending for each peer.
     pub fn pending_counts(&self) -> Vec<(u32, u64)> {
         let p = self.pending.lock();
-        let mut v: Vec<(u32, u64)> =
-            p.iter().filter(|(_, s)| !s.is_empty()).map(|(k, s)| (*k, s.len() as u64)).collect();
+        let mut v: Vec<(u32, u64)> = p
+            .by_peer
+            .iter()
+            .filter(|(_, s)| !s.is_empty())
+            .map(|(k, s)| (*k, s.len() as u64))
+            .collect();
         v.sort();
         v
     }
@@ -90,38 +130,53 @@ impl Brick {
     /// Peers this brick holds `id` pending for.
     pub fn pending_peers(&self, id: Id) -> Vec<u32> {
         let p = self.pending.lock();
-        let mut v: Vec<u32> = p.iter().filter(|(_, s)| s.contains(&id)).map(|(k, _)| *k).collect();
+        let mut v: Vec<u32> =
+            p.by_peer.iter().filter(|(_, s)| s.contains_key(&id)).map(|(k, _)| *k).collect();
         v.sort();
         v
     }
 
-    pub(crate) fn pending_list(&self, peer: u32) -> Vec<Id> {
+    /// The ids pending for `peer`, sorted, each with its record's generation.
+    pub fn pending_list(&self, peer: u32) -> Vec<(Id, u64)> {
         let p = self.pending.lock();
-        let mut v: Vec<Id> = p.get(&peer).map(|s| s.iter().copied().collect()).unwrap_or_default();
+        let mut v: Vec<(Id, u64)> = p
+            .by_peer
+            .get(&peer)
+            .map(|s| s.iter().map(|(id, g)| (*id, *g)).collect())
+            .unwrap_or_default();
         v.sort();
         v
     }
 
-    pub(crate) fn pending_clear(&self, peer: u32, ids: &[Id]) -> R<()> {
+    /// Forget the records of `peer` for these ids, each only if its generation is still
+    /// the one given (read by `pending_list` before the copy): a record given a new
+    /// generation since stays. Returns the ids whose records stayed.
+    pub(crate) fn pending_clear(&self, peer: u32, ids: &[(Id, u64)]) -> R<Vec<Id>> {
         let mut p = self.pending.lock();
         let pd = cstr(peer.to_string().as_bytes()).ctx(|| "peer")?;
         let dfd = match sys::open_dir_at(self.pending_dir.as_raw_fd(), &pd) {
             Ok(fd) => fd,
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(vec![]),
             Err(e) => return Err(e).ctx(|| format!("pending list of peer {peer}")),
         };
-        for id in ids {
+        let mut kept = Vec::new();
+        for (id, gen) in ids {
+            let cur = p.by_peer.get(&peer).and_then(|s| s.get(id)).copied();
+            if cur.is_some_and(|g| g != *gen) {
+                kept.push(*id);
+                continue;
+            }
             match sys::unlinkat(dfd.as_raw_fd(), &cstr(id.to_hex().as_bytes()).ctx(|| "id")?, 0) {
                 Err(e) if e.raw_os_error() != Some(libc::ENOENT) => {
                     return Err(e).ctx(|| format!("clearing pending {id} of peer {peer}"))
                 }
                 _ => {}
             }
-            if let Some(s) = p.get_mut(&peer) {
+            if let Some(s) = p.by_peer.get_mut(&peer) {
                 s.remove(id);
             }
         }
-        Ok(())
+        Ok(kept)
     }
 
     // ----- fetch -----

@@ -12,7 +12,7 @@ use cairn_proto::{
 };
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -201,7 +201,7 @@ pub struct Brick {
     pub(crate) pending_dir: OwnedFd,
     /// Ids held open by `Op::Open`, with their count.
     pub(crate) opens: Mutex<HashMap<Id, u32>>,
-    pub(crate) pending: Mutex<HashMap<u32, HashSet<Id>>>,
+    pub(crate) pending: Mutex<crate::heal::Pending>,
     pub(crate) listings: Mutex<HashMap<Id, Arc<Listing>>>,
     stripes: Vec<Mutex<()>>,
     /// `.cairn/csum`: checksum sidecars of large files.
@@ -472,7 +472,7 @@ impl Brick {
             idx: Index::new(root, ids, data),
             pending_dir,
             opens: Mutex::new(HashMap::new()),
-            pending: Mutex::new(HashMap::new()),
+            pending: Mutex::new(crate::heal::Pending::default()),
             listings: Mutex::new(HashMap::new()),
             stripes: (0..64).map(|_| Mutex::new(())).collect(),
             csum_dir,
@@ -646,7 +646,7 @@ impl Brick {
             Op::SetLock { .. } | Op::GetLock { .. } => {
                 Err(fail(libc::ENOTSUP, "locks are kept by cairnd, not by the brick store"))
             }
-            Op::PendingList { peer } => unit(Ok(Reply::Ids(self.pending_list(*peer)))),
+            Op::PendingList { peer } => unit(Ok(Reply::Pending(self.pending_list(*peer)))),
             Op::PendingAdd { peer, ids } => {
                 for id in ids {
                     self.pending_add(*peer, *id)?;

@@ -741,11 +741,58 @@ fn pending_lists_are_durable() {
     assert_eq!(b.pending_counts(), vec![(1, 2), (2, 1)]);
     let mut want = vec![i1, i2];
     want.sort();
-    assert_eq!(run(&b, &root(), Op::PendingList { peer: 1 }).unwrap(), Reply::Ids(want));
-    run(&b, &root(), Op::PendingClear { peer: 1, ids: vec![i1] }).unwrap();
-    assert_eq!(run(&b, &root(), Op::PendingList { peer: 1 }).unwrap(), Reply::Ids(vec![i2]));
+    let listed = pending(&b, 1);
+    assert_eq!(listed.iter().map(|(id, _)| *id).collect::<Vec<_>>(), want);
+    let gen1 = listed.iter().find(|(id, _)| *id == i1).unwrap().1;
+    run(&b, &root(), Op::PendingClear { peer: 1, ids: vec![(i1, gen1)] }).unwrap();
+    assert_eq!(pending(&b, 1).iter().map(|(id, _)| *id).collect::<Vec<_>>(), vec![i2]);
     drop(b);
     let b = Brick::open(&path, VOLID, 0).unwrap();
     assert_eq!(b.pending_counts(), vec![(1, 1), (2, 1)]);
-    assert_eq!(run(&b, &root(), Op::PendingList { peer: 5 }).unwrap(), Reply::Ids(vec![]));
+    assert_eq!(pending(&b, 5), vec![]);
+}
+
+fn pending(b: &cairn_brick::Brick, peer: u32) -> Vec<(Id, u64)> {
+    match run(b, &root(), Op::PendingList { peer }).unwrap() {
+        Reply::Pending(v) => v,
+        r => panic!("PendingList answered {r:?}"),
+    }
+}
+
+/// A heal lists the records, copies, then clears what it listed: a record re-added by a
+/// write that landed after the listing (a new generation) must survive the clear, or that
+/// write never reaches the peer.
+#[test]
+fn pending_clear_keeps_records_added_again() {
+    let t = tempfile::tempdir().unwrap();
+    let path = t.path().join("b");
+    let b = new_brick_at(&path, 0);
+    let (i1, i2) = (Id::new_on_set(1), Id::new_on_set(1));
+    b.pending_add(1, i1).unwrap();
+    b.pending_add(1, i2).unwrap();
+    let listed = pending(&b, 1);
+    // A write to i1 after the heal listed (and copied) it records it again.
+    b.pending_add(1, i1).unwrap();
+    let again = pending(&b, 1);
+    let gen = |v: &[(Id, u64)], id: Id| v.iter().find(|(x, _)| *x == id).unwrap().1;
+    assert_ne!(gen(&listed, i1), gen(&again, i1), "re-recording gives a new generation");
+    assert_eq!(gen(&listed, i2), gen(&again, i2));
+    run(&b, &root(), Op::PendingClear { peer: 1, ids: listed.clone() }).unwrap();
+    assert_eq!(pending(&b, 1), vec![(i1, gen(&again, i1))], "the re-added record stays");
+    // It stays on disk too.
+    drop(b);
+    let b = Brick::open(&path, VOLID, 0).unwrap();
+    assert_eq!(pending(&b, 1).iter().map(|(id, _)| *id).collect::<Vec<_>>(), vec![i1]);
+    // A generation from before the restart never matches: the record stays (copied again).
+    run(&b, &root(), Op::PendingClear { peer: 1, ids: again.clone() }).unwrap();
+    assert_eq!(pending(&b, 1).len(), 1);
+    // The current generation clears it, and a record cleared is gone for good.
+    let now = pending(&b, 1);
+    run(&b, &root(), Op::PendingClear { peer: 1, ids: now.clone() }).unwrap();
+    assert_eq!(pending(&b, 1), vec![]);
+    assert_eq!(b.pending_counts(), vec![]);
+    run(&b, &root(), Op::PendingClear { peer: 1, ids: now }).unwrap();
+    drop(b);
+    let b = Brick::open(&path, VOLID, 0).unwrap();
+    assert_eq!(pending(&b, 1), vec![]);
 }

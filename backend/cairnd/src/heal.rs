@@ -33,7 +33,7 @@ use cairn_proto::msg::{
 };
 use cairn_proto::{Creds, Errno, FileType, Id, RemoteError};
 use futures::StreamExt;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -476,8 +476,11 @@ async fn catch_up(
         // Collect what each peer recorded for us, and what we flagged ourselves (writes we
         // applied but could not get acknowledged).
         let mut recorded: BTreeMap<Id, Vec<u32>> = BTreeMap::new();
+        // The generation of each record (id, recorder), read before the copy: the clear
+        // after the copy keeps a record that a write re-added meanwhile.
+        let mut gens: HashMap<(Id, u32), u64> = HashMap::new();
         let mut up_heard = 0;
-        if let Ok((Reply::Ids(ids), _)) = exec_local(
+        if let Ok((Reply::Pending(ids), _)) = exec_local(
             slot,
             Creds::root(),
             Op::PendingList { peer: slot.index },
@@ -487,8 +490,9 @@ async fn catch_up(
         )
         .await
         {
-            for id in ids {
+            for (id, gen) in ids {
                 recorded.entry(id).or_default().push(slot.index);
+                gens.insert((id, slot.index), gen);
             }
         }
         for &p in &peers {
@@ -496,12 +500,13 @@ async fn catch_up(
                 continue;
             }
             match brick_call(node, &map, p, Op::PendingList { peer: slot.index }).await {
-                Ok((Reply::Ids(ids), _)) => {
+                Ok((Reply::Pending(ids), _)) => {
                     if map.brick(p).map(|(_, b)| b.state == BrickState::Up).unwrap_or(false) {
                         up_heard += 1;
                     }
-                    for id in ids {
+                    for (id, gen) in ids {
                         recorded.entry(id).or_default().push(p);
+                        gens.insert((id, p), gen);
                     }
                 }
                 Ok(_) => {}
@@ -528,7 +533,7 @@ async fn catch_up(
         crawl_count(slot, total as u64, 0, 0);
         let mut copies = futures::stream::iter(steps)
             .map(|step| {
-                let map = &map;
+                let (map, gens) = (&map, &gens);
                 async move {
                     let r = if step.source == slot.index {
                         // No up brick, and none newer than this one: keep this copy, and
@@ -540,7 +545,7 @@ async fn catch_up(
                         sync_from(node, map, step.source, step.id, slot.index).await
                     };
                     if r.is_ok() {
-                        clear(node, map, &step.clear, slot.index, step.id).await;
+                        clear(node, map, &step.clear, slot.index, step.id, gens).await;
                     }
                     (step.id, r)
                 }
@@ -757,6 +762,10 @@ async fn crawl_dir(
     if state.attr.is_none() {
         return Ok((healed, 0, vec![]));
     }
+    // This brick's own records (placeholders the directory copy flagged), read before the
+    // copies: a copy clears only the record it answers.
+    let gens: HashMap<(Id, u32), u64> =
+        slot.brick.pending_list(me).into_iter().map(|(id, g)| ((id, me), g)).collect();
     let (mut files, mut subdirs) = (vec![], vec![]);
     for (_, id, kind, linkto) in &state.entries {
         match (linkto, kind) {
@@ -781,7 +790,7 @@ async fn crawl_dir(
                 if copied {
                     // Copied from its head: a placeholder the directory copy flagged for
                     // this brick is filled.
-                    clear(node, &map, &[me], me, id).await;
+                    clear(node, &map, &[me], me, id, &gens).await;
                 }
             }
             Err(e) => {
@@ -866,10 +875,23 @@ async fn keep_own(slot: &Arc<BrickSlot>, peers: Vec<u32>, id: Id) -> Result<(), 
     })
 }
 
-async fn clear(node: &Arc<Node>, map: &VolumeMap, recorders: &[u32], me: u32, id: Id) {
+/// Clear the records of `id` for brick `me` held by `recorders`, each only if it still has
+/// the generation read before the copy (`gens`).
+async fn clear(
+    node: &Arc<Node>,
+    map: &VolumeMap,
+    recorders: &[u32],
+    me: u32,
+    id: Id,
+    gens: &HashMap<(Id, u32), u64>,
+) {
     for &r in recorders {
-        if let Err(e) = brick_call(node, map, r, Op::PendingClear { peer: me, ids: vec![id] }).await
-        {
+        let Some(&gen) = gens.get(&(id, r)) else {
+            // Not listed by that brick before the copy: nothing this copy answers.
+            continue;
+        };
+        let op = Op::PendingClear { peer: me, ids: vec![(id, gen)] };
+        if let Err(e) = brick_call(node, map, r, op).await {
             tracing::debug!(volume = %map.name, brick = r, %id, error = %e, "pending clear failed");
         }
     }
@@ -910,6 +932,13 @@ pub fn spawn(node: Arc<Node>, slot: Arc<BrickSlot>) {
                 return;
             }
             if slot.healing.load(Ordering::Acquire) {
+                // Fenced (no valid lease): peers see this brick Down and record its writes
+                // rather than forward them; nothing can be published until the lease keeper
+                // registers again, so a catch-up now would only race those records.
+                if !node.lease_alive() {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
                 // Make sure the heads forward to us before we pull the backlog, or writes
                 // recorded as pending after the pull would be missed.
                 wait_until_seen_healing(&node, &slot).await;
@@ -1031,7 +1060,7 @@ async fn has_backlog(node: &Arc<Node>, slot: &Arc<BrickSlot>) -> bool {
         if b.index == slot.index || !peer_online(node, &map, b.index) {
             continue;
         }
-        if let Ok((Reply::Ids(ids), _)) =
+        if let Ok((Reply::Pending(ids), _)) =
             brick_call(node, &map, b.index, Op::PendingList { peer: slot.index }).await
         {
             if !ids.is_empty() {
@@ -1045,7 +1074,12 @@ async fn has_backlog(node: &Arc<Node>, slot: &Arc<BrickSlot>) -> bool {
 /// Wait (bounded) until every online peer's map shows this brick as not Down.
 async fn wait_until_seen_healing(node: &Arc<Node>, slot: &Arc<BrickSlot>) {
     let deadline = Instant::now() + Duration::from_secs(10);
+    let mut why = String::from("no map");
+    let mut published = Instant::now();
     while Instant::now() < deadline {
+        if slot.stopped.load(Ordering::Acquire) {
+            return;
+        }
         let Some(map) = node.map(&slot.volume) else {
             tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
@@ -1053,6 +1087,25 @@ async fn wait_until_seen_healing(node: &Arc<Node>, slot: &Arc<BrickSlot>) {
         let me_seen_locally =
             map.brick(slot.index).map(|(_, b)| b.state != BrickState::Down).unwrap_or(false);
         if !me_seen_locally {
+            why = format!("own map (epoch {}) shows it down", map.epoch);
+            // Published Healing before, but not seen: the publication may have been refused
+            // (lease not alive yet) or lost with an old lease. Publishing again is harmless.
+            if published.elapsed() >= Duration::from_secs(1) {
+                published = Instant::now();
+                if let Err(e) = node
+                    .lease()
+                    .set_brick_state(&slot.volume, slot.index, BrickState::Healing)
+                    .await
+                {
+                    tracing::debug!(volume = %slot.volume, brick = slot.index, error = %e, "cannot publish brick state");
+                }
+                if slot.stopped.load(Ordering::Acquire) {
+                    // Closed meanwhile (its key cleared): do not leave it published.
+                    let _ = node.lease().clear_brick_state(&slot.volume, slot.index).await;
+                    return;
+                }
+                node.kick.notify_one();
+            }
             tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         }
@@ -1062,7 +1115,7 @@ async fn wait_until_seen_healing(node: &Arc<Node>, slot: &Arc<BrickSlot>) {
             if b.index == slot.index || b.node == node.name || b.state == BrickState::Down {
                 continue;
             }
-            if let Ok((Reply::Map(m), _)) = node
+            match node
                 .peers
                 .call(
                     &b.addr,
@@ -1072,7 +1125,16 @@ async fn wait_until_seen_healing(node: &Arc<Node>, slot: &Arc<BrickSlot>) {
                 )
                 .await
             {
-                if m.brick(slot.index).map(|(_, x)| x.state == BrickState::Down).unwrap_or(true) {
+                Ok((Reply::Map(m), _)) => {
+                    if m.brick(slot.index).map(|(_, x)| x.state == BrickState::Down).unwrap_or(true)
+                    {
+                        why = format!("node {}'s map (epoch {}) shows it down", b.node, m.epoch);
+                        all = false;
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    why = format!("node {} did not answer: {e}", b.node);
                     all = false;
                 }
             }
@@ -1082,6 +1144,7 @@ async fn wait_until_seen_healing(node: &Arc<Node>, slot: &Arc<BrickSlot>) {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    tracing::warn!(volume = %slot.volume, brick = slot.index, why, "peers did not confirm this brick is healing within 10s; catching up anyway");
 }
 
 #[cfg(test)]

@@ -540,8 +540,8 @@ async fn heal_local(
                 false,
             )
             .await;
-            if let Ok((Reply::Ids(v), _)) = r {
-                ids.extend(v.into_iter().map(|i| i.to_hex()));
+            if let Ok((Reply::Pending(v), _)) = r {
+                ids.extend(v.into_iter().map(|(i, _)| i.to_hex()));
             }
         }
         let state = map

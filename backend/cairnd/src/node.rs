@@ -333,6 +333,7 @@ impl Node {
         });
         *self.maps.write() = maps;
         for m in changed {
+            tracing::debug!(volume = %m.name, epoch = m.epoch, bricks = ?m.sets.iter().flat_map(|s| s.bricks.iter().map(|b| (b.index, b.state))).collect::<Vec<_>>(), "map changed");
             self.push_map(&m);
         }
         Ok(())
@@ -363,10 +364,13 @@ impl Node {
                     dead_since = None;
                     let slots: Vec<_> = self.bricks.read().values().cloned().collect();
                     for s in slots {
-                        let _ = self
+                        if let Err(e) = self
                             .lease()
                             .set_brick_state(&s.volume, s.index, BrickState::Healing)
-                            .await;
+                            .await
+                        {
+                            tracing::warn!(volume = %s.volume, brick = s.index, error = %e, "cannot publish brick state");
+                        }
                     }
                     tracing::warn!(node = %self.name, "lease was lost; registered a new one, bricks catch up before serving");
                     self.kick.notify_one();

@@ -852,7 +852,8 @@ impl Store {
     // ---- liveness ----
 
     /// Grants a lease of `ttl_secs`, publishes `/live/<node>` = `addr` under it and keeps it
-    /// alive from a background task until the `NodeLease` is dropped or revoked.
+    /// alive from a background task until the `NodeLease` is dropped or revoked. Returns
+    /// once the lease `is_alive()` (`LeaseLost` if no renewal got through within the TTL).
     pub async fn register_node(
         &self,
         node: &str,
@@ -879,15 +880,29 @@ impl Store {
         }
         let task =
             tokio::spawn(keepalive_loop(self.ctx.clone(), node.to_string(), id, shared.clone()));
-        info!(node, addr, lease = id, ttl = ?ttl, "node registered");
-        Ok(NodeLease {
+        let lease = NodeLease {
             ctx: self.ctx.clone(),
             node: node.to_string(),
             id,
             shared,
             task,
             released: false,
-        })
+        };
+        // The lease counts as alive for half its TTL after the grant request was *sent*.
+        // Over a slow link (an etcd connection recovering from a partition) the grant and
+        // the put above can take longer than that: the lease would be handed out already
+        // fenced, and everything published under it refused until the first renewal. Wait
+        // for that renewal (the keep-alive task sends it at once).
+        let deadline = Instant::now() + ttl;
+        while !lease.is_alive() {
+            if lease.shared.lost.load(Ordering::Acquire) || Instant::now() >= deadline {
+                let _ = lease.revoke().await;
+                return Err(ConfigError::LeaseLost { node: node.to_string(), lease: id });
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        info!(node, addr, lease = id, ttl = ?ttl, "node registered");
+        Ok(lease)
     }
 
     /// Brick states of a volume by brick index; a missing index means Down.

@@ -184,3 +184,82 @@ impl Drop for Etcd {
         }
     }
 }
+
+/// A TCP proxy in front of a server (e.g. `Etcd`) that delivers every byte `delay` after it
+/// was received, in both directions: a slow link, like a connection recovering from a
+/// network partition. Listens on 127.0.0.1; stops when dropped.
+pub struct DelayProxy {
+    port: u16,
+    delay_ms: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl DelayProxy {
+    /// Starts forwarding to `target` (`host:port`) with no delay. Needs a tokio runtime.
+    pub async fn start(target: String) -> DelayProxy {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind proxy port");
+        let port = l.local_addr().expect("proxy address").port();
+        let delay_ms = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let d = delay_ms.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((client, _)) = l.accept().await {
+                let Ok(server) = tokio::net::TcpStream::connect(&target).await else { continue };
+                let (cr, cw) = client.into_split();
+                let (sr, sw) = server.into_split();
+                tokio::spawn(Self::pipe(cr, sw, d.clone()));
+                tokio::spawn(Self::pipe(sr, cw, d.clone()));
+            }
+        });
+        DelayProxy { port, delay_ms, task }
+    }
+
+    /// `http://127.0.0.1:PORT` of the proxy.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Bytes received from now on are delivered `delay` later.
+    pub fn set_delay(&self, delay: Duration) {
+        self.delay_ms.store(delay.as_millis() as u64, Ordering::Relaxed);
+    }
+
+    async fn pipe(
+        mut from: tokio::net::tcp::OwnedReadHalf,
+        mut to: tokio::net::tcp::OwnedWriteHalf,
+        delay_ms: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    ) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (tx, mut rx) =
+            tokio::sync::mpsc::unbounded_channel::<(tokio::time::Instant, Vec<u8>)>();
+        let writer = tokio::spawn(async move {
+            while let Some((due, buf)) = rx.recv().await {
+                tokio::time::sleep_until(due).await;
+                if to.write_all(&buf).await.is_err() {
+                    return;
+                }
+            }
+            let _ = to.shutdown().await;
+        });
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match from.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    let due = tokio::time::Instant::now()
+                        + Duration::from_millis(delay_ms.load(Ordering::Relaxed));
+                    if tx.send((due, buf[..n].to_vec())).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        drop(tx);
+        let _ = writer.await;
+    }
+}
+
+impl Drop for DelayProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

@@ -265,6 +265,26 @@ async fn lease_fences_while_etcd_hangs() {
     assert!(s.live_nodes().await.unwrap().contains_key("n1"));
 }
 
+/// Over a slow link (here 1.2 s per round trip, against a lease that counts as alive for
+/// 2 s after a renewal is sent) granting the lease and publishing the node's address take
+/// longer than half the TTL. The lease must still come back alive, so that what the node
+/// publishes next under it (a brick back from a partition announcing it is Healing, so
+/// heads forward writes to it) is not refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_registered_over_a_slow_link_is_alive() {
+    let etcd = Etcd::start();
+    let target = etcd.endpoint().trim_start_matches("http://").to_string();
+    let proxy = cairn_config::testing::DelayProxy::start(target).await;
+    let s = Store::connect(&[proxy.endpoint()], PREFIX).await.expect("connect through proxy");
+    proxy.set_delay(Duration::from_millis(600));
+    let lease = s.register_node("n1", "127.0.0.1:7001", 4).await.unwrap();
+    assert!(lease.is_alive(), "a freshly registered lease is alive");
+    lease.set_brick_state("vol", 0, BrickState::Healing).await.unwrap();
+    proxy.set_delay(Duration::ZERO);
+    let states = s.brick_states("vol").await.unwrap();
+    assert_eq!(states.get(&0), Some(&BrickState::Healing));
+}
+
 #[tokio::test]
 async fn lease_lost_for_good_once_expired() {
     let etcd = Etcd::start();

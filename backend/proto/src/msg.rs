@@ -288,7 +288,8 @@ pub enum Op {
         id: Id,
         lock: Lock,
     },
-    /// Heal: ids this brick changed while `peer` was away.
+    /// Heal: ids this brick changed while `peer` was away, each with the generation of
+    /// its record (`Reply::Pending`).
     PendingList {
         peer: u32,
     },
@@ -296,10 +297,11 @@ pub enum Op {
     HealFetch {
         id: Id,
     },
-    /// Heal: `peer` has copied these ids; forget them.
+    /// Heal: `peer` has copied these ids; forget each record if its generation is still
+    /// the one `PendingList` gave before the copy (a record re-added since stays).
     PendingClear {
         peer: u32,
-        ids: Vec<Id>,
+        ids: Vec<(Id, u64)>,
     },
     /// Heal: record that `peer` missed changes of these ids (sent by a head to the replicas
     /// that did get a write another replica missed).
@@ -495,7 +497,8 @@ pub enum Reply {
         eof: bool,
     },
     Lock(Option<Lock>),
-    Ids(Vec<Id>),
+    /// Pending records: id and the generation of its last recording.
+    Pending(Vec<(Id, u64)>),
     Heal(Box<HealState>),
     Map(Box<VolumeMap>),
     Mgmt(MgmtReply),
