@@ -80,7 +80,9 @@ impl DataCache {
     /// lookup begun with `token`, unless the file was invalidated since. Returns whether
     /// it was stored.
     pub fn put(&self, token: u64, attr: &Attr, creds: &Creds, data: Bytes) -> bool {
-        if self.ttl.lock().is_zero() || data.len() as u64 != attr.size || data.len() > self.max_bytes
+        if self.ttl.lock().is_zero()
+            || data.len() as u64 != attr.size
+            || data.len() > self.max_bytes
         {
             return false;
         }

@@ -154,6 +154,7 @@ fn run(args: Args, status_pipe: Option<std::fs::File>) -> anyhow::Result<()> {
         client_name: format!("mount.cairn@{}", hostname()),
         write_behind: args.write_behind,
         cache_timeout: args.attr_timeout,
+        quick_read: args.quick_read,
         ..MountOptions::default()
     };
     let vol = rt.block_on(Volume::mount(mopts)).map_err(|e| {

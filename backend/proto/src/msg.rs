@@ -628,8 +628,8 @@ mod tests {
         assert_eq!(plain.inline, 0, "absent: the client did not ask for inline data");
         for (req, parents) in [(None, false), (Some(ReqId { client: 1, seq: 2 }), true)] {
             let ask = BrickRequest { req, parents, inline: 65536, ..plain.clone() };
-            let Request::Brick(back) = decode::<Request>(&encode(&Request::Brick(ask.clone())))
-                .unwrap()
+            let Request::Brick(back) =
+                decode::<Request>(&encode(&Request::Brick(ask.clone()))).unwrap()
             else {
                 panic!()
             };
