@@ -12,12 +12,18 @@
 use bytes::Bytes;
 use cairn_proto::{Attr, Creds, Id};
 use parking_lot::Mutex;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 /// Invalidation stamps are kept per slot of ids hashed this many ways (bounded memory; a
 /// collision only makes a lookup's content go uncached).
 const SLOTS: usize = 1024;
+/// [`DataCache::want`] judges by the last this many files stored...
+const RECENT: usize = 32;
+/// ...asking again while at least this many of them were read...
+const RECENT_USED: usize = 8;
+/// ...and otherwise on one lookup in this many (to notice reads coming back).
+const PROBE: u64 = 16;
 
 struct Cached {
     data: Bytes,
@@ -35,6 +41,10 @@ struct State {
     seq: u64,
     /// The `seq` of the last invalidation of any id hashed to the slot.
     slots: Vec<u64>,
+    /// The last files stored, and whether a read used their content.
+    recent: VecDeque<(Id, bool)>,
+    /// Lookups judged by [`DataCache::want`] while it said no.
+    skipped: u64,
 }
 
 pub struct DataCache {
@@ -59,6 +69,8 @@ impl DataCache {
                 bytes: 0,
                 seq: 0,
                 slots: vec![0; SLOTS],
+                recent: VecDeque::with_capacity(RECENT + 1),
+                skipped: 0,
             }),
         }
     }
@@ -68,6 +80,24 @@ impl DataCache {
         if ttl.is_zero() {
             self.clear();
         }
+    }
+
+    /// Whether the next lookup should ask for content: yes until [`RECENT`] files were
+    /// stored, then while reads used the content of at least [`RECENT_USED`] of the last
+    /// [`RECENT`], else on one lookup in [`PROBE`]. A workload that looks files up without
+    /// reading them (`stat`, `ls -l` through LOOKUPs) stops making the bricks read them.
+    pub fn want(&self) -> bool {
+        if self.ttl.lock().is_zero() {
+            return false;
+        }
+        let mut s = self.state.lock();
+        if s.recent.len() < RECENT
+            || s.recent.iter().filter(|(_, used)| *used).count() >= RECENT_USED
+        {
+            return true;
+        }
+        s.skipped += 1;
+        s.skipped.is_multiple_of(PROBE)
     }
 
     /// Before sending a lookup that may bring content: the token to [`put`](Self::put) it
@@ -110,6 +140,10 @@ impl DataCache {
         if let Some(old) = s.files.insert(attr.id, c) {
             s.bytes -= old.data.len();
         }
+        s.recent.push_back((attr.id, false));
+        if s.recent.len() > RECENT {
+            s.recent.pop_front();
+        }
         true
     }
 
@@ -118,13 +152,20 @@ impl DataCache {
     /// younger than the timeout.
     pub fn get(&self, current: &Attr, creds: &Creds) -> Option<Bytes> {
         let ttl = *self.ttl.lock();
-        let s = self.state.lock();
+        let mut s = self.state.lock();
         let c = s.files.get(&current.id)?;
         let fresh = c.at.elapsed() < ttl
             && c.change == current.change
             && c.size == current.size
             && c.creds == *creds;
-        fresh.then(|| c.data.clone())
+        if !fresh {
+            return None;
+        }
+        let data = c.data.clone();
+        if let Some(r) = s.recent.iter_mut().rev().find(|(id, _)| *id == current.id) {
+            r.1 = true;
+        }
+        Some(data)
     }
 
     /// `id` changed (a lease recall, or a change by this client): drop its content, and
@@ -217,6 +258,45 @@ mod tests {
         let token = c.begin();
         c.invalidate(a.id);
         assert!(c.put(token, &b, &root, data(3)));
+    }
+
+    #[test]
+    fn asked_for_only_while_reads_use_it() {
+        let c = DataCache::new(Duration::from_secs(60), 1 << 20);
+        let root = Creds::root();
+        // Looked up and read: keeps asking.
+        for i in 0..100 {
+            assert!(c.want());
+            let a = attr(i, 1, 1);
+            assert!(c.put(c.begin(), &a, &root, data(1)));
+            assert!(c.get(&a, &root).is_some());
+        }
+        // Looked up only (stat): stops asking once most of the last ones went unread...
+        let mut asked = 0;
+        for i in 100..1100 {
+            if c.want() {
+                asked += 1;
+                assert!(c.put(c.begin(), &attr(i, 1, 1), &root, data(1)));
+            }
+        }
+        assert!(asked < 100, "asked on {asked} of 1000 lookups whose content went unread");
+        // ...and starts again when probes are read.
+        let mut i = 2000;
+        let mut lookups = 0;
+        while lookups < 1000 {
+            lookups += 1;
+            if c.want() {
+                let a = attr(i, 1, 1);
+                assert!(c.put(c.begin(), &a, &root, data(1)));
+                assert!(c.get(&a, &root).is_some());
+                i += 1;
+                if c.want() {
+                    break;
+                }
+            }
+        }
+        assert!(lookups < 1000, "never asked again although the content was read");
+        assert!(c.want());
     }
 
     #[test]

@@ -694,7 +694,8 @@ impl Volume {
         let i = &self.inner;
         let map = i.map();
         let hashed = i.hashed(dir, name);
-        let (inline, token) = (i.opts.quick_read, i.data.begin());
+        let inline = if i.opts.quick_read > 0 && i.data.want() { i.opts.quick_read } else { 0 };
+        let token = i.data.begin();
         let look = |set: u32| {
             let op = Op::Lookup { dir, name: name.to_vec() };
             i.call_with(Target { set, key: dir }, c, op, Bytes::new(), false, inline)
