@@ -65,6 +65,7 @@ fn per_op(before: &Option<BTreeMap<String, u64>>, dir: &Path, files: usize) -> s
     let (Some(b), Some(a)) = (before, mount_stats(dir)) else { return json!({}) };
     let mut fuse = serde_json::Map::new();
     let mut brick = serde_json::Map::new();
+    let mut client = serde_json::Map::new();
     for (k, v) in &a {
         let d = v - b.get(k).copied().unwrap_or(0);
         if d == 0 {
@@ -77,11 +78,14 @@ fn per_op(before: &Option<BTreeMap<String, u64>>, dir: &Path, files: usize) -> s
             continue;
         } else if let Some(op) = k.strip_prefix("brick.") {
             brick.insert(op.to_string(), per);
+        } else if let Some(what) = k.strip_prefix("client.") {
+            client.insert(what.to_string(), per);
         }
     }
     let rt = a.get("brick.round_trips").copied().unwrap_or(0)
         - b.get("brick.round_trips").copied().unwrap_or(0);
-    json!({"fuse_per_op": fuse, "brick_per_op": brick, "rt_per_op": rt as f64 / files as f64})
+    json!({"fuse_per_op": fuse, "brick_per_op": brick, "client_per_op": client,
+        "rt_per_op": rt as f64 / files as f64})
 }
 
 pub fn smallfiles(dir: &Path, target: &str, a: &SmallArgs) -> Result<()> {

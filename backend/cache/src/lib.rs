@@ -3,12 +3,16 @@
 //! - [`AttrCache`] and [`EntryCache`]: attributes by id and `(directory, name) → id`,
 //!   trusted for at most the cache timeout and dropped at once when a brick recalls the
 //!   lease (`Push::Invalidate`).
+//! - [`DataCache`]: small files' content that came with their lookup (quick-read), trusted
+//!   only while the attributes it came with are.
 //! - [`WriteBehind`]: per-file buffers of small sequential writes, coalesced into large
 //!   requests and bounded in size, and the extents in flight: a write waits only for the
 //!   earlier in-flight writes it overlaps, so random writes to one file are pipelined.
 
 mod attr;
+mod data;
 mod writebehind;
 
 pub use attr::{merge_dir_copy, AttrCache, EntryCache};
+pub use data::DataCache;
 pub use writebehind::{Append, Done, Send, Waiter, WriteBehind};

@@ -905,9 +905,65 @@ async fn serve(
                 }
                 _ => {}
             }
+            // Quick-read: a small regular file's content with its lookup.
+            if let (Ok((Reply::Entry { attr, linkto: None }, _)), Op::Lookup { .. }) = (&r, &req.op)
+            {
+                if attr.kind == FileType::Regular && attr.size <= inline_max(req.inline) {
+                    let id = attr.id;
+                    // Not under the directory's lock: the file's may be the same stripe,
+                    // and a mutation holding the file's could be waiting for the directory's.
+                    drop(_read);
+                    if let Some(got) = inline_read(node, session, &slot, &req, id).await {
+                        return Ok(got);
+                    }
+                }
+            }
             r
         }
     }
+}
+
+/// Largest file a lookup sends inline, whatever the client asks ([`BrickRequest::inline`]).
+const INLINE_MAX: u32 = 1 << 20;
+
+fn inline_max(asked: u32) -> u64 {
+    asked.min(INLINE_MAX) as u64
+}
+
+/// Quick-read of file `id` for a lookup asked with [`BrickRequest::inline`]: its attributes
+/// and whole content, read together under the inode's read lock (no write of it lands in
+/// between) and after granting the caller a lease on it, so a change made after the read
+/// recalls what the client caches. `None` (answer the plain lookup) if the file grew past
+/// the limit meanwhile, the caller may not read it, or the read fails (a later READ
+/// reports or repairs it).
+async fn inline_read(
+    node: &Arc<Node>,
+    session: &Arc<Session>,
+    slot: &Arc<BrickSlot>,
+    req: &BrickRequest,
+    id: Id,
+) -> Option<(Reply, Bytes)> {
+    let _read = node.read_lock(&req.volume, req.brick, id).await;
+    if !node.lease_alive() || slot.healing.load(std::sync::atomic::Ordering::Acquire) {
+        return None;
+    }
+    node.leases.grant(&req.volume, id, session);
+    let (brick, creds, max) = (slot.brick.clone(), req.creds.clone(), inline_max(req.inline));
+    let got = tokio::task::spawn_blocking(move || {
+        let attr = match brick.execute(&creds, &Op::GetAttr { id }, &[], Exec::Primary) {
+            Ok((Reply::Attr(a), _)) if a.kind == FileType::Regular && a.size <= max => a,
+            _ => return None,
+        };
+        let read = Op::Read { id, offset: 0, len: attr.size as u32 };
+        match brick.execute(&creds, &read, &[], Exec::Primary) {
+            Ok((Reply::Data { .. }, data)) if data.len() as u64 == attr.size => {
+                Some((Reply::EntryData { attr }, data))
+            }
+            _ => None,
+        }
+    })
+    .await;
+    got.ok().flatten()
 }
 
 /// A mutation forwarded by the head of a chain.

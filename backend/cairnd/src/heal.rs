@@ -179,6 +179,7 @@ pub async fn brick_call(node: &Arc<Node>, map: &VolumeMap, index: u32, op: Op) -
         op,
         req: None,
         parents: false,
+        inline: 0,
     };
     node.peers.call(&b.addr, &node.name, Request::Brick(req), Bytes::new()).await
 }
@@ -363,6 +364,7 @@ async fn target_call(
         op,
         req: None,
         parents: false,
+        inline: 0,
     };
     node.peers.call(&b.addr, &node.name, Request::Brick(req), data).await
 }

@@ -160,6 +160,7 @@ async fn unknown_volumes_and_escaping_names() {
         op: Op::GetAttr { id: Id::ROOT },
         req: None,
         parents: false,
+        inline: 0,
     };
     let e = conn.call(Request::Brick(req), Bytes::new()).await.unwrap_err();
     assert!(e.message.contains("nosuch"), "{e}");
@@ -181,6 +182,7 @@ async fn unknown_volumes_and_escaping_names() {
             op: Op::Lookup { dir: Id::ROOT, name: b"../../../etc".to_vec() },
             req: None,
             parents: false,
+            inline: 0,
         };
         match conn.call(Request::Brick(req), Bytes::new()).await {
             Err(e) => {

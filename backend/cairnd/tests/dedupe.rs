@@ -38,6 +38,7 @@ async fn a_retried_write_is_answered_not_applied_again() {
             op: Op::Write { id: f.id, offset: 0 },
             req,
             parents: false,
+            inline: 0,
         };
         conn.call(Request::Brick(r), Bytes::from(vec![byte; 4096]))
     };
@@ -50,6 +51,7 @@ async fn a_retried_write_is_answered_not_applied_again() {
             op: Op::HealFetch { id: f.id },
             req: None,
             parents: false,
+            inline: 0,
         };
         let conn = conn.clone();
         async move {

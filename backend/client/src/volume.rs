@@ -1,7 +1,7 @@
 use crate::conn::Pool;
 use crate::Result;
 use bytes::Bytes;
-use cairn_cache::{merge_dir_copy, Append, AttrCache, EntryCache, WriteBehind};
+use cairn_cache::{merge_dir_copy, Append, AttrCache, DataCache, EntryCache, WriteBehind};
 use cairn_placement::{hashed_set, home_set};
 use cairn_proto::map::BrickState;
 use cairn_proto::map::VolumeMap;
@@ -29,6 +29,10 @@ pub struct MountOptions {
     /// Longest time cached attributes and entries are trusted without a lease recall.
     pub cache_timeout: Duration,
     pub connect_timeout: Duration,
+    /// Quick-read: lookups ask the bricks for the content of regular files up to this
+    /// size, and reads of it are answered from memory while the file's attributes are
+    /// cached unchanged (0: off). Each lookup of such a file then reads it on the brick.
+    pub quick_read: u32,
 }
 
 impl Default for MountOptions {
@@ -41,6 +45,7 @@ impl Default for MountOptions {
             write_behind_bytes: 1 << 20,
             cache_timeout: Duration::from_secs(1),
             connect_timeout: Duration::from_secs(5),
+            quick_read: 0,
         }
     }
 }
@@ -51,6 +56,8 @@ pub struct Stats {
     /// Total requests sent to bricks.
     pub round_trips: u64,
     pub by_op: Vec<(&'static str, u64)>,
+    /// Reads answered from quick-read content (no round trip).
+    pub quick_reads: u64,
 }
 
 /// Called when a brick recalls a lease on `id` (`entries`: its directory entries too).
@@ -74,6 +81,8 @@ const MAX_IO: usize = 8 << 20;
 const MAX_INFLIGHT: usize = 32;
 /// ...and at most this many write-behind buffers' worth of bytes.
 const MAX_INFLIGHT_BUFFERS: u64 = 4;
+/// Most quick-read content held.
+const QUICK_READ_BYTES: usize = 32 << 20;
 /// Bound of the file-type memo (cleared wholesale when full, like the other caches).
 const KINDS_MAX: usize = 200_000;
 
@@ -176,6 +185,8 @@ struct Inner {
     pool: Pool,
     attrs: AttrCache,
     entries: EntryCache,
+    /// Quick-read content (`MountOptions::quick_read`).
+    data: DataCache,
     /// File type by id. An id's type never changes, so this is exact without leases even
     /// when the attribute cache is off; it spares the getattr that per-inode ops need to
     /// know whether to update a directory's copies on every set.
@@ -186,6 +197,7 @@ struct Inner {
     on_invalidate: RwLock<Option<InvalidateFn>>,
     by_op: Mutex<HashMap<&'static str, u64>>,
     round_trips: AtomicU64,
+    quick_reads: AtomicU64,
     closed: AtomicBool,
     /// Request ids of mutations: this client instance's random id, and the next sequence
     /// number. A retry of an op keeps its id, so a brick that applied it answers with the
@@ -212,6 +224,7 @@ impl Inner {
         }
         self.attrs.set_ttl(ttl);
         self.entries.set_ttl(ttl);
+        self.data.set_ttl(ttl);
         let on = self.opts.write_behind && m.option("performance.write-behind") != Some("off");
         self.wb_on.store(on, Ordering::Release);
         if let Some(n) =
@@ -257,14 +270,14 @@ impl Inner {
 
     /// Send one op to the chain head of `t`, retrying across fail-overs.
     async fn call(&self, t: Target, c: &Creds, op: Op, data: Bytes) -> Result<(Reply, Bytes)> {
-        self.call_with(t, c, op, data, false).await
+        self.call_with(t, c, op, data, false, 0).await
     }
 
     /// A namespace op at the head of `t`, asking for its copies of the op's parent
     /// directories after it: the reply and those copies (`None` from a brick that did not
     /// send them: one built before them, or a retry answered from its first result).
     async fn call_ns(&self, t: Target, c: &Creds, op: Op) -> Result<(Reply, Option<Vec<Attr>>)> {
-        match self.call_with(t, c, op, Bytes::new(), true).await?.0 {
+        match self.call_with(t, c, op, Bytes::new(), true, 0).await?.0 {
             Reply::WithParents { reply, parents } => Ok((*reply, Some(parents))),
             r => Ok((r, None)),
         }
@@ -277,10 +290,34 @@ impl Inner {
         op: Op,
         data: Bytes,
         parents: bool,
+        inline: u32,
     ) -> Result<(Reply, Bytes)> {
         if self.closed.load(Ordering::Acquire) {
             return Err(err(Errno::ENOTCONN, "volume is unmounted"));
         }
+        // A change of an inode's data or attributes by this client: quick-read content of
+        // it is dropped before (so no read is answered from it meanwhile) and after (what
+        // a lookup in flight meanwhile brought is refused).
+        let mutation = op.is_mutation();
+        if mutation {
+            self.data.invalidate(t.key);
+        }
+        let r = self.call_loop(t, c, op, data, parents, inline).await;
+        if mutation {
+            self.data.invalidate(t.key);
+        }
+        r
+    }
+
+    async fn call_loop(
+        &self,
+        t: Target,
+        c: &Creds,
+        op: Op,
+        data: Bytes,
+        parents: bool,
+        inline: u32,
+    ) -> Result<(Reply, Bytes)> {
         let deadline = tokio::time::Instant::now() + RETRY_BUDGET;
         let mut attempt = 0u32;
         // One id for every attempt of this op.
@@ -309,6 +346,7 @@ impl Inner {
                         op: op.clone(),
                         req: req_id,
                         parents,
+                        inline,
                     };
                     self.count(op.name());
                     match self.pool.get(&b.addr).await {
@@ -485,6 +523,7 @@ impl Inner {
                 Push::MapChanged(m) => self.set_map(*m),
                 Push::Invalidate { id, entries, seq, .. } => {
                     self.attrs.invalidate(id);
+                    self.data.invalidate(id);
                     if entries {
                         self.entries.invalidate_dir(id);
                     }
@@ -570,6 +609,7 @@ impl Volume {
         let inner = Arc::new(Inner {
             attrs: AttrCache::new(opts.cache_timeout),
             entries: EntryCache::new(opts.cache_timeout),
+            data: DataCache::new(opts.cache_timeout, QUICK_READ_BYTES),
             kinds: Mutex::default(),
             wb: WriteBehind::new(opts.write_behind_bytes),
             wb_on: AtomicBool::new(opts.write_behind),
@@ -581,6 +621,7 @@ impl Volume {
             on_invalidate: RwLock::new(None),
             by_op: Mutex::default(),
             round_trips: AtomicU64::new(0),
+            quick_reads: AtomicU64::new(0),
             closed: AtomicBool::new(false),
             // 64 random bits (an id's low bits are random).
             client_id: Id::new_on_set(0).0 as u64,
@@ -630,7 +671,11 @@ impl Volume {
         let mut by_op: Vec<(&'static str, u64)> =
             self.inner.by_op.lock().iter().map(|(k, v)| (*k, *v)).collect();
         by_op.sort();
-        Stats { round_trips: self.inner.round_trips.load(Ordering::Relaxed), by_op }
+        Stats {
+            round_trips: self.inner.round_trips.load(Ordering::Relaxed),
+            by_op,
+            quick_reads: self.inner.quick_reads.load(Ordering::Relaxed),
+        }
     }
 
     /// Register the upcall for lease recalls (Ganesha's and Samba's cache invalidation).
@@ -642,33 +687,26 @@ impl Volume {
     pub fn drop_caches(&self) {
         self.inner.attrs.clear();
         self.inner.entries.clear();
+        self.inner.data.clear();
     }
 
     async fn lookup_remote(&self, c: &Creds, dir: Id, name: &[u8]) -> Result<Attr> {
         let i = &self.inner;
         let map = i.map();
         let hashed = i.hashed(dir, name);
-        let r = i
-            .call(
-                Target { set: hashed, key: dir },
-                c,
-                Op::Lookup { dir, name: name.to_vec() },
-                Bytes::new(),
-            )
-            .await;
+        let inline = if i.opts.quick_read > 0 && i.data.want() { i.opts.quick_read } else { 0 };
+        let token = i.data.begin();
+        let look = |set: u32| {
+            let op = Op::Lookup { dir, name: name.to_vec() };
+            i.call_with(Target { set, key: dir }, c, op, Bytes::new(), false, inline)
+        };
+        let r = look(hashed).await;
         let r = match r {
             Err(e) if e.errno == Errno::ENOENT && map.rebalancing => {
                 // A rebalance may have moved the name: look everywhere.
                 let mut found = Err(e);
                 for s in map.sets.iter().filter(|s| s.id != hashed) {
-                    let r = i
-                        .call(
-                            Target { set: s.id, key: dir },
-                            c,
-                            Op::Lookup { dir, name: name.to_vec() },
-                            Bytes::new(),
-                        )
-                        .await;
+                    let r = look(s.id).await;
                     if r.is_ok() {
                         found = r;
                         break;
@@ -678,7 +716,15 @@ impl Volume {
             }
             r => r,
         };
-        let attr = match r?.0 {
+        let attr = match r? {
+            (Reply::EntryData { attr }, data) => {
+                i.remember_found(dir, name, &attr);
+                i.data.put(token, &attr, c, data);
+                return Ok(attr);
+            }
+            (r, _) => r,
+        };
+        let attr = match attr {
             Reply::Entry { attr, linkto: None } => attr,
             Reply::Entry { linkto: Some(target), .. } => self.getattr_remote(c, target).await?,
             other => return Err(unexpected("lookup", &other)),
@@ -1316,8 +1362,49 @@ impl Volume {
 
     /// Note an open (keeps an unlinked file readable until `release`). No round trip.
     pub async fn open(&self, _c: &Creds, id: Id) -> Result<()> {
-        self.inner.opens.lock().entry(id).or_default().count += 1;
+        self.note_open(id);
         Ok(())
+    }
+
+    /// [`open`](Self::open) without the async call (it never waits).
+    pub fn note_open(&self, id: Id) {
+        self.inner.opens.lock().entry(id).or_default().count += 1;
+    }
+
+    /// [`release`](Self::release) at once if it has nothing to wait for: nothing of the file
+    /// buffered or in flight, and the bricks need not hear of it (the file was not unlinked
+    /// while open here, or another open remains). A deferred write error stays for the
+    /// next flush/fsync/release. Returns false, having done nothing, otherwise.
+    pub fn release_if_idle(&self, id: Id) -> bool {
+        let i = &self.inner;
+        if i.wb.busy(id) {
+            return false;
+        }
+        let mut o = i.opens.lock();
+        match o.get_mut(&id) {
+            Some(s) if s.count > 1 => s.count -= 1,
+            Some(s) if s.registered => return false,
+            Some(_) => {
+                o.remove(&id);
+            }
+            None => {}
+        }
+        true
+    }
+
+    /// A read answered from memory, if it can be (quick-read content, nothing of the file
+    /// buffered or in flight): what [`read`](Self::read) would return, without waiting.
+    pub fn read_cached(&self, c: &Creds, id: Id, offset: u64, len: u32) -> Option<(Bytes, bool)> {
+        let i = &self.inner;
+        if i.has_pending(id) {
+            return None;
+        }
+        let data = i.attrs.get(id).and_then(|a| i.data.get(&a, c))?;
+        i.quick_reads.fetch_add(1, Ordering::Relaxed);
+        let start = offset.min(data.len() as u64) as usize;
+        let end = offset.saturating_add(len.min(MAX_IO as u32) as u64).min(data.len() as u64);
+        let end = end as usize;
+        Some((data.slice(start..end), end == data.len()))
     }
 
     /// Flush write-behind for `id` and drop the open; returns any deferred write error.
@@ -1349,6 +1436,11 @@ impl Volume {
         let i = &self.inner;
         if i.has_pending(id) {
             i.flush(id).await?;
+        }
+        // Quick-read: the content that came with the lookup, while the attributes it came
+        // with are still the cached (leased) ones.
+        if let Some(r) = self.read_cached(c, id, offset, len) {
+            return Ok(r);
         }
         let len = len.min(MAX_IO as u32);
         match i

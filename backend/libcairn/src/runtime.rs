@@ -229,6 +229,8 @@ pub(crate) fn mount_options(
         write_behind_bytes: o.write_behind_bytes,
         cache_timeout: Duration::from_millis(o.cache_timeout_ms as u64),
         connect_timeout: Duration::from_millis(o.connect_timeout_ms as u64),
+        // Quick-read is a FUSE mount option for now; the C ABI has no field for it.
+        quick_read: 0,
     })
 }
 

@@ -142,7 +142,7 @@ fn hostname() -> String {
 
 fn run(args: Args, status_pipe: Option<std::fs::File>) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(4)
+        .worker_threads(runtime_workers())
         .thread_name("cairn-mount")
         .enable_all()
         .build()
@@ -154,6 +154,7 @@ fn run(args: Args, status_pipe: Option<std::fs::File>) -> anyhow::Result<()> {
         client_name: format!("mount.cairn@{}", hostname()),
         write_behind: args.write_behind,
         cache_timeout: args.attr_timeout,
+        quick_read: args.quick_read,
         ..MountOptions::default()
     };
     let vol = rt.block_on(Volume::mount(mopts)).map_err(|e| {
@@ -255,6 +256,15 @@ fn run(args: Args, status_pipe: Option<std::fs::File>) -> anyhow::Result<()> {
     result.with_context(|| format!("FUSE session at {}", args.mountpoint.display()))?;
     tracing::info!(volume = %args.volume, "unmounted");
     Ok(())
+}
+
+/// Worker threads of the runtime the requests run on: `CAIRN_MOUNT_WORKERS` (1-64), else 4.
+fn runtime_workers() -> usize {
+    std::env::var("CAIRN_MOUNT_WORKERS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|n| (1..=64).contains(n))
+        .unwrap_or(4)
 }
 
 fn kernel_flag(f: &str) -> fuser::MountOption {

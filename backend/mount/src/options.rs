@@ -25,11 +25,19 @@ pub struct Args {
     /// cache, `writeback_cache` / `wbcache`; on by default). The kernel then keeps its own
     /// mtime and size of cached files; fs.rs replaces stale inodes (see `entry_generation`).
     pub writeback_cache: bool,
+    /// Quick-read: files up to this size come with their lookup (0: off).
+    pub quick_read: u32,
     pub debug: bool,
     pub log_file: Option<PathBuf>,
     /// Generic mount flags passed on to the kernel (`nosuid`, `noatime`, ...).
     pub kernel_flags: Vec<String>,
 }
+
+/// Default `quick_read`: files up to 64 KiB come with their lookup (Gluster's quick-read
+/// default too).
+pub const DEFAULT_QUICK_READ: u32 = 64 << 10;
+/// Largest `quick_read` (the bricks cap it there too).
+const MAX_QUICK_READ: u32 = 1 << 20;
 
 /// Mount flags the kernel understands and we pass through unchanged.
 const KERNEL_FLAGS: &[&str] = &[
@@ -57,6 +65,9 @@ options (comma separated after -o):
                        entry_timeout, but not while the file is open here
   no_writeback_cache   (also nowbcache) every write(2) reaches mount.cairn; size and mtime
                        come from the bricks at each attribute refresh
+  quick_read=BYTES     (default 65536) a lookup of a regular file up to this size
+                       brings its content, so opening and reading it costs no further
+                       round trip; 0 (also noquickread) turns it off; at most 1048576
   log_file=PATH        where a background mount logs (default /var/log/cairn/mount-*.log)
   debug                verbose logs on stderr, stay in the foreground
   -f                   stay in the foreground";
@@ -103,6 +114,7 @@ pub fn parse(argv: &[String], is_root: bool) -> Result<Args, String> {
         entry_timeout: Duration::from_secs(1),
         write_behind: true,
         writeback_cache: true,
+        quick_read: DEFAULT_QUICK_READ,
         debug: false,
         log_file: None,
         kernel_flags: Vec::new(),
@@ -143,6 +155,13 @@ pub fn parse(argv: &[String], is_root: bool) -> Result<Args, String> {
             }
             ("attr_timeout", Some(v)) => args.attr_timeout = seconds(key, v)?,
             ("entry_timeout", Some(v)) => args.entry_timeout = seconds(key, v)?,
+            ("quick_read", Some(v)) => {
+                args.quick_read = match v.parse::<u32>() {
+                    Ok(n) if n <= MAX_QUICK_READ => n,
+                    _ => return Err(format!("{key}: '{v}' is not a size up to {MAX_QUICK_READ}")),
+                }
+            }
+            ("noquickread", None) => args.quick_read = 0,
             ("log_file", Some(v)) => args.log_file = Some(PathBuf::from(v)),
             (k, None) if KERNEL_FLAGS.contains(&k) => args.kernel_flags.push(k.to_string()),
             (k, None) if IGNORED.contains(&k) || k.starts_with("x-") => {}
@@ -252,6 +271,12 @@ mod tests {
         let a = p(&["h:/v", "/m"], true).unwrap();
         assert!(a.allow_other && a.write_behind && !a.read_only);
         assert!(a.writeback_cache, "the kernel writeback cache is on by default");
+        assert_eq!(a.quick_read, DEFAULT_QUICK_READ);
+        for (o, n) in [("quick_read=4096", 4096), ("noquickread", 0), ("quick_read=0", 0)] {
+            assert_eq!(p(&["h:/v", "/m", "-o", o], true).unwrap().quick_read, n, "{o}");
+        }
+        assert!(p(&["h:/v", "/m", "-o", "quick_read=2000000"], true).is_err());
+        assert!(p(&["h:/v", "/m", "-o", "quick_read=x"], true).is_err());
         for (o, on) in [
             ("no_writeback_cache", false),
             ("nowbcache", false),

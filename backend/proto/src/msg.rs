@@ -82,6 +82,12 @@ pub struct BrickRequest {
     /// before it never gets the new reply.
     #[serde(default, deserialize_with = "trailing")]
     pub parents: bool,
+    /// Quick-read: on a `Lookup` that finds a regular file of at most this many bytes,
+    /// also send its whole content, as [`Reply::EntryData`] (0: never). A brick built
+    /// before it ignores it and answers plainly; decoded as 0 when absent, so a client
+    /// built before it never gets the new reply.
+    #[serde(default, deserialize_with = "trailing")]
+    pub inline: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -517,6 +523,14 @@ pub enum Reply {
         reply: Box<Reply>,
         parents: Vec<Attr>,
     },
+    /// LOOKUP asked with [`BrickRequest::inline`] that found a regular file small enough:
+    /// the entry's attributes (not a linkto) and its whole content, `attr.size` bytes, in
+    /// the frame's data segment. Attributes and data were read together under the inode's
+    /// read lock, after the brick granted the caller a lease on the inode, so a later
+    /// change of the file by another client recalls them both.
+    EntryData {
+        attr: Attr,
+    },
 }
 
 /// What a response frame carries.
@@ -600,5 +614,53 @@ mod tests {
             };
             assert_eq!(o.op, op);
         }
+    }
+
+    /// The quick-read size: ignored by a peer built before it, decoded as 0 (never inline)
+    /// from one, kept between new peers, with or without the fields before it set.
+    #[test]
+    fn quick_read_size_is_compatible_with_older_peers() {
+        let op = Op::Lookup { dir: Id(1), name: b"f".to_vec() };
+        let old = OldRequest::Brick(OldBrickRequest {
+            volume: "v".into(),
+            brick: 2,
+            epoch: 3,
+            creds: Creds::root(),
+            op: op.clone(),
+        });
+        let Request::Brick(plain) = decode::<Request>(&encode(&old)).unwrap() else { panic!() };
+        assert_eq!(plain.inline, 0, "absent: the client did not ask for inline data");
+        for (req, parents) in [(None, false), (Some(ReqId { client: 1, seq: 2 }), true)] {
+            let ask = BrickRequest { req, parents, inline: 65536, ..plain.clone() };
+            let Request::Brick(back) =
+                decode::<Request>(&encode(&Request::Brick(ask.clone()))).unwrap()
+            else {
+                panic!()
+            };
+            assert_eq!(back, ask);
+            let OldRequest::Brick(o) = decode::<OldRequest>(&encode(&Request::Brick(ask))).unwrap()
+            else {
+                panic!()
+            };
+            assert_eq!(o.op, op);
+        }
+        let t = crate::Timespec { sec: 5, nsec: 6 };
+        let attr = Attr {
+            id: Id(9),
+            kind: crate::FileType::Regular,
+            perm: 0o644,
+            nlink: 1,
+            uid: 0,
+            gid: 0,
+            size: 4096,
+            blocks: 8,
+            rdev: 0,
+            atime: t,
+            mtime: t,
+            ctime: t,
+            change: 7,
+        };
+        let r: Response = Ok(Reply::EntryData { attr });
+        assert_eq!(decode::<Response>(&encode(&r)).unwrap(), r);
     }
 }
