@@ -910,8 +910,8 @@ async fn serve(
             {
                 if attr.kind == FileType::Regular && attr.size <= inline_max(req.inline) {
                     let id = attr.id;
-                    // Not under the directory's lock: the file's may be the same stripe,
-                    // and a mutation holding the file's could be waiting for the directory's.
+                    // Not under the directory's lock: a mutation holding the file's lock
+                    // (rename, unlink) may be waiting for the directory's.
                     drop(_read);
                     if let Some(got) = inline_read(node, session, &slot, &req, id).await {
                         return Ok(got);
@@ -943,7 +943,7 @@ async fn inline_read(
     req: &BrickRequest,
     id: Id,
 ) -> Option<(Reply, Bytes)> {
-    let _read = node.read_lock(&req.volume, req.brick, id).await;
+    let _read = node.read_lock(&req.volume, req.brick, id, Range::WHOLE).await;
     if !node.lease_alive() || slot.healing.load(std::sync::atomic::Ordering::Acquire) {
         return None;
     }
