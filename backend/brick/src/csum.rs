@@ -13,8 +13,10 @@
 //! - Every data change updates the table under the inode's stripe lock, computing only the
 //!   blocks it touched (never the blocks a size change skips over: they are zeros): a block
 //!   fully written is summed from the request's bytes; an append into the partial last
-//!   block XORs in the entry of the appended bytes (no read); only a partial overwrite of a
-//!   block reads that block back (at most 64 KiB).
+//!   block XORs in the entry of the appended bytes (no read); a partial overwrite reads
+//!   back only the bytes it overwrites and XORs in the entry of old ^ new (`Pre::Range`);
+//!   only a truncate or zeroing inside a block (or a write into an unknown entry) reads
+//!   that block back (at most 64 KiB).
 //! - Crash rule: before the first change of an inode the brick creates
 //!   `.cairn/csum/dirty/<hex>` ("checksums may lag the data"). It is removed once the inode
 //!   has been idle for a few seconds, after an fdatasync of the data and the sidecar. At
