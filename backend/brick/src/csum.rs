@@ -13,8 +13,10 @@
 //! - Every data change updates the table under the inode's stripe lock, computing only the
 //!   blocks it touched (never the blocks a size change skips over: they are zeros): a block
 //!   fully written is summed from the request's bytes; an append into the partial last
-//!   block XORs in the entry of the appended bytes (no read); only a partial overwrite of a
-//!   block reads that block back (at most 64 KiB).
+//!   block XORs in the entry of the appended bytes (no read); a partial overwrite reads
+//!   back only the bytes it overwrites and XORs in the entry of old ^ new (`Pre::Range`);
+//!   only a truncate or zeroing inside a block (or a write into an unknown entry) reads
+//!   that block back (at most 64 KiB).
 //! - Crash rule: before the first change of an inode the brick creates
 //!   `.cairn/csum/dirty/<hex>` ("checksums may lag the data"). It is removed once the inode
 //!   has been idle for a few seconds, after an fdatasync of the data and the sidecar. At
@@ -25,6 +27,7 @@
 use crate::ids::is_reg;
 use crate::store::{fail, Brick, Ctx, Fail, R};
 use crate::sys::{self, cstr, XTarget};
+use bytes::Bytes;
 use cairn_proto::Id;
 use std::ffi::CStr;
 use std::io;
@@ -39,6 +42,8 @@ pub(crate) const XATTR_CSUM: &CStr = c"trusted.cairn.csum";
 /// Tables of at most this many blocks live in the xattr (16 + 4*256 bytes: leaves room in
 /// an ext4 xattr block for ACLs and user xattrs).
 pub(crate) const XATTR_MAX_BLOCKS: u64 = 256;
+/// The largest table the xattr holds, in bytes (read with one `fgetxattr`).
+const XATTR_BYTES: usize = (HDR + 4 * XATTR_MAX_BLOCKS) as usize;
 /// Current table format: entries are [`enc`]oded (a zero block is 0).
 const MAGIC: [u8; 4] = *b"CCS2";
 /// First format: plain CRCs of the block's bytes (read, converted at the next change).
@@ -80,8 +85,9 @@ fn enc(crc: u32, len: u64) -> u32 {
     let c = if len == BLOCK {
         crc
     } else {
-        let pad = BLOCK - len;
-        crc32c::crc32c_combine(crc, zero_crc(pad), pad as usize)
+        // Appending the zeros (hardware CRC, a few µs at most) is much cheaper than
+        // `crc32c_combine` (a GF(2) matrix power: tens of µs).
+        crc32c::crc32c_append(crc, &ZEROS[..(BLOCK - len) as usize])
     };
     c ^ zero_full()
 }
@@ -325,8 +331,19 @@ impl Change<'_> {
 /// launders corruption in the rest of a block: such a block keeps an entry that fails.
 pub(crate) struct Before {
     sums: Option<Sums>,
-    /// (block, its old bytes up to the old size, whether they matched their entry)
-    pre: Vec<(u64, Vec<u8>, bool)>,
+    pre: Vec<(u64, Pre)>,
+}
+
+/// What [`Before`] keeps of a block a change overwrites in part.
+enum Pre {
+    /// Its old bytes up to the old size, and whether they matched their entry.
+    Block(Vec<u8>, bool),
+    /// A write of `[at, at+len)` into a block with a known entry `entry`: only the old
+    /// bytes of that range (up to the old size; zeros past it). Entries are linear, so the
+    /// new entry is `entry ^ enc(old bytes ^ new bytes, placed at at)` — no read of the
+    /// rest of the block. If the rest fails its old entry (corruption), the new entry
+    /// fails the new data just the same: nothing is laundered.
+    Range { at: u64, len: u64, old: Vec<u8>, entry: u32 },
 }
 
 pub(crate) fn corrupt(id: Id, off: u64, why: impl std::fmt::Display) -> Fail {
@@ -401,7 +418,7 @@ impl Brick {
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
             Err(e) => return Err(e).ctx(what),
         }
-        let v = match XTarget::Fd(fd).get(XATTR_CSUM) {
+        let v = match XTarget::Fd(fd).get_sized(XATTR_CSUM, XATTR_BYTES) {
             Ok(v) => v,
             Err(e) if e.raw_os_error() == Some(libc::ENODATA) => {
                 // A new, never written file starts an empty table; a non-empty file without
@@ -554,6 +571,20 @@ impl Brick {
         let mut pre = vec![];
         for blk in blocks {
             let (bs, be) = (blk * BLOCK, bend(old, blk));
+            let trunc_blk = trunc.is_some_and(|t| t / BLOCK == blk);
+            if let (Change::Data(off, d), false) = (change, trunc_blk) {
+                if let Some(entry) = s.get(blk, 1).ctx(|| "checksums")?[0] {
+                    let (ws, we) = (off.max(bs), (off + d.len() as u64).min(bs + BLOCK));
+                    let want = (we.min(old).max(ws) - ws) as usize;
+                    let mut buf = vec![0u8; want];
+                    let n = sys::pread(fd, &mut buf, ws).ctx(|| format!("reading {id} at {ws}"))?;
+                    if n == want {
+                        pre.push((blk, Pre::Range { at: ws, len: we - ws, old: buf, entry }));
+                        continue;
+                    }
+                    // Shorter than its table says: the whole block below.
+                }
+            }
             let mut buf = vec![0u8; (be - bs) as usize];
             let n = sys::pread(fd, &mut buf, bs).ctx(|| format!("reading {id} at {bs}"))?;
             let ok = match s.get(blk, 1).ctx(|| "checksums")?[0] {
@@ -564,7 +595,7 @@ impl Brick {
             if !ok {
                 tracing::error!(brick = %self.root.display(), %id, offset = bs, "a block partly overwritten fails its checksum; it keeps failing until healed");
             }
-            pre.push((blk, buf, ok));
+            pre.push((blk, Pre::Block(buf, ok)));
         }
         Ok(Before { sums: Some(s), pre })
     }
@@ -604,7 +635,7 @@ impl Brick {
         id: Id,
         fd: RawFd,
         mut s: Sums,
-        pre: &[(u64, Vec<u8>, bool)],
+        pre: &[(u64, Pre)],
         new: u64,
         change: Change,
     ) -> R<()> {
@@ -656,7 +687,7 @@ impl Brick {
                 Some((x, y)) if x < be && y > bs => (x.max(bs), y.min(be)),
                 _ => (be, be),
             };
-            let pre_blk = pre.iter().find(|p| p.0 == blk);
+            let pre_blk = pre.iter().find(|p| p.0 == blk).map(|p| &p.1);
             let e: Option<u32> = if matches!(change, Change::Disk(..)) && we > ws {
                 None // re-read below
             } else if ws == bs && we == be {
@@ -668,7 +699,22 @@ impl Brick {
             } else if bs >= old {
                 // Past the old end: zeros but for what the change wrote.
                 Some(change.placed(bs, ws, we))
-            } else if let Some((_, old_bytes, ok)) = pre_blk {
+            } else if let (Some(Pre::Range { at, len, old, entry }), Change::Data(off, d)) =
+                (pre_blk, change)
+            {
+                if (*at, at + len) != (ws, we) {
+                    return Err(fail(
+                        libc::EIO,
+                        format!("{}: block {blk} written at {ws}..{we}, not {at}+{len}", what()),
+                    ));
+                }
+                // old ^ new over the written range (old bytes past the old size: zeros).
+                let mut delta = d[(ws - off) as usize..(we - off) as usize].to_vec();
+                for (x, o) in delta.iter_mut().zip(old) {
+                    *x ^= o;
+                }
+                Some(entry ^ enc_placed(ws - bs, &delta))
+            } else if let Some(Pre::Block(old_bytes, ok)) = pre_blk {
                 readbuf.clear();
                 readbuf.extend_from_slice(old_bytes);
                 readbuf.resize((be - bs) as usize, 0);
@@ -868,27 +914,51 @@ impl Brick {
         fd: RawFd,
         offset: u64,
         len: usize,
-    ) -> R<(Vec<u8>, u64)> {
+    ) -> R<(Bytes, u64)> {
+        let st = sys::fstat(fd).ctx(|| format!("read of {id} at {offset}+{len}"))?;
+        self.read_verified_at(id, fd, st.st_size as u64, offset, len, false)
+    }
+
+    /// [`read_verified`](Self::read_verified) of a file of `size` bytes (its `fstat` just
+    /// taken). The blocks are read into a buffer that is neither zeroed nor copied again:
+    /// the bytes asked for are handed out as a slice of it. `nowait`: read only what the
+    /// page cache holds (an `EAGAIN` or a short read fails with `EAGAIN`: run it again
+    /// without).
+    pub(crate) fn read_verified_at(
+        &self,
+        id: Id,
+        fd: RawFd,
+        size: u64,
+        offset: u64,
+        len: usize,
+        nowait: bool,
+    ) -> R<(Bytes, u64)> {
         let what = || format!("read of {id} at {offset}+{len}");
-        let st = sys::fstat(fd).ctx(what)?;
-        let size = st.st_size as u64;
         let end = offset.saturating_add(len as u64).min(size);
         if offset >= end {
             self.sums_verify(id, fd, size, offset.min(size) / BLOCK * BLOCK, &[])?;
-            return Ok((vec![], size));
+            return Ok((Bytes::new(), size));
         }
         let a0 = offset / BLOCK * BLOCK;
         let a1 = (end.div_ceil(BLOCK) * BLOCK).min(size);
-        let mut buf = vec![0u8; (a1 - a0) as usize];
-        let n = sys::pread(fd, &mut buf, a0).ctx(what)?;
-        if n != buf.len() {
+        let want = (a1 - a0) as usize;
+        let mut buf: Vec<u8> = Vec::with_capacity(want);
+        let n =
+            sys::pread_uninit(fd, &mut buf.spare_capacity_mut()[..want], a0, nowait).ctx(what)?;
+        // SAFETY: `pread_uninit` initialized the first `n` bytes.
+        unsafe { buf.set_len(n) };
+        if n != want {
+            if nowait {
+                return Err(fail(libc::EAGAIN, format!("{}: not all cached", what())));
+            }
             return Err(corrupt(id, a0 + n as u64, format_args!("ends before its size {size}")));
         }
         self.sums_verify(id, fd, size, a0, &buf)?;
+        let buf = Bytes::from(buf);
         if a0 == offset && a1 == end {
             return Ok((buf, size));
         }
-        Ok((buf[(offset - a0) as usize..(end - a0) as usize].to_vec(), size))
+        Ok((buf.slice((offset - a0) as usize..(end - a0) as usize), size))
     }
 
     /// Verify every block of regular file `id` (scrub): its data regions are read and

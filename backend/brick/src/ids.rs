@@ -302,6 +302,11 @@ impl Index {
         Ok(self.remember_dir(id, fd))
     }
 
+    /// The fd of regular file `id` if the fd cache holds it (no syscall).
+    pub fn file_fd_cached(&self, id: Id) -> Option<Arc<OwnedFd>> {
+        self.files.lock().get(id)
+    }
+
     /// An fd (read-write when the filesystem allows) of the regular file `id`.
     pub fn file_fd(&self, id: Id) -> io::Result<Arc<OwnedFd>> {
         if let Some(fd) = self.files.lock().get(id) {

@@ -1325,23 +1325,56 @@ impl Brick {
     // ----- data ops -----
 
     fn op_read(&self, cx: &Cx, id: Id, offset: u64, len: u32) -> R<(Reply, Bytes)> {
-        let what = || format!("read of {id} at {offset}+{len}");
         let fd = self.file(id)?;
-        let st = sys::fstat(fd.as_raw_fd()).ctx(what)?;
-        cx.check(fd.as_raw_fd(), &st, 4)?;
+        self.read_fd(cx, id, &fd, offset, len, false)
+    }
+
+    /// READ of `id` open as `fd`. `nowait`: from the page cache only (see
+    /// [`Brick::read_verified_at`]); a checksum mismatch is then returned as is, not
+    /// re-checked.
+    fn read_fd(
+        &self,
+        cx: &Cx,
+        id: Id,
+        fd: &OwnedFd,
+        offset: u64,
+        len: u32,
+        nowait: bool,
+    ) -> R<(Reply, Bytes)> {
+        let what = || format!("read of {id} at {offset}+{len}");
+        let f = fd.as_raw_fd();
+        let st = sys::fstat(f).ctx(what)?;
+        cx.check(f, &st, 4)?;
         let len = (len as usize).min(64 << 20);
+        let size = st.st_size as u64;
         // Checked against the checksums without the stripe lock; a mismatch is re-checked
         // under it (a write may have been between its data and its checksum update).
-        let (buf, size) = match self.read_verified(id, fd.as_raw_fd(), offset, len) {
-            Err(f) if f.errno == crate::csum::ECORRUPT => {
+        let (buf, size) = match self.read_verified_at(id, f, size, offset, len, nowait) {
+            Err(e) if e.errno == crate::csum::ECORRUPT && !nowait => {
                 let _g = self.stripe(id).lock();
-                self.read_verified(id, fd.as_raw_fd(), offset, len)?
+                self.read_verified(id, f, offset, len)?
             }
             r => r?,
         };
         let n = buf.len();
         let eof = n < len || offset.saturating_add(n as u64) >= size;
-        Ok((Reply::Data { eof }, Bytes::from(buf)))
+        Ok((Reply::Data { eof }, buf))
+    }
+
+    /// Answer a READ (as chain head, `creds` the caller's) only if that needs no disk I/O:
+    /// the file is open in the fd cache and the blocks it covers are in the page cache
+    /// (`RWF_NOWAIT`), so it can run on an async thread rather than hop to a blocking
+    /// one. `None`: anything else (not a READ, not cached, any error — a checksum mismatch
+    /// included): run it with [`Brick::execute`].
+    pub fn execute_cached(&self, creds: &Creds, op: &Op) -> Option<(Reply, Bytes)> {
+        let Op::Read { id, offset, len } = *op else { return None };
+        let fd = self.idx.file_fd_cached(id)?;
+        let cx = Cx {
+            caller: if creds.uid == 0 { None } else { Some(creds) },
+            replica: false,
+            result: None,
+        };
+        self.read_fd(&cx, id, &fd, offset, len, true).ok()
     }
 
     fn op_write(&self, cx: &Cx, id: Id, offset: u64, data: &[u8]) -> R<Reply> {
@@ -1447,7 +1480,8 @@ impl Brick {
         let st = sys::fstat(fd.as_raw_fd()).ctx(what)?;
         cx.check(fd.as_raw_fd(), &st, 6)?;
         let f = fd.as_raw_fd();
-        let (mut cur, _) = self.read_verified(id, f, offset, cmp.len())?;
+        let (cur, _) = self.read_verified(id, f, offset, cmp.len())?;
+        let mut cur = cur.to_vec();
         cur.resize(cmp.len(), 0);
         if let Some(at) = cur.iter().zip(cmp).position(|(a, b)| a != b) {
             return Err(fail(

@@ -112,6 +112,41 @@ pub fn pread(fd: RawFd, buf: &mut [u8], mut off: u64) -> io::Result<usize> {
     Ok(done)
 }
 
+/// [`pread`] into uninitialized memory (no zero fill): fills `buf` from `off` until it is
+/// full or at end of file; returns how many bytes were read (those are initialized).
+/// `nowait`: only from the page cache (`preadv2(RWF_NOWAIT)`): data not cached is
+/// `EAGAIN` (a short read may come first), a file system without it `EOPNOTSUPP`.
+pub fn pread_uninit(
+    fd: RawFd,
+    buf: &mut [std::mem::MaybeUninit<u8>],
+    mut off: u64,
+    nowait: bool,
+) -> io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        let p = buf[done..].as_mut_ptr() as *mut libc::c_void;
+        let len = buf.len() - done;
+        let r = unsafe {
+            if nowait {
+                let iov = libc::iovec { iov_base: p, iov_len: len };
+                libc::preadv2(fd, &iov, 1, off as libc::off_t, libc::RWF_NOWAIT)
+            } else {
+                libc::pread(fd, p, len, off as libc::off_t)
+            }
+        };
+        match cvt_ss(r) {
+            Ok(0) => break,
+            Ok(n) => {
+                done += n;
+                off += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
 pub fn pwrite_all(fd: RawFd, buf: &[u8], mut off: u64) -> io::Result<()> {
     let mut done = 0;
     while done < buf.len() {
@@ -214,7 +249,12 @@ impl XTarget {
     }
 
     pub fn get(&self, name: &CStr) -> io::Result<Vec<u8>> {
-        let mut size = 256usize;
+        self.get_sized(name, 256)
+    }
+
+    /// [`get`](Self::get), first trying a buffer of `size` bytes (one syscall for a value
+    /// that fits).
+    pub fn get_sized(&self, name: &CStr, mut size: usize) -> io::Result<Vec<u8>> {
         loop {
             let mut buf = vec![0u8; size];
             let p = buf.as_mut_ptr() as *mut libc::c_void;

@@ -122,7 +122,9 @@ fn recalls(op: &Op) -> Vec<(Id, bool)> {
     }
 }
 
-/// Run one op on a local brick, off the async threads.
+/// Run one op on a local brick, off the async threads — but for a READ whose data the
+/// page cache holds (`Brick::execute_cached`): that one runs right here, since a hop to a
+/// blocking thread and back costs more than the read.
 pub async fn exec_local(
     slot: &Arc<BrickSlot>,
     creds: Creds,
@@ -131,6 +133,11 @@ pub async fn exec_local(
     result: Option<Attr>,
     replica: bool,
 ) -> OpResult {
+    if !replica && matches!(op, Op::Read { .. }) {
+        if let Some(r) = slot.brick.execute_cached(&creds, &op) {
+            return Ok(r);
+        }
+    }
     let brick = slot.brick.clone();
     let (volume, index) = (slot.volume.clone(), slot.index);
     let name = op.name();
