@@ -88,28 +88,18 @@ pub fn readlinkat(dir: RawFd, name: &CStr) -> io::Result<Vec<u8>> {
     Ok(buf)
 }
 
-pub fn pread(fd: RawFd, buf: &mut [u8], mut off: u64) -> io::Result<usize> {
-    let mut done = 0;
-    while done < buf.len() {
-        let r = unsafe {
-            libc::pread(
-                fd,
-                buf[done..].as_mut_ptr() as *mut libc::c_void,
-                buf.len() - done,
-                off as libc::off_t,
-            )
-        };
-        match cvt_ss(r) {
-            Ok(0) => break,
-            Ok(n) => {
-                done += n;
-                off += n as u64;
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(done)
+/// Fills `buf` from `off` until it is full or at end of file; returns how many bytes were
+/// read.
+pub fn pread(fd: RawFd, buf: &mut [u8], off: u64) -> io::Result<usize> {
+    // SAFETY: `MaybeUninit<u8>` has the layout of `u8`, and `pread_uninit` only stores
+    // initialized bytes, so `buf` stays initialized.
+    let buf = unsafe {
+        std::slice::from_raw_parts_mut(
+            buf.as_mut_ptr() as *mut std::mem::MaybeUninit<u8>,
+            buf.len(),
+        )
+    };
+    pread_uninit(fd, buf, off, false)
 }
 
 /// [`pread`] into uninitialized memory (no zero fill): fills `buf` from `off` until it is
