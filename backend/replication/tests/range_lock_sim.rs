@@ -13,19 +13,8 @@
 use cairn_replication::range_lock::{Mode, Range, Table, Ticket};
 use std::collections::BTreeMap;
 
-/// xorshift64*: small, seedable, reproducible.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545F4914F6CDD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+mod common;
+use common::Rng;
 
 /// Bytes of the model file are the version of the write that left them (0: zeros).
 type File = Vec<u32>;

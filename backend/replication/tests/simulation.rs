@@ -17,22 +17,8 @@ use cairn_proto::Id;
 use cairn_replication::{heal_plan, may_come_up, plan};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// xorshift64*: small, seedable, reproducible.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545F4914F6CDD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
+mod common;
+use common::Rng;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Life {
