@@ -37,6 +37,9 @@ use std::time::{Duration, Instant};
 
 /// Bytes per checksummed block.
 pub const BLOCK: u64 = 64 << 10;
+
+/// `sums_update` of a planned change met a block it would have to sum from disk.
+const NEEDS_DATA: &str = "checksum block needs the written data";
 const SHIFT: u8 = 16;
 pub(crate) const XATTR_CSUM: &CStr = c"trusted.cairn.csum";
 /// Tables of at most this many blocks live in the xattr (16 + 4*256 bytes: leaves room in
@@ -576,13 +579,15 @@ impl Brick {
                 if let Some(entry) = s.get(blk, 1).ctx(|| "checksums")?[0] {
                     let (ws, we) = (off.max(bs), (off + d.len() as u64).min(bs + BLOCK));
                     let want = (we.min(old).max(ws) - ws) as usize;
+                    // Bytes past the end of the file read as zeros (`buf` is zeroed). A
+                    // file shorter than its table is a write in flight past this block
+                    // (the table runs ahead of writes; `Brick::op_write`): the bytes it
+                    // has not reached are zeros. (Any other shortfall leaves the entry
+                    // failing, as it would the data it lost.)
                     let mut buf = vec![0u8; want];
-                    let n = sys::pread(fd, &mut buf, ws).ctx(|| format!("reading {id} at {ws}"))?;
-                    if n == want {
-                        pre.push((blk, Pre::Range { at: ws, len: we - ws, old: buf, entry }));
-                        continue;
-                    }
-                    // Shorter than its table says: the whole block below.
+                    sys::pread(fd, &mut buf, ws).ctx(|| format!("reading {id} at {ws}"))?;
+                    pre.push((blk, Pre::Range { at: ws, len: we - ws, old: buf, entry }));
+                    continue;
                 }
             }
             let mut buf = vec![0u8; (be - bs) as usize];
@@ -610,7 +615,7 @@ impl Brick {
         let st = sys::fstat(fd).ctx(|| format!("stat of {id}"))?;
         let new_size = st.st_size as u64;
         let r = match old {
-            Some(s) => self.sums_update(id, fd, s, &pre, new_size, change).or_else(|f| {
+            Some(s) => self.sums_update(id, fd, s, &pre, new_size, change, false).or_else(|f| {
                 tracing::warn!(brick = %self.root.display(), %id, error = %f.what, "incremental checksum update failed; rebuilding");
                 self.sums_rebuild(id, fd)
             }),
@@ -627,6 +632,43 @@ impl Brick {
         r
     }
 
+    /// Before a write of `change` whose data is not on disk yet (`Brick::op_write`: the
+    /// stripe's table mutex and the write's blocks held, `sums_begin` called): store the
+    /// entries and size (`new`) the table will have once it is. `Ok(false)`: this change
+    /// cannot be planned (no table; a block to sum from disk); nothing was stored, the
+    /// caller writes the usual way.
+    pub(crate) fn sums_planned(
+        &self,
+        id: Id,
+        fd: RawFd,
+        before: Before,
+        change: Change,
+        new: u64,
+    ) -> R<bool> {
+        let Before { sums, pre } = before;
+        let Some(s) = sums else { return Ok(false) };
+        let new = new.max(s.size);
+        let r = match self.sums_update(id, fd, s, &pre, new, change, true) {
+            Err(f) if f.errno == libc::EAGAIN && f.what == NEEDS_DATA => Ok(false),
+            Err(f) => {
+                tracing::debug!(brick = %self.root.display(), %id, error = %f.what, "checksums not planned; writing under the exclusive lock");
+                Ok(false)
+            }
+            Ok(()) => Ok(true),
+        };
+        if let Some(t) = self.csum_dirty.lock().get_mut(&id) {
+            *t = Instant::now();
+        }
+        r
+    }
+
+    /// After a planned write failed (stripe held exclusively): re-sum `[off, off+len)` and
+    /// the size from what is on disk.
+    pub(crate) fn sums_disk(&self, id: Id, fd: RawFd, off: u64, len: u64) -> R<()> {
+        let old = self.sums_before(id, fd, Change::None, None)?;
+        self.sums_changed(id, fd, old, Change::Disk(off, len))
+    }
+
     /// Update the entries a change touched: O(blocks changed), whatever the offsets. Blocks
     /// past the old end that nothing wrote are zeros (entry 0: a sidecar hole, nothing to
     /// store); entries past a new, smaller end are cut off with the table.
@@ -638,6 +680,7 @@ impl Brick {
         pre: &[(u64, Pre)],
         new: u64,
         change: Change,
+        planned: bool,
     ) -> R<()> {
         let what = || format!("updating checksums of {id}");
         let old = s.size;
@@ -738,6 +781,9 @@ impl Brick {
             };
             let e = match e {
                 Some(e) => e,
+                // Planned before the data is written: nothing on disk to sum yet (and
+                // nothing stored so far).
+                None if planned => return Err(fail(libc::EAGAIN, NEEDS_DATA.to_string())),
                 None => {
                     readbuf.resize((be - bs) as usize, 0);
                     let n = sys::pread(fd, &mut readbuf, bs).ctx(what)?;
