@@ -32,11 +32,14 @@ use cairn_proto::Id;
 use std::ffi::CStr;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Bytes per checksummed block.
 pub const BLOCK: u64 = 64 << 10;
+
+/// Sidecars kept open (`Brick::sidecar_open`); past this many the set is emptied.
+const SIDECAR_FDS: usize = 256;
 
 /// `sums_update` of a planned change met a block it would have to sum from disk.
 const NEEDS_DATA: &str = "checksum block needs the written data";
@@ -184,7 +187,7 @@ enum Loc {
     /// (`sidecar`) a table converted from format 1 or built for a sidecar.
     Mem { v: Vec<u32>, sidecar: bool },
     /// A sidecar changed in place; its holes are zero entries.
-    Sidecar(OwnedFd),
+    Sidecar(Arc<OwnedFd>),
 }
 
 impl Sums {
@@ -393,16 +396,33 @@ impl Brick {
         cstr(id.to_hex().as_bytes()).expect("hex has no NUL")
     }
 
+    /// The sidecar of `id`, open: kept open between changes (`csum_fds`, up to
+    /// [`SIDECAR_FDS`]), so a stream of writes does not open it per write. A kept fd whose
+    /// file has no link left (the sidecar was removed, or replaced by a rename) is
+    /// dropped and the name opened again.
+    fn sidecar_open(&self, id: Id) -> io::Result<Arc<OwnedFd>> {
+        let kept = self.csum_fds.lock().get(&id).cloned();
+        if let Some(sc) = kept {
+            if sys::fstat(sc.as_raw_fd()).is_ok_and(|st| st.st_nlink > 0) {
+                return Ok(sc);
+            }
+            self.csum_fds.lock().remove(&id);
+        }
+        let flags = libc::O_RDWR | libc::O_NOFOLLOW;
+        let sc = Arc::new(sys::openat(self.csum_dir.as_raw_fd(), &Self::hex(id), flags, 0)?);
+        let mut fds = self.csum_fds.lock();
+        if fds.len() >= SIDECAR_FDS {
+            fds.clear();
+        }
+        fds.insert(id, sc.clone());
+        Ok(sc)
+    }
+
     /// Load the table of `id` (`fd` its data). `None`: the file has no checksums (created
     /// before checksums existed, or never written).
     pub(crate) fn sums_load(&self, id: Id, fd: RawFd) -> R<Option<Sums>> {
         let what = || format!("checksums of {id}");
-        match sys::openat(
-            self.csum_dir.as_raw_fd(),
-            &Self::hex(id),
-            libc::O_RDWR | libc::O_NOFOLLOW,
-            0,
-        ) {
+        match self.sidecar_open(id) {
             Ok(sc) => {
                 let mut h = [0u8; HDR as usize];
                 let n = sys::pread(sc.as_raw_fd(), &mut h, 0).ctx(what)?;
@@ -509,6 +529,7 @@ impl Brick {
 
     /// Forget the checksums of an inode that is gone (its sidecar and dirty marker).
     pub(crate) fn sums_forget(&self, id: Id) {
+        self.csum_fds.lock().remove(&id);
         let h = Self::hex(id);
         let _ = sys::unlinkat(self.csum_dir.as_raw_fd(), &h, 0);
         if self.csum_dirty.lock().remove(&id).is_some() {
@@ -688,7 +709,7 @@ impl Brick {
         if let Loc::Mem { v, sidecar } = &s.loc {
             if *sidecar || nblocks(new) > XATTR_MAX_BLOCKS {
                 let sc = self.sidecar_write(id, fd, old, s.partial, v)?;
-                s.loc = Loc::Sidecar(sc);
+                s.loc = Loc::Sidecar(Arc::new(sc));
                 s.loaded = (old, s.partial);
             }
         }

@@ -210,6 +210,8 @@ pub struct Brick {
     pub(crate) dirty_dir: OwnedFd,
     /// Inodes marked in `dirty_dir` by this process, with their last change.
     pub(crate) csum_dirty: Mutex<HashMap<Id, std::time::Instant>>,
+    /// Checksum sidecars kept open between changes (see `csum.rs`, `sidecar_open`).
+    pub(crate) csum_fds: Mutex<HashMap<Id, Arc<OwnedFd>>>,
     pub(crate) csum_tidied: Mutex<std::time::Instant>,
     /// Starts large writes' write-out early (see `writeback.rs`).
     writeback: crate::writeback::Writeback,
@@ -531,6 +533,7 @@ impl Brick {
             csum_dir,
             dirty_dir,
             csum_dirty: Mutex::new(HashMap::new()),
+            csum_fds: Mutex::new(HashMap::new()),
             csum_tidied: Mutex::new(std::time::Instant::now()),
             writeback: crate::writeback::Writeback::start(index),
         };

@@ -587,3 +587,36 @@ fn concurrent_writes_of_one_file_keep_checksums_right() {
         b.scrub_file(a.id).unwrap_or_else(|e| panic!("{name}, overlapping: {e}"));
     }
 }
+
+/// The brick keeps a sidecar open between writes; a sidecar replaced under the same name
+/// (as a rebuild does: written aside, renamed in) is noticed, and later writes update the
+/// new one.
+#[test]
+fn sidecar_kept_open_follows_a_replaced_sidecar() {
+    let (t, b) = new_brick();
+    let dir = t.path().join("b0");
+    let a = file(&b, Id::ROOT, "big");
+    let mut model = vec![];
+    for i in 0..18u64 {
+        let d = pattern(i, 1 << 20);
+        write(&b, a.id, i << 20, &d);
+        model.extend(d);
+    }
+    let sidecar = dir.join(".cairn/csum").join(a.id.to_hex());
+    let copy = dir.join(".cairn/csum/copy");
+    std::fs::copy(&sidecar, &copy).unwrap();
+    std::fs::rename(&copy, &sidecar).unwrap();
+    let entry = |blk: u64| {
+        let mut e = [0u8; 4];
+        std::fs::File::open(&sidecar).unwrap().read_exact_at(&mut e, 16 + 4 * blk).unwrap();
+        e
+    };
+    let blk = (3 << 20) / BS;
+    let before = entry(blk);
+    let d = pattern(99, 1 << 20);
+    write(&b, a.id, 3 << 20, &d);
+    model[3 << 20..4 << 20].copy_from_slice(&d);
+    assert_ne!(entry(blk), before, "the write updated the sidecar now in place");
+    assert_eq!(read_all(&b, a.id), model);
+    b.scrub_file(a.id).unwrap();
+}
