@@ -258,13 +258,21 @@ fn run(args: Args, status_pipe: Option<std::fs::File>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Worker threads of the runtime the requests run on: `CAIRN_MOUNT_WORKERS` (1-64), else 4.
+/// Worker threads of the runtime the requests run on: `CAIRN_MOUNT_WORKERS` (1-64), else
+/// half the CPUs, from 1 to 4. Each request wakes a worker from the session thread, and its
+/// reply from the brick wakes one again: on a small machine, where the mount shares the
+/// CPUs with the application, the kernel and often a brick, more workers only add thread
+/// switches (4 KiB random reads at QD16 on 2 CPUs: +14% IOPS with 1 worker instead of 4,
+/// docs/benchmarks.md).
 fn runtime_workers() -> usize {
     std::env::var("CAIRN_MOUNT_WORKERS")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
         .filter(|n| (1..=64).contains(n))
-        .unwrap_or(4)
+        .unwrap_or_else(|| {
+            let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+            (cpus / 2).clamp(1, 4)
+        })
 }
 
 fn kernel_flag(f: &str) -> fuser::MountOption {

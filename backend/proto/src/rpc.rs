@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::BufWriter;
+use tokio::io::{BufReader, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 
@@ -31,6 +31,10 @@ pub const PING_INTERVAL: Duration = Duration::from_secs(2);
 /// wait for TCP to give up (many minutes). A live peer answers PING within this time even
 /// when its disk is slow, because every request is served by its own task.
 pub const PEER_DEAD_AFTER: Duration = Duration::from_secs(10);
+/// Read buffer of each side of a connection: one `recv` takes every frame the peer has
+/// sent so far (a frame read from the bare socket costs two or three: prefix, header,
+/// data). A bulk segment larger than this is read straight into its own buffer.
+const READ_BUFFER: usize = 64 * 1024;
 
 /// Milliseconds on tokio's clock since the first call (monotonic; follows a paused clock
 /// in tests).
@@ -259,13 +263,14 @@ async fn watchdog(
 }
 
 async fn client_reader(
-    mut rd: tokio::net::tcp::OwnedReadHalf,
+    rd: tokio::net::tcp::OwnedReadHalf,
     pending: Arc<Mutex<HashMap<u64, Waiter>>>,
     closed: Arc<AtomicBool>,
     last_rx: Arc<AtomicU64>,
     on_push: Option<PushHandler>,
     peer: String,
 ) {
+    let mut rd = BufReader::with_capacity(READ_BUFFER, rd);
     loop {
         let f = match frame::read_frame(&mut rd).await {
             Ok(f) => {
@@ -374,7 +379,8 @@ fn error_frame(id: u64, errno: Errno, msg: String) -> Frame {
 /// Serve one connection until it closes or misbehaves.
 pub async fn serve_connection<S: Service>(stream: TcpStream, peer: SocketAddr, service: Arc<S>) {
     stream.set_nodelay(true).ok();
-    let (mut rd, wr) = stream.into_split();
+    let (rd, wr) = stream.into_split();
+    let mut rd = BufReader::with_capacity(READ_BUFFER, rd);
     let (tx, rx) = mpsc::unbounded_channel::<Frame>();
     let closed = Arc::new(AtomicBool::new(false));
     let writer = tokio::spawn(writer_task(wr, rx, closed.clone()));
