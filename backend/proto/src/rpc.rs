@@ -555,4 +555,45 @@ mod tests {
         assert!(matches!(r, Reply::Pong));
         assert!(!c.is_closed());
     }
+
+    /// Answers every request with PONG and the bulk segment it was sent.
+    struct Echo;
+
+    impl Service for Echo {
+        fn welcome(&self, session: u64) -> Welcome {
+            Welcome { version: PROTOCOL_VERSION, session, node: "echo".into() }
+        }
+        fn call(
+            &self,
+            _: Arc<Session>,
+            _: Request,
+            data: Bytes,
+        ) -> BoxFuture<'static, (Response, Bytes)> {
+            Box::pin(async move { (Ok(Reply::Pong), data) })
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn pipelined_frames_small_and_larger_than_the_read_buffer_arrive_intact() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        tokio::spawn(serve(l, Arc::new(Echo)));
+        let c = Connection::connect(&addr, PeerKind::Cli, "t", None, Duration::from_secs(5))
+            .await
+            .unwrap();
+        // Sizes around the read buffer, so both sides read frames that share one recv
+        // and bulk segments that bypass the buffer or straddle its end.
+        let sizes = [0, 1, 4096, READ_BUFFER - 7, READ_BUFFER, READ_BUFFER + 1, 3 * READ_BUFFER];
+        let calls = (0..64).map(|i| {
+            let n = sizes[i % sizes.len()];
+            let data: Bytes = (0..n).map(|j| (i * 31 + j * 7) as u8).collect();
+            let c = c.clone();
+            async move {
+                let (r, back) = c.call(Request::Ping, data.clone()).await.unwrap();
+                assert!(matches!(r, Reply::Pong));
+                assert_eq!(back, data, "call {i}: {n} bytes echoed wrong");
+            }
+        });
+        futures::future::join_all(calls).await;
+    }
 }
