@@ -258,21 +258,16 @@ fn run(args: Args, status_pipe: Option<std::fs::File>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Worker threads of the runtime the requests run on: `CAIRN_MOUNT_WORKERS` (1-64), else
-/// half the CPUs, from 1 to 4. Each request wakes a worker from the session thread, and its
-/// reply from the brick wakes one again: on a small machine, where the mount shares the
-/// CPUs with the application, the kernel and often a brick, more workers only add thread
-/// switches (4 KiB random reads at QD16 on 2 CPUs: +14% IOPS with 1 worker instead of 4,
-/// docs/benchmarks.md).
+/// Worker threads of the runtime the requests run on: `CAIRN_MOUNT_WORKERS` (1-64), else 4.
+/// On 2 CPUs, 1, 2 and 4 workers measured within this machine's noise of each other for
+/// 4 KiB random reads at QD16 (1 worker ahead on a quiet machine, behind when other jobs
+/// compete for the CPUs: docs/benchmarks.md), so the default stays.
 fn runtime_workers() -> usize {
     std::env::var("CAIRN_MOUNT_WORKERS")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
         .filter(|n| (1..=64).contains(n))
-        .unwrap_or_else(|| {
-            let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
-            (cpus / 2).clamp(1, 4)
-        })
+        .unwrap_or(4)
 }
 
 fn kernel_flag(f: &str) -> fuser::MountOption {
