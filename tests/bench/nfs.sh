@@ -12,7 +12,8 @@
 # and cold read (caches dropped) of BENCH_NFS_MIB MiB. Prints a table with the Cairn /
 # FSAL_VFS ratios and the Gluster reference of issue 3 (Ganesha 4.3 + FSAL_GLUSTER, 4-brick
 # distribute, libnfs NFSv3, 4 sessions, same kind of machine), and saves it as
-# tests/bench/results/<date>-<host>-nfs.md (raw lines next to it as .jsonl).
+# tests/bench/results/<date>-<host>-nfs.md (raw lines next to it as .jsonl;
+# a later run the same day saves -2, -3, ...).
 #
 # Env: CAIRN_BIN_DIR (default backend/target/release), BENCH_QUICK=1 (64 MiB, 400 files,
 #      not saved unless BENCH_SAVE=1), BENCH_NFS_FILES (4000), BENCH_NFS_MIB (1024),
@@ -143,7 +144,7 @@ PY
 printf '%s\n' "$table"
 if [[ $BENCH_SAVE == 1 ]]; then
     mkdir -p "$BENCH_RESULTS"
-    out=$BENCH_RESULTS/$(date +%Y-%m-%d)-$host-nfs
+    out=$(bench_result_base "$BENCH_RESULTS/$(date +%Y-%m-%d)-$host-nfs")
     printf '%s\n' "$table" >"$out.md"
     cp "$RAW" "$out.jsonl"
     log "saved $out.md"

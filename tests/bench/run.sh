@@ -217,10 +217,7 @@ table=$(python3 "$bench_dir/report.py" "${report_args[@]}") || fail "report.py c
 printf '%s\n' "$table"
 if [[ $BENCH_SAVE == 1 ]]; then
     mkdir -p "$BENCH_RESULTS"
-    out=$BENCH_RESULTS/$stamp-$host
-    # Never overwrite an earlier run's table (several runs a day): -2, -3, ...
-    n=2
-    while [[ -e $out.md ]]; do out=$BENCH_RESULTS/$stamp-$host-$((n++)); done
+    out=$(bench_result_base "$BENCH_RESULTS/$stamp-$host")
     printf '%s\n' "$table" >"$out.md"
     cp "$RAW" "$out.jsonl"
     log "saved $out.md"

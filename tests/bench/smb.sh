@@ -7,7 +7,8 @@
 #   - descriptors of the smbd serving the delete session (a leak would grow them)
 # Prints a table with the vfs_cairn / stock ratio and the Gluster reference (Samba 4.17 +
 # vfs_glusterfs over a 4-brick Gluster volume, measured on this kind of machine; see issue
-# 4), and saves it as tests/bench/results/<date>-smb.md (BENCH_SAVE=0: do not save).
+# 4), and saves it as tests/bench/results/<date>-smb.md (-2, -3, ... for later runs that day;
+# BENCH_SAVE=0: do not save).
 # Env: BENCH_BIG_MIB (1024), BENCH_FILES (2000), BENCH_SESSIONS (20), BENCH_RESULTS
 set -uo pipefail
 # shellcheck source=tests/smb/lib.sh
@@ -112,7 +113,7 @@ echo
 table
 if [[ ${BENCH_SAVE:-1} == 1 ]]; then
     mkdir -p "$RESULTS"
-    f=$RESULTS/$(date +%F)-smb.md
+    f=$(bench_result_base "$RESULTS/$(date +%F)-smb").md
     {
         echo "# SMB benchmark — $(date '+%F %H:%M') on $(hostname)"
         echo

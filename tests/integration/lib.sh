@@ -292,3 +292,11 @@ cluster_up() {
     cl_create_volume "$vol" "$replica" "$nbricks"
     cl_mount "$vol"
 }
+
+# bench_result_base BASE: BASE, or BASE-2, BASE-3, ... whichever has no BASE.md yet, so a
+# benchmark run never overwrites an earlier run's table of the same day.
+bench_result_base() {
+    local out=$1 n=2
+    while [[ -e $out.md ]]; do out=$1-$((n++)); done
+    printf '%s\n' "$out"
+}

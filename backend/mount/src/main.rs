@@ -259,6 +259,9 @@ fn run(args: Args, status_pipe: Option<std::fs::File>) -> anyhow::Result<()> {
 }
 
 /// Worker threads of the runtime the requests run on: `CAIRN_MOUNT_WORKERS` (1-64), else 4.
+/// On 2 CPUs, 1, 2 and 4 workers measured within this machine's noise of each other for
+/// 4 KiB random reads at QD16 (1 worker ahead on a quiet machine, behind when other jobs
+/// compete for the CPUs: docs/benchmarks.md), so the default stays.
 fn runtime_workers() -> usize {
     std::env::var("CAIRN_MOUNT_WORKERS")
         .ok()

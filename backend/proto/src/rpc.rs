@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::BufWriter;
+use tokio::io::{BufReader, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 
@@ -31,6 +31,10 @@ pub const PING_INTERVAL: Duration = Duration::from_secs(2);
 /// wait for TCP to give up (many minutes). A live peer answers PING within this time even
 /// when its disk is slow, because every request is served by its own task.
 pub const PEER_DEAD_AFTER: Duration = Duration::from_secs(10);
+/// Read buffer of each side of a connection: one `recv` takes every frame the peer has
+/// sent so far (a frame read from the bare socket costs two or three: prefix, header,
+/// data). A bulk segment larger than this is read straight into its own buffer.
+const READ_BUFFER: usize = 64 * 1024;
 
 /// Milliseconds on tokio's clock since the first call (monotonic; follows a paused clock
 /// in tests).
@@ -259,13 +263,14 @@ async fn watchdog(
 }
 
 async fn client_reader(
-    mut rd: tokio::net::tcp::OwnedReadHalf,
+    rd: tokio::net::tcp::OwnedReadHalf,
     pending: Arc<Mutex<HashMap<u64, Waiter>>>,
     closed: Arc<AtomicBool>,
     last_rx: Arc<AtomicU64>,
     on_push: Option<PushHandler>,
     peer: String,
 ) {
+    let mut rd = BufReader::with_capacity(READ_BUFFER, rd);
     loop {
         let f = match frame::read_frame(&mut rd).await {
             Ok(f) => {
@@ -374,7 +379,8 @@ fn error_frame(id: u64, errno: Errno, msg: String) -> Frame {
 /// Serve one connection until it closes or misbehaves.
 pub async fn serve_connection<S: Service>(stream: TcpStream, peer: SocketAddr, service: Arc<S>) {
     stream.set_nodelay(true).ok();
-    let (mut rd, wr) = stream.into_split();
+    let (rd, wr) = stream.into_split();
+    let mut rd = BufReader::with_capacity(READ_BUFFER, rd);
     let (tx, rx) = mpsc::unbounded_channel::<Frame>();
     let closed = Arc::new(AtomicBool::new(false));
     let writer = tokio::spawn(writer_task(wr, rx, closed.clone()));
@@ -548,5 +554,46 @@ mod tests {
         let (r, _) = c.call(slow_request(), Bytes::new()).await.unwrap();
         assert!(matches!(r, Reply::Pong));
         assert!(!c.is_closed());
+    }
+
+    /// Answers every request with PONG and the bulk segment it was sent.
+    struct Echo;
+
+    impl Service for Echo {
+        fn welcome(&self, session: u64) -> Welcome {
+            Welcome { version: PROTOCOL_VERSION, session, node: "echo".into() }
+        }
+        fn call(
+            &self,
+            _: Arc<Session>,
+            _: Request,
+            data: Bytes,
+        ) -> BoxFuture<'static, (Response, Bytes)> {
+            Box::pin(async move { (Ok(Reply::Pong), data) })
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn pipelined_frames_small_and_larger_than_the_read_buffer_arrive_intact() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        tokio::spawn(serve(l, Arc::new(Echo)));
+        let c = Connection::connect(&addr, PeerKind::Cli, "t", None, Duration::from_secs(5))
+            .await
+            .unwrap();
+        // Sizes around the read buffer, so both sides read frames that share one recv
+        // and bulk segments that bypass the buffer or straddle its end.
+        let sizes = [0, 1, 4096, READ_BUFFER - 7, READ_BUFFER, READ_BUFFER + 1, 3 * READ_BUFFER];
+        let calls = (0..64).map(|i| {
+            let n = sizes[i % sizes.len()];
+            let data: Bytes = (0..n).map(|j| (i * 31 + j * 7) as u8).collect();
+            let c = c.clone();
+            async move {
+                let (r, back) = c.call(Request::Ping, data.clone()).await.unwrap();
+                assert!(matches!(r, Reply::Pong));
+                assert_eq!(back, data, "call {i}: {n} bytes echoed wrong");
+            }
+        });
+        futures::future::join_all(calls).await;
     }
 }
