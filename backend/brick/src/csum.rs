@@ -1,13 +1,15 @@
-//! Per-block checksums of regular files' data (CRC32C per 64 KiB block), so that data
+//! Per-block checksums of regular files' data (CRC32C per 4 KiB block), so that data
 //! changed behind Cairn's back (bit rot, a stray write on the brick's disk) is detected
 //! when read and never served. See `docs/brick-format.md` ("Data checksums").
 //!
 //! - The table of a file is `[header | entry(block 0) | entry(block 1) | …]`: header =
-//!   magic `CCS2`, block shift (16), flags (bit 0: partial), 2 zero bytes, the file size
+//!   magic `CCS2`, block shift (12), flags (bit 0: partial), 2 zero bytes, the file size
 //!   the table covers (u64 LE); then one u32 LE per block ([`enc`]: CRC of the block padded
-//!   with zeros to 64 KiB, XOR that of a zero block, so a hole's entry is 0). Block `b`
-//!   covers bytes `[b*64K, min((b+1)*64K, size))`.
-//! - Up to 256 blocks (16 MiB) it is the xattr `trusted.cairn.csum` of the inode; larger
+//!   with zeros to 4 KiB, XOR that of a zero block, so a hole's entry is 0). Block `b`
+//!   covers bytes `[b*4K, min((b+1)*4K, size))`. Tables of 64 KiB blocks (shift 16, and
+//!   the older `CCS1`) are converted when loaded under the stripe lock: every 64 KiB block
+//!   is read and checked against its old entry, then summed per 4 KiB ([`Brick::sums_convert`]).
+//! - Up to 256 blocks (1 MiB) it is the xattr `trusted.cairn.csum` of the inode; larger
 //!   files have a sparse sidecar file `.cairn/csum/<32 hex>` (holes are zero entries;
 //!   authoritative when present; a file never moves back to the xattr).
 //! - Every data change updates the table under the inode's stripe lock, computing only the
@@ -16,7 +18,7 @@
 //!   block XORs in the entry of the appended bytes (no read); a partial overwrite reads
 //!   back only the bytes it overwrites and XORs in the entry of old ^ new (`Pre::Range`);
 //!   only a truncate or zeroing inside a block (or a write into an unknown entry) reads
-//!   that block back (at most 64 KiB).
+//!   that block back (at most 4 KiB).
 //! - Crash rule: before the first change of an inode the brick creates
 //!   `.cairn/csum/dirty/<hex>` ("checksums may lag the data"). It is removed once the inode
 //!   has been idle for a few seconds, after an fdatasync of the data and the sidecar. At
@@ -36,17 +38,26 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Bytes per checksummed block.
-pub const BLOCK: u64 = 64 << 10;
+pub const BLOCK: u64 = 4 << 10;
+/// Block shift of the tables written before 4 KiB blocks (64 KiB blocks): converted at
+/// load ([`Brick::sums_convert`]).
+const OLD_SHIFT: u8 = 16;
+const OLD_BLOCK: u64 = 1 << OLD_SHIFT;
 
 /// Sidecars kept open (`Brick::sidecar_open`); past this many the set is emptied.
 const SIDECAR_FDS: usize = 256;
 
 /// `sums_update` of a planned change met a block it would have to sum from disk.
 const NEEDS_DATA: &str = "checksum block needs the written data";
-const SHIFT: u8 = 16;
+const SHIFT: u8 = 12;
+const _: () = assert!(BLOCK == 1 << SHIFT);
+/// `sums_verify` without the stripe lock met a table of 64 KiB blocks: converting it
+/// needs the lock (`Brick::read_fd` retries under it).
+pub(crate) const OLD_TABLE: &str = "checksum table of 64 KiB blocks; converted under the lock";
 pub(crate) const XATTR_CSUM: &CStr = c"trusted.cairn.csum";
-/// Tables of at most this many blocks live in the xattr (16 + 4*256 bytes: leaves room in
-/// an ext4 xattr block for ACLs and user xattrs).
+/// Tables of at most this many blocks (1 MiB of file) live in the xattr (16 + 4*256 bytes:
+/// leaves room in an ext4 xattr block for ACLs and user xattrs); larger files have a
+/// sidecar.
 pub(crate) const XATTR_MAX_BLOCKS: u64 = 256;
 /// The largest table the xattr holds, in bytes (read with one `fgetxattr`).
 const XATTR_BYTES: usize = (HDR + 4 * XATTR_MAX_BLOCKS) as usize;
@@ -64,14 +75,29 @@ const HDR: u64 = 16;
 pub const ECORRUPT: i32 = libc::EUCLEAN;
 /// An inode idle this long has its dirty marker removed.
 const IDLE: Duration = Duration::from_secs(3);
-/// Entries read or written per batch (scrub, rebuild).
-const BATCH: u64 = 16;
+/// Entries read or written per batch (scrub, rebuild: 1 MiB of data per read).
+const BATCH: u64 = 256;
+/// XORed into the entries of a block that must keep failing (a 64 KiB block that failed
+/// its old entry when its table was converted): never 0, and no usual entry of a partial
+/// table turns into "unknown" by it.
+const FAILING: u32 = 1;
 
-static ZEROS: [u8; BLOCK as usize] = [0; BLOCK as usize];
+/// Zeros enough for padding an old 64 KiB block.
+static ZEROS: [u8; OLD_BLOCK as usize] = [0; OLD_BLOCK as usize];
 
 fn zero_full() -> u32 {
     static Z: OnceLock<u32> = OnceLock::new();
+    *Z.get_or_init(|| crc32c::crc32c(&ZEROS[..BLOCK as usize]))
+}
+
+fn zero_full_old() -> u32 {
+    static Z: OnceLock<u32> = OnceLock::new();
     *Z.get_or_init(|| crc32c::crc32c(&ZEROS))
+}
+
+/// Entry of a 64 KiB block (tables of shift 16) of `len` bytes whose CRC32C is `crc`.
+fn enc_old(crc: u32, len: u64) -> u32 {
+    crc32c::crc32c_append(crc, &ZEROS[..(OLD_BLOCK - len) as usize]) ^ zero_full_old()
 }
 
 fn zero_crc(len: u64) -> u32 {
@@ -83,7 +109,7 @@ fn zero_crc(len: u64) -> u32 {
 }
 
 /// The table entry of a block of `len` bytes whose CRC32C is `crc`: the CRC of the block
-/// padded with zeros to 64 KiB, XOR the CRC of a zero block. So a block of zeros (a hole,
+/// padded with zeros to 4 KiB, XOR the CRC of a zero block. So a block of zeros (a hole,
 /// or the part of a block past the end of file) is 0 whatever its length, growing a file
 /// never changes an entry, and entries are linear: for blocks X, Y, Z of zeros and
 /// changed bytes, `enc(X ^ Y) = enc(X) ^ enc(Y)`.
@@ -91,7 +117,7 @@ fn enc(crc: u32, len: u64) -> u32 {
     let c = if len == BLOCK {
         crc
     } else {
-        // Appending the zeros (hardware CRC, a few µs at most) is much cheaper than
+        // Appending the zeros (hardware CRC, under a µs) is much cheaper than
         // `crc32c_combine` (a GF(2) matrix power: tens of µs).
         crc32c::crc32c_append(crc, &ZEROS[..(BLOCK - len) as usize])
     };
@@ -126,20 +152,36 @@ fn header(size: u64, partial: bool) -> [u8; HDR as usize] {
     h
 }
 
-/// (size, version 1 or 2, partial)
-fn parse_header(h: &[u8]) -> Option<(u64, u8, bool)> {
-    if h.len() < HDR as usize || h[4] != SHIFT {
+/// A parsed table header.
+#[derive(Clone, Copy)]
+struct Hdr {
+    size: u64,
+    /// Format 1 (plain CRCs, 64 KiB blocks) or 2.
+    ver: u8,
+    partial: bool,
+    /// Blocks of 64 KiB (shift 16): to convert.
+    old: bool,
+}
+
+fn parse_header(h: &[u8]) -> Option<Hdr> {
+    if h.len() < HDR as usize {
         return None;
     }
-    let v = match h[..4].try_into().expect("4 bytes") {
+    let ver = match h[..4].try_into().expect("4 bytes") {
         MAGIC => 2,
         MAGIC_V1 => 1,
         _ => return None,
     };
-    if h[5] & !F_PARTIAL != 0 || (v == 1 && h[5] != 0) {
+    let old = match h[4] {
+        SHIFT if ver == 2 => false,
+        OLD_SHIFT => true,
+        _ => return None,
+    };
+    if h[5] & !F_PARTIAL != 0 || (ver == 1 && h[5] != 0) {
         return None;
     }
-    Some((u64::from_le_bytes(h[8..16].try_into().expect("8 bytes")), v, h[5] & F_PARTIAL != 0))
+    let size = u64::from_le_bytes(h[8..16].try_into().expect("8 bytes"));
+    Some(Hdr { size, ver, partial: h[5] & F_PARTIAL != 0, old })
 }
 
 fn le32(b: &[u8]) -> Vec<u32> {
@@ -150,9 +192,11 @@ fn to_le(v: &[u32]) -> Vec<u8> {
     v.iter().flat_map(|c| c.to_le_bytes()).collect()
 }
 
-/// Convert a format-1 table (plain CRCs, `size` bytes of file) to entries.
+/// Convert a format-1 table (plain CRCs of 64 KiB blocks, `size` bytes of file) to format-2
+/// entries of 64 KiB blocks (converted to 4 KiB ones by [`Brick::sums_convert`]).
 fn from_v1(size: u64, crcs: &[u32]) -> Vec<u32> {
-    crcs.iter().enumerate().map(|(b, &c)| enc(c, bend(size, b as u64) - b as u64 * BLOCK)).collect()
+    let len = |b: u64| ((b + 1) * OLD_BLOCK).min(size) - b * OLD_BLOCK;
+    crcs.iter().enumerate().map(|(b, &c)| enc_old(c, len(b as u64))).collect()
 }
 
 /// Write the nonzero runs of `raw` (entries from block `b0`) to sidecar `fd`; zero entries
@@ -367,6 +411,17 @@ fn data_blocks_in(
     fd: RawFd,
     from: u64,
     size: u64,
+    f: impl FnMut(u64, u64) -> io::Result<()>,
+) -> io::Result<()> {
+    data_runs(fd, from, size, BLOCK, f)
+}
+
+/// [`data_blocks_in`] in blocks of `bs` bytes.
+fn data_runs(
+    fd: RawFd,
+    from: u64,
+    size: u64,
+    bs: u64,
     mut f: impl FnMut(u64, u64) -> io::Result<()>,
 ) -> io::Result<()> {
     let mut off = from;
@@ -376,7 +431,7 @@ fn data_blocks_in(
             Err(e) if e.raw_os_error() == Some(libc::ENXIO) => break,
             // No SEEK_DATA: everything is data.
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-                return f(off / BLOCK, nblocks(size));
+                return f(off / bs, size.div_ceil(bs));
             }
             Err(e) => return Err(e),
         };
@@ -384,9 +439,9 @@ fn data_blocks_in(
             break;
         }
         let h = sys::lseek(fd, d, libc::SEEK_HOLE).unwrap_or(size).min(size);
-        let (a, b) = (d / BLOCK, nblocks(h).max(d / BLOCK + 1));
+        let (a, b) = (d / bs, h.div_ceil(bs).max(d / bs + 1));
         f(a, b)?;
-        off = b * BLOCK;
+        off = b * bs;
     }
     Ok(())
 }
@@ -418,25 +473,45 @@ impl Brick {
         Ok(sc)
     }
 
-    /// Load the table of `id` (`fd` its data). `None`: the file has no checksums (created
-    /// before checksums existed, or never written).
+    /// Load the table of `id` (`fd` its data; the stripe lock held, exclusively or shared
+    /// with its table mutex: a table of 64 KiB blocks is converted). `None`: the file has no
+    /// checksums (created before checksums existed, or never written).
     pub(crate) fn sums_load(&self, id: Id, fd: RawFd) -> R<Option<Sums>> {
+        match self.sums_load_any(id, fd)? {
+            Some((s, true)) => self.sums_convert(id, fd, s).map(Some),
+            other => Ok(other.map(|x| x.0)),
+        }
+    }
+
+    /// [`Self::sums_load`] without the stripe lock: a table of 64 KiB blocks is refused
+    /// (`EAGAIN`, [`OLD_TABLE`]: run again under the lock).
+    fn sums_load_unlocked(&self, id: Id, fd: RawFd) -> R<Option<Sums>> {
+        match self.sums_load_any(id, fd)? {
+            Some((_, true)) => Err(fail(libc::EAGAIN, format!("read of {id}: {OLD_TABLE}"))),
+            other => Ok(other.map(|x| x.0)),
+        }
+    }
+
+    /// The table of `id` as stored, and whether it is of 64 KiB blocks (then its entries
+    /// are format-2 entries of 64 KiB blocks, a format-1 table's converted).
+    fn sums_load_any(&self, id: Id, fd: RawFd) -> R<Option<(Sums, bool)>> {
         let what = || format!("checksums of {id}");
         match self.sidecar_open(id) {
             Ok(sc) => {
                 let mut h = [0u8; HDR as usize];
                 let n = sys::pread(sc.as_raw_fd(), &mut h, 0).ctx(what)?;
-                let (size, v, partial) = parse_header(&h[..n])
+                let Hdr { size, ver, partial, old } = parse_header(&h[..n])
                     .ok_or_else(|| corrupt(id, 0, "has a damaged checksum sidecar"))?;
-                if v == 1 {
-                    let mut buf = vec![0u8; (nblocks(size) * 4) as usize];
+                if ver == 1 {
+                    let mut buf = vec![0u8; (size.div_ceil(OLD_BLOCK) * 4) as usize];
                     sys::pread(sc.as_raw_fd(), &mut buf, HDR).ctx(what)?;
                     let v = from_v1(size, &le32(&buf));
                     let loc = Loc::Mem { v, sidecar: true };
-                    return Ok(Some(Sums { size, loaded: (size, true), partial: false, loc }));
+                    let s = Sums { size, loaded: (size, true), partial: false, loc };
+                    return Ok(Some((s, true)));
                 }
                 let loc = Loc::Sidecar(sc);
-                return Ok(Some(Sums { size, loaded: (size, partial), partial, loc }));
+                return Ok(Some((Sums { size, loaded: (size, partial), partial, loc }, old)));
             }
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
             Err(e) => return Err(e).ctx(what),
@@ -447,14 +522,15 @@ impl Brick {
                 // A new, never written file starts an empty table; a non-empty file without
                 // one predates checksums.
                 let st = sys::fstat(fd).ctx(what)?;
-                return Ok((st.st_size == 0).then(Sums::empty));
+                return Ok((st.st_size == 0).then(|| (Sums::empty(), false)));
             }
             Err(e) => return Err(e).ctx(what),
         };
-        let (size, ver, partial) =
+        let Hdr { size, ver, partial, old } =
             parse_header(&v).ok_or_else(|| corrupt(id, 0, "has a damaged checksum xattr"))?;
         let body = &v[HDR as usize..];
-        if body.len() % 4 != 0 || (body.len() / 4) as u64 != nblocks(size) {
+        let blocks = if old { size.div_ceil(OLD_BLOCK) } else { nblocks(size) };
+        if body.len() % 4 != 0 || (body.len() / 4) as u64 != blocks {
             return Err(corrupt(id, 0, "has a checksum xattr of the wrong length"));
         }
         let mut entries = le32(body);
@@ -462,7 +538,113 @@ impl Brick {
             entries = from_v1(size, &entries);
         }
         let loc = Loc::Mem { v: entries, sidecar: false };
-        Ok(Some(Sums { size, loaded: (size, partial), partial, loc }))
+        Ok(Some((Sums { size, loaded: (size, partial), partial, loc }, old)))
+    }
+
+    /// Convert `old`, a table of 64 KiB blocks (format-2 entries), to 4 KiB blocks (stripe
+    /// lock held: the data does not change meanwhile). Every 64 KiB block with data is read
+    /// and checked against its old entry, then summed per 4 KiB; a block that fails keeps
+    /// failing: its new entries are stored XOR [`FAILING`] (logged at error level; reads of
+    /// it get ECORRUPT until a heal or a full overwrite). A hole whose old entry is not that
+    /// of zeros likewise. Unknown entries (a partial table) stay unknown. Holes of the file
+    /// are not read. The new table replaces the old one whole (a sidecar is built under a
+    /// temporary name and renamed over the old), under the dirty mark like a change (a crash
+    /// meanwhile rebuilds the table).
+    pub(crate) fn sums_convert(&self, id: Id, fd: RawFd, old: Sums) -> R<Sums> {
+        let what = || format!("converting the checksums of {id} to 4 KiB blocks");
+        let t0 = Instant::now();
+        let size = old.size;
+        let per = OLD_BLOCK / BLOCK;
+        let nold = size.div_ceil(OLD_BLOCK);
+        let nnew = nblocks(size);
+        let partial = old.partial;
+        let mut bad = 0u64;
+        let mut convert = |out: &mut dyn FnMut(u64, &[u32]) -> io::Result<()>| -> io::Result<()> {
+            let mut runs = vec![];
+            data_runs(fd, 0, size, OLD_BLOCK, |a, b| {
+                runs.push((a, b.min(nold)));
+                Ok(())
+            })?;
+            runs.push((nold, nold));
+            let mut buf = vec![0u8; (BATCH * BLOCK) as usize];
+            let mut next = 0;
+            for (a, b) in runs {
+                // Holes: the old entry must be that of zeros (or unknown).
+                let mut ob = next;
+                while ob < a {
+                    ob = old.next_stored(ob)?;
+                    if ob >= a {
+                        break;
+                    }
+                    let n = (a - ob).min(BATCH * 1024);
+                    for (i, e) in old.get(ob, n)?.into_iter().enumerate() {
+                        if matches!(e, Some(e) if e != 0) {
+                            bad += 1;
+                            let b0 = (ob + i as u64) * per;
+                            let raw = vec![old.encode(Some(FAILING)); per.min(nnew - b0) as usize];
+                            out(b0, &raw)?;
+                        }
+                    }
+                    ob += n;
+                }
+                let mut ob = a;
+                while ob < b {
+                    let n = (b - ob).min(BATCH / per);
+                    let (start, end) = (ob * OLD_BLOCK, ((ob + n) * OLD_BLOCK).min(size));
+                    let want = (end - start) as usize;
+                    let got = sys::pread(fd, &mut buf[..want], start)?;
+                    // A file shorter than its table: the missing bytes fail (as zeros,
+                    // unless their entry is of zeros; the size check fails anyway).
+                    buf[got..want].fill(0);
+                    let es = old.get(ob, n)?;
+                    let mut raw = Vec::with_capacity(want.div_ceil(BLOCK as usize));
+                    for (i, chunk) in buf[..want].chunks(OLD_BLOCK as usize).enumerate() {
+                        let Some(e) = es[i] else {
+                            raw.extend(chunk.chunks(BLOCK as usize).map(|_| 0));
+                            continue;
+                        };
+                        let ok = enc_old(crc32c::crc32c(chunk), chunk.len() as u64) == e;
+                        if !ok {
+                            bad += 1;
+                        }
+                        let x = if ok { 0 } else { FAILING };
+                        raw.extend(
+                            chunk
+                                .chunks(BLOCK as usize)
+                                .map(|c| old.encode(Some(enc_bytes(c) ^ x))),
+                        );
+                    }
+                    out(ob * per, &raw)?;
+                    ob += n;
+                }
+                next = b;
+            }
+            Ok(())
+        };
+        self.sums_begin(id)?;
+        let sidecar = matches!(old.loc, Loc::Sidecar(_) | Loc::Mem { sidecar: true, .. })
+            || nnew > XATTR_MAX_BLOCKS;
+        let loc = if sidecar {
+            let sc = self.sidecar_build(id, fd, size, partial, |sc| {
+                convert(&mut |b0, e| write_runs(sc, b0, e))
+            })?;
+            self.csum_fds.lock().remove(&id);
+            Loc::Sidecar(Arc::new(sc))
+        } else {
+            let mut v = vec![0u32; nnew as usize];
+            convert(&mut |b0, e| {
+                v[b0 as usize..b0 as usize + e.len()].copy_from_slice(e);
+                Ok(())
+            })
+            .ctx(what)?;
+            let sidecar = self.xattr_put(id, fd, size, partial, &v)?;
+            Loc::Mem { v, sidecar }
+        };
+        if bad > 0 {
+            tracing::error!(brick = %self.root.display(), %id, blocks = bad, "64 KiB blocks fail their old checksums while converting to 4 KiB blocks; they keep failing until healed");
+        }
+        tracing::debug!(brick = %self.root.display(), %id, size, elapsed = ?t0.elapsed(), "checksums converted to 4 KiB blocks");
+        Ok(Sums { size, loaded: (size, partial), partial, loc })
     }
 
     /// Write back a table changed in memory (xattr) or finish one changed in place (sidecar:
@@ -477,15 +659,31 @@ impl Brick {
                     return self.sidecar_write(id, fd, s.size, s.partial, &v).map(drop);
                 }
                 v.resize(n as usize, 0);
-                let mut buf = header(s.size, s.partial).to_vec();
-                buf.extend(to_le(&v));
-                XTarget::Fd(fd).set(XATTR_CSUM, &buf, 0).ctx(what)
+                self.xattr_put(id, fd, s.size, s.partial, &v).map(drop)
             }
             Loc::Sidecar(sc) if (s.size, s.partial) != s.loaded => {
                 sys::pwrite_all(sc.as_raw_fd(), &header(s.size, s.partial), 0).ctx(what)?;
                 sys::ftruncate(sc.as_raw_fd(), HDR + nblocks(s.size) * 4).ctx(what)
             }
             Loc::Sidecar(_) => Ok(()), // entries written in place; header unchanged
+        }
+    }
+
+    /// Store a table of at most [`XATTR_MAX_BLOCKS`] entries in the xattr; where it does not
+    /// fit (an ext4 of 1 KiB blocks has less than 1 KiB for all xattrs of an inode) in a
+    /// sidecar instead. Returns whether it went to a sidecar.
+    fn xattr_put(&self, id: Id, fd: RawFd, size: u64, partial: bool, v: &[u32]) -> R<bool> {
+        let mut buf = header(size, partial).to_vec();
+        buf.extend(to_le(v));
+        match XTarget::Fd(fd).set(XATTR_CSUM, &buf, 0) {
+            Ok(()) => Ok(false),
+            Err(e)
+                if matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::E2BIG | libc::ERANGE)) =>
+            {
+                tracing::debug!(brick = %self.root.display(), %id, bytes = buf.len(), error = %e, "checksum table does not fit the xattr; using a sidecar");
+                self.sidecar_write(id, fd, size, partial, v).map(|_| true)
+            }
+            Err(e) => Err(e).ctx(|| format!("writing checksums of {id}")),
         }
     }
 
@@ -933,7 +1131,22 @@ impl Brick {
         start: u64,
         buf: &[u8],
     ) -> R<bool> {
-        let Some(s) = self.sums_load(id, fd)? else {
+        self.sums_verify_as(id, fd, size, start, buf, true)
+    }
+
+    /// [`Self::sums_verify`]; `locked`: whether the stripe lock is held (else a table of
+    /// 64 KiB blocks is refused: see [`Self::sums_load_unlocked`]).
+    fn sums_verify_as(
+        &self,
+        id: Id,
+        fd: RawFd,
+        size: u64,
+        start: u64,
+        buf: &[u8],
+        locked: bool,
+    ) -> R<bool> {
+        let s = if locked { self.sums_load(id, fd)? } else { self.sums_load_unlocked(id, fd)? };
+        let Some(s) = s else {
             // No table: created before checksums, or never written (empty).
             if size == 0 {
                 return Ok(true);
@@ -983,14 +1196,17 @@ impl Brick {
         len: usize,
     ) -> R<(Bytes, u64)> {
         let st = sys::fstat(fd).ctx(|| format!("read of {id} at {offset}+{len}"))?;
-        self.read_verified_at(id, fd, st.st_size as u64, offset, len, false)
+        self.read_verified_at(id, fd, st.st_size as u64, offset, len, false, true)
     }
 
     /// [`read_verified`](Self::read_verified) of a file of `size` bytes (its `fstat` just
     /// taken). The blocks are read into a buffer that is neither zeroed nor copied again:
     /// the bytes asked for are handed out as a slice of it. `nowait`: read only what the
     /// page cache holds (an `EAGAIN` or a short read fails with `EAGAIN`: run it again
-    /// without).
+    /// without). `locked`: whether the stripe lock is held (without it a table of 64 KiB
+    /// blocks fails with `EAGAIN` and [`OLD_TABLE`]: run it again under the lock, which
+    /// converts the table).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn read_verified_at(
         &self,
         id: Id,
@@ -999,11 +1215,12 @@ impl Brick {
         offset: u64,
         len: usize,
         nowait: bool,
+        locked: bool,
     ) -> R<(Bytes, u64)> {
         let what = || format!("read of {id} at {offset}+{len}");
         let end = offset.saturating_add(len as u64).min(size);
         if offset >= end {
-            self.sums_verify(id, fd, size, offset.min(size) / BLOCK * BLOCK, &[])?;
+            self.sums_verify_as(id, fd, size, offset.min(size) / BLOCK * BLOCK, &[], locked)?;
             return Ok((Bytes::new(), size));
         }
         let a0 = offset / BLOCK * BLOCK;
@@ -1020,7 +1237,7 @@ impl Brick {
             }
             return Err(corrupt(id, a0 + n as u64, format_args!("ends before its size {size}")));
         }
-        self.sums_verify(id, fd, size, a0, &buf)?;
+        self.sums_verify_as(id, fd, size, a0, &buf, locked)?;
         let buf = Bytes::from(buf);
         if a0 == offset && a1 == end {
             return Ok((buf, size));

@@ -1405,9 +1405,15 @@ impl Brick {
         let len = (len as usize).min(64 << 20);
         let size = st.st_size as u64;
         // Checked against the checksums without the stripe lock; a mismatch is re-checked
-        // under it (a write may have been between its data and its checksum update).
-        let (buf, size) = match self.read_verified_at(id, f, size, offset, len, nowait) {
-            Err(e) if e.errno == crate::csum::ECORRUPT && !nowait => {
+        // under it (a write may have been between its data and its checksum update), and a
+        // table of 64 KiB blocks is converted under it.
+        let (buf, size) = match self.read_verified_at(id, f, size, offset, len, nowait, false) {
+            Err(e)
+                if !nowait
+                    && (e.errno == crate::csum::ECORRUPT
+                        || (e.errno == libc::EAGAIN
+                            && e.what.contains(crate::csum::OLD_TABLE))) =>
+            {
                 let _g = self.stripe(id).lock();
                 self.read_verified(id, f, offset, len)?
             }

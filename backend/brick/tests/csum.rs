@@ -335,8 +335,8 @@ fn partial_overwrite_updates_entries_from_the_range_only() {
         assert_eq!(b.scrub_file(a.id).unwrap(), model.len() as u64);
         // Rot in block 1 outside the range overwritten next: still refused after it.
         flip(&backing(&t.path().join("b0"), name), BS + 10);
-        write(&b, a.id, BS + 4096, &pattern(1, 4096));
-        corrupt(try_read(&b, a.id, BS + 4096, 4096));
+        write(&b, a.id, BS + 1000, &pattern(1, 1000));
+        corrupt(try_read(&b, a.id, BS + 1000, 1000));
         // Rewriting the block whole makes it good again.
         let whole = pattern(2, BS as usize);
         write(&b, a.id, BS, &whole);
@@ -391,15 +391,15 @@ fn huge_offsets_keep_the_table_sparse() {
     eprintln!("truncate to 2 TiB: {:?}", t0.elapsed());
     let t0 = std::time::Instant::now();
     setattr_size(&b, a.id, TIB + 12_345 + 100);
-    setattr_size(&b, a.id, TIB + 3 * BS);
+    setattr_size(&b, a.id, TIB + 4 * BS);
     eprintln!("truncate down, then up: {:?}", t0.elapsed());
     let mut want = tail[..100].to_vec();
-    want.resize(3 * BS as usize - 12_345, 0);
-    assert_eq!(try_read(&b, a.id, TIB + 12_345, 3 * BS as u32).unwrap(), want);
-    assert_eq!(b.scrub_file(a.id).unwrap(), TIB + 3 * BS);
+    want.resize(4 * BS as usize - 12_345, 0);
+    assert_eq!(try_read(&b, a.id, TIB + 12_345, 4 * BS as u32).unwrap(), want);
+    assert_eq!(b.scrub_file(a.id).unwrap(), TIB + 4 * BS);
 
     flip(&backing(&dir, "sparse"), TIB + 12_345 + 50);
-    corrupt(try_read(&b, a.id, TIB, 100));
+    corrupt(try_read(&b, a.id, TIB + 12_345, 100));
     corrupt(b.scrub_file(a.id).map(|_| vec![]));
 }
 
@@ -472,37 +472,167 @@ fn xattr_set(p: &Path, name: &str, v: &[u8]) {
     assert_eq!(r, 0, "setxattr {name}: {}", std::io::Error::last_os_error());
 }
 
-/// A table of the first format (CCS1: plain CRCs) is still verified, and converted at the
-/// file's next change.
+/// Blocks of the tables written before 4 KiB blocks.
+const OLD: u64 = 64 << 10;
+
+/// Entry of a 64 KiB block as the old tables (`CCS2`, shift 16) stored it: the CRC32C of
+/// the block padded with zeros to 64 KiB, XOR that of 64 KiB of zeros.
+fn old_entry(c: &[u8]) -> u32 {
+    let z = vec![0u8; OLD as usize];
+    crc32c::crc32c_append(crc32c::crc32c(c), &z[c.len()..]) ^ crc32c::crc32c(&z)
+}
+
+/// A table of 64 KiB blocks (`CCS2`, block shift 16) for `data` of `size` bytes (data
+/// past `data.len()` is zeros); `partial`: the flag and entries as a partial table stores
+/// them (`unknown` blocks 0, the others XOR 0xffffffff).
+fn old_table(data: &[u8], size: u64, partial: bool, unknown: &[u64]) -> Vec<u8> {
+    let mut t = b"CCS2".to_vec();
+    t.extend([16, partial as u8, 0, 0]);
+    t.extend(size.to_le_bytes());
+    for b in 0..size.div_ceil(OLD) {
+        let (s, e) = ((b * OLD) as usize, (((b + 1) * OLD).min(size)) as usize);
+        let c = &data[s.min(data.len())..e.min(data.len())];
+        let mut x = if c.iter().all(|&x| x == 0) { 0 } else { old_entry(c) };
+        if partial {
+            x = if unknown.contains(&b) { 0 } else { x ^ 0xffff_ffff };
+        }
+        t.extend(x.to_le_bytes());
+    }
+    t
+}
+
+fn header_shift(t: &[u8]) -> u8 {
+    assert_eq!(&t[..4], b"CCS2");
+    t[4]
+}
+
+/// A table of the first format (CCS1: plain CRCs of 64 KiB blocks) is verified and
+/// converted to 4 KiB blocks when first loaded.
 #[test]
 fn first_format_tables_are_read_and_converted() {
     let (t, b) = new_brick();
     let dir = t.path().join("b0");
     let a = file(&b, Id::ROOT, "old");
-    let data = pattern(6, 3 * BS as usize + 777);
+    let data = pattern(6, 3 * OLD as usize + 777);
     write(&b, a.id, 0, &data);
     let path = backing(&dir, "old");
     let mut v1 = b"CCS1".to_vec();
     v1.extend([16, 0, 0, 0]);
     v1.extend((data.len() as u64).to_le_bytes());
-    for c in data.chunks(BS as usize) {
+    for c in data.chunks(OLD as usize) {
         v1.extend(crc32c::crc32c(c).to_le_bytes());
     }
     xattr_set(&path, "trusted.cairn.csum", &v1);
     assert_eq!(read_all(&b, a.id), data);
+    let x = xattr_get(&path, "trusted.cairn.csum");
+    assert_eq!(header_shift(&x), 12);
+    assert_eq!(x.len() as u64, 16 + 4 * (data.len() as u64).div_ceil(BS));
     assert_eq!(b.scrub_file(a.id).unwrap(), data.len() as u64);
     write(&b, a.id, 10, b"x");
-    assert_eq!(&xattr_get(&path, "trusted.cairn.csum")[..4], b"CCS2");
-    flip(&path, 2 * BS + 1);
-    corrupt(try_read(&b, a.id, 2 * BS, 10));
+    flip(&path, 2 * OLD + 1);
+    corrupt(try_read(&b, a.id, 2 * OLD, 10));
     assert_eq!(try_read(&b, a.id, 0, 20).unwrap()[10], b'x');
+}
+
+/// Tables of 64 KiB blocks (`CCS2`, shift 16) in the xattr and in a sparse sidecar, whole
+/// or partial, are converted to 4 KiB blocks when first loaded (by a read, a write, a
+/// scrub): every 64 KiB block is checked against its old entry first, so one that rotted
+/// before the conversion keeps failing (all of its 4 KiB blocks), an unknown block stays
+/// unverified, and holes are not read.
+#[test]
+fn tables_of_64k_blocks_are_checked_and_converted() {
+    let (t, b) = new_brick();
+    let dir = t.path().join("b0");
+    let csum = dir.join(".cairn/csum");
+
+    // xattr, loaded first by a read; a block rotted before the conversion.
+    let a = file(&b, Id::ROOT, "small");
+    let data = pattern(11, 3 * OLD as usize + 777);
+    write(&b, a.id, 0, &data);
+    let path = backing(&dir, "small");
+    xattr_set(&path, "trusted.cairn.csum", &old_table(&data, data.len() as u64, false, &[]));
+    flip(&path, OLD + 5);
+    assert_eq!(try_read(&b, a.id, 0, 100).unwrap(), data[..100]);
+    let x = xattr_get(&path, "trusted.cairn.csum");
+    assert_eq!(header_shift(&x), 12);
+    // Every 4 KiB block of the rotted 64 KiB block fails, not only the one with the flip.
+    let e = corrupt(try_read(&b, a.id, OLD, 10));
+    assert!(e.message.contains(&format!("offset {OLD}")), "{e}");
+    corrupt(try_read(&b, a.id, 2 * OLD - BS, 10));
+    assert_eq!(try_read(&b, a.id, 2 * OLD, 100).unwrap(), data[2 * OLD as usize..][..100]);
+    corrupt(b.scrub_file(a.id).map(|_| vec![]));
+    // A full overwrite of the 64 KiB block makes it good again.
+    let fresh = pattern(12, OLD as usize);
+    write(&b, a.id, OLD, &fresh);
+    assert_eq!(b.scrub_file(a.id).unwrap(), data.len() as u64);
+
+    // A partial table: block 1 unknown (served unverified after the conversion too).
+    let p = file(&b, Id::ROOT, "partial");
+    let data = pattern(13, 2 * OLD as usize + 5);
+    write(&b, p.id, 0, &data);
+    let path = backing(&dir, "partial");
+    xattr_set(&path, "trusted.cairn.csum", &old_table(&data, data.len() as u64, true, &[1]));
+    flip(&path, OLD + 7);
+    // Converted by a write (an unaligned one, into block 2).
+    write(&b, p.id, 2 * OLD + 1, b"yz");
+    let x = xattr_get(&path, "trusted.cairn.csum");
+    assert_eq!((header_shift(&x), x[5]), (12, 1), "still partial");
+    assert!(try_read(&b, p.id, OLD, 10).is_ok(), "unknown block served");
+    assert_eq!(&try_read(&b, p.id, 2 * OLD, 4).unwrap()[1..3], b"yz");
+    flip(&path, 5);
+    corrupt(try_read(&b, p.id, 0, 10));
+
+    // A sparse 40 MiB file (a sidecar of 64 KiB blocks), loaded first by the scrub: data
+    // at 0 and at 30 MiB, one of its blocks rotted.
+    let l = file(&b, Id::ROOT, "large");
+    let size = 40u64 << 20;
+    setattr_size(&b, l.id, size);
+    let (d0, d1) = (pattern(14, 1 << 20), pattern(15, 1 << 20));
+    write(&b, l.id, 0, &d0);
+    write(&b, l.id, 30 << 20, &d1);
+    let mut whole = vec![0u8; size as usize];
+    whole[..1 << 20].copy_from_slice(&d0);
+    whole[30 << 20..31 << 20].copy_from_slice(&d1);
+    let sidecar = csum.join(l.id.to_hex());
+    let tmp = csum.join("test.tmp");
+    std::fs::write(&tmp, old_table(&whole, size, false, &[])).unwrap();
+    std::fs::rename(&tmp, &sidecar).unwrap();
+    let path = backing(&dir, "large");
+    flip(&path, (30 << 20) + OLD + 100);
+    let e = corrupt(b.scrub_file(l.id).map(|_| vec![]));
+    assert!(e.message.contains(&format!("offset {}", (30 << 20) + OLD)), "{e}");
+    let sc = std::fs::read(&sidecar).unwrap();
+    assert_eq!(header_shift(&sc), 12);
+    assert_eq!(sc.len() as u64, 16 + 4 * size.div_ceil(BS));
+    assert!(allocated(&sidecar) < 1 << 20, "sidecar is sparse: {}", allocated(&sidecar));
+    assert_eq!(try_read(&b, l.id, 0, 1 << 20).unwrap(), d0);
+    assert_eq!(try_read(&b, l.id, 10 << 20, 4096).unwrap(), vec![0u8; 4096]);
+    corrupt(try_read(&b, l.id, (30 << 20) + OLD + 3 * BS, 10));
+    write(&b, l.id, (30 << 20) + OLD, &pattern(16, OLD as usize));
+    assert_eq!(b.scrub_file(l.id).unwrap(), size);
+
+    // A hole whose old entry is of data (punched behind our back before the conversion).
+    let h = file(&b, Id::ROOT, "holed");
+    let data = pattern(17, 4 * OLD as usize);
+    write(&b, h.id, 0, &data);
+    let path = backing(&dir, "holed");
+    xattr_set(&path, "trusted.cairn.csum", &old_table(&data, data.len() as u64, false, &[]));
+    {
+        use std::os::fd::AsRawFd;
+        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+        let r = unsafe { libc::fallocate(f.as_raw_fd(), mode, OLD as i64, OLD as i64) };
+        assert_eq!(r, 0);
+    }
+    corrupt(try_read(&b, h.id, OLD + BS, 10));
+    assert_eq!(try_read(&b, h.id, 0, 10).unwrap(), data[..10]);
 }
 
 /// Writes of one file run concurrently (shared stripe, claimed blocks, the table planned
 /// ahead of the data): threads write regions that share blocks, out of order, appending
 /// and overwriting in part, while a reader reads verified; afterwards the data is exactly
 /// what each thread wrote and every block passes its checksum — in the xattr table and in
-/// a sidecar (past 16 MiB).
+/// a sidecar (past 1 MiB).
 #[test]
 fn concurrent_writes_of_one_file_keep_checksums_right() {
     for (name, region) in [("small", 150_000u64), ("large", 3 << 20)] {

@@ -81,7 +81,8 @@ pub fn changed_ids(op: &Op) -> Vec<Id> {
 }
 
 /// What a data write locks at the head instead of its whole inode: the checksummed blocks
-/// (`cairn_brick::CSUM_BLOCK`) it touches, so writes into different blocks of one file
+/// (`cairn_brick::CSUM_BLOCK`, 4 KiB) it touches, as one range (a 1 MiB write is one lock
+/// entry, not 256), so writes into different blocks of one file
 /// go down the chain together, and two into one block are ordered alike on every replica
 /// (as overlapping ones). A write that extends the file needs nothing more: every
 /// replica ends at the largest end, and a read waits for writes at or after its offset.
@@ -754,7 +755,7 @@ pub async fn handle(
 /// The replica copies onto this brick the way heal does (`HealSync`, `heal::copy_file`):
 /// the checksums of this brick's *data* are compared with the replica's table, and only
 /// the blocks that differ are sent, read and verified on the replica in runs of up to
-/// 4 MiB. So a flipped bit in a 1 TiB LUN image costs one 64 KiB block, not the file, and
+/// 4 MiB. So a flipped bit in a 1 TiB LUN image costs one 4 KiB block, not the file, and
 /// a replica whose own copy of a needed block is bad fails the copy (next replica).
 pub async fn repair_from_replica(
     node: &Arc<Node>,

@@ -216,13 +216,14 @@ pub async fn serve_sync(node: &Arc<Node>, slot: &Arc<BrickSlot>, id: Id, peer: u
     apply(node, &map, slot, peer, state, Bytes::new()).await
 }
 
-/// Blocks of 64 KiB a `HealWrite` carries at most (4 MiB, well under a frame's data).
-const RANGE_BLOCKS: u64 = 64;
+/// Checksum blocks (4 KiB) a `HealWrite` carries at most (4 MiB, well under a frame's
+/// data).
+const RANGE_BLOCKS: u64 = (4 << 20) / BLOCK;
 
 /// Copy regular file `id` from this brick onto brick `peer`, in ranges:
 /// 1. under the inode lock, a `HealApply` without data gives the target the inode's kind,
 ///    size and metadata;
-/// 2. without the lock, the two checksum tables are compared (`HealSums`, 1 GiB of file
+/// 2. without the lock, the two checksum tables are compared (`HealSums`, 256 MiB of file
 ///    at a time) and the blocks that differ (or are unknown on either side) listed;
 /// 3. each run of them (up to 4 MiB) is copied under the inode lock, from the source as
 ///    it is *then* (entries read again: a block of zeros is punched, not sent), by a

@@ -1,5 +1,5 @@
 //! The inode locks of the chains this node heads: `cairn_replication::range_lock` with
-//! waiting tasks. A mutation holds the range it changes (a data write its 64 KiB blocks,
+//! waiting tasks. A mutation holds the range it changes (a data write its 4 KiB blocks,
 //! anything else the whole inode) exclusively until every replica applied it; a read at the
 //! head holds what it may see shared. See `chain::mutate`.
 

@@ -347,8 +347,9 @@ pub enum Op {
     },
 }
 
-/// Most checksum entries one `HealSums` returns (16384 blocks of 64 KiB: 1 GiB of file).
-pub const HEAL_SUMS_MAX: u32 = 16384;
+/// Most checksum entries one `HealSums` returns (65536 blocks of 4 KiB: 256 MiB of file,
+/// about 320 KiB of header).
+pub const HEAL_SUMS_MAX: u32 = 65536;
 
 /// One extent of a `HealWrite`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
