@@ -75,6 +75,9 @@ const HDR: u64 = 16;
 pub const ECORRUPT: i32 = libc::EUCLEAN;
 /// An inode idle this long has its dirty marker removed.
 const IDLE: Duration = Duration::from_secs(3);
+/// Bytes of a sidecar read ahead when a read of entries misses the page cache (256 MiB
+/// of data's entries).
+const TABLE_AHEAD: u64 = 256 << 10;
 /// Entries read or written per batch (scrub, rebuild: 1 MiB of data per read).
 const BATCH: u64 = 256;
 /// XORed into the entries of a block that must keep failing (a 64 KiB block that failed
@@ -251,8 +254,31 @@ impl Sums {
                 Ok((b0..b0 + n).map(|b| v.get(b as usize).copied().unwrap_or(0)).collect())
             }
             Loc::Sidecar(fd) => {
-                let mut buf = vec![0u8; (n * 4) as usize];
-                sys::pread(fd.as_raw_fd(), &mut buf, HDR + b0 * 4)?;
+                let (fd, off, want) = (fd.as_raw_fd(), HDR + b0 * 4, (n * 4) as usize);
+                let mut buf: Vec<u8> = Vec::with_capacity(want);
+                // From the page cache when there (a hot read: one pread). Else the table
+                // is read ahead by [`TABLE_AHEAD`] first: a cold sequential read of a
+                // large file would otherwise alternate between its data and small
+                // readahead windows of its table (1 KiB of table per MiB of data).
+                let got =
+                    match sys::pread_uninit(fd, &mut buf.spare_capacity_mut()[..want], off, true) {
+                        Ok(got) => got,
+                        Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => 0,
+                        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => 0,
+                        Err(e) => return Err(e),
+                    };
+                if got < want {
+                    let ahead = (want as u64).max(TABLE_AHEAD);
+                    // SAFETY: plain syscall on an fd we own; advice only.
+                    unsafe {
+                        libc::posix_fadvise(fd, off as i64, ahead as i64, libc::POSIX_FADV_WILLNEED)
+                    };
+                    let mut buf = vec![0u8; want];
+                    sys::pread(fd, &mut buf, off)?;
+                    return Ok(le32(&buf));
+                }
+                // SAFETY: `pread_uninit` initialized the first `got` (= `want`) bytes.
+                unsafe { buf.set_len(got) };
                 Ok(le32(&buf))
             }
         }
