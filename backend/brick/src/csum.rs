@@ -78,6 +78,8 @@ const IDLE: Duration = Duration::from_secs(3);
 /// Bytes of a sidecar read ahead when a read of entries misses the page cache (256 MiB
 /// of data's entries).
 const TABLE_AHEAD: u64 = 256 << 10;
+/// Reads of at least this many blocks (128 KiB) read the table ahead.
+const AHEAD_MIN_BLOCKS: u64 = 32;
 /// Entries read or written per batch (scrub, rebuild: 1 MiB of data per read).
 const BATCH: u64 = 256;
 /// XORed into the entries of a block that must keep failing (a 64 KiB block that failed
@@ -256,10 +258,12 @@ impl Sums {
             Loc::Sidecar(fd) => {
                 let (fd, off, want) = (fd.as_raw_fd(), HDR + b0 * 4, (n * 4) as usize);
                 let mut buf: Vec<u8> = Vec::with_capacity(want);
-                // From the page cache when there (a hot read: one pread). Else the table
-                // is read ahead by [`TABLE_AHEAD`] first: a cold sequential read of a
-                // large file would otherwise alternate between its data and small
-                // readahead windows of its table (1 KiB of table per MiB of data).
+                // From the page cache when there (a hot read: one pread). Else, for a read
+                // of 128 KiB or more (sequential I/O, scrub), the table is read ahead by
+                // [`TABLE_AHEAD`] first: a cold sequential read of a large file would
+                // otherwise alternate between its data and small readahead windows of its
+                // table (1 KiB of table per MiB of data). A small cold read (random 4 KiB)
+                // reads just its page of the table.
                 let got =
                     match sys::pread_uninit(fd, &mut buf.spare_capacity_mut()[..want], off, true) {
                         Ok(got) => got,
@@ -268,6 +272,11 @@ impl Sums {
                         Err(e) => return Err(e),
                     };
                 if got < want {
+                    if n < AHEAD_MIN_BLOCKS {
+                        let mut buf = vec![0u8; want];
+                        sys::pread(fd, &mut buf, off)?;
+                        return Ok(le32(&buf));
+                    }
                     let ahead = (want as u64).max(TABLE_AHEAD);
                     // SAFETY: plain syscall on an fd we own; advice only.
                     unsafe {
