@@ -32,11 +32,17 @@ use cairn_proto::Id;
 use std::ffi::CStr;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Bytes per checksummed block.
 pub const BLOCK: u64 = 64 << 10;
+
+/// Sidecars kept open (`Brick::sidecar_open`); past this many the set is emptied.
+const SIDECAR_FDS: usize = 256;
+
+/// `sums_update` of a planned change met a block it would have to sum from disk.
+const NEEDS_DATA: &str = "checksum block needs the written data";
 const SHIFT: u8 = 16;
 pub(crate) const XATTR_CSUM: &CStr = c"trusted.cairn.csum";
 /// Tables of at most this many blocks live in the xattr (16 + 4*256 bytes: leaves room in
@@ -181,7 +187,7 @@ enum Loc {
     /// (`sidecar`) a table converted from format 1 or built for a sidecar.
     Mem { v: Vec<u32>, sidecar: bool },
     /// A sidecar changed in place; its holes are zero entries.
-    Sidecar(OwnedFd),
+    Sidecar(Arc<OwnedFd>),
 }
 
 impl Sums {
@@ -390,16 +396,33 @@ impl Brick {
         cstr(id.to_hex().as_bytes()).expect("hex has no NUL")
     }
 
+    /// The sidecar of `id`, open: kept open between changes (`csum_fds`, up to
+    /// [`SIDECAR_FDS`]), so a stream of writes does not open it per write. A kept fd whose
+    /// file has no link left (the sidecar was removed, or replaced by a rename) is
+    /// dropped and the name opened again.
+    fn sidecar_open(&self, id: Id) -> io::Result<Arc<OwnedFd>> {
+        let kept = self.csum_fds.lock().get(&id).cloned();
+        if let Some(sc) = kept {
+            if sys::fstat(sc.as_raw_fd()).is_ok_and(|st| st.st_nlink > 0) {
+                return Ok(sc);
+            }
+            self.csum_fds.lock().remove(&id);
+        }
+        let flags = libc::O_RDWR | libc::O_NOFOLLOW;
+        let sc = Arc::new(sys::openat(self.csum_dir.as_raw_fd(), &Self::hex(id), flags, 0)?);
+        let mut fds = self.csum_fds.lock();
+        if fds.len() >= SIDECAR_FDS {
+            fds.clear();
+        }
+        fds.insert(id, sc.clone());
+        Ok(sc)
+    }
+
     /// Load the table of `id` (`fd` its data). `None`: the file has no checksums (created
     /// before checksums existed, or never written).
     pub(crate) fn sums_load(&self, id: Id, fd: RawFd) -> R<Option<Sums>> {
         let what = || format!("checksums of {id}");
-        match sys::openat(
-            self.csum_dir.as_raw_fd(),
-            &Self::hex(id),
-            libc::O_RDWR | libc::O_NOFOLLOW,
-            0,
-        ) {
+        match self.sidecar_open(id) {
             Ok(sc) => {
                 let mut h = [0u8; HDR as usize];
                 let n = sys::pread(sc.as_raw_fd(), &mut h, 0).ctx(what)?;
@@ -506,6 +529,7 @@ impl Brick {
 
     /// Forget the checksums of an inode that is gone (its sidecar and dirty marker).
     pub(crate) fn sums_forget(&self, id: Id) {
+        self.csum_fds.lock().remove(&id);
         let h = Self::hex(id);
         let _ = sys::unlinkat(self.csum_dir.as_raw_fd(), &h, 0);
         if self.csum_dirty.lock().remove(&id).is_some() {
@@ -576,13 +600,15 @@ impl Brick {
                 if let Some(entry) = s.get(blk, 1).ctx(|| "checksums")?[0] {
                     let (ws, we) = (off.max(bs), (off + d.len() as u64).min(bs + BLOCK));
                     let want = (we.min(old).max(ws) - ws) as usize;
+                    // Bytes past the end of the file read as zeros (`buf` is zeroed). A
+                    // file shorter than its table is a write in flight past this block
+                    // (the table runs ahead of writes; `Brick::op_write`): the bytes it
+                    // has not reached are zeros. (Any other shortfall leaves the entry
+                    // failing, as it would the data it lost.)
                     let mut buf = vec![0u8; want];
-                    let n = sys::pread(fd, &mut buf, ws).ctx(|| format!("reading {id} at {ws}"))?;
-                    if n == want {
-                        pre.push((blk, Pre::Range { at: ws, len: we - ws, old: buf, entry }));
-                        continue;
-                    }
-                    // Shorter than its table says: the whole block below.
+                    sys::pread(fd, &mut buf, ws).ctx(|| format!("reading {id} at {ws}"))?;
+                    pre.push((blk, Pre::Range { at: ws, len: we - ws, old: buf, entry }));
+                    continue;
                 }
             }
             let mut buf = vec![0u8; (be - bs) as usize];
@@ -610,7 +636,7 @@ impl Brick {
         let st = sys::fstat(fd).ctx(|| format!("stat of {id}"))?;
         let new_size = st.st_size as u64;
         let r = match old {
-            Some(s) => self.sums_update(id, fd, s, &pre, new_size, change).or_else(|f| {
+            Some(s) => self.sums_update(id, fd, s, &pre, new_size, change, false).or_else(|f| {
                 tracing::warn!(brick = %self.root.display(), %id, error = %f.what, "incremental checksum update failed; rebuilding");
                 self.sums_rebuild(id, fd)
             }),
@@ -627,6 +653,43 @@ impl Brick {
         r
     }
 
+    /// Before a write of `change` whose data is not on disk yet (`Brick::op_write`: the
+    /// stripe's table mutex and the write's blocks held, `sums_begin` called): store the
+    /// entries and size (`new`) the table will have once it is. `Ok(false)`: this change
+    /// cannot be planned (no table; a block to sum from disk); nothing was stored, the
+    /// caller writes the usual way.
+    pub(crate) fn sums_planned(
+        &self,
+        id: Id,
+        fd: RawFd,
+        before: Before,
+        change: Change,
+        new: u64,
+    ) -> R<bool> {
+        let Before { sums, pre } = before;
+        let Some(s) = sums else { return Ok(false) };
+        let new = new.max(s.size);
+        let r = match self.sums_update(id, fd, s, &pre, new, change, true) {
+            Err(f) if f.errno == libc::EAGAIN && f.what == NEEDS_DATA => Ok(false),
+            Err(f) => {
+                tracing::debug!(brick = %self.root.display(), %id, error = %f.what, "checksums not planned; writing under the exclusive lock");
+                Ok(false)
+            }
+            Ok(()) => Ok(true),
+        };
+        if let Some(t) = self.csum_dirty.lock().get_mut(&id) {
+            *t = Instant::now();
+        }
+        r
+    }
+
+    /// After a planned write failed (stripe held exclusively): re-sum `[off, off+len)` and
+    /// the size from what is on disk.
+    pub(crate) fn sums_disk(&self, id: Id, fd: RawFd, off: u64, len: u64) -> R<()> {
+        let old = self.sums_before(id, fd, Change::None, None)?;
+        self.sums_changed(id, fd, old, Change::Disk(off, len))
+    }
+
     /// Update the entries a change touched: O(blocks changed), whatever the offsets. Blocks
     /// past the old end that nothing wrote are zeros (entry 0: a sidecar hole, nothing to
     /// store); entries past a new, smaller end are cut off with the table.
@@ -638,6 +701,7 @@ impl Brick {
         pre: &[(u64, Pre)],
         new: u64,
         change: Change,
+        planned: bool,
     ) -> R<()> {
         let what = || format!("updating checksums of {id}");
         let old = s.size;
@@ -645,7 +709,7 @@ impl Brick {
         if let Loc::Mem { v, sidecar } = &s.loc {
             if *sidecar || nblocks(new) > XATTR_MAX_BLOCKS {
                 let sc = self.sidecar_write(id, fd, old, s.partial, v)?;
-                s.loc = Loc::Sidecar(sc);
+                s.loc = Loc::Sidecar(Arc::new(sc));
                 s.loaded = (old, s.partial);
             }
         }
@@ -738,6 +802,9 @@ impl Brick {
             };
             let e = match e {
                 Some(e) => e,
+                // Planned before the data is written: nothing on disk to sum yet (and
+                // nothing stored so far).
+                None if planned => return Err(fail(libc::EAGAIN, NEEDS_DATA.to_string())),
                 None => {
                     readbuf.resize((be - bs) as usize, 0);
                     let n = sys::pread(fd, &mut readbuf, bs).ctx(what)?;

@@ -524,7 +524,7 @@ impl Brick {
         Ok(())
     }
 
-    fn stripe_lock(&self, id: Id) -> parking_lot::MutexGuard<'_, ()> {
+    fn stripe_lock(&self, id: Id) -> parking_lot::RwLockWriteGuard<'_, ()> {
         self.stripe(id).lock()
     }
 

@@ -203,13 +203,15 @@ pub struct Brick {
     pub(crate) opens: Mutex<HashMap<Id, u32>>,
     pub(crate) pending: Mutex<crate::heal::Pending>,
     pub(crate) listings: Mutex<HashMap<Id, Arc<Listing>>>,
-    stripes: Vec<Mutex<()>>,
+    stripes: Vec<Stripe>,
     /// `.cairn/csum`: checksum sidecars of large files.
     pub(crate) csum_dir: OwnedFd,
     /// `.cairn/csum/dirty`: inodes whose checksums may lag their data (see `csum.rs`).
     pub(crate) dirty_dir: OwnedFd,
     /// Inodes marked in `dirty_dir` by this process, with their last change.
     pub(crate) csum_dirty: Mutex<HashMap<Id, std::time::Instant>>,
+    /// Checksum sidecars kept open between changes (see `csum.rs`, `sidecar_open`).
+    pub(crate) csum_fds: Mutex<HashMap<Id, Arc<OwnedFd>>>,
     pub(crate) csum_tidied: Mutex<std::time::Instant>,
     /// Starts large writes' write-out early (see `writeback.rs`).
     writeback: crate::writeback::Writeback,
@@ -313,6 +315,59 @@ fn read_marker(path: &Path) -> Result<Option<BrickMarker>, RemoteError> {
 
 fn io_err(e: io::Error, what: impl std::fmt::Display) -> RemoteError {
     RemoteError::new(Errno::from_io(&e), format!("{what}: {e}"))
+}
+
+/// Serializes changes of the inodes hashed to it. `lock()` is the exclusive mode
+/// (truncate, fallocate, compare-and-write, heal, scrub, a read's re-check, the dirty-mark
+/// tidy): no other change of these inodes runs meanwhile. Writes take `rw` shared, claim
+/// the checksum blocks they touch (`claim`: a write waits for writes in flight on any of
+/// its blocks), and update the checksum table under `table` before writing their data
+/// (see `Brick::op_write`).
+#[derive(Default)]
+pub(crate) struct Stripe {
+    pub(crate) rw: parking_lot::RwLock<()>,
+    pub(crate) table: Mutex<()>,
+    /// Block ranges `(id, first, last)` claimed by writes in flight.
+    claimed: Mutex<Vec<(Id, u64, u64)>>,
+    freed: parking_lot::Condvar,
+}
+
+impl Stripe {
+    /// Exclusive: waits for writes in flight on every inode of the stripe.
+    pub(crate) fn lock(&self) -> parking_lot::RwLockWriteGuard<'_, ()> {
+        self.rw.write()
+    }
+
+    pub(crate) fn try_lock(&self) -> Option<parking_lot::RwLockWriteGuard<'_, ()>> {
+        self.rw.try_write()
+    }
+
+    /// Claim blocks `first..=last` of `id` (the caller holds `rw` shared), waiting while a
+    /// write in flight holds any of them; released when the claim is dropped.
+    pub(crate) fn claim(&self, id: Id, first: u64, last: u64) -> Claim<'_> {
+        let mut c = self.claimed.lock();
+        while c.iter().any(|&(i, a, b)| i == id && a <= last && first <= b) {
+            self.freed.wait(&mut c);
+        }
+        c.push((id, first, last));
+        Claim { stripe: self, range: (id, first, last) }
+    }
+}
+
+pub(crate) struct Claim<'a> {
+    stripe: &'a Stripe,
+    range: (Id, u64, u64),
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        let mut c = self.stripe.claimed.lock();
+        if let Some(at) = c.iter().position(|r| *r == self.range) {
+            c.swap_remove(at);
+        }
+        drop(c);
+        self.stripe.freed.notify_all();
+    }
 }
 
 impl Brick {
@@ -474,10 +529,11 @@ impl Brick {
             opens: Mutex::new(HashMap::new()),
             pending: Mutex::new(crate::heal::Pending::default()),
             listings: Mutex::new(HashMap::new()),
-            stripes: (0..64).map(|_| Mutex::new(())).collect(),
+            stripes: (0..64).map(|_| Stripe::default()).collect(),
             csum_dir,
             dirty_dir,
             csum_dirty: Mutex::new(HashMap::new()),
+            csum_fds: Mutex::new(HashMap::new()),
             csum_tidied: Mutex::new(std::time::Instant::now()),
             writeback: crate::writeback::Writeback::start(index),
         };
@@ -792,7 +848,8 @@ impl Brick {
         Ok(())
     }
 
-    pub(crate) fn stripe(&self, id: Id) -> &Mutex<()> {
+    /// The lock stripe of inode `id` (64 stripes; inodes share them by id).
+    pub(crate) fn stripe(&self, id: Id) -> &Stripe {
         &self.stripes[(id.0 % self.stripes.len() as u128) as usize]
     }
 
@@ -1377,9 +1434,69 @@ impl Brick {
         self.read_fd(&cx, id, &fd, offset, len, true).ok()
     }
 
+    /// A write runs in *shared* mode on its stripe: under the stripe's table mutex it
+    /// claims the checksum blocks it touches, reads what a partial overwrite needs and
+    /// updates the table as if the data were already written (the table runs ahead of the
+    /// data); then it writes the data with only its blocks claimed, so writes of different
+    /// blocks of one file reach the page cache in parallel. Everything else that changes
+    /// data or checks it against the table (truncate, fallocate, compare-and-write, heal,
+    /// scrub, a read's re-check) takes the stripe exclusively and so waits for writes in
+    /// flight. A write the table cannot be planned for (a file without a table, a block
+    /// that must be summed from disk) takes the stripe exclusively, as before.
     fn op_write(&self, cx: &Cx, id: Id, offset: u64, data: &[u8]) -> R<Reply> {
         let what = || format!("write of {id} at {offset}+{}", data.len());
         let fd = self.file(id)?;
+        let f = fd.as_raw_fd();
+        let stripe = self.stripe(id);
+        let shared = stripe.rw.read();
+        let end = offset.saturating_add(data.len() as u64);
+        let first = offset / crate::csum::BLOCK;
+        let last = end.saturating_sub(1).max(offset) / crate::csum::BLOCK;
+        let claim = stripe.claim(id, first, last);
+        let st = {
+            let _t = stripe.table.lock();
+            let st = sys::fstat(f).ctx(what)?;
+            cx.check(f, &st, 2)?;
+            self.sums_begin(id)?;
+            let old = self.sums_before(id, f, Change::Data(offset, data), None)?;
+            let new = end.max(st.st_size as u64);
+            match self.sums_planned(id, f, old, Change::Data(offset, data), new)? {
+                true => st,
+                false => {
+                    drop(claim);
+                    drop(shared);
+                    return self.op_write_locked(cx, id, &fd, offset, data);
+                }
+            }
+        };
+        if let Err(e) = sys::pwrite_all(f, data, offset) {
+            // The table already has this write: re-sum the range from what is on disk.
+            drop(claim);
+            drop(shared);
+            let _g = stripe.lock();
+            if let Err(f) = self.sums_disk(id, f, offset, data.len() as u64) {
+                tracing::warn!(brick = %self.root.display(), %id, error = %f.what, "after a failed write");
+            }
+            return Err(e).ctx(what);
+        }
+        drop(claim);
+        self.writeback.written(&fd, offset, data.len());
+        self.clear_suid(cx, f, &st).ctx(what)?;
+        drop(shared);
+        let st = sys::fstat(f).ctx(what)?;
+        Ok(Reply::Written { count: data.len() as u32, attr: attr_of(id, &st, true) })
+    }
+
+    /// [`Self::op_write`] with the stripe held exclusively around data and table.
+    fn op_write_locked(
+        &self,
+        cx: &Cx,
+        id: Id,
+        fd: &Arc<OwnedFd>,
+        offset: u64,
+        data: &[u8],
+    ) -> R<Reply> {
+        let what = || format!("write of {id} at {offset}+{}", data.len());
         let _g = self.stripe(id).lock();
         let st = sys::fstat(fd.as_raw_fd()).ctx(what)?;
         cx.check(fd.as_raw_fd(), &st, 2)?;
@@ -1394,7 +1511,7 @@ impl Brick {
         let sums = self.sums_changed(id, f, old, change);
         r.ctx(what)?;
         sums?;
-        self.writeback.written(&fd, offset, data.len());
+        self.writeback.written(fd, offset, data.len());
         self.clear_suid(cx, fd.as_raw_fd(), &st).ctx(what)?;
         let st = sys::fstat(fd.as_raw_fd()).ctx(what)?;
         Ok(Reply::Written { count: data.len() as u32, attr: attr_of(id, &st, true) })
