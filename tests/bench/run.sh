@@ -34,6 +34,8 @@
 #      BENCH_GLUSTER_ADDR  loopback address glusterd and its bricks bind (default 127.0.0.2:
 #                      gluster refuses 127.0.0.1 as a brick host)
 #      BENCH_NFS=0    skip the NFS gateway bench (tests/bench/nfs.sh, run after the table)
+#      BENCH_NETREP=0 skip the replica-2 vs distribute writes over a shaped client link
+#                      (tests/bench/replication-net.sh, run after the NFS bench)
 #      BENCH_ROUNDS    rounds of the sequential and random steps (default 3, quick 1):
 #                      each round runs every target once, in turn, and the table shows
 #                      each number's median, so a load spike on this shared machine moves
@@ -232,11 +234,21 @@ if [[ $BENCH_SAVE == 1 ]]; then
     log "saved $out.md"
 fi
 
+# Gluster's bricks need port 24007, and replication-net.sh starts its own glusterd: stop ours.
+if declare -F gl_down >/dev/null; then gl_down; fi
+
 # --- the NFS gateway: its own cluster, Ganesha and table (tests/bench/nfs.sh) -------------
 
 if [[ ${BENCH_NFS:-1} == 1 ]]; then
     bash "$bench_dir/nfs.sh"
     case $? in 0 | 77) ;; *) failed+=("nfs (tests/bench/nfs.sh)") ;; esac
+fi
+
+# --- replica-2 vs distribute writes, client behind a shaped link (replication-net.sh) ----
+
+if [[ ${BENCH_NETREP:-1} == 1 ]]; then
+    bash "$bench_dir/replication-net.sh"
+    case $? in 0 | 77) ;; *) failed+=("netrep (tests/bench/replication-net.sh)") ;; esac
 fi
 
 if ((${#failed[@]})); then
