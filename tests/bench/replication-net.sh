@@ -9,8 +9,10 @@
 # link:
 #
 #   - a network namespace cairn-nr-PID holds the client end of a veth pair (NET.2/30; the
-#     root end is NET.1), shaped with tbf to BENCH_NETREP_RATE in both directions; a raw
-#     TCP transfer over it (python sockets) is measured first and printed
+#     root end is NET.1), shaped with tbf in both directions: BENCH_NETREP_RATE for the
+#     sequential writes, BENCH_NETREP_RAND_RATE for the random ones (each low enough that
+#     the link, not this host's CPU, is the limit); a raw TCP transfer over it (python
+#     sockets) is measured at each rate and printed
 #   - one cairnd (all bricks) listens on NET.1; volumes nr-rep (replica 2 over 2 sets) and
 #     nr-dist (distribute over 4 bricks); mount-cairn runs in the namespace
 #     (nsenter --net, so the mount itself is visible to the root namespace)
@@ -34,8 +36,11 @@
 #      BENCH_QUICK=1      128 MiB, 5 s random, not saved unless BENCH_SAVE=1
 #      BENCH_NETREP_MIB   sequential size in MiB (default 512, quick 128)
 #      BENCH_SECONDS      fio random write seconds (default 30, quick 5)
-#      BENCH_NETREP_RATE  client link rate, tc syntax: 100mbit, 500mbit, 1gbit (default
-#                         500mbit: far below what this host's CPU moves over loopback)
+#      BENCH_NETREP_RATE  client link rate of the sequential writes, tc syntax: 100mbit,
+#                         500mbit, 1gbit (default 500mbit: far below the ~300+ MiB/s this
+#                         host's FUSE client writes over loopback)
+#      BENCH_NETREP_RAND_RATE  link rate of the random writes (default 100mbit: ~2900 4 KiB
+#                         writes/s, below the ~4000-9000 the mounts do unshaped here)
 #      BENCH_NETREP_NET   first three octets of the /30 (default 10.213.0)
 #      BENCH_GLUSTER=0    no Gluster columns
 #      BENCH_TMP, BENCH_RESULTS, BENCH_SAVE=0|1  as tests/bench/run.sh
@@ -54,7 +59,7 @@ else
     mode=full
     : "${BENCH_NETREP_MIB:=512}" "${BENCH_SECONDS:=30}" "${BENCH_SAVE:=1}"
 fi
-: "${BENCH_NETREP_RATE:=500mbit}" "${BENCH_NETREP_NET:=10.213.0}"
+: "${BENCH_NETREP_RATE:=500mbit}" "${BENCH_NETREP_RAND_RATE:=100mbit}" "${BENCH_NETREP_NET:=10.213.0}"
 BENCH_RESULTS=${BENCH_RESULTS:-$bench_dir/results}
 
 HOST_ADDR=$BENCH_NETREP_NET.1   # root end: cairnd, glusterd, bricks
@@ -74,8 +79,10 @@ CAIRN_LOG_TAG=bench-netrep
 for c in ip tc nsenter python3; do
     command -v "$c" >/dev/null || skip "$c is not installed (iproute2, util-linux)"
 done
-[[ $BENCH_NETREP_RATE =~ ^[0-9]+[kmg]bit$ ]] ||
-    { echo "replication-net.sh: BENCH_NETREP_RATE must look like 500mbit, not '$BENCH_NETREP_RATE'" >&2; exit 2; }
+for r in "$BENCH_NETREP_RATE" "$BENCH_NETREP_RAND_RATE"; do
+    [[ $r =~ ^[0-9]+[kmg]bit$ ]] ||
+        { echo "replication-net.sh: BENCH_NETREP_RATE and BENCH_NETREP_RAND_RATE look like 500mbit, not '$r'" >&2; exit 2; }
+done
 [[ $BENCH_NETREP_NET =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] ||
     { echo "replication-net.sh: BENCH_NETREP_NET must be three octets (10.213.0), not '$BENCH_NETREP_NET'" >&2; exit 2; }
 if ip -br addr | grep -qF " $HOST_ADDR/"; then
@@ -115,6 +122,30 @@ net_up() {
         fail "tc tbf $BENCH_NETREP_RATE on $NS:$VC"
     tc qdisc add dev "$VR" root tbf rate "$BENCH_NETREP_RATE" burst 256kb latency 50ms ||
         fail "tc tbf $BENCH_NETREP_RATE on $VR"
+}
+
+# shape RATE PHASE: set both tbfs to RATE, measure a raw transfer each way, check that the
+# shaping holds (raw client->server at most 10% above RATE), record it for PHASE.
+shape() {
+    local rate=$1 phase=$2 up down mibs
+    if ! { tc -n "$NS" qdisc change dev "$VC" root tbf rate "$rate" burst 256kb latency 50ms &&
+        tc qdisc change dev "$VR" root tbf rate "$rate" burst 256kb latency 50ms; }; then
+        fail "tc qdisc change to tbf $rate on $NS:$VC and $VR"
+    fi
+    mibs=$(python3 -c '
+import re, sys
+n, u = re.fullmatch(r"(\d+)([kmg])bit", sys.argv[1]).groups()
+print(int(n) * {"k": 1e3, "m": 1e6, "g": 1e9}[u] / 8 / 1048576)' "$rate")
+    # ~1 s of traffic each way, at least 8 MiB
+    local n
+    n=$(python3 -c 'import sys; print(max(8, int(float(sys.argv[1]))))' "$mibs")
+    up=$(raw_rate up "$n") || fail "raw TCP transfer client -> $HOST_ADDR over $VC failed"
+    down=$(raw_rate down "$n") || fail "raw TCP transfer $HOST_ADDR -> client over $VC failed"
+    log "link $rate (tbf both ways, $mibs MiB/s): raw TCP client->server $up MiB/s, server->client $down MiB/s"
+    python3 -c 'import sys; sys.exit(float(sys.argv[1]) > 1.1 * float(sys.argv[2]))' "$up" "$mibs" ||
+        fail "the link is not shaped: raw client->server $up MiB/s at $rate = $mibs MiB/s"
+    printf '{"op": "link", "target": "%s", "rate": "%s", "link_mibs": %s, "raw_up": %s, "raw_down": %s}\n' \
+        "$phase" "$rate" "$mibs" "$up" "$down" >>"$RAW"
 }
 
 # client_sent: bytes the client has sent so far (frames received by the root end).
@@ -180,19 +211,7 @@ started=$SECONDS
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 
 net_up
-up=$(raw_rate up 64) || fail "raw TCP transfer client -> $HOST_ADDR over $VC failed"
-down=$(raw_rate down 64) || fail "raw TCP transfer $HOST_ADDR -> client over $VC failed"
-log "link $BENCH_NETREP_RATE (tbf both ways): raw TCP client->server $up MiB/s, server->client $down MiB/s"
-link_mibs=$(python3 -c '
-import re, sys
-n, u = re.fullmatch(r"(\d+)([kmg])bit", sys.argv[1]).groups()
-print(int(n) * {"k": 1e3, "m": 1e6, "g": 1e9}[u] / 8 / 1048576)' "$BENCH_NETREP_RATE")
-# The shaping must hold: a raw rate well above the set one means tbf is not in the path.
-python3 -c 'import sys; sys.exit(float(sys.argv[1]) > 1.1 * float(sys.argv[2]))' "$up" "$link_mibs" ||
-    fail "the link is not shaped: raw client->server $up MiB/s, set $BENCH_NETREP_RATE = $link_mibs MiB/s"
-printf '%s\n' "{\"op\": \"raw_up\", \"target\": \"link\", \"value\": $up, \"unit\": \"MiB/s\"}" \
-    "{\"op\": \"raw_down\", \"target\": \"link\", \"value\": $down, \"unit\": \"MiB/s\"}" >>"$RAW"
-
+shape "$BENCH_NETREP_RATE" seq_write
 cl_start_etcd
 cl_start_node n1
 cl_create_volume nr-rep 2 4
@@ -272,15 +291,22 @@ j = json.loads(text[text.index("{"):])["jobs"][0]
 w = j["write"]
 print(json.dumps({"op": "rand_write", "target": target, "value": w["iops"], "unit": "IOPS",
     "bytes": w["io_bytes"], "qd": 16, "direct": direct, "seconds": j["job_runtime"] / 1000,
+    "lat_ms": w["lat_ns"]["mean"] / 1e6,
     "client_sent": sent}))' "$target" "$direct" "$((after - before))" >>"$RAW"
 }
 
 failed=()
 for t in "${TARGETS[@]}"; do
-    seq_write "${t%%:*}" "${t#*:}" || { failed+=("seq ${t%%:*}"); continue; }
-    rand_write "${t%%:*}" "${t#*:}" || failed+=("randwrite ${t%%:*}")
-    rm -f "${t#*:}/seq.dat"
+    seq_write "${t%%:*}" "${t#*:}" || failed+=("seq ${t%%:*}")
 done
+if [[ -n $FIO ]]; then
+    shape "$BENCH_NETREP_RAND_RATE" rand_write
+    for t in "${TARGETS[@]}"; do
+        [[ -f ${t#*:}/seq.dat ]] || continue
+        rand_write "${t%%:*}" "${t#*:}" || failed+=("randwrite ${t%%:*}")
+    done
+fi
+for t in "${TARGETS[@]}"; do rm -f "${t#*:}/seq.dat"; done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # --- the table ---------------------------------------------------------------------------
@@ -289,15 +315,14 @@ took=$((SECONDS - started))
 host=$(hostname -s 2>/dev/null || hostname)
 commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
 table=$(python3 - "$RAW" "$mode" "$host" "$commit" "$took" "$BENCH_NETREP_MIB" "$BENCH_SECONDS" \
-    "$BENCH_NETREP_RATE" "$link_mibs" "$load_before" "$load_after" "$gluster_note" "${failed[*]}" <<'PY'
+    "$load_before" "$load_after" "$gluster_note" "${failed[*]}" <<'PY'
 import json, sys
-(raw, mode, host, commit, took, mib, secs, rate, link_mibs, load0, load1, gnote,
- failed) = sys.argv[1:]
-link = float(link_mibs) * 1048576  # bytes/s
+raw, mode, host, commit, took, mib, secs, load0, load1, gnote, failed = sys.argv[1:]
 r = {}
 for line in open(raw):
     j = json.loads(line)
     r[(j["target"], j["op"])] = j
+link = {k[0]: v for k, v in r.items() if k[1] == "link"}  # phase (op) -> link record
 T = ["cairn-2x2", "cairn-4x1", "gluster-2x2", "gluster-4x1"]
 rows = [(f"sequential write {mib} MiB, 1 MiB records + fsync (MiB/s)", "seq_write"),
         (f"4 KiB random write, QD 16, {secs} s (IOPS)", "rand_write")]
@@ -315,28 +340,29 @@ def per_byte(t, op):
     return None if j is None else j["client_sent"] / j["bytes"]
 def use(t, op):
     j = r.get((t, op))
-    if j is None:
+    if j is None or op not in link:
         return None
     s = j["bytes"] / (j["value"] * 1048576) if op == "seq_write" else j["seconds"]
-    return j["client_sent"] / s / link
-up, down = val("link", "raw_up"), val("link", "raw_down")
+    return j["client_sent"] / s / (link[op]["link_mibs"] * 1048576)
+def link_cell(op):
+    l = link.get(op)
+    return "-" if l is None else f"{l['rate']} ({l['raw_up']:.1f} MiB/s)"
 print(f"## Replication over a limited client link - {host}, {commit}, {mode} run, {took} s")
 print()
-print(f"Client link: veth + tbf {rate} both ways ({float(link_mibs):.1f} MiB/s of frames); raw TCP "
-      f"over it: client->server {up:.1f} MiB/s, server->client {down:.1f} MiB/s.")
-print("Only the FUSE client (mount-cairn / glusterfs) is behind the link; one cairnd (or glusterd")
-print("and its bricks) serves all bricks from the root namespace; the benchmarks run on the mounts.")
+print("Only the FUSE client (mount-cairn / glusterfs) is behind the link (veth + tbf at the rate")
+print("shown, both ways; raw TCP client->server over it in brackets); one cairnd (or glusterd and")
+print("its bricks) serves all bricks from the root namespace; the benchmarks run on the mounts.")
 print(f"Load average (1/5/15 min) before: {load0}, after: {load1} (2 CPUs, shared machine).")
 if gnote:
     print(f"Gluster: {gnote}.")
 print()
-print("| workload | Cairn 2x2 | Cairn 4x1 | 2x2/4x1 | Gluster 2x2 | Gluster 4x1 | 2x2/4x1 | target | Cairn met |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|:-:|")
+print("| workload | link | Cairn 2x2 | Cairn 4x1 | 2x2/4x1 | Gluster 2x2 | Gluster 4x1 | 2x2/4x1 | target | Cairn met |")
+print("|---|---|---:|---:|---:|---:|---:|---:|---:|:-:|")
 for label, op in rows:
     c2, c4, g2, g4 = (val(t, op) for t in T)
     met = "-" if c2 is None or not c4 else ("yes" if c2 / c4 >= 0.9 else "**no**")
-    print(f"| {label} | {f(c2)} | {f(c4)} | {ratio(c2, c4)} | {f(g2)} | {f(g4)} | {ratio(g2, g4)} "
-          f"| >= 0.9 | {met} |")
+    print(f"| {label} | {link_cell(op)} | {f(c2)} | {f(c4)} | {ratio(c2, c4)} | {f(g2)} | {f(g4)} "
+          f"| {ratio(g2, g4)} | >= 0.9 | {met} |")
 print()
 print("Bytes the client sent per byte written (counted at the root end of the veth, headers and")
 print("requests included; 1 = each byte crossed the link once), and link use (those bytes per")
@@ -350,6 +376,10 @@ for label, op in rows:
         b, u = per_byte(t, op), use(t, op)
         cells.append("-" if b is None else f"{b:.2f} ({u * 100:.0f}%)")
     print(f"| {label.split(' (')[0]} | " + " | ".join(cells) + " |")
+lat = [r.get((t, "rand_write"), {}).get("lat_ms") for t in T]
+if any(x is not None for x in lat):
+    print("| 4 KiB random write: mean latency (ms) | "
+          + " | ".join("-" if x is None else f"{x:.1f}" for x in lat) + " |")
 if failed:
     print()
     print(f"FAILED: {failed}")
