@@ -135,7 +135,7 @@ shape() {
     mibs=$(python3 -c '
 import re, sys
 n, u = re.fullmatch(r"(\d+)([kmg])bit", sys.argv[1]).groups()
-print(int(n) * {"k": 1e3, "m": 1e6, "g": 1e9}[u] / 8 / 1048576)' "$rate")
+print(round(int(n) * {"k": 1e3, "m": 1e6, "g": 1e9}[u] / 8 / 1048576, 2))' "$rate")
     # ~1 s of traffic each way, at least 8 MiB
     local n
     n=$(python3 -c 'import sys; print(max(8, int(float(sys.argv[1]))))' "$mibs")
