@@ -10,6 +10,10 @@
 #                 message if any step fails (the bench then reports without Gluster columns).
 #   gl_down       unmount, stop and delete the volumes, stop glusterd and its bricks.
 #
+# GL_CLIENT_CMD (an array, set after sourcing; default empty) prefixes the FUSE client's
+# command line: tests/bench/replication-net.sh runs it in a network namespace with
+# GL_CLIENT_CMD=(nsenter --net=/run/netns/NAME).
+#
 # Gluster refuses 127.0.0.1 ("localhost") as a brick host, so glusterd and its bricks bind
 # 127.0.0.2 (BENCH_GLUSTER_ADDR): still loopback. Bricks sit on the local disk, so gluster
 # asks for `force`. Needs the Debian packages glusterfs-server and glusterfs-client (10.3 on
@@ -20,12 +24,15 @@ GL_ADDR=${BENCH_GLUSTER_ADDR:-127.0.0.2}
 GL_DIR=
 GL_REP=
 GL_DIST=
+GL_CLIENT_CMD=()
 
 gl_cli() { gluster --glusterd-sock="$GL_DIR/run/glusterd.socket" --mode=script "$@"; }
 
 gl_up() {
     GL_DIR=$1
-    command -v glusterd >/dev/null || { log "glusterd not installed (apt-get install glusterfs-server glusterfs-client): no Gluster columns"; return 1; }
+    # GL_DIR is cleared again when gl_up returns before starting anything, so gl_down does
+    # not go looking for gl-rep / gl-dist processes that belong to another run.
+    command -v glusterd >/dev/null || { log "glusterd not installed (apt-get install glusterfs-server glusterfs-client): no Gluster columns"; GL_DIR=; return 1; }
     mkdir -p "$GL_DIR"/{wd,run,log,bricks,mnt/rep,mnt/dist}
     cat >"$GL_DIR/glusterd.vol" <<EOF
 volume management
@@ -43,7 +50,8 @@ EOF
     # Gluster's bricks fetch their volfile from port 24007 whatever glusterd listens on, so
     # the port is fixed; a glusterd already there (a system one on *:24007) is not ours.
     if ss -Hltn 'sport = :24007' 2>/dev/null | grep -q .; then
-        log "port 24007 is taken (a system glusterd? systemctl stop glusterd): no Gluster columns"
+        log "port 24007 is taken (a system glusterd, or another bench run's? systemctl stop glusterd): no Gluster columns"
+        GL_DIR=
         return 1
     fi
     glusterd -f "$GL_DIR/glusterd.vol" -p "$GL_DIR/run/glusterd.pid" \
@@ -63,7 +71,7 @@ EOF
         fi || { log "gluster volume create gl-$v failed: $(tail -1 "$GL_DIR/log/create-$v.log")"; return 1; }
         gl_cli volume start "gl-$v" >>"$GL_DIR/log/create-$v.log" 2>&1 ||
             { log "gluster volume start gl-$v failed: $(tail -1 "$GL_DIR/log/create-$v.log")"; return 1; }
-        glusterfs --volfile-server="$GL_ADDR" --volfile-id="gl-$v" \
+        "${GL_CLIENT_CMD[@]}" glusterfs --volfile-server="$GL_ADDR" --volfile-id="gl-$v" \
             --log-file="$GL_DIR/log/mnt-$v.log" "$GL_DIR/mnt/$v" ||
             { log "glusterfs mount of gl-$v failed (see $GL_DIR/log/mnt-$v.log)"; return 1; }
         wait_until 30 mountpoint -q "$GL_DIR/mnt/$v" || { log "gl-$v not mounted after 30s"; return 1; }

@@ -12,6 +12,7 @@ Then the round-trip checks (PASS/FAIL) and the notes a reader needs.
 
 import argparse
 import json
+import statistics
 import platform
 import sys
 import time
@@ -89,7 +90,7 @@ def main():
     ap.add_argument("--failed", default="")
     a = ap.parse_args()
 
-    res, checks, extra = {}, [], {}
+    res, checks, extra, samples = {}, [], {}, {}
     with open(a.raw) as f:
         for line in f:
             line = line.strip()
@@ -99,8 +100,12 @@ def main():
             if r["target"] in ("check", "info"):
                 checks.append(r)
             else:
-                res[(r["op"], r["target"])] = r["value"]
+                samples.setdefault((r["op"], r["target"]), []).append(r["value"])
                 extra[(r["op"], r["target"])] = r
+    # Steps run in several rounds (BENCH_ROUNDS) give several values: the table shows the
+    # median (the middle one; the mean of the two middle ones for an even count).
+    res = {k: statistics.median(v) for k, v in samples.items()}
+    rounds = max((len(v) for v in samples.values()), default=1)
 
     out = []
     p = out.append
@@ -191,6 +196,14 @@ def main():
                   ("Gluster 2x2", res.get(("seq_write", "gluster-2x2")))) if v is not None]
         if parts:
             p(f"- sequential write, replica 2 on one disk: ceiling = local / 2 = {loc / 2:.0f} MiB/s (every byte is written twice to the same disk); share of that ceiling: {', '.join(parts)}")
+    if rounds > 1:
+        p(f"- sequential and random rows: median of {rounds} rounds, each running every target in turn; spread (min–max) of the judged columns:")
+        for op, label, unit in ROWS:
+            parts = [f"{t} {fmt(min(samples[(op, t)]), unit)}–{fmt(max(samples[(op, t)]), unit)}"
+                     for t in ("fuse-2x2", "fuse-4x1", "gluster-2x2", "gluster-4x1")
+                     if len(samples.get((op, t), [])) > 1]
+            if parts:
+                p(f"  - {label} ({unit}): {', '.join(parts)}")
     p("- runs vary by up to ±35% on shared machines: compare within one run")
     print("\n".join(out))
     return 0

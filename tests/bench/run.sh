@@ -34,6 +34,12 @@
 #      BENCH_GLUSTER_ADDR  loopback address glusterd and its bricks bind (default 127.0.0.2:
 #                      gluster refuses 127.0.0.1 as a brick host)
 #      BENCH_NFS=0    skip the NFS gateway bench (tests/bench/nfs.sh, run after the table)
+#      BENCH_NETREP=0 skip the replica-2 vs distribute writes over a shaped client link
+#                      (tests/bench/replication-net.sh, run after the NFS bench)
+#      BENCH_ROUNDS    rounds of the sequential and random steps (default 3, quick 1):
+#                      each round runs every target once, in turn, and the table shows
+#                      each number's median, so a load spike on this shared machine moves
+#                      one round of one target, not the ratio
 #      BENCH_APPENDS_4X1=0|1  also run the appends on the 4x1 mount (default: quick runs
 #                      only; through FUSE each append costs ~2 FUSE requests, so a million
 #                      of them take minutes per mount)
@@ -49,13 +55,14 @@ mkdir -p "$CAIRN_TEST_TMP"
 if [[ ${BENCH_QUICK:-0} == 1 ]]; then
     mode=quick
     : "${BENCH_SECONDS:=3}" "${BENCH_SIZE_MIB:=64}" "${BENCH_FILES:=400}" "${BENCH_APPENDS:=20000}"
-    : "${BENCH_SAVE:=0}" "${BENCH_APPENDS_4X1:=1}"
+    : "${BENCH_SAVE:=0}" "${BENCH_APPENDS_4X1:=1}" "${BENCH_ROUNDS:=1}"
 else
     mode=full
     : "${BENCH_SECONDS:=30}" "${BENCH_SIZE_MIB:=1024}" "${BENCH_FILES:=5000}" "${BENCH_APPENDS:=1000000}"
-    : "${BENCH_SAVE:=1}" "${BENCH_APPENDS_4X1:=0}"
+    : "${BENCH_SAVE:=1}" "${BENCH_APPENDS_4X1:=0}" "${BENCH_ROUNDS:=3}"
 fi
 : "${BENCH_THREADS:=4}"
+[[ $BENCH_ROUNDS =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: BENCH_ROUNDS must be a positive integer, not '$BENCH_ROUNDS'" >&2; exit 2; }
 BENCH_RESULTS=${BENCH_RESULTS:-$bench_dir/results}
 
 # shellcheck source=tests/integration/lib.sh
@@ -157,32 +164,36 @@ run() { step "$@" || failed+=("$1"); }
 
 run "round-trip checks" "$BENCH" rtt --server "$SERVER" --one-set one --four-sets dist --also rep
 
-# --- sequential --------------------------------------------------------------------------
+# --- sequential, then random 4 KiB at QD 16 on the files it left; BENCH_ROUNDS rounds -----
 
-for t in local:"$LOCAL" fuse-2x2:"$FUSE_REP" fuse-4x1:"$FUSE_DIST" "${GL_TARGETS[@]}"; do
-    run "sequential ${BENCH_SIZE_MIB} MiB on ${t%%:*}" \
-        "$BENCH" posix-seq --file "${t#*:}/seq.dat" --target "${t%%:*}" --mib "$BENCH_SIZE_MIB"
-done
-run "sequential ${BENCH_SIZE_MIB} MiB through the client API" \
-    "$BENCH" lib-seq --server "$SERVER" --volume rep --target lib-2x2 --mib "$BENCH_SIZE_MIB"
+for ((round = 1; round <= BENCH_ROUNDS; round++)); do
+    if ((BENCH_ROUNDS > 1)); then log "round $round of $BENCH_ROUNDS (sequential and random)"; fi
 
-# --- random 4 KiB, QD 16 (on the files the sequential step left) -------------------------
+    for t in local:"$LOCAL" fuse-2x2:"$FUSE_REP" fuse-4x1:"$FUSE_DIST" "${GL_TARGETS[@]}"; do
+        run "sequential ${BENCH_SIZE_MIB} MiB on ${t%%:*}" \
+            "$BENCH" posix-seq --file "${t#*:}/seq.dat" --target "${t%%:*}" --mib "$BENCH_SIZE_MIB"
+    done
+    run "sequential ${BENCH_SIZE_MIB} MiB through the client API" \
+        "$BENCH" lib-seq --server "$SERVER" --volume rep --target lib-2x2 --mib "$BENCH_SIZE_MIB"
 
-for t in local:"$LOCAL" fuse-2x2:"$FUSE_REP" "${GL_TARGETS[@]:0:1}"; do
-    if [[ -f ${t#*:}/seq.dat ]]; then
-        drop_caches
-        fio_rand "${t%%:*}" randread "${t#*:}/seq.dat" || failed+=("fio randread ${t%%:*}")
-        fio_rand "${t%%:*}" randwrite "${t#*:}/seq.dat" || failed+=("fio randwrite ${t%%:*}")
-    fi
+    # random 4 KiB, QD 16, on the files the sequential step left
+
+    for t in local:"$LOCAL" fuse-2x2:"$FUSE_REP" "${GL_TARGETS[@]:0:1}"; do
+        if [[ -f ${t#*:}/seq.dat ]]; then
+            drop_caches
+            fio_rand "${t%%:*}" randread "${t#*:}/seq.dat" || failed+=("fio randread ${t%%:*}")
+            fio_rand "${t%%:*}" randwrite "${t#*:}/seq.dat" || failed+=("fio randwrite ${t%%:*}")
+        fi
+    done
+    for t in fuse-4x1:"$FUSE_DIST" "${GL_TARGETS[@]:1:1}"; do
+        if [[ -f ${t#*:}/seq.dat ]]; then
+            fio_rand "${t%%:*}" randwrite "${t#*:}/seq.dat" || failed+=("fio randwrite ${t%%:*}")
+        fi
+    done
+    run "random 4 KiB through the client API" \
+        "$BENCH" lib-rand --server "$SERVER" --volume rep --target lib-2x2 --seconds "$BENCH_SECONDS"
+    rm -f "$LOCAL/seq.dat" "$FUSE_REP/seq.dat" "$FUSE_DIST/seq.dat" ${GL_REP:+"$GL_REP/seq.dat" "$GL_DIST/seq.dat"}
 done
-for t in fuse-4x1:"$FUSE_DIST" "${GL_TARGETS[@]:1:1}"; do
-    if [[ -f ${t#*:}/seq.dat ]]; then
-        fio_rand "${t%%:*}" randwrite "${t#*:}/seq.dat" || failed+=("fio randwrite ${t%%:*}")
-    fi
-done
-run "random 4 KiB through the client API" \
-    "$BENCH" lib-rand --server "$SERVER" --volume rep --target lib-2x2 --seconds "$BENCH_SECONDS"
-rm -f "$LOCAL/seq.dat" "$FUSE_REP/seq.dat" "$FUSE_DIST/seq.dat" ${GL_REP:+"$GL_REP/seq.dat" "$GL_DIST/seq.dat"}
 
 # --- small files -------------------------------------------------------------------------
 
@@ -211,7 +222,7 @@ host=$(hostname -s 2>/dev/null || hostname)
 stamp=$(date +%Y-%m-%d)
 commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
 report_args=(--raw "$RAW" --mode "$mode" --host "$host" --commit "$commit" --seconds "$took"
-    --settings "size=${BENCH_SIZE_MIB}MiB random=${BENCH_SECONDS}s files=$BENCH_FILES threads=$BENCH_THREADS appends=$BENCH_APPENDS")
+    --settings "size=${BENCH_SIZE_MIB}MiB random=${BENCH_SECONDS}s rounds=$BENCH_ROUNDS files=$BENCH_FILES threads=$BENCH_THREADS appends=$BENCH_APPENDS")
 ((${#failed[@]})) && report_args+=(--failed "${failed[*]}")
 table=$(python3 "$bench_dir/report.py" "${report_args[@]}") || fail "report.py could not build the table from $RAW"
 printf '%s\n' "$table"
@@ -223,11 +234,21 @@ if [[ $BENCH_SAVE == 1 ]]; then
     log "saved $out.md"
 fi
 
+# Gluster's bricks need port 24007, and replication-net.sh starts its own glusterd: stop ours.
+if declare -F gl_down >/dev/null; then gl_down; fi
+
 # --- the NFS gateway: its own cluster, Ganesha and table (tests/bench/nfs.sh) -------------
 
 if [[ ${BENCH_NFS:-1} == 1 ]]; then
     bash "$bench_dir/nfs.sh"
     case $? in 0 | 77) ;; *) failed+=("nfs (tests/bench/nfs.sh)") ;; esac
+fi
+
+# --- replica-2 vs distribute writes, client behind a shaped link (replication-net.sh) ----
+
+if [[ ${BENCH_NETREP:-1} == 1 ]]; then
+    bash "$bench_dir/replication-net.sh"
+    case $? in 0 | 77) ;; *) failed+=("netrep (tests/bench/replication-net.sh)") ;; esac
 fi
 
 if ((${#failed[@]})); then

@@ -9,7 +9,8 @@
 #   finish
 #
 # Everything lives in one temp dir ($CL_DIR): etcd data, each node's state dir, bricks,
-# mount points and logs. All servers listen on 127.0.0.1 on free ports. An EXIT trap
+# mount points and logs. All servers listen on 127.0.0.1 on free ports (cairnd on $CL_HOST
+# if set, e.g. an address a network namespace reaches; etcd stays on 127.0.0.1). An EXIT trap
 # always unmounts and stops whatever the suite started; the temp dir is removed when the
 # suite passed (kept on failure, or with CAIRN_TEST_KEEP=1).
 #
@@ -17,6 +18,7 @@
 #      CAIRN_TEST_TMP  parent of the temp dir (default ${TMPDIR:-/tmp})
 #      CAIRN_TEST_KEEP 1: keep the temp dir
 #      RUST_LOG        log filter of the daemons (cairnd --log-level; default info)
+#      CL_HOST         address cairnd listens on and advertises (default 127.0.0.1)
 #
 # Functions: cluster_up, cl_init, cl_start_etcd, cl_stop_etcd, cl_start_node,
 #   cl_stop_node, cl_restart_node, cl_node_addr, cl_peer_probe, cl_create_volume,
@@ -32,6 +34,7 @@ CL_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CAIRN_BIN_DIR=${CAIRN_BIN_DIR:-$CL_REPO/backend/target/debug}
 CAIRN_LOG_TAG=$(basename "${BASH_SOURCE[1]:-$0}" .sh)
 export RUST_LOG=${RUST_LOG:-info}
+CL_HOST=${CL_HOST:-127.0.0.1}
 
 CL_DIR=
 CL_NODES=()
@@ -161,14 +164,14 @@ cl_start_node() {
     fi
     mkdir -p "$CL_DIR/state/$name"
     setsid "$CAIRN_BIN_DIR/cairnd" --name "$name" \
-        --listen "127.0.0.1:${CL_PORT[$name]}" \
+        --listen "$CL_HOST:${CL_PORT[$name]}" \
         --etcd "http://127.0.0.1:$CL_ETCD_PORT" \
         --state-dir "$CL_DIR/state/$name" \
         --log-file "$CL_DIR/log/cairnd-$name.log" --log-level "$RUST_LOG" \
         </dev/null >>"$CL_DIR/log/cairnd-$name.out" 2>&1 &
     CL_PID[$name]=$!
-    wait_port_pid 127.0.0.1 "${CL_PORT[$name]}" "${CL_PID[$name]}" 30 ||
-        fail "cairnd $name does not listen on 127.0.0.1:${CL_PORT[$name]}"
+    wait_port_pid "$CL_HOST" "${CL_PORT[$name]}" "${CL_PID[$name]}" 30 ||
+        fail "cairnd $name does not listen on $CL_HOST:${CL_PORT[$name]}"
 }
 
 # cl_stop_node NAME: SIGTERM, SIGKILL after 10 s.
@@ -185,7 +188,7 @@ cl_restart_node() {
     cl_start_node "$1"
 }
 
-cl_node_addr() { echo "127.0.0.1:${CL_PORT[$1]:?unknown node $1}"; }
+cl_node_addr() { echo "$CL_HOST:${CL_PORT[$1]:?unknown node $1}"; }
 
 # cairn_cli ARGS: the cairn CLI against the first node; cairn_cli_at NODE ARGS: against NODE.
 cairn_cli() { cairn_cli_at "${CL_NODES[0]:?no node started}" "$@"; }
