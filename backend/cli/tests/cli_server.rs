@@ -404,8 +404,11 @@ fn raw_server(drop_after_hello: bool) -> (String, std::thread::JoinHandle<()>) {
                 return;
             }
             let hello = frame::read_frame(&mut sock).await.unwrap();
-            let welcome: Response =
-                Ok(Reply::Welcome(Welcome { version: 1, session: 1, node: "raw".into() }));
+            let welcome: Response = Ok(Reply::Welcome(Welcome {
+                version: cairn_proto::PROTOCOL_VERSION,
+                session: 1,
+                node: "raw".into(),
+            }));
             let f =
                 Frame::new(FrameKind::Response, hello.id, frame::encode(&welcome), Bytes::new());
             frame::write_frame(&mut sock, &f).await.unwrap();

@@ -20,6 +20,6 @@ pub use types::*;
 
 /// Protocol version spoken by this build. A peer announcing a different major version is
 /// refused at HELLO with EPROTONOSUPPORT.
-pub const PROTOCOL_VERSION: u16 = 1;
+pub const PROTOCOL_VERSION: u16 = 2;
 /// Default TCP port of `cairnd` (management and data on one port).
 pub const DEFAULT_PORT: u16 = 7420;
