@@ -20,12 +20,8 @@
 #      BENCH_NFS_SESSIONS (4), BENCH_TMP (default build/bench-tmp), BENCH_RESULTS.
 set -uo pipefail
 
-bench_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
-repo=$(cd "$bench_dir/../.." && pwd -P)
-export CAIRN_BIN_DIR=${CAIRN_BIN_DIR:-$repo/backend/target/release}
-export RUST_LOG=${RUST_LOG:-warn}
-export CAIRN_TEST_TMP=${BENCH_TMP:-${CAIRN_TEST_TMP:-$repo/build/bench-tmp}}
-mkdir -p "$CAIRN_TEST_TMP"
+# shellcheck source=tests/bench/env.sh
+. "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 if [[ ${BENCH_QUICK:-0} == 1 ]]; then
     mode=quick
     : "${BENCH_NFS_FILES:=400}" "${BENCH_NFS_MIB:=64}" "${BENCH_SAVE:=0}"

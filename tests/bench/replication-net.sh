@@ -46,12 +46,8 @@
 #      BENCH_TMP, BENCH_RESULTS, BENCH_SAVE=0|1  as tests/bench/run.sh
 set -uo pipefail
 
-bench_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
-repo=$(cd "$bench_dir/../.." && pwd -P)
-export CAIRN_BIN_DIR=${CAIRN_BIN_DIR:-$repo/backend/target/release}
-export RUST_LOG=${RUST_LOG:-warn}
-export CAIRN_TEST_TMP=${BENCH_TMP:-${CAIRN_TEST_TMP:-$repo/build/bench-tmp}}
-mkdir -p "$CAIRN_TEST_TMP"
+# shellcheck source=tests/bench/env.sh
+. "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 if [[ ${BENCH_QUICK:-0} == 1 ]]; then
     mode=quick
     : "${BENCH_NETREP_MIB:=128}" "${BENCH_SECONDS:=5}" "${BENCH_SAVE:=0}"

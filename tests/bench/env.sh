@@ -1,0 +1,12 @@
+# tests/bench/env.sh, sourced first by the bench scripts (run.sh, nfs.sh,
+# replication-net.sh): where the repo and the binaries are, quiet daemons, and the
+# directory the clusters live in. Sets bench_dir and repo; exports CAIRN_BIN_DIR (default
+# backend/target/release), RUST_LOG (warn) and CAIRN_TEST_TMP (BENCH_TMP, else an outer
+# CAIRN_TEST_TMP as under tests/run-all.sh, else build/bench-tmp: the repo's disk).
+# shellcheck shell=bash
+bench_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+repo=$(cd "$bench_dir/../.." && pwd -P)
+export CAIRN_BIN_DIR=${CAIRN_BIN_DIR:-$repo/backend/target/release}
+export RUST_LOG=${RUST_LOG:-warn}
+export CAIRN_TEST_TMP=${BENCH_TMP:-${CAIRN_TEST_TMP:-$repo/build/bench-tmp}}
+mkdir -p "$CAIRN_TEST_TMP"
