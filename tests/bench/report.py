@@ -197,7 +197,7 @@ def main():
         if parts:
             p(f"- sequential write, replica 2 on one disk: ceiling = local / 2 = {loc / 2:.0f} MiB/s (every byte is written twice to the same disk); share of that ceiling: {', '.join(parts)}")
     if rounds > 1:
-        p(f"- sequential and random rows: median of {rounds} rounds, each running every target in turn; spread (min–max) of the judged columns:")
+        p(f"- sequential, random and small-file rows: median of {rounds} rounds, each running every target in turn; spread (min–max) of the judged columns:")
         for op, label, unit in ROWS:
             parts = [f"{t} {fmt(min(samples[(op, t)]), unit)}–{fmt(max(samples[(op, t)]), unit)}"
                      for t in ("fuse-2x2", "fuse-4x1", "gluster-2x2", "gluster-4x1")

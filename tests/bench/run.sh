@@ -36,7 +36,8 @@
 #      BENCH_NFS=0    skip the NFS gateway bench (tests/bench/nfs.sh, run after the table)
 #      BENCH_NETREP=0 skip the replica-2 vs distribute writes over a shaped client link
 #                      (tests/bench/replication-net.sh, run after the NFS bench)
-#      BENCH_ROUNDS    rounds of the sequential and random steps (default 3, quick 1):
+#      BENCH_ROUNDS    rounds of the sequential, random and small-file steps (default 3,
+#                      quick 1):
 #                      each round runs every target once, in turn, and the table shows
 #                      each number's median, so a load spike on this shared machine moves
 #                      one round of one target, not the ratio
@@ -193,12 +194,15 @@ done
 
 # --- small files -------------------------------------------------------------------------
 
-for t in local:"$LOCAL" fuse-2x2:"$FUSE_REP" fuse-4x1:"$FUSE_DIST" "${GL_TARGETS[@]}"; do
-    run "small files on ${t%%:*}" "$BENCH" posix-smallfiles --dir "${t#*:}" --target "${t%%:*}" \
-        --files "$BENCH_FILES" --threads "$BENCH_THREADS"
+for ((round = 1; round <= BENCH_ROUNDS; round++)); do
+    if ((BENCH_ROUNDS > 1)); then log "round $round of $BENCH_ROUNDS (small files)"; fi
+    for t in local:"$LOCAL" fuse-2x2:"$FUSE_REP" fuse-4x1:"$FUSE_DIST" "${GL_TARGETS[@]}"; do
+        run "small files on ${t%%:*}" "$BENCH" posix-smallfiles --dir "${t#*:}" --target "${t%%:*}" \
+            --files "$BENCH_FILES" --threads "$BENCH_THREADS"
+    done
+    run "small files through the client API" "$BENCH" lib-smallfiles --server "$SERVER" --volume rep \
+        --target lib-2x2 --files "$BENCH_FILES" --threads "$BENCH_THREADS"
 done
-run "small files through the client API" "$BENCH" lib-smallfiles --server "$SERVER" --volume rep \
-    --target lib-2x2 --files "$BENCH_FILES" --threads "$BENCH_THREADS"
 
 # --- appends -----------------------------------------------------------------------------
 
