@@ -19,6 +19,8 @@
 # this tree's build; the module registers the name it is loaded as), so a test never runs
 # another tree's module linked as vfs/cairn.so on the same machine.
 SMB_VFS_NAME=${SMB_VFS_NAME:-cairn_$(printf %s "$CL_REPO" | md5sum | cut -c1-8)}
+# ... and the shares `cairn smb share add` writes name it too.
+export CAIRN_SMB_VFS_NAME=$SMB_VFS_NAME
 # shellcheck source=scripts/smb.sh
 . "$CL_REPO/scripts/smb.sh"
 

@@ -24,6 +24,8 @@ EXIT STATUS:
 
 ENVIRONMENT:
   CAIRN_HOST  address of the cairnd to talk to, HOST[:PORT] (overridden by --host)
+  CAIRN_SMB_VFS_NAME  the name smbd loads vfs_cairn as, for the shares `cairn smb share`
+              writes (default cairn)
 
 EXAMPLES:
   cairn peer probe node2

@@ -80,7 +80,7 @@ impl SmbShare {
         Ok(())
     }
 
-    /// The smb.conf section. `servers`: `host:port` of the cairnds libcairn fetches the
+    /// The smb.conf section (`vfs objects` ends with [`vfs_name`]). `servers`: `host:port` of the cairnds libcairn fetches the
     /// volume map from.
     pub fn render(&self, servers: &[String]) -> String {
         let yn = |b: bool| if b { "yes" } else { "no" };
@@ -97,12 +97,13 @@ impl SmbShare {
         // Windows ACLs and DOS attributes live in xattrs on the volume (acl_xattr; Cairn has
         // no POSIX ACLs), streams in xattrs; vfs_cairn is the last module (it does the I/O)
         // and refuses kernel share modes / kernel oplocks, which Cairn cannot honour.
-        s.push_str(
-            "    vfs objects = acl_xattr streams_xattr cairn\n\
+        s.push_str(&format!(
+            "    vfs objects = acl_xattr streams_xattr {}\n\
              \x20   acl_xattr:ignore system acls = yes\n\
              \x20   kernel share modes = no\n\
              \x20   kernel oplocks = no\n",
-        );
+            vfs_name()
+        ));
         s.push_str(&format!("    cairn:volume = {}\n", self.volume));
         s.push_str(&format!("    cairn:servers = {}\n", servers.join(",")));
         s
@@ -224,6 +225,17 @@ impl Smbd {
 /// Whether this machine looks like an SMB gateway (the CLI applies locally only there).
 pub fn is_gateway(conf_dir: &Path) -> bool {
     conf_dir.is_dir()
+}
+
+/// The name smbd loads vfs_cairn as: `CAIRN_SMB_VFS_NAME` if set to a module name
+/// (letters, digits, `_`), else `cairn` (the installed `vfs/cairn.so`). The test suites
+/// load their own tree's build under a name of their own (`tests/smb/lib.sh`), so the
+/// shares `cairn smb share add` writes there must name that module, not the installed one.
+pub fn vfs_name() -> String {
+    std::env::var("CAIRN_SMB_VFS_NAME")
+        .ok()
+        .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+        .unwrap_or_else(|| "cairn".into())
 }
 
 #[cfg(test)]
