@@ -139,10 +139,6 @@ PY
 ) || fail "building the table from $RAW"
 printf '%s\n' "$table"
 if [[ $BENCH_SAVE == 1 ]]; then
-    mkdir -p "$BENCH_RESULTS"
-    out=$(bench_result_base "$BENCH_RESULTS/$(date +%Y-%m-%d)-$host-nfs")
-    printf '%s\n' "$table" >"$out.md"
-    cp "$RAW" "$out.jsonl"
-    log "saved $out.md"
+    bench_save_table "$BENCH_RESULTS/$(date +%Y-%m-%d)-$host-nfs" "$table" "$RAW"
 fi
 pass "NFS benchmark done in ${took}s"

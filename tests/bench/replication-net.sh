@@ -383,11 +383,7 @@ PY
 ) || fail "building the table from $RAW"
 printf '%s\n' "$table"
 if [[ $BENCH_SAVE == 1 ]]; then
-    mkdir -p "$BENCH_RESULTS"
-    out=$(bench_result_base "$BENCH_RESULTS/$(date +%Y-%m-%d)-$host-netrep")
-    printf '%s\n' "$table" >"$out.md"
-    cp "$RAW" "$out.jsonl"
-    log "saved $out.md"
+    bench_save_table "$BENCH_RESULTS/$(date +%Y-%m-%d)-$host-netrep" "$table" "$RAW"
 fi
 ((${#failed[@]} == 0)) || fail "failed: ${failed[*]}"
 pass "replication over a limited client link done in ${took}s"

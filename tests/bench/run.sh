@@ -227,11 +227,7 @@ report_args=(--raw "$RAW" --mode "$mode" --host "$host" --commit "$commit" --sec
 table=$(python3 "$bench_dir/report.py" "${report_args[@]}") || fail "report.py could not build the table from $RAW"
 printf '%s\n' "$table"
 if [[ $BENCH_SAVE == 1 ]]; then
-    mkdir -p "$BENCH_RESULTS"
-    out=$(bench_result_base "$BENCH_RESULTS/$stamp-$host")
-    printf '%s\n' "$table" >"$out.md"
-    cp "$RAW" "$out.jsonl"
-    log "saved $out.md"
+    bench_save_table "$BENCH_RESULTS/$stamp-$host" "$table" "$RAW"
 fi
 
 # Gluster's bricks need port 24007, and replication-net.sh starts its own glusterd: stop ours.

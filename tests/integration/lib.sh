@@ -303,3 +303,14 @@ bench_result_base() {
     while [[ -e $out.md ]]; do out=$1-$((n++)); done
     printf '%s\n' "$out"
 }
+
+# bench_save_table BASE TABLE RAW: save TABLE as BASE.md (or BASE-2.md, ... if the day
+# already has one) and the raw JSON lines RAW next to it as .jsonl.
+bench_save_table() {
+    local out
+    mkdir -p "$(dirname "$1")"
+    out=$(bench_result_base "$1")
+    printf '%s\n' "$2" >"$out.md"
+    cp "$3" "$out.jsonl"
+    log "saved $out.md"
+}
