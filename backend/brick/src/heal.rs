@@ -262,7 +262,7 @@ impl Brick {
         let st = match self.idx.lstat_index(id) {
             Ok(st) => st,
             Err(e) if not_found(&e) => {
-                return Ok(HealSums { kind: None, size: 0, entries: vec![] });
+                return Ok(HealSums { kind: None, size: 0, entries: vec![], next: None });
             }
             Err(e) => return Err(e).ctx(what),
         };
@@ -271,6 +271,7 @@ impl Brick {
                 kind: FileType::from_mode(st.st_mode),
                 size: 0,
                 entries: vec![],
+                next: None,
             });
         }
         let count = count.min(HEAL_SUMS_MAX) as u64;
@@ -279,7 +280,8 @@ impl Brick {
         if from_data {
             let size = sys::fstat(f).ctx(what)?.st_size as u64;
             let entries = self.sums_of_data(id, f, size, first, count).ctx(what)?;
-            return Ok(HealSums { kind: Some(FileType::Regular), size, entries });
+            let next = next_data_block(f, size, first + count);
+            return Ok(HealSums { kind: Some(FileType::Regular), size, entries, next });
         }
         let _g = self.stripe_lock(id);
         let size = sys::fstat(f).ctx(what)?.st_size as u64;
@@ -297,7 +299,8 @@ impl Brick {
                 _ => entries[..inside].fill(None),
             }
         }
-        Ok(HealSums { kind: Some(FileType::Regular), size, entries })
+        let next = next_data_block(f, size, first + count);
+        Ok(HealSums { kind: Some(FileType::Regular), size, entries, next })
     }
 
     /// Apply a range of a chunked copy (HEAL_WRITE): data extents written, zero extents
@@ -867,6 +870,22 @@ impl Brick {
 }
 
 /// Add an extent, merged with the last one when adjacent and of the same kind.
+/// The first block at or after block `from` of the file at `f` (of `size` bytes) that
+/// holds data (`SEEK_DATA`), the block count when none does, `None` when the filesystem
+/// can't tell (then a heal skips nothing). A filesystem without hole support answers
+/// `from` itself.
+fn next_data_block(f: RawFd, size: u64, from: u64) -> Option<u64> {
+    let end = csum::nblocks(size);
+    if from >= end {
+        return Some(end);
+    }
+    match sys::lseek(f, from * csum::BLOCK, libc::SEEK_DATA) {
+        Ok(off) => Some((off / csum::BLOCK).clamp(from, end)),
+        Err(e) if e.raw_os_error() == Some(libc::ENXIO) => Some(end),
+        Err(_) => None,
+    }
+}
+
 fn push_extent(extents: &mut Vec<HealExtent>, offset: u64, len: u64, zero: bool) {
     match extents.last_mut() {
         Some(e) if e.zero == zero && e.offset + e.len == offset => e.len += len,

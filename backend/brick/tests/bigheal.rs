@@ -35,11 +35,17 @@ fn apply_meta(src: &Brick, dst: &Brick, id: Id) {
 
 /// What `cairnd`'s `copy_file` does, minus locks and network: returns the data bytes sent.
 fn chunked_heal(src: &Brick, dst: &Brick, id: Id) -> u64 {
+    chunked_heal_counted(src, dst, id).0
+}
+
+/// `chunked_heal`, also returning how many ranges of entries were compared.
+fn chunked_heal_counted(src: &Brick, dst: &Brick, id: Id) -> (u64, u32) {
     apply_meta(src, dst, id);
     let size = getattr(src, id).unwrap().size;
     let nb = size.div_ceil(BLOCK);
-    let (mut first, mut sent) = (0, 0);
+    let (mut first, mut sent, mut ranges) = (0, 0, 0);
     while first < nb {
+        ranges += 1;
         let count = (nb - first).min(HEAL_SUMS_MAX as u64) as u32;
         let (mine, theirs) = (sums(src, id, first, count), sums_of(dst, id, first, count, true));
         assert_eq!(theirs.kind, Some(FileType::Regular));
@@ -57,9 +63,12 @@ fn chunked_heal(src: &Brick, dst: &Brick, id: Id) -> u64 {
             }
         }
         first += count as u64;
+        if let (Some(a), Some(b)) = (mine.next, theirs.next) {
+            first = first.max(a.min(b));
+        }
     }
     apply_meta(src, dst, id);
-    sent
+    (sent, ranges)
 }
 
 /// Both copies hold the same bytes: same size, the target's data gives the entries of the
@@ -192,4 +201,45 @@ fn larger_stale_and_unchecksummed_targets_converge() {
     assert!(sums(&dst, id2, 0, 16).entries.iter().all(|e| e.is_none()));
     assert_eq!(chunked_heal(&src, &dst, id2), BLOCK);
     assert_same(&src, &dst, id2);
+}
+
+/// A 1 TiB sparse file (data at the start and at the end) with a rotten block near its
+/// end: the compare skips what is a hole on both copies (the `next` hints), so it looks at
+/// a few ranges of entries, not the 268 M of the whole file, and copies just the block.
+#[test]
+fn huge_sparse_file_heals_without_walking_its_holes() {
+    const TIB: u64 = 1 << 40;
+    let t = tempfile::tempdir().unwrap();
+    let src = new_brick_at(&t.path().join("b0"), 0);
+    let dst = new_brick_at(&t.path().join("b1"), 1);
+    let id = create_on(&[&src, &dst], "tib");
+    for b in [&src, &dst] {
+        write(b, id, 0, &pattern(1, 1 << 20));
+        write(b, id, TIB, &pattern(2, 64 << 10));
+    }
+    let hint = sums(&src, id, 0, HEAL_SUMS_MAX);
+    assert_eq!(hint.next, Some(TIB / BLOCK), "the next data after the first range");
+    let end = sums_of(&dst, id, TIB / BLOCK, HEAL_SUMS_MAX, true);
+    assert_eq!(end.next, Some((TIB + (64 << 10)) / BLOCK), "past the data: the block count");
+    let bad = t.path().join("b1/data/tib");
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().read(true).write(true).open(&bad).unwrap();
+        let mut b = [0u8; 1];
+        f.read_exact_at(&mut b, TIB + 5 * BLOCK + 7).unwrap();
+        f.write_all_at(&[b[0] ^ 0x01], TIB + 5 * BLOCK + 7).unwrap();
+    }
+    let (sent, ranges) = chunked_heal_counted(&src, &dst, id);
+    assert_eq!(sent, BLOCK);
+    assert!(ranges <= 2, "compared {ranges} ranges of entries");
+    assert_eq!(read(&dst, id, TIB, 64 << 10).0, pattern(2, 64 << 10));
+    assert_eq!(read(&dst, id, 0, 1 << 20).0, pattern(1, 1 << 20));
+    // Data on the target where the source has a hole is found too: it is compared, and
+    // punched.
+    write(&dst, id, TIB / 2, &pattern(3, 8192));
+    let (sent, ranges) = chunked_heal_counted(&src, &dst, id);
+    assert_eq!(sent, 0);
+    assert!(ranges <= 3, "compared {ranges} ranges of entries");
+    assert_eq!(read(&dst, id, TIB / 2, 8192).0, vec![0u8; 8192]);
+    assert!(allocated(&bad) < 4 << 20, "target allocates {} bytes", allocated(&bad));
 }

@@ -224,7 +224,8 @@ const RANGE_BLOCKS: u64 = (4 << 20) / BLOCK;
 /// 1. under the inode lock, a `HealApply` without data gives the target the inode's kind,
 ///    size and metadata;
 /// 2. without the lock, the two checksum tables are compared (`HealSums`, 256 MiB of file
-///    at a time) and the blocks that differ (or are unknown on either side) listed;
+///    at a time, skipping what is a hole on both sides) and the blocks that differ (or are
+///    unknown on either side) listed;
 /// 3. each run of them (up to 4 MiB) is copied under the inode lock, from the source as
 ///    it is *then* (entries read again: a block of zeros is punched, not sent), by a
 ///    `HealWrite`; the lock is released (and the pause `cluster.heal-bandwidth` asks for
@@ -282,6 +283,11 @@ async fn copy_file(
             wait = copy_range(node, map, slot, id, peer, a, b).await?;
         }
         first += count as u64;
+        // Blocks that are holes on both sides are zeros on both: skip to the next data
+        // either side has (a write landing there meanwhile is forwarded, as above).
+        if let (Some(a), Some(b)) = (mine.next, theirs.next) {
+            first = first.max(a.min(b));
+        }
     }
     let _g = node.lock_inodes(&slot.volume, slot.index, &[id]).await;
     let mut state = meta(slot, id).await?;

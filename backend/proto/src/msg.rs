@@ -370,6 +370,13 @@ pub struct HealSums {
     /// checksums"; 0 is a block of zeros, and every block past the end is one), `None`
     /// when unknown (a partial table, or a file without checksums).
     pub entries: Vec<Option<u32>>,
+    /// Where a heal compares next: the first block at or after the end of the range asked
+    /// for that holds data in this brick's file (`SEEK_DATA`), or the file's block count
+    /// when none does. The blocks before the lower of both sides' hints are holes on both,
+    /// zeros on both, so a heal of a sparse file skips them. `None`: no hint (a
+    /// filesystem error, or a brick built before it: decoded as absent), nothing skipped.
+    #[serde(default, deserialize_with = "trailing")]
+    pub next: Option<u64>,
 }
 
 impl Op {
@@ -663,5 +670,24 @@ mod tests {
         };
         let r: Response = Ok(Reply::EntryData { attr });
         assert_eq!(decode::<Response>(&encode(&r)).unwrap(), r);
+    }
+
+    /// The `HealSums` reply's `next` hint: kept between new peers, and decoded as `None`
+    /// (no hint, so a heal skips nothing) from a brick that sends the reply without it.
+    #[test]
+    fn heal_sums_hint_is_absent_from_older_peers() {
+        let sums = HealSums {
+            kind: Some(crate::FileType::Regular),
+            size: 1 << 40,
+            entries: vec![Some(0), None, Some(7)],
+            next: Some(1 << 28),
+        };
+        let r: Response = Ok(Reply::Sums(Box::new(sums.clone())));
+        let bytes = encode(&r);
+        assert_eq!(decode::<Response>(&bytes).unwrap(), r);
+        // Without the field: 1 byte of Option tag and 8 of u64 fewer.
+        let old = &bytes[..bytes.len() - 9];
+        let Ok(Reply::Sums(back)) = decode::<Response>(old).unwrap() else { panic!() };
+        assert_eq!(*back, HealSums { next: None, ..sums });
     }
 }
