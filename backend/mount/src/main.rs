@@ -283,13 +283,15 @@ fn runtime_workers() -> usize {
         .unwrap_or(4)
 }
 
-/// Threads reading FUSE requests: `CAIRN_MOUNT_FUSE_THREADS` (1-64), else 2.
+/// Threads reading FUSE requests: `CAIRN_MOUNT_FUSE_THREADS` (1-64), else 4. On 2 CPUs,
+/// 4 readers gave the best random 4 KiB read rate at QD16 of 1, 2 and 4 (docs/benchmarks.md,
+/// "FUSE session threads").
 fn session_threads() -> usize {
     std::env::var("CAIRN_MOUNT_FUSE_THREADS")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
         .filter(|n| (1..=64).contains(n))
-        .unwrap_or(2)
+        .unwrap_or(4)
 }
 
 /// The kernel flag `f` cancels.
