@@ -284,8 +284,8 @@ fn runtime_workers() -> usize {
 }
 
 /// Threads reading FUSE requests: `CAIRN_MOUNT_FUSE_THREADS` (1-64), else 4. On 2 CPUs,
-/// 4 readers gave the best random 4 KiB read rate at QD16 of 1, 2 and 4 (docs/benchmarks.md,
-/// "FUSE session threads").
+/// 1, 2 and 4 readers measured within this machine's noise of each other for 4 KiB random
+/// reads at QD16, 4 with the highest median (docs/benchmarks.md, "FUSE session threads").
 fn session_threads() -> usize {
     std::env::var("CAIRN_MOUNT_FUSE_THREADS")
         .ok()
