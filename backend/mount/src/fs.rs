@@ -10,9 +10,10 @@ use cairn_client::{
     Volume,
 };
 use fuser::{
-    consts, FileAttr, Filesystem, KernelConfig, Notifier, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLock, ReplyLseek, ReplyOpen,
-    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
+    AccessFlags, BsdFileFlags, Errno, FileAttr, FileHandle, Filesystem, FopenFlags, Generation,
+    INodeNo, InitFlags, KernelConfig, LockOwner, Notifier, OpenFlags, RenameFlags, ReplyAttr,
+    ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLock,
+    ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -151,7 +152,7 @@ pub fn to_timespec(t: SystemTime) -> Timespec {
 
 pub fn file_attr(a: &Attr, ino: u64) -> FileAttr {
     FileAttr {
-        ino,
+        ino: INodeNo(ino),
         size: a.size,
         blocks: a.blocks,
         atime: to_system_time(a.atime),
@@ -244,7 +245,7 @@ impl CairnFs {
                             let Some(ino) = t.ino_of(id) else { continue };
                             (ino, if entries { t.children(ino) } else { Vec::new() })
                         };
-                        if let Err(e) = notifier.inval_inode(ino, 0, 0) {
+                        if let Err(e) = notifier.inval_inode(INodeNo(ino), 0, 0) {
                             debug!(%id, ino, error = %e, "inval_inode");
                         }
                         // Writeback cache: the kernel keeps its own size and mtime of a
@@ -254,14 +255,17 @@ impl CairnFs {
                         if sh.cfg.writeback_cache && !entries {
                             let name = sh.inodes.lock().tracked_name(ino);
                             if let Some((dir, name)) = name {
-                                let r = notifier.inval_entry(dir, OsStr::from_bytes(&name));
+                                let r =
+                                    notifier.inval_entry(INodeNo(dir), OsStr::from_bytes(&name));
                                 if let Err(e) = r {
                                     debug!(%id, ino, error = %e, "inval_entry (file)");
                                 }
                             }
                         }
                         for name in names {
-                            if let Err(e) = notifier.inval_entry(ino, OsStr::from_bytes(&name)) {
+                            if let Err(e) =
+                                notifier.inval_entry(INodeNo(ino), OsStr::from_bytes(&name))
+                            {
                                 debug!(%id, ino, error = %e, "inval_entry");
                             }
                         }
@@ -300,7 +304,7 @@ impl CairnFs {
         self.rt.spawn(f);
     }
 
-    fn creds(&self, req: &Request<'_>) -> Creds {
+    fn creds(&self, req: &Request) -> Creds {
         self.sh.groups.creds(req.uid(), req.gid(), req.pid())
     }
 
@@ -364,43 +368,36 @@ fn note_no_caps(sh: &Shared, id: Id) {
 fn reply_entry(sh: &Shared, parent: u64, name: &[u8], attr: &Attr, reply: ReplyEntry) {
     let ino = sh.inodes.lock().add_entry(parent, name, attr.id);
     let gen = entry_generation(sh, ino, attr, true);
-    reply.entry(&sh.cfg.entry_ttl, &file_attr(attr, ino), gen);
+    reply.entry(&sh.cfg.entry_ttl, &file_attr(attr, ino), Generation(gen));
 }
 
 macro_rules! try_reply {
     ($e:expr, $reply:ident) => {
         match $e {
             Ok(v) => v,
-            Err(n) => return $reply.error(n),
+            Err(n) => return $reply.error(Errno::from_i32(n)),
         }
     };
 }
 
 impl Filesystem for CairnFs {
-    fn init(&mut self, _req: &Request<'_>, config: &mut KernelConfig) -> Result<(), libc::c_int> {
-        for cap in [
-            consts::FUSE_POSIX_LOCKS,
-            consts::FUSE_DO_READDIRPLUS,
-            consts::FUSE_READDIRPLUS_AUTO,
-            consts::FUSE_PARALLEL_DIROPS,
-            consts::FUSE_AUTO_INVAL_DATA,
-            consts::FUSE_ASYNC_DIO,
-        ] {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        let mut caps = InitFlags::FUSE_POSIX_LOCKS
+            | InitFlags::FUSE_DO_READDIRPLUS
+            | InitFlags::FUSE_READDIRPLUS_AUTO
+            | InitFlags::FUSE_PARALLEL_DIROPS
+            | InitFlags::FUSE_AUTO_INVAL_DATA
+            | InitFlags::FUSE_ASYNC_DIO
+            // The bricks drop setuid/setgid on writes themselves, so the kernel need not
+            // ask for security.capability before every write(2).
+            | InitFlags::FUSE_HANDLE_KILLPRIV_V2;
+        if self.sh.cfg.writeback_cache {
+            caps |= InitFlags::FUSE_WRITEBACK_CACHE;
+        }
+        for cap in caps.iter() {
             if config.add_capabilities(cap).is_err() {
-                debug!(cap, "kernel lacks FUSE capability");
+                debug!(?cap, "kernel lacks FUSE capability");
             }
-        }
-        if self.sh.cfg.writeback_cache
-            && config.add_capabilities(consts::FUSE_WRITEBACK_CACHE).is_err()
-        {
-            debug!("kernel lacks the FUSE writeback cache");
-        }
-        // FUSE_HANDLE_KILLPRIV_V2 (ABI 7.33; fuser 0.15 has no constant for it): the bricks
-        // drop setuid/setgid on writes themselves, so the kernel need not ask for
-        // security.capability before every write(2).
-        const HANDLE_KILLPRIV_V2: u32 = 1 << 28;
-        if config.add_capabilities(HANDLE_KILLPRIV_V2).is_err() {
-            debug!("kernel lacks FUSE_HANDLE_KILLPRIV_V2");
         }
         let _ = config.set_max_write(1 << 20);
         let _ = config.set_max_readahead(1 << 20);
@@ -408,39 +405,49 @@ impl Filesystem for CairnFs {
         Ok(())
     }
 
-    fn lookup(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
+    fn lookup(&self, req: &Request, INodeNo(parent): INodeNo, name: &OsStr, reply: ReplyEntry) {
         self.count("lookup");
         let dir = try_reply!(self.id(parent), reply);
         let (c, sh, name) = (self.creds(req), self.sh.clone(), name.as_bytes().to_vec());
         self.spawn(async move {
             match sh.vol.lookup(&c, dir, &name).await {
                 Ok(a) => reply_entry(&sh, parent, &name, &a, reply),
-                Err(e) => reply.error(fail("lookup", format!("{dir}/{}", name.escape_ascii()), &e)),
+                Err(e) => reply.error(Errno::from_i32(fail(
+                    "lookup",
+                    format!("{dir}/{}", name.escape_ascii()),
+                    &e,
+                ))),
             }
         });
     }
 
-    fn forget(&mut self, _req: &Request<'_>, ino: u64, nlookup: u64) {
+    fn forget(&self, _req: &Request, INodeNo(ino): INodeNo, nlookup: u64) {
         self.count("forget");
         self.sh.inodes.lock().forget(ino, nlookup);
     }
 
-    fn getattr(&mut self, req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
+    fn getattr(
+        &self,
+        req: &Request,
+        INodeNo(ino): INodeNo,
+        _fh: Option<FileHandle>,
+        reply: ReplyAttr,
+    ) {
         self.count("getattr");
         let id = try_reply!(self.id(ino), reply);
         let (c, sh) = (self.creds(req), self.sh.clone());
         self.spawn(async move {
             match sh.vol.getattr(&c, id).await {
                 Ok(a) => reply.attr(&sh.cfg.attr_ttl, &file_attr(&a, ino)),
-                Err(e) => reply.error(fail("getattr", id, &e)),
+                Err(e) => reply.error(Errno::from_i32(fail("getattr", id, &e))),
             }
         });
     }
 
     fn setattr(
-        &mut self,
-        req: &Request<'_>,
-        ino: u64,
+        &self,
+        req: &Request,
+        INodeNo(ino): INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
         gid: Option<u32>,
@@ -448,11 +455,11 @@ impl Filesystem for CairnFs {
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
         _ctime: Option<SystemTime>,
-        _fh: Option<u64>,
+        _fh: Option<FileHandle>,
         _crtime: Option<SystemTime>,
         _chgtime: Option<SystemTime>,
         _bkuptime: Option<SystemTime>,
-        _flags: Option<u32>,
+        _flags: Option<BsdFileFlags>,
         reply: ReplyAttr,
     ) {
         self.count("setattr");
@@ -475,7 +482,7 @@ impl Filesystem for CairnFs {
             && self.sh.inodes.lock().is_gone(ino)
             && !self.sh.opens.lock().contains_key(&id)
         {
-            return reply.error(libc::ENOENT);
+            return reply.error(Errno::from_i32(libc::ENOENT));
         }
         let (c, sh) = (self.creds(req), self.sh.clone());
         self.spawn(async move {
@@ -491,27 +498,27 @@ impl Filesystem for CairnFs {
                     sh.inodes.lock().local_change(ino, None, size, mtime);
                     reply.attr(&sh.cfg.attr_ttl, &file_attr(&a, ino))
                 }
-                Err(e) => reply.error(fail("setattr", id, &e)),
+                Err(e) => reply.error(Errno::from_i32(fail("setattr", id, &e))),
             }
         });
     }
 
-    fn readlink(&mut self, req: &Request<'_>, ino: u64, reply: ReplyData) {
+    fn readlink(&self, req: &Request, INodeNo(ino): INodeNo, reply: ReplyData) {
         self.count("readlink");
         let id = try_reply!(self.id(ino), reply);
         let (c, sh) = (self.creds(req), self.sh.clone());
         self.spawn(async move {
             match sh.vol.readlink(&c, id).await {
                 Ok(t) => reply.data(&t),
-                Err(e) => reply.error(fail("readlink", id, &e)),
+                Err(e) => reply.error(Errno::from_i32(fail("readlink", id, &e))),
             }
         });
     }
 
     fn mknod(
-        &mut self,
-        req: &Request<'_>,
-        parent: u64,
+        &self,
+        req: &Request,
+        INodeNo(parent): INodeNo,
         name: &OsStr,
         mode: u32,
         _umask: u32,
@@ -525,15 +532,19 @@ impl Filesystem for CairnFs {
         self.spawn(async move {
             match sh.vol.mknod(&c, dir, &name, k, mode & 0o7777, rdev as u64).await {
                 Ok(a) => reply_entry(&sh, parent, &name, &a, reply),
-                Err(e) => reply.error(fail("mknod", format!("{dir}/{}", name.escape_ascii()), &e)),
+                Err(e) => reply.error(Errno::from_i32(fail(
+                    "mknod",
+                    format!("{dir}/{}", name.escape_ascii()),
+                    &e,
+                ))),
             }
         });
     }
 
     fn mkdir(
-        &mut self,
-        req: &Request<'_>,
-        parent: u64,
+        &self,
+        req: &Request,
+        INodeNo(parent): INodeNo,
         name: &OsStr,
         mode: u32,
         _umask: u32,
@@ -545,12 +556,16 @@ impl Filesystem for CairnFs {
         self.spawn(async move {
             match sh.vol.mkdir(&c, dir, &name, mode & 0o7777).await {
                 Ok(a) => reply_entry(&sh, parent, &name, &a, reply),
-                Err(e) => reply.error(fail("mkdir", format!("{dir}/{}", name.escape_ascii()), &e)),
+                Err(e) => reply.error(Errno::from_i32(fail(
+                    "mkdir",
+                    format!("{dir}/{}", name.escape_ascii()),
+                    &e,
+                ))),
             }
         });
     }
 
-    fn unlink(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+    fn unlink(&self, req: &Request, INodeNo(parent): INodeNo, name: &OsStr, reply: ReplyEmpty) {
         self.count("unlink");
         let dir = try_reply!(self.id(parent), reply);
         let (c, sh, name) = (self.creds(req), self.sh.clone(), name.as_bytes().to_vec());
@@ -571,12 +586,16 @@ impl Filesystem for CairnFs {
                     drop(t);
                     reply.ok()
                 }
-                Err(e) => reply.error(fail("unlink", format!("{dir}/{}", name.escape_ascii()), &e)),
+                Err(e) => reply.error(Errno::from_i32(fail(
+                    "unlink",
+                    format!("{dir}/{}", name.escape_ascii()),
+                    &e,
+                ))),
             }
         });
     }
 
-    fn rmdir(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+    fn rmdir(&self, req: &Request, INodeNo(parent): INodeNo, name: &OsStr, reply: ReplyEmpty) {
         self.count("rmdir");
         let dir = try_reply!(self.id(parent), reply);
         let (c, sh, name) = (self.creds(req), self.sh.clone(), name.as_bytes().to_vec());
@@ -586,15 +605,19 @@ impl Filesystem for CairnFs {
                     sh.inodes.lock().remove_name(parent, &name);
                     reply.ok()
                 }
-                Err(e) => reply.error(fail("rmdir", format!("{dir}/{}", name.escape_ascii()), &e)),
+                Err(e) => reply.error(Errno::from_i32(fail(
+                    "rmdir",
+                    format!("{dir}/{}", name.escape_ascii()),
+                    &e,
+                ))),
             }
         });
     }
 
     fn symlink(
-        &mut self,
-        req: &Request<'_>,
-        parent: u64,
+        &self,
+        req: &Request,
+        INodeNo(parent): INodeNo,
         link_name: &OsStr,
         target: &Path,
         reply: ReplyEntry,
@@ -607,27 +630,30 @@ impl Filesystem for CairnFs {
         self.spawn(async move {
             match sh.vol.symlink(&c, dir, &name, &target).await {
                 Ok(a) => reply_entry(&sh, parent, &name, &a, reply),
-                Err(e) => {
-                    reply.error(fail("symlink", format!("{dir}/{}", name.escape_ascii()), &e))
-                }
+                Err(e) => reply.error(Errno::from_i32(fail(
+                    "symlink",
+                    format!("{dir}/{}", name.escape_ascii()),
+                    &e,
+                ))),
             }
         });
     }
 
     fn rename(
-        &mut self,
-        req: &Request<'_>,
-        parent: u64,
+        &self,
+        req: &Request,
+        INodeNo(parent): INodeNo,
         name: &OsStr,
-        newparent: u64,
+        INodeNo(newparent): INodeNo,
         newname: &OsStr,
-        flags: u32,
+        flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
         self.count("rename");
+        let flags = flags.bits();
         use cairn_proto::rename_flags::{EXCHANGE, NOREPLACE};
         if flags & !(NOREPLACE | EXCHANGE) != 0 || flags == NOREPLACE | EXCHANGE {
-            return reply.error(libc::EINVAL); // RENAME_WHITEOUT and nonsense
+            return reply.error(Errno::from_i32(libc::EINVAL)); // RENAME_WHITEOUT and nonsense
         }
         let src = try_reply!(self.id(parent), reply);
         let dst = try_reply!(self.id(newparent), reply);
@@ -644,20 +670,20 @@ impl Filesystem for CairnFs {
                     drop(t);
                     reply.ok()
                 }
-                Err(e) => reply.error(fail(
+                Err(e) => reply.error(Errno::from_i32(fail(
                     "rename",
                     format!("{src}/{} -> {dst}/{}", name.escape_ascii(), newname.escape_ascii()),
                     &e,
-                )),
+                ))),
             }
         });
     }
 
     fn link(
-        &mut self,
-        req: &Request<'_>,
-        ino: u64,
-        newparent: u64,
+        &self,
+        req: &Request,
+        INodeNo(ino): INodeNo,
+        INodeNo(newparent): INodeNo,
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
@@ -668,39 +694,46 @@ impl Filesystem for CairnFs {
         self.spawn(async move {
             match sh.vol.link(&c, id, dir, &name).await {
                 Ok(a) => reply_entry(&sh, newparent, &name, &a, reply),
-                Err(e) => {
-                    reply.error(fail("link", format!("{id} -> {dir}/{}", name.escape_ascii()), &e))
-                }
+                Err(e) => reply.error(Errno::from_i32(fail(
+                    "link",
+                    format!("{id} -> {dir}/{}", name.escape_ascii()),
+                    &e,
+                ))),
             }
         });
     }
 
-    fn open(&mut self, req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
+    fn open(
+        &self,
+        req: &Request,
+        INodeNo(ino): INodeNo,
+        OpenFlags(flags): OpenFlags,
+        reply: ReplyOpen,
+    ) {
         self.count("open");
         let id = try_reply!(self.id(ino), reply);
         // No round trip: answered here.
         let c = self.creds(req);
         self.sh.vol.note_open(id);
-        reply.opened(CairnFs::new_handle(&self.sh, id, c, flags), 0);
+        reply.opened(FileHandle(CairnFs::new_handle(&self.sh, id, c, flags)), FopenFlags::empty());
     }
 
     fn read(
-        &mut self,
-        _req: &Request<'_>,
-        _ino: u64,
-        fh: u64,
-        offset: i64,
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        FileHandle(fh): FileHandle,
+        offset: u64,
         size: u32,
-        _flags: i32,
-        _lock_owner: Option<u64>,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
         self.count("read");
         let (id, c) = match self.sh.handles.lock().get(&fh) {
             Some(h) => (h.id, h.read_creds.clone()),
-            None => return reply.error(libc::EBADF),
+            None => return reply.error(Errno::from_i32(libc::EBADF)),
         };
-        let offset = try_reply!(u64::try_from(offset).map_err(|_| libc::EINVAL), reply);
         // Quick-read content: answered here.
         if let Some((data, _eof)) = self.sh.vol.read_cached(&c, id, offset, size) {
             return reply.data(&data);
@@ -709,26 +742,27 @@ impl Filesystem for CairnFs {
         self.spawn(async move {
             match sh.vol.read(&c, id, offset, size).await {
                 Ok((data, _eof)) => reply.data(&data),
-                Err(e) => reply.error(fail("read", format!("{id}@{offset}+{size}"), &e)),
+                Err(e) => {
+                    reply.error(Errno::from_i32(fail("read", format!("{id}@{offset}+{size}"), &e)))
+                }
             }
         });
     }
 
     fn write(
-        &mut self,
-        _req: &Request<'_>,
-        ino: u64,
-        fh: u64,
-        offset: i64,
+        &self,
+        _req: &Request,
+        INodeNo(ino): INodeNo,
+        FileHandle(fh): FileHandle,
+        offset: u64,
         data: &[u8],
-        _write_flags: u32,
-        _flags: i32,
-        _lock_owner: Option<u64>,
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
         self.count("write");
         let (id, c, sync) = try_reply!(self.handle(fh, ino), reply);
-        let offset = try_reply!(u64::try_from(offset).map_err(|_| libc::EINVAL), reply);
         let (sh, data) = (self.sh.clone(), Bytes::copy_from_slice(data));
         self.spawn(async move {
             let len = data.len();
@@ -742,16 +776,25 @@ impl Filesystem for CairnFs {
                     sh.inodes.lock().local_change(ino, Some(offset + n as u64), None, None);
                     reply.written(n)
                 }
-                Err(e) => reply.error(fail("write", format!("{id}@{offset}+{len}"), &e)),
+                Err(e) => {
+                    reply.error(Errno::from_i32(fail("write", format!("{id}@{offset}+{len}"), &e)))
+                }
             }
         });
     }
 
-    fn flush(&mut self, req: &Request<'_>, _ino: u64, fh: u64, lock_owner: u64, reply: ReplyEmpty) {
+    fn flush(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        FileHandle(fh): FileHandle,
+        LockOwner(lock_owner): LockOwner,
+        reply: ReplyEmpty,
+    ) {
         self.count("flush");
         let (id, read_only) = match self.sh.handles.lock().get(&fh) {
             Some(h) => (h.id, h.read_only),
-            None => return reply.error(libc::EBADF),
+            None => return reply.error(Errno::from_i32(libc::EBADF)),
         };
         // A read-only open wrote nothing to report at close: unless it may hold POSIX
         // locks, answer here rather than on the runtime.
@@ -771,18 +814,18 @@ impl Filesystem for CairnFs {
             }
             match r {
                 Ok(()) => reply.ok(),
-                Err(e) => reply.error(fail("flush", id, &e)),
+                Err(e) => reply.error(Errno::from_i32(fail("flush", id, &e))),
             }
         });
     }
 
     fn release(
-        &mut self,
-        _req: &Request<'_>,
-        ino: u64,
-        fh: u64,
-        _flags: i32,
-        _lock_owner: Option<u64>,
+        &self,
+        _req: &Request,
+        INodeNo(ino): INodeNo,
+        FileHandle(fh): FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
@@ -811,52 +854,66 @@ impl Filesystem for CairnFs {
         self.spawn(async move {
             match sh.vol.release(id).await {
                 Ok(()) => reply.ok(),
-                Err(e) => reply.error(fail("release", id, &e)),
+                Err(e) => reply.error(Errno::from_i32(fail("release", id, &e))),
             }
         });
     }
 
-    fn fsync(&mut self, req: &Request<'_>, ino: u64, fh: u64, datasync: bool, reply: ReplyEmpty) {
+    fn fsync(
+        &self,
+        req: &Request,
+        INodeNo(ino): INodeNo,
+        FileHandle(fh): FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         self.count("fsync");
         let (id, _, _) = try_reply!(self.handle(fh, ino), reply);
         let (c, sh) = (self.creds(req), self.sh.clone());
         self.spawn(async move {
             match sh.vol.fsync(&c, id, datasync).await {
                 Ok(()) => reply.ok(),
-                Err(e) => reply.error(fail("fsync", id, &e)),
+                Err(e) => reply.error(Errno::from_i32(fail("fsync", id, &e))),
             }
         });
     }
 
-    fn opendir(&mut self, _req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
+    fn opendir(&self, _req: &Request, INodeNo(ino): INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         self.count("opendir");
         try_reply!(self.id(ino), reply);
-        reply.opened(0, 0);
+        reply.opened(FileHandle(0), FopenFlags::empty());
     }
 
     fn readdir(
-        &mut self,
-        req: &Request<'_>,
-        ino: u64,
-        _fh: u64,
-        offset: i64,
+        &self,
+        req: &Request,
+        INodeNo(ino): INodeNo,
+        _fh: FileHandle,
+        offset: u64,
         mut reply: ReplyDirectory,
     ) {
         self.count("readdir");
         let dir = try_reply!(self.id(ino), reply);
         let (c, sh) = (self.creds(req), self.sh.clone());
         self.spawn(async move {
-            let mut cookie = offset as u64;
+            let mut cookie = offset;
             loop {
                 let (ents, eof) = match sh.vol.readdir(&c, dir, cookie, READDIR_BATCH, false).await
                 {
                     Ok(r) => r,
-                    Err(e) => return reply.error(fail("readdir", format!("{dir}@{cookie}"), &e)),
+                    Err(e) => {
+                        return reply.error(Errno::from_i32(fail(
+                            "readdir",
+                            format!("{dir}@{cookie}"),
+                            &e,
+                        )))
+                    }
                 };
                 let got_some = !ents.is_empty();
                 for e in &ents {
                     let eino = sh.inodes.lock().ino_of(e.id).unwrap_or_else(|| e.id.ino());
-                    if reply.add(eino, e.cookie as i64, kind(e.kind), OsStr::from_bytes(&e.name)) {
+                    if reply.add(INodeNo(eino), e.cookie, kind(e.kind), OsStr::from_bytes(&e.name))
+                    {
                         return reply.ok();
                     }
                     cookie = e.cookie;
@@ -869,24 +926,28 @@ impl Filesystem for CairnFs {
     }
 
     fn readdirplus(
-        &mut self,
-        req: &Request<'_>,
-        ino: u64,
-        _fh: u64,
-        offset: i64,
+        &self,
+        req: &Request,
+        INodeNo(ino): INodeNo,
+        _fh: FileHandle,
+        offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
         self.count("readdirplus");
         let dir = try_reply!(self.id(ino), reply);
         let (c, sh) = (self.creds(req), self.sh.clone());
         self.spawn(async move {
-            let mut cookie = offset as u64;
+            let mut cookie = offset;
             loop {
                 let (ents, eof) =
                     match sh.vol.readdir(&c, dir, cookie, READDIRPLUS_BATCH, true).await {
                         Ok(r) => r,
                         Err(e) => {
-                            return reply.error(fail("readdirplus", format!("{dir}@{cookie}"), &e))
+                            return reply.error(Errno::from_i32(fail(
+                                "readdirplus",
+                                format!("{dir}@{cookie}"),
+                                &e,
+                            )))
                         }
                     };
                 let got_some = !ents.is_empty();
@@ -909,8 +970,14 @@ impl Filesystem for CairnFs {
                     let mut t = sh.inodes.lock();
                     let fa = file_attr(&attr, eino);
                     let ttl = sh.cfg.entry_ttl;
-                    if reply.add(eino, e.cookie as i64, OsStr::from_bytes(&e.name), &ttl, &fa, gen)
-                    {
+                    if reply.add(
+                        INodeNo(eino),
+                        e.cookie,
+                        OsStr::from_bytes(&e.name),
+                        &ttl,
+                        &fa,
+                        Generation(gen),
+                    ) {
                         t.forget(eino, 1);
                         drop(t);
                         return reply.ok();
@@ -925,11 +992,11 @@ impl Filesystem for CairnFs {
     }
 
     fn releasedir(
-        &mut self,
-        _req: &Request<'_>,
-        _ino: u64,
-        _fh: u64,
-        _flags: i32,
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
         self.count("releasedir");
@@ -937,10 +1004,10 @@ impl Filesystem for CairnFs {
     }
 
     fn fsyncdir(
-        &mut self,
-        _req: &Request<'_>,
-        _ino: u64,
-        _fh: u64,
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
@@ -949,7 +1016,7 @@ impl Filesystem for CairnFs {
         reply.ok();
     }
 
-    fn statfs(&mut self, req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {
+    fn statfs(&self, req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         self.count("statfs");
         let (c, sh) = (self.creds(req), self.sh.clone());
         self.spawn(async move {
@@ -957,15 +1024,15 @@ impl Filesystem for CairnFs {
                 Ok(s) => reply.statfs(
                     s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namemax, s.bsize,
                 ),
-                Err(e) => reply.error(fail("statfs", "volume", &e)),
+                Err(e) => reply.error(Errno::from_i32(fail("statfs", "volume", &e))),
             }
         });
     }
 
     fn setxattr(
-        &mut self,
-        req: &Request<'_>,
-        ino: u64,
+        &self,
+        req: &Request,
+        INodeNo(ino): INodeNo,
         name: &OsStr,
         value: &[u8],
         flags: i32,
@@ -980,17 +1047,19 @@ impl Filesystem for CairnFs {
         self.spawn(async move {
             match sh.vol.setxattr(&c, id, &name, &value, flags as u32).await {
                 Ok(()) => reply.ok(),
-                Err(e) => {
-                    reply.error(fail("setxattr", format!("{id} {}", name.escape_ascii()), &e))
-                }
+                Err(e) => reply.error(Errno::from_i32(fail(
+                    "setxattr",
+                    format!("{id} {}", name.escape_ascii()),
+                    &e,
+                ))),
             }
         });
     }
 
     fn getxattr(
-        &mut self,
-        req: &Request<'_>,
-        ino: u64,
+        &self,
+        req: &Request,
+        INodeNo(ino): INodeNo,
         name: &OsStr,
         size: u32,
         reply: ReplyXattr,
@@ -1005,7 +1074,7 @@ impl Filesystem for CairnFs {
             let fresh =
                 sh.no_caps.lock().get(&id).map(|t| t.elapsed() < sh.cfg.attr_ttl).unwrap_or(false);
             if fresh {
-                return reply.error(libc::ENODATA);
+                return reply.error(Errno::from_i32(libc::ENODATA));
             }
         }
         self.spawn(async move {
@@ -1013,16 +1082,18 @@ impl Filesystem for CairnFs {
                 Ok(v) => reply_xattr(v, size, reply),
                 Err(e) if name == CAPS && e.errno.0 == libc::ENODATA => {
                     note_no_caps(&sh, id);
-                    reply.error(libc::ENODATA)
+                    reply.error(Errno::from_i32(libc::ENODATA))
                 }
-                Err(e) => {
-                    reply.error(fail("getxattr", format!("{id} {}", name.escape_ascii()), &e))
-                }
+                Err(e) => reply.error(Errno::from_i32(fail(
+                    "getxattr",
+                    format!("{id} {}", name.escape_ascii()),
+                    &e,
+                ))),
             }
         });
     }
 
-    fn listxattr(&mut self, req: &Request<'_>, ino: u64, size: u32, reply: ReplyXattr) {
+    fn listxattr(&self, req: &Request, INodeNo(ino): INodeNo, size: u32, reply: ReplyXattr) {
         self.count("listxattr");
         let id = try_reply!(self.id(ino), reply);
         let (c, sh) = (self.creds(req), self.sh.clone());
@@ -1036,12 +1107,12 @@ impl Filesystem for CairnFs {
                     }
                     reply_xattr(buf, size, reply)
                 }
-                Err(e) => reply.error(fail("listxattr", id, &e)),
+                Err(e) => reply.error(Errno::from_i32(fail("listxattr", id, &e))),
             }
         });
     }
 
-    fn removexattr(&mut self, req: &Request<'_>, ino: u64, name: &OsStr, reply: ReplyEmpty) {
+    fn removexattr(&self, req: &Request, INodeNo(ino): INodeNo, name: &OsStr, reply: ReplyEmpty) {
         self.count("removexattr");
         let id = try_reply!(self.id(ino), reply);
         self.sh.no_caps.lock().remove(&id);
@@ -1049,23 +1120,25 @@ impl Filesystem for CairnFs {
         self.spawn(async move {
             match sh.vol.removexattr(&c, id, &name).await {
                 Ok(()) => reply.ok(),
-                Err(e) => {
-                    reply.error(fail("removexattr", format!("{id} {}", name.escape_ascii()), &e))
-                }
+                Err(e) => reply.error(Errno::from_i32(fail(
+                    "removexattr",
+                    format!("{id} {}", name.escape_ascii()),
+                    &e,
+                ))),
             }
         });
     }
 
-    fn access(&mut self, _req: &Request<'_>, _ino: u64, _mask: i32, reply: ReplyEmpty) {
+    fn access(&self, _req: &Request, _ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
         self.count("access");
         // default_permissions: the kernel checks mode bits against our attributes.
         reply.ok();
     }
 
     fn create(
-        &mut self,
-        req: &Request<'_>,
-        parent: u64,
+        &self,
+        req: &Request,
+        INodeNo(parent): INodeNo,
         name: &OsStr,
         mode: u32,
         _umask: u32,
@@ -1080,18 +1153,20 @@ impl Filesystem for CairnFs {
             let what = || format!("{dir}/{}", name.escape_ascii());
             let mut a = match sh.vol.create(&c, dir, &name, mode & 0o7777, excl).await {
                 Ok(a) => a,
-                Err(e) => return reply.error(fail("create", what(), &e)),
+                Err(e) => return reply.error(Errno::from_i32(fail("create", what(), &e))),
             };
             // Lost a race with another creator: O_TRUNC still applies to what we open.
             if !excl && flags & libc::O_TRUNC != 0 && a.size > 0 {
                 let set = SetAttr { size: Some(0), ..Default::default() };
                 match sh.vol.setattr(&c, a.id, &set).await {
                     Ok(t) => a = t,
-                    Err(e) => return reply.error(fail("create(truncate)", what(), &e)),
+                    Err(e) => {
+                        return reply.error(Errno::from_i32(fail("create(truncate)", what(), &e)))
+                    }
                 }
             }
             if let Err(e) = sh.vol.open(&c, a.id).await {
-                return reply.error(fail("create(open)", what(), &e));
+                return reply.error(Errno::from_i32(fail("create(open)", what(), &e)));
             }
             let ino = sh.inodes.lock().add_entry(parent, &name, a.id);
             let gen = entry_generation(&sh, ino, &a, true);
@@ -1101,16 +1176,22 @@ impl Filesystem for CairnFs {
                 note_no_caps(&sh, a.id);
             }
             let fh = CairnFs::new_handle(&sh, a.id, c, flags);
-            reply.created(&sh.cfg.entry_ttl, &file_attr(&a, ino), gen, fh, 0);
+            reply.created(
+                &sh.cfg.entry_ttl,
+                &file_attr(&a, ino),
+                Generation(gen),
+                FileHandle(fh),
+                FopenFlags::empty(),
+            );
         });
     }
 
     fn getlk(
-        &mut self,
-        req: &Request<'_>,
-        ino: u64,
-        fh: u64,
-        lock_owner: u64,
+        &self,
+        req: &Request,
+        INodeNo(ino): INodeNo,
+        FileHandle(fh): FileHandle,
+        LockOwner(lock_owner): LockOwner,
         start: u64,
         end: u64,
         typ: i32,
@@ -1128,17 +1209,17 @@ impl Filesystem for CairnFs {
                     reply.locked(s, e, t, p)
                 }
                 Ok(None) => reply.locked(start, end, libc::F_UNLCK, 0),
-                Err(e) => reply.error(fail("getlk", id, &e)),
+                Err(e) => reply.error(Errno::from_i32(fail("getlk", id, &e))),
             }
         });
     }
 
     fn setlk(
-        &mut self,
-        req: &Request<'_>,
-        ino: u64,
-        fh: u64,
-        lock_owner: u64,
+        &self,
+        req: &Request,
+        INodeNo(ino): INodeNo,
+        FileHandle(fh): FileHandle,
+        LockOwner(lock_owner): LockOwner,
         start: u64,
         end: u64,
         typ: i32,
@@ -1157,46 +1238,52 @@ impl Filesystem for CairnFs {
             }
             match sh.vol.setlock(&c, id, lock, sleep).await {
                 Ok(()) => reply.ok(),
-                Err(e) => reply.error(fail("setlk", id, &e)),
+                Err(e) => reply.error(Errno::from_i32(fail("setlk", id, &e))),
             }
         });
     }
 
     fn fallocate(
-        &mut self,
-        req: &Request<'_>,
-        ino: u64,
-        fh: u64,
-        offset: i64,
-        length: i64,
+        &self,
+        req: &Request,
+        INodeNo(ino): INodeNo,
+        FileHandle(fh): FileHandle,
+        offset: u64,
+        length: u64,
         mode: i32,
         reply: ReplyEmpty,
     ) {
         self.count("fallocate");
         let (id, _, _) = try_reply!(self.handle(fh, ino), reply);
-        if offset < 0 || length <= 0 {
-            return reply.error(libc::EINVAL);
+        // The kernel's loff_t values: negative ones arrive here as huge.
+        let max = i64::MAX as u64;
+        if offset > max || length == 0 || length > max {
+            return reply.error(Errno::from_i32(libc::EINVAL));
         }
         let (c, sh) = (self.creds(req), self.sh.clone());
         self.spawn(async move {
-            match sh.vol.fallocate(&c, id, mode as u32, offset as u64, length as u64).await {
+            match sh.vol.fallocate(&c, id, mode as u32, offset, length).await {
                 Ok(()) => {
                     if mode & libc::FALLOC_FL_KEEP_SIZE == 0 {
-                        let end = Some(offset as u64 + length as u64);
+                        let end = Some(offset + length);
                         sh.inodes.lock().local_change(ino, end, None, None);
                     }
                     reply.ok()
                 }
-                Err(e) => reply.error(fail("fallocate", format!("{id}@{offset}+{length}"), &e)),
+                Err(e) => reply.error(Errno::from_i32(fail(
+                    "fallocate",
+                    format!("{id}@{offset}+{length}"),
+                    &e,
+                ))),
             }
         });
     }
 
     fn lseek(
-        &mut self,
-        req: &Request<'_>,
-        ino: u64,
-        fh: u64,
+        &self,
+        req: &Request,
+        INodeNo(ino): INodeNo,
+        FileHandle(fh): FileHandle,
         offset: i64,
         whence: i32,
         reply: ReplyLseek,
@@ -1206,16 +1293,16 @@ impl Filesystem for CairnFs {
         let w = match whence {
             libc::SEEK_DATA => SeekWhence::Data,
             libc::SEEK_HOLE => SeekWhence::Hole,
-            _ => return reply.error(libc::EINVAL),
+            _ => return reply.error(Errno::from_i32(libc::EINVAL)),
         };
         if offset < 0 {
-            return reply.error(libc::ENXIO);
+            return reply.error(Errno::from_i32(libc::ENXIO));
         }
         let (c, sh) = (self.creds(req), self.sh.clone());
         self.spawn(async move {
             match sh.vol.seek(&c, id, offset as u64, w).await {
                 Ok(o) => reply.offset(o as i64),
-                Err(e) => reply.error(fail("lseek", format!("{id}@{offset}"), &e)),
+                Err(e) => reply.error(Errno::from_i32(fail("lseek", format!("{id}@{offset}"), &e))),
             }
         });
     }
@@ -1225,7 +1312,7 @@ fn reply_xattr(v: Vec<u8>, size: u32, reply: ReplyXattr) {
     if size == 0 {
         reply.size(v.len() as u32)
     } else if v.len() > size as usize {
-        reply.error(libc::ERANGE)
+        reply.error(Errno::from_i32(libc::ERANGE))
     } else {
         reply.data(&v)
     }
@@ -1285,7 +1372,7 @@ mod tests {
             change: 9,
         };
         let f = file_attr(&a, 42);
-        assert_eq!(f.ino, 42);
+        assert_eq!(f.ino, fuser::INodeNo(42));
         assert_eq!(f.kind, fuser::FileType::Directory);
         assert_eq!(f.perm, 0o1777);
         assert_eq!((f.nlink, f.uid, f.gid, f.size, f.blocks), (3, 10, 20, 4096, 8));

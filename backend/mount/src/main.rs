@@ -197,20 +197,32 @@ fn run(args: Args, status_pipe: Option<std::fs::File>) -> anyhow::Result<()> {
         fuser::MountOption::Subtype("cairn".into()),
         fuser::MountOption::DefaultPermissions,
     ];
-    if args.allow_other {
-        mount_opts.push(fuser::MountOption::AllowOther);
-    }
     if args.read_only {
         mount_opts.push(fuser::MountOption::RO);
     }
-    for f in &args.kernel_flags {
-        mount_opts.push(kernel_flag(f));
+    for (i, f) in args.kernel_flags.iter().enumerate() {
+        // fuser refuses opposing flags (`suid,nosuid`): the last one given wins, as with
+        // mount(8).
+        let later = &args.kernel_flags[i + 1..];
+        if !later.iter().any(|g| opposite(f) == Some(g.as_str())) {
+            mount_opts.push(kernel_flag(f));
+        }
     }
+    let mut config = fuser::Config::default();
+    config.mount_options = mount_opts;
+    if args.allow_other {
+        config.acl = fuser::SessionACL::All;
+    }
+    // Several threads read requests, each from its own clone of the /dev/fuse descriptor
+    // (FUSE_DEV_IOC_CLONE, as libfuse's `clone_fd`): the kernel hands each request to one
+    // of them and takes its reply on the same descriptor.
+    config.n_threads = Some(session_threads());
+    config.clone_fd = true;
 
     // The invalidator must share the filesystem's inode table: take it before the
     // filesystem moves into the session.
     let make_inval = filesystem.invalidator_factory();
-    let mut session = match fuser::Session::new(filesystem, &args.mountpoint, &mount_opts) {
+    let mut session = match fuser::Session::new(filesystem, &args.mountpoint, &config) {
         Ok(s) => s,
         Err(e) => {
             let _ = rt.block_on(vol.unmount());
@@ -242,8 +254,9 @@ fn run(args: Args, status_pipe: Option<std::fs::File>) -> anyhow::Result<()> {
         let _ = w.write_all(&[0]);
     }
 
+    // Returns once the kernel ends the session (umount, or the signal above); dropping
+    // the session inside unmounts if that has not happened yet.
     let result = session.run();
-    drop(session);
     if let Err(e) = &result {
         tracing::error!(mountpoint = %args.mountpoint.display(), error = %e, "FUSE session failed");
     }
@@ -268,6 +281,34 @@ fn runtime_workers() -> usize {
         .and_then(|v| v.parse::<usize>().ok())
         .filter(|n| (1..=64).contains(n))
         .unwrap_or(4)
+}
+
+/// Threads reading FUSE requests: `CAIRN_MOUNT_FUSE_THREADS` (1-64), else 4. On 2 CPUs,
+/// 1, 2 and 4 readers measured within this machine's noise of each other for 4 KiB random
+/// reads at QD16, 4 with the highest median (docs/benchmarks.md, "FUSE session threads").
+fn session_threads() -> usize {
+    std::env::var("CAIRN_MOUNT_FUSE_THREADS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|n| (1..=64).contains(n))
+        .unwrap_or(4)
+}
+
+/// The kernel flag `f` cancels.
+fn opposite(f: &str) -> Option<&'static str> {
+    Some(match f {
+        "dev" => "nodev",
+        "nodev" => "dev",
+        "suid" => "nosuid",
+        "nosuid" => "suid",
+        "exec" => "noexec",
+        "noexec" => "exec",
+        "atime" => "noatime",
+        "noatime" => "atime",
+        "sync" => "async",
+        "async" => "sync",
+        _ => return None,
+    })
 }
 
 fn kernel_flag(f: &str) -> fuser::MountOption {
