@@ -49,6 +49,17 @@ impl InodeLocks {
         guard
     }
 
+    /// Lock `range` of `key` in `mode` if that needs no wait (nothing conflicting held or
+    /// asked before); `None`, leaving nothing behind, otherwise. Never blocks: for a task
+    /// that holds another inode's lock and must not wait in the wrong order.
+    pub fn try_lock(&self, key: LockKey, range: Range, mode: Mode) -> Option<InodeGuard> {
+        let (tx, _rx) = oneshot::channel();
+        let (ticket, granted) = self.table.lock().acquire(key.clone(), range, mode, tx);
+        let guard = InodeGuard { table: self.table.clone(), key, ticket };
+        // Not granted: dropping the guard withdraws the request.
+        granted.then_some(guard)
+    }
+
     /// Inodes with a lock held or requested.
     #[cfg(test)]
     fn busy(&self) -> usize {
@@ -81,6 +92,21 @@ mod tests {
         assert!(!truncate.is_finished(), "granted with one write still held");
         drop(w2);
         tokio::time::timeout(Duration::from_secs(5), &mut truncate).await.unwrap().unwrap();
+        assert_eq!(l.busy(), 0);
+    }
+
+    #[tokio::test]
+    async fn try_lock_takes_only_what_is_free_and_leaves_nothing_when_refused() {
+        let l = InodeLocks::default();
+        let r1 = l.try_lock(key(1), Range::WHOLE, Mode::Shared).expect("free inode");
+        let r2 = l.try_lock(key(1), Range::WHOLE, Mode::Shared).expect("shared with a reader");
+        assert!(l.try_lock(key(1), Range::new(0, 10), Mode::Exclusive).is_none());
+        drop((r1, r2));
+        assert_eq!(l.busy(), 0, "a refused try_lock left its request behind");
+        let w = l.lock(key(1), Range::WHOLE, Mode::Exclusive).await;
+        assert!(l.try_lock(key(1), Range::WHOLE, Mode::Shared).is_none());
+        drop(w);
+        assert!(l.try_lock(key(1), Range::WHOLE, Mode::Shared).is_some());
         assert_eq!(l.busy(), 0);
     }
 

@@ -196,6 +196,18 @@ impl Node {
         self.inode_locks.lock((volume.to_string(), brick, id), range, mode).await
     }
 
+    /// [`Self::lock_range`] if it needs no wait, else `None` (see `InodeLocks::try_lock`).
+    pub fn try_lock_range(
+        &self,
+        volume: &str,
+        brick: u32,
+        id: Id,
+        range: Range,
+        mode: Mode,
+    ) -> Option<InodeGuard> {
+        self.inode_locks.try_lock((volume.to_string(), brick, id), range, mode)
+    }
+
     /// Serialize mutations of the given inodes on this brick: each whole (every byte and
     /// the metadata), exclusively; taken in key order so two multi-inode ops cannot
     /// deadlock.
