@@ -30,7 +30,12 @@ const UNMOUNT_TIMEOUT: Duration = Duration::from_secs(60);
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let is_root = unsafe { libc::geteuid() } == 0;
-    let args = match options::parse(&argv, is_root) {
+    let parsed = options::parse(&argv, is_root).and_then(|mut a| {
+        a.workers = options::env_count("CAIRN_MOUNT_WORKERS", options::DEFAULT_THREADS)?;
+        a.fuse_threads = options::env_count("CAIRN_MOUNT_FUSE_THREADS", options::DEFAULT_THREADS)?;
+        Ok(a)
+    });
+    let args = match parsed {
         Ok(a) => a,
         Err(e) => {
             eprintln!("mount.cairn: {e}");
@@ -142,7 +147,7 @@ fn hostname() -> String {
 
 fn run(args: Args, status_pipe: Option<std::fs::File>) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(runtime_workers())
+        .worker_threads(args.workers)
         .thread_name("cairn-mount")
         .enable_all()
         .build()
@@ -216,7 +221,7 @@ fn run(args: Args, status_pipe: Option<std::fs::File>) -> anyhow::Result<()> {
     // Several threads read requests, each from its own clone of the /dev/fuse descriptor
     // (FUSE_DEV_IOC_CLONE, as libfuse's `clone_fd`): the kernel hands each request to one
     // of them and takes its reply on the same descriptor.
-    config.n_threads = Some(session_threads());
+    config.n_threads = Some(args.fuse_threads);
     config.clone_fd = true;
 
     // The invalidator must share the filesystem's inode table: take it before the
@@ -269,29 +274,6 @@ fn run(args: Args, status_pipe: Option<std::fs::File>) -> anyhow::Result<()> {
     result.with_context(|| format!("FUSE session at {}", args.mountpoint.display()))?;
     tracing::info!(volume = %args.volume, "unmounted");
     Ok(())
-}
-
-/// Worker threads of the runtime the requests run on: `CAIRN_MOUNT_WORKERS` (1-64), else 4.
-/// On 2 CPUs, 1, 2 and 4 workers measured within this machine's noise of each other for
-/// 4 KiB random reads at QD16 (1 worker ahead on a quiet machine, behind when other jobs
-/// compete for the CPUs: docs/benchmarks.md), so the default stays.
-fn runtime_workers() -> usize {
-    std::env::var("CAIRN_MOUNT_WORKERS")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-        .filter(|n| (1..=64).contains(n))
-        .unwrap_or(4)
-}
-
-/// Threads reading FUSE requests: `CAIRN_MOUNT_FUSE_THREADS` (1-64), else 4. On 2 CPUs,
-/// 1, 2 and 4 readers measured within this machine's noise of each other for 4 KiB random
-/// reads at QD16, 4 with the highest median (docs/benchmarks.md, "FUSE session threads").
-fn session_threads() -> usize {
-    std::env::var("CAIRN_MOUNT_FUSE_THREADS")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-        .filter(|n| (1..=64).contains(n))
-        .unwrap_or(4)
 }
 
 /// The kernel flag `f` cancels.

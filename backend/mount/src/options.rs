@@ -31,6 +31,29 @@ pub struct Args {
     pub log_file: Option<PathBuf>,
     /// Generic mount flags passed on to the kernel (`nosuid`, `noatime`, ...).
     pub kernel_flags: Vec<String>,
+    /// Worker threads of the runtime requests run on (`CAIRN_MOUNT_WORKERS`, see
+    /// [`env_count`]).
+    pub workers: usize,
+    /// Threads reading FUSE requests (`CAIRN_MOUNT_FUSE_THREADS`).
+    pub fuse_threads: usize,
+}
+
+/// Default `workers` and `fuse_threads`. On 2 CPUs, 1, 2 and 4 of either measured within
+/// this machine's noise of each other for 4 KiB random reads at QD16, 4 with the highest
+/// median (docs/benchmarks.md, "FUSE session threads" and the runtime-worker A/B).
+pub const DEFAULT_THREADS: usize = 4;
+
+/// The count in environment variable `name` (1-64), `default` when it is unset.
+pub fn env_count(name: &str, default: usize) -> Result<usize, String> {
+    match std::env::var(name) {
+        Err(_) => Ok(default),
+        Ok(v) => v
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=64).contains(n))
+            .ok_or_else(|| format!("{name}={v:?}: expected a thread count from 1 to 64")),
+    }
 }
 
 /// Default `quick_read`: files up to 64 KiB come with their lookup (Gluster's quick-read
@@ -70,7 +93,13 @@ options (comma separated after -o):
                        round trip; 0 (also noquickread) turns it off; at most 1048576
   log_file=PATH        where a background mount logs (default /var/log/cairn/mount-*.log)
   debug                verbose logs on stderr, stay in the foreground
-  -f                   stay in the foreground";
+  -f                   stay in the foreground
+
+environment (tuning):
+  CAIRN_MOUNT_FUSE_THREADS=N  threads reading FUSE requests, each on its own clone of
+                              /dev/fuse (1-64, default 4)
+  CAIRN_MOUNT_WORKERS=N       worker threads the requests run on (1-64, default 4)
+  CAIRN_LOG=FILTER            log filter (e.g. debug, cairn_client=trace)";
 
 /// Parse the helper's argv (without argv[0]). `is_root` decides the `allow_other` default.
 pub fn parse(argv: &[String], is_root: bool) -> Result<Args, String> {
@@ -118,6 +147,8 @@ pub fn parse(argv: &[String], is_root: bool) -> Result<Args, String> {
         debug: false,
         log_file: None,
         kernel_flags: Vec::new(),
+        workers: DEFAULT_THREADS,
+        fuse_threads: DEFAULT_THREADS,
     };
     let mut in_servers = false;
     for tok in opts.iter().flat_map(|o| o.split(',')).filter(|t| !t.is_empty()) {
@@ -292,5 +323,26 @@ mod tests {
         assert!(p(&["h:/v", "/m", "-o", "attr_timeout=x"], true).is_err());
         assert!(p(&["h:/v", "/m", "-o", "servers=nohost"], true).is_err());
         assert!(p(&["h:/v", "/m", "-x"], true).is_err());
+    }
+
+    #[test]
+    fn thread_counts_from_the_environment() {
+        // A name no other test reads, so setting it cannot race with them.
+        let name = "CAIRN_MOUNT_TEST_THREAD_COUNT";
+        std::env::remove_var(name);
+        assert_eq!(env_count(name, 4), Ok(4));
+        for (v, want) in
+            [("1", Some(1)), (" 64 ", Some(64)), ("0", None), ("65", None), ("x", None)]
+        {
+            std::env::set_var(name, v);
+            match want {
+                Some(n) => assert_eq!(env_count(name, 4), Ok(n), "{v:?}"),
+                None => {
+                    let e = env_count(name, 4).unwrap_err();
+                    assert!(e.contains(name) && e.contains("1 to 64"), "{e}");
+                }
+            }
+        }
+        std::env::remove_var(name);
     }
 }
