@@ -138,7 +138,7 @@ fn direct_and_buffered_writes_of_one_file_keep_checksums_right() {
     let (t, b) = new_brick();
     let a = file(&b, Id::ROOT, "big");
     let mut model = vec![0u8; 4 << 20];
-    let mut put = |model: &mut Vec<u8>, off: usize, d: &[u8]| {
+    let put = |model: &mut Vec<u8>, off: usize, d: &[u8]| {
         write(&b, a.id, off as u64, d);
         if model.len() < off + d.len() {
             model.resize(off + d.len(), 0);
