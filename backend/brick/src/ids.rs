@@ -346,7 +346,7 @@ impl Index {
         }
         let path =
             CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).expect("a path without NUL");
-        let flags = libc::O_WRONLY | libc::O_DIRECT | libc::O_NOCTTY | libc::O_NONBLOCK;
+        let flags = libc::O_WRONLY | libc::O_DIRECT | libc::O_NOCTTY;
         let d = Arc::new(sys::openat(libc::AT_FDCWD, &path, flags, 0)?);
         self.direct.lock().put(id, d.clone());
         Ok(d)

@@ -1536,7 +1536,10 @@ impl Brick {
                     Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
                         self.writeback.no_direct(&self.root, &e)
                     }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    // Interrupted, or would block: this write goes through the page cache.
+                    Err(e)
+                        if e.kind() == io::ErrorKind::Interrupted
+                            || e.raw_os_error() == Some(libc::EAGAIN) => {}
                     Err(e) => return Err(e),
                 },
                 Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
