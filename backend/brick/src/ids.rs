@@ -68,6 +68,8 @@ pub struct Index {
     pub data: Arc<OwnedFd>,
     dirs: Mutex<FdLru>,
     files: Mutex<FdLru>,
+    /// `O_DIRECT` write-only fds of regular files (large aligned writes; `Brick::op_write`).
+    direct: Mutex<FdLru>,
 }
 
 pub fn is_dir(st: &libc::stat) -> bool {
@@ -146,6 +148,7 @@ impl Index {
             data: Arc::new(data),
             dirs: Mutex::new(FdLru::new(1024)),
             files: Mutex::new(FdLru::new(256)),
+            direct: Mutex::new(FdLru::new(64)),
         }
     }
 
@@ -218,6 +221,7 @@ impl Index {
     /// Remove the index entry of `id` (missing is fine) and forget cached fds.
     pub fn unlink(&self, id: Id) -> io::Result<()> {
         self.files.lock().remove(id);
+        self.direct.lock().remove(id);
         self.dirs.lock().remove(id);
         match sys::unlinkat(self.ids_fd(), &rel(id), 0) {
             Err(e) if e.raw_os_error() != Some(libc::ENOENT) => Err(e),
@@ -331,5 +335,20 @@ impl Index {
         let fd = Arc::new(fd);
         self.files.lock().put(id, fd.clone());
         Ok(fd)
+    }
+
+    /// An `O_DIRECT` write-only fd of regular file `id`, whose open fd is `fd`: the same
+    /// open file reopened through `/proc/self/fd` (so the same inode, whatever its links
+    /// became meanwhile), cached beside the plain fds.
+    pub fn file_fd_direct(&self, id: Id, fd: &OwnedFd) -> io::Result<Arc<OwnedFd>> {
+        if let Some(d) = self.direct.lock().get(id) {
+            return Ok(d);
+        }
+        let path =
+            CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).expect("a path without NUL");
+        let flags = libc::O_WRONLY | libc::O_DIRECT | libc::O_NOCTTY;
+        let d = Arc::new(sys::openat(libc::AT_FDCWD, &path, flags, 0)?);
+        self.direct.lock().put(id, d.clone());
+        Ok(d)
     }
 }

@@ -1475,7 +1475,7 @@ impl Brick {
                 }
             }
         };
-        if let Err(e) = sys::pwrite_all(f, data, offset) {
+        if let Err(e) = self.write_data(id, &fd, offset, data) {
             // The table already has this write: re-sum the range from what is on disk.
             drop(claim);
             drop(shared);
@@ -1486,7 +1486,6 @@ impl Brick {
             return Err(e).ctx(what);
         }
         drop(claim);
-        self.writeback.written(&fd, offset, data.len());
         self.clear_suid(cx, f, &st).ctx(what)?;
         drop(shared);
         let st = sys::fstat(f).ctx(what)?;
@@ -1509,7 +1508,7 @@ impl Brick {
         let f = fd.as_raw_fd();
         self.sums_begin(id)?;
         let old = self.sums_before(id, f, Change::Data(offset, data), None)?;
-        let r = sys::pwrite_all(f, data, offset);
+        let r = self.write_data(id, fd, offset, data);
         let change = match r {
             Ok(()) => Change::Data(offset, data),
             Err(_) => Change::Disk(offset, data.len() as u64),
@@ -1517,10 +1516,45 @@ impl Brick {
         let sums = self.sums_changed(id, f, old, change);
         r.ctx(what)?;
         sums?;
-        self.writeback.written(fd, offset, data.len());
         self.clear_suid(cx, fd.as_raw_fd(), &st).ctx(what)?;
         let st = sys::fstat(fd.as_raw_fd()).ctx(what)?;
         Ok(Reply::Written { count: data.len() as u32, attr: attr_of(id, &st, true) })
+    }
+
+    /// Write `data` at `offset` of file `id` (open as `fd`): a large aligned write with
+    /// `O_DIRECT`, anything else through the page cache, written out early when large
+    /// (`writeback.rs`).
+    fn write_data(&self, id: Id, fd: &Arc<OwnedFd>, offset: u64, data: &[u8]) -> io::Result<()> {
+        let mut done = 0;
+        if self.writeback.direct(data, offset) {
+            match self.idx.file_fd_direct(id, fd) {
+                Ok(d) => match sys::pwrite(d.as_raw_fd(), data, offset) {
+                    Ok(n) if n == data.len() => return Ok(()),
+                    // Short (a full disk): the rest, unaligned now, through the page cache,
+                    // which reports the error.
+                    Ok(n) => done = n,
+                    Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                        self.writeback.no_direct(&self.root, &e)
+                    }
+                    // Interrupted, or would block: this write goes through the page cache.
+                    Err(e)
+                        if e.kind() == io::ErrorKind::Interrupted
+                            || e.raw_os_error() == Some(libc::EAGAIN) => {}
+                    Err(e) => return Err(e),
+                },
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                    self.writeback.no_direct(&self.root, &e)
+                }
+                // Out of fds, say: this write goes through the page cache.
+                Err(e) => {
+                    tracing::debug!(brick = %self.root.display(), %id, error = %e, "no O_DIRECT fd; writing through the page cache");
+                }
+            }
+        }
+        let rest = &data[done..];
+        sys::pwrite_all(fd.as_raw_fd(), rest, offset + done as u64)?;
+        self.writeback.written(fd, offset + done as u64, rest.len());
+        Ok(())
     }
 
     /// A write by someone other than root clears setuid (and setgid with group exec).

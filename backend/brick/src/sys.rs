@@ -137,6 +137,13 @@ pub fn pread_uninit(
     Ok(done)
 }
 
+/// One `pwrite` (the count it wrote may be short).
+pub fn pwrite(fd: RawFd, buf: &[u8], off: u64) -> io::Result<usize> {
+    cvt_ss(unsafe {
+        libc::pwrite(fd, buf.as_ptr() as *const libc::c_void, buf.len(), off as libc::off_t)
+    })
+}
+
 pub fn pwrite_all(fd: RawFd, buf: &[u8], mut off: u64) -> io::Result<()> {
     let mut done = 0;
     while done < buf.len() {

@@ -35,11 +35,26 @@ fn small_fs(dir: &Path) -> (Mount, &'static str) {
 
 #[test]
 fn enospc_passes_through_with_context() {
+    enospc_case(vec![0xabu8; 1 << 20].into());
+}
+
+/// The same with page-aligned 1 MiB writes, as they arrive off the wire: the brick writes
+/// them with O_DIRECT, and a full disk still reads as ENOSPC.
+#[test]
+fn enospc_of_direct_writes_passes_through_with_context() {
+    use bytes::BufMut;
+    let mut b = cairn_proto::aligned::AlignedBuf::with_capacity(1 << 20);
+    b.put_bytes(0xab, 1 << 20);
+    let chunk = b.freeze();
+    assert!(cairn_proto::aligned::direct_ok(&chunk, 0));
+    enospc_case(chunk);
+}
+
+fn enospc_case(chunk: bytes::Bytes) {
     let t = tempfile::tempdir().unwrap();
     let (m, kind) = small_fs(t.path());
     let b = new_brick_at(&m.0.join("brick"), 7);
     let f = file(&b, Id::ROOT, "filler");
-    let chunk = vec![0xabu8; 1 << 20];
     let mut err = None;
     for i in 0..64u64 {
         match run_data(&b, &root(), Op::Write { id: f.id, offset: i << 20 }, &chunk) {

@@ -10,6 +10,7 @@
 //! buffer. A frame over the limits, with a bad magic or an unknown kind is a protocol
 //! error: the receiver answers once with EPROTO/EMSGSIZE (when it can) and closes.
 
+use crate::aligned;
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -103,15 +104,34 @@ pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Frame, FrameE
     let mut header = BytesMut::zeroed(hlen as usize);
     r.read_exact(&mut header).await?;
     // The bulk segment (up to MAX_DATA: WRITE payloads) is read straight into its buffer,
-    // not zero-filled first: one pass over the bytes instead of two.
-    let mut data = BytesMut::with_capacity(dlen as usize);
-    while data.len() < dlen as usize {
-        let left = (dlen as usize - data.len()) as u64;
-        if (&mut *r).take(left).read_buf(&mut data).await? == 0 {
+    // not zero-filled first: one pass over the bytes instead of two. A large one goes to
+    // a page-aligned buffer, which a brick can write with O_DIRECT as it is.
+    let data = if dlen as usize >= aligned::MIN_ALIGNED {
+        let mut data = aligned::AlignedBuf::with_capacity(dlen as usize);
+        read_segment(r, &mut data, dlen as usize, |d| d.len()).await?;
+        data.freeze()
+    } else {
+        let mut data = BytesMut::with_capacity(dlen as usize);
+        read_segment(r, &mut data, dlen as usize, |d| d.len()).await?;
+        data.freeze()
+    };
+    Ok(Frame { kind, version, id, header: header.freeze(), data })
+}
+
+/// Read `want` bytes from `r` into `buf` (`len` says how many it holds).
+async fn read_segment<R: AsyncRead + Unpin, B: bytes::BufMut>(
+    r: &mut R,
+    buf: &mut B,
+    want: usize,
+    len: impl Fn(&B) -> usize,
+) -> Result<(), FrameError> {
+    while len(buf) < want {
+        let left = (want - len(buf)) as u64;
+        if (&mut *r).take(left).read_buf(buf).await? == 0 {
             return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
         }
     }
-    Ok(Frame { kind, version, id, header: header.freeze(), data: data.freeze() })
+    Ok(())
 }
 
 /// Write one frame (prefix, header, data) without copying the data segment.

@@ -7,6 +7,7 @@
 //! [`msg`] (brick operations), [`map`] (the volume map clients route by) and [`mgmt`]
 //! (the `cairn` CLI's management calls).
 
+pub mod aligned;
 pub mod error;
 pub mod frame;
 pub mod map;
