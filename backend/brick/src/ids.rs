@@ -175,6 +175,19 @@ impl Index {
         Ok(())
     }
 
+    /// Run `f`, which makes an entry in `id`'s bucket; if that fails with ENOENT (the
+    /// bucket does not exist yet: the first id of the 65536), make the bucket and run it
+    /// again. Buckets are never removed, so most creates cost no `mkdirat`.
+    fn in_bucket(&self, id: Id, f: impl Fn() -> io::Result<()>) -> io::Result<()> {
+        match f() {
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                self.ensure_bucket(id)?;
+                f()
+            }
+            r => r,
+        }
+    }
+
     /// `lstat` of the index entry of `id`.
     pub fn lstat_index(&self, id: Id) -> io::Result<libc::stat> {
         sys::lstatat(self.ids_fd(), &rel(id))
@@ -183,9 +196,9 @@ impl Index {
     /// Hard-link the non-directory `name` in `dir` into the index as `id`. An index entry
     /// that already is this inode is fine; one that is another inode is EEXIST.
     pub fn link_file(&self, id: Id, dir: RawFd, name: &[u8]) -> io::Result<()> {
-        self.ensure_bucket(id)?;
         let cname = cstr(name)?;
-        match sys::linkat(dir, &cname, self.ids_fd(), &rel(id)) {
+        let r = rel(id);
+        match self.in_bucket(id, || sys::linkat(dir, &cname, self.ids_fd(), &r)) {
             Ok(()) => Ok(()),
             Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
                 let a = sys::lstatat(dir, &cname)?;
@@ -202,10 +215,9 @@ impl Index {
 
     /// Create or replace (atomically) the index symlink of directory `id`.
     pub fn set_dir_link(&self, id: Id, parent: Id, name: &[u8]) -> io::Result<()> {
-        self.ensure_bucket(id)?;
         let target = cstr(&dir_link_target(parent, name))?;
         let r = rel(id);
-        match sys::symlinkat(&target, self.ids_fd(), &r) {
+        match self.in_bucket(id, || sys::symlinkat(&target, self.ids_fd(), &r)) {
             Ok(()) => Ok(()),
             Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
                 let (_, ab) = bucket(id);
