@@ -765,6 +765,11 @@ impl Brick {
     /// What `name` in `dir` is (never following a symlink).
     pub(crate) fn entry(&self, dir: RawFd, name: &[u8]) -> io::Result<Ent> {
         let st = sys::lstatat(dir, &cstr(name)?)?;
+        self.entry_of(dir, name, st)
+    }
+
+    /// [`Self::entry`] of `name` in `dir` whose `lstat` the caller already made.
+    pub(crate) fn entry_of(&self, dir: RawFd, name: &[u8], st: libc::stat) -> io::Result<Ent> {
         let t = XTarget::at(dir, name)?;
         if let Some(id) = id_of(&t)? {
             return Ok(Ent::Inode { id, st });
@@ -864,8 +869,10 @@ impl Brick {
         let d = dfd.as_raw_fd();
         let what = || format!("{} in directory {dir}", show(name));
         let cname = cstr(name).ctx(what)?;
-        cx.user(|| sys::lstatat(d, &cname)).ctx(what)?;
-        match self.entry(d, name).ctx(what)? {
+        // The lstat as the caller checks its search permission on the directory; its
+        // result is the entry's (no second lstat as root).
+        let st = cx.user(|| sys::lstatat(d, &cname)).ctx(what)?;
+        match self.entry_of(d, name, st).ctx(what)? {
             Ent::Inode { id, st } => {
                 Ok(Reply::Entry { attr: attr_of(id, &st, true), linkto: None })
             }
