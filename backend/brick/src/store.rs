@@ -967,7 +967,11 @@ impl Brick {
                 Err(e) => Err(e).ctx(what),
             }
         };
-        if cx.replica || !exclusive {
+        // A non-exclusive create by a caller looks first (an existing file is opened even
+        // where the caller may not create one). A replica (root) creates first and looks
+        // only on EEXIST: no failing lstat per create (the kernel reports EEXIST before
+        // it allocates anything, so a full brick still finds the entry it already has).
+        if !exclusive && !cx.replica {
             if let Some(r) = existing(cx)? {
                 return Ok(r);
             }
@@ -1004,7 +1008,7 @@ impl Brick {
             other => cx.user(|| sys::mknodat(d, &cname, other.mode_bits() | perm, rdev)),
         };
         if let Err(e) = made {
-            if e.raw_os_error() == Some(libc::EEXIST) && !exclusive {
+            if e.raw_os_error() == Some(libc::EEXIST) && (!exclusive || cx.replica) {
                 if let Some(r) = existing(cx)? {
                     return Ok(r);
                 }

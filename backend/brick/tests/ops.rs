@@ -691,6 +691,23 @@ fn replica_ops_are_idempotent_and_copy_owner() {
         let a = attr(b.execute(&user(1234), &op, &[], rep).unwrap().0);
         assert_eq!((a.id, a.uid, a.gid, a.perm), (id, 1234, 99, 0o640));
     }
+    // the same name under another id is a conflict for a replica too, of any kind
+    for kind in [FileType::Regular, FileType::Symlink] {
+        let target = (kind == FileType::Symlink).then(|| b"t".to_vec());
+        let clash = Op::Create {
+            dir: Id::ROOT,
+            name: b"r".to_vec(),
+            id: Id::new_on_set(1),
+            kind,
+            perm: 0o600,
+            rdev: 0,
+            target,
+            exclusive: true,
+        };
+        let e = b.execute(&root(), &clash, &[], Exec::Replica { result: None }).unwrap_err();
+        assert_eq!(e.errno, Errno::EEXIST, "{kind:?}");
+    }
+    assert_eq!(lookup(&b, Id::ROOT, "r").unwrap().0.id, id);
     let did = Id::new_on_set(1);
     let mut dh = head.clone();
     dh.id = did;
