@@ -318,6 +318,12 @@ impl Index {
         Ok(self.remember_dir(id, fd))
     }
 
+    /// Keep `fd`, opened read-write as root (as [`Self::file_fd`] opens), as the fd of
+    /// regular file `id`, whose index link exists.
+    pub fn remember_file(&self, id: Id, fd: OwnedFd) {
+        self.files.lock().put(id, Arc::new(fd));
+    }
+
     /// The fd of regular file `id` if the fd cache holds it (no syscall).
     pub fn file_fd_cached(&self, id: Id) -> Option<Arc<OwnedFd>> {
         self.files.lock().get(id)

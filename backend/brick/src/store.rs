@@ -981,10 +981,17 @@ impl Brick {
         let made = match kind {
             FileType::Regular => cx
                 .user(|| {
+                    // As root (a root caller, a replica), opened as the fd cache opens a
+                    // file, and kept there: the write that follows a create needs no
+                    // lstat and open of the index link. A caller's fd is not kept.
+                    let how = match cx.caller {
+                        None => libc::O_RDWR | libc::O_NOCTTY | libc::O_NONBLOCK,
+                        Some(_) => libc::O_RDONLY,
+                    };
                     sys::openat(
                         d,
                         &cname,
-                        libc::O_CREAT | libc::O_EXCL | libc::O_RDONLY | libc::O_NOFOLLOW,
+                        libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | how,
                         perm,
                     )
                 })
@@ -1028,6 +1035,9 @@ impl Brick {
             return Err(e).ctx(|| format!("{}: recording id {id}", what()));
         }
         self.forget_listing(dir);
+        if let (Some(fd), None) = (file, cx.caller) {
+            self.idx.remember_file(id, fd);
+        }
         if cx.replica {
             self.apply_result(cx, id, None)?;
         }
