@@ -98,16 +98,7 @@ fn allocated(p: &Path) -> u64 {
 
 fn create_on(bricks: &[&Brick], name: &str) -> Id {
     let id = Id::new_on_set(1);
-    let op = Op::Create {
-        dir: Id::ROOT,
-        name: name.as_bytes().to_vec(),
-        id,
-        kind: FileType::Regular,
-        perm: 0o644,
-        rdev: 0,
-        target: None,
-        exclusive: true,
-    };
+    let op = create_op(Id::ROOT, name, id, FileType::Regular, 0o644);
     for b in bricks {
         run(b, &root(), op.clone()).unwrap();
     }

@@ -14,7 +14,7 @@ fn mark(step: &str) {
 }
 
 #[test]
-#[ignore]
+#[ignore = "a measuring harness, run under strace -f (docs/benchmarks.md); the create, write and lookup paths it drives are tested in ops.rs, csum.rs and quick-read"]
 fn syscalls_of_create_and_lookup() {
     let (_t, b) = new_brick();
     let (_t2, r) = new_brick();
@@ -28,16 +28,7 @@ fn syscalls_of_create_and_lookup() {
     for i in 0..3 {
         let name = format!("f{i}");
         let id = Id::new_on_set(1);
-        let op = Op::Create {
-            dir: dh,
-            name: name.clone().into(),
-            id,
-            kind: FileType::Regular,
-            perm: 0o644,
-            rdev: 0,
-            target: None,
-            exclusive: true,
-        };
+        let op = create_op(dh, &name, id, FileType::Regular, 0o644);
         mark(&format!("create-head-{i}"));
         let a = attr(b.execute(&root(), &op, &[], Exec::Primary).unwrap().0);
         mark(&format!("create-replica-{i}"));

@@ -54,6 +54,12 @@ pub fn attr(r: Reply) -> Attr {
     }
 }
 
+/// An exclusive create of `name` in `dir` as inode `id` (a symlink points at "target").
+pub fn create_op(dir: Id, name: &str, id: Id, kind: FileType, perm: u32) -> Op {
+    let target = (kind == FileType::Symlink).then(|| b"target".to_vec());
+    Op::Create { dir, name: name.into(), id, kind, perm, rdev: 0, target, exclusive: true }
+}
+
 pub fn create_as(
     b: &Brick,
     c: &Creds,
@@ -62,22 +68,7 @@ pub fn create_as(
     kind: FileType,
     perm: u32,
 ) -> Result<Attr, RemoteError> {
-    let target = (kind == FileType::Symlink).then(|| b"target".to_vec());
-    run(
-        b,
-        c,
-        Op::Create {
-            dir,
-            name: name.into(),
-            id: Id::new_on_set(1),
-            kind,
-            perm,
-            rdev: 0,
-            target,
-            exclusive: true,
-        },
-    )
-    .map(attr)
+    run(b, c, create_op(dir, name, Id::new_on_set(1), kind, perm)).map(attr)
 }
 
 pub fn file(b: &Brick, dir: Id, name: &str) -> Attr {
