@@ -9,11 +9,7 @@ LABEL=$2 SECS=${SECS:-10} MIB=${MIB:-256}
 export RUST_LOG=warn
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../integration/lib.sh"
-cl_init
-cl_start_etcd
-cl_start_node n1
-cl_create_volume rep 2 4
-cl_mount rep "$CL_DIR/mnt/rep"
+cl_one_node rep:2
 M=$CL_DIR/mnt/rep
 CPID=${CL_PID[n1]}
 MPID=$(pgrep -f "mount-cairn.*$CL_DIR/mnt/rep" | head -1)

@@ -11,13 +11,7 @@ LABEL=$2 ROUNDS=${3:-3} DISK=${DISK:-vda}
 export RUST_LOG=warn
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../integration/lib.sh"
-cl_init
-cl_start_etcd
-cl_start_node n1
-cl_create_volume rep 2 4
-cl_create_volume dist 1 4
-cl_mount rep "$CL_DIR/mnt/rep"
-cl_mount dist "$CL_DIR/mnt/dist"
+cl_one_node rep:2 dist:1
 CPID=${CL_PID[n1]}
 cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }
 kw() { cat /proc/[0-9]*/stat 2>/dev/null | awk '$2 ~ /kworker/ {s+=$14+$15} END {print s}'; }

@@ -22,7 +22,7 @@
 #
 # Functions: cluster_up, cl_init, cl_start_etcd, cl_stop_etcd, cl_start_node,
 #   cl_stop_node, cl_restart_node, cl_node_addr, cl_peer_probe, cl_create_volume,
-#   cl_mount, cl_umount, cl_stop_all, cl_start_all, cairn_cli, cairn_cli_at,
+#   cl_one_node, cl_mount, cl_umount, cl_stop_all, cl_start_all, cairn_cli, cairn_cli_at,
 #   cl_all_up, cl_heal_stats, wait_port, wait_port_pid, wait_mount, wait_until, fail, pass,
 #   skip, assert_eq, finish.
 # Variables set: CL_DIR, CL_NODES (names in start order), CL_MNT (last mount), CL_VOLUME.
@@ -217,6 +217,17 @@ cl_create_volume() {
         fail "volume create $vol replica $replica ${bricks[*]}"
     cairn_cli volume start "$vol" || fail "volume start $vol"
     CL_VOLUME=$vol
+}
+
+# cl_one_node VOL:REPLICA ...: etcd and one node n1 serving every VOL, each over 4 bricks
+# with REPLICA and mounted at $CL_DIR/mnt/VOL (the A/B scripts of tests/bench).
+cl_one_node() {
+    local v
+    cl_init
+    cl_start_etcd
+    cl_start_node n1
+    for v in "$@"; do cl_create_volume "${v%%:*}" "${v#*:}" 4; done
+    for v in "$@"; do cl_mount "${v%%:*}" "$CL_DIR/mnt/${v%%:*}"; done
 }
 
 # cl_mount VOL [DIR] [NODE]: mount VOL with mount-cairn through NODE (default the first);

@@ -280,7 +280,7 @@ impl Brick {
         if from_data {
             let size = sys::fstat(f).ctx(what)?.st_size as u64;
             let entries = self.sums_of_data(id, f, size, first, count).ctx(what)?;
-            let next = next_data_block(f, size, first + count);
+            let next = next_data_block(id, f, size, first + count);
             return Ok(HealSums { kind: Some(FileType::Regular), size, entries, next });
         }
         let _g = self.stripe_lock(id);
@@ -299,7 +299,7 @@ impl Brick {
                 _ => entries[..inside].fill(None),
             }
         }
-        let next = next_data_block(f, size, first + count);
+        let next = next_data_block(id, f, size, first + count);
         Ok(HealSums { kind: Some(FileType::Regular), size, entries, next })
     }
 
@@ -874,7 +874,7 @@ impl Brick {
 /// holds data (`SEEK_DATA`), the block count when none does, `None` when the filesystem
 /// can't tell (then a heal skips nothing). A filesystem without hole support answers
 /// `from` itself.
-fn next_data_block(f: RawFd, size: u64, from: u64) -> Option<u64> {
+fn next_data_block(id: Id, f: RawFd, size: u64, from: u64) -> Option<u64> {
     let end = csum::nblocks(size);
     if from >= end {
         return Some(end);
@@ -882,7 +882,10 @@ fn next_data_block(f: RawFd, size: u64, from: u64) -> Option<u64> {
     match sys::lseek(f, from * csum::BLOCK, libc::SEEK_DATA) {
         Ok(off) => Some((off / csum::BLOCK).clamp(from, end)),
         Err(e) if e.raw_os_error() == Some(libc::ENXIO) => Some(end),
-        Err(_) => None,
+        Err(e) => {
+            tracing::debug!(%id, block = from, error = %e, "SEEK_DATA failed; the heal skips nothing");
+            None
+        }
     }
 }
 
