@@ -11,7 +11,10 @@
 //!   is read and checked against its old entry, then summed per 4 KiB ([`Brick::sums_convert`]).
 //! - Up to 256 blocks (1 MiB) it is the xattr `trusted.cairn.csum` of the inode; larger
 //!   files have a sparse sidecar file `.cairn/csum/<32 hex>` (holes are zero entries;
-//!   authoritative when present; a file never moves back to the xattr).
+//!   authoritative when present; a file never moves back to the xattr). The brick knows
+//!   which ids may have one ([`Sidecars`]: listed at open, kept up to date by every
+//!   creation and removal here), so loading the table of any other file reads only the
+//!   xattr, without a failing `openat` of the sidecar first.
 //! - Every data change updates the table under the inode's stripe lock, computing only the
 //!   blocks it touched (never the blocks a size change skips over: they are zeros): a block
 //!   fully written is summed from the request's bytes; an append into the partial last
@@ -46,6 +49,42 @@ const OLD_BLOCK: u64 = 1 << OLD_SHIFT;
 
 /// Sidecars kept open (`Brick::sidecar_open`); past this many the set is emptied.
 const SIDECAR_FDS: usize = 256;
+/// Ids with a sidecar tracked by [`Sidecars`]; past this many it stops tracking (every
+/// table load then tries the sidecar first, as if none were known).
+const SIDECARS_TRACKED: usize = 1 << 20;
+
+/// The ids that may have a sidecar (`Brick::csum_sidecars`). Never too small: an id is
+/// added before its sidecar is renamed into place and removed only after this brick
+/// removed the sidecar, both under the set's lock, and the set is filled by listing
+/// `.cairn/csum` at open (until then it is *unknown*: every id may have one). It may hold
+/// ids whose sidecar is gone (one removed behind the brick's back): their loads try the
+/// open and fall back to the xattr as before.
+pub(crate) struct Sidecars {
+    ids: std::collections::HashSet<Id>,
+    /// Not tracked: any id may have a sidecar.
+    unknown: bool,
+}
+
+impl Sidecars {
+    pub(crate) fn unknown() -> Sidecars {
+        Sidecars { ids: Default::default(), unknown: true }
+    }
+
+    fn may_have(&self, id: Id) -> bool {
+        self.unknown || self.ids.contains(&id)
+    }
+
+    fn insert(&mut self, id: Id) {
+        if self.unknown {
+            return;
+        }
+        if self.ids.len() >= SIDECARS_TRACKED {
+            *self = Sidecars::unknown();
+            return;
+        }
+        self.ids.insert(id);
+    }
+}
 
 /// `sums_update` of a planned change met a block it would have to sum from disk.
 const NEEDS_DATA: &str = "checksum block needs the written data";
@@ -490,7 +529,11 @@ impl Brick {
     /// [`SIDECAR_FDS`]), so a stream of writes does not open it per write. A kept fd whose
     /// file has no link left (the sidecar was removed, or replaced by a rename) is
     /// dropped and the name opened again.
+    /// `ENOENT` without a system call for an id that [`Sidecars`] says has none.
     fn sidecar_open(&self, id: Id) -> io::Result<Arc<OwnedFd>> {
+        if !self.sidecar_may_exist(id) {
+            return Err(io::Error::from_raw_os_error(libc::ENOENT));
+        }
         let kept = self.csum_fds.lock().get(&id).cloned();
         if let Some(sc) = kept {
             if sys::fstat(sc.as_raw_fd()).is_ok_and(|st| st.st_nlink > 0) {
@@ -506,6 +549,34 @@ impl Brick {
         }
         fds.insert(id, sc.clone());
         Ok(sc)
+    }
+
+    /// Whether `id` may have a sidecar ([`Sidecars`]; `false`: it has none).
+    pub(crate) fn sidecar_may_exist(&self, id: Id) -> bool {
+        self.csum_sidecars.lock().may_have(id)
+    }
+
+    /// Whether `id` has a sidecar (a `lstat` only if [`Sidecars`] says it may).
+    fn sidecar_exists(&self, id: Id) -> bool {
+        self.sidecar_may_exist(id)
+            && sys::lstatat(self.csum_dir.as_raw_fd(), &Self::hex(id)).is_ok()
+    }
+
+    /// Remove the sidecar of `id` (if any) and forget it in [`Sidecars`].
+    fn sidecar_remove(&self, id: Id) {
+        let mut known = self.csum_sidecars.lock();
+        if !known.may_have(id) {
+            return;
+        }
+        match sys::unlinkat(self.csum_dir.as_raw_fd(), &Self::hex(id), 0) {
+            Err(e) if e.raw_os_error() != Some(libc::ENOENT) => {
+                // Still there, as far as we know: keep it known.
+                tracing::warn!(brick = %self.root.display(), %id, error = %e, "cannot remove checksum sidecar");
+            }
+            _ => {
+                known.ids.remove(&id);
+            }
+        }
     }
 
     /// Load the table of `id` (`fd` its data; the stripe lock held, exclusively or shared
@@ -753,7 +824,13 @@ impl Brick {
         sys::pwrite_all(sc.as_raw_fd(), &header(size, partial), 0).ctx(what)?;
         sys::ftruncate(sc.as_raw_fd(), HDR + nblocks(size) * 4).ctx(what)?;
         fill(sc.as_raw_fd()).ctx(what)?;
-        sys::renameat2(d, &tmp, d, &Self::hex(id), 0).ctx(what)?;
+        {
+            // Known before it is in place (under the set's lock: a removal meanwhile
+            // cannot forget it after the rename).
+            let mut known = self.csum_sidecars.lock();
+            known.insert(id);
+            sys::renameat2(d, &tmp, d, &Self::hex(id), 0).ctx(what)?;
+        }
         match XTarget::Fd(fd).remove(XATTR_CSUM) {
             Err(e) if e.raw_os_error() != Some(libc::ENODATA) => Err(e).ctx(what),
             _ => Ok(sc),
@@ -763,10 +840,9 @@ impl Brick {
     /// Forget the checksums of an inode that is gone (its sidecar and dirty marker).
     pub(crate) fn sums_forget(&self, id: Id) {
         self.csum_fds.lock().remove(&id);
-        let h = Self::hex(id);
-        let _ = sys::unlinkat(self.csum_dir.as_raw_fd(), &h, 0);
+        self.sidecar_remove(id);
         if self.csum_dirty.lock().remove(&id).is_some() {
-            let _ = sys::unlinkat(self.dirty_dir.as_raw_fd(), &h, 0);
+            let _ = sys::unlinkat(self.dirty_dir.as_raw_fd(), &Self::hex(id), 0);
         }
     }
 
@@ -878,7 +954,8 @@ impl Brick {
         if let Err(f) = &r {
             tracing::error!(brick = %self.root.display(), %id, error = %f.what, "cannot update data checksums; dropping them");
             let _ = XTarget::Fd(fd).remove(XATTR_CSUM);
-            let _ = sys::unlinkat(self.csum_dir.as_raw_fd(), &Self::hex(id), 0);
+            self.csum_fds.lock().remove(&id);
+            self.sidecar_remove(id);
         }
         if let Some(t) = self.csum_dirty.lock().get_mut(&id) {
             *t = Instant::now();
@@ -1093,8 +1170,7 @@ impl Brick {
                 Ok(())
             })
         };
-        let sidecar_exists = sys::lstatat(self.csum_dir.as_raw_fd(), &Self::hex(id)).is_ok();
-        if sidecar_exists || nblocks(size) > XATTR_MAX_BLOCKS {
+        if self.sidecar_exists(id) || nblocks(size) > XATTR_MAX_BLOCKS {
             self.sidecar_build(id, fd, size, false, |sc| sum(&mut |b0, e| write_runs(sc, b0, e)))
                 .map(drop)
         } else {
@@ -1151,7 +1227,7 @@ impl Brick {
     pub(crate) fn sums_from_data(&self, id: Id, fd: RawFd, data: &[u8]) -> R<()> {
         let v: Vec<u32> = data.chunks(BLOCK as usize).map(enc_bytes).collect();
         let size = data.len() as u64;
-        let sidecar = sys::lstatat(self.csum_dir.as_raw_fd(), &Self::hex(id)).is_ok();
+        let sidecar = self.sidecar_exists(id);
         let loc = Loc::Mem { v, sidecar };
         self.sums_commit(id, fd, Sums { size, loaded: (size, false), partial: false, loc })
     }
@@ -1373,9 +1449,32 @@ impl Brick {
         })
     }
 
-    /// At open: rebuild the table of every inode whose change a crash may have cut, and
-    /// remove sidecars of inodes that are gone.
+    /// At open: list the sidecars ([`Sidecars`]), removing those of inodes that are gone,
+    /// and rebuild the table of every inode whose change a crash may have cut.
     pub(crate) fn sums_recover(&self) -> io::Result<()> {
+        let mut dropped = 0u64;
+        let mut known = Sidecars { ids: Default::default(), unknown: false };
+        for e in sys::read_dir(self.csum_dir.as_raw_fd())? {
+            if e.name == b"dirty" {
+                continue;
+            }
+            let name = cstr(&e.name)?;
+            let gone = match std::str::from_utf8(&e.name).ok().and_then(Id::from_hex) {
+                Some(id) => {
+                    let gone = self.idx.lstat_index(id).is_err();
+                    if !gone {
+                        known.insert(id);
+                    }
+                    gone
+                }
+                None => e.name.starts_with(b".tmp."),
+            };
+            if gone {
+                sys::unlinkat(self.csum_dir.as_raw_fd(), &name, 0)?;
+                dropped += 1;
+            }
+        }
+        *self.csum_sidecars.lock() = known;
         let mut rebuilt = 0u64;
         for e in sys::read_dir(self.dirty_dir.as_raw_fd())? {
             let name = cstr(&e.name)?;
@@ -1393,21 +1492,6 @@ impl Brick {
             sys::unlinkat(self.dirty_dir.as_raw_fd(), &name, 0)?;
         }
         sys::fsync(self.dirty_dir.as_raw_fd(), false)?;
-        let mut dropped = 0u64;
-        for e in sys::read_dir(self.csum_dir.as_raw_fd())? {
-            if e.name == b"dirty" {
-                continue;
-            }
-            let name = cstr(&e.name)?;
-            let gone = match std::str::from_utf8(&e.name).ok().and_then(Id::from_hex) {
-                Some(id) => self.idx.lstat_index(id).is_err(),
-                None => e.name.starts_with(b".tmp."),
-            };
-            if gone {
-                sys::unlinkat(self.csum_dir.as_raw_fd(), &name, 0)?;
-                dropped += 1;
-            }
-        }
         if rebuilt + dropped > 0 {
             tracing::info!(brick = %self.root.display(), rebuilt, dropped, "checksum tables recovered after an unclean stop");
         }
@@ -1440,10 +1524,11 @@ impl Brick {
             let synced = match self.idx.file_fd(id) {
                 Ok(fd) => {
                     sys::fsync(fd.as_raw_fd(), true).is_ok()
-                        && match sys::openat(self.csum_dir.as_raw_fd(), &h, libc::O_RDONLY, 0) {
-                            Ok(sc) => sys::fsync(sc.as_raw_fd(), true).is_ok(),
-                            Err(_) => true,
-                        }
+                        && (!self.sidecar_may_exist(id)
+                            || match sys::openat(self.csum_dir.as_raw_fd(), &h, libc::O_RDONLY, 0) {
+                                Ok(sc) => sys::fsync(sc.as_raw_fd(), true).is_ok(),
+                                Err(_) => true,
+                            })
                 }
                 Err(_) => true, // gone
             };

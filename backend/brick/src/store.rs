@@ -212,6 +212,9 @@ pub struct Brick {
     pub(crate) csum_dirty: Mutex<HashMap<Id, std::time::Instant>>,
     /// Checksum sidecars kept open between changes (see `csum.rs`, `sidecar_open`).
     pub(crate) csum_fds: Mutex<HashMap<Id, Arc<OwnedFd>>>,
+    /// Ids that may have a checksum sidecar (see `csum.rs`, `Sidecars`): a table load of
+    /// any other id goes straight to the xattr.
+    pub(crate) csum_sidecars: Mutex<crate::csum::Sidecars>,
     pub(crate) csum_tidied: Mutex<std::time::Instant>,
     /// Starts large writes' write-out early (see `writeback.rs`).
     writeback: crate::writeback::Writeback,
@@ -534,6 +537,7 @@ impl Brick {
             dirty_dir,
             csum_dirty: Mutex::new(HashMap::new()),
             csum_fds: Mutex::new(HashMap::new()),
+            csum_sidecars: Mutex::new(crate::csum::Sidecars::unknown()),
             csum_tidied: Mutex::new(std::time::Instant::now()),
             writeback: crate::writeback::Writeback::start(index),
         };

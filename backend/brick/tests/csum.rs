@@ -788,3 +788,88 @@ fn sidecar_kept_open_follows_a_replaced_sidecar() {
     assert_eq!(read_all(&b, a.id), model);
     b.scrub_file(a.id).unwrap();
 }
+
+/// The brick knows which files have a sidecar (a table load of any other goes straight to
+/// the xattr): a table that moved to a sidecar — grown past the xattr by a write, rebuilt
+/// at open after a crash, created by a heal — must be found again in this process and
+/// after a restart, or a flipped bit would be served unverified instead of refused.
+#[test]
+fn sidecars_are_known_after_growth_restart_rebuild_and_heal() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("b0");
+    let sidecar = |id: Id| dir.join(".cairn/csum").join(id.to_hex());
+    let b = new_brick_at(&dir, 0);
+    // Small first (xattr), then grown past it by a write.
+    let a = file(&b, Id::ROOT, "grown");
+    let mut data = pattern(21, 100_000);
+    write(&b, a.id, 0, &data);
+    assert!(!sidecar(a.id).exists());
+    let more = pattern(22, 2 << 20);
+    write(&b, a.id, data.len() as u64, &more);
+    data.extend(&more);
+    assert!(sidecar(a.id).exists(), "a 2 MiB table is in a sidecar");
+    let off = 1_500_000u64;
+    flip(&backing(&dir, "grown"), off);
+    corrupt(try_read(&b, a.id, off, 100));
+    flip(&backing(&dir, "grown"), off); // back
+    assert_eq!(read_all(&b, a.id), data);
+    // Truncated to a size the xattr could hold: the table stays in the sidecar.
+    setattr_size(&b, a.id, 50_000);
+    data.truncate(50_000);
+    assert!(sidecar(a.id).exists());
+    flip(&backing(&dir, "grown"), 20_000);
+    corrupt(try_read(&b, a.id, 20_000, 10));
+    flip(&backing(&dir, "grown"), 20_000);
+
+    // A big file whose sidecar a crash lost while its dirty mark was set: rebuilt at open.
+    let r = file(&b, Id::ROOT, "rebuilt");
+    let rdata = pattern(23, 3 << 20);
+    write(&b, r.id, 0, &rdata);
+    drop(b);
+    // Both idle long enough for their dirty marks to be cleared (as `sums_tidy` does), so
+    // the open does not rebuild "grown": its sidecar must be known from the listing.
+    for e in std::fs::read_dir(dir.join(".cairn/csum/dirty")).unwrap() {
+        std::fs::remove_file(e.unwrap().path()).unwrap();
+    }
+    std::fs::remove_file(sidecar(r.id)).unwrap();
+    std::fs::write(dir.join(".cairn/csum/dirty").join(r.id.to_hex()), b"").unwrap();
+
+    // After a restart: both found (listed at open; rebuilt at open).
+    let b = Brick::open(&dir, VOLID, 0).unwrap();
+    assert!(sidecar(r.id).exists(), "rebuilt into a sidecar at open");
+    assert_eq!(read_all(&b, a.id), data);
+    assert_eq!(read_all(&b, r.id), rdata);
+    flip(&backing(&dir, "grown"), 30_000);
+    corrupt(try_read(&b, a.id, 30_000, 10));
+    flip(&backing(&dir, "rebuilt"), 2_500_000);
+    corrupt(try_read(&b, r.id, 2_500_000, 10));
+    // Unlinked: the sidecar goes with the file.
+    run(&b, &root(), Op::Unlink { dir: Id::ROOT, name: b"rebuilt".to_vec() }).unwrap();
+    assert!(!sidecar(r.id).exists());
+
+    // A heal writes a big file onto a brick that had it empty: its new sidecar is known.
+    let good = new_brick_at(&t.path().join("b1"), 1);
+    let id = Id::new_on_set(1);
+    let create = create_op(Id::ROOT, "healed", id, cairn_proto::FileType::Regular, 0o644);
+    for br in [&good, &b] {
+        br.execute(&root(), &create, &[], Exec::Primary).unwrap();
+    }
+    let hdata = pattern(24, (1 << 20) + 300_000);
+    write(&good, id, 0, &hdata);
+    let (state, d): (HealState, Vec<u8>) =
+        match good.execute(&root(), &Op::HealFetch { id }, &[], Exec::Primary).unwrap() {
+            (Reply::Heal(s), d) => (*s, d.to_vec()),
+            other => panic!("{other:?}"),
+        };
+    b.execute(
+        &root(),
+        &Op::HealApply { state: Box::new(state) },
+        &d,
+        Exec::Replica { result: None },
+    )
+    .unwrap();
+    assert!(sidecar(id).exists(), "the healed copy's table is in a sidecar");
+    assert_eq!(read_all(&b, id), hdata);
+    flip(&backing(&dir, "healed"), 1_200_000);
+    corrupt(try_read(&b, id, 1_200_000, 10));
+}
