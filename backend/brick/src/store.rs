@@ -813,6 +813,35 @@ impl Brick {
         }
     }
 
+    /// [`Self::apply_result`] onto a replica's new regular file `fd` (just created, named
+    /// and linked): owner and mode are changed only where they differ from the head's (a
+    /// create by the same caller with the same mode usually leaves them equal; a `chown`
+    /// clears set-id bits, so a mode is set again after one), times always. Returns the
+    /// file's `stat` as it now is, but for its ctime: that of the create (this copy's own;
+    /// a `stat` after the `futimens` is saved).
+    fn apply_result_fd(&self, id: Id, fd: RawFd, a: &Attr) -> R<libc::stat> {
+        let what = || format!("copying owner/mode of {id} from the head");
+        let mut st = sys::fstat(fd).ctx(what)?;
+        let perm = a.perm & 0o7777;
+        let chown = (st.st_uid, st.st_gid) != (a.uid, a.gid);
+        if chown {
+            sys::fchown(fd, a.uid, a.gid).ctx(what)?;
+            (st.st_uid, st.st_gid) = (a.uid, a.gid);
+        }
+        if chown || st.st_mode & 0o7777 != perm {
+            sys::fchmod(fd, perm).ctx(what)?;
+            st.st_mode = (st.st_mode & !0o7777) | perm;
+        }
+        let ts = [
+            libc::timespec { tv_sec: a.atime.sec, tv_nsec: a.atime.nsec as i64 },
+            libc::timespec { tv_sec: a.mtime.sec, tv_nsec: a.mtime.nsec as i64 },
+        ];
+        sys::futimens(fd, &ts).ctx(what)?;
+        (st.st_atime, st.st_atime_nsec) = (ts[0].tv_sec, ts[0].tv_nsec);
+        (st.st_mtime, st.st_mtime_nsec) = (ts[1].tv_sec, ts[1].tv_nsec);
+        Ok(st)
+    }
+
     /// Copy owner, permission bits and times of the head's result onto a replica's new inode.
     pub(crate) fn apply_result(&self, cx: &Cx, id: Id, dirfd: Option<RawFd>) -> R<()> {
         let Some(a) = cx.result else { return Ok(()) };
@@ -1039,13 +1068,25 @@ impl Brick {
             return Err(e).ctx(|| format!("{}: recording id {id}", what()));
         }
         self.forget_listing(dir);
+        // A regular file's attributes are read (and a replica's copied from the head's)
+        // through the fd the create has, not by the path of its index link.
+        let st = match (&file, cx.result.filter(|_| cx.replica)) {
+            (Some(fd), Some(a)) => Some(self.apply_result_fd(id, fd.as_raw_fd(), a)?),
+            (Some(fd), None) => Some(sys::fstat(fd.as_raw_fd()).ctx(|| format!("stat of {id}"))?),
+            (None, _) => {
+                if cx.replica {
+                    self.apply_result(cx, id, None)?;
+                }
+                None
+            }
+        };
         if let (Some(fd), None) = (file, cx.caller) {
             self.idx.remember_file(id, fd);
         }
-        if cx.replica {
-            self.apply_result(cx, id, None)?;
+        match st {
+            Some(st) => Ok(Reply::Attr(attr_of(id, &st, true))),
+            None => Ok(Reply::Attr(self.attr(id)?)),
         }
-        Ok(Reply::Attr(self.attr(id)?))
     }
 
     fn op_mkdir(&self, cx: &Cx, dir: Id, name: &[u8], id: Id, perm: u32) -> R<Reply> {

@@ -813,3 +813,34 @@ fn pending_clear_keeps_records_added_again() {
     let b = Brick::open(&path, VOLID, 0).unwrap();
     assert_eq!(pending(&b, 1), vec![]);
 }
+
+/// A replica's new regular file takes the head's owner, mode and times, whether they
+/// already match what its own create gave (nothing to change but the times), differ in
+/// mode only, or differ in owner (a chown clears set-id bits: the mode is set after it);
+/// its reply agrees with a later getattr (but for ctime, this copy's own).
+#[test]
+fn replica_create_copies_owner_mode_and_times_and_replies_what_it_made() {
+    let (_t, b) = new_brick();
+    let seed = file(&b, Id::ROOT, "seed");
+    let cases = [
+        ("same", root(), 0o644, (0, 0, 0o644)),
+        ("mode", root(), 0o600, (0, 0, 0o640)),
+        ("owner", root(), 0o4755, (1234, 99, 0o4755)),
+        ("setgid", user(1234), 0o2750, (1234, 1234, 0o2750)),
+    ];
+    for (i, (name, creds, perm, (uid, gid, hperm))) in cases.into_iter().enumerate() {
+        let id = Id::new_on_set(1);
+        let mut head = seed.clone();
+        (head.id, head.uid, head.gid, head.perm) = (id, uid, gid, hperm);
+        head.atime = Timespec { sec: 1_000_000 + i as i64, nsec: 123 };
+        head.mtime = Timespec { sec: 2_000_000 + i as i64, nsec: 456_789 };
+        let op = create_op(Id::ROOT, name, id, FileType::Regular, perm);
+        let rep = Exec::Replica { result: Some(&head) };
+        let a = attr(b.execute(&creds, &op, &[], rep).unwrap().0);
+        let g = getattr(&b, id).unwrap();
+        let key =
+            |a: &cairn_proto::Attr| (a.id, a.uid, a.gid, a.perm, a.nlink, a.size, a.atime, a.mtime);
+        assert_eq!(key(&g), (id, uid, gid, hperm, 1, 0, head.atime, head.mtime), "{name}");
+        assert_eq!(key(&a), key(&g), "{name}: the reply is what the create made");
+    }
+}
