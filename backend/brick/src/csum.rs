@@ -854,13 +854,19 @@ impl Brick {
             *t = Instant::now();
             return Ok(());
         }
-        sys::openat(
-            self.dirty_dir.as_raw_fd(),
-            &Self::hex(id),
-            libc::O_CREAT | libc::O_WRONLY | libc::O_NOFOLLOW,
-            0o600,
-        )
-        .ctx(|| format!("marking the checksums of {id} in flux"))?;
+        // The same empty file an `open(O_CREAT)` would make (a journaled inode and entry),
+        // in one system call without an fd to close. Where `mknod` cannot make a regular
+        // file, `open` does.
+        let (dd, h) = (self.dirty_dir.as_raw_fd(), Self::hex(id));
+        match sys::mknodat(dd, &h, libc::S_IFREG | 0o600, 0) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {}
+            Err(_) => {
+                sys::openat(dd, &h, libc::O_CREAT | libc::O_WRONLY | libc::O_NOFOLLOW, 0o600)
+                    .map(drop)
+                    .ctx(|| format!("marking the checksums of {id} in flux"))?;
+            }
+        }
         d.insert(id, Instant::now());
         Ok(())
     }
