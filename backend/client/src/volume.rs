@@ -740,6 +740,12 @@ impl Volume {
         a
     }
 
+    /// The attributes of `id` as cached now (a buffered write's end folded into the size),
+    /// if they are: no round trip and no flush of write-behind.
+    pub fn cached_attr(&self, id: Id) -> Option<Attr> {
+        self.inner.attrs.get(id).map(|a| self.adjust(a))
+    }
+
     pub async fn lookup(&self, c: &Creds, dir: Id, name: &[u8]) -> Result<Attr> {
         valid_name(name)?;
         if let Some(id) = self.inner.entries.get(dir, name) {

@@ -79,6 +79,11 @@ struct Shared {
     /// before every write (to drop file capabilities); without this each write(2) through
     /// the writeback cache would cost a brick round trip. Trusted for the attribute TTL.
     no_caps: Mutex<HashMap<Id, std::time::Instant>>,
+    /// Regular files a WRITE reached through this mount since the kernel last flushed
+    /// their times (see `times_flush_is_redundant`), with their attributes as cached when
+    /// the first of those writes came (a write drops them from the client's cache) and
+    /// the size grown to the end of the writes.
+    written: Mutex<HashMap<Id, Attr>>,
     /// FUSE requests received, by opcode (read through [`STATS_XATTR`]).
     ops: Mutex<BTreeMap<&'static str, u64>>,
 }
@@ -217,6 +222,7 @@ impl CairnFs {
                 groups: GroupCache::default(),
                 lockers: Mutex::new(HashSet::new()),
                 no_caps: Mutex::new(HashMap::new()),
+                written: Mutex::new(HashMap::new()),
                 ops: Mutex::new(BTreeMap::new()),
             }),
             rt,
@@ -322,6 +328,60 @@ impl CairnFs {
                 Err(libc::EBADF)
             }
         }
+    }
+
+    /// Under the writeback cache the kernel stamps mtime and ctime itself at each
+    /// `write(2)` and, at close (or inode writeback), flushes them in a SETATTR of exactly
+    /// `FATTR_MTIME | FATTR_CTIME | FATTR_FH` with mtime == ctime (Linux `fuse_flush_times`;
+    /// it ignores the reply). If a WRITE of this file reached this mount since the last such
+    /// flush, that WRITE (or one still to come for the pages dirtied) moves the file's mtime
+    /// and ctime on the bricks after the kernel's stamp, so the SETATTR would only replace
+    /// the bricks' time of the write by the kernel's a few milliseconds earlier: it is
+    /// answered here, without a round trip. Returns the attributes to reply with.
+    ///
+    /// A user's `utime(s)`/`futimens` never carries a file handle (the kernel sets one only
+    /// for `ftruncate`, which has a size, and for this flush), and a chmod, chown, truncate
+    /// or atime change has other fields: all of those still reach the bricks. A flush with
+    /// no write since (e.g. of a ctime moved by setxattr or link) does too.
+    fn times_flush_is_redundant(
+        &self,
+        ino: u64,
+        id: Id,
+        set: &SetAttr,
+        ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+    ) -> Option<Attr> {
+        let sh = &self.sh;
+        if !sh.cfg.writeback_cache
+            || set.perm.is_some()
+            || set.uid.is_some()
+            || set.gid.is_some()
+            || set.size.is_some()
+            || set.atime.is_some()
+        {
+            return None;
+        }
+        let (Some(SetTime::At(m)), Some(c), Some(FileHandle(fh))) = (set.mtime, ctime, fh) else {
+            return None;
+        };
+        if m != to_timespec(c) {
+            return None;
+        }
+        match sh.handles.lock().get(&fh) {
+            Some(h) if h.id == id && !h.read_only => {}
+            _ => return None,
+        }
+        let mut a = sh.written.lock().remove(&id)?;
+        if a.kind != FileType::Regular {
+            return None;
+        }
+        a.mtime = m;
+        a.ctime = m;
+        // The kernel holds these times now (and the bricks the write's): a LOOKUP after
+        // close sees the difference and hands out a fresh inode with the bricks' times.
+        sh.inodes.lock().local_change(ino, None, None, Some((m.sec, m.nsec)));
+        debug!(%id, ino, "kernel's mtime/ctime flush after a write answered without the bricks");
+        Some(a)
     }
 
     fn new_handle(sh: &Shared, id: Id, creds: Creds, flags: i32) -> u64 {
@@ -454,8 +514,8 @@ impl Filesystem for CairnFs {
         size: Option<u64>,
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
-        _ctime: Option<SystemTime>,
-        _fh: Option<FileHandle>,
+        ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
         _crtime: Option<SystemTime>,
         _chgtime: Option<SystemTime>,
         _bkuptime: Option<SystemTime>,
@@ -463,6 +523,7 @@ impl Filesystem for CairnFs {
         reply: ReplyAttr,
     ) {
         self.count("setattr");
+        debug!(ino, ?mode, ?uid, ?gid, ?size, ?atime, ?mtime, ?ctime, ?fh, "setattr");
         let id = try_reply!(self.id(ino), reply);
         let set = SetAttr {
             perm: mode.map(|m| m & 0o7777),
@@ -483,6 +544,9 @@ impl Filesystem for CairnFs {
             && !self.sh.opens.lock().contains_key(&id)
         {
             return reply.error(Errno::from_i32(libc::ENOENT));
+        }
+        if let Some(a) = self.times_flush_is_redundant(ino, id, &set, ctime, fh) {
+            return reply.attr(&self.sh.cfg.attr_ttl, &file_attr(&a, ino));
         }
         let (c, sh) = (self.creds(req), self.sh.clone());
         self.spawn(async move {
@@ -763,6 +827,19 @@ impl Filesystem for CairnFs {
     ) {
         self.count("write");
         let (id, c, sync) = try_reply!(self.handle(fh, ino), reply);
+        if self.sh.cfg.writeback_cache {
+            let end = offset + data.len() as u64;
+            let mut w = self.sh.written.lock();
+            match w.get_mut(&id) {
+                Some(a) => a.size = a.size.max(end),
+                None => {
+                    if let Some(mut a) = self.sh.vol.cached_attr(id) {
+                        a.size = a.size.max(end);
+                        w.insert(id, a);
+                    }
+                }
+            }
+        }
         let (sh, data) = (self.sh.clone(), Bytes::copy_from_slice(data));
         self.spawn(async move {
             let len = data.len();
@@ -839,6 +916,7 @@ impl Filesystem for CairnFs {
                     *n -= 1;
                     if *n == 0 {
                         opens.remove(&h.id);
+                        self.sh.written.lock().remove(&h.id);
                     }
                 }
                 h.id
