@@ -120,7 +120,7 @@ rd_down() {
 }
 
 rd_up() {
-    local n dev
+    local n dev fs
     RD=$CL_DIR/ramdisk
     mkdir -p "$RD/backing"
     mount -t tmpfs -o "size=$((5 * BENCH_RAMDISK_MIB))m,mode=0700" cairn-bench-ramdisk "$RD/backing" ||
@@ -135,8 +135,8 @@ rd_up() {
         mkdir -p "$RD/$n"
         mount "$dev" "$RD/$n" || fail "mount $dev ($BENCH_RAMDISK_FS) at $RD/$n"
         RD_MOUNTS+=("$RD/$n")
-        [[ $(stat -f -c %T "$RD/$n") == "$BENCH_RAMDISK_FS" ]] ||
-            fail "$RD/$n is $(stat -f -c %T "$RD/$n"), not $BENCH_RAMDISK_FS"
+        fs=$(findmnt -n -o FSTYPE --mountpoint "$RD/$n")
+        [[ $fs == "$BENCH_RAMDISK_FS" ]] || fail "$RD/$n ($dev) is mounted as '$fs', not $BENCH_RAMDISK_FS"
     done
     log "RAM disks: ${RD_NAMES[*]} = ${RD_LOOPS[*]}, $BENCH_RAMDISK_FS, $BENCH_RAMDISK_MIB MiB each, images in a tmpfs at $RD/backing"
 }
