@@ -13,6 +13,9 @@
 # GL_CLIENT_CMD (an array, set after sourcing; default empty) prefixes the FUSE client's
 # command line: tests/bench/replication-net.sh runs it in a network namespace with
 # GL_CLIENT_CMD=(nsenter --net=/run/netns/NAME).
+# GL_BRICK_ROOTS (an array of 4 directories, set after sourcing; default empty = DIR/bricks)
+# puts brick i of both volumes under the i-th one (as ROOT/gl-rep, ROOT/gl-dist):
+# tests/bench/ramdisk.sh gives each its own RAM-backed file system.
 #
 # Gluster refuses 127.0.0.1 ("localhost") as a brick host, so glusterd and its bricks bind
 # 127.0.0.2 (BENCH_GLUSTER_ADDR): still loopback. Bricks sit on the local disk, so gluster
@@ -25,6 +28,7 @@ GL_DIR=
 GL_REP=
 GL_DIST=
 GL_CLIENT_CMD=()
+GL_BRICK_ROOTS=()
 
 gl_cli() { gluster --glusterd-sock="$GL_DIR/run/glusterd.socket" --mode=script "$@"; }
 
@@ -61,8 +65,10 @@ EOF
     for v in rep dist; do
         bricks=()
         for i in 1 2 3 4; do
-            mkdir -p "$GL_DIR/bricks/$v$i"
-            bricks+=("$GL_ADDR:$GL_DIR/bricks/$v$i")
+            local b=$GL_DIR/bricks/$v$i
+            ((${#GL_BRICK_ROOTS[@]})) && b=${GL_BRICK_ROOTS[i - 1]}/gl-$v
+            mkdir -p "$b"
+            bricks+=("$GL_ADDR:$b")
         done
         if [[ $v == rep ]]; then
             gl_cli volume create gl-rep replica 2 "${bricks[@]}" force >"$GL_DIR/log/create-$v.log" 2>&1
