@@ -13,6 +13,7 @@ pub mod frame;
 pub mod map;
 pub mod mgmt;
 pub mod msg;
+pub mod outq;
 pub mod rpc;
 pub mod types;
 

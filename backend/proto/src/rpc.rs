@@ -1,12 +1,14 @@
 //! The multiplexed, pipelined RPC connection used by clients, the CLI and `cairnd` itself.
 //!
 //! One TCP connection carries any number of requests in flight, matched to responses by
-//! request id; a writer task owns the socket's write half so callers never block each
-//! other. The server side spawns a task per request (pipelining) and answers in completion
-//! order. The first request on a connection must be HELLO with a matching major version.
+//! request id. Whoever sends a frame writes it to the socket itself when nobody else is
+//! writing, and queues it for the current writer otherwise ([`crate::outq`]), so a request
+//! or a reply costs no hand-off to a writer task. The server side spawns a task per
+//! request (pipelining) and answers in completion order. The first request on a connection must be HELLO with a matching major version.
 
 use crate::frame::{self, Frame, FrameError, FrameKind};
 use crate::msg::{Hello, PeerKind, Push, Reply, Request, Response, Welcome};
+use crate::outq::{Sender, Writer};
 use crate::{Errno, RemoteError, PROTOCOL_VERSION};
 use bytes::Bytes;
 use futures::future::BoxFuture;
@@ -16,9 +18,9 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{BufReader, BufWriter};
+use tokio::io::BufReader;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 type Waiter = oneshot::Sender<Result<(Reply, Bytes), RemoteError>>;
 
@@ -46,7 +48,7 @@ fn now_ms() -> u64 {
 
 /// Client side of a connection.
 pub struct Connection {
-    tx: mpsc::UnboundedSender<Frame>,
+    writer: Arc<Writer>,
     pending: Arc<Mutex<HashMap<u64, Waiter>>>,
     next_id: AtomicU64,
     closed: Arc<AtomicBool>,
@@ -77,13 +79,13 @@ impl Connection {
             .map_err(|e| RemoteError::new(Errno::from_io(&e), format!("connect to {addr}: {e}")))?;
         stream.set_nodelay(true).ok();
         let (rd, wr) = stream.into_split();
-        let (tx, rx) = mpsc::unbounded_channel::<Frame>();
         let pending: Arc<Mutex<HashMap<u64, Waiter>>> = Arc::default();
         let closed = Arc::new(AtomicBool::new(false));
         let last_rx = Arc::new(AtomicU64::new(now_ms()));
-        tokio::spawn(writer_task(wr, rx, closed.clone()));
+        let writer = Writer::new(wr, closed.clone(), addr.to_string());
         tokio::spawn(client_reader(
             rd,
+            Arc::downgrade(&writer),
             pending.clone(),
             closed.clone(),
             last_rx.clone(),
@@ -91,14 +93,14 @@ impl Connection {
             addr.to_string(),
         ));
         tokio::spawn(watchdog(
-            tx.downgrade(),
+            Arc::downgrade(&writer),
             pending.clone(),
             closed.clone(),
             last_rx.clone(),
             addr.to_string(),
         ));
         let mut conn = Connection {
-            tx,
+            writer,
             pending,
             next_id: AtomicU64::new(1),
             closed,
@@ -141,6 +143,12 @@ impl Connection {
             ));
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let frame = Frame::new(FrameKind::Request, id, frame::encode(&req), data);
+        // Wait for room in the send queue first (the only wait before the frame is
+        // queued; a caller dropped here has sent nothing and left no waiter behind).
+        let closed =
+            || RemoteError::new(Errno::ENOTCONN, format!("connection to {} is closed", self.peer));
+        let charge = self.writer.reserve(&frame).await.map_err(|_| closed())?;
         let (wtx, wrx) = oneshot::channel();
         {
             let mut pending = self.pending.lock();
@@ -149,8 +157,9 @@ impl Connection {
             }
             pending.insert(id, wtx);
         }
-        let frame = Frame::new(FrameKind::Request, id, frame::encode(&req), data);
-        if self.tx.send(frame).is_err() {
+        // Queued (and most often written) right here, with no await: the frame goes out
+        // whole even if this future is dropped later.
+        if self.writer.queue(frame, charge).is_err() {
             self.pending.lock().remove(&id);
             return Err(RemoteError::new(
                 Errno::ENOTCONN,
@@ -175,44 +184,17 @@ impl Connection {
                 format!("connection to {} closed", self.peer),
             )));
         }
-        // Dropping the sender ends the writer task, which shuts the socket.
+        // Queued frames are still written; then the write half is shut. Senders waiting
+        // for room in the queue fail.
+        self.writer.shut();
     }
 }
 
 impl Drop for Connection {
     fn drop(&mut self) {
         self.closed.store(true, Ordering::Release);
+        self.writer.shut();
     }
-}
-
-async fn writer_task(
-    wr: tokio::net::tcp::OwnedWriteHalf,
-    mut rx: mpsc::UnboundedReceiver<Frame>,
-    closed: Arc<AtomicBool>,
-) {
-    use tokio::io::AsyncWriteExt;
-    let mut w = BufWriter::with_capacity(256 * 1024, wr);
-    while let Some(f) = rx.recv().await {
-        if frame::write_frame(&mut w, &f).await.is_err() {
-            break;
-        }
-        // Batch whatever is already queued before flushing.
-        let mut failed = false;
-        while let Ok(f) = rx.try_recv() {
-            if frame::write_frame(&mut w, &f).await.is_err() {
-                failed = true;
-                break;
-            }
-        }
-        if failed || w.flush().await.is_err() {
-            break;
-        }
-        if closed.load(Ordering::Acquire) && rx.is_empty() {
-            break;
-        }
-    }
-    closed.store(true, Ordering::Release);
-    let _ = w.shutdown().await;
 }
 
 /// Ids of the watchdog's own PINGs (from the top of the id space, apart from requests').
@@ -221,7 +203,7 @@ const PING_ID_BASE: u64 = 1 << 63;
 /// Liveness of a client connection: see [`PING_INTERVAL`] and [`PEER_DEAD_AFTER`]. Ends
 /// when the connection is dropped or closed.
 async fn watchdog(
-    tx: mpsc::WeakUnboundedSender<Frame>,
+    writer: std::sync::Weak<Writer>,
     pending: Arc<Mutex<HashMap<u64, Waiter>>>,
     closed: Arc<AtomicBool>,
     last_rx: Arc<AtomicU64>,
@@ -230,7 +212,7 @@ async fn watchdog(
     let mut ping_id = PING_ID_BASE;
     loop {
         tokio::time::sleep(PING_INTERVAL).await;
-        let Some(tx) = tx.upgrade() else { return };
+        let Some(writer) = writer.upgrade() else { return };
         if closed.load(Ordering::Acquire) {
             return;
         }
@@ -246,13 +228,16 @@ async fn watchdog(
             // then land after newer ones. TCP delivers those replies when the path heals.
             tracing::warn!(peer = %peer, idle_ms = idle, "no answer from peer; new requests use a new connection");
             closed.store(true, Ordering::Release);
+            // Callers still waiting for room in the send queue have sent nothing: they
+            // fail now (and retry elsewhere). Frames already queued are still written.
+            writer.refuse();
             return;
         }
         if idle >= PING_INTERVAL.as_millis() as u64 {
             ping_id += 1;
             let (w, _) = oneshot::channel();
             pending.lock().insert(ping_id, w);
-            let _ = tx.send(Frame::new(
+            let _ = writer.send_now(Frame::new(
                 FrameKind::Request,
                 ping_id,
                 frame::encode(&Request::Ping),
@@ -264,6 +249,7 @@ async fn watchdog(
 
 async fn client_reader(
     rd: tokio::net::tcp::OwnedReadHalf,
+    writer: std::sync::Weak<Writer>,
     pending: Arc<Mutex<HashMap<u64, Waiter>>>,
     closed: Arc<AtomicBool>,
     last_rx: Arc<AtomicU64>,
@@ -309,6 +295,10 @@ async fn client_reader(
         }
     }
     closed.store(true, Ordering::Release);
+    // Senders waiting for room in the send queue fail too.
+    if let Some(w) = writer.upgrade() {
+        w.shut();
+    }
     let waiters: Vec<_> = pending.lock().drain().collect();
     for (_, w) in waiters {
         let _ =
@@ -321,18 +311,18 @@ pub struct Session {
     pub id: u64,
     pub peer: SocketAddr,
     pub hello: Hello,
-    tx: mpsc::UnboundedSender<Frame>,
+    tx: Sender,
     closed: Arc<AtomicBool>,
 }
 
 impl Session {
     /// Send an unsolicited message; false if the connection is gone.
     pub fn push(&self, p: &Push) -> bool {
-        self.tx.send(Frame::new(FrameKind::Push, 0, frame::encode(p), Bytes::new())).is_ok()
+        self.tx.send_now(Frame::new(FrameKind::Push, 0, frame::encode(p), Bytes::new())).is_ok()
     }
 
     pub fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire) || self.tx.is_closed()
+        self.closed.load(Ordering::Acquire)
     }
 
     pub fn label(&self) -> String {
@@ -381,9 +371,11 @@ pub async fn serve_connection<S: Service>(stream: TcpStream, peer: SocketAddr, s
     stream.set_nodelay(true).ok();
     let (rd, wr) = stream.into_split();
     let mut rd = BufReader::with_capacity(READ_BUFFER, rd);
-    let (tx, rx) = mpsc::unbounded_channel::<Frame>();
     let closed = Arc::new(AtomicBool::new(false));
-    let writer = tokio::spawn(writer_task(wr, rx, closed.clone()));
+    let writer = Writer::new(wr, closed.clone(), peer.to_string());
+    // The write half is shut when the last sender goes: this one, the session's, and one
+    // per request in flight (so every reply is written first).
+    let tx = Sender::new(writer.clone());
 
     // HELLO first.
     let session = match frame::read_frame(&mut rd).await {
@@ -394,7 +386,7 @@ pub async fn serve_connection<S: Service>(stream: TcpStream, peer: SocketAddr, s
                 let id = SESSION_IDS.fetch_add(1, Ordering::Relaxed);
                 let welcome = service.welcome(id);
                 let resp: Response = Ok(Reply::Welcome(welcome));
-                let _ = tx.send(Frame::new(
+                let _ = tx.send_now(Frame::new(
                     FrameKind::Response,
                     f.id,
                     frame::encode(&resp),
@@ -403,7 +395,7 @@ pub async fn serve_connection<S: Service>(stream: TcpStream, peer: SocketAddr, s
                 Arc::new(Session { id, peer, hello: h, tx: tx.clone(), closed: closed.clone() })
             }
             Ok(Request::Hello(h)) => {
-                let _ = tx.send(error_frame(
+                let _ = tx.send_now(error_frame(
                     f.id,
                     Errno::EPROTONOSUPPORT,
                     format!(
@@ -412,29 +404,37 @@ pub async fn serve_connection<S: Service>(stream: TcpStream, peer: SocketAddr, s
                     ),
                 ));
                 drop(tx);
-                let _ = writer.await;
+                writer.finished().await;
                 return;
             }
             _ => {
-                let _ =
-                    tx.send(error_frame(f.id, Errno::EPROTO, "first request must be HELLO".into()));
+                let _ = tx.send_now(error_frame(
+                    f.id,
+                    Errno::EPROTO,
+                    "first request must be HELLO".into(),
+                ));
                 drop(tx);
-                let _ = writer.await;
+                writer.finished().await;
                 return;
             }
         },
         Err(e) => {
             if let FrameError::TooLarge { id, .. } = e {
-                let _ = tx.send(error_frame(id, Errno::EMSGSIZE, e.to_string()));
+                let _ = tx.send_now(error_frame(id, Errno::EMSGSIZE, e.to_string()));
             }
             tracing::debug!(%peer, error = %e, "connection rejected before HELLO");
             drop(tx);
-            let _ = writer.await;
+            writer.finished().await;
             return;
         }
     };
 
     loop {
+        // A client that sends requests but does not read the replies: stop reading its
+        // requests while its reply queue is full.
+        if tx.is_full() && tx.room().await.is_err() {
+            break;
+        }
         let f = match frame::read_frame(&mut rd).await {
             Ok(f) => f,
             Err(FrameError::Closed) => break,
@@ -444,21 +444,25 @@ pub async fn serve_connection<S: Service>(stream: TcpStream, peer: SocketAddr, s
                     _ => (0, Errno::EPROTO),
                 };
                 tracing::warn!(session = %session.label(), error = %e, "protocol error; closing connection");
-                let _ = tx.send(error_frame(id, errno, e.to_string()));
+                let _ = tx.send_now(error_frame(id, errno, e.to_string()));
                 break;
             }
         };
         if f.kind != FrameKind::Request {
             tracing::warn!(session = %session.label(), "client sent a non-request frame; closing");
-            let _ = tx.send(error_frame(f.id, Errno::EPROTO, "expected a request frame".into()));
+            let _ =
+                tx.send_now(error_frame(f.id, Errno::EPROTO, "expected a request frame".into()));
             break;
         }
         let req = match frame::decode::<Request>(&f.header) {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(session = %session.label(), error = %e, "undecodable request; closing");
-                let _ =
-                    tx.send(error_frame(f.id, Errno::EPROTO, format!("undecodable request: {e}")));
+                let _ = tx.send_now(error_frame(
+                    f.id,
+                    Errno::EPROTO,
+                    format!("undecodable request: {e}"),
+                ));
                 break;
             }
         };
@@ -467,20 +471,21 @@ pub async fn serve_connection<S: Service>(stream: TcpStream, peer: SocketAddr, s
         let id = f.id;
         tokio::spawn(async move {
             let (resp, data) = fut.await;
-            let _ = tx.send(Frame::new(FrameKind::Response, id, frame::encode(&resp), data));
+            let _ = tx.send(Frame::new(FrameKind::Response, id, frame::encode(&resp), data)).await;
         });
     }
     closed.store(true, Ordering::Release);
     service.closed(&session);
     drop(tx);
     drop(session);
-    // The writer ends once every in-flight request task has dropped its sender.
-    let _ = writer.await;
+    // The write half is shut once every in-flight request task has sent its reply.
+    writer.finished().await;
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::outq::QUEUE_LIMIT;
 
     /// Answers HELLO, and PING if `pings`; any other request takes 15 s (longer than
     /// PEER_DEAD_AFTER) and is then answered if `pings`, never otherwise.
@@ -595,5 +600,205 @@ mod tests {
             }
         });
         futures::future::join_all(calls).await;
+    }
+
+    /// Echoes like [`Echo`], and records the (caller, sequence) stamped in the first 16
+    /// bytes of each request's data, in the order the requests arrived.
+    #[derive(Default)]
+    struct Recorder {
+        seen: Mutex<Vec<(u64, u64)>>,
+    }
+
+    impl Service for Recorder {
+        fn welcome(&self, session: u64) -> Welcome {
+            Welcome { version: PROTOCOL_VERSION, session, node: "recorder".into() }
+        }
+        fn call(
+            &self,
+            _: Arc<Session>,
+            _: Request,
+            data: Bytes,
+        ) -> BoxFuture<'static, (Response, Bytes)> {
+            // `call` runs in the connection's reader, in arrival order.
+            let stamp = |r: std::ops::Range<usize>| u64::from_le_bytes(data[r].try_into().unwrap());
+            self.seen.lock().push((stamp(0..8), stamp(8..16)));
+            Box::pin(async move { (Ok(Reply::Pong), data) })
+        }
+    }
+
+    fn stamped(caller: u64, seq: u64, len: usize) -> Bytes {
+        let mut v: Vec<u8> = (0..len.max(16))
+            .map(|j| (caller as usize * 131 + seq as usize * 7 + j) as u8)
+            .collect();
+        v[0..8].copy_from_slice(&caller.to_le_bytes());
+        v[8..16].copy_from_slice(&seq.to_le_bytes());
+        v.into()
+    }
+
+    async fn connect(addr: &str) -> Arc<Connection> {
+        Connection::connect(addr, PeerKind::Cli, "t", None, Duration::from_secs(5)).await.unwrap()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_callers_frames_arrive_intact_and_in_each_callers_order() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let rec = Arc::new(Recorder::default());
+        tokio::spawn(serve(l, rec.clone()));
+        let c = connect(&addr).await;
+        // Sizes from a bare header to more than the queue limit, so callers write their
+        // own frames, queue behind one another, wait for room, and hit a full socket.
+        let sizes = [16, 100, 4096, 70_000, 1 << 20, QUEUE_LIMIT + 5];
+        let callers = (0..8u64).map(|caller| {
+            let c = c.clone();
+            tokio::spawn(async move {
+                // Each caller pipelines its calls: join_all polls them in order, so they
+                // are queued in order.
+                let calls = (0..20u64).map(|seq| {
+                    let n = sizes[((caller + seq * 5) % sizes.len() as u64) as usize];
+                    let data = stamped(caller, seq, n);
+                    let c = c.clone();
+                    async move {
+                        let (r, back) = c.call(Request::Ping, data.clone()).await.unwrap();
+                        assert!(matches!(r, Reply::Pong));
+                        assert!(back == data, "caller {caller} call {seq}: {n} bytes echoed wrong");
+                    }
+                });
+                futures::future::join_all(calls).await;
+            })
+        });
+        for r in futures::future::join_all(callers).await {
+            r.unwrap();
+        }
+        let seen = rec.seen.lock().clone();
+        assert_eq!(seen.len(), 8 * 20);
+        for caller in 0..8 {
+            let seqs: Vec<u64> = seen.iter().filter(|s| s.0 == caller).map(|s| s.1).collect();
+            assert_eq!(seqs, (0..20).collect::<Vec<_>>(), "caller {caller}'s frames out of order");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn callers_dropped_mid_send_leave_the_stream_intact() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let rec = Arc::new(Recorder::default());
+        tokio::spawn(serve(l, rec.clone()));
+        let c = connect(&addr).await;
+        let mut kept = vec![];
+        for i in 0..40u64 {
+            let data = stamped(i, 0, [3 << 20, 100, 1 << 20, 5000][i as usize % 4]);
+            if i % 3 == 0 {
+                // Polled once (its frame queued, partly written, or waiting for room),
+                // then dropped.
+                let mut f = Box::pin(c.call(Request::Ping, data));
+                let _ = futures::poll!(&mut f);
+                drop(f);
+            } else {
+                let c = c.clone();
+                kept.push(tokio::spawn(async move {
+                    let (_, back) = c.call(Request::Ping, data.clone()).await.unwrap();
+                    assert!(back == data, "call {i} echoed wrong");
+                }));
+            }
+        }
+        for k in kept {
+            k.await.unwrap();
+        }
+        // The connection still works, and every frame the server got was whole (a torn
+        // one would have been misparsed, closing the connection or failing a stamp).
+        let data = stamped(99, 1, 12345);
+        let (_, back) = c.call(Request::Ping, data.clone()).await.unwrap();
+        assert_eq!(back, data);
+        assert!(!c.is_closed());
+        let seen = rec.seen.lock().clone();
+        assert!(seen
+            .iter()
+            .all(|&(caller, seq)| caller < 40 && seq == 0 || (caller, seq) == (99, 1)));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_peer_that_stops_reading_makes_senders_wait_and_closing_fails_them() {
+        // A peer that answers HELLO and then never reads again.
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let (hold_tx, hold_rx) = oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            let f = frame::read_frame(&mut s).await.unwrap();
+            let welcome: Response = Ok(Reply::Welcome(Welcome {
+                version: PROTOCOL_VERSION,
+                session: 1,
+                node: "x".into(),
+            }));
+            let w = Frame::new(FrameKind::Response, f.id, frame::encode(&welcome), Bytes::new());
+            frame::write_frame(&mut s, &w).await.unwrap();
+            let _ = hold_rx.await;
+            drop(s);
+        });
+        let c = connect(&addr).await;
+        const CALLS: usize = 64;
+        let calls: Vec<_> = (0..CALLS)
+            .map(|i| {
+                let c = c.clone();
+                tokio::spawn(async move {
+                    c.call(Request::Ping, stamped(i as u64, 0, 1 << 20)).await.unwrap_err()
+                })
+            })
+            .collect();
+        // 64 MiB is more than the socket buffers and the queue hold: the queue fills up...
+        while !c.writer.is_full() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // ...and the callers beyond it wait with their frames unqueued.
+        let queued = c.pending.lock().len();
+        assert!(queued < CALLS, "all {CALLS} frames were queued for a peer that does not read");
+        assert!(c.writer.queued() <= QUEUE_LIMIT);
+        // Closing fails every caller, queued or waiting.
+        c.close();
+        for r in calls {
+            let e = r.await.unwrap();
+            assert_eq!(e.errno, Errno::ENOTCONN, "{e}");
+        }
+        let _ = hold_tx.send(());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_peer_that_goes_away_fails_callers_waiting_for_room() {
+        // As above, but the peer closes the connection instead of the caller.
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let (hold_tx, hold_rx) = oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            let f = frame::read_frame(&mut s).await.unwrap();
+            let welcome: Response = Ok(Reply::Welcome(Welcome {
+                version: PROTOCOL_VERSION,
+                session: 1,
+                node: "x".into(),
+            }));
+            let w = Frame::new(FrameKind::Response, f.id, frame::encode(&welcome), Bytes::new());
+            frame::write_frame(&mut s, &w).await.unwrap();
+            let _ = hold_rx.await;
+            drop(s);
+        });
+        let c = connect(&addr).await;
+        let calls: Vec<_> = (0..64)
+            .map(|i| {
+                let c = c.clone();
+                tokio::spawn(async move {
+                    c.call(Request::Ping, stamped(i, 0, 1 << 20)).await.unwrap_err()
+                })
+            })
+            .collect();
+        while !c.writer.is_full() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let _ = hold_tx.send(());
+        for r in calls {
+            let e = r.await.unwrap();
+            assert_eq!(e.errno, Errno::ENOTCONN, "{e}");
+        }
+        assert!(c.is_closed());
     }
 }
