@@ -843,7 +843,10 @@ impl Volume {
             self.inner.negative_hits.fetch_add(1, Ordering::Relaxed);
             return Err(err(
                 Errno::ENOENT,
-                format!("{}: no such entry (directory {dir} listed)", String::from_utf8_lossy(name)),
+                format!(
+                    "{}: no such entry (directory {dir} listed)",
+                    String::from_utf8_lossy(name)
+                ),
             ));
         }
         self.lookup_remote(c, dir, name).await
