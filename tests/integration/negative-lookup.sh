@@ -2,7 +2,7 @@
 # A create of a new name through the FUSE mount costs no LOOKUP round trip, soundly: after
 # a lookup in a directory misses, the client lists the directory on every replica set
 # (each listing leases its entries there) and answers lookups of names not in it from
-# memory (backend/client/src/dirstate.rs). Two mounts of one 2 x 2 volume on two nodes:
+# memory (backend/client/src/dirstate.rs). Two mounts of one 2 x 2 volume, a brick per node:
 # mount a creates names without brick LOOKUPs; a name made in that directory through
 # mount b (create, symlink, rename from another directory, hard link) is seen through a at
 # once (stat finds it, O_CREAT|O_EXCL fails with EEXIST). Mount a runs with a 30 s cache
@@ -12,7 +12,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=tests/integration/lib.sh
 . "$here/lib.sh"
 
-cluster_up 2 nl 2 4
+cluster_up 4 nl 2 4
 b=$CL_MNT
 a=$CL_DIR/mnt-a
 mkdir -p "$a"
@@ -79,8 +79,10 @@ ln -s target "$b/d/sym"
 a_sees sym "a symlink"
 
 # Renames from another directory into d: whichever node heads d's chain on the name's
-# set, the recall must reach a (several names: their sets and heads differ).
-for n in 1 2 3 4 5 6; do
+# set, the recall must reach a (16 names: their sets and the nodes heading d and the
+# source directory differ; with a brick per node some rename runs on a node that holds no
+# lease of d, and only the replica heading d can recall it).
+for n in $(seq 1 16); do
     printf x >"$b/other/r$n"
     a_knows "r$n"
     mv "$b/other/r$n" "$b/d/moved$n"
