@@ -856,6 +856,9 @@ async fn serve(
         node.note_release(session.id, &req.volume, req.brick, *id);
     }
     if req.op.is_mutation() {
+        if let Some(r) = req.req {
+            node.leases.note_client(r.client, session.id);
+        }
         return mutate(node, session, &slot, &map, req, data).await;
     }
     let (set, _) = map
@@ -1089,6 +1092,11 @@ pub async fn replicate(node: &Arc<Node>, req: ReplicateRequest, data: Bytes) -> 
             );
         }
     }
+    let moved_into = match (&req.op, req.confirm) {
+        (Op::Rename { src_dir, dst_dir, .. }, false) if src_dir != dst_dir => Some(*dst_dir),
+        _ => None,
+    };
+    let (volume, brick, req_id) = (req.volume.clone(), req.brick, req.req);
     let out = match (req.req, req.confirm) {
         (Some(id), true) => {
             // The head asks whether this brick applied the op: never apply it now (it
@@ -1148,7 +1156,27 @@ pub async fn replicate(node: &Arc<Node>, req: ReplicateRequest, data: Bytes) -> 
     for (peer, ids) in records {
         mark_pending(&slot, peer, ids).await;
     }
+    if let Some(dst_dir) = moved_into {
+        recall_moved_into(node, &volume, brick, dst_dir, req_id).await;
+    }
     Ok(out)
+}
+
+/// A rename from another directory into `dst_dir`, applied on replica `brick`: the head
+/// that ran it (the source directory's) recalled the leases it holds, but the leases on
+/// `dst_dir`'s entries in this set are held where `dst_dir`'s chain heads, which may be
+/// this brick's node. Recall them here, before the head hears back, so a client that
+/// knows every name of `dst_dir` (`client/src/dirstate.rs`) drops that knowledge before
+/// the rename completes. The renaming client keeps its lease when this node knows its
+/// session (from a mutation it sent here), as at the head.
+async fn recall_moved_into(node: &Node, volume: &str, brick: u32, dst_dir: Id, req: Option<ReqId>) {
+    let Some(map) = node.map(volume) else { return };
+    let Some((set, _)) = map.brick(brick) else { return };
+    if cairn_placement::head(set, dst_dir).map(|h| h.index) != Some(brick) {
+        return;
+    }
+    let except = req.and_then(|r| node.leases.session_of(r.client)).unwrap_or(0);
+    node.leases.recall(volume, &[(dst_dir, true)], except).await;
 }
 
 /// Drop an open a closed session still held, on the head and on every replica.

@@ -33,6 +33,9 @@ pub struct Leases {
     /// Recalls awaiting their ack: seq -> (holder session, ack).
     acks: Mutex<HashMap<u64, (u64, oneshot::Sender<()>)>>,
     seq: AtomicU64,
+    /// Client instance (`ReqId::client`) -> its session here, learned from its mutations:
+    /// a recall made on behalf of a change another node ran can spare the changer.
+    clients: Mutex<HashMap<u64, u64>>,
 }
 
 impl Leases {
@@ -42,6 +45,19 @@ impl Leases {
             session.id,
             Holder { session: Arc::downgrade(session), until: Instant::now() + LEASE },
         );
+    }
+
+    /// Client instance `client` talks to this node over `session`.
+    pub fn note_client(&self, client: u64, session: u64) {
+        let mut c = self.clients.lock();
+        if c.get(&client) != Some(&session) {
+            c.insert(client, session);
+        }
+    }
+
+    /// The session of client instance `client` here, if it sent a mutation here.
+    pub fn session_of(&self, client: u64) -> Option<u64> {
+        self.clients.lock().get(&client).copied()
     }
 
     pub fn ack(&self, seq: u64) {
@@ -120,6 +136,7 @@ impl Leases {
         });
         drop(h);
         self.acks.lock().retain(|_, (s, _)| *s != session);
+        self.clients.lock().retain(|_, s| *s != session);
     }
 }
 

@@ -12,6 +12,7 @@
 //! forks — smbd — must mount after the fork).
 
 mod conn;
+mod dirstate;
 mod volume;
 
 pub use cairn_proto::{

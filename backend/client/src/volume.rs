@@ -1,4 +1,5 @@
 use crate::conn::Pool;
+use crate::dirstate::DirStates;
 use crate::Result;
 use bytes::Bytes;
 use cairn_cache::{merge_dir_copy, Append, AttrCache, DataCache, EntryCache, WriteBehind};
@@ -58,6 +59,8 @@ pub struct Stats {
     pub by_op: Vec<(&'static str, u64)>,
     /// Reads answered from quick-read content (no round trip).
     pub quick_reads: u64,
+    /// Lookups answered "no such entry" from a complete directory (no round trip).
+    pub negative_hits: u64,
 }
 
 /// Called when a brick recalls a lease on `id` (`entries`: its directory entries too).
@@ -83,6 +86,9 @@ const MAX_INFLIGHT: usize = 32;
 const MAX_INFLIGHT_BUFFERS: u64 = 4;
 /// Most quick-read content held.
 const QUICK_READ_BYTES: usize = 32 << 20;
+/// Most names a listing that makes a directory complete reads per set (one READDIR each);
+/// a bigger directory is not made complete.
+const LIST_MAX: u32 = 1024;
 /// Bound of the file-type memo (cleared wholesale when full, like the other caches).
 const KINDS_MAX: usize = 200_000;
 
@@ -185,6 +191,9 @@ struct Inner {
     pool: Pool,
     attrs: AttrCache,
     entries: EntryCache,
+    /// Directories whose every name is known (`dirstate.rs`): lookups of other names are
+    /// answered ENOENT without a round trip.
+    complete: DirStates,
     /// Quick-read content (`MountOptions::quick_read`).
     data: DataCache,
     /// File type by id. An id's type never changes, so this is exact without leases even
@@ -198,6 +207,7 @@ struct Inner {
     by_op: Mutex<HashMap<&'static str, u64>>,
     round_trips: AtomicU64,
     quick_reads: AtomicU64,
+    negative_hits: AtomicU64,
     closed: AtomicBool,
     /// Request ids of mutations: this client instance's random id, and the next sequence
     /// number. A retry of an op keeps its id, so a brick that applied it answers with the
@@ -224,6 +234,7 @@ impl Inner {
         }
         self.attrs.set_ttl(ttl);
         self.entries.set_ttl(ttl);
+        self.complete.set_ttl(ttl);
         self.data.set_ttl(ttl);
         let on = self.opts.write_behind && m.option("performance.write-behind") != Some("off");
         self.wb_on.store(on, Ordering::Release);
@@ -440,6 +451,27 @@ impl Inner {
         }
     }
 
+    /// After this client's op that makes `name` in `dir` (its own changes recall nothing
+    /// here): the name exists if the op succeeded or found it there; otherwise what the
+    /// directory holds is not known.
+    fn named<T>(&self, dir: Id, name: &[u8], r: &Result<T>) {
+        match r {
+            Ok(_) => self.complete.added(dir, name),
+            Err(e) if e.errno == Errno::EEXIST => self.complete.added(dir, name),
+            Err(_) => self.complete.invalidate(dir),
+        }
+        self.complete.touch(dir);
+    }
+
+    /// After this client's op that removes `name` from `dir`: as [`named`](Self::named).
+    fn unnamed<T>(&self, dir: Id, name: &[u8], r: &Result<T>) {
+        match r {
+            Ok(_) => self.complete.removed(dir, name),
+            Err(_) => self.complete.invalidate(dir),
+        }
+        self.complete.touch(dir);
+    }
+
     fn forget_entry(&self, dir: Id, name: &[u8]) {
         self.entries.remove(dir, name);
         self.attrs.invalidate(dir);
@@ -526,6 +558,7 @@ impl Inner {
                     self.data.invalidate(id);
                     if entries {
                         self.entries.invalidate_dir(id);
+                        self.complete.invalidate(id);
                     }
                     let cb = self.on_invalidate.read().clone();
                     let done = cb.and_then(|cb| cb(id, entries));
@@ -609,6 +642,7 @@ impl Volume {
         let inner = Arc::new(Inner {
             attrs: AttrCache::new(opts.cache_timeout),
             entries: EntryCache::new(opts.cache_timeout),
+            complete: DirStates::new(opts.cache_timeout),
             data: DataCache::new(opts.cache_timeout, QUICK_READ_BYTES),
             kinds: Mutex::default(),
             wb: WriteBehind::new(opts.write_behind_bytes),
@@ -622,6 +656,7 @@ impl Volume {
             by_op: Mutex::default(),
             round_trips: AtomicU64::new(0),
             quick_reads: AtomicU64::new(0),
+            negative_hits: AtomicU64::new(0),
             closed: AtomicBool::new(false),
             // 64 random bits (an id's low bits are random).
             client_id: Id::new_on_set(0).0 as u64,
@@ -675,6 +710,7 @@ impl Volume {
             round_trips: self.inner.round_trips.load(Ordering::Relaxed),
             by_op,
             quick_reads: self.inner.quick_reads.load(Ordering::Relaxed),
+            negative_hits: self.inner.negative_hits.load(Ordering::Relaxed),
         }
     }
 
@@ -687,6 +723,7 @@ impl Volume {
     pub fn drop_caches(&self) {
         self.inner.attrs.clear();
         self.inner.entries.clear();
+        self.inner.complete.clear();
         self.inner.data.clear();
     }
 
@@ -747,6 +784,43 @@ impl Volume {
     }
 
     pub async fn lookup(&self, c: &Creds, dir: Id, name: &[u8]) -> Result<Attr> {
+        let r = self.lookup_cached(c, dir, name).await;
+        if matches!(&r, Err(e) if e.errno == Errno::ENOENT) {
+            self.list_complete(c, dir).await;
+        }
+        r
+    }
+
+    /// After a lookup in `dir` found nothing: list `dir` on every set (leased there), so
+    /// the next lookups of names not in it are answered from memory (`dirstate.rs`).
+    async fn list_complete(&self, c: &Creds, dir: Id) {
+        let i = &self.inner;
+        let map = i.map();
+        if map.rebalancing || !i.complete.want(dir, map.epoch) {
+            return;
+        }
+        let token = i.complete.begin();
+        let list = |set: u32| {
+            let op = Op::ReadDir { dir, cookie: 0, max: LIST_MAX, plus: false };
+            i.call(Target { set, key: dir }, c, op, Bytes::new())
+        };
+        let lists = futures::future::join_all(map.sets.iter().map(|s| list(s.id))).await;
+        let mut names = std::collections::HashSet::new();
+        for r in lists {
+            match r {
+                Ok((Reply::Dir { entries, eof: true }, _)) => {
+                    names.extend(entries.into_iter().map(|e| e.name))
+                }
+                _ => {
+                    i.complete.give_up(dir);
+                    return;
+                }
+            }
+        }
+        i.complete.install(token, dir, names, map.epoch);
+    }
+
+    async fn lookup_cached(&self, c: &Creds, dir: Id, name: &[u8]) -> Result<Attr> {
         valid_name(name)?;
         if let Some(id) = self.inner.entries.get(dir, name) {
             if let Some(a) = self.inner.attrs.get(id) {
@@ -763,6 +837,17 @@ impl Volume {
                     Err(e) => return Err(e),
                 }
             }
+        }
+        let map = self.inner.map();
+        if !map.rebalancing && self.inner.complete.absent(dir, name, map.epoch) {
+            self.inner.negative_hits.fetch_add(1, Ordering::Relaxed);
+            return Err(err(
+                Errno::ENOENT,
+                format!(
+                    "{}: no such entry (directory {dir} listed)",
+                    String::from_utf8_lossy(name)
+                ),
+            ));
         }
         self.lookup_remote(c, dir, name).await
     }
@@ -950,7 +1035,9 @@ impl Volume {
         let op =
             Op::Create { dir, name: name.to_vec(), id, kind, perm, rdev, target, exclusive: true };
         let mut change = i.begin_dirs(&[dir]);
+        i.complete.touch(dir);
         let r = i.call_ns(Target { set, key: dir }, c, op).await;
+        i.named(dir, name, &r);
         change.step(set, &[dir], &r);
         match r {
             Ok((r, _)) => {
@@ -1015,7 +1102,9 @@ impl Volume {
         let id = Id::new_on_set(hashed);
         let op = Op::Mkdir { dir, name: name.to_vec(), id, perm };
         let mut change = i.begin_dirs(&[dir]);
+        i.complete.touch(dir);
         let r = i.call_ns(Target { set: hashed, key: dir }, c, op.clone()).await;
+        i.named(dir, name, &r);
         change.step(hashed, &[dir], &r);
         let a = match r {
             Ok((r, _)) => attr_of("mkdir", r)?,
@@ -1073,9 +1162,11 @@ impl Volume {
         let home = i.home(id);
         let hashed = i.hashed(dir, name);
         let mut change = i.begin_dirs(&[dir]);
+        i.complete.touch(dir);
         let r = i
             .call_ns(Target { set: home, key: dir }, c, Op::Link { id, dir, name: name.to_vec() })
             .await;
+        i.named(dir, name, &r);
         change.step(home, &[dir], &r);
         let r = match r {
             Ok((r, _)) => r,
@@ -1091,6 +1182,7 @@ impl Volume {
             change.step(hashed, &[dir], &r);
             if let Err(e) = r {
                 i.attrs.invalidate(dir);
+                i.complete.invalidate(dir);
                 // Undo so the name does not exist half-way.
                 let _ = i
                     .call(
@@ -1133,9 +1225,11 @@ impl Volume {
         }
         let real = if is_dir { hashed } else { home };
         let mut change = i.begin_dirs(&[dir]);
+        i.complete.touch(dir);
         let r = i
             .call_ns(Target { set: real, key: dir }, c, Op::Unlink { dir, name: name.to_vec() })
             .await;
+        i.unnamed(dir, name, &r);
         change.step(real, &[dir], &r);
         i.entries.remove(dir, name);
         i.attrs.invalidate(a.id);
@@ -1207,6 +1301,7 @@ impl Volume {
         let op = Op::Rmdir { dir, name: name.to_vec() };
         let others: Vec<u32> = sets.iter().copied().filter(|s| *s != hashed).collect();
         let mut change = i.begin_dirs(&[dir]);
+        i.complete.touch(dir);
         let calls = others.iter().map(|s| i.call_ns(Target { set: *s, key: dir }, c, op.clone()));
         for (s, r) in others.iter().zip(futures::future::join_all(calls).await) {
             change.step(*s, &[dir], &r);
@@ -1215,11 +1310,14 @@ impl Volume {
                 Err(e) if e.errno == Errno::ENOENT => {}
                 Err(e) => {
                     i.forget_entry(dir, name);
+                    i.complete.invalidate(dir);
                     return Err(e);
                 }
             }
         }
         let r = i.call_ns(Target { set: hashed, key: dir }, c, op).await;
+        i.unnamed(dir, name, &r);
+        i.complete.invalidate(a.id);
         change.step(hashed, &[dir], &r);
         i.entries.remove(dir, name);
         i.attrs.invalidate(a.id);
@@ -1290,7 +1388,18 @@ impl Volume {
         }
         let dirs = op.parent_dirs();
         let mut change = i.begin_dirs(&dirs);
+        i.complete.touch(src_dir);
+        i.complete.touch(dst_dir);
         let r = self.rename_steps(c, &op, &s, d.as_ref(), &mut change).await;
+        if r.is_ok() {
+            i.complete.removed(src_dir, src);
+            i.complete.added(dst_dir, dst);
+            i.complete.touch(src_dir);
+            i.complete.touch(dst_dir);
+        } else {
+            i.complete.invalidate(src_dir);
+            i.complete.invalidate(dst_dir);
+        }
         i.entries.remove(src_dir, src);
         i.entries.remove(dst_dir, dst);
         i.attrs.invalidate(s.id);
