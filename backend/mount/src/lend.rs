@@ -85,10 +85,9 @@ impl Slots {
         let deadline = Instant::now() + wait;
         let mut busy = self.busy.lock();
         while *busy >= self.max {
-            if self.max == 0 || self.freed.wait_until(&mut busy, deadline).timed_out() {
-                if *busy >= self.max {
-                    return None;
-                }
+            let gave_up = self.max == 0 || self.freed.wait_until(&mut busy, deadline).timed_out();
+            if gave_up && *busy >= self.max {
+                return None;
             }
         }
         *busy += 1;
