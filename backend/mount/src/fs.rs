@@ -4,6 +4,7 @@
 
 use crate::creds::GroupCache;
 use crate::inodes::InodeTable;
+use crate::lend;
 use bytes::Bytes;
 use cairn_client::{
     Attr, Creds, FileType, Id, Lock, LockKind, RemoteError, SeekWhence, SetAttr, SetTime, Timespec,
@@ -43,6 +44,9 @@ pub struct FsConfig {
     pub attr_ttl: Duration,
     pub entry_ttl: Duration,
     pub writeback_cache: bool,
+    /// Session threads that may each lend one WRITE's data at a time (see `lend`); the
+    /// others copy it, so some thread is always free to read the next request.
+    pub lend_threads: usize,
 }
 
 /// An open file.
@@ -86,6 +90,8 @@ struct Shared {
     written: Mutex<HashMap<Id, Attr>>,
     /// FUSE requests received, by opcode (read through [`STATS_XATTR`]).
     ops: Mutex<BTreeMap<&'static str, u64>>,
+    /// Session threads lending a WRITE's data right now (at most `cfg.lend_threads`).
+    lenders: lend::Slots,
 }
 
 const CAPS: &[u8] = b"security.capability";
@@ -211,6 +217,7 @@ pub fn from_lock(l: &Lock) -> (u64, u64, i32, u32) {
 
 impl CairnFs {
     pub fn new(vol: Arc<Volume>, root: Id, cfg: FsConfig, rt: tokio::runtime::Handle) -> CairnFs {
+        let lend_threads = cfg.lend_threads;
         CairnFs {
             sh: Arc::new(Shared {
                 vol,
@@ -224,6 +231,7 @@ impl CairnFs {
                 no_caps: Mutex::new(HashMap::new()),
                 written: Mutex::new(HashMap::new()),
                 ops: Mutex::new(BTreeMap::new()),
+                lenders: lend::Slots::new(lend_threads),
             }),
             rt,
         }
@@ -840,8 +848,8 @@ impl Filesystem for CairnFs {
                 }
             }
         }
-        let (sh, data) = (self.sh.clone(), Bytes::copy_from_slice(data));
-        self.spawn(async move {
+        let sh = self.sh.clone();
+        let run = move |data: Bytes| async move {
             let len = data.len();
             let r = if sync {
                 sh.vol.write_through(&c, id, offset, data).await
@@ -857,7 +865,19 @@ impl Filesystem for CairnFs {
                     reply.error(Errno::from_i32(fail("write", format!("{id}@{offset}+{len}"), &e)))
                 }
             }
-        });
+        };
+        // Large writes: the data stays in fuser's buffer and this thread waits until the
+        // write is done with it; the reply still goes out from the runtime.
+        match (data.len() >= lend::LEND_MIN)
+            .then(|| self.sh.lenders.take(lend::SLOT_WAIT))
+            .flatten()
+        {
+            Some(_slot) => {
+                self.count("write.lent");
+                lend::with_lent(data, |data| self.spawn(run(data)));
+            }
+            None => self.spawn(run(Bytes::copy_from_slice(data))),
+        }
     }
 
     fn flush(

@@ -12,6 +12,7 @@
 mod creds;
 mod fs;
 mod inodes;
+mod lend;
 mod options;
 
 use anyhow::{bail, Context};
@@ -194,6 +195,8 @@ fn run(args: Args, status_pipe: Option<std::fs::File>) -> anyhow::Result<()> {
         attr_ttl: args.attr_timeout,
         entry_ttl: args.entry_timeout,
         writeback_cache: args.writeback_cache,
+        // One session thread always stays free to read requests.
+        lend_threads: args.fuse_threads - 1,
     };
     let filesystem = fs::CairnFs::new(vol.clone(), root, cfg, rt.handle().clone());
 
