@@ -21,7 +21,7 @@ use std::ffi::OsStr;
 use std::future::Future;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::oneshot;
@@ -43,6 +43,9 @@ pub struct FsConfig {
     pub attr_ttl: Duration,
     pub entry_ttl: Duration,
     pub writeback_cache: bool,
+    /// FUSE session threads (`CAIRN_MOUNT_FUSE_THREADS`): all but one of them may wait
+    /// for a LOOKUP's or GETATTR's reply themselves ([`CairnFs::run_here`]).
+    pub session_threads: usize,
 }
 
 /// An open file.
@@ -97,6 +100,8 @@ pub const STATS_XATTR: &[u8] = b"trusted.cairn.mount-stats";
 pub struct CairnFs {
     sh: Arc<Shared>,
     rt: tokio::runtime::Handle,
+    /// Session threads now waiting in [`CairnFs::run_here`].
+    waiting: AtomicUsize,
 }
 
 /// errno to hand the kernel for a client error.
@@ -226,6 +231,7 @@ impl CairnFs {
                 ops: Mutex::new(BTreeMap::new()),
             }),
             rt,
+            waiting: AtomicUsize::new(0),
         }
     }
 
@@ -308,6 +314,29 @@ impl CairnFs {
 
     fn spawn(&self, f: impl Future<Output = ()> + Send + 'static) {
         self.rt.spawn(f);
+    }
+
+    /// Run `f` (a LOOKUP or GETATTR) to completion on this FUSE session thread: the
+    /// request frame is written by this thread and the reply wakes it directly, with no
+    /// hand-off to a runtime worker and back (on the small-file read path, one LOOKUP per
+    /// file is the only round trip). At most all but one session thread wait so: the last
+    /// one hands `f` to the runtime like every other request, so a slow or unreachable
+    /// brick can hold up to `session_threads - 1` threads but never stop this mount from
+    /// reading its other requests (READs from the cache, RELEASE, FORGET, INTERRUPT).
+    fn run_here(&self, f: impl Future<Output = ()> + Send + 'static) {
+        struct Waiting<'a>(&'a AtomicUsize);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        let w = Waiting(&self.waiting);
+        if self.waiting.fetch_add(1, Ordering::AcqRel) + 1 < self.sh.cfg.session_threads {
+            self.rt.block_on(f);
+        } else {
+            drop(w);
+            self.rt.spawn(f);
+        }
     }
 
     fn creds(&self, req: &Request) -> Creds {
@@ -469,7 +498,7 @@ impl Filesystem for CairnFs {
         self.count("lookup");
         let dir = try_reply!(self.id(parent), reply);
         let (c, sh, name) = (self.creds(req), self.sh.clone(), name.as_bytes().to_vec());
-        self.spawn(async move {
+        self.run_here(async move {
             match sh.vol.lookup(&c, dir, &name).await {
                 Ok(a) => reply_entry(&sh, parent, &name, &a, reply),
                 Err(e) => reply.error(Errno::from_i32(fail(
@@ -496,7 +525,7 @@ impl Filesystem for CairnFs {
         self.count("getattr");
         let id = try_reply!(self.id(ino), reply);
         let (c, sh) = (self.creds(req), self.sh.clone());
-        self.spawn(async move {
+        self.run_here(async move {
             match sh.vol.getattr(&c, id).await {
                 Ok(a) => reply.attr(&sh.cfg.attr_ttl, &file_attr(&a, ino)),
                 Err(e) => reply.error(Errno::from_i32(fail("getattr", id, &e))),

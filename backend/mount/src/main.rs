@@ -194,6 +194,7 @@ fn run(args: Args, status_pipe: Option<std::fs::File>) -> anyhow::Result<()> {
         attr_ttl: args.attr_timeout,
         entry_ttl: args.entry_timeout,
         writeback_cache: args.writeback_cache,
+        session_threads: args.fuse_threads,
     };
     let filesystem = fs::CairnFs::new(vol.clone(), root, cfg, rt.handle().clone());
 
