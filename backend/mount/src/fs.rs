@@ -44,9 +44,10 @@ pub struct FsConfig {
     pub attr_ttl: Duration,
     pub entry_ttl: Duration,
     pub writeback_cache: bool,
-    /// Session threads that may each lend one WRITE's data at a time (see `lend`); the
-    /// others copy it, so some thread is always free to read the next request.
-    pub lend_threads: usize,
+    /// FUSE session threads (`CAIRN_MOUNT_FUSE_THREADS`): all but one of them may wait
+    /// on the runtime, for a LOOKUP's or GETATTR's reply ([`CairnFs::run_here`]) or for
+    /// a lent WRITE's data to be done with (`lend`).
+    pub session_threads: usize,
 }
 
 /// An open file.
@@ -90,8 +91,10 @@ struct Shared {
     written: Mutex<HashMap<Id, Attr>>,
     /// FUSE requests received, by opcode (read through [`STATS_XATTR`]).
     ops: Mutex<BTreeMap<&'static str, u64>>,
-    /// Session threads lending a WRITE's data right now (at most `cfg.lend_threads`).
-    lenders: lend::Slots,
+    /// Session threads waiting on the runtime right now (a lent WRITE, a LOOKUP or
+    /// GETATTR run here): one budget of `session_threads - 1` for both, so one thread is
+    /// always left to read requests.
+    parked: lend::Slots,
 }
 
 const CAPS: &[u8] = b"security.capability";
@@ -217,7 +220,7 @@ pub fn from_lock(l: &Lock) -> (u64, u64, i32, u32) {
 
 impl CairnFs {
     pub fn new(vol: Arc<Volume>, root: Id, cfg: FsConfig, rt: tokio::runtime::Handle) -> CairnFs {
-        let lend_threads = cfg.lend_threads;
+        let parked = cfg.session_threads.saturating_sub(1);
         CairnFs {
             sh: Arc::new(Shared {
                 vol,
@@ -231,7 +234,7 @@ impl CairnFs {
                 no_caps: Mutex::new(HashMap::new()),
                 written: Mutex::new(HashMap::new()),
                 ops: Mutex::new(BTreeMap::new()),
-                lenders: lend::Slots::new(lend_threads),
+                parked: lend::Slots::new(parked),
             }),
             rt,
         }
@@ -316,6 +319,20 @@ impl CairnFs {
 
     fn spawn(&self, f: impl Future<Output = ()> + Send + 'static) {
         self.rt.spawn(f);
+    }
+
+    /// Run `f` (a LOOKUP or GETATTR) to completion on this FUSE session thread: the
+    /// request frame is written by this thread and the reply wakes it directly, with no
+    /// hand-off to a runtime worker and back (on the small-file read path, one LOOKUP per
+    /// file is the only round trip). At most all but one session thread wait so: the last
+    /// one hands `f` to the runtime like every other request, so a slow or unreachable
+    /// brick can hold up to `session_threads - 1` threads but never stop this mount from
+    /// reading its other requests (READs from the cache, RELEASE, FORGET, INTERRUPT).
+    fn run_here(&self, f: impl Future<Output = ()> + Send + 'static) {
+        match self.sh.parked.take(Duration::ZERO) {
+            Some(_slot) => self.rt.block_on(f),
+            None => self.spawn(f),
+        }
     }
 
     fn creds(&self, req: &Request) -> Creds {
@@ -477,7 +494,7 @@ impl Filesystem for CairnFs {
         self.count("lookup");
         let dir = try_reply!(self.id(parent), reply);
         let (c, sh, name) = (self.creds(req), self.sh.clone(), name.as_bytes().to_vec());
-        self.spawn(async move {
+        self.run_here(async move {
             match sh.vol.lookup(&c, dir, &name).await {
                 Ok(a) => reply_entry(&sh, parent, &name, &a, reply),
                 Err(e) => reply.error(Errno::from_i32(fail(
@@ -504,7 +521,7 @@ impl Filesystem for CairnFs {
         self.count("getattr");
         let id = try_reply!(self.id(ino), reply);
         let (c, sh) = (self.creds(req), self.sh.clone());
-        self.spawn(async move {
+        self.run_here(async move {
             match sh.vol.getattr(&c, id).await {
                 Ok(a) => reply.attr(&sh.cfg.attr_ttl, &file_attr(&a, ino)),
                 Err(e) => reply.error(Errno::from_i32(fail("getattr", id, &e))),
@@ -868,9 +885,7 @@ impl Filesystem for CairnFs {
         };
         // Large writes: the data stays in fuser's buffer and this thread waits until the
         // write is done with it; the reply still goes out from the runtime.
-        match (data.len() >= lend::LEND_MIN)
-            .then(|| self.sh.lenders.take(lend::SLOT_WAIT))
-            .flatten()
+        match (data.len() >= lend::LEND_MIN).then(|| self.sh.parked.take(lend::SLOT_WAIT)).flatten()
         {
             Some(_slot) => {
                 self.count("write.lent");

@@ -62,7 +62,8 @@ pub fn with_lent<R>(data: &[u8], f: impl FnOnce(Bytes) -> R) -> R {
     r
 }
 
-/// How many session threads lend at a time, at most.
+/// How many session threads wait on the runtime at a time, at most: lending a WRITE's
+/// data here, or running a LOOKUP / GETATTR to completion (`CairnFs::run_here`).
 pub struct Slots {
     busy: Mutex<usize>,
     freed: Condvar,

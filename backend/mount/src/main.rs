@@ -195,8 +195,7 @@ fn run(args: Args, status_pipe: Option<std::fs::File>) -> anyhow::Result<()> {
         attr_ttl: args.attr_timeout,
         entry_ttl: args.entry_timeout,
         writeback_cache: args.writeback_cache,
-        // One session thread always stays free to read requests.
-        lend_threads: args.fuse_threads - 1,
+        session_threads: args.fuse_threads,
     };
     let filesystem = fs::CairnFs::new(vol.clone(), root, cfg, rt.handle().clone());
 
