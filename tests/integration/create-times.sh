@@ -18,16 +18,11 @@ a=$CL_MNT
 b=$CL_DIR/mnt-b
 cl_mount ct "$b" n2
 
-# stat_of MOUNT KEY: one counter of the mount's trusted.cairn.mount-stats (0 if absent).
-stat_of() {
-    getfattr --only-values -n trusted.cairn.mount-stats "$1" |
-        awk -v k="$2" '$1 == k { print $2; found = 1 } END { if (!found) print 0 }'
-}
 
 # --- no round trip: the kernel's times flush after a write is answered by the mount ------
 mkdir -p "$a/d1/d2"
-f0=$(stat_of "$a" fuse.setattr)
-s0=$(stat_of "$a" brick.setattr)
+f0=$(cl_mount_stat "$a" fuse.setattr)
+s0=$(cl_mount_stat "$a" brick.setattr)
 # The pause between create and write makes the kernel's write(2) stamp a time other than
 # the create's, so every close flushes times (without it, about half do on this machine).
 python3 - "$a/d1/d2" <<'EOF' || fail "create+write+close through a"
@@ -39,8 +34,8 @@ for i in range(16):
     os.write(fd, bytes([65 + i]) * 4096)
     os.close(fd)
 EOF
-f1=$(stat_of "$a" fuse.setattr)
-s1=$(stat_of "$a" brick.setattr)
+f1=$(cl_mount_stat "$a" fuse.setattr)
+s1=$(cl_mount_stat "$a" brick.setattr)
 ((f1 - f0 >= 8)) || fail "the kernel flushed times on only $((f1 - f0)) of 16 closes: the check below proves nothing"
 assert_eq 0 "$((s1 - s0))" "brick SETATTRs for 16 create+write+close ($((f1 - f0)) kernel SETATTRs)"
 

@@ -17,10 +17,7 @@ b=$CL_DIR/mnt-b
 cl_mount dattr "$b"
 
 # stat_of NAME: the stats counter NAME of mount $a (0 if absent).
-stat_of() {
-    getfattr --only-values -n trusted.cairn.mount-stats "$a" 2>/dev/null |
-        awk -v k="$1" '$1 == k { print $2; found = 1 } END { if (!found) print 0 }'
-}
+stat_of() { cl_mount_stat "$a" "$1" 2>/dev/null; }
 # times DIR: mtime, ctime (nanoseconds) and nlink.
 times() { stat -c '%.9Y %.9Z %h' "$1"; }
 

@@ -282,6 +282,13 @@ bricks = [b for v in d["volumes"] for b in v["bricks"]]
 sys.exit(0 if bricks and all(b["state"].lower() == "up" for b in bricks) else 1)'
 }
 
+# cl_mount_stat MOUNT KEY: one counter (e.g. fuse.lookup, brick.lookup) of the mount's
+# trusted.cairn.mount-stats, 0 if absent.
+cl_mount_stat() {
+    getfattr --only-values -n trusted.cairn.mount-stats "$1" |
+        awk -v k="$2" '$1 == k { print $2; found = 1 } END { if (!found) print 0 }'
+}
+
 # cl_heal_stats VOL NODE PY_EXPR: print PY_EXPR evaluated with `b` = the heal statistics
 # (JSON) of NODE's brick of VOL.
 cl_heal_stats() {

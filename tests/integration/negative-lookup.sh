@@ -18,14 +18,9 @@ a=$CL_DIR/mnt-a
 mkdir -p "$a"
 setsid "$CAIRN_BIN_DIR/mount-cairn" "$(cl_node_addr "${CL_NODES[1]}"):/nl" "$a" \
     -o attr_timeout=30 </dev/null >>"$CL_DIR/log/mount-nl-a.log" 2>&1 &
-CL_MOUNTS[$a]=nl
+CL_MOUNTS[$a]='nl'
 wait_mount "$a" $! 30 || fail "mount of nl at $a failed"
 
-# stat_of MOUNT KEY: one counter of the mount's trusted.cairn.mount-stats (0 if absent).
-stat_of() {
-    getfattr --only-values -n trusted.cairn.mount-stats "$1" |
-        awk -v k="$2" '$1 == k { print $2; found = 1 } END { if (!found) print 0 }'
-}
 
 # create_new DIR NAME...: O_CREAT|O_EXCL each name; prints "EEXIST NAME" for a name that
 # exists and fails then.
@@ -46,9 +41,9 @@ EOF
 
 # --- a's creates of new names cost no brick LOOKUP after the first --------------------
 mkdir "$a/d" "$a/other"
-l0=$(stat_of "$a" brick.lookup)
+l0=$(cl_mount_stat "$a" brick.lookup)
 create_new "$a/d" $(seq -f 'f%g' 1 20) || fail "creates through a"
-l1=$(stat_of "$a" brick.lookup)
+l1=$(cl_mount_stat "$a" brick.lookup)
 [[ $((l1 - l0)) -le 1 ]] || fail "20 creates of new names through a cost $((l1 - l0)) brick LOOKUPs (want at most 1: the first miss)"
 pass "20 creates through a: $((l1 - l0)) brick LOOKUP"
 
@@ -56,9 +51,9 @@ pass "20 creates through a: $((l1 - l0)) brick LOOKUP"
 a_knows() {
     create_new "$a/d" "k$1a" || fail "create k$1a through a"
     local l0 l1
-    l0=$(stat_of "$a" brick.lookup)
+    l0=$(cl_mount_stat "$a" brick.lookup)
     create_new "$a/d" "k$1b" || fail "create k$1b through a"
-    l1=$(stat_of "$a" brick.lookup)
+    l1=$(cl_mount_stat "$a" brick.lookup)
     assert_eq 0 $((l1 - l0)) "brick LOOKUPs of a's create of k$1b (directory listed)"
 }
 

@@ -17,11 +17,6 @@ a=$CL_MNT
 b=$CL_DIR/mnt-b
 cl_mount qr "$b"
 
-# stat_of MOUNT KEY: one counter of the mount's trusted.cairn.mount-stats (0 if absent).
-stat_of() {
-    getfattr --only-values -n trusted.cairn.mount-stats "$1" |
-        awk -v k="$2" '$1 == k { print $2; found = 1 } END { if (!found) print 0 }'
-}
 drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 
 # --- used: a cold open + read costs one round trip, the lookup --------------------------
@@ -30,13 +25,13 @@ for i in 0 1 2 3 4 5 6 7; do
     head -c 4096 /dev/urandom >"$a/d1/d2/f$i"
 done
 drop_caches
-q0=$(stat_of "$b" client.quick_reads)
-r0=$(stat_of "$b" brick.read)
+q0=$(cl_mount_stat "$b" client.quick_reads)
+r0=$(cl_mount_stat "$b" brick.read)
 for i in 0 1 2 3 4 5 6 7; do
     cmp -s "$a/d1/d2/f$i" "$b/d1/d2/f$i" || fail "b read f$i differently from a"
 done
-q1=$(stat_of "$b" client.quick_reads)
-r1=$(stat_of "$b" brick.read)
+q1=$(cl_mount_stat "$b" client.quick_reads)
+r1=$(cl_mount_stat "$b" brick.read)
 ((q1 - q0 >= 8)) || fail "b answered $((q1 - q0)) of 8 cold reads from lookup content"
 assert_eq 0 "$((r1 - r0))" "brick READs of b for 8 cold 4 KiB files"
 pass "cold open+read of small files through b used the lookups' content"
@@ -107,9 +102,9 @@ pass "another client's rewrite, truncation and extension are seen by a reader of
 # --- not for larger files, nor for callers who may not read ----------------------------
 head -c $((200 << 10)) /dev/urandom >"$a/big"
 drop_caches
-q0=$(stat_of "$b" client.quick_reads)
+q0=$(cl_mount_stat "$b" client.quick_reads)
 cmp -s "$a/big" "$b/big" || fail "b read big differently from a"
-assert_eq "$q0" "$(stat_of "$b" client.quick_reads)" "reads of b answered from lookup content for a 200 KiB file"
+assert_eq "$q0" "$(cl_mount_stat "$b" client.quick_reads)" "reads of b answered from lookup content for a 200 KiB file"
 
 printf secret >"$a/private"
 chmod 0600 "$a/private"
@@ -130,8 +125,8 @@ CL_MOUNTS[$c]=qr
 wait_mount "$c" $! 30 || fail "mount with noquickread"
 drop_caches
 cmp -s "$a/d1/d2/f0" "$c/d1/d2/f0" || fail "c read f0 differently from a"
-assert_eq 0 "$(stat_of "$c" client.quick_reads)" "reads answered from lookup content with noquickread"
-((  $(stat_of "$c" brick.read) >= 1 )) || fail "c did not read f0 from the bricks"
+assert_eq 0 "$(cl_mount_stat "$c" client.quick_reads)" "reads answered from lookup content with noquickread"
+((  $(cl_mount_stat "$c" brick.read) >= 1 )) || fail "c did not read f0 from the bricks"
 pass "noquickread reads from the bricks"
 
 finish
