@@ -5,14 +5,19 @@
 //!   lease (`Push::Invalidate`).
 //! - [`DataCache`]: small files' content that came with their lookup (quick-read), trusted
 //!   only while the attributes it came with are.
+//! - [`DirStates`]: directories whose every name is known (listed on every set under
+//!   leases), so a lookup of another name is answered "no such entry" without a round
+//!   trip (GlusterFS's nl-cache idea).
 //! - [`WriteBehind`]: per-file buffers of small sequential writes, coalesced into large
 //!   requests and bounded in size, and the extents in flight: a write waits only for the
 //!   earlier in-flight writes it overlaps, so random writes to one file are pipelined.
 
 mod attr;
 mod data;
+mod dirstate;
 mod writebehind;
 
 pub use attr::{merge_dir_copy, AttrCache, EntryCache};
 pub use data::DataCache;
+pub use dirstate::DirStates;
 pub use writebehind::{Append, Done, Send, Waiter, WriteBehind};

@@ -12,7 +12,6 @@
 //! forks — smbd — must mount after the fork).
 
 mod conn;
-mod dirstate;
 mod volume;
 
 pub use cairn_proto::{

@@ -1,8 +1,9 @@
 use crate::conn::Pool;
-use crate::dirstate::DirStates;
 use crate::Result;
 use bytes::Bytes;
-use cairn_cache::{merge_dir_copy, Append, AttrCache, DataCache, EntryCache, WriteBehind};
+use cairn_cache::{
+    merge_dir_copy, Append, AttrCache, DataCache, DirStates, EntryCache, WriteBehind,
+};
 use cairn_placement::{hashed_set, home_set};
 use cairn_proto::map::BrickState;
 use cairn_proto::map::VolumeMap;
@@ -191,7 +192,7 @@ struct Inner {
     pool: Pool,
     attrs: AttrCache,
     entries: EntryCache,
-    /// Directories whose every name is known (`dirstate.rs`): lookups of other names are
+    /// Directories whose every name is known (`cache/src/dirstate.rs`): lookups of other names are
     /// answered ENOENT without a round trip.
     complete: DirStates,
     /// Quick-read content (`MountOptions::quick_read`).
@@ -792,7 +793,7 @@ impl Volume {
     }
 
     /// After a lookup in `dir` found nothing: list `dir` on every set (leased there), so
-    /// the next lookups of names not in it are answered from memory (`dirstate.rs`).
+    /// the next lookups of names not in it are answered from memory (`cache/src/dirstate.rs`).
     async fn list_complete(&self, c: &Creds, dir: Id) {
         let i = &self.inner;
         let map = i.map();
