@@ -611,12 +611,12 @@ mod tests {
 
     impl Service for Recorder {
         fn welcome(&self, session: u64) -> Welcome {
-            Welcome { version: PROTOCOL_VERSION, session, node: "recorder".into() }
+            Echo.welcome(session)
         }
         fn call(
             &self,
-            _: Arc<Session>,
-            _: Request,
+            session: Arc<Session>,
+            req: Request,
             data: Bytes,
         ) -> BoxFuture<'static, (Response, Bytes)> {
             // `call` runs in the connection's reader, in arrival order. The watchdog's
@@ -626,7 +626,7 @@ mod tests {
                     |r: std::ops::Range<usize>| u64::from_le_bytes(data[r].try_into().unwrap());
                 self.seen.lock().push((stamp(0..8), stamp(8..16)));
             }
-            Box::pin(async move { (Ok(Reply::Pong), data) })
+            Echo.call(session, req, data)
         }
     }
 
