@@ -7,17 +7,16 @@
 //! holds a valid copy with the same change counter and size ([`DataCache::get`]), and
 //! never after the cache timeout. The client's own changes of a file invalidate it before
 //! they are sent and again when answered; a lookup that was in flight across such an
-//! invalidation does not store what it got ([`DataCache::begin`]).
+//! invalidation does not store what it got ([`DataCache::begin`], the guard of
+//! `guard.rs`).
 
+use crate::guard::{id_key, Guard};
 use bytes::Bytes;
 use cairn_proto::{Attr, Creds, Id};
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-/// Invalidation stamps are kept per slot of ids hashed this many ways (bounded memory; a
-/// collision only makes a lookup's content go uncached).
-const SLOTS: usize = 1024;
 /// [`DataCache::want`] judges by the last this many files stored...
 const RECENT: usize = 32;
 /// ...asking again while at least this many of them were read...
@@ -37,10 +36,6 @@ struct Cached {
 struct State {
     files: HashMap<Id, Cached>,
     bytes: usize,
-    /// Grows with every invalidation.
-    seq: u64,
-    /// The `seq` of the last invalidation of any id hashed to the slot.
-    slots: Vec<u64>,
     /// The last files stored, and whether a read used their content.
     recent: VecDeque<(Id, bool)>,
     /// Lookups judged by [`DataCache::want`] while it said no.
@@ -51,11 +46,7 @@ pub struct DataCache {
     ttl: Mutex<Duration>,
     max_bytes: usize,
     state: Mutex<State>,
-}
-
-fn slot(id: Id) -> usize {
-    let x = (id.0 as u64) ^ ((id.0 >> 64) as u64);
-    (x.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 54) as usize % SLOTS
+    guard: Guard,
 }
 
 impl DataCache {
@@ -67,11 +58,10 @@ impl DataCache {
             state: Mutex::new(State {
                 files: HashMap::new(),
                 bytes: 0,
-                seq: 0,
-                slots: vec![0; SLOTS],
                 recent: VecDeque::with_capacity(RECENT + 1),
                 skipped: 0,
             }),
+            guard: Guard::new(),
         }
     }
 
@@ -103,7 +93,7 @@ impl DataCache {
     /// Before sending a lookup that may bring content: the token to [`put`](Self::put) it
     /// with.
     pub fn begin(&self) -> u64 {
-        self.state.lock().seq
+        self.guard.begin()
     }
 
     /// Store the content `data` of the file `attr` describes, as read with `creds` by a
@@ -118,7 +108,7 @@ impl DataCache {
         }
         let ttl = *self.ttl.lock();
         let mut s = self.state.lock();
-        if s.slots[slot(attr.id)] > token {
+        if self.guard.crossed(token, id_key(attr.id)) {
             return false;
         }
         if s.bytes + data.len() > self.max_bytes {
@@ -172,9 +162,7 @@ impl DataCache {
     /// refuse what lookups in flight bring of it.
     pub fn invalidate(&self, id: Id) {
         let mut s = self.state.lock();
-        s.seq += 1;
-        let seq = s.seq;
-        s.slots[slot(id)] = seq;
+        self.guard.stamp(id_key(id));
         if let Some(old) = s.files.remove(&id) {
             s.bytes -= old.data.len();
         }
@@ -254,7 +242,6 @@ mod tests {
         // Other files are not affected by the invalidation of this one (unless they share
         // its slot).
         let b = attr(2, 3, 1);
-        assert!(slot(b.id) != slot(a.id));
         let token = c.begin();
         c.invalidate(a.id);
         assert!(c.put(token, &b, &root, data(3)));

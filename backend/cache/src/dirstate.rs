@@ -11,7 +11,8 @@
 //!
 //! - dropped on any recall of the directory's entries (from any set);
 //! - never installed by a listing that a recall, or a change by this client, crossed
-//!   (the guard [`DirStates::begin`] / [`DirStates::install`], as quick-read's);
+//!   (the guard [`DirStates::begin`] / [`DirStates::install`], `guard.rs`, as
+//!   quick-read's);
 //! - kept current by this client's own changes, which do not recall its own lease
 //!   ([`DirStates::touch`] before and after each, then [`DirStates::added`] /
 //!   [`DirStates::removed`], or [`DirStates::invalidate`] when the outcome is unknown);
@@ -20,6 +21,7 @@
 //!   the new head does not know the old one's holders; a rebalance moves names between
 //!   sets). After that the next miss lists the directory again.
 
+use crate::guard::{id_key, Guard};
 use cairn_proto::{Id, Name};
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
@@ -29,9 +31,6 @@ use std::time::{Duration, Instant};
 const MAX_DIRS: usize = 4096;
 /// How long a directory found too big (or not listable) is not listed again.
 const GIVE_UP: Duration = Duration::from_secs(10);
-/// Invalidation slots: a recall of one directory voids listings in flight of the
-/// directories sharing its slot too (harmless: they are listed again later).
-const SLOTS: usize = 1024;
 
 struct Complete {
     names: HashSet<Name>,
@@ -40,8 +39,6 @@ struct Complete {
 }
 
 struct State {
-    seq: u64,
-    slots: Vec<u64>,
     dirs: HashMap<Id, Complete>,
     /// Directories being listed, found too big to list, or whose listing failed: not
     /// listed (again) before the time given.
@@ -51,23 +48,17 @@ struct State {
 pub struct DirStates {
     ttl: Mutex<Duration>,
     state: Mutex<State>,
-}
-
-fn slot(id: Id) -> usize {
-    let x = (id.0 as u64) ^ ((id.0 >> 64) as u64);
-    (x.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) as usize % SLOTS
+    /// A recall of one directory voids listings in flight of the directories sharing its
+    /// slot too (harmless: they are listed again later).
+    guard: Guard,
 }
 
 impl DirStates {
     pub fn new(ttl: Duration) -> DirStates {
         DirStates {
             ttl: Mutex::new(ttl),
-            state: Mutex::new(State {
-                seq: 0,
-                slots: vec![0; SLOTS],
-                dirs: HashMap::new(),
-                skip: HashMap::new(),
-            }),
+            state: Mutex::new(State { dirs: HashMap::new(), skip: HashMap::new() }),
+            guard: Guard::new(),
         }
     }
 
@@ -120,7 +111,7 @@ impl DirStates {
     /// it with. Taken before the first request leaves, so a recall answered after that
     /// voids it.
     pub fn begin(&self) -> u64 {
-        self.state.lock().seq
+        self.guard.begin()
     }
 
     /// `names` is every name of `dir` (all sets listed to the end, under map `epoch`, each
@@ -132,7 +123,7 @@ impl DirStates {
         }
         let mut s = self.state.lock();
         s.skip.remove(&dir);
-        if s.slots[slot(dir)] > token {
+        if self.guard.crossed(token, id_key(dir)) {
             return false;
         }
         if s.dirs.len() >= MAX_DIRS {
@@ -152,10 +143,7 @@ impl DirStates {
     /// may or may not include the change, so none of them is installed. The state kept is
     /// updated by the caller when the change's outcome is known.
     pub fn touch(&self, dir: Id) {
-        let mut s = self.state.lock();
-        s.seq += 1;
-        let seq = s.seq;
-        s.slots[slot(dir)] = seq;
+        self.guard.stamp(id_key(dir));
     }
 
     /// This client made `name` in `dir` (its own changes recall nothing here).
@@ -176,17 +164,13 @@ impl DirStates {
     /// this client whose outcome is unknown): drop its state and void listings in flight.
     pub fn invalidate(&self, dir: Id) {
         let mut s = self.state.lock();
-        s.seq += 1;
-        let seq = s.seq;
-        s.slots[slot(dir)] = seq;
+        self.guard.stamp(id_key(dir));
         s.dirs.remove(&dir);
     }
 
     pub fn clear(&self) {
         let mut s = self.state.lock();
-        s.seq += 1;
-        let seq = s.seq;
-        s.slots.iter_mut().for_each(|x| *x = seq);
+        self.guard.stamp_all();
         s.dirs.clear();
     }
 }

@@ -3,6 +3,10 @@
 //! - [`AttrCache`] and [`EntryCache`]: attributes by id and `(directory, name) → id`,
 //!   trusted for at most the cache timeout and dropped at once when a brick recalls the
 //!   lease (`Push::Invalidate`).
+//!
+//! The caches a reply fills (quick-read content, complete directories) share one race
+//! guard (`guard.rs`): a reply that was in flight across a recall of what it describes is
+//! not installed.
 //! - [`DataCache`]: small files' content that came with their lookup (quick-read), trusted
 //!   only while the attributes it came with are.
 //! - [`DirStates`]: directories whose every name is known (listed on every set under
@@ -15,6 +19,7 @@
 mod attr;
 mod data;
 mod dirstate;
+mod guard;
 mod writebehind;
 
 pub use attr::{merge_dir_copy, AttrCache, EntryCache};
