@@ -2,7 +2,7 @@
 # A create of a new name through the FUSE mount costs no LOOKUP round trip, soundly: after
 # a lookup in a directory misses, the client lists the directory on every replica set
 # (each listing leases its entries there) and answers lookups of names not in it from
-# memory (backend/client/src/dirstate.rs). Two mounts of one 2 x 2 volume, a brick per node:
+# memory (backend/cache/src/dirstate.rs). Two mounts of one 2 x 2 volume, a brick per node:
 # mount a creates names without brick LOOKUPs; a name made in that directory through
 # mount b (create, symlink, rename from another directory, hard link) is seen through a at
 # once (stat finds it, O_CREAT|O_EXCL fails with EEXIST). Mount a runs with a 30 s cache

@@ -1,3 +1,4 @@
+use crate::guard::{id_key, name_key, Guard};
 use cairn_proto::{Attr, Id, Name, Timespec};
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -135,14 +136,21 @@ impl AttrCache {
 /// Names of one directory: name → (id, when cached).
 type DirEntries = HashMap<Name, (Id, Instant)>;
 
+/// Positive entries `(directory, name) → id`, from lookups, path walks, listings and this
+/// client's own creates. A lease recall of a directory's entries drops them; and, as for
+/// quick-read and complete directories (`guard.rs`), a reply that was in flight across the
+/// recall is not installed: [`begin`](Self::begin) before the request leaves, and
+/// [`put`](Self::put) refuses the entry if its directory was invalidated, or the name
+/// removed here, since.
 pub struct EntryCache {
     ttl: Mutex<Duration>,
     dirs: Mutex<HashMap<Id, DirEntries>>,
+    guard: Guard,
 }
 
 impl EntryCache {
     pub fn new(ttl: Duration) -> EntryCache {
-        EntryCache { ttl: Mutex::new(ttl), dirs: Mutex::default() }
+        EntryCache { ttl: Mutex::new(ttl), dirs: Mutex::default(), guard: Guard::new() }
     }
 
     pub fn set_ttl(&self, ttl: Duration) {
@@ -158,11 +166,23 @@ impl EntryCache {
         d.get(&dir).and_then(|m| m.get(name)).filter(|(_, t)| t.elapsed() < ttl).map(|(id, _)| *id)
     }
 
-    pub fn put(&self, dir: Id, name: &[u8], id: Id) {
+    /// Before sending a request whose reply will be [`put`](Self::put): its token (one
+    /// atomic load, no lock).
+    pub fn begin(&self) -> u64 {
+        self.guard.begin()
+    }
+
+    /// Cache `name` in `dir` as `id`, as found by a request begun with `token`, unless
+    /// `dir`'s entries were invalidated or `name` removed since. Returns whether it was.
+    pub fn put(&self, token: u64, dir: Id, name: &[u8], id: Id) -> bool {
         if self.ttl.lock().is_zero() {
-            return;
+            return false;
         }
         let mut d = self.dirs.lock();
+        if self.guard.crossed(token, id_key(dir)) || self.guard.crossed(token, name_key(dir, name))
+        {
+            return false;
+        }
         if d.len() >= MAX_ENTRIES {
             d.clear();
         }
@@ -171,20 +191,31 @@ impl EntryCache {
             m.clear();
         }
         m.insert(name.to_vec(), (id, Instant::now()));
+        true
     }
 
+    /// This client changed (or found changed) `name` in `dir`: drop it, and refuse what
+    /// requests in flight bring of it.
     pub fn remove(&self, dir: Id, name: &[u8]) {
-        if let Some(m) = self.dirs.lock().get_mut(&dir) {
+        let mut d = self.dirs.lock();
+        self.guard.stamp(name_key(dir, name));
+        if let Some(m) = d.get_mut(&dir) {
             m.remove(name);
         }
     }
 
+    /// `dir`'s entries changed (a lease recall): drop them, and refuse what requests in
+    /// flight bring of any of them.
     pub fn invalidate_dir(&self, dir: Id) {
-        self.dirs.lock().remove(&dir);
+        let mut d = self.dirs.lock();
+        self.guard.stamp(id_key(dir));
+        d.remove(&dir);
     }
 
     pub fn clear(&self) {
-        self.dirs.lock().clear();
+        let mut d = self.dirs.lock();
+        self.guard.stamp_all();
+        d.clear();
     }
 }
 
@@ -321,14 +352,56 @@ mod tests {
     #[test]
     fn entries_by_directory() {
         let c = EntryCache::new(Duration::from_secs(5));
-        c.put(Id(1), b"a", Id(10));
-        c.put(Id(1), b"b", Id(11));
-        c.put(Id(2), b"a", Id(12));
+        assert!(c.put(c.begin(), Id(1), b"a", Id(10)));
+        assert!(c.put(c.begin(), Id(1), b"b", Id(11)));
+        assert!(c.put(c.begin(), Id(2), b"a", Id(12)));
         assert_eq!(c.get(Id(1), b"a"), Some(Id(10)));
         c.remove(Id(1), b"a");
         assert_eq!(c.get(Id(1), b"a"), None);
         c.invalidate_dir(Id(1));
         assert_eq!(c.get(Id(1), b"b"), None);
         assert_eq!(c.get(Id(2), b"a"), Some(Id(12)));
+    }
+
+    /// The race guard: a lookup whose reply crosses a recall of its directory (the recall
+    /// was handled while it was in flight) does not install its entry; one begun after
+    /// the recall does.
+    #[test]
+    fn an_entry_whose_lookup_crosses_a_recall_is_not_installed() {
+        let c = EntryCache::new(Duration::from_secs(5));
+        let t = c.begin();
+        c.invalidate_dir(Id(1)); // the recall is handled before the lookup's reply
+        assert!(!c.put(t, Id(1), b"a", Id(10)));
+        assert_eq!(c.get(Id(1), b"a"), None, "a stale entry was installed");
+        // Another directory's lookup in flight is not affected (it has another slot).
+        assert!(c.put(t, Id(2), b"a", Id(12)));
+        let t = c.begin();
+        assert!(c.put(t, Id(1), b"a", Id(11)));
+        assert_eq!(c.get(Id(1), b"a"), Some(Id(11)));
+        // Nor is a put that came before the recall kept after it.
+        let t = c.begin();
+        assert!(c.put(t, Id(1), b"b", Id(13)));
+        c.invalidate_dir(Id(1));
+        assert_eq!(c.get(Id(1), b"b"), None);
+    }
+
+    /// This client's own change of a name (unlink, rename, create over) voids lookups of
+    /// that name in flight, and only of that name.
+    #[test]
+    fn an_entry_whose_lookup_crosses_an_own_change_of_it_is_not_installed() {
+        let c = EntryCache::new(Duration::from_secs(5));
+        let t = c.begin();
+        c.remove(Id(1), b"a");
+        assert!(!c.put(t, Id(1), b"a", Id(10)));
+        assert_eq!(c.get(Id(1), b"a"), None);
+        assert!(c.put(t, Id(1), b"b", Id(11)), "another name of the directory");
+        assert!(c.put(c.begin(), Id(1), b"a", Id(12)));
+        // Dropping everything voids everything in flight.
+        let t = c.begin();
+        c.clear();
+        assert!(!c.put(t, Id(3), b"c", Id(14)));
+        // Caching off: nothing is installed.
+        let off = EntryCache::new(Duration::ZERO);
+        assert!(!off.put(off.begin(), Id(1), b"a", Id(10)));
     }
 }

@@ -12,7 +12,7 @@
 //! - dropped on any recall of the directory's entries (from any set);
 //! - never installed by a listing that a recall, or a change by this client, crossed
 //!   (the guard [`DirStates::begin`] / [`DirStates::install`], `guard.rs`, as
-//!   quick-read's);
+//!   quick-read's and positive entries');
 //! - kept current by this client's own changes, which do not recall its own lease
 //!   ([`DirStates::touch`] before and after each, then [`DirStates::added`] /
 //!   [`DirStates::removed`], or [`DirStates::invalidate`] when the outcome is unknown);

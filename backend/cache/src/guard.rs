@@ -1,4 +1,5 @@
-//! The race guard of the caches a reply fills (quick-read content, complete directories): a reply the brick sent before it recalled a lease may be handled
+//! The race guard of the caches a reply fills (quick-read content, complete directories,
+//! positive entries): a reply the brick sent before it recalled a lease may be handled
 //! here after the recall was, and must not be installed then — it would outlive the
 //! recall that was meant to drop it, until the cache timeout.
 //!
@@ -33,7 +34,6 @@ pub(crate) fn id_key(id: Id) -> u64 {
 }
 
 /// The key of one name in a directory (FNV-1a over the name, from the directory's key).
-#[allow(dead_code)] // positive entries, next commit
 pub(crate) fn name_key(dir: Id, name: &[u8]) -> u64 {
     name.iter().fold(id_key(dir) ^ 0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ *b as u64).wrapping_mul(0x100_0000_01b3)

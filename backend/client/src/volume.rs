@@ -415,8 +415,11 @@ impl Inner {
         self.map().sets.iter().map(|s| s.id).collect()
     }
 
-    fn remember(&self, dir: Id, name: &[u8], a: &Attr) {
-        self.entries.put(dir, name, a.id);
+    /// What a request begun with `token` (`entries.begin()`, taken before it left) found
+    /// or made: `name` in `dir` is `a`. The entry is not cached if a recall of `dir`'s
+    /// entries, or this client's change of the name, came since (`cache/src/guard.rs`).
+    fn remember(&self, token: u64, dir: Id, name: &[u8], a: &Attr) {
+        self.entries.put(token, dir, name, a.id);
         self.attrs.put(a);
         self.remember_kind(a);
     }
@@ -426,12 +429,12 @@ impl Inner {
     /// set's copy (the others' may be newer) and only that set leased them, so a change
     /// through another set would recall nothing; the next `getattr` fetches them merged
     /// from every set (and leased by each), and namespace ops amend only those.
-    fn remember_found(&self, dir: Id, name: &[u8], a: &Attr) {
+    fn remember_found(&self, token: u64, dir: Id, name: &[u8], a: &Attr) {
         if a.kind == FileType::Directory && self.map().sets.len() > 1 {
-            self.entries.put(dir, name, a.id);
+            self.entries.put(token, dir, name, a.id);
             self.remember_kind(a);
         } else {
-            self.remember(dir, name, a);
+            self.remember(token, dir, name, a);
         }
     }
 
@@ -734,6 +737,7 @@ impl Volume {
         let hashed = i.hashed(dir, name);
         let inline = if i.opts.quick_read > 0 && i.data.want() { i.opts.quick_read } else { 0 };
         let token = i.data.begin();
+        let entry = i.entries.begin();
         let look = |set: u32| {
             let op = Op::Lookup { dir, name: name.to_vec() };
             i.call_with(Target { set, key: dir }, c, op, Bytes::new(), false, inline)
@@ -756,7 +760,7 @@ impl Volume {
         };
         let attr = match r? {
             (Reply::EntryData { attr }, data) => {
-                i.remember_found(dir, name, &attr);
+                i.remember_found(entry, dir, name, &attr);
                 i.data.put(token, &attr, c, data);
                 return Ok(attr);
             }
@@ -767,7 +771,7 @@ impl Volume {
             Reply::Entry { linkto: Some(target), .. } => self.getattr_remote(c, target).await?,
             other => return Err(unexpected("lookup", &other)),
         };
-        i.remember_found(dir, name, &attr);
+        i.remember_found(entry, dir, name, &attr);
         Ok(attr)
     }
 
@@ -893,6 +897,7 @@ impl Volume {
             let i = &self.inner;
             let first = i.set_ids()[0];
             let comps: Vec<Name> = dirs.iter().map(|d| d.to_vec()).collect();
+            let token = i.entries.begin();
             let (r, _) = i
                 .call(
                     Target { set: first, key: Id::ROOT },
@@ -907,7 +912,7 @@ impl Volume {
             };
             cur = Id::ROOT;
             for (d, a) in dirs.iter().zip(attrs.iter()) {
-                i.remember_found(cur, d, a);
+                i.remember_found(token, cur, d, a);
                 cur = a.id;
             }
             if attrs.len() < dirs.len() {
@@ -1037,13 +1042,14 @@ impl Volume {
             Op::Create { dir, name: name.to_vec(), id, kind, perm, rdev, target, exclusive: true };
         let mut change = i.begin_dirs(&[dir]);
         i.complete.touch(dir);
+        let token = i.entries.begin();
         let r = i.call_ns(Target { set, key: dir }, c, op).await;
         i.named(dir, name, &r);
         change.step(set, &[dir], &r);
         match r {
             Ok((r, _)) => {
                 let a = attr_of("create", r)?;
-                i.remember(dir, name, &a);
+                i.remember(token, dir, name, &a);
                 change.finish(i);
                 Ok(a)
             }
@@ -1104,6 +1110,7 @@ impl Volume {
         let op = Op::Mkdir { dir, name: name.to_vec(), id, perm };
         let mut change = i.begin_dirs(&[dir]);
         i.complete.touch(dir);
+        let token = i.entries.begin();
         let r = i.call_ns(Target { set: hashed, key: dir }, c, op.clone()).await;
         i.named(dir, name, &r);
         change.step(hashed, &[dir], &r);
@@ -1136,7 +1143,7 @@ impl Volume {
                 }
             }
         }
-        i.remember(dir, name, &a);
+        i.remember(token, dir, name, &a);
         change.finish(i);
         Ok(a)
     }
@@ -1164,6 +1171,7 @@ impl Volume {
         let hashed = i.hashed(dir, name);
         let mut change = i.begin_dirs(&[dir]);
         i.complete.touch(dir);
+        let token = i.entries.begin();
         let r = i
             .call_ns(Target { set: home, key: dir }, c, Op::Link { id, dir, name: name.to_vec() })
             .await;
@@ -1196,7 +1204,7 @@ impl Volume {
                 return Err(e);
             }
         }
-        i.remember(dir, name, &a);
+        i.remember(token, dir, name, &a);
         change.finish(i);
         Ok(a)
     }
@@ -1714,6 +1722,7 @@ impl Volume {
         while idx < sets.len() && out.len() < max as usize {
             let want = max - out.len() as u32;
             let op = Op::ReadDir { dir, cookie: sub, max: want, plus };
+            let token = i.entries.begin();
             let (r, _) = i.call(Target { set: sets[idx], key: dir }, c, op, Bytes::new()).await?;
             let (entries, eof) = match r {
                 Reply::Dir { entries, eof } => (entries, eof),
@@ -1726,7 +1735,7 @@ impl Volume {
                     continue;
                 }
                 if let Some(a) = &e.attr {
-                    i.remember_found(dir, &e.name, a);
+                    i.remember_found(token, dir, &e.name, a);
                 }
                 e.cookie = ((idx as u64 + 1) << 56) | (e.cookie & ((1 << 56) - 1));
                 out.push(e);
