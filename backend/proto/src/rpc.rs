@@ -38,12 +38,31 @@ pub const PEER_DEAD_AFTER: Duration = Duration::from_secs(10);
 /// data). A bulk segment larger than this is read straight into its own buffer.
 const READ_BUFFER: usize = 64 * 1024;
 
-/// Milliseconds on tokio's clock since the first call (monotonic; follows a paused clock
-/// in tests).
-fn now_ms() -> u64 {
-    static BASE: std::sync::OnceLock<tokio::time::Instant> = std::sync::OnceLock::new();
-    let base = *BASE.get_or_init(tokio::time::Instant::now);
-    tokio::time::Instant::now().saturating_duration_since(base).as_millis() as u64
+/// The watchdog's clock: when the peer last sent a frame, or when we started waiting on it
+/// after an idle period. Milliseconds on tokio's clock since the connection was opened
+/// (monotonic; follows a paused clock in tests). The base is the connection's own: paused
+/// clocks of different runtimes (tests) do not agree.
+struct RxClock {
+    base: tokio::time::Instant,
+    last: AtomicU64,
+}
+
+impl RxClock {
+    fn new() -> RxClock {
+        RxClock { base: tokio::time::Instant::now(), last: AtomicU64::new(0) }
+    }
+
+    fn now_ms(&self) -> u64 {
+        tokio::time::Instant::now().saturating_duration_since(self.base).as_millis() as u64
+    }
+
+    fn touch(&self) {
+        self.last.store(self.now_ms(), Ordering::Release);
+    }
+
+    fn idle_ms(&self) -> u64 {
+        self.now_ms().saturating_sub(self.last.load(Ordering::Acquire))
+    }
 }
 
 /// Client side of a connection.
@@ -52,9 +71,7 @@ pub struct Connection {
     pending: Arc<Mutex<HashMap<u64, Waiter>>>,
     next_id: AtomicU64,
     closed: Arc<AtomicBool>,
-    /// When the peer last sent a frame, or when we started waiting on it after an idle
-    /// period (`now_ms`); the watchdog's clock.
-    last_rx: Arc<AtomicU64>,
+    last_rx: Arc<RxClock>,
     pub peer: String,
     pub welcome: Welcome,
 }
@@ -81,7 +98,7 @@ impl Connection {
         let (rd, wr) = stream.into_split();
         let pending: Arc<Mutex<HashMap<u64, Waiter>>> = Arc::default();
         let closed = Arc::new(AtomicBool::new(false));
-        let last_rx = Arc::new(AtomicU64::new(now_ms()));
+        let last_rx = Arc::new(RxClock::new());
         let writer = Writer::new(wr, closed.clone(), addr.to_string());
         tokio::spawn(client_reader(
             rd,
@@ -153,7 +170,7 @@ impl Connection {
         {
             let mut pending = self.pending.lock();
             if !pending.keys().any(|&i| i < PING_ID_BASE) {
-                self.last_rx.store(now_ms(), Ordering::Release);
+                self.last_rx.touch();
             }
             pending.insert(id, wtx);
         }
@@ -206,7 +223,7 @@ async fn watchdog(
     writer: std::sync::Weak<Writer>,
     pending: Arc<Mutex<HashMap<u64, Waiter>>>,
     closed: Arc<AtomicBool>,
-    last_rx: Arc<AtomicU64>,
+    last_rx: Arc<RxClock>,
     peer: String,
 ) {
     let mut ping_id = PING_ID_BASE;
@@ -220,7 +237,7 @@ async fn watchdog(
         if !waiting {
             continue;
         }
-        let idle = now_ms().saturating_sub(last_rx.load(Ordering::Acquire));
+        let idle = last_rx.idle_ms();
         if idle >= PEER_DEAD_AFTER.as_millis() as u64 {
             // New requests go to a new connection (callers see `is_closed`), but the
             // requests in flight keep waiting for their own replies: failing them would
@@ -252,7 +269,7 @@ async fn client_reader(
     writer: std::sync::Weak<Writer>,
     pending: Arc<Mutex<HashMap<u64, Waiter>>>,
     closed: Arc<AtomicBool>,
-    last_rx: Arc<AtomicU64>,
+    last_rx: Arc<RxClock>,
     on_push: Option<PushHandler>,
     peer: String,
 ) {
@@ -260,7 +277,7 @@ async fn client_reader(
     loop {
         let f = match frame::read_frame(&mut rd).await {
             Ok(f) => {
-                last_rx.store(now_ms(), Ordering::Release);
+                last_rx.touch();
                 f
             }
             Err(e) => {
