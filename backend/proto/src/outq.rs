@@ -13,6 +13,12 @@
 //! fair, so callers get in in the order they arrived); a sender waits for room before
 //! its frame is queued. Pushes and the watchdog's pings are small and sent from sync
 //! code, so they skip the wait.
+//!
+//! A peer that is alive but never reads (a zero TCP window) is given up on: when bytes
+//! are queued and none could be written for [`SEND_STALL`], the flusher drops the queue
+//! and shuts the socket down both ways, so the connection's frames (and the buffers they
+//! borrow), its flusher and its waiting senders do not stay forever. The client's
+//! watchdog drops the queue earlier, when it declares the peer dead ([`Writer::release`]).
 
 use crate::frame::{Frame, PREFIX_LEN};
 use bytes::Bytes;
@@ -21,9 +27,16 @@ use std::collections::VecDeque;
 use std::io::IoSlice;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::{Notify, Semaphore};
+use tokio::time::Instant;
 
+/// While bytes are queued and the socket takes none of them for this long, the peer has
+/// stopped reading: the connection is shut down and its queued frames dropped. Longer
+/// than the client's watchdog gives a silent peer (`rpc::PEER_DEAD_AFTER`), so a peer that
+/// is merely slow is not cut off. Tests shorten it with tokio's paused clock.
+pub const SEND_STALL: Duration = Duration::from_secs(30);
 /// Most bytes queued on one connection and not yet taken by the socket. A larger frame
 /// counts as this much (it is queued alone).
 pub const QUEUE_LIMIT: usize = 4 << 20;
@@ -34,7 +47,12 @@ const MAX_IOV: usize = 64;
 #[derive(Debug)]
 pub struct Closed;
 
+/// Called with the ids of frames dropped before they were written whole, and why (the
+/// client fails their calls: the peer never got them).
+pub type OnUnsent = Box<dyn Fn(&[u64], &str) + Send + Sync>;
+
 struct Out {
+    id: u64,
     prefix: [u8; PREFIX_LEN],
     header: Bytes,
     data: Bytes,
@@ -77,13 +95,17 @@ struct State {
     shut: bool,
     /// The write half is shut (or failed): the writer is finished.
     finished: bool,
+    /// The queued frames were dropped (the peer is given up on): whoever holds the
+    /// `writing` turn drops what it holds too, and finishes.
+    abandoned: bool,
 }
 
 enum Drained {
     /// Everything written; nobody is writing now.
     Idle,
     /// The socket is full; the rest is back in the queue and `writing` is still set.
-    Blocked,
+    /// `wrote`: some bytes were written first.
+    Blocked { wrote: bool },
     /// The connection failed or was shut.
     Done,
 }
@@ -97,13 +119,23 @@ pub struct Writer {
     /// Holders of a [`Sender`]; the last one to go shuts the writer.
     senders: AtomicUsize,
     finished: Notify,
+    /// Wakes the flusher when the queue is released under it.
+    wake: Notify,
+    /// Why the writer was given up on (stall, failure or release), for callers' errors.
+    reason: Mutex<Option<String>>,
+    on_unsent: Option<OnUnsent>,
     handle: tokio::runtime::Handle,
     peer: String,
 }
 
 impl Writer {
     /// Must be called inside a tokio runtime (the flusher is spawned on it).
-    pub fn new(wr: OwnedWriteHalf, closed: Arc<AtomicBool>, peer: String) -> Arc<Writer> {
+    pub fn new(
+        wr: OwnedWriteHalf,
+        closed: Arc<AtomicBool>,
+        peer: String,
+        on_unsent: Option<OnUnsent>,
+    ) -> Arc<Writer> {
         Arc::new(Writer {
             wr,
             state: Mutex::default(),
@@ -111,6 +143,9 @@ impl Writer {
             closed,
             senders: AtomicUsize::new(0),
             finished: Notify::new(),
+            wake: Notify::new(),
+            reason: Mutex::new(None),
+            on_unsent,
             handle: tokio::runtime::Handle::current(),
             peer,
         })
@@ -138,8 +173,14 @@ impl Writer {
 
     /// Queue a frame that holds `charge` permits and write the queue if nobody is.
     pub fn queue(self: &Arc<Self>, f: Frame, charge: u32) -> Result<(), Closed> {
-        let out =
-            Out { prefix: f.encode_prefix(), header: f.header, data: f.data, done: 0, charge };
+        let out = Out {
+            id: f.id,
+            prefix: f.encode_prefix(),
+            header: f.header,
+            data: f.data,
+            done: 0,
+            charge,
+        };
         let batch = {
             let mut st = self.state.lock();
             if st.shut {
@@ -154,7 +195,7 @@ impl Writer {
             st.writing = true;
             std::mem::take(&mut st.queue)
         };
-        if let Drained::Blocked = self.drain(batch) {
+        if let Drained::Blocked { .. } = self.drain(batch) {
             self.handle.spawn(self.clone().flush());
         }
         Ok(())
@@ -163,6 +204,7 @@ impl Writer {
     /// Write `batch`, then whatever was queued meanwhile, until the queue is empty or the
     /// socket is full. The caller holds the `writing` turn.
     fn drain(&self, mut batch: VecDeque<Out>) -> Drained {
+        let mut wrote = false;
         loop {
             while !batch.is_empty() {
                 let mut iov = [IoSlice::new(&[]); MAX_IOV];
@@ -174,10 +216,11 @@ impl Writer {
                 }
                 match self.wr.try_write_vectored(&iov[..n]) {
                     Ok(0) => {
-                        self.fail("socket accepted no bytes");
+                        self.fail("socket accepted no bytes", batch);
                         return Drained::Done;
                     }
                     Ok(mut written) => {
+                        wrote = true;
                         let mut release = 0usize;
                         while let Some(o) = batch.front_mut() {
                             let left = o.len() - o.done;
@@ -195,13 +238,20 @@ impl Writer {
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                         let mut st = self.state.lock();
+                        if st.abandoned {
+                            st.writing = false;
+                            drop(st);
+                            self.unsent(batch);
+                            self.finish(libc::SHUT_WR);
+                            return Drained::Done;
+                        }
                         batch.append(&mut st.queue);
                         st.queue = batch;
-                        return Drained::Blocked;
+                        return Drained::Blocked { wrote };
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                     Err(e) => {
-                        self.fail(&e.to_string());
+                        self.fail(&e.to_string(), batch);
                         return Drained::Done;
                     }
                 }
@@ -220,19 +270,60 @@ impl Writer {
         }
     }
 
-    /// The flusher: holds the `writing` turn while the socket is full.
+    /// The flusher: holds the `writing` turn while the socket is full, and gives the peer
+    /// up when the socket takes nothing for [`SEND_STALL`].
     async fn flush(self: Arc<Self>) {
+        let mut progress = Instant::now();
         loop {
-            if let Err(e) = self.wr.writable().await {
-                self.fail(&e.to_string());
-                return;
+            tokio::select! {
+                r = self.wr.writable() => {
+                    if let Err(e) = r {
+                        self.fail(&e.to_string(), VecDeque::new());
+                        return;
+                    }
+                }
+                () = tokio::time::sleep_until(progress + SEND_STALL) => {
+                    self.stalled(progress.elapsed());
+                    return;
+                }
+                () = self.wake.notified() => {}
             }
-            let batch = std::mem::take(&mut self.state.lock().queue);
+            let batch = {
+                let mut st = self.state.lock();
+                if st.abandoned {
+                    // Released: the queue is gone already.
+                    st.writing = false;
+                    drop(st);
+                    self.finish(libc::SHUT_WR);
+                    return;
+                }
+                std::mem::take(&mut st.queue)
+            };
             match self.drain(batch) {
-                Drained::Blocked => continue,
+                Drained::Blocked { wrote: true } => progress = Instant::now(),
+                Drained::Blocked { wrote: false } => {}
                 Drained::Idle | Drained::Done => return,
             }
         }
+    }
+
+    /// The peer took no bytes for `idle`: log it once, and close the connection.
+    fn stalled(&self, idle: Duration) {
+        let stuck: usize = self.state.lock().queue.iter().map(|o| o.len() - o.done).sum();
+        tracing::warn!(
+            peer = %self.peer,
+            stuck_bytes = stuck,
+            idle_ms = idle.as_millis() as u64,
+            "peer stopped reading; closing connection"
+        );
+        self.close(
+            format!(
+                "peer {} stopped reading: {stuck} bytes queued and none sent for {} ms",
+                self.peer,
+                idle.as_millis()
+            ),
+            VecDeque::new(),
+        );
     }
 
     /// Take no new frames; shut the write half once the queued ones are written. Senders
@@ -249,23 +340,80 @@ impl Writer {
         }
     }
 
-    /// Senders waiting for room fail, and new ones too; frames queued already (and
-    /// [`Writer::send_now`]) still go out.
-    pub fn refuse(&self) {
+    /// Give the peer up (the client's watchdog): drop the frames not yet written whole
+    /// (reported to `on_unsent`), fail the senders waiting for room and new ones, and
+    /// shut the write half. The read half stays open for the replies to frames already
+    /// sent. Returns the bytes dropped.
+    pub fn release(&self, why: &str) -> usize {
         self.space.close();
+        let (dropped, bytes, now) = {
+            let mut st = self.state.lock();
+            if st.finished {
+                return 0;
+            }
+            let dropped = std::mem::take(&mut st.queue);
+            let bytes = dropped.iter().map(|o| o.len() - o.done).sum();
+            // Before the holder of the `writing` turn can see `abandoned` and report.
+            self.set_reason(format!("{why}; {bytes} queued bytes dropped"));
+            st.shut = true;
+            st.abandoned = true;
+            (dropped, bytes, !st.writing)
+        };
+        self.unsent(dropped);
+        if now {
+            self.finish(libc::SHUT_WR);
+        } else {
+            // The holder of the `writing` turn drops what it holds and finishes.
+            self.wake.notify_one();
+        }
+        bytes
     }
 
-    fn fail(&self, why: &str) {
+    /// Why the writer was given up on, if it was (stalled, failed or released).
+    pub fn reason(&self) -> Option<String> {
+        self.reason.lock().clone()
+    }
+
+    fn set_reason(&self, why: String) {
+        self.reason.lock().get_or_insert(why);
+    }
+
+    /// Called by the holder of the `writing` turn, with the frames it holds.
+    fn fail(&self, why: &str, held: VecDeque<Out>) {
         tracing::debug!(peer = %self.peer, error = %why, "connection write failed");
+        self.close(format!("write to {} failed: {why}", self.peer), held);
+    }
+
+    /// Drop every queued frame and shut the socket down both ways. Called by the holder
+    /// of the `writing` turn, with the frames it holds.
+    fn close(&self, why: String, held: VecDeque<Out>) {
+        self.set_reason(why);
         self.closed.store(true, Ordering::Release);
         self.space.close();
+        let mut dropped = held;
         {
             let mut st = self.state.lock();
             st.shut = true;
-            st.queue.clear();
+            st.abandoned = true;
+            dropped.append(&mut st.queue);
         }
+        self.unsent(dropped);
         // Both directions: the reader sees the end too and fails the requests in flight.
         self.finish(libc::SHUT_RDWR);
+    }
+
+    /// Drop frames that were not written whole (their buffers go back to their owners
+    /// first), then tell `on_unsent` which.
+    fn unsent(&self, frames: VecDeque<Out>) {
+        if frames.is_empty() {
+            return;
+        }
+        let ids: Vec<u64> = frames.iter().map(|o| o.id).collect();
+        drop(frames);
+        if let Some(f) = &self.on_unsent {
+            let why = self.reason().unwrap_or_default();
+            f(&ids, &why);
+        }
     }
 
     fn finish(&self, how: libc::c_int) {

@@ -8,7 +8,7 @@
 
 use crate::frame::{self, Frame, FrameError, FrameKind};
 use crate::msg::{Hello, PeerKind, Push, Reply, Request, Response, Welcome};
-use crate::outq::{Sender, Writer};
+use crate::outq::{OnUnsent, Sender, Writer};
 use crate::{Errno, RemoteError, PROTOCOL_VERSION};
 use bytes::Bytes;
 use futures::future::BoxFuture;
@@ -28,9 +28,9 @@ type Waiter = oneshot::Sender<Result<(Reply, Bytes), RemoteError>>;
 /// PING so a live peer answers something.
 pub const PING_INTERVAL: Duration = Duration::from_secs(2);
 /// While requests are in flight and nothing has arrived for this long, the peer is declared
-/// gone: the connection is closed and its requests fail with ENOTCONN (which callers retry
-/// elsewhere). Without this, a request sent to a node cut off by a network partition would
-/// wait for TCP to give up (many minutes). A live peer answers PING within this time even
+/// gone: the connection takes no new requests, and those not yet sent whole fail with
+/// ENOTCONN (which callers retry elsewhere). Without this, a request sent to a node cut off
+/// by a network partition would wait for TCP to give up (many minutes). A live peer answers PING within this time even
 /// when its disk is slow, because every request is served by its own task.
 pub const PEER_DEAD_AFTER: Duration = Duration::from_secs(10);
 /// Read buffer of each side of a connection: one `recv` takes every frame the peer has
@@ -38,12 +38,31 @@ pub const PEER_DEAD_AFTER: Duration = Duration::from_secs(10);
 /// data). A bulk segment larger than this is read straight into its own buffer.
 const READ_BUFFER: usize = 64 * 1024;
 
-/// Milliseconds on tokio's clock since the first call (monotonic; follows a paused clock
-/// in tests).
-fn now_ms() -> u64 {
-    static BASE: std::sync::OnceLock<tokio::time::Instant> = std::sync::OnceLock::new();
-    let base = *BASE.get_or_init(tokio::time::Instant::now);
-    tokio::time::Instant::now().saturating_duration_since(base).as_millis() as u64
+/// The watchdog's clock: when the peer last sent a frame, or when we started waiting on it
+/// after an idle period. Milliseconds on tokio's clock since the connection was opened
+/// (monotonic; follows a paused clock in tests). The base is the connection's own: paused
+/// clocks of different runtimes (tests) do not agree.
+struct RxClock {
+    base: tokio::time::Instant,
+    last: AtomicU64,
+}
+
+impl RxClock {
+    fn new() -> RxClock {
+        RxClock { base: tokio::time::Instant::now(), last: AtomicU64::new(0) }
+    }
+
+    fn now_ms(&self) -> u64 {
+        tokio::time::Instant::now().saturating_duration_since(self.base).as_millis() as u64
+    }
+
+    fn touch(&self) {
+        self.last.store(self.now_ms(), Ordering::Release);
+    }
+
+    fn idle_ms(&self) -> u64 {
+        self.now_ms().saturating_sub(self.last.load(Ordering::Acquire))
+    }
 }
 
 /// Client side of a connection.
@@ -52,9 +71,7 @@ pub struct Connection {
     pending: Arc<Mutex<HashMap<u64, Waiter>>>,
     next_id: AtomicU64,
     closed: Arc<AtomicBool>,
-    /// When the peer last sent a frame, or when we started waiting on it after an idle
-    /// period (`now_ms`); the watchdog's clock.
-    last_rx: Arc<AtomicU64>,
+    last_rx: Arc<RxClock>,
     pub peer: String,
     pub welcome: Welcome,
 }
@@ -81,8 +98,25 @@ impl Connection {
         let (rd, wr) = stream.into_split();
         let pending: Arc<Mutex<HashMap<u64, Waiter>>> = Arc::default();
         let closed = Arc::new(AtomicBool::new(false));
-        let last_rx = Arc::new(AtomicU64::new(now_ms()));
-        let writer = Writer::new(wr, closed.clone(), addr.to_string());
+        let last_rx = Arc::new(RxClock::new());
+        // Calls whose frames were dropped unsent (the peer given up on) fail now: the peer
+        // never got them, so they are safe to retry elsewhere.
+        let on_unsent: OnUnsent = {
+            let pending = pending.clone();
+            Box::new(move |ids: &[u64], why: &str| {
+                let waiters: Vec<_> = {
+                    let mut p = pending.lock();
+                    ids.iter().filter_map(|id| p.remove(id)).collect()
+                };
+                for w in waiters {
+                    let _ = w.send(Err(RemoteError::new(
+                        Errno::ENOTCONN,
+                        format!("request not sent: {why}"),
+                    )));
+                }
+            })
+        };
+        let writer = Writer::new(wr, closed.clone(), addr.to_string(), Some(on_unsent));
         tokio::spawn(client_reader(
             rd,
             Arc::downgrade(&writer),
@@ -137,23 +171,18 @@ impl Connection {
     /// Send a request with an optional bulk segment and await its reply.
     pub async fn call(&self, req: Request, data: Bytes) -> Result<(Reply, Bytes), RemoteError> {
         if self.is_closed() {
-            return Err(RemoteError::new(
-                Errno::ENOTCONN,
-                format!("connection to {} is closed", self.peer),
-            ));
+            return Err(self.gone("is closed"));
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let frame = Frame::new(FrameKind::Request, id, frame::encode(&req), data);
         // Wait for room in the send queue first (the only wait before the frame is
         // queued; a caller dropped here has sent nothing and left no waiter behind).
-        let closed =
-            || RemoteError::new(Errno::ENOTCONN, format!("connection to {} is closed", self.peer));
-        let charge = self.writer.reserve(&frame).await.map_err(|_| closed())?;
+        let charge = self.writer.reserve(&frame).await.map_err(|_| self.gone("is closed"))?;
         let (wtx, wrx) = oneshot::channel();
         {
             let mut pending = self.pending.lock();
             if !pending.keys().any(|&i| i < PING_ID_BASE) {
-                self.last_rx.store(now_ms(), Ordering::Release);
+                self.last_rx.touch();
             }
             pending.insert(id, wtx);
         }
@@ -161,17 +190,17 @@ impl Connection {
         // whole even if this future is dropped later.
         if self.writer.queue(frame, charge).is_err() {
             self.pending.lock().remove(&id);
-            return Err(RemoteError::new(
-                Errno::ENOTCONN,
-                format!("connection to {} is closed", self.peer),
-            ));
+            return Err(self.gone("is closed"));
         }
         match wrx.await {
             Ok(r) => r,
-            Err(_) => {
-                Err(RemoteError::new(Errno::ENOTCONN, format!("connection to {} lost", self.peer)))
-            }
+            Err(_) => Err(self.gone("lost")),
         }
+    }
+
+    /// ENOTCONN for this connection, with why it was given up on if it was.
+    fn gone(&self, what: &str) -> RemoteError {
+        gone(&self.peer, what, &self.writer)
     }
 
     /// Close the connection; requests in flight fail with ENOTCONN.
@@ -197,6 +226,15 @@ impl Drop for Connection {
     }
 }
 
+/// ENOTCONN: "connection to PEER WHAT", and the writer's reason if it was given up on.
+fn gone(peer: &str, what: &str, writer: &Writer) -> RemoteError {
+    let msg = match writer.reason() {
+        Some(why) => format!("connection to {peer} {what}: {why}"),
+        None => format!("connection to {peer} {what}"),
+    };
+    RemoteError::new(Errno::ENOTCONN, msg)
+}
+
 /// Ids of the watchdog's own PINGs (from the top of the id space, apart from requests').
 const PING_ID_BASE: u64 = 1 << 63;
 
@@ -206,7 +244,7 @@ async fn watchdog(
     writer: std::sync::Weak<Writer>,
     pending: Arc<Mutex<HashMap<u64, Waiter>>>,
     closed: Arc<AtomicBool>,
-    last_rx: Arc<AtomicU64>,
+    last_rx: Arc<RxClock>,
     peer: String,
 ) {
     let mut ping_id = PING_ID_BASE;
@@ -220,17 +258,18 @@ async fn watchdog(
         if !waiting {
             continue;
         }
-        let idle = now_ms().saturating_sub(last_rx.load(Ordering::Acquire));
+        let idle = last_rx.idle_ms();
         if idle >= PEER_DEAD_AFTER.as_millis() as u64 {
             // New requests go to a new connection (callers see `is_closed`), but the
-            // requests in flight keep waiting for their own replies: failing them would
+            // requests sent in full keep waiting for their own replies: failing them would
             // make callers retry writes the peer may already have applied, which could
             // then land after newer ones. TCP delivers those replies when the path heals.
-            tracing::warn!(peer = %peer, idle_ms = idle, "no answer from peer; new requests use a new connection");
             closed.store(true, Ordering::Release);
-            // Callers still waiting for room in the send queue have sent nothing: they
-            // fail now (and retry elsewhere). Frames already queued are still written.
-            writer.refuse();
+            // Requests not yet sent whole never reached the peer: their frames are dropped
+            // (giving their buffers back) and they fail now, as do callers still waiting
+            // for room in the send queue; they retry elsewhere. The write half is shut.
+            let dropped = writer.release(&format!("no answer from {peer} for {idle} ms"));
+            tracing::warn!(peer = %peer, idle_ms = idle, unsent_bytes = dropped, "no answer from peer; new requests use a new connection");
             return;
         }
         if idle >= PING_INTERVAL.as_millis() as u64 {
@@ -252,7 +291,7 @@ async fn client_reader(
     writer: std::sync::Weak<Writer>,
     pending: Arc<Mutex<HashMap<u64, Waiter>>>,
     closed: Arc<AtomicBool>,
-    last_rx: Arc<AtomicU64>,
+    last_rx: Arc<RxClock>,
     on_push: Option<PushHandler>,
     peer: String,
 ) {
@@ -260,7 +299,7 @@ async fn client_reader(
     loop {
         let f = match frame::read_frame(&mut rd).await {
             Ok(f) => {
-                last_rx.store(now_ms(), Ordering::Release);
+                last_rx.touch();
                 f
             }
             Err(e) => {
@@ -296,13 +335,16 @@ async fn client_reader(
     }
     closed.store(true, Ordering::Release);
     // Senders waiting for room in the send queue fail too.
-    if let Some(w) = writer.upgrade() {
+    let writer = writer.upgrade();
+    if let Some(w) = &writer {
         w.shut();
     }
     let waiters: Vec<_> = pending.lock().drain().collect();
     for (_, w) in waiters {
-        let _ =
-            w.send(Err(RemoteError::new(Errno::ENOTCONN, format!("connection to {peer} lost"))));
+        let _ = w.send(Err(match &writer {
+            Some(wr) => gone(&peer, "lost", wr),
+            None => RemoteError::new(Errno::ENOTCONN, format!("connection to {peer} lost")),
+        }));
     }
 }
 
@@ -372,7 +414,7 @@ pub async fn serve_connection<S: Service>(stream: TcpStream, peer: SocketAddr, s
     let (rd, wr) = stream.into_split();
     let mut rd = BufReader::with_capacity(READ_BUFFER, rd);
     let closed = Arc::new(AtomicBool::new(false));
-    let writer = Writer::new(wr, closed.clone(), peer.to_string());
+    let writer = Writer::new(wr, closed.clone(), peer.to_string(), None);
     // The write half is shut when the last sender goes: this one, the session's, and one
     // per request in flight (so every reply is written first).
     let tx = Sender::new(writer.clone());
@@ -771,6 +813,156 @@ mod tests {
             assert_eq!(e.errno, Errno::ENOTCONN, "{e}");
         }
         let _ = hold_tx.send(());
+    }
+
+    /// A buffer that counts the live ones of its kind (a stand-in for a lent buffer).
+    struct Counted(Vec<u8>, Arc<std::sync::atomic::AtomicUsize>);
+
+    impl Counted {
+        fn bytes(len: usize, live: &Arc<std::sync::atomic::AtomicUsize>) -> Bytes {
+            live.fetch_add(1, Ordering::SeqCst);
+            Bytes::from_owner(Counted(vec![7; len], live.clone()))
+        }
+    }
+
+    impl AsRef<[u8]> for Counted {
+        fn as_ref(&self) -> &[u8] {
+            &self.0
+        }
+    }
+
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.1.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Answers every request with 1 MiB of counted data; records when sessions close.
+    #[derive(Default)]
+    struct Big {
+        live: Arc<std::sync::atomic::AtomicUsize>,
+        closed: Mutex<Vec<tokio::time::Instant>>,
+    }
+
+    impl Service for Big {
+        fn welcome(&self, session: u64) -> Welcome {
+            Echo.welcome(session)
+        }
+        fn call(
+            &self,
+            _: Arc<Session>,
+            _: Request,
+            _: Bytes,
+        ) -> BoxFuture<'static, (Response, Bytes)> {
+            let data = Counted::bytes(1 << 20, &self.live);
+            Box::pin(async move { (Ok(Reply::Pong), data) })
+        }
+        fn closed(&self, _: &Arc<Session>) {
+            self.closed.lock().push(tokio::time::Instant::now());
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_stops_reading_is_cut_off_after_the_send_stall_and_others_are_served() {
+        use crate::outq::SEND_STALL;
+        use tokio::io::AsyncReadExt;
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let big = Arc::new(Big::default());
+        tokio::spawn(serve(l, big.clone()));
+        // A raw client: HELLO and 64 small requests (64 MiB of replies, more than the
+        // socket buffers and the reply queue hold), and it never reads.
+        let mut s = TcpStream::connect(&addr).await.unwrap();
+        let hello = Request::Hello(Hello {
+            version: PROTOCOL_VERSION,
+            kind: PeerKind::Cli,
+            name: "deaf".into(),
+            auth: vec![],
+        });
+        let f = Frame::new(FrameKind::Request, 1, frame::encode(&hello), Bytes::new());
+        frame::write_frame(&mut s, &f).await.unwrap();
+        for id in 2..66 {
+            let f = Frame::new(FrameKind::Request, id, frame::encode(&Request::Ping), Bytes::new());
+            frame::write_frame(&mut s, &f).await.unwrap();
+        }
+        let t0 = tokio::time::Instant::now();
+        // Short of the deadline the connection holds on (the server waits for room)...
+        tokio::time::sleep(SEND_STALL / 2).await;
+        assert!(big.closed.lock().is_empty(), "cut off before the send stall");
+        assert!(big.live.load(Ordering::SeqCst) > 0);
+        // ...past it, the connection is closed and its queued replies dropped.
+        tokio::time::sleep(SEND_STALL).await;
+        let closed = big.closed.lock().clone();
+        assert_eq!(closed.len(), 1, "the deaf client's connection was not closed");
+        let after = closed[0] - t0;
+        assert!(after >= SEND_STALL && after < SEND_STALL * 3 / 2, "closed after {after:?}");
+        assert_eq!(big.live.load(Ordering::SeqCst), 0, "queued replies still held");
+        // The deaf client sees the end of its connection (after the bytes in flight).
+        let mut buf = vec![0u8; 1 << 20];
+        let end = tokio::time::timeout(Duration::from_secs(5), async {
+            while let Ok(n @ 1..) = s.read(&mut buf).await {
+                let _ = n;
+            }
+        });
+        end.await.expect("the deaf client's connection is still open");
+        // Another client is served.
+        let c = connect(&addr).await;
+        let (r, data) = c.call(Request::Ping, Bytes::new()).await.unwrap();
+        assert!(matches!(r, Reply::Pong));
+        assert_eq!(data.len(), 1 << 20);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_server_that_stops_reading_fails_unsent_calls_and_gives_their_buffers_back() {
+        let (addr, hold_tx) = deaf_peer().await;
+        let c = connect(&addr).await;
+        let live = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let calls: Vec<_> = (0..32)
+            .map(|_| {
+                let c = c.clone();
+                let data = Counted::bytes(1 << 20, &live);
+                tokio::spawn(async move { c.call(Request::Ping, data).await })
+            })
+            .collect();
+        while !c.writer.is_full() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(live.load(Ordering::SeqCst) > 0);
+        // The watchdog gives the peer up.
+        tokio::time::sleep(PEER_DEAD_AFTER + 2 * PING_INTERVAL).await;
+        assert!(c.is_closed());
+        // Every buffer is back: written ones, queued ones (dropped) and those that
+        // waited for room; and the flusher is gone (only the connection holds the writer).
+        assert_eq!(live.load(Ordering::SeqCst), 0, "buffers of unsent calls are still held");
+        assert_eq!(Arc::strong_count(&c.writer), 1, "the flusher still runs");
+        // The calls not sent whole failed, naming the peer and why; those sent whole
+        // (into the socket buffers) still wait for their replies.
+        let (mut failed, mut not_sent, mut waiting) = (0, 0, 0);
+        let mut rest = vec![];
+        for h in calls {
+            if h.is_finished() {
+                let e = h.await.unwrap().unwrap_err();
+                assert_eq!(e.errno, Errno::ENOTCONN, "{e}");
+                assert!(e.message.contains(&addr), "{e}");
+                failed += 1;
+                not_sent += e.message.contains("not sent") as usize;
+            } else {
+                waiting += 1;
+                rest.push(h);
+            }
+        }
+        assert!(
+            not_sent > 0 && waiting > 0,
+            "{failed} failed ({not_sent} not sent), {waiting} waiting"
+        );
+        let in_flight = c.pending.lock().keys().filter(|&&id| id < PING_ID_BASE).count();
+        assert_eq!(in_flight, waiting);
+        // When the peer goes, they fail too.
+        let _ = hold_tx.send(());
+        for h in rest {
+            let e = h.await.unwrap().unwrap_err();
+            assert_eq!(e.errno, Errno::ENOTCONN, "{e}");
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
