@@ -9,7 +9,7 @@ use crate::sys::{self, cstr, XTarget};
 use cairn_proto::Id;
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
@@ -120,6 +120,18 @@ pub fn parse_dir_link(t: &[u8]) -> Option<(Id, Vec<u8>)> {
 /// Read the id xattr of an open inode.
 pub fn id_of_fd(fd: RawFd) -> io::Result<Option<Id>> {
     id_of(&XTarget::Fd(fd))
+}
+
+/// Open regular file `name` in `dir` as the fd cache keeps it: read-write where the
+/// filesystem allows, never following a symlink.
+fn open_file_at(dir: RawFd, name: &CStr) -> io::Result<OwnedFd> {
+    let flags = libc::O_NOFOLLOW | libc::O_NOCTTY | libc::O_NONBLOCK;
+    match sys::openat(dir, name, libc::O_RDWR | flags, 0) {
+        Err(e) if e.raw_os_error() == Some(libc::EROFS) => {
+            sys::openat(dir, name, libc::O_RDONLY | flags, 0)
+        }
+        other => other,
+    }
 }
 
 pub fn id_of(t: &XTarget) -> io::Result<Option<Id>> {
@@ -265,6 +277,14 @@ impl Index {
         if let Some(fd) = self.dirs.lock().get(id) {
             return Ok(Found::Dir(fd));
         }
+        // A file whose fd is cached: its inode is the index link's (the cache forgets an id
+        // before its link goes, [`Self::unlink`]), so no path walk.
+        if let Some(fd) = self.files.lock().get(id) {
+            let st = sys::fstat(fd.as_raw_fd())?;
+            if st.st_nlink > 0 {
+                return Ok(Found::Other(st));
+            }
+        }
         let st = self.lstat_index(id)?;
         if is_lnk(&st) && self.is_dir_link(id)? {
             return Ok(Found::Dir(self.dir_fd(id)?));
@@ -343,16 +363,28 @@ impl Index {
                 libc::EINVAL
             }));
         }
-        let flags = libc::O_NOFOLLOW | libc::O_NOCTTY | libc::O_NONBLOCK;
-        let fd = match sys::openat(self.ids_fd(), &r, libc::O_RDWR | flags, 0) {
-            Err(e) if e.raw_os_error() == Some(libc::EROFS) => {
-                sys::openat(self.ids_fd(), &r, libc::O_RDONLY | flags, 0)?
-            }
-            other => other?,
-        };
-        let fd = Arc::new(fd);
+        let fd = Arc::new(open_file_at(self.ids_fd(), &r)?);
         self.files.lock().put(id, fd.clone());
         Ok(fd)
+    }
+
+    /// [`Self::file_fd`] of regular file `id` that is `name` in directory `dir` (the caller
+    /// just looked it up and holds the directory's lock): opened by that name, whose dentry
+    /// the lookup warmed, rather than by its index link, a second path walk through two
+    /// bucket directories that are cold on a cold cache. The fd is kept only if its inode
+    /// carries `id`; `None` otherwise (the name changed meanwhile) or on any error: the
+    /// caller falls back to the index.
+    pub fn file_fd_at(&self, id: Id, dir: RawFd, name: &CStr) -> Option<Arc<OwnedFd>> {
+        if let Some(fd) = self.files.lock().get(id) {
+            return Some(fd);
+        }
+        let fd = open_file_at(dir, name).ok()?;
+        if id_of_fd(fd.as_raw_fd()).ok()? != Some(id) {
+            return None;
+        }
+        let fd = Arc::new(fd);
+        self.files.lock().put(id, fd.clone());
+        Some(fd)
     }
 
     /// An `O_DIRECT` write-only fd of regular file `id`, whose open fd is `fd`: the same

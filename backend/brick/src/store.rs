@@ -756,6 +756,15 @@ impl Brick {
         })
     }
 
+    /// Before a quick-read of regular file `id`, which a lookup of `name` in directory
+    /// `dir` just found (the directory's lock still held): open it by that name into the
+    /// fd cache, so its GETATTR and READ need no walk of the id index. Best effort: those
+    /// fall back to the index if this could not.
+    pub fn open_found(&self, dir: Id, name: &[u8], id: Id) {
+        let (Ok(dfd), Ok(cname)) = (self.idx.dir_fd(dir), cstr(name)) else { return };
+        self.idx.file_fd_at(id, dfd.as_raw_fd(), &cname);
+    }
+
     pub(crate) fn attr(&self, id: Id) -> R<Attr> {
         match self.find(id)? {
             Found::Dir(fd) => {

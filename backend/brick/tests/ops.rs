@@ -844,3 +844,39 @@ fn replica_create_copies_owner_mode_and_times_and_replies_what_it_made() {
         assert_eq!(key(&a), key(&g), "{name}: the reply is what the create made");
     }
 }
+
+/// A quick-read lookup opens the file it found by its name (`Brick::open_found`), not by
+/// its index link: the fd is kept only if it is the inode of the id, GETATTR and READ use
+/// it, and it is forgotten when the file goes.
+#[test]
+fn open_found_keeps_only_the_inode_of_the_id() {
+    let (_t, b) = new_brick();
+    let d = mkdir(&b, Id::ROOT, "d");
+    let f = file(&b, d, "f");
+    let g = file(&b, d, "g");
+    write(&b, f.id, 0, b"f's data");
+    write(&b, g.id, 0, b"g's data, longer");
+    // Reopened twice (the first open finishes the checksum marks the writes left, and
+    // keeps those files open), so no fd of f or g is cached.
+    let path = b.root().to_path_buf();
+    drop(b);
+    drop(Brick::open(&path, VOLID, 0).unwrap());
+    let b = Brick::open(&path, VOLID, 0).unwrap();
+    // A name that is not (or no longer) the id's: nothing is kept under f's id.
+    b.open_found(d, b"g", f.id);
+    b.open_found(d, b"missing", f.id);
+    assert_eq!(read(&b, f.id, 0, 100).0, b"f's data");
+    assert_eq!(getattr(&b, f.id).unwrap().size, 8);
+    // The name that is the id's: GETATTR and READ see that inode.
+    b.open_found(d, b"g", g.id);
+    assert_eq!(getattr(&b, g.id).unwrap().size, 16);
+    assert_eq!(read(&b, g.id, 0, 100).0, b"g's data, longer");
+    // Once the file is gone, its id is stale, whatever fd was cached.
+    run(&b, &root(), Op::Unlink { dir: d, name: b"g".to_vec() }).unwrap();
+    assert_eq!(getattr(&b, g.id).unwrap_err().errno, Errno::ESTALE);
+    assert_eq!(errno(run(&b, &root(), Op::Read { id: g.id, offset: 0, len: 1 })), Errno::ESTALE);
+    // A hard link's other name is the same inode: kept.
+    run(&b, &root(), Op::Link { id: f.id, dir: Id::ROOT, name: b"f2".to_vec() }).unwrap();
+    b.open_found(Id::ROOT, b"f2", f.id);
+    assert_eq!(read(&b, f.id, 0, 100).0, b"f's data");
+}

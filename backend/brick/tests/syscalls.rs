@@ -52,6 +52,7 @@ fn syscalls_of_create_and_lookup() {
         let name = format!("f{i}");
         mark(&format!("lookup-{i}"));
         let (a, _) = lookup(&b, dh, &name).unwrap();
+        b.open_found(dh, name.as_bytes(), a.id);
         mark(&format!("getattr-{i}"));
         let a2 = getattr(&b, a.id).unwrap();
         mark(&format!("read-{i}"));

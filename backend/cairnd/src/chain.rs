@@ -981,6 +981,9 @@ async fn lookup_inline(
             Err(_) => return Inline::Done(r),
         };
         let id = attr.id;
+        if let Op::Lookup { dir, name } = &op {
+            brick.open_found(*dir, name, id);
+        }
         let Some(_file) = node.try_lock_range(&volume, brick_index, id, Range::WHOLE, Mode::Shared)
         else {
             return Inline::Later(id, r);
