@@ -8,22 +8,34 @@ use std::time::{Duration, Instant};
 const MAX_ENTRIES: usize = 200_000;
 
 /// A cached attribute: when it was fetched (it expires then, however often it was
-/// amended) and the sequence number of its last `put` or `begin` (see [`AttrCache::begin`]).
+/// amended) and the amend token of its last `put` or `begin_amend` (see
+/// [`AttrCache::begin_amend`]).
 struct Cached {
     attr: Attr,
     at: Instant,
-    seq: u64,
+    amend: u64,
 }
 
 #[derive(Default)]
 struct Map {
     entries: HashMap<Id, Cached>,
-    next_seq: u64,
+    next_amend: u64,
 }
 
+/// Attributes by id, from replies (lookups, path walks, listings, getattrs, this client's
+/// own changes) and amended by this client's namespace ops. Two mechanisms, not to be
+/// confused:
+///
+/// - the race guard against lease recalls (`guard.rs`, as for entries, quick-read and
+///   complete directories): [`begin`](Self::begin) before a request leaves, and
+///   [`put`](Self::put) refuses its reply if the inode was invalidated (a recall, or a
+///   change by this client) or everything dropped since;
+/// - amend tokens ([`begin_amend`](Self::begin_amend) / [`amend`](Self::amend)): this
+///   client's change folded into the cached value it was computed from.
 pub struct AttrCache {
     ttl: Mutex<Duration>,
     map: Mutex<Map>,
+    guard: Guard,
 }
 
 /// Fold one replica set's copy of a directory into the directory's merged attributes: a
@@ -52,7 +64,7 @@ fn max_ts(a: Timespec, b: Timespec) -> Timespec {
 
 impl AttrCache {
     pub fn new(ttl: Duration) -> AttrCache {
-        AttrCache { ttl: Mutex::new(ttl), map: Mutex::default() }
+        AttrCache { ttl: Mutex::new(ttl), map: Mutex::default(), guard: Guard::new() }
     }
 
     pub fn set_ttl(&self, ttl: Duration) {
@@ -68,32 +80,69 @@ impl AttrCache {
         m.entries.get(&id).filter(|c| c.at.elapsed() < ttl).map(|c| c.attr.clone())
     }
 
-    pub fn put(&self, a: &Attr) {
+    /// Before sending a request whose reply will be [`put`](Self::put): its race-guard
+    /// token (one atomic load, no lock).
+    pub fn begin(&self) -> u64 {
+        self.guard.begin()
+    }
+
+    /// Cache `a`, as brought by a request begun with `token`, unless `a.id` was
+    /// invalidated or everything cleared since. Returns whether it was.
+    ///
+    /// A refused reply also drops what is cached of the inode if that is older than the
+    /// reply (a lower change counter, or the same and a smaller size): a request begun
+    /// after the recall may have been served before this one, and if this one is this
+    /// client's own change, keeping the older value would hide the change from it.
+    pub fn put(&self, token: u64, a: &Attr) -> bool {
+        self.install(token, a, false)
+    }
+
+    /// Like [`put`](Self::put), but keep a cached entry that is newer (a later change, or
+    /// the same change and a larger size): replies of writes in flight together arrive in
+    /// any order.
+    pub fn put_newer(&self, token: u64, a: &Attr) -> bool {
+        self.install(token, a, true)
+    }
+
+    fn install(&self, token: u64, a: &Attr, newer: bool) -> bool {
         if self.ttl.lock().is_zero() {
-            return;
+            return false;
         }
         let mut m = self.map.lock();
+        let reply = (a.change, a.size);
+        let cached = m.entries.get(&a.id).map(|c| (c.attr.change, c.attr.size));
+        if self.guard.crossed(token, id_key(a.id)) {
+            if cached.is_some_and(|c| c < reply) {
+                m.entries.remove(&a.id);
+            }
+            return false;
+        }
+        if newer && cached.is_some_and(|c| c > reply) {
+            return false;
+        }
         if m.entries.len() >= MAX_ENTRIES {
             m.entries.clear();
         }
-        m.next_seq += 1;
-        let seq = m.next_seq;
-        m.entries.insert(a.id, Cached { attr: a.clone(), at: Instant::now(), seq });
+        m.next_amend += 1;
+        let amend = m.next_amend;
+        m.entries.insert(a.id, Cached { attr: a.clone(), at: Instant::now(), amend });
+        true
     }
 
     /// Before a change of `id` whose result the caller will fold into the cached
     /// attributes with [`amend`](Self::amend): a token naming the cached value, or `None`
-    /// if nothing valid is cached. Another `begin`, a `put` or an invalidation (a lease
-    /// recall) in between voids the token, so an amend never lands on a value it was not
-    /// computed from, and of two overlapping changes neither amends.
-    pub fn begin(&self, id: Id) -> Option<u64> {
+    /// if nothing valid is cached. Another `begin_amend`, a `put` or an invalidation (a
+    /// lease recall) in between voids the token, so an amend never lands on a value it
+    /// was not computed from, and of two overlapping changes neither amends. (Not the
+    /// race-guard token of [`begin`](Self::begin).)
+    pub fn begin_amend(&self, id: Id) -> Option<u64> {
         let ttl = *self.ttl.lock();
         let mut m = self.map.lock();
-        m.next_seq += 1;
-        let seq = m.next_seq;
+        m.next_amend += 1;
+        let amend = m.next_amend;
         let c = m.entries.get_mut(&id).filter(|c| c.at.elapsed() < ttl)?;
-        c.seq = seq;
-        Some(seq)
+        c.amend = amend;
+        Some(amend)
     }
 
     /// After the change `token` was taken for: apply `f` to the cached attributes if the
@@ -104,7 +153,7 @@ impl AttrCache {
         let ttl = *self.ttl.lock();
         let mut m = self.map.lock();
         let ok = match (m.entries.get_mut(&id), token) {
-            (Some(c), Some(t)) if c.seq == t && c.at.elapsed() < ttl => f(&mut c.attr),
+            (Some(c), Some(t)) if c.amend == t && c.at.elapsed() < ttl => f(&mut c.attr),
             _ => false,
         };
         if !ok {
@@ -113,23 +162,18 @@ impl AttrCache {
         ok
     }
 
-    /// Like `put`, but keep a cached entry that is newer (a later change, or the same
-    /// change and a larger size): replies of writes in flight together arrive in any order.
-    pub fn put_newer(&self, a: &Attr) {
-        if let Some(old) = self.map.lock().entries.get(&a.id) {
-            if (old.attr.change, old.attr.size) > (a.change, a.size) {
-                return;
-            }
-        }
-        self.put(a);
-    }
-
+    /// `id`'s attributes changed (a lease recall, or a change by this client): drop them,
+    /// and refuse what requests in flight bring of them.
     pub fn invalidate(&self, id: Id) {
-        self.map.lock().entries.remove(&id);
+        let mut m = self.map.lock();
+        self.guard.stamp(id_key(id));
+        m.entries.remove(&id);
     }
 
     pub fn clear(&self) {
-        self.map.lock().entries.clear();
+        let mut m = self.map.lock();
+        self.guard.stamp_all();
+        m.entries.clear();
     }
 }
 
@@ -245,15 +289,15 @@ mod tests {
     #[test]
     fn attrs_expire_and_invalidate() {
         let c = AttrCache::new(Duration::from_millis(50));
-        c.put(&attr(5));
+        c.put(c.begin(), &attr(5));
         assert!(c.get(Id(5)).is_some());
         c.invalidate(Id(5));
         assert!(c.get(Id(5)).is_none());
-        c.put(&attr(6));
+        c.put(c.begin(), &attr(6));
         std::thread::sleep(Duration::from_millis(60));
         assert!(c.get(Id(6)).is_none(), "expired");
         c.set_ttl(Duration::ZERO);
-        c.put(&attr(7));
+        c.put(c.begin(), &attr(7));
         assert!(c.get(Id(7)).is_none(), "ttl 0 disables caching");
     }
 
@@ -296,31 +340,31 @@ mod tests {
     #[test]
     fn amend_only_the_value_the_token_names() {
         let c = AttrCache::new(Duration::from_secs(5));
-        assert_eq!(c.begin(Id(1)), None, "nothing cached: nothing to amend");
+        assert_eq!(c.begin_amend(Id(1)), None, "nothing cached: nothing to amend");
         assert!(!c.amend(Id(1), None, |_| true));
         assert!(c.get(Id(1)).is_none(), "an amend never creates an entry");
-        c.put(&attr(1));
-        let t = c.begin(Id(1));
+        c.put(c.begin(), &attr(1));
+        let t = c.begin_amend(Id(1));
         assert!(c.amend(Id(1), t, |a| {
             a.change = 5;
             true
         }));
         assert_eq!(c.get(Id(1)).unwrap().change, 5);
         // A lease recall (or any invalidation) and a re-fetch in between: dropped.
-        let t = c.begin(Id(1));
+        let t = c.begin_amend(Id(1));
         c.invalidate(Id(1));
-        c.put(&attr(1));
+        c.put(c.begin(), &attr(1));
         assert!(!c.amend(Id(1), t, |_| true));
         assert!(c.get(Id(1)).is_none());
         // Two overlapping changes: neither amends.
-        c.put(&attr(1));
-        let (t1, t2) = (c.begin(Id(1)), c.begin(Id(1)));
+        c.put(c.begin(), &attr(1));
+        let (t1, t2) = (c.begin_amend(Id(1)), c.begin_amend(Id(1)));
         assert!(!c.amend(Id(1), t1, |_| true));
         assert!(!c.amend(Id(1), t2, |_| true));
         assert!(c.get(Id(1)).is_none());
         // A change whose result is not known: dropped.
-        c.put(&attr(1));
-        let t = c.begin(Id(1));
+        c.put(c.begin(), &attr(1));
+        let t = c.begin_amend(Id(1));
         assert!(!c.amend(Id(1), t, |_| false));
         assert!(c.get(Id(1)).is_none());
     }
@@ -328,9 +372,9 @@ mod tests {
     #[test]
     fn amended_attrs_expire_when_first_fetched() {
         let c = AttrCache::new(Duration::from_millis(50));
-        c.put(&attr(2));
+        c.put(c.begin(), &attr(2));
         std::thread::sleep(Duration::from_millis(30));
-        let t = c.begin(Id(2));
+        let t = c.begin_amend(Id(2));
         assert!(c.amend(Id(2), t, |_| true));
         std::thread::sleep(Duration::from_millis(30));
         assert!(c.get(Id(2)).is_none(), "amending does not extend the lease-bound lifetime");
@@ -340,13 +384,84 @@ mod tests {
     fn put_newer_keeps_the_later_reply() {
         let c = AttrCache::new(Duration::from_secs(5));
         let at = |change, size| Attr { change, size, ..attr(9) };
-        c.put_newer(&at(10, 8192));
-        c.put_newer(&at(10, 4096)); // same tick, smaller: an earlier write's reply
+        c.put_newer(c.begin(), &at(10, 8192));
+        c.put_newer(c.begin(), &at(10, 4096)); // same tick, smaller: an earlier write's reply
         assert_eq!(c.get(Id(9)).unwrap().size, 8192);
-        c.put_newer(&at(9, 12288));
+        c.put_newer(c.begin(), &at(9, 12288));
         assert_eq!(c.get(Id(9)).unwrap().change, 10);
-        c.put_newer(&at(11, 4096)); // truncated later
+        c.put_newer(c.begin(), &at(11, 4096)); // truncated later
         assert_eq!(c.get(Id(9)).unwrap().size, 4096);
+    }
+
+    /// The race guard: attributes whose request crosses a recall of the inode (the
+    /// recall was handled while it was in flight) are not installed; those of a request
+    /// begun after the recall are.
+    #[test]
+    fn attrs_whose_request_crosses_a_recall_are_not_installed() {
+        let c = AttrCache::new(Duration::from_secs(5));
+        let t = c.begin();
+        c.invalidate(Id(1)); // the recall is handled before the reply
+        assert!(!c.put(t, &attr(1)));
+        assert!(c.get(Id(1)).is_none(), "stale attributes were installed");
+        // Another inode's request in flight is not affected (it has another slot).
+        assert!(c.put(t, &attr(2)));
+        assert!(c.put(c.begin(), &attr(1)));
+        assert!(c.get(Id(1)).is_some());
+        // Nor is a put that came before the recall kept after it.
+        assert!(c.put(c.begin(), &attr(3)));
+        c.invalidate(Id(3));
+        assert!(c.get(Id(3)).is_none());
+        // Writes' replies are guarded too.
+        let t = c.begin();
+        c.invalidate(Id(4));
+        assert!(!c.put_newer(t, &attr(4)));
+        assert!(c.get(Id(4)).is_none());
+        // Dropping everything voids everything in flight.
+        let t = c.begin();
+        c.clear();
+        assert!(!c.put(t, &attr(5)));
+        assert!(!c.put_newer(t, &attr(6)));
+        assert!(c.get(Id(5)).is_none() && c.get(Id(6)).is_none());
+        // Caching off: nothing is installed.
+        let off = AttrCache::new(Duration::ZERO);
+        assert!(!off.put(off.begin(), &attr(1)));
+    }
+
+    /// A refused reply drops an older value installed meanwhile (a request begun after
+    /// the recall but served before this client's own change) and keeps a newer one.
+    #[test]
+    fn a_refused_reply_drops_older_attrs_and_keeps_newer() {
+        let c = AttrCache::new(Duration::from_secs(5));
+        let at = |change| Attr { change, ..attr(1) };
+        let own = c.begin(); // e.g. a setattr leaves
+        c.invalidate(Id(1)); // a recall crosses it
+        assert!(c.put(c.begin(), &at(3))); // a getattr served before the setattr
+        assert!(!c.put(own, &at(4)));
+        assert!(c.get(Id(1)).is_none(), "the older value would hide the own change");
+        let own = c.begin();
+        c.invalidate(Id(1));
+        assert!(c.put(c.begin(), &at(6))); // served after the own change
+        assert!(!c.put_newer(own, &at(5)));
+        assert_eq!(c.get(Id(1)).unwrap().change, 6);
+    }
+
+    /// The two mechanisms do not interfere: a guard token does not void an amend token,
+    /// nor the other way round; a recall voids both.
+    #[test]
+    fn guard_and_amend_tokens_are_independent() {
+        let c = AttrCache::new(Duration::from_secs(5));
+        let t = c.begin();
+        assert!(c.put(t, &attr(1)));
+        let a = c.begin_amend(Id(1));
+        let t2 = c.begin();
+        assert!(c.amend(Id(1), a, |_| true), "a guard token voids no amend");
+        assert!(c.put(t, &attr(2)), "amend tokens void no guard token");
+        assert!(c.put(t2, &attr(1)));
+        let a = c.begin_amend(Id(1));
+        let t = c.begin();
+        c.invalidate(Id(1));
+        assert!(!c.amend(Id(1), a, |_| true));
+        assert!(!c.put(t, &attr(1)));
     }
 
     #[test]

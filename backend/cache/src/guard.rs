@@ -1,5 +1,5 @@
-//! The race guard of the caches a reply fills (quick-read content, complete directories,
-//! positive entries): a reply the brick sent before it recalled a lease may be handled
+//! The race guard of the caches a reply fills (attributes, quick-read content, complete
+//! directories, positive entries): a reply the brick sent before it recalled a lease may be handled
 //! here after the recall was, and must not be installed then — it would outlive the
 //! recall that was meant to drop it, until the cache timeout.
 //!

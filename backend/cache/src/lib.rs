@@ -4,9 +4,9 @@
 //!   trusted for at most the cache timeout and dropped at once when a brick recalls the
 //!   lease (`Push::Invalidate`).
 //!
-//! The caches a reply fills (entries, quick-read content, complete directories) share
-//! one race guard (`guard.rs`): a reply that was in flight across a recall of what it
-//! describes is not installed.
+//! The caches a reply fills (attributes, entries, quick-read content, complete
+//! directories) share one race guard (`guard.rs`): a reply that was in flight across a
+//! recall of what it describes is not installed.
 //! - [`DataCache`]: small files' content that came with their lookup (quick-read), trusted
 //!   only while the attributes it came with are.
 //! - [`DirStates`]: directories whose every name is known (listed on every set under

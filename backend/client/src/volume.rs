@@ -129,9 +129,9 @@ fn attr_of(op: &str, r: Reply) -> Result<Attr> {
 /// the directory follows a create or unlink. A step whose effect is not known (no copies
 /// in its reply, or an error that may have applied it) drops the directory's cached
 /// attributes instead, as does any lease recall or re-fetch of them meanwhile
-/// ([`AttrCache::begin`]).
+/// ([`AttrCache::begin_amend`]).
 struct DirChange {
-    tokens: Vec<(Id, Option<u64>)>,
+    amends: Vec<(Id, Option<u64>)>,
     copies: Vec<(u32, Attr)>,
     unknown: Vec<Id>,
 }
@@ -155,10 +155,10 @@ impl DirChange {
     }
 
     fn finish(self, i: &Inner) {
-        for (dir, token) in self.tokens {
+        for (dir, amend) in self.amends {
             let home = i.home(dir);
             let unknown = self.unknown.contains(&dir);
-            i.attrs.amend(dir, token, |merged| {
+            i.attrs.amend(dir, amend, |merged| {
                 if unknown || merged.kind != FileType::Directory {
                     return false;
                 }
@@ -169,6 +169,14 @@ impl DirChange {
             });
         }
     }
+}
+
+/// The race-guard tokens (`cache/src/guard.rs`) of a request whose reply fills both the
+/// entry and the attribute caches ([`Inner::remember`]): taken together, before it leaves.
+#[derive(Clone, Copy)]
+struct Tokens {
+    entry: u64,
+    attr: u64,
 }
 
 /// Where an operation goes: the chain head of `key` in replica set `set`.
@@ -415,12 +423,18 @@ impl Inner {
         self.map().sets.iter().map(|s| s.id).collect()
     }
 
-    /// What a request begun with `token` (`entries.begin()`, taken before it left) found
-    /// or made: `name` in `dir` is `a`. The entry is not cached if a recall of `dir`'s
-    /// entries, or this client's change of the name, came since (`cache/src/guard.rs`).
-    fn remember(&self, token: u64, dir: Id, name: &[u8], a: &Attr) {
-        self.entries.put(token, dir, name, a.id);
-        self.attrs.put(a);
+    /// Before a request whose reply will be [`remember`](Self::remember)ed: its tokens.
+    fn begin_tokens(&self) -> Tokens {
+        Tokens { entry: self.entries.begin(), attr: self.attrs.begin() }
+    }
+
+    /// What a request begun with `t` (taken before it left) found or made: `name` in
+    /// `dir` is `a`. The entry is not cached if a recall of `dir`'s entries, or this
+    /// client's change of the name, came since; the attributes are not if a recall of
+    /// `a.id`, or this client's change of it, came since (`cache/src/guard.rs`).
+    fn remember(&self, t: Tokens, dir: Id, name: &[u8], a: &Attr) {
+        self.entries.put(t.entry, dir, name, a.id);
+        self.attrs.put(t.attr, a);
         self.remember_kind(a);
     }
 
@@ -429,12 +443,12 @@ impl Inner {
     /// set's copy (the others' may be newer) and only that set leased them, so a change
     /// through another set would recall nothing; the next `getattr` fetches them merged
     /// from every set (and leased by each), and namespace ops amend only those.
-    fn remember_found(&self, token: u64, dir: Id, name: &[u8], a: &Attr) {
+    fn remember_found(&self, t: Tokens, dir: Id, name: &[u8], a: &Attr) {
         if a.kind == FileType::Directory && self.map().sets.len() > 1 {
-            self.entries.put(token, dir, name, a.id);
+            self.entries.put(t.entry, dir, name, a.id);
             self.remember_kind(a);
         } else {
-            self.remember(token, dir, name, a);
+            self.remember(t, dir, name, a);
         }
     }
 
@@ -449,7 +463,7 @@ impl Inner {
     /// Before a namespace op changing directories `dirs`: see [`DirChange`].
     fn begin_dirs(&self, dirs: &[Id]) -> DirChange {
         DirChange {
-            tokens: dirs.iter().map(|d| (*d, self.attrs.begin(*d))).collect(),
+            amends: dirs.iter().map(|d| (*d, self.attrs.begin_amend(*d))).collect(),
             copies: vec![],
             unknown: vec![],
         }
@@ -531,12 +545,13 @@ impl Inner {
         while done < data.len() {
             let n = (data.len() - done).min(MAX_IO);
             let chunk = data.slice(done..done + n);
+            let token = self.attrs.begin();
             let (r, _) =
                 self.call(t, c, Op::Write { id, offset: offset + done as u64 }, chunk).await?;
             match r {
                 Reply::Written { count, attr } => {
                     // Writes of one file in flight together answer in any order.
-                    self.attrs.put_newer(&attr);
+                    self.attrs.put_newer(token, &attr);
                     done += count as usize;
                     if (count as usize) < n {
                         break;
@@ -737,7 +752,7 @@ impl Volume {
         let hashed = i.hashed(dir, name);
         let inline = if i.opts.quick_read > 0 && i.data.want() { i.opts.quick_read } else { 0 };
         let token = i.data.begin();
-        let entry = i.entries.begin();
+        let found = i.begin_tokens();
         let look = |set: u32| {
             let op = Op::Lookup { dir, name: name.to_vec() };
             i.call_with(Target { set, key: dir }, c, op, Bytes::new(), false, inline)
@@ -760,7 +775,7 @@ impl Volume {
         };
         let attr = match r? {
             (Reply::EntryData { attr }, data) => {
-                i.remember_found(entry, dir, name, &attr);
+                i.remember_found(found, dir, name, &attr);
                 i.data.put(token, &attr, c, data);
                 return Ok(attr);
             }
@@ -771,7 +786,7 @@ impl Volume {
             Reply::Entry { linkto: Some(target), .. } => self.getattr_remote(c, target).await?,
             other => return Err(unexpected("lookup", &other)),
         };
-        i.remember_found(entry, dir, name, &attr);
+        i.remember_found(found, dir, name, &attr);
         Ok(attr)
     }
 
@@ -897,7 +912,7 @@ impl Volume {
             let i = &self.inner;
             let first = i.set_ids()[0];
             let comps: Vec<Name> = dirs.iter().map(|d| d.to_vec()).collect();
-            let token = i.entries.begin();
+            let found = i.begin_tokens();
             let (r, _) = i
                 .call(
                     Target { set: first, key: Id::ROOT },
@@ -912,7 +927,7 @@ impl Volume {
             };
             cur = Id::ROOT;
             for (d, a) in dirs.iter().zip(attrs.iter()) {
-                i.remember_found(token, cur, d, a);
+                i.remember_found(found, cur, d, a);
                 cur = a.id;
             }
             if attrs.len() < dirs.len() {
@@ -939,6 +954,7 @@ impl Volume {
         let home = i.home(id);
         let others: Vec<u32> = i.set_ids().into_iter().filter(|s| *s != home).collect();
         let get = |s: u32| i.call(Target { set: s, key: id }, c, Op::GetAttr { id }, Bytes::new());
+        let token = i.attrs.begin();
         // A directory known as one asks every set at once (one round trip, not two).
         let known_dir = i.kinds.lock().get(&id) == Some(&FileType::Directory);
         let (r, early) = if known_dir && !others.is_empty() {
@@ -965,7 +981,7 @@ impl Volume {
                 }
             }
         }
-        i.attrs.put(&a);
+        i.attrs.put(token, &a);
         i.remember_kind(&a);
         Ok(a)
     }
@@ -991,7 +1007,8 @@ impl Volume {
     }
 
     /// Run a per-inode op on the right set(s): a file's home set, or every set of a
-    /// directory (home set first, so its errors win).
+    /// directory (home set first, so its errors win). The caller drops or replaces the
+    /// inode's cached attributes.
     async fn on_inode(&self, c: &Creds, id: Id, op: Op) -> Result<(Reply, Bytes)> {
         let i = &self.inner;
         let home = i.home(id);
@@ -1007,7 +1024,6 @@ impl Volume {
                 }
             }
         }
-        i.attrs.invalidate(id);
         Ok(r)
     }
 
@@ -1015,12 +1031,20 @@ impl Volume {
         if self.inner.has_pending(id) {
             self.inner.flush(id).await?;
         }
-        let (r, _) = self.on_inode(c, id, Op::SetAttr { id, set: set.clone() }).await?;
-        let a = attr_of("setattr", r)?;
-        if a.kind != FileType::Directory {
-            self.inner.attrs.put(&a);
+        let i = &self.inner;
+        // Taken before the op leaves: a recall crossing it voids its reply (and an
+        // invalidation here, between the op and the put, would void its own reply).
+        let token = i.attrs.begin();
+        let r = self.on_inode(c, id, Op::SetAttr { id, set: set.clone() }).await;
+        let a = r.and_then(|(r, _)| attr_of("setattr", r));
+        match &a {
+            // One set's copy of a directory: the next getattr merges every set's.
+            Ok(a) if a.kind != FileType::Directory => {
+                i.attrs.put(token, a);
+            }
+            _ => i.attrs.invalidate(id),
         }
-        Ok(a)
+        a
     }
 
     async fn make_entry(
@@ -1042,14 +1066,14 @@ impl Volume {
             Op::Create { dir, name: name.to_vec(), id, kind, perm, rdev, target, exclusive: true };
         let mut change = i.begin_dirs(&[dir]);
         i.complete.touch(dir);
-        let token = i.entries.begin();
+        let made = i.begin_tokens();
         let r = i.call_ns(Target { set, key: dir }, c, op).await;
         i.named(dir, name, &r);
         change.step(set, &[dir], &r);
         match r {
             Ok((r, _)) => {
                 let a = attr_of("create", r)?;
-                i.remember(token, dir, name, &a);
+                i.remember(made, dir, name, &a);
                 change.finish(i);
                 Ok(a)
             }
@@ -1110,7 +1134,7 @@ impl Volume {
         let op = Op::Mkdir { dir, name: name.to_vec(), id, perm };
         let mut change = i.begin_dirs(&[dir]);
         i.complete.touch(dir);
-        let token = i.entries.begin();
+        let made = i.begin_tokens();
         let r = i.call_ns(Target { set: hashed, key: dir }, c, op.clone()).await;
         i.named(dir, name, &r);
         change.step(hashed, &[dir], &r);
@@ -1143,7 +1167,7 @@ impl Volume {
                 }
             }
         }
-        i.remember(token, dir, name, &a);
+        i.remember(made, dir, name, &a);
         change.finish(i);
         Ok(a)
     }
@@ -1171,7 +1195,7 @@ impl Volume {
         let hashed = i.hashed(dir, name);
         let mut change = i.begin_dirs(&[dir]);
         i.complete.touch(dir);
-        let token = i.entries.begin();
+        let made = i.begin_tokens();
         let r = i
             .call_ns(Target { set: home, key: dir }, c, Op::Link { id, dir, name: name.to_vec() })
             .await;
@@ -1204,7 +1228,7 @@ impl Volume {
                 return Err(e);
             }
         }
-        i.remember(token, dir, name, &a);
+        i.remember(made, dir, name, &a);
         change.finish(i);
         Ok(a)
     }
@@ -1722,7 +1746,7 @@ impl Volume {
         while idx < sets.len() && out.len() < max as usize {
             let want = max - out.len() as u32;
             let op = Op::ReadDir { dir, cookie: sub, max: want, plus };
-            let token = i.entries.begin();
+            let found = i.begin_tokens();
             let (r, _) = i.call(Target { set: sets[idx], key: dir }, c, op, Bytes::new()).await?;
             let (entries, eof) = match r {
                 Reply::Dir { entries, eof } => (entries, eof),
@@ -1735,7 +1759,7 @@ impl Volume {
                     continue;
                 }
                 if let Some(a) = &e.attr {
-                    i.remember_found(token, dir, &e.name, a);
+                    i.remember_found(found, dir, &e.name, a);
                 }
                 e.cookie = ((idx as u64 + 1) << 56) | (e.cookie & ((1 << 56) - 1));
                 out.push(e);
@@ -1770,9 +1794,10 @@ impl Volume {
         value: &[u8],
         flags: u32,
     ) -> Result<()> {
-        self.on_inode(c, id, Op::SetXattr { id, name: name.to_vec(), value: value.to_vec(), flags })
-            .await
-            .map(|_| ())
+        let op = Op::SetXattr { id, name: name.to_vec(), value: value.to_vec(), flags };
+        let r = self.on_inode(c, id, op).await;
+        self.inner.attrs.invalidate(id);
+        r.map(|_| ())
     }
 
     pub async fn listxattr(&self, c: &Creds, id: Id) -> Result<Vec<Vec<u8>>> {
@@ -1784,7 +1809,9 @@ impl Volume {
     }
 
     pub async fn removexattr(&self, c: &Creds, id: Id, name: &[u8]) -> Result<()> {
-        self.on_inode(c, id, Op::RemoveXattr { id, name: name.to_vec() }).await.map(|_| ())
+        let r = self.on_inode(c, id, Op::RemoveXattr { id, name: name.to_vec() }).await;
+        self.inner.attrs.invalidate(id);
+        r.map(|_| ())
     }
 
     pub async fn statfs(&self, c: &Creds) -> Result<StatFs> {
