@@ -8,7 +8,7 @@
 use crate::sys::{self, cstr, XTarget};
 use cairn_proto::Id;
 use parking_lot::Mutex;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -19,39 +19,71 @@ pub const XATTR_LINKTO: &std::ffi::CStr = c"trusted.cairn.linkto";
 /// Longest chain of parent directories followed before giving up (a corrupt loop).
 const MAX_DEPTH: usize = 4096;
 
-/// A small LRU of fds keyed by id.
+/// A small LRU of fds keyed by id. Eviction is O(1) amortized: `order` lists uses oldest
+/// first, and an entry of it is stale once its id was used again (its tick is no longer
+/// the map's) or removed; stale entries are skipped when evicting and swept when `order`
+/// grows past a few times the capacity.
 pub struct FdLru {
     cap: usize,
     tick: u64,
     map: HashMap<Id, (Arc<OwnedFd>, u64)>,
+    order: VecDeque<(u64, Id)>,
 }
 
 impl FdLru {
     pub fn new(cap: usize) -> FdLru {
-        FdLru { cap, tick: 0, map: HashMap::new() }
+        FdLru { cap, tick: 0, map: HashMap::new(), order: VecDeque::new() }
+    }
+
+    fn used(&mut self, id: Id) -> u64 {
+        self.tick += 1;
+        self.order.push_back((self.tick, id));
+        if self.order.len() > 4 * self.cap.max(16) {
+            let map = &self.map;
+            self.order.retain(|(t, id)| map.get(id).is_some_and(|e| e.1 == *t));
+            // The use being recorded is not in the map yet when called from `put`.
+            if self.order.back() != Some(&(self.tick, id)) {
+                self.order.push_back((self.tick, id));
+            }
+        }
+        self.tick
     }
 
     pub fn get(&mut self, id: Id) -> Option<Arc<OwnedFd>> {
-        self.tick += 1;
-        let t = self.tick;
+        if !self.map.contains_key(&id) {
+            return None;
+        }
+        let t = self.used(id);
         self.map.get_mut(&id).map(|e| {
             e.1 = t;
             e.0.clone()
         })
     }
 
-    pub fn put(&mut self, id: Id, fd: Arc<OwnedFd>) {
-        self.tick += 1;
+    /// Keep `fd` as `id`'s. Returns the fd this evicted (or replaced), for the caller to
+    /// close after it let go of the cache's lock.
+    #[must_use = "drop the evicted fd after releasing the cache's lock"]
+    pub fn put(&mut self, id: Id, fd: Arc<OwnedFd>) -> Option<Arc<OwnedFd>> {
+        let mut evicted = None;
         if self.map.len() >= self.cap && !self.map.contains_key(&id) {
-            if let Some(old) = self.map.iter().min_by_key(|(_, v)| v.1).map(|(k, _)| *k) {
-                self.map.remove(&old);
+            while let Some((t, old)) = self.order.pop_front() {
+                if self.map.get(&old).is_some_and(|e| e.1 == t) {
+                    evicted = self.map.remove(&old).map(|e| e.0);
+                    break;
+                }
             }
         }
-        self.map.insert(id, (fd, self.tick));
+        let t = self.used(id);
+        self.map.insert(id, (fd, t)).map(|e| e.0).or(evicted)
     }
 
-    pub fn remove(&mut self, id: Id) {
-        self.map.remove(&id);
+    pub fn remove(&mut self, id: Id) -> Option<Arc<OwnedFd>> {
+        self.map.remove(&id).map(|e| e.0)
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.map.len()
     }
 }
 
@@ -244,9 +276,12 @@ impl Index {
 
     /// Remove the index entry of `id` (missing is fine) and forget cached fds.
     pub fn unlink(&self, id: Id) -> io::Result<()> {
-        self.files.lock().remove(id);
-        self.direct.lock().remove(id);
-        self.dirs.lock().remove(id);
+        // The fds close after the locks are let go.
+        let _fds = (
+            self.files.lock().remove(id),
+            self.direct.lock().remove(id),
+            self.dirs.lock().remove(id),
+        );
         match sys::unlinkat(self.ids_fd(), &rel(id), 0) {
             Err(e) if e.raw_os_error() != Some(libc::ENOENT) => Err(e),
             _ => Ok(()),
@@ -254,12 +289,12 @@ impl Index {
     }
 
     pub fn forget_dir(&self, id: Id) {
-        self.dirs.lock().remove(id);
+        let _fd = self.dirs.lock().remove(id);
     }
 
     pub fn remember_dir(&self, id: Id, fd: OwnedFd) -> Arc<OwnedFd> {
         let fd = Arc::new(fd);
-        self.dirs.lock().put(id, fd.clone());
+        let _evicted = self.dirs.lock().put(id, fd.clone());
         fd
     }
 
@@ -341,7 +376,7 @@ impl Index {
     /// Keep `fd`, opened read-write as root (as [`Self::file_fd`] opens), as the fd of
     /// regular file `id`, whose index link exists.
     pub fn remember_file(&self, id: Id, fd: OwnedFd) {
-        self.files.lock().put(id, Arc::new(fd));
+        let _evicted = self.files.lock().put(id, Arc::new(fd));
     }
 
     /// The fd of regular file `id` if the fd cache holds it (no syscall).
@@ -364,7 +399,7 @@ impl Index {
             }));
         }
         let fd = Arc::new(open_file_at(self.ids_fd(), &r)?);
-        self.files.lock().put(id, fd.clone());
+        let _evicted = self.files.lock().put(id, fd.clone());
         Ok(fd)
     }
 
@@ -383,7 +418,7 @@ impl Index {
             return None;
         }
         let fd = Arc::new(fd);
-        self.files.lock().put(id, fd.clone());
+        let _evicted = self.files.lock().put(id, fd.clone());
         Some(fd)
     }
 
@@ -398,7 +433,48 @@ impl Index {
             CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).expect("a path without NUL");
         let flags = libc::O_WRONLY | libc::O_DIRECT | libc::O_NOCTTY;
         let d = Arc::new(sys::openat(libc::AT_FDCWD, &path, flags, 0)?);
-        self.direct.lock().put(id, d.clone());
+        let _evicted = self.direct.lock().put(id, d.clone());
         Ok(d)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fd() -> Arc<OwnedFd> {
+        Arc::new(sys::openat(libc::AT_FDCWD, c"/dev/null", libc::O_RDONLY, 0).unwrap())
+    }
+
+    #[test]
+    fn fd_lru_evicts_the_least_recently_used_and_stays_bounded() {
+        let mut l = FdLru::new(3);
+        let (a, b, c, d) = (Id(1), Id(2), Id(3), Id(4));
+        for id in [a, b, c] {
+            assert!(l.put(id, fd()).is_none());
+        }
+        // a used again: b is now the oldest.
+        assert!(l.get(a).is_some());
+        let f = fd();
+        let evicted = l.put(d, f.clone()).expect("full: one evicted");
+        assert!(!Arc::ptr_eq(&evicted, &f));
+        assert!(l.get(b).is_none(), "b was the least recently used");
+        assert!(l.get(a).is_some() && l.get(c).is_some() && l.get(d).is_some());
+        assert_eq!(l.len(), 3);
+        // Replacing an id's fd hands back the old one and evicts nothing.
+        let old = l.put(c, fd()).expect("the replaced fd");
+        assert_eq!(Arc::strong_count(&old), 1);
+        assert_eq!(l.len(), 3);
+        // Removed ids leave stale use records behind; many uses keep the record bounded.
+        assert!(l.remove(a).is_some());
+        for _ in 0..10_000 {
+            assert!(l.get(d).is_some());
+        }
+        assert!(l.order.len() <= 4 * 16 + 1, "use records swept: {}", l.order.len());
+        // Room again after the remove: nothing evicted, then the oldest (c, then d) goes.
+        assert!(l.put(a, fd()).is_none());
+        assert!(l.put(b, fd()).is_some());
+        assert!(l.get(c).is_none(), "c was used before d's last use");
+        assert!(l.get(d).is_some() && l.get(a).is_some() && l.get(b).is_some());
     }
 }
