@@ -26,7 +26,7 @@ DEB_PACKAGES += cmake bison flex libntirpc-dev liburcu-dev libkrb5-dev libdbus-1
 DEB_PACKAGES += libnfs-utils libnfs-dev python3-venv  # nfs-cat/nfs-cp/nfs-ls (v3); venv for nfs-rs
 # SMB gateway (issue 4): Samba, its clients and test suite; what vfs-module/prepare-samba.sh
 # needs to configure Samba's source tree for the module's headers.
-DEB_PACKAGES += samba smbclient samba-testsuite
+DEB_PACKAGES += samba samba-vfs-modules smbclient samba-testsuite  # vfs-modules: streams_xattr (shares stack it under cairn)
 DEB_PACKAGES += libtalloc-dev libtevent-dev libtdb-dev libldb-dev libpopt-dev zlib1g-dev \
 	libacl1-dev libattr1-dev libtirpc-dev libbsd-dev libjansson-dev libarchive-dev \
 	libparse-yapp-perl libicu-dev libgnutls28-dev libkeyutils-dev libreadline-dev
