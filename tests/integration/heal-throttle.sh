@@ -89,8 +89,9 @@ for d, _, files in os.walk(f"{b1}/data/tree"):
         p = os.path.join(d, f)
         with open(p, "r+b") as fh:
             fh.write(os.urandom(os.path.getsize(p)))
-        hexid = os.getxattr(p, "trusted.cairn.id").hex()
-        open(f"{b1}/.cairn/csum/dirty/{hexid}", "w").close()
+        # Listed in the brick's checksum dirty log (16-byte ids), as a cut change is.
+        with open(f"{b1}/.cairn/csum/dirty/log.0", "ab") as log:
+            log.write(os.getxattr(p, "trusted.cairn.id"))
 PY
 cl_start_node n2
 wait_until 60 all_up || fail "n2 not up after diverging its copies"

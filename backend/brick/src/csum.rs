@@ -29,6 +29,7 @@
 //!   crash was never acknowledged, so whatever bytes it left are the ones the replicas
 //!   reconcile by heal; it is not reported as corruption.
 
+use crate::dirty;
 use crate::ids::is_reg;
 use crate::store::{fail, Brick, Ctx, Fail, R};
 use crate::sys::{self, cstr, XTarget};
@@ -38,7 +39,7 @@ use std::ffi::CStr;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Bytes per checksummed block.
 pub const BLOCK: u64 = 4 << 10;
@@ -112,8 +113,6 @@ const HDR: u64 = 16;
 /// errno of a checksum mismatch (`EUCLEAN`, "structure needs cleaning", as ext4/XFS use
 /// for corruption): `cairn_proto::Errno::ECORRUPT`.
 pub const ECORRUPT: i32 = libc::EUCLEAN;
-/// An inode idle this long has its dirty marker removed.
-const IDLE: Duration = Duration::from_secs(3);
 /// Bytes of a sidecar read ahead when a read of entries misses the page cache (256 MiB
 /// of data's entries).
 const TABLE_AHEAD: u64 = 256 << 10;
@@ -841,34 +840,13 @@ impl Brick {
     pub(crate) fn sums_forget(&self, id: Id) {
         self.csum_fds.lock().remove(&id);
         self.sidecar_remove(id);
-        if self.csum_dirty.lock().remove(&id).is_some() {
-            let _ = sys::unlinkat(self.dirty_dir.as_raw_fd(), &Self::hex(id), 0);
-        }
+        self.dirty.forget(id);
     }
 
-    /// Before changing the data of `id` (stripe lock held): make sure its dirty marker
-    /// exists, so a crash before the table is updated is not later taken for corruption.
+    /// Before changing the data of `id` (stripe lock held): make sure it is listed in the
+    /// dirty log, so a crash before the table is updated is not later taken for corruption.
     pub(crate) fn sums_begin(&self, id: Id) -> R<()> {
-        let mut d = self.csum_dirty.lock();
-        if let Some(t) = d.get_mut(&id) {
-            *t = Instant::now();
-            return Ok(());
-        }
-        // The same empty file an `open(O_CREAT)` would make (a journaled inode and entry),
-        // in one system call without an fd to close. Where `mknod` cannot make a regular
-        // file, `open` does.
-        let (dd, h) = (self.dirty_dir.as_raw_fd(), Self::hex(id));
-        match sys::mknodat(dd, &h, libc::S_IFREG | 0o600, 0) {
-            Ok(()) => {}
-            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {}
-            Err(_) => {
-                sys::openat(dd, &h, libc::O_CREAT | libc::O_WRONLY | libc::O_NOFOLLOW, 0o600)
-                    .map(drop)
-                    .ctx(|| format!("marking the checksums of {id} in flux"))?;
-            }
-        }
-        d.insert(id, Instant::now());
-        Ok(())
+        self.dirty.begin(id).ctx(|| format!("listing {id} in the checksum dirty log"))
     }
 
     /// Before a data change of `id` (stripe lock held, `sums_begin` called): load the
@@ -963,9 +941,7 @@ impl Brick {
             self.csum_fds.lock().remove(&id);
             self.sidecar_remove(id);
         }
-        if let Some(t) = self.csum_dirty.lock().get_mut(&id) {
-            *t = Instant::now();
-        }
+        self.dirty.touch(id);
         r
     }
 
@@ -993,9 +969,7 @@ impl Brick {
             }
             Ok(()) => Ok(true),
         };
-        if let Some(t) = self.csum_dirty.lock().get_mut(&id) {
-            *t = Instant::now();
-        }
+        self.dirty.touch(id);
         r
     }
 
@@ -1482,64 +1456,93 @@ impl Brick {
         }
         *self.csum_sidecars.lock() = known;
         let mut rebuilt = 0u64;
-        for e in sys::read_dir(self.dirty_dir.as_raw_fd())? {
-            let name = cstr(&e.name)?;
-            if let Some(id) = std::str::from_utf8(&e.name).ok().and_then(Id::from_hex) {
-                if let Ok(fd) = self.idx.file_fd(id) {
-                    if let Err(f) = self.sums_rebuild(id, fd.as_raw_fd()) {
-                        return Err(io::Error::new(
-                            io::Error::from_raw_os_error(f.errno).kind(),
-                            f.what,
-                        ));
-                    }
-                    rebuilt += 1;
+        for id in self.dirty.listed()? {
+            if let Ok(fd) = self.idx.file_fd(id) {
+                if let Err(f) = self.sums_rebuild(id, fd.as_raw_fd()) {
+                    return Err(io::Error::new(
+                        io::Error::from_raw_os_error(f.errno).kind(),
+                        f.what,
+                    ));
                 }
+                rebuilt += 1;
             }
-            sys::unlinkat(self.dirty_dir.as_raw_fd(), &name, 0)?;
         }
-        sys::fsync(self.dirty_dir.as_raw_fd(), false)?;
+        self.dirty.recovered()?;
         if rebuilt + dropped > 0 {
             tracing::info!(brick = %self.root.display(), rebuilt, dropped, "checksum tables recovered after an unclean stop");
         }
         Ok(())
     }
 
-    /// Remove the dirty markers of inodes idle for a while, once their data and tables
-    /// are on disk. Cheap when nothing is due; called after operations.
-    pub(crate) fn sums_tidy(&self) {
-        {
-            let mut last = self.csum_tidied.lock();
-            if last.elapsed() < IDLE {
-                return;
-            }
-            *last = Instant::now();
-        }
-        let due: Vec<Id> = self
-            .csum_dirty
-            .lock()
-            .iter()
-            .filter(|(_, t)| t.elapsed() >= IDLE)
-            .map(|(id, _)| *id)
-            .collect();
-        for id in due {
-            let Some(_g) = self.stripe(id).try_lock() else { continue };
-            if self.csum_dirty.lock().get(&id).is_none_or(|t| t.elapsed() < IDLE) {
-                continue;
-            }
-            let h = Self::hex(id);
-            let synced = match self.idx.file_fd(id) {
-                Ok(fd) => {
-                    sys::fsync(fd.as_raw_fd(), true).is_ok()
-                        && (!self.sidecar_may_exist(id)
-                            || match sys::openat(self.csum_dir.as_raw_fd(), &h, libc::O_RDONLY, 0) {
-                                Ok(sc) => sys::fsync(sc.as_raw_fd(), true).is_ok(),
-                                Err(_) => true,
-                            })
+    /// The brick's tidy thread: every `LOG_SYNC`, write the dirty log's appends to disk
+    /// and tidy the ids idle for a while ([`sums_tidy`](Self::sums_tidy)). It holds the
+    /// brick only during a round and ends once the brick is dropped.
+    pub(crate) fn start_tidy(self: &Arc<Self>, stop: std::sync::mpsc::Receiver<()>) {
+        let weak = Arc::downgrade(self);
+        let spawned = std::thread::Builder::new()
+            .name(format!("cairn-tidy-{}", self.marker.index))
+            .spawn(move || loop {
+                use std::sync::mpsc::RecvTimeoutError;
+                match stop.recv_timeout(dirty::LOG_SYNC) {
+                    Err(RecvTimeoutError::Timeout) => {}
+                    _ => return,
                 }
-                Err(_) => true, // gone
-            };
-            if synced && sys::unlinkat(self.dirty_dir.as_raw_fd(), &h, 0).is_ok() {
-                self.csum_dirty.lock().remove(&id);
+                let Some(b) = weak.upgrade() else { return };
+                b.sums_tidy();
+            });
+        if let Err(e) = spawned {
+            // Changes still list their ids; the next open rebuilds them all.
+            tracing::error!(brick = %self.root.display(), error = %e, "cannot start the checksum tidy thread; dirty ids are rebuilt at the next open");
+        }
+    }
+
+    /// Write the dirty log to disk and tidy the ids idle for a while: their data and
+    /// tables made durable (`fdatasync` of each file and its sidecar, or one `syncfs` for
+    /// many), their listing dropped. Errors are logged; the ids stay listed and a later
+    /// round retries them.
+    pub fn sums_tidy(&self) {
+        let shown = self.root.display();
+        if let Err(e) = self.dirty.sync_log() {
+            tracing::warn!(brick = %shown, error = %e, "cannot write the checksum dirty log");
+        }
+        let sync_each = |ids: &[Id]| -> io::Result<()> {
+            for &id in ids {
+                let fd = match self.idx.file_fd(id) {
+                    Ok(fd) => fd,
+                    Err(_) => continue, // gone
+                };
+                sys::fsync(fd.as_raw_fd(), true)
+                    .map_err(|e| io::Error::new(e.kind(), format!("fdatasync of {id}: {e}")))?;
+                if self.sidecar_may_exist(id) {
+                    if let Ok(sc) =
+                        sys::openat(self.csum_dir.as_raw_fd(), &Self::hex(id), libc::O_RDONLY, 0)
+                    {
+                        sys::fsync(sc.as_raw_fd(), true).map_err(|e| {
+                            io::Error::new(
+                                e.kind(),
+                                format!("fdatasync of the sidecar of {id}: {e}"),
+                            )
+                        })?;
+                    }
+                }
+            }
+            Ok(())
+        };
+        let r = self.dirty.tidy(
+            |id| self.stripe(id).try_lock().is_none(),
+            |ids, how| match how {
+                dirty::Synced::Each => sync_each(ids),
+                dirty::Synced::All => sys::syncfs(self.idx.root.as_raw_fd())
+                    .map_err(|e| io::Error::new(e.kind(), format!("syncfs: {e}"))),
+            },
+        );
+        match r {
+            Ok(Some((n, how))) => {
+                tracing::debug!(brick = %shown, ids = n, ?how, "checksum dirty ids tidied")
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(brick = %shown, error = %e, "cannot tidy the checksum dirty log; retrying later")
             }
         }
     }

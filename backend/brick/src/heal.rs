@@ -314,7 +314,6 @@ impl Brick {
                 format!("{}: {} data bytes for extents of {want}", what(), data.len()),
             ));
         }
-        self.sums_tidy();
         let fd = self.file(id)?;
         let _g = self.stripe_lock(id);
         let f = fd.as_raw_fd();

@@ -27,6 +27,7 @@
 
 mod creds;
 mod csum;
+mod dirty;
 mod heal;
 mod ids;
 mod store;

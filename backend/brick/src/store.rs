@@ -206,16 +206,16 @@ pub struct Brick {
     stripes: Vec<Stripe>,
     /// `.cairn/csum`: checksum sidecars of large files.
     pub(crate) csum_dir: OwnedFd,
-    /// `.cairn/csum/dirty`: inodes whose checksums may lag their data (see `csum.rs`).
-    pub(crate) dirty_dir: OwnedFd,
-    /// Inodes marked in `dirty_dir` by this process, with their last change.
-    pub(crate) csum_dirty: Mutex<HashMap<Id, std::time::Instant>>,
+    /// `.cairn/csum/dirty/log.*`: inodes whose checksums may lag their data (see
+    /// `dirty.rs`).
+    pub(crate) dirty: crate::dirty::DirtyLog,
     /// Checksum sidecars kept open between changes (see `csum.rs`, `sidecar_open`).
     pub(crate) csum_fds: Mutex<HashMap<Id, Arc<OwnedFd>>>,
     /// Ids that may have a checksum sidecar (see `csum.rs`, `Sidecars`): a table load of
     /// any other id goes straight to the xattr.
     pub(crate) csum_sidecars: Mutex<crate::csum::Sidecars>,
-    pub(crate) csum_tidied: Mutex<std::time::Instant>,
+    /// Dropped with the brick: ends its tidy thread (`Brick::start_tidy`).
+    _tidy_stop: std::sync::mpsc::SyncSender<()>,
     /// Starts large writes' write-out early (see `writeback.rs`).
     writeback: crate::writeback::Writeback,
 }
@@ -466,7 +466,9 @@ impl Brick {
     /// Errors name the path and what did not match.
     ///
     /// Sets the process umask to 0: modes come from clients, which applied their own.
-    pub fn open(path: &Path, volume_id: &str, index: u32) -> Result<Brick, RemoteError> {
+    /// Starts the brick's tidy thread (`cairn-tidy-<index>`), which ends soon after the
+    /// last reference is dropped.
+    pub fn open(path: &Path, volume_id: &str, index: u32) -> Result<Arc<Brick>, RemoteError> {
         let shown = path.display();
         let marker = read_marker(path)?.ok_or_else(|| {
             RemoteError::new(
@@ -514,6 +516,9 @@ impl Brick {
         }
         let csum_dir = open(root.as_raw_fd(), c".cairn/csum", "open .cairn/csum")?;
         let dirty_dir = open(root.as_raw_fd(), c".cairn/csum/dirty", "open .cairn/csum/dirty")?;
+        let dirty = crate::dirty::DirtyLog::open(dirty_dir)
+            .map_err(|e| io_err(e, format!("brick {shown}: opening .cairn/csum/dirty/log.*")))?;
+        let (tidy_stop, tidy_rx) = std::sync::mpsc::sync_channel(0);
         match id_of_fd(data.as_raw_fd()) {
             Ok(Some(id)) if id == Id::ROOT => {}
             other => {
@@ -534,11 +539,10 @@ impl Brick {
             listings: Mutex::new(HashMap::new()),
             stripes: (0..64).map(|_| Stripe::default()).collect(),
             csum_dir,
-            dirty_dir,
-            csum_dirty: Mutex::new(HashMap::new()),
+            dirty,
             csum_fds: Mutex::new(HashMap::new()),
             csum_sidecars: Mutex::new(crate::csum::Sidecars::unknown()),
-            csum_tidied: Mutex::new(std::time::Instant::now()),
+            _tidy_stop: tidy_stop,
             writeback: crate::writeback::Writeback::start(index),
         };
         brick.sweep().map_err(|e| io_err(e, format!("brick {shown}: sweeping the id index")))?;
@@ -548,6 +552,8 @@ impl Brick {
         brick
             .sums_recover()
             .map_err(|e| io_err(e, format!("brick {shown}: recovering data checksums")))?;
+        let brick = Arc::new(brick);
+        brick.start_tidy(tidy_rx);
         Ok(brick)
     }
 
@@ -620,11 +626,7 @@ impl Brick {
             },
             Exec::Replica { result } => Cx { caller: None, replica: true, result },
         };
-        let r = self.with_context(op.name(), || self.run(&cx, op, data));
-        if op.is_mutation() {
-            self.sums_tidy();
-        }
-        r
+        self.with_context(op.name(), || self.run(&cx, op, data))
     }
 
     /// Run `f`, adding the brick (volume, index, path) and `what` to its error.

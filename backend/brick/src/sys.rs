@@ -196,6 +196,11 @@ pub fn fsync(fd: RawFd, datasync: bool) -> io::Result<()> {
     .map(drop)
 }
 
+/// Write the whole filesystem `fd` is on to disk (`syncfs(2)`: data, metadata, journal).
+pub fn syncfs(fd: RawFd) -> io::Result<()> {
+    cvt(unsafe { libc::syncfs(fd) }).map(drop)
+}
+
 pub fn fchmod(fd: RawFd, mode: u32) -> io::Result<()> {
     cvt(unsafe { libc::fchmod(fd, mode) }).map(drop)
 }

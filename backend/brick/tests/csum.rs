@@ -302,20 +302,56 @@ fn crash_between_data_and_checksums_is_not_corruption() {
     let c = file(&b, Id::ROOT, "g");
     write(&b, a.id, 0, &pattern(1, 100_000));
     write(&b, c.id, 0, &pattern(2, 100_000));
+    let h = file(&b, Id::ROOT, "h");
+    write(&b, h.id, 0, &pattern(3, 100_000));
     drop(b);
-    // Both idle long enough for their marks to be cleared, as `sums_tidy` does.
-    for e in std::fs::read_dir(dir.join(".cairn/csum/dirty")).unwrap() {
-        std::fs::remove_file(e.unwrap().path()).unwrap();
+    // All idle long enough to be tidied, as the tidy thread does.
+    clear_dirty(&dir);
+    // "Crash": the files' data changed without their checksums; only f (in the log) and
+    // h (a marker file of the earlier format) were listed as in flux.
+    for n in ["f", "g", "h"] {
+        flip(&backing(&dir, n), 70_000);
     }
-    // "Crash": both files' data changed without their checksums; only f was marked in flux.
-    flip(&backing(&dir, "f"), 70_000);
-    flip(&backing(&dir, "g"), 70_000);
-    std::fs::write(dir.join(".cairn/csum/dirty").join(a.id.to_hex()), b"").unwrap();
+    mark_dirty(&dir, a.id);
+    std::fs::write(dir.join(".cairn/csum/dirty").join(h.id.to_hex()), b"").unwrap();
     let b = Brick::open(&dir, VOLID, 0).unwrap();
-    let got = try_read(&b, a.id, 0, 100_000).unwrap();
-    assert_eq!(got.len(), 100_000);
+    for id in [a.id, h.id] {
+        assert_eq!(try_read(&b, id, 0, 100_000).unwrap().len(), 100_000);
+    }
     corrupt(try_read(&b, c.id, 65_536, 10_000));
-    assert!(std::fs::read_dir(dir.join(".cairn/csum/dirty")).unwrap().next().is_none());
+    assert!(dirty_listed(&dir).is_empty(), "the logs are emptied after the rebuild");
+    assert!(!dir.join(".cairn/csum/dirty").join(h.id.to_hex()).exists());
+}
+
+/// The ids listed in a brick's dirty logs and the earlier format's marker files.
+fn dirty_listed(dir: &std::path::Path) -> Vec<Id> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir.join(".cairn/csum/dirty")).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().into_string().unwrap();
+        if name.starts_with("log.") {
+            let b = std::fs::read(e.path()).unwrap();
+            out.extend(b.chunks_exact(16).map(|r| Id::from_bytes(r.try_into().unwrap())));
+        } else if let Some(id) = Id::from_hex(&name) {
+            out.push(id);
+        }
+    }
+    out
+}
+
+/// As a tidy round that synced every listed id: nothing listed.
+fn clear_dirty(dir: &std::path::Path) {
+    for n in ["log.0", "log.1"] {
+        std::fs::write(dir.join(".cairn/csum/dirty").join(n), b"").unwrap();
+    }
+}
+
+/// As a change cut by a crash: `id` listed in the dirty log.
+fn mark_dirty(dir: &std::path::Path, id: Id) {
+    use std::io::Write;
+    let p = dir.join(".cairn/csum/dirty/log.1");
+    let mut f = std::fs::OpenOptions::new().append(true).open(p).unwrap();
+    f.write_all(&id.to_bytes()).unwrap();
 }
 
 /// A write marks its inode dirty while it may be in flux; the mark is on disk before the
@@ -325,8 +361,33 @@ fn writes_mark_the_inode_before_changing_data() {
     let (t, b) = new_brick();
     let a = file(&b, Id::ROOT, "f");
     write(&b, a.id, 0, b"abc");
-    let mark = t.path().join("b0/.cairn/csum/dirty").join(a.id.to_hex());
-    assert!(mark.metadata().unwrap().is_file(), "an empty regular file");
+    assert_eq!(dirty_listed(&t.path().join("b0")), vec![a.id], "listed once");
+    write(&b, a.id, 3, b"def");
+    assert_eq!(dirty_listed(&t.path().join("b0")), vec![a.id], "listed once");
+}
+
+/// The tidy thread syncs the ids idle for a while and empties the logs; a later change
+/// lists its id again.
+#[test]
+fn idle_ids_are_tidied_by_the_brick_itself() {
+    let (t, b) = new_brick();
+    let dir = t.path().join("b0");
+    let files: Vec<Id> = (0..20).map(|i| file(&b, Id::ROOT, &format!("f{i}")).id).collect();
+    for &id in &files {
+        write(&b, id, 0, b"abc");
+    }
+    let mut want = files.clone();
+    want.sort();
+    let mut got = dirty_listed(&dir);
+    got.sort();
+    assert_eq!(got, want);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !dirty_listed(&dir).is_empty() {
+        assert!(std::time::Instant::now() < deadline, "still listed: {:?}", dirty_listed(&dir));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    write(&b, files[3], 0, b"xyz");
+    assert_eq!(dirty_listed(&dir), vec![files[3]]);
 }
 
 /// A partial overwrite of a block that already fails its checksum does not bless the rest
@@ -826,13 +887,11 @@ fn sidecars_are_known_after_growth_restart_rebuild_and_heal() {
     let rdata = pattern(23, 3 << 20);
     write(&b, r.id, 0, &rdata);
     drop(b);
-    // Both idle long enough for their dirty marks to be cleared (as `sums_tidy` does), so
-    // the open does not rebuild "grown": its sidecar must be known from the listing.
-    for e in std::fs::read_dir(dir.join(".cairn/csum/dirty")).unwrap() {
-        std::fs::remove_file(e.unwrap().path()).unwrap();
-    }
+    // Both idle long enough to be tidied (as the tidy thread does), so the open does not
+    // rebuild "grown": its sidecar must be known from the listing.
+    clear_dirty(&dir);
     std::fs::remove_file(sidecar(r.id)).unwrap();
-    std::fs::write(dir.join(".cairn/csum/dirty").join(r.id.to_hex()), b"").unwrap();
+    mark_dirty(&dir, r.id);
 
     // After a restart: both found (listed at open; rebuilt at open).
     let b = Brick::open(&dir, VOLID, 0).unwrap();

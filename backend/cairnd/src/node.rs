@@ -282,7 +282,7 @@ impl Node {
                             let slot = Arc::new(BrickSlot {
                                 volume: v.name.clone(),
                                 index: b.index,
-                                brick: Arc::new(brick),
+                                brick,
                                 healing: AtomicBool::new(true),
                                 stopped: AtomicBool::new(false),
                                 heal: Mutex::default(),

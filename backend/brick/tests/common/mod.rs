@@ -4,6 +4,7 @@ use cairn_brick::{Brick, BrickMarker, Exec};
 use cairn_proto::msg::{Op, Reply};
 use cairn_proto::{Attr, Creds, Errno, FileType, Id, RemoteError};
 use std::path::Path;
+use std::sync::Arc;
 
 pub const VOLID: &str = "0123456789abcdef0123456789abcdef";
 
@@ -11,12 +12,12 @@ pub fn marker(index: u32) -> BrickMarker {
     BrickMarker { format: 1, volume: "vol0".into(), volume_id: VOLID.into(), index }
 }
 
-pub fn new_brick_at(path: &Path, index: u32) -> Brick {
+pub fn new_brick_at(path: &Path, index: u32) -> Arc<Brick> {
     Brick::prepare(path, &marker(index), false).expect("prepare");
     Brick::open(path, VOLID, index).expect("open")
 }
 
-pub fn new_brick() -> (tempfile::TempDir, Brick) {
+pub fn new_brick() -> (tempfile::TempDir, Arc<Brick>) {
     let t = tempfile::tempdir().expect("tempdir");
     let b = new_brick_at(&t.path().join("b0"), 0);
     (t, b)
