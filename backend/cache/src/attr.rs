@@ -26,10 +26,12 @@ struct Map {
 /// own changes) and amended by this client's namespace ops. Two mechanisms, not to be
 /// confused:
 ///
-/// - the race guard against lease recalls (`guard.rs`, as for entries, quick-read and
-///   complete directories): [`begin`](Self::begin) before a request leaves, and
-///   [`put`](Self::put) refuses its reply if the inode was invalidated (a recall, or a
-///   change by this client) or everything dropped since;
+/// - the race guard against lease recalls and this client's own changes (`guard.rs`, as
+///   for entries, quick-read and complete directories): [`begin`](Self::begin) before a
+///   request leaves, and [`put`](Self::put) refuses a fetch's reply if the inode was
+///   invalidated (a recall, or a change by this client) or everything dropped since, or
+///   a change by this client was installed ([`put_change`](Self::put_change), which
+///   orders this client's changes among themselves) or amended since;
 /// - amend tokens ([`begin_amend`](Self::begin_amend) / [`amend`](Self::amend)): this
 ///   client's change folded into the cached value it was computed from.
 pub struct AttrCache {
@@ -94,39 +96,78 @@ impl AttrCache {
     /// after the recall may have been served before this one, and if this one is this
     /// client's own change, keeping the older value would hide the change from it.
     pub fn put(&self, token: u64, a: &Attr) -> bool {
-        self.install(token, a, false)
-    }
-
-    /// Like [`put`](Self::put), but keep a cached entry that is newer (a later change, or
-    /// the same change and a larger size): replies of writes in flight together arrive in
-    /// any order.
-    pub fn put_newer(&self, token: u64, a: &Attr) -> bool {
-        self.install(token, a, true)
-    }
-
-    fn install(&self, token: u64, a: &Attr, newer: bool) -> bool {
         if self.ttl.lock().is_zero() {
             return false;
         }
         let mut m = self.map.lock();
-        let reply = (a.change, a.size);
-        let cached = m.entries.get(&a.id).map(|c| (c.attr.change, c.attr.size));
         if self.guard.crossed(token, id_key(a.id)) {
-            if cached.is_some_and(|c| c < reply) {
+            let cached = m.entries.get(&a.id).map(|c| (c.attr.change, c.attr.size));
+            if cached.is_some_and(|c| c < (a.change, a.size)) {
                 m.entries.remove(&a.id);
             }
             return false;
         }
-        if newer && cached.is_some_and(|c| c > reply) {
-            return false;
-        }
+        Self::insert(&mut m, a);
+        true
+    }
+
+    fn insert(m: &mut Map, a: &Attr) {
         if m.entries.len() >= MAX_ENTRIES {
             m.entries.clear();
         }
         m.next_amend += 1;
         let amend = m.next_amend;
         m.entries.insert(a.id, Cached { attr: a.clone(), at: Instant::now(), amend });
-        true
+    }
+
+    /// Cache `a`, the result this client's own change of `a.id` replied (a setattr, a
+    /// write, a link), the change begun with `token` (taken before it was sent); and, in
+    /// the same critical section, void every fetch of `a.id` still in flight (a stamp of
+    /// the race guard). Returns whether `a` was installed.
+    ///
+    /// A client's own changes recall nothing from itself, so without that stamp a fetch
+    /// (getattr, lookup, readdirplus) served before the change but handled after its reply
+    /// would install the older attributes for the cache timeout. The orderings, a fetch F
+    /// (token taken before it leaves) against the change C:
+    ///
+    /// - F handled before C's reply: whatever F installed, C's install replaces (or keeps,
+    ///   if strictly newer, see below) — so no stamp is needed when C is sent;
+    /// - F sent before C, or while C is in flight, and handled after C's reply: its token
+    ///   predates C's stamp, so it is refused (even if the brick served it after C: only
+    ///   not cached, then);
+    /// - F sent after C's reply was handled: the brick ran it after C; installed.
+    ///
+    /// Two own changes C1, C2 of one inode in flight together (writes pipelined by
+    /// write-behind, a truncate and a chmod from two threads) answer in any order, and do
+    /// not void each other: the one handled second sees the first's stamp
+    /// ([`Guard::crossed`] but not [`Guard::invalidated`]) and is installed only if its
+    /// change counter (the brick's ctime) is strictly newer than what is cached; if what is
+    /// cached is strictly newer, that is kept; if they tie (one ctime tick) or nothing is
+    /// cached (the first dropped it), neither is trusted and the entry is dropped. So a
+    /// later reply is never overwritten by an older one.
+    ///
+    /// A recall or any invalidation since `token` refuses `a` like [`put`](Self::put),
+    /// dropping what is cached unless it is strictly newer; the stamp still voids fetches
+    /// begun after that invalidation but served before this change.
+    pub fn put_change(&self, token: u64, a: &Attr) -> bool {
+        let ttl = *self.ttl.lock();
+        let key = id_key(a.id);
+        let mut m = self.map.lock();
+        let cached = m.entries.get(&a.id).filter(|c| c.at.elapsed() < ttl).map(|c| c.attr.change);
+        let install = if ttl.is_zero() || self.guard.invalidated(token, key) {
+            false
+        } else if self.guard.crossed(token, key) {
+            matches!(cached, Some(c) if c < a.change)
+        } else {
+            cached.is_none_or(|c| c <= a.change)
+        };
+        if install {
+            Self::insert(&mut m, a);
+        } else if cached.is_none_or(|c| c <= a.change) {
+            m.entries.remove(&a.id);
+        }
+        self.guard.stamp_change(key);
+        install
     }
 
     /// Before a change of `id` whose result the caller will fold into the cached
@@ -149,6 +190,8 @@ impl AttrCache {
     /// token is still current (keeping when they were fetched, so they expire no later
     /// than the lease that guards them); otherwise drop them. `f` returns false to drop
     /// them too (the change's result is not fully known). Returns whether they were amended.
+    /// Either way fetches of `id` in flight are voided, as by [`put_change`](Self::put_change):
+    /// one served before the change must not be installed after it.
     pub fn amend(&self, id: Id, token: Option<u64>, f: impl FnOnce(&mut Attr) -> bool) -> bool {
         let ttl = *self.ttl.lock();
         let mut m = self.map.lock();
@@ -159,6 +202,7 @@ impl AttrCache {
         if !ok {
             m.entries.remove(&id);
         }
+        self.guard.stamp_change(id_key(id));
         ok
     }
 
@@ -380,17 +424,72 @@ mod tests {
         assert!(c.get(Id(2)).is_none(), "amending does not extend the lease-bound lifetime");
     }
 
+    /// The hole an own change left: a fetch (getattr, lookup, readdirplus) in flight
+    /// across this client's own setattr/write is served before the change and handled
+    /// after its reply. Nothing recalls it; the change's own install must void it.
     #[test]
-    fn put_newer_keeps_the_later_reply() {
+    fn a_fetch_crossing_an_own_change_is_not_installed() {
         let c = AttrCache::new(Duration::from_secs(5));
         let at = |change, size| Attr { change, size, ..attr(9) };
-        c.put_newer(c.begin(), &at(10, 8192));
-        c.put_newer(c.begin(), &at(10, 4096)); // same tick, smaller: an earlier write's reply
+        assert!(c.put(c.begin(), &at(1, 100)));
+        // Fetch sent before the change, handled after its reply.
+        let fetch = c.begin();
+        let own = c.begin(); // a truncate leaves
+        assert!(c.put_change(own, &at(2, 0)));
+        assert!(!c.put(fetch, &at(1, 100)), "the older size was installed");
+        assert_eq!(c.get(Id(9)).unwrap().size, 0);
+        // Fetch sent while the change is in flight (served before it), handled after.
+        let own = c.begin();
+        let fetch = c.begin();
+        assert!(c.put_change(own, &at(3, 50)));
+        assert!(!c.put(fetch, &at(2, 0)));
+        assert_eq!(c.get(Id(9)).unwrap().size, 50);
+        // Fetch handled before the change's reply: the change's result replaces it.
+        let fetch = c.begin();
+        let own = c.begin();
+        assert!(c.put(fetch, &at(3, 50)));
+        assert!(c.put_change(own, &at(4, 10)));
+        assert_eq!(c.get(Id(9)).unwrap().size, 10);
+        // Fetch sent after the change's reply: installed.
+        assert!(c.put(c.begin(), &at(4, 10)));
+        // Other inodes' fetches in flight are not voided.
+        let fetch = c.begin();
+        assert!(c.put_change(c.begin(), &at(5, 0)));
+        assert!(c.put(fetch, &attr(2)));
+        // Caching off: nothing is installed.
+        let off = AttrCache::new(Duration::ZERO);
+        assert!(!off.put_change(off.begin(), &attr(1)));
+    }
+
+    /// Two own changes of one inode in flight together (pipelined writes, a truncate and a
+    /// chmod) answer in any order: they do not void each other, the newer (by change
+    /// counter) wins, and a tie is not trusted.
+    #[test]
+    fn own_changes_in_flight_together_keep_the_newest() {
+        let c = AttrCache::new(Duration::from_secs(5));
+        let at = |change, size| Attr { change, size, ..attr(9) };
+        // Handled in order.
+        let (t1, t2) = (c.begin(), c.begin());
+        assert!(c.put_change(t1, &at(10, 4096)));
+        assert!(c.put_change(t2, &at(11, 8192)));
         assert_eq!(c.get(Id(9)).unwrap().size, 8192);
-        c.put_newer(c.begin(), &at(9, 12288));
-        assert_eq!(c.get(Id(9)).unwrap().change, 10);
-        c.put_newer(c.begin(), &at(11, 4096)); // truncated later
-        assert_eq!(c.get(Id(9)).unwrap().size, 4096);
+        // Handled out of order: the older reply does not replace the newer.
+        let (t1, t2) = (c.begin(), c.begin());
+        assert!(c.put_change(t2, &at(13, 0)));
+        assert!(!c.put_change(t1, &at(12, 4096)));
+        assert_eq!(c.get(Id(9)).unwrap().size, 0, "an older reply overwrote a newer one");
+        // One ctime tick: which came last is not known, so neither is cached...
+        let (t1, t2, t3) = (c.begin(), c.begin(), c.begin());
+        assert!(c.put_change(t1, &at(14, 100)));
+        assert!(!c.put_change(t2, &at(14, 0)));
+        assert!(c.get(Id(9)).is_none());
+        // ...nor a third whose rival was dropped so.
+        assert!(!c.put_change(t3, &at(15, 5)));
+        assert!(c.get(Id(9)).is_none());
+        // One after the other within one tick (a write, then a truncate): the last wins.
+        assert!(c.put_change(c.begin(), &at(16, 8192)));
+        assert!(c.put_change(c.begin(), &at(16, 0)));
+        assert_eq!(c.get(Id(9)).unwrap().size, 0);
     }
 
     /// The race guard: attributes whose request crosses a recall of the inode (the
@@ -414,13 +513,13 @@ mod tests {
         // Writes' replies are guarded too.
         let t = c.begin();
         c.invalidate(Id(4));
-        assert!(!c.put_newer(t, &attr(4)));
+        assert!(!c.put_change(t, &attr(4)));
         assert!(c.get(Id(4)).is_none());
         // Dropping everything voids everything in flight.
         let t = c.begin();
         c.clear();
         assert!(!c.put(t, &attr(5)));
-        assert!(!c.put_newer(t, &attr(6)));
+        assert!(!c.put_change(t, &attr(6)));
         assert!(c.get(Id(5)).is_none() && c.get(Id(6)).is_none());
         // Caching off: nothing is installed.
         let off = AttrCache::new(Duration::ZERO);
@@ -436,17 +535,27 @@ mod tests {
         let own = c.begin(); // e.g. a setattr leaves
         c.invalidate(Id(1)); // a recall crosses it
         assert!(c.put(c.begin(), &at(3))); // a getattr served before the setattr
-        assert!(!c.put(own, &at(4)));
+        assert!(!c.put_change(own, &at(4)));
         assert!(c.get(Id(1)).is_none(), "the older value would hide the own change");
         let own = c.begin();
         c.invalidate(Id(1));
         assert!(c.put(c.begin(), &at(6))); // served after the own change
-        assert!(!c.put_newer(own, &at(5)));
+        assert!(!c.put_change(own, &at(5)));
         assert_eq!(c.get(Id(1)).unwrap().change, 6);
+        // A fetch begun after the recall but served before the own change, handled after
+        // the change's refused reply: refused too.
+        let own = c.begin();
+        c.invalidate(Id(1));
+        let fetch = c.begin();
+        assert!(!c.put_change(own, &at(8)));
+        assert!(!c.put(fetch, &at(7)));
+        assert!(c.get(Id(1)).is_none());
     }
 
     /// The two mechanisms do not interfere: a guard token does not void an amend token,
-    /// nor the other way round; a recall voids both.
+    /// nor does taking an amend token void a guard token; a recall voids both. A done
+    /// amend (an own change of the inode) voids fetches of it in flight, as
+    /// `put_change` does.
     #[test]
     fn guard_and_amend_tokens_are_independent() {
         let c = AttrCache::new(Duration::from_secs(5));
@@ -454,9 +563,10 @@ mod tests {
         assert!(c.put(t, &attr(1)));
         let a = c.begin_amend(Id(1));
         let t2 = c.begin();
+        assert!(c.put(t2, &attr(2)), "amend tokens void no guard token");
         assert!(c.amend(Id(1), a, |_| true), "a guard token voids no amend");
-        assert!(c.put(t, &attr(2)), "amend tokens void no guard token");
-        assert!(c.put(t2, &attr(1)));
+        assert!(!c.put(t2, &attr(1)), "a fetch in flight across the amended change");
+        assert!(c.put(c.begin(), &attr(1)));
         let a = c.begin_amend(Id(1));
         let t = c.begin();
         c.invalidate(Id(1));

@@ -438,6 +438,15 @@ impl Inner {
         self.remember_kind(a);
     }
 
+    /// As [`remember`](Self::remember), for an op that changed the existing inode `a` (a
+    /// link: its nlink and ctime): its attributes are installed as this client's change
+    /// ([`AttrCache::put_change`]), so a fetch of them in flight across it is refused.
+    fn remember_changed(&self, t: Tokens, dir: Id, name: &[u8], a: &Attr) {
+        self.entries.put(t.entry, dir, name, a.id);
+        self.attrs.put_change(t.attr, a);
+        self.remember_kind(a);
+    }
+
     /// A name found by a lookup or a listing: as [`remember`](Self::remember), except that
     /// on a volume of several sets a directory's attributes are not cached. They are one
     /// set's copy (the others' may be newer) and only that set leased them, so a change
@@ -550,8 +559,10 @@ impl Inner {
                 self.call(t, c, Op::Write { id, offset: offset + done as u64 }, chunk).await?;
             match r {
                 Reply::Written { count, attr } => {
-                    // Writes of one file in flight together answer in any order.
-                    self.attrs.put_newer(token, &attr);
+                    // This client's own change: voids fetches in flight (which may have
+                    // been served before it); writes of one file in flight together
+                    // answer in any order, and the newest is kept (`AttrCache::put_change`).
+                    self.attrs.put_change(token, &attr);
                     done += count as usize;
                     if (count as usize) < n {
                         break;
@@ -1033,14 +1044,16 @@ impl Volume {
         }
         let i = &self.inner;
         // Taken before the op leaves: a recall crossing it voids its reply (and an
-        // invalidation here, between the op and the put, would void its own reply).
+        // invalidation here, between the op and the put, would void its own reply). Its
+        // install voids fetches of the inode in flight, which may carry the attributes
+        // from before it (`AttrCache::put_change`); invalidating does too.
         let token = i.attrs.begin();
         let r = self.on_inode(c, id, Op::SetAttr { id, set: set.clone() }).await;
         let a = r.and_then(|(r, _)| attr_of("setattr", r));
         match &a {
             // One set's copy of a directory: the next getattr merges every set's.
             Ok(a) if a.kind != FileType::Directory => {
-                i.attrs.put(token, a);
+                i.attrs.put_change(token, a);
             }
             _ => i.attrs.invalidate(id),
         }
@@ -1228,7 +1241,7 @@ impl Volume {
                 return Err(e);
             }
         }
-        i.remember(made, dir, name, &a);
+        i.remember_changed(made, dir, name, &a);
         change.finish(i);
         Ok(a)
     }
