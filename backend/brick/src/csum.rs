@@ -1500,7 +1500,7 @@ impl Brick {
     /// tables made durable (`fdatasync` of each file and its sidecar, or one `syncfs` for
     /// many), their listing dropped. Errors are logged; the ids stay listed and a later
     /// round retries them.
-    pub fn sums_tidy(&self) {
+    pub(crate) fn sums_tidy(&self) {
         let shown = self.root.display();
         if let Err(e) = self.dirty.sync_log() {
             tracing::warn!(brick = %shown, error = %e, "cannot write the checksum dirty log");

@@ -37,6 +37,13 @@ pub(crate) const LOG_SYNC: Duration = Duration::from_secs(1);
 /// once (`syncfs`: one journal commit and cache flush instead of one per file).
 pub(crate) const SYNC_EACH_MAX: usize = 16;
 const REC: usize = 16;
+/// Each log keeps at least this many bytes allocated (4096 records), zeros where no record
+/// is: emptying a log overwrites its records with zeros instead of freeing its blocks, so
+/// listing an id on a full filesystem needs no new block (an overwrite of existing data,
+/// such as a block LUN's, must keep working on a full brick). A zero record is no id.
+const PREALLOC: u64 = 64 << 10;
+/// A log grown past this (a round listing over 262144 ids) is truncated when emptied.
+const SHRINK_ABOVE: u64 = 4 << 20;
 const LOGS: [&std::ffi::CStr; 2] = [c"log.0", c"log.1"];
 
 struct Inner {
@@ -72,20 +79,19 @@ pub(crate) enum Synced {
 }
 
 impl DirtyLog {
-    /// Open (creating) the logs in `dir` (`.cairn/csum/dirty`). Nothing is listed until
-    /// [`recovered`](Self::recovered).
+    /// Open (creating) the logs in `dir` (`.cairn/csum/dirty`). Nothing may be listed
+    /// before [`recovered`](Self::recovered).
     pub(crate) fn open(dir: OwnedFd) -> io::Result<DirtyLog> {
         let open = |n: &std::ffi::CStr| {
             sys::openat(dir.as_raw_fd(), n, libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW, 0o600)
                 .map(Arc::new)
         };
         let logs = [open(LOGS[0])?, open(LOGS[1])?];
-        let size = |l: &OwnedFd| sys::fstat(l.as_raw_fd()).map(|st| st.st_size as u64);
-        let len = [size(&logs[0])?, size(&logs[1])?];
         Ok(DirtyLog {
             dir,
             logs,
-            inner: Mutex::new(Inner { ids: HashMap::new(), cur: 0, len, unsynced: false }),
+            // Set by `recovered`, before the first append.
+            inner: Mutex::new(Inner { ids: HashMap::new(), cur: 0, len: [0; 2], unsynced: false }),
             round: Mutex::new(()),
             idle: IDLE,
         })
@@ -108,7 +114,10 @@ impl DirtyLog {
                 off += n as u64;
             }
             for r in buf.chunks_exact(REC) {
-                out.insert(Id::from_bytes(r.try_into().expect("16-byte record")));
+                let id = Id::from_bytes(r.try_into().expect("16-byte record"));
+                if id != Id(0) {
+                    out.insert(id);
+                }
             }
         }
         for e in sys::read_dir(self.dir.as_raw_fd())? {
@@ -132,7 +141,7 @@ impl DirtyLog {
         }
         let mut g = self.inner.lock();
         for (log, len) in self.logs.iter().zip(&mut g.len) {
-            sys::ftruncate(log.as_raw_fd(), 0)?;
+            empty(log, u64::MAX)?;
             sys::fsync(log.as_raw_fd(), true)?;
             *len = 0;
         }
@@ -240,7 +249,8 @@ impl DirtyLog {
             return Err(e);
         }
         // Not the current log, and rounds are serialized: nothing writes to it meanwhile.
-        sys::ftruncate(self.logs[old].as_raw_fd(), 0)?;
+        let used = self.inner.lock().len[old];
+        empty(&self.logs[old], used)?;
         self.inner.lock().len[old] = 0;
         Ok(Some((due.len(), how)))
     }
@@ -253,6 +263,29 @@ impl DirtyLog {
         g.unsynced = true;
         Ok(())
     }
+}
+
+/// Empty a log whose records take its first `used` bytes: zeros over them, its blocks
+/// kept (see [`PREALLOC`]); grown to `PREALLOC` if smaller (best effort: on a full
+/// filesystem it grows at the next append), truncated if grown past [`SHRINK_ABOVE`].
+fn empty(log: &OwnedFd, used: u64) -> io::Result<()> {
+    let fd = log.as_raw_fd();
+    let size = sys::fstat(fd)?.st_size as u64;
+    if size > SHRINK_ABOVE {
+        sys::ftruncate(fd, 0)?;
+    } else {
+        let zeros = [0u8; 64 << 10];
+        let mut off = 0;
+        while off < used.min(size) {
+            let n = (used.min(size) - off).min(zeros.len() as u64);
+            sys::pwrite_all(fd, &zeros[..n as usize], off)?;
+            off += n;
+        }
+    }
+    if !(PREALLOC..=SHRINK_ABOVE).contains(&size) {
+        let _ = sys::fallocate(fd, 0, 0, PREALLOC);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -285,10 +318,13 @@ mod tests {
     fn an_id_is_listed_once_and_found_again_by_a_new_open() {
         let t = tempfile::tempdir().unwrap();
         let l = log_in(&t, IDLE);
+        l.recovered().unwrap();
         for id in ids(3).into_iter().chain(ids(3)) {
             l.begin(id).unwrap();
         }
-        assert_eq!(std::fs::metadata(t.path().join("log.0")).unwrap().len(), 3 * REC as u64);
+        let log = std::fs::read(t.path().join("log.0")).unwrap();
+        assert_eq!(log.len() as u64, PREALLOC, "allocated ahead");
+        assert!(log[3 * REC..].iter().all(|&b| b == 0), "three records");
         // A crash: a new open finds them, plus an id of the earlier format's marker files,
         // and a torn record at the end is ignored.
         drop(l);
@@ -303,7 +339,7 @@ mod tests {
         l.recovered().unwrap();
         assert!(listed(&l).is_empty());
         assert_eq!(std::fs::read_dir(t.path()).unwrap().count(), 2, "only the two logs left");
-        // Written at the end of the records (the torn bytes are gone with the truncate).
+        // Written at the start again (the records and the torn bytes were zeroed).
         l.begin(Id(5)).unwrap();
         assert_eq!(listed(&l), vec![Id(5)]);
     }
@@ -342,6 +378,12 @@ mod tests {
         // The next round empties the other log, which held the tidied ids.
         l.tidy(|_| false, |_, _| Ok(())).unwrap();
         assert!(listed(&l).is_empty());
+        // Emptied logs keep their blocks (zeros): listing needs no space.
+        for n in ["log.0", "log.1"] {
+            use std::os::unix::fs::MetadataExt;
+            let m = std::fs::metadata(t.path().join(n)).unwrap();
+            assert_eq!((m.len(), m.blocks() * 512 >= PREALLOC), (PREALLOC, true), "{n}");
+        }
     }
 
     #[test]

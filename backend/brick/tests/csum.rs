@@ -331,7 +331,8 @@ fn dirty_listed(dir: &std::path::Path) -> Vec<Id> {
         let name = e.file_name().into_string().unwrap();
         if name.starts_with("log.") {
             let b = std::fs::read(e.path()).unwrap();
-            out.extend(b.chunks_exact(16).map(|r| Id::from_bytes(r.try_into().unwrap())));
+            let ids = b.chunks_exact(16).map(|r| Id::from_bytes(r.try_into().unwrap()));
+            out.extend(ids.filter(|id| *id != Id(0))); // zeros: no record
         } else if let Some(id) = Id::from_hex(&name) {
             out.push(id);
         }
