@@ -1109,7 +1109,12 @@ impl Volume {
                     _ => Err(e),
                 }
             }
-            Err(e) => Err(e),
+            // The op may have been applied (a connection lost after it was sent): the
+            // parent's cached attributes are not trusted, as mkdir and link do.
+            Err(e) => {
+                change.finish(i);
+                Err(e)
+            }
         }
     }
 

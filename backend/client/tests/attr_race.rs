@@ -11,6 +11,7 @@ use cairn_proto::rpc::{serve, Service, Session};
 use cairn_proto::{Creds, Errno, Id, RemoteError, SetAttr, PROTOCOL_VERSION};
 use futures::future::BoxFuture;
 use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -29,6 +30,8 @@ struct TestBrick {
     brick: Arc<Brick>,
     map: VolumeMap,
     hold: Mutex<Option<Hold>>,
+    /// Answer the next CREATE with EIO after the brick made it (a reply lost on the way).
+    fail_create: AtomicBool,
 }
 
 impl Service for TestBrick {
@@ -59,6 +62,12 @@ impl Service for TestBrick {
                     _ => None,
                 };
                 let r = match self.brick.execute(&b.creds, &b.op, &data, Exec::Primary) {
+                    Ok(_)
+                        if matches!(b.op, Op::Create { .. })
+                            && self.fail_create.swap(false, Ordering::SeqCst) =>
+                    {
+                        (Err(RemoteError::new(Errno::EIO, "test: reply lost")), Bytes::new())
+                    }
                     Ok((r, d)) => (Ok(r), d),
                     Err(e) => (Err(e), Bytes::new()),
                 };
@@ -114,7 +123,12 @@ async fn start() -> (tempfile::TempDir, Arc<TestBrick>, Arc<Volume>) {
         }],
         options: Default::default(),
     };
-    let svc = Arc::new(TestBrick { brick, map, hold: Mutex::new(None) });
+    let svc = Arc::new(TestBrick {
+        brick,
+        map,
+        hold: Mutex::new(None),
+        fail_create: AtomicBool::new(false),
+    });
     tokio::spawn(serve(listener, svc.clone()));
     let opts = MountOptions {
         servers: vec![addr],
@@ -172,5 +186,20 @@ async fn a_getattr_crossing_an_own_change_does_not_cache_the_old_size() {
     assert_eq!(fetch.await.unwrap().unwrap().size, 0);
     assert_eq!(vol.cached_attr(f.id).map(|a| a.size), Some(50), "stale size cached");
     assert_eq!(vol.getattr(&c, f.id).await.unwrap().size, 50);
+    vol.unmount().await.unwrap();
+}
+
+/// A create that the brick made but whose reply was an error (lost on the way): the
+/// parent's cached attributes (nlink, times) are no longer trusted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_failing_after_it_was_made_drops_the_parents_attributes() {
+    let (_dir, b, vol) = start().await;
+    let c = Creds::root();
+    vol.getattr(&c, Id::ROOT).await.unwrap();
+    assert!(vol.cached_attr(Id::ROOT).is_some());
+    b.fail_create.store(true, Ordering::SeqCst);
+    let e = vol.create(&c, Id::ROOT, b"g", 0o644, true).await.unwrap_err();
+    assert_eq!(e.errno, Errno::EIO, "{e}");
+    assert!(vol.cached_attr(Id::ROOT).is_none(), "the parent's attributes from before");
     vol.unmount().await.unwrap();
 }
