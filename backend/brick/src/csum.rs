@@ -1475,17 +1475,28 @@ impl Brick {
     }
 
     /// The brick's tidy thread: every `LOG_SYNC`, write the dirty log's appends to disk
-    /// and tidy the ids idle for a while ([`sums_tidy`](Self::sums_tidy)). It holds the
-    /// brick only during a round and ends once the brick is dropped.
-    pub(crate) fn start_tidy(self: &Arc<Self>, stop: std::sync::mpsc::Receiver<()>) {
+    /// and tidy the ids idle for a while ([`sums_tidy`](Self::sums_tidy)); while nothing
+    /// is listed it sleeps until the next listing wakes it (`wakes`). It holds the brick
+    /// only during a round and ends once the brick (and with it the log's end of `wakes`)
+    /// is dropped.
+    pub(crate) fn start_tidy(self: &Arc<Self>, wakes: std::sync::mpsc::Receiver<()>) {
         let weak = Arc::downgrade(self);
         let spawned = std::thread::Builder::new()
             .name(format!("cairn-tidy-{}", self.marker.index))
             .spawn(move || loop {
                 use std::sync::mpsc::RecvTimeoutError;
-                match stop.recv_timeout(dirty::LOG_SYNC) {
+                // Not holding the brick while waiting.
+                let Some(quiet) = weak.upgrade().map(|b| b.dirty.quiet()) else { return };
+                let woken = if quiet {
+                    wakes.recv().map_err(|_| RecvTimeoutError::Disconnected)
+                } else {
+                    wakes.recv_timeout(dirty::LOG_SYNC)
+                };
+                match woken {
+                    // Something was listed: tick from now on.
+                    Ok(()) => continue,
                     Err(RecvTimeoutError::Timeout) => {}
-                    _ => return,
+                    Err(RecvTimeoutError::Disconnected) => return,
                 }
                 let Some(b) = weak.upgrade() else { return };
                 b.sums_tidy();

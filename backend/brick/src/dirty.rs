@@ -26,6 +26,7 @@ use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -61,6 +62,9 @@ struct Inner {
 
 pub(crate) struct DirtyLog {
     dir: OwnedFd,
+    /// Wakes the tidy thread when the first id is listed after a quiet spell (it sleeps
+    /// while [`quiet`](Self::quiet)). Dropped with the log, which ends the thread.
+    wake: SyncSender<()>,
     logs: [Arc<OwnedFd>; 2],
     inner: Mutex<Inner>,
     /// One tidy round at a time.
@@ -81,7 +85,9 @@ pub(crate) enum Synced {
 impl DirtyLog {
     /// Open (creating) the logs in `dir` (`.cairn/csum/dirty`). Nothing may be listed
     /// before [`recovered`](Self::recovered).
-    pub(crate) fn open(dir: OwnedFd) -> io::Result<DirtyLog> {
+    /// `wake` is the tidy thread's (a channel of capacity 1: a wake-up already pending is
+    /// enough).
+    pub(crate) fn open(dir: OwnedFd, wake: SyncSender<()>) -> io::Result<DirtyLog> {
         let open = |n: &std::ffi::CStr| {
             sys::openat(dir.as_raw_fd(), n, libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW, 0o600)
                 .map(Arc::new)
@@ -89,6 +95,7 @@ impl DirtyLog {
         let logs = [open(LOGS[0])?, open(LOGS[1])?];
         Ok(DirtyLog {
             dir,
+            wake,
             logs,
             // Set by `recovered`, before the first append.
             inner: Mutex::new(Inner { ids: HashMap::new(), cur: 0, len: [0; 2], unsynced: false }),
@@ -160,8 +167,20 @@ impl DirtyLog {
             return Ok(());
         }
         self.append(&mut g, &id.to_bytes())?;
+        let first = g.ids.is_empty();
         g.ids.insert(id, Instant::now());
+        if first {
+            // Full: a wake-up is pending already. Disconnected: no thread (logged at start).
+            let _ = self.wake.try_send(());
+        }
         Ok(())
+    }
+
+    /// Nothing to do until the next [`begin`](Self::begin): no id listed in memory and
+    /// the log on disk. The tidy thread then sleeps instead of ticking.
+    pub(crate) fn quiet(&self) -> bool {
+        let g = self.inner.lock();
+        g.ids.is_empty() && !g.unsynced
     }
 
     /// After a change of a listed `id`: its idle time starts again.
@@ -294,14 +313,22 @@ mod tests {
     use std::cell::RefCell;
 
     fn log_in(t: &tempfile::TempDir, idle: Duration) -> DirtyLog {
+        log_and_wakes_in(t, idle).0
+    }
+
+    fn log_and_wakes_in(
+        t: &tempfile::TempDir,
+        idle: Duration,
+    ) -> (DirtyLog, std::sync::mpsc::Receiver<()>) {
         let dir = sys::open_dir_at(
             libc::AT_FDCWD,
             &cstr(t.path().as_os_str().as_encoded_bytes()).unwrap(),
         )
         .unwrap();
-        let mut l = DirtyLog::open(dir).unwrap();
+        let (wake, wakes) = std::sync::mpsc::sync_channel(1);
+        let mut l = DirtyLog::open(dir, wake).unwrap();
         l.idle = idle;
-        l
+        (l, wakes)
     }
 
     fn ids(n: u128) -> Vec<Id> {
@@ -342,6 +369,31 @@ mod tests {
         // Written at the start again (the records and the torn bytes were zeroed).
         l.begin(Id(5)).unwrap();
         assert_eq!(listed(&l), vec![Id(5)]);
+    }
+
+    #[test]
+    fn the_first_id_after_a_quiet_spell_wakes_the_thread_once() {
+        let t = tempfile::tempdir().unwrap();
+        let (l, wakes) = log_and_wakes_in(&t, Duration::ZERO);
+        l.recovered().unwrap();
+        assert!(l.quiet());
+        assert!(wakes.try_recv().is_err());
+        l.begin(Id(1)).unwrap();
+        l.begin(Id(2)).unwrap();
+        l.begin(Id(1)).unwrap();
+        assert!(!l.quiet());
+        assert!(wakes.try_recv().is_ok(), "the first listing wakes the thread");
+        assert!(wakes.try_recv().is_err(), "once");
+        // Tidied, and the (empty) new log synced: quiet again.
+        assert_eq!(l.tidy(|_| false, |_, _| Ok(())).unwrap(), Some((2, Synced::Each)));
+        assert!(l.quiet());
+        // An id forgotten before its round leaves the log to be synced: not quiet yet.
+        l.begin(Id(3)).unwrap();
+        assert!(wakes.try_recv().is_ok());
+        l.forget(Id(3));
+        assert!(!l.quiet());
+        l.sync_log().unwrap();
+        assert!(l.quiet());
     }
 
     #[test]

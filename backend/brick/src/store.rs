@@ -214,8 +214,6 @@ pub struct Brick {
     /// Ids that may have a checksum sidecar (see `csum.rs`, `Sidecars`): a table load of
     /// any other id goes straight to the xattr.
     pub(crate) csum_sidecars: Mutex<crate::csum::Sidecars>,
-    /// Dropped with the brick: ends its tidy thread (`Brick::start_tidy`).
-    _tidy_stop: std::sync::mpsc::SyncSender<()>,
     /// Starts large writes' write-out early (see `writeback.rs`).
     writeback: crate::writeback::Writeback,
 }
@@ -516,9 +514,9 @@ impl Brick {
         }
         let csum_dir = open(root.as_raw_fd(), c".cairn/csum", "open .cairn/csum")?;
         let dirty_dir = open(root.as_raw_fd(), c".cairn/csum/dirty", "open .cairn/csum/dirty")?;
-        let dirty = crate::dirty::DirtyLog::open(dirty_dir)
+        let (tidy_wake, tidy_rx) = std::sync::mpsc::sync_channel(1);
+        let dirty = crate::dirty::DirtyLog::open(dirty_dir, tidy_wake)
             .map_err(|e| io_err(e, format!("brick {shown}: opening .cairn/csum/dirty/log.*")))?;
-        let (tidy_stop, tidy_rx) = std::sync::mpsc::sync_channel(0);
         match id_of_fd(data.as_raw_fd()) {
             Ok(Some(id)) if id == Id::ROOT => {}
             other => {
@@ -542,7 +540,6 @@ impl Brick {
             dirty,
             csum_fds: Mutex::new(HashMap::new()),
             csum_sidecars: Mutex::new(crate::csum::Sidecars::unknown()),
-            _tidy_stop: tidy_stop,
             writeback: crate::writeback::Writeback::start(index),
         };
         brick.sweep().map_err(|e| io_err(e, format!("brick {shown}: sweeping the id index")))?;

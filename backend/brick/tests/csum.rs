@@ -391,6 +391,59 @@ fn idle_ids_are_tidied_by_the_brick_itself() {
     assert_eq!(dirty_listed(&dir), vec![files[3]]);
 }
 
+/// The voluntary context switches of this process's thread named `name` (one only).
+fn thread_switches(name: &str) -> u64 {
+    let mut found = vec![];
+    for t in std::fs::read_dir("/proc/self/task").unwrap() {
+        let t = t.unwrap().path();
+        if std::fs::read_to_string(t.join("comm")).map(|c| c.trim() == name).unwrap_or(false) {
+            let status = std::fs::read_to_string(t.join("status")).unwrap();
+            let line = status.lines().find(|l| l.starts_with("voluntary_ctxt_switches:")).unwrap();
+            found.push(line.split_whitespace().nth(1).unwrap().parse().unwrap());
+        }
+    }
+    assert_eq!(found.len(), 1, "one thread named {name}");
+    found[0]
+}
+
+/// With nothing listed, the tidy thread sleeps (no tick every `LOG_SYNC`) until a change
+/// lists an id, which it then tidies as usual.
+#[test]
+fn a_quiet_brick_tidy_thread_sleeps_until_a_change() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("b0");
+    // An index no other test of this binary uses: the thread's name is ours alone.
+    let b = common::new_brick_at(&dir, 57);
+    let f = file(&b, Id::ROOT, "f").id;
+    write(&b, f, 0, b"abc");
+    let tidied = || {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !dirty_listed(&dir).is_empty() {
+            assert!(std::time::Instant::now() < deadline, "still listed: {:?}", dirty_listed(&dir));
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    };
+    tidied();
+    // The round that emptied the log may still be finishing.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let before = thread_switches("cairn-tidy-57");
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    assert_eq!(thread_switches("cairn-tidy-57"), before, "a quiet tidy thread does not tick");
+    write(&b, f, 0, b"xyz");
+    assert_eq!(dirty_listed(&dir), vec![f]);
+    tidied();
+    drop(b);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while std::fs::read_dir("/proc/self/task").unwrap().any(|t| {
+        std::fs::read_to_string(t.unwrap().path().join("comm"))
+            .map(|c| c.trim() == "cairn-tidy-57")
+            .unwrap_or(false)
+    }) {
+        assert!(std::time::Instant::now() < deadline, "the tidy thread outlives its brick");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 /// A partial overwrite of a block that already fails its checksum does not bless the rest
 /// of the block: the block keeps failing (until a heal rewrites it).
 #[test]
