@@ -60,9 +60,52 @@ pub const OPTIONS: &[(&str, &str)] = &[
         "features.scrub-interval",
         "seconds between scrubs of every brick's file data against its checksums (0 = off; default 86400)",
     ),
+    (
+        "auth.allow",
+        "client addresses that may use the volume, comma-separated: IPv4 with * octets (192.168.1.*), IPv6, CIDR (10.0.0.0/24) or * (default *: every address)",
+    ),
+    (
+        "auth.reject",
+        "client addresses refused even if auth.allow lets them in, same patterns (default: none)",
+    ),
 ];
 
+/// Management requests that change nothing: answered to anyone who can connect (like
+/// gluster's remote CLI); every other one only from this host or a peer node.
+pub fn read_only(req: &MgmtRequest) -> bool {
+    use MgmtRequest as M;
+    match req {
+        M::PeerStatus
+        | M::VolumeInfo { .. }
+        | M::VolumeStatus { .. }
+        | M::VolumeList
+        | M::HealInfo { .. }
+        | M::HealStatistics { .. }
+        | M::GatewayList { .. } => true,
+        M::HealLocal { full, .. } => !full,
+        M::PeerProbe { .. }
+        | M::PeerDetach { .. }
+        | M::VolumeCreate(_)
+        | M::VolumeStart { .. }
+        | M::VolumeStop { .. }
+        | M::VolumeDelete { .. }
+        | M::VolumeSet { .. }
+        | M::VolumeReset { .. }
+        | M::BrickPrepare { .. }
+        | M::GatewayPut { .. }
+        | M::GatewayDelete { .. }
+        | M::HealFull { .. }
+        | M::ResetBrick { .. }
+        | M::ReplaceBrick { .. }
+        | M::BrickReset { .. } => false,
+    }
+}
+
 pub fn validate_option(key: &str, value: &str) -> Result<(), String> {
+    if key == crate::access::ALLOW || key == crate::access::REJECT {
+        return crate::access::validate(value)
+            .map_err(|e| format!("invalid value '{value}' for option {key}: {e}"));
+    }
     let on_off = |v: &str| matches!(v, "on" | "off");
     let ok = match key {
         "features.read-only" | "performance.write-behind" => on_off(value),
@@ -994,6 +1037,17 @@ mod tests {
             .contains("invalid value"));
         assert!(validate_option("performance.cache-timeout", "11").is_err());
         assert!(validate_option("nfs.disable", "on").unwrap_err().contains("does not exist"));
+        assert!(validate_option("auth.allow", "127.0.0.1,10.1.*,10.0.0.0/24,::1").is_ok());
+        assert!(validate_option("auth.reject", "*").is_ok());
+        let e = validate_option("auth.allow", "10.0.0.0/40").unwrap_err();
+        assert!(e.contains("auth.allow") && e.contains("10.0.0.0/40"), "{e}");
+        assert!(validate_option("auth.reject", "").is_err());
+        for (k, _) in OPTIONS {
+            assert!(
+                !validate_option(k, "").err().unwrap_or_default().contains("does not exist"),
+                "{k}"
+            );
+        }
     }
 
     #[test]
