@@ -70,34 +70,15 @@ pub const OPTIONS: &[(&str, &str)] = &[
     ),
 ];
 
-/// Management requests that change nothing: answered to anyone who can connect (like
-/// gluster's remote CLI); every other one only from this host or a peer node.
-pub fn read_only(req: &MgmtRequest) -> bool {
-    use MgmtRequest as M;
+/// True for a request that changes who may use a volume: setting or resetting
+/// `auth.allow` / `auth.reject` (or every option). Accepted only from this host or a peer
+/// node, so a refused client cannot lift its own refusal.
+pub fn changes_access(req: &MgmtRequest) -> bool {
+    let access_key = |k: &str| k == crate::access::ALLOW || k == crate::access::REJECT;
     match req {
-        M::PeerStatus
-        | M::VolumeInfo { .. }
-        | M::VolumeStatus { .. }
-        | M::VolumeList
-        | M::HealInfo { .. }
-        | M::HealStatistics { .. }
-        | M::GatewayList { .. } => true,
-        M::HealLocal { full, .. } => !full,
-        M::PeerProbe { .. }
-        | M::PeerDetach { .. }
-        | M::VolumeCreate(_)
-        | M::VolumeStart { .. }
-        | M::VolumeStop { .. }
-        | M::VolumeDelete { .. }
-        | M::VolumeSet { .. }
-        | M::VolumeReset { .. }
-        | M::BrickPrepare { .. }
-        | M::GatewayPut { .. }
-        | M::GatewayDelete { .. }
-        | M::HealFull { .. }
-        | M::ResetBrick { .. }
-        | M::ReplaceBrick { .. }
-        | M::BrickReset { .. } => false,
+        MgmtRequest::VolumeSet { key, .. } => access_key(key),
+        MgmtRequest::VolumeReset { key, .. } => key == "all" || access_key(key),
+        _ => false,
     }
 }
 
@@ -1048,6 +1029,21 @@ mod tests {
                 "{k}"
             );
         }
+    }
+
+    #[test]
+    fn access_changes_are_recognised() {
+        let set = |key: &str| MgmtRequest::VolumeSet {
+            name: "v".into(),
+            key: key.into(),
+            value: "*".into(),
+        };
+        let reset = |key: &str| MgmtRequest::VolumeReset { name: "v".into(), key: key.into() };
+        assert!(changes_access(&set("auth.allow")) && changes_access(&set("auth.reject")));
+        assert!(changes_access(&reset("auth.allow")) && changes_access(&reset("all")));
+        assert!(!changes_access(&set("features.read-only")));
+        assert!(!changes_access(&reset("performance.cache-timeout")));
+        assert!(!changes_access(&MgmtRequest::VolumeInfo { name: None }));
     }
 
     #[test]

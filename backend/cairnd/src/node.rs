@@ -445,8 +445,8 @@ impl Node {
             && self.members.read().1.contains(&s.peer.ip().to_canonical())
     }
 
-    /// A session may change the cluster (management requests that are not read-only) if
-    /// it comes from this host (the local CLI) or from a peer node's address.
+    /// A session may change who may use a volume (`mgmt::changes_access`) if it comes
+    /// from this host (the local CLI) or from a peer node's address.
     pub fn may_manage(&self, s: &Session) -> bool {
         let ip = s.peer.ip().to_canonical();
         ip.is_loopback() || self.members.read().1.contains(&ip)

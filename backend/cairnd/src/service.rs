@@ -28,11 +28,11 @@ async fn dispatch(
         Request::GetMap { volume } | Request::Subscribe { volume } => {
             node.admit(&session, volume)?
         }
-        Request::Mgmt(m) if !mgmt::read_only(m) && !node.may_manage(&session) => {
+        Request::Mgmt(m) if mgmt::changes_access(m) && !node.may_manage(&session) => {
             return Err(RemoteError::new(
                 Errno::EACCES,
                 format!(
-                    "{}: management requests that change the cluster are accepted from this host and from peer nodes only",
+                    "{}: auth.allow / auth.reject can be changed only from a node of the cluster (run the cairn CLI there)",
                     session.peer.ip().to_canonical()
                 ),
             ));
