@@ -1,6 +1,7 @@
 //! `cairnd`: the Cairn brick daemon. One per node; serves every brick of the node, heads
 //! and replicates chains, heals returning bricks, and answers the `cairn` CLI.
 
+mod access;
 mod chain;
 mod heal;
 mod inode_locks;

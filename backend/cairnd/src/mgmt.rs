@@ -60,9 +60,33 @@ pub const OPTIONS: &[(&str, &str)] = &[
         "features.scrub-interval",
         "seconds between scrubs of every brick's file data against its checksums (0 = off; default 86400)",
     ),
+    (
+        "auth.allow",
+        "client addresses that may use the volume, comma-separated: IPv4 with * octets (192.168.1.*), IPv6, CIDR (10.0.0.0/24) or * (default *: every address)",
+    ),
+    (
+        "auth.reject",
+        "client addresses refused even if auth.allow lets them in, same patterns (default: none)",
+    ),
 ];
 
+/// True for a request that changes who may use a volume: setting or resetting
+/// `auth.allow` / `auth.reject` (or every option). Accepted only from this host or a peer
+/// node, so a refused client cannot lift its own refusal.
+pub fn changes_access(req: &MgmtRequest) -> bool {
+    let access_key = |k: &str| k == crate::access::ALLOW || k == crate::access::REJECT;
+    match req {
+        MgmtRequest::VolumeSet { key, .. } => access_key(key),
+        MgmtRequest::VolumeReset { key, .. } => key == "all" || access_key(key),
+        _ => false,
+    }
+}
+
 pub fn validate_option(key: &str, value: &str) -> Result<(), String> {
+    if key == crate::access::ALLOW || key == crate::access::REJECT {
+        return crate::access::validate(value)
+            .map_err(|e| format!("invalid value '{value}' for option {key}: {e}"));
+    }
     let on_off = |v: &str| matches!(v, "on" | "off");
     let ok = match key {
         "features.read-only" | "performance.write-behind" => on_off(value),
@@ -994,6 +1018,32 @@ mod tests {
             .contains("invalid value"));
         assert!(validate_option("performance.cache-timeout", "11").is_err());
         assert!(validate_option("nfs.disable", "on").unwrap_err().contains("does not exist"));
+        assert!(validate_option("auth.allow", "127.0.0.1,10.1.*,10.0.0.0/24,::1").is_ok());
+        assert!(validate_option("auth.reject", "*").is_ok());
+        let e = validate_option("auth.allow", "10.0.0.0/40").unwrap_err();
+        assert!(e.contains("auth.allow") && e.contains("10.0.0.0/40"), "{e}");
+        assert!(validate_option("auth.reject", "").is_err());
+        for (k, _) in OPTIONS {
+            assert!(
+                !validate_option(k, "").err().unwrap_or_default().contains("does not exist"),
+                "{k}"
+            );
+        }
+    }
+
+    #[test]
+    fn access_changes_are_recognised() {
+        let set = |key: &str| MgmtRequest::VolumeSet {
+            name: "v".into(),
+            key: key.into(),
+            value: "*".into(),
+        };
+        let reset = |key: &str| MgmtRequest::VolumeReset { name: "v".into(), key: key.into() };
+        assert!(changes_access(&set("auth.allow")) && changes_access(&set("auth.reject")));
+        assert!(changes_access(&reset("auth.allow")) && changes_access(&reset("all")));
+        assert!(!changes_access(&set("features.read-only")));
+        assert!(!changes_access(&reset("performance.cache-timeout")));
+        assert!(!changes_access(&MgmtRequest::VolumeInfo { name: None }));
     }
 
     #[test]

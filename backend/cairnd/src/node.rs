@@ -2,6 +2,7 @@
 //! config store and pushes to clients, connections to the other nodes, and the
 //! coordination state of the chains it heads (inode locks, byte-range locks, leases).
 
+use crate::access::Rules;
 use crate::inode_locks::{InodeGuard, InodeLocks};
 use crate::leases::Leases;
 use crate::locks::LockTable;
@@ -13,7 +14,8 @@ use cairn_proto::rpc::{Connection, Session};
 use cairn_proto::{Errno, Id, RemoteError};
 use cairn_replication::range_lock::{Mode, Range};
 use parking_lot::{Mutex, RwLock};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
@@ -115,6 +117,13 @@ pub struct Node {
     /// Bricks this node already marked stale while they were down (cleared once the map
     /// shows them back, so a brick that healed and fell again is marked again).
     marked_stale: Mutex<std::collections::HashSet<(String, u32)>>,
+    /// Who may use each volume (`auth.allow` / `auth.reject`), from its map's options.
+    access: RwLock<HashMap<String, Arc<Rules>>>,
+    /// Addresses of the peer nodes (canonical): a HELLO as `Daemon` is believed only from
+    /// one of them. With the peer list they were resolved from.
+    members: RwLock<(Vec<String>, HashSet<IpAddr>)>,
+    /// (volume, address) refusals already logged.
+    refused: Mutex<HashSet<(String, IpAddr)>>,
 }
 
 impl Node {
@@ -134,6 +143,9 @@ impl Node {
             kick: Notify::new(),
             opens: Mutex::default(),
             marked_stale: Mutex::default(),
+            access: RwLock::default(),
+            members: RwLock::default(),
+            refused: Mutex::default(),
         }
     }
 
@@ -240,7 +252,7 @@ impl Node {
             let mut subs = self.subs.lock();
             let Some(v) = subs.get_mut(&map.name) else { return };
             v.retain(|w| w.strong_count() > 0);
-            v.iter().filter_map(|w| w.upgrade()).collect()
+            v.iter().filter_map(|w| w.upgrade()).filter(|s| self.allowed(s, &map.name)).collect()
         };
         let p = Push::MapChanged(Box::new((**map).clone()));
         for s in targets {
@@ -251,6 +263,7 @@ impl Node {
     /// Bring the bricks and maps of this node in line with the config store.
     pub async fn reconcile(self: &Arc<Self>) -> Result<(), RemoteError> {
         let cfg = |e: cairn_config::ConfigError| RemoteError::new(Errno::EHOSTDOWN, e.to_string());
+        self.note_members().await?;
         let volumes = self.store.list_volumes().await.map_err(cfg)?;
         let mut wanted = std::collections::HashSet::new();
         for v in &volumes {
@@ -338,6 +351,7 @@ impl Node {
                 .cloned()
                 .collect()
         };
+        self.update_access(&maps, &changed);
         self.marked_stale.lock().retain(|(v, i)| {
             maps.get(v)
                 .and_then(|m| m.brick(*i).map(|(_, b)| b.state == BrickState::Down))
@@ -419,6 +433,109 @@ impl Node {
                 _ = tokio::time::sleep(Duration::from_secs(3)) => {}
             }
         }
+    }
+}
+
+/// Access control: which sessions may use a volume (`crate::access`).
+impl Node {
+    /// A session is another `cairnd` of this cluster if it said so in its HELLO and comes
+    /// from the address of a node in the peer list.
+    pub fn is_member(&self, s: &Session) -> bool {
+        s.hello.kind == PeerKind::Daemon
+            && self.members.read().1.contains(&s.peer.ip().to_canonical())
+    }
+
+    /// A session may change who may use a volume (`mgmt::changes_access`) if it comes
+    /// from this host (the local CLI) or from a peer node's address.
+    pub fn may_manage(&self, s: &Session) -> bool {
+        let ip = s.peer.ip().to_canonical();
+        ip.is_loopback() || self.members.read().1.contains(&ip)
+    }
+
+    fn allowed(&self, s: &Session, volume: &str) -> bool {
+        if self.is_member(s) {
+            return true;
+        }
+        // A volume this node does not know: the request fails on its own (ENOENT).
+        self.access.read().get(volume).is_none_or(|r| r.allows(s.peer.ip()))
+    }
+
+    /// Bind a request of session `s` to `volume`: refused with EACCES unless the session
+    /// is a cluster member or its address passes the volume's `auth.allow` / `auth.reject`.
+    /// Checked on every request, so a change of the options reaches connected clients at
+    /// their next call.
+    pub fn admit(&self, s: &Session, volume: &str) -> Result<(), RemoteError> {
+        if self.allowed(s, volume) {
+            return Ok(());
+        }
+        let ip = s.peer.ip().to_canonical();
+        {
+            let mut refused = self.refused.lock();
+            if refused.len() >= 4096 {
+                refused.clear();
+            }
+            if refused.insert((volume.to_string(), ip)) {
+                tracing::warn!(volume, client = %ip, session = %s.label(), "client refused by auth.allow / auth.reject");
+            }
+        }
+        Err(RemoteError::new(
+            Errno::EACCES,
+            format!("volume {volume}: client {ip} is not allowed (auth.allow / auth.reject)"),
+        ))
+    }
+
+    /// Rebuild the access rules of the volumes whose map changed (before the new maps are
+    /// served, so a map is never served with older rules).
+    fn update_access(&self, maps: &HashMap<String, Arc<VolumeMap>>, changed: &[Arc<VolumeMap>]) {
+        let mut access = self.access.write();
+        access.retain(|v, _| maps.contains_key(v));
+        for m in changed {
+            let rules = Rules::from_options(&m.options).unwrap_or_else(|(none, e)| {
+                tracing::error!(volume = %m.name, error = %e, "bad access option in the config store; no client may use the volume");
+                none
+            });
+            if access.get(&m.name).map(|r| **r != rules).unwrap_or(true) {
+                self.refused.lock().retain(|(v, _)| *v != m.name);
+                access.insert(m.name.clone(), Arc::new(rules));
+            }
+        }
+    }
+
+    /// Refresh the addresses of the peer nodes when the peer list changed (host names are
+    /// resolved here, once per change).
+    async fn note_members(&self) -> Result<(), RemoteError> {
+        let cfg = |e: cairn_config::ConfigError| RemoteError::new(Errno::EHOSTDOWN, e.to_string());
+        let mut addrs: Vec<String> =
+            self.store.list_peers().await.map_err(cfg)?.into_iter().map(|p| p.addr).collect();
+        addrs.sort();
+        if self.members.read().0 == addrs {
+            return Ok(());
+        }
+        let mut ips = HashSet::new();
+        let mut resolved = true;
+        for a in &addrs {
+            let found: Vec<IpAddr> = match a.parse::<std::net::SocketAddr>() {
+                Ok(sa) => vec![sa.ip()],
+                Err(_) => {
+                    match tokio::time::timeout(Duration::from_secs(2), tokio::net::lookup_host(a))
+                        .await
+                    {
+                        Ok(Ok(it)) => it.map(|sa| sa.ip()).collect(),
+                        _ => {
+                            tracing::warn!(peer = %a, "cannot resolve a peer's address; its daemon connections count as clients");
+                            resolved = false;
+                            vec![]
+                        }
+                    }
+                }
+            };
+            ips.extend(
+                found.into_iter().map(|ip| ip.to_canonical()).filter(|ip| !ip.is_unspecified()),
+            );
+        }
+        // Resolved again on the next pass if a name did not resolve.
+        *self.members.write() = (if resolved { addrs } else { vec![] }, ips);
+        Ok(())
     }
 }
 

@@ -19,6 +19,26 @@ async fn dispatch(
     req: Request,
     data: Bytes,
 ) -> Result<(Reply, Bytes), RemoteError> {
+    // Every request that names a volume is bound to it here, and refused unless the
+    // session may use it (`auth.allow` / `auth.reject`): brick ops of every kind (locks,
+    // leases, xattrs, statfs...), forwarded mutations, the map and its subscription.
+    match &req {
+        Request::Brick(r) => node.admit(&session, &r.volume)?,
+        Request::Replicate(r) => node.admit(&session, &r.volume)?,
+        Request::GetMap { volume } | Request::Subscribe { volume } => {
+            node.admit(&session, volume)?
+        }
+        Request::Mgmt(m) if mgmt::changes_access(m) && !node.may_manage(&session) => {
+            return Err(RemoteError::new(
+                Errno::EACCES,
+                format!(
+                    "{}: auth.allow / auth.reject can be changed only from a node of the cluster (run the cairn CLI there)",
+                    session.peer.ip().to_canonical()
+                ),
+            ));
+        }
+        Request::Hello(_) | Request::Ping | Request::InvalidateAck { .. } | Request::Mgmt(_) => {}
+    }
     match req {
         Request::Hello(_) => Err(RemoteError::new(Errno::EPROTO, "HELLO sent twice")),
         Request::Ping => Ok((Reply::Pong, Bytes::new())),

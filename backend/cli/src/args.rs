@@ -711,13 +711,20 @@ start/stop and also skips the question.",
     /// Set a volume option.
     #[command(
         long_about = "Set option KEY of volume NAME to VALUE. cairnd checks the key and the \
-value; options in effect are shown under \"Options Reconfigured\" by `cairn volume info`.",
-        after_help = "EXAMPLES:\n  cairn volume set vol0 performance.cache-size 256MB\n  \
-cairn volume set vol0 network.ping-timeout 10"
+value; options in effect are shown under \"Options Reconfigured\" by `cairn volume info`.\n\n\
+auth.allow / auth.reject: comma-separated client addresses that may / may not use the \
+volume (reject wins): `*`, IPv4 with `*` octets (192.168.1.*, 10.1.*), IPv6, or CIDR \
+(10.0.0.0/24). Matched against the client's connection address on every request; \
+default auth.allow `*` (every address). Host names are not matched.",
+        after_help = "EXAMPLES:\n  cairn volume set vol0 performance.cache-timeout 5\n  \
+cairn volume set vol0 auth.allow 127.0.0.1,10.1.*,10.0.0.0/24\n  \
+cairn volume set vol0 auth.reject 10.1.0.7"
     )]
     Set { name: String, key: String, value: String },
     /// Reset a volume option to its default.
-    #[command(after_help = "EXAMPLES:\n  cairn volume reset vol0 performance.cache-size")]
+    #[command(
+        after_help = "EXAMPLES:\n  cairn volume reset vol0 auth.allow\n  cairn volume reset vol0 all"
+    )]
     Reset { name: String, key: String },
     /// Self-heal: pending entries, crawl statistics, or a full crawl.
     #[command(

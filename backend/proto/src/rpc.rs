@@ -88,7 +88,19 @@ impl Connection {
         on_push: Option<PushHandler>,
         timeout: Duration,
     ) -> Result<Arc<Connection>, RemoteError> {
-        let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
+        Self::connect_from(addr, None, kind, name, on_push, timeout).await
+    }
+
+    /// [`Self::connect`] from source address `local` (any port) when given.
+    pub async fn connect_from(
+        addr: &str,
+        local: Option<std::net::IpAddr>,
+        kind: PeerKind,
+        name: &str,
+        on_push: Option<PushHandler>,
+        timeout: Duration,
+    ) -> Result<Arc<Connection>, RemoteError> {
+        let stream = tokio::time::timeout(timeout, dial(addr, local))
             .await
             .map_err(|_| {
                 RemoteError::new(Errno::ETIMEDOUT, format!("connect to {addr} timed out"))
@@ -346,6 +358,25 @@ async fn client_reader(
             None => RemoteError::new(Errno::ENOTCONN, format!("connection to {peer} lost")),
         }));
     }
+}
+
+/// Open a TCP connection to `addr`, from source address `local` if given.
+async fn dial(addr: &str, local: Option<std::net::IpAddr>) -> std::io::Result<TcpStream> {
+    let Some(local) = local else { return TcpStream::connect(addr).await };
+    let mut last = std::io::Error::new(std::io::ErrorKind::NotFound, "no address");
+    for to in tokio::net::lookup_host(addr).await?.filter(|a| a.is_ipv4() == local.is_ipv4()) {
+        let sock = if to.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        sock.bind(std::net::SocketAddr::new(local, 0))?;
+        match sock.connect(to).await {
+            Ok(s) => return Ok(s),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
 }
 
 /// Server-side view of one client connection.

@@ -48,6 +48,7 @@ impl Cluster {
         let child = Command::new(env!("CARGO_BIN_EXE_cairnd"))
             .args(["--name", "t1", "--listen", &self.addr, "--etcd", &self.etcd.endpoint()])
             .args(["--state-dir", self.path("state").to_str().unwrap(), "--log-level", "warn"])
+            .stdout(log.try_clone().unwrap())
             .stderr(log)
             .spawn()
             .expect("spawn cairnd");
