@@ -259,6 +259,15 @@ impl Brick {
     /// Kind, size and checksum entries of blocks `[first, first+count)` of `id` (HEAL_SUMS).
     pub(crate) fn heal_sums(&self, id: Id, first: u64, count: u32, from_data: bool) -> R<HealSums> {
         let what = || format!("heal_sums of {id}");
+        // The range comes from a peer: one past the largest file offset is refused before
+        // any arithmetic on it (its byte offsets would overflow).
+        let last = i64::MAX as u64 / csum::BLOCK;
+        if first > last || count as u64 > last - first {
+            return Err(fail(
+                libc::EINVAL,
+                format!("{}: blocks {first}+{count} lie past the largest file offset", what()),
+            ));
+        }
         let st = match self.idx.lstat_index(id) {
             Ok(st) => st,
             Err(e) if not_found(&e) => {

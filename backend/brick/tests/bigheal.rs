@@ -234,3 +234,27 @@ fn huge_sparse_file_heals_without_walking_its_holes() {
     assert_eq!(read(&dst, id, TIB / 2, 8192).0, vec![0u8; 8192]);
     assert!(allocated(&bad) < 4 << 20, "target allocates {} bytes", allocated(&bad));
 }
+
+/// A range of blocks past the largest file offset, as a hostile or broken peer may ask
+/// for (found by `cairnd/tests/wire_fuzz.rs`: block 2^63 overflowed the byte offset and
+/// panicked the request): refused with EINVAL naming the inode, on a file and on an id
+/// the brick does not hold, and the brick still answers a sane range.
+#[test]
+fn heal_sums_past_the_largest_offset_is_einval() {
+    let (_t, b) = new_brick();
+    let id = create_on(&[&b], "f");
+    write(&b, id, 0, &pattern(1, 3 * BLOCK as usize));
+    let last = i64::MAX as u64 / BLOCK;
+    for target in [id, Id::new_on_set(1)] {
+        for (first, count) in [(1 << 63, 0), (u64::MAX, 1), (last, 1), (last - 5, HEAL_SUMS_MAX)] {
+            for from_data in [true, false] {
+                let op = Op::HealSums { id: target, first, count, from_data };
+                let e = run(&b, &root(), op).unwrap_err();
+                assert_eq!(e.errno.0, libc::EINVAL, "{first}+{count}: {e}");
+                assert!(e.message.contains(&target.to_hex()), "{e}");
+            }
+        }
+    }
+    assert_eq!(sums_of(&b, id, last - 1, 1, true).entries, vec![Some(0)], "the last block");
+    assert_eq!(sums(&b, id, 0, 4).entries.len(), 4);
+}
