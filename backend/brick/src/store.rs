@@ -49,6 +49,27 @@ pub(crate) struct Fail {
 
 pub(crate) type R<T> = Result<T, Fail>;
 
+/// Byte ranges come from peers: one that ends past the largest file offset (`i64::MAX`)
+/// is refused before any arithmetic on it (the checksum code adds and multiplies offsets),
+/// with the errno the kernel gives for it: EFBIG for a write, an allocation or a size,
+/// EINVAL for a read or seek offset (a read that only crosses it is cut short there).
+fn check_range(op: &Op, data: &[u8]) -> R<()> {
+    let (off, len, errno) = match op {
+        Op::Write { offset, .. } => (*offset, data.len() as u64, libc::EFBIG),
+        Op::CompareAndWrite { offset, .. } => (*offset, data.len() as u64 / 2, libc::EFBIG),
+        Op::Fallocate { offset, len, .. } => (*offset, *len, libc::EFBIG),
+        Op::SetAttr { set, .. } => (set.size.unwrap_or(0), 0, libc::EFBIG),
+        Op::Read { offset, .. } | Op::Seek { offset, .. } => (*offset, 0, libc::EINVAL),
+        _ => return Ok(()),
+    };
+    match off.checked_add(len) {
+        Some(end) if end <= i64::MAX as u64 => Ok(()),
+        _ => {
+            Err(fail(errno, format!("{} at {off}+{len}: past the largest file offset", op.name())))
+        }
+    }
+}
+
 pub(crate) fn fail(errno: i32, what: impl Into<String>) -> Fail {
     Fail { errno, what: what.into() }
 }
@@ -658,6 +679,7 @@ impl Brick {
 
     fn run(&self, cx: &Cx, op: &Op, data: &[u8]) -> R<(Reply, Bytes)> {
         let unit = |r: R<Reply>| r.map(|r| (r, Bytes::new()));
+        check_range(op, data)?;
         match op {
             Op::Lookup { dir, name } => unit(self.op_lookup(cx, *dir, name)),
             Op::LookupPath { components } => unit(self.op_lookup_path(cx, components)),
@@ -1479,7 +1501,8 @@ impl Brick {
         let f = fd.as_raw_fd();
         let st = sys::fstat(f).ctx(what)?;
         cx.check(f, &st, 4)?;
-        let len = (len as usize).min(64 << 20);
+        // `offset` is at most i64::MAX (`check_range`): the read stops there.
+        let len = (len as usize).min(64 << 20).min((i64::MAX as u64 - offset) as usize);
         let size = st.st_size as u64;
         // Checked against the checksums without the stripe lock; a mismatch is re-checked
         // under it (a write may have been between its data and its checksum update), and a
