@@ -408,6 +408,25 @@ fn error_frame(id: u64, errno: Errno, msg: String) -> Frame {
     Frame::new(FrameKind::Response, id, frame::encode(&resp), Bytes::new())
 }
 
+/// The frame answering request `id`. A reply over the frame limits, which the peer would
+/// refuse by closing the connection (failing every call on it), is answered with EMSGSIZE
+/// instead.
+fn reply_frame(id: u64, resp: &Response, data: Bytes) -> Frame {
+    let header = frame::encode(resp);
+    if header.len() > frame::MAX_HEADER as usize || data.len() > frame::MAX_DATA as usize {
+        let msg = format!(
+            "reply too large for a frame: header {} bytes, data {} bytes (limits {} and {})",
+            header.len(),
+            data.len(),
+            frame::MAX_HEADER,
+            frame::MAX_DATA
+        );
+        tracing::warn!(request = id, "{msg}");
+        return error_frame(id, Errno::EMSGSIZE, msg);
+    }
+    Frame::new(FrameKind::Response, id, header, data)
+}
+
 /// Serve one connection until it closes or misbehaves.
 pub async fn serve_connection<S: Service>(stream: TcpStream, peer: SocketAddr, service: Arc<S>) {
     stream.set_nodelay(true).ok();
@@ -513,7 +532,7 @@ pub async fn serve_connection<S: Service>(stream: TcpStream, peer: SocketAddr, s
         let id = f.id;
         tokio::spawn(async move {
             let (resp, data) = fut.await;
-            let _ = tx.send(Frame::new(FrameKind::Response, id, frame::encode(&resp), data)).await;
+            let _ = tx.send(reply_frame(id, &resp, data)).await;
         });
     }
     closed.store(true, Ordering::Release);
@@ -527,6 +546,7 @@ pub async fn serve_connection<S: Service>(stream: TcpStream, peer: SocketAddr, s
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::frame::{MAX_DATA, MAX_HEADER};
     use crate::outq::QUEUE_LIMIT;
 
     /// Answers HELLO, and PING if `pings`; any other request takes 15 s (longer than
@@ -617,6 +637,53 @@ mod tests {
             data: Bytes,
         ) -> BoxFuture<'static, (Response, Bytes)> {
             Box::pin(async move { (Ok(Reply::Pong), data) })
+        }
+    }
+
+    /// Answers `GetMap` with a bulk segment and `Subscribe` with a header each one byte
+    /// over the frame limits, anything else like [`Echo`].
+    struct Oversized;
+
+    impl Service for Oversized {
+        fn welcome(&self, session: u64) -> Welcome {
+            Echo.welcome(session)
+        }
+        fn call(
+            &self,
+            session: Arc<Session>,
+            req: Request,
+            data: Bytes,
+        ) -> BoxFuture<'static, (Response, Bytes)> {
+            match req {
+                Request::GetMap { .. } => Box::pin(async move {
+                    (Ok(Reply::Data { eof: true }), Bytes::from(vec![7; MAX_DATA as usize + 1]))
+                }),
+                Request::Subscribe { .. } => Box::pin(async move {
+                    (Ok(Reply::Bytes(vec![7; MAX_HEADER as usize])), Bytes::new())
+                }),
+                _ => Echo.call(session, req, data),
+            }
+        }
+    }
+
+    /// A reply over the frame limits (found by cairnd's wire fuzz test: a READ of 4 GiB
+    /// from a file past 32 MiB was answered with 64 MiB of data, which the client refused,
+    /// closing the connection) is answered with EMSGSIZE, and the connection goes on.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_reply_over_the_frame_limits_is_emsgsize_and_the_connection_lives() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        tokio::spawn(serve(l, Arc::new(Oversized)));
+        let c = connect(&addr).await;
+        for req in
+            [Request::GetMap { volume: "v".into() }, Request::Subscribe { volume: "v".into() }]
+        {
+            let e = c.call(req.clone(), Bytes::new()).await.unwrap_err();
+            assert_eq!(e.errno, Errno::EMSGSIZE, "{req:?}: {e}");
+            assert!(e.message.contains("reply too large"), "{e}");
+            let (r, back) = c.call(Request::Ping, Bytes::from_static(b"still")).await.unwrap();
+            assert!(matches!(r, Reply::Pong));
+            assert_eq!(&back[..], b"still");
         }
     }
 
