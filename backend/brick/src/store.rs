@@ -1501,8 +1501,12 @@ impl Brick {
         let f = fd.as_raw_fd();
         let st = sys::fstat(f).ctx(what)?;
         cx.check(f, &st, 4)?;
-        // `offset` is at most i64::MAX (`check_range`): the read stops there.
-        let len = (len as usize).min(64 << 20).min((i64::MAX as u64 - offset) as usize);
+        // At most what one reply frame carries (a larger one would be refused by the
+        // peer), and not past i64::MAX (`offset` is at most that: `check_range`): a short
+        // read, as POSIX allows.
+        let len = (len as usize)
+            .min(cairn_proto::frame::MAX_DATA as usize)
+            .min((i64::MAX as u64 - offset) as usize);
         let size = st.st_size as u64;
         // Checked against the checksums without the stripe lock; a mismatch is re-checked
         // under it (a write may have been between its data and its checksum update), and a

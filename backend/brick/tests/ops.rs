@@ -926,3 +926,19 @@ fn ranges_past_the_largest_offset_are_refused() {
     let (data, eof) = read(&b, f.id, max - 10, 4096);
     assert!(data.is_empty() && eof, "a read crossing the largest offset is cut there");
 }
+
+/// A READ larger than one reply frame carries (found by `cairnd/tests/wire_fuzz.rs`: a
+/// READ of 4 GiB of a file grown past 32 MiB returned 64 MiB, which no peer accepts in
+/// one frame) is a short read of `MAX_DATA` bytes, not at the end of the file.
+#[test]
+fn a_read_is_at_most_one_frame() {
+    let (_t, b) = new_brick();
+    let f = file(&b, Id::ROOT, "big");
+    let max = cairn_proto::frame::MAX_DATA as u64;
+    write(&b, f.id, 2 * max, b"end");
+    let (data, eof) = read(&b, f.id, 0, u32::MAX);
+    assert_eq!(data.len() as u64, max);
+    assert!(!eof, "a short read is not the end of the file");
+    let (data, eof) = read(&b, f.id, 2 * max, u32::MAX);
+    assert_eq!((&data[..], eof), (&b"end"[..], true));
+}
