@@ -1502,11 +1502,10 @@ impl Brick {
         let st = sys::fstat(f).ctx(what)?;
         cx.check(f, &st, 4)?;
         // At most what one reply frame carries (a larger one would be refused by the
-        // peer), and not past i64::MAX (`offset` is at most that: `check_range`): a short
-        // read, as POSIX allows.
+        // peer), and not past i64::MAX (`check_range`): a short read, as POSIX allows.
         let len = (len as usize)
             .min(cairn_proto::frame::MAX_DATA as usize)
-            .min((i64::MAX as u64 - offset) as usize);
+            .min((i64::MAX as u64).saturating_sub(offset) as usize);
         let size = st.st_size as u64;
         // Checked against the checksums without the stripe lock; a mismatch is re-checked
         // under it (a write may have been between its data and its checksum update), and a
@@ -1535,6 +1534,7 @@ impl Brick {
     /// included): run it with [`Brick::execute`].
     pub fn execute_cached(&self, creds: &Creds, op: &Op) -> Option<(Reply, Bytes)> {
         let Op::Read { id, offset, len } = *op else { return None };
+        check_range(op, &[]).ok()?;
         let fd = self.idx.file_fd_cached(id)?;
         let cx = Cx {
             caller: if creds.uid == 0 { None } else { Some(creds) },

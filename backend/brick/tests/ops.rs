@@ -925,6 +925,12 @@ fn ranges_past_the_largest_offset_are_refused() {
     assert_eq!(getattr(&b, f.id).unwrap().size, 8192);
     let (data, eof) = read(&b, f.id, max - 10, 4096);
     assert!(data.is_empty() && eof, "a read crossing the largest offset is cut there");
+    // The page-cache-only READ path (cairnd tries it first) declines them; `execute`
+    // then refuses them as above.
+    for offset in [max + 1, u64::MAX - 16] {
+        assert!(b.execute_cached(&root(), &Op::Read { id: f.id, offset, len: 2 }).is_none());
+    }
+    assert!(b.execute_cached(&root(), &Op::Read { id: f.id, offset: 0, len: 2 }).is_some());
 }
 
 /// A READ larger than one reply frame carries (found by `cairnd/tests/wire_fuzz.rs`: a
