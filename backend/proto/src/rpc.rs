@@ -466,6 +466,7 @@ pub async fn serve_connection<S: Service>(stream: TcpStream, peer: SocketAddr, s
                 ));
                 drop(tx);
                 writer.finished().await;
+                linger(&mut rd).await;
                 return;
             }
             _ => {
@@ -476,6 +477,7 @@ pub async fn serve_connection<S: Service>(stream: TcpStream, peer: SocketAddr, s
                 ));
                 drop(tx);
                 writer.finished().await;
+                linger(&mut rd).await;
                 return;
             }
         },
@@ -486,6 +488,7 @@ pub async fn serve_connection<S: Service>(stream: TcpStream, peer: SocketAddr, s
             tracing::debug!(%peer, error = %e, "connection rejected before HELLO");
             drop(tx);
             writer.finished().await;
+            linger(&mut rd).await;
             return;
         }
     };
@@ -541,6 +544,18 @@ pub async fn serve_connection<S: Service>(stream: TcpStream, peer: SocketAddr, s
     drop(session);
     // The write half is shut once every in-flight request task has sent its reply.
     writer.finished().await;
+    linger(&mut rd).await;
+}
+
+/// Longest a server reads on after its write half is shut.
+const LINGER: Duration = Duration::from_secs(2);
+
+/// After the write half is shut: read and drop what the peer still sends, until it closes
+/// (at once for a peer that closed first) or for at most [`LINGER`]. Closing a socket with
+/// unread bytes resets the connection, and a reset can make the peer's kernel discard the
+/// replies and the error frame it has not read yet.
+async fn linger<R: tokio::io::AsyncRead + Unpin>(rd: &mut R) {
+    let _ = tokio::time::timeout(LINGER, tokio::io::copy(rd, &mut tokio::io::sink())).await;
 }
 
 #[cfg(test)]
@@ -685,6 +700,66 @@ mod tests {
             assert!(matches!(r, Reply::Pong));
             assert_eq!(&back[..], b"still");
         }
+    }
+
+    /// A peer that sends a bad frame and more bytes after it, and reads only later, still
+    /// gets the replies sent before and the error frame, then a clean close (found by
+    /// cairnd's wire fuzz test: closing with those bytes unread reset the connection,
+    /// and the peer's kernel discarded replies it had not read yet).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_bad_frame_gets_its_error_and_the_replies_before_it_not_a_reset() {
+        use tokio::io::AsyncWriteExt;
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        tokio::spawn(serve(l, Arc::new(Echo)));
+        let mut s = TcpStream::connect(&addr).await.unwrap();
+        let hello = Request::Hello(Hello {
+            version: PROTOCOL_VERSION,
+            kind: PeerKind::Client,
+            name: "t".into(),
+            auth: vec![],
+        });
+        frame::write_frame(
+            &mut s,
+            &Frame::new(FrameKind::Request, 1, frame::encode(&hello), Bytes::new()),
+        )
+        .await
+        .unwrap();
+        frame::read_frame(&mut s).await.unwrap();
+        let ping = Frame::new(
+            FrameKind::Request,
+            2,
+            frame::encode(&Request::Ping),
+            Bytes::from(vec![5; 8 << 20]),
+        );
+        let mut bytes = ping.encode_prefix().to_vec();
+        bytes.extend_from_slice(&ping.header);
+        bytes.extend_from_slice(&ping.data);
+        // More than the server's read buffer and the socket's take at once: bytes it has
+        // not read when it closes.
+        bytes.extend_from_slice(&[0xee; 4 << 20]);
+        let (mut rd, mut wr) = s.into_split();
+        let sending = tokio::spawn(async move {
+            let _ = wr.write_all(&bytes).await;
+            wr
+        });
+        // The server answers and closes; read only after it did.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let s = &mut rd;
+        // Both, in completion order.
+        let (mut reply, mut error) = (false, false);
+        for _ in 0..2 {
+            let f = frame::read_frame(s).await.expect("the reply and the error frame");
+            match frame::decode::<Response>(&f.header).unwrap() {
+                Ok(Reply::Pong) => reply = f.id == 2 && f.data.len() == 8 << 20,
+                Err(e) => error = e.errno == Errno::EPROTO,
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(reply && error, "reply {reply}, error {error}");
+        let mut wr = sending.await.unwrap();
+        let _ = wr.shutdown().await;
+        assert!(matches!(frame::read_frame(s).await, Err(FrameError::Closed)));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
