@@ -243,18 +243,19 @@ async fn one_case(
                     got.push(f.id);
                 }
                 Ok(f) => return Err(format!("daemon sent a {:?} frame", f.kind)),
-                Err(_) => return Ok(()),
+                // How the connection ended: a clean close, or a reset.
+                Err(e) => return Ok(e.to_string()),
             }
         }
     };
-    match tokio::time::timeout(CASE_WAIT, read).await {
+    let end = match tokio::time::timeout(CASE_WAIT, read).await {
         Err(_) => {
             return Err(format!(
                 "no answer and no close within {CASE_WAIT:?}: answered {got:?} of {expect:?}"
             ))
         }
         Ok(r) => r?,
-    }
+    };
     let log = c.log();
     let log = log.get(log_from..).unwrap_or_default();
     if let Some(at) = log.find("panicked") {
@@ -263,7 +264,10 @@ async fn one_case(
     for id in &expect {
         let want = expect.iter().filter(|x| *x == id).count();
         if got.iter().filter(|x| *x == id).count() < want {
-            return Err(format!("request {id} got no answer (answered {got:?} of {expect:?})"));
+            return Err(format!(
+                "request {id} got no answer (answered {got:?} of {expect:?}; the connection \
+                 ended: {end})"
+            ));
         }
     }
 
