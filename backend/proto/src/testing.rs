@@ -398,7 +398,7 @@ fn timespec() -> impl Strategy<Value = Timespec> {
 }
 
 /// Attributes of inode `id`, any values.
-pub fn attr(id: BoxedStrategy<Id>) -> impl Strategy<Value = Attr> {
+pub fn attr(id: BoxedStrategy<Id>) -> BoxedStrategy<Attr> {
     (
         (id, file_type(), num32(), num32(), num32(), num32()),
         (num64(), num64(), num64(), timespec(), timespec(), timespec()),
@@ -427,6 +427,7 @@ pub fn attr(id: BoxedStrategy<Id>) -> impl Strategy<Value = Attr> {
                 }
             },
         )
+        .boxed()
 }
 
 /// Any credentials.
@@ -455,10 +456,7 @@ fn set_time() -> impl Strategy<Value = Option<SetTime>> {
 }
 
 /// A heal state of ids from `id` and names from `name`.
-pub fn heal_state(
-    id: BoxedStrategy<Id>,
-    name: BoxedStrategy<Vec<u8>>,
-) -> impl Strategy<Value = HealState> {
+pub fn heal_state(id: BoxedStrategy<Id>, name: BoxedStrategy<Vec<u8>>) -> BoxedStrategy<HealState> {
     (
         prop::option::of(attr(id.clone())),
         prop::collection::vec((name.clone(), name.clone()), 0..3),
@@ -471,14 +469,21 @@ pub fn heal_state(
         num64(),
         prop::collection::vec(num32(), 0..3),
     )
-        .prop_map(|(attr, xattrs, symlink, entries, parent, data_len, pending_for)| {
-            HealState { attr, xattrs, symlink, entries, parent, data_len, pending_for }
+        .prop_map(|(attr, xattrs, symlink, entries, parent, data_len, pending_for)| HealState {
+            attr,
+            xattrs,
+            symlink,
+            entries,
+            parent,
+            data_len,
+            pending_for,
         })
+        .boxed()
 }
 
 /// Any op on ids from `id` and names from `name`, with any values (hostile ones often) in
 /// its other fields.
-pub fn op(id: BoxedStrategy<Id>, name: BoxedStrategy<Vec<u8>>) -> impl Strategy<Value = Op> {
+pub fn op(id: BoxedStrategy<Id>, name: BoxedStrategy<Vec<u8>>) -> BoxedStrategy<Op> {
     let (n, i) = (name.clone(), id.clone());
     let name = move || n.clone();
     let id = move || i.clone();
@@ -581,4 +586,5 @@ pub fn op(id: BoxedStrategy<Id>, name: BoxedStrategy<Vec<u8>>) -> impl Strategy<
         )
             .prop_map(|(id, extents)| Op::HealWrite { id, extents }),
     ]
+    .boxed()
 }
