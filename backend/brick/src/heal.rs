@@ -259,6 +259,15 @@ impl Brick {
     /// Kind, size and checksum entries of blocks `[first, first+count)` of `id` (HEAL_SUMS).
     pub(crate) fn heal_sums(&self, id: Id, first: u64, count: u32, from_data: bool) -> R<HealSums> {
         let what = || format!("heal_sums of {id}");
+        // The range comes from a peer: one past the largest file offset is refused before
+        // any arithmetic on it (its byte offsets would overflow).
+        let last = i64::MAX as u64 / csum::BLOCK;
+        if first > last || count as u64 > last - first {
+            return Err(fail(
+                libc::EINVAL,
+                format!("{}: blocks {first}+{count} lie past the largest file offset", what()),
+            ));
+        }
         let st = match self.idx.lstat_index(id) {
             Ok(st) => st,
             Err(e) if not_found(&e) => {
@@ -307,13 +316,30 @@ impl Brick {
     /// punched, checksums kept current. Returns the bytes written.
     pub(crate) fn heal_write(&self, id: Id, extents: &[HealExtent], data: &[u8]) -> R<u64> {
         let what = || format!("heal_write of {id}");
-        let want: u64 = extents.iter().filter(|e| !e.zero).map(|e| e.len).sum();
-        if want != data.len() as u64 {
+        // The extents come from a peer: each must end within the largest file offset (so
+        // no offset arithmetic below overflows), and their data add up to the segment.
+        let max = i64::MAX as u64;
+        if let Some(e) =
+            extents.iter().find(|e| !matches!(e.offset.checked_add(e.len), Some(end) if end <= max))
+        {
+            return Err(fail(
+                libc::EINVAL,
+                format!(
+                    "{}: extent {}+{} ends past the largest file offset",
+                    what(),
+                    e.offset,
+                    e.len
+                ),
+            ));
+        }
+        let want = extents.iter().filter(|e| !e.zero).try_fold(0u64, |n, e| n.checked_add(e.len));
+        let Some(want) = want.filter(|w| *w == data.len() as u64) else {
+            let want = want.map_or("more than 2^64".to_string(), |w| w.to_string());
             return Err(fail(
                 libc::EINVAL,
                 format!("{}: {} data bytes for extents of {want}", what(), data.len()),
             ));
-        }
+        };
         let fd = self.file(id)?;
         let _g = self.stripe_lock(id);
         let f = fd.as_raw_fd();

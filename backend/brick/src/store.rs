@@ -49,6 +49,27 @@ pub(crate) struct Fail {
 
 pub(crate) type R<T> = Result<T, Fail>;
 
+/// Byte ranges come from peers: one that ends past the largest file offset (`i64::MAX`)
+/// is refused before any arithmetic on it (the checksum code adds and multiplies offsets),
+/// with the errno the kernel gives for it: EFBIG for a write, an allocation or a size,
+/// EINVAL for a read or seek offset (a read that only crosses it is cut short there).
+fn check_range(op: &Op, data: &[u8]) -> R<()> {
+    let (off, len, errno) = match op {
+        Op::Write { offset, .. } => (*offset, data.len() as u64, libc::EFBIG),
+        Op::CompareAndWrite { offset, .. } => (*offset, data.len() as u64 / 2, libc::EFBIG),
+        Op::Fallocate { offset, len, .. } => (*offset, *len, libc::EFBIG),
+        Op::SetAttr { set, .. } => (set.size.unwrap_or(0), 0, libc::EFBIG),
+        Op::Read { offset, .. } | Op::Seek { offset, .. } => (*offset, 0, libc::EINVAL),
+        _ => return Ok(()),
+    };
+    match off.checked_add(len) {
+        Some(end) if end <= i64::MAX as u64 => Ok(()),
+        _ => {
+            Err(fail(errno, format!("{} at {off}+{len}: past the largest file offset", op.name())))
+        }
+    }
+}
+
 pub(crate) fn fail(errno: i32, what: impl Into<String>) -> Fail {
     Fail { errno, what: what.into() }
 }
@@ -655,6 +676,7 @@ impl Brick {
 
     fn run(&self, cx: &Cx, op: &Op, data: &[u8]) -> R<(Reply, Bytes)> {
         let unit = |r: R<Reply>| r.map(|r| (r, Bytes::new()));
+        check_range(op, data)?;
         match op {
             Op::Lookup { dir, name } => unit(self.op_lookup(cx, *dir, name)),
             Op::LookupPath { components } => unit(self.op_lookup_path(cx, components)),
@@ -1476,7 +1498,11 @@ impl Brick {
         let f = fd.as_raw_fd();
         let st = sys::fstat(f).ctx(what)?;
         cx.check(f, &st, 4)?;
-        let len = (len as usize).min(64 << 20);
+        // At most what one reply frame carries (a larger one would be refused by the
+        // peer), and not past i64::MAX (`check_range`): a short read, as POSIX allows.
+        let len = (len as usize)
+            .min(cairn_proto::frame::MAX_DATA as usize)
+            .min((i64::MAX as u64).saturating_sub(offset) as usize);
         let size = st.st_size as u64;
         // Checked against the checksums without the stripe lock; a mismatch is re-checked
         // under it (a write may have been between its data and its checksum update), and a
@@ -1505,6 +1531,7 @@ impl Brick {
     /// included): run it with [`Brick::execute`].
     pub fn execute_cached(&self, creds: &Creds, op: &Op) -> Option<(Reply, Bytes)> {
         let Op::Read { id, offset, len } = *op else { return None };
+        check_range(op, &[]).ok()?;
         let fd = self.idx.file_fd_cached(id)?;
         let cx = Cx {
             caller: if creds.uid == 0 { None } else { Some(creds) },

@@ -3,7 +3,7 @@
 //! blocks whose checksums differ and punching holes rather than writing zeros.
 mod common;
 use cairn_brick::{heal_diff, Brick, Exec};
-use cairn_proto::msg::{HealSums, Op, Reply, HEAL_SUMS_MAX};
+use cairn_proto::msg::{HealExtent, HealSums, Op, Reply, HEAL_SUMS_MAX};
 use cairn_proto::{FileType, Id, SetAttr};
 use common::*;
 use std::path::Path;
@@ -233,4 +233,56 @@ fn huge_sparse_file_heals_without_walking_its_holes() {
     assert!(ranges <= 3, "compared {ranges} ranges of entries");
     assert_eq!(read(&dst, id, TIB / 2, 8192).0, vec![0u8; 8192]);
     assert!(allocated(&bad) < 4 << 20, "target allocates {} bytes", allocated(&bad));
+}
+
+/// A range of blocks past the largest file offset, as a hostile or broken peer may ask
+/// for (found by `cairnd/tests/wire_fuzz.rs`: block 2^63 overflowed the byte offset and
+/// panicked the request): refused with EINVAL naming the inode, on a file and on an id
+/// the brick does not hold, and the brick still answers a sane range.
+#[test]
+fn heal_sums_past_the_largest_offset_is_einval() {
+    let (_t, b) = new_brick();
+    let id = create_on(&[&b], "f");
+    write(&b, id, 0, &pattern(1, 3 * BLOCK as usize));
+    let last = i64::MAX as u64 / BLOCK;
+    for target in [id, Id::new_on_set(1)] {
+        for (first, count) in [(1 << 63, 0), (u64::MAX, 1), (last, 1), (last - 5, HEAL_SUMS_MAX)] {
+            for from_data in [true, false] {
+                let op = Op::HealSums { id: target, first, count, from_data };
+                let e = run(&b, &root(), op).unwrap_err();
+                assert_eq!(e.errno.0, libc::EINVAL, "{first}+{count}: {e}");
+                assert!(e.message.contains(&target.to_hex()), "{e}");
+            }
+        }
+    }
+    assert_eq!(sums_of(&b, id, last - 1, 1, true).entries, vec![Some(0)], "the last block");
+    assert_eq!(sums(&b, id, 0, 4).entries.len(), 4);
+}
+
+/// Extents past the largest file offset, or whose lengths add up past 2^64, as a hostile
+/// or broken peer may send them (found by `cairnd/tests/wire_fuzz.rs`: two extents of
+/// 2^63 bytes overflowed the sum of their lengths and panicked the request): refused with
+/// EINVAL naming the inode, the file untouched.
+#[test]
+fn heal_write_past_the_largest_offset_is_einval() {
+    let (_t, b) = new_brick();
+    let id = create_on(&[&b], "f");
+    write(&b, id, 0, &pattern(1, 8192));
+    let ext = |offset, len, zero| HealExtent { offset, len, zero };
+    for extents in [
+        vec![ext(0, 1 << 63, false), ext(0, 1 << 63, false)],
+        vec![ext(0, u64::MAX, false), ext(0, 2, false)],
+        vec![ext(u64::MAX, 4, false)],
+        vec![ext(0, 4, false), ext(u64::MAX - 1, 4096, true)],
+        vec![ext(i64::MAX as u64, 1, true)],
+    ] {
+        let e = run_data(&b, &root(), Op::HealWrite { id, extents: extents.clone() }, b"data")
+            .unwrap_err();
+        assert_eq!(e.errno.0, libc::EINVAL, "{extents:?}: {e}");
+        assert!(e.message.contains(&id.to_hex()), "{e}");
+    }
+    assert_eq!(read(&b, id, 0, 8192).0, pattern(1, 8192), "nothing written");
+    let ok = vec![ext(0, 4, false), ext(4096, 4096, true)];
+    run_data(&b, &root(), Op::HealWrite { id, extents: ok }, b"data").unwrap();
+    assert_eq!(&read(&b, id, 0, 4).0[..], b"data");
 }

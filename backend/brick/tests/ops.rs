@@ -880,3 +880,71 @@ fn open_found_keeps_only_the_inode_of_the_id() {
     b.open_found(Id::ROOT, b"f2", f.id);
     assert_eq!(read(&b, f.id, 0, 100).0, b"f's data");
 }
+
+/// Byte ranges past the largest file offset, as a hostile or broken peer may send them
+/// (found by `cairnd/tests/wire_fuzz.rs`: a write at 2^64 - 17 and a fallocate of
+/// 2^64 - 17 bytes overflowed the checksum arithmetic and panicked the request): refused
+/// with the kernel's errno for them, naming the op, the file untouched; a read that only
+/// crosses that offset is cut short there.
+#[test]
+fn ranges_past_the_largest_offset_are_refused() {
+    let (_t, b) = new_brick();
+    let f = file(&b, Id::ROOT, "f");
+    write(&b, f.id, 0, &pattern(1, 8192));
+    let max = i64::MAX as u64;
+    let big = |offset| Op::Write { id: f.id, offset };
+    for (op, data, want) in [
+        (big(u64::MAX - 16), &b"data"[..], Errno::EFBIG),
+        (big(max - 1), b"data", Errno::EFBIG),
+        (Op::CompareAndWrite { id: f.id, offset: u64::MAX }, b"abab", Errno::EFBIG),
+        (Op::Fallocate { id: f.id, mode: 0, offset: 0, len: u64::MAX - 16 }, b"", Errno::EFBIG),
+        (
+            Op::Fallocate {
+                id: f.id,
+                mode: falloc::PUNCH_HOLE | falloc::KEEP_SIZE,
+                offset: 1,
+                len: max,
+            },
+            b"",
+            Errno::EFBIG,
+        ),
+        (
+            Op::SetAttr { id: f.id, set: SetAttr { size: Some(u64::MAX), ..SetAttr::default() } },
+            b"",
+            Errno::EFBIG,
+        ),
+        (Op::Read { id: f.id, offset: u64::MAX - 16, len: 4096 }, b"", Errno::EINVAL),
+        (Op::Seek { id: f.id, offset: u64::MAX, whence: SeekWhence::Data }, b"", Errno::EINVAL),
+    ] {
+        let what = format!("{op:?}");
+        let e = run_data(&b, &root(), op, data).unwrap_err();
+        assert_eq!(e.errno, want, "{what}: {e}");
+        assert!(e.message.contains("past the largest file offset"), "{e}");
+    }
+    assert_eq!(read(&b, f.id, 0, 8192).0, pattern(1, 8192), "nothing written");
+    assert_eq!(getattr(&b, f.id).unwrap().size, 8192);
+    let (data, eof) = read(&b, f.id, max - 10, 4096);
+    assert!(data.is_empty() && eof, "a read crossing the largest offset is cut there");
+    // The page-cache-only READ path (cairnd tries it first) declines them; `execute`
+    // then refuses them as above.
+    for offset in [max + 1, u64::MAX - 16] {
+        assert!(b.execute_cached(&root(), &Op::Read { id: f.id, offset, len: 2 }).is_none());
+    }
+    assert!(b.execute_cached(&root(), &Op::Read { id: f.id, offset: 0, len: 2 }).is_some());
+}
+
+/// A READ larger than one reply frame carries (found by `cairnd/tests/wire_fuzz.rs`: a
+/// READ of 4 GiB of a file grown past 32 MiB returned 64 MiB, which no peer accepts in
+/// one frame) is a short read of `MAX_DATA` bytes, not at the end of the file.
+#[test]
+fn a_read_is_at_most_one_frame() {
+    let (_t, b) = new_brick();
+    let f = file(&b, Id::ROOT, "big");
+    let max = cairn_proto::frame::MAX_DATA as u64;
+    write(&b, f.id, 2 * max, b"end");
+    let (data, eof) = read(&b, f.id, 0, u32::MAX);
+    assert_eq!(data.len() as u64, max);
+    assert!(!eof, "a short read is not the end of the file");
+    let (data, eof) = read(&b, f.id, 2 * max, u32::MAX);
+    assert_eq!((&data[..], eof), (&b"end"[..], true));
+}

@@ -7,48 +7,12 @@ mod common;
 use bytes::Bytes;
 use cairn_client::{Creds, Errno, Id};
 use cairn_proto::frame::{self, Frame, FrameKind, MAX_DATA, PREFIX_LEN};
-use cairn_proto::msg::{BrickRequest, Hello, Op, PeerKind, Reply, Request, Response};
+use cairn_proto::msg::{BrickRequest, Op, Reply, Request, Response};
 use cairn_proto::PROTOCOL_VERSION;
-use common::Cluster;
+use common::{connect_hello, errors_until_close, hello_frame, still_serving, Cluster};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-
-async fn still_serving(c: &Cluster) {
-    let conn = c.cli().await;
-    let (r, _) = conn.call(Request::Ping, Bytes::new()).await.expect("daemon still answers");
-    assert_eq!(r, Reply::Pong);
-}
-
-/// Read frames until the server closes; return the errors it sent.
-async fn errors_until_close(s: &mut TcpStream) -> Vec<Errno> {
-    let mut out = vec![];
-    loop {
-        match tokio::time::timeout(Duration::from_secs(5), frame::read_frame(s)).await {
-            Ok(Ok(f)) => {
-                if let Ok(Err(e)) = frame::decode::<Response>(&f.header) {
-                    out.push(e.errno);
-                }
-            }
-            Ok(Err(_)) => return out,
-            Err(_) => panic!("server neither answered nor closed the connection"),
-        }
-    }
-}
-
-fn hello_frame(version: u16) -> Frame {
-    let h =
-        Request::Hello(Hello { version, kind: PeerKind::Client, name: "bad".into(), auth: vec![] });
-    Frame::new(FrameKind::Request, 1, frame::encode(&h), Bytes::new())
-}
-
-async fn connect_hello(c: &Cluster) -> TcpStream {
-    let mut s = TcpStream::connect(&c.addr).await.unwrap();
-    frame::write_frame(&mut s, &hello_frame(PROTOCOL_VERSION)).await.unwrap();
-    let f = frame::read_frame(&mut s).await.unwrap();
-    assert!(matches!(frame::decode::<Response>(&f.header).unwrap(), Ok(Reply::Welcome(_))));
-    s
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_traffic_is_refused_and_the_daemon_keeps_serving() {

@@ -15,6 +15,8 @@ pub mod mgmt;
 pub mod msg;
 pub mod outq;
 pub mod rpc;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod types;
 
 pub use error::{Errno, RemoteError};

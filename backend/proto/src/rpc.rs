@@ -439,6 +439,25 @@ fn error_frame(id: u64, errno: Errno, msg: String) -> Frame {
     Frame::new(FrameKind::Response, id, frame::encode(&resp), Bytes::new())
 }
 
+/// The frame answering request `id`. A reply over the frame limits, which the peer would
+/// refuse by closing the connection (failing every call on it), is answered with EMSGSIZE
+/// instead.
+fn reply_frame(id: u64, resp: &Response, data: Bytes) -> Frame {
+    let header = frame::encode(resp);
+    if header.len() > frame::MAX_HEADER as usize || data.len() > frame::MAX_DATA as usize {
+        let msg = format!(
+            "reply too large for a frame: header {} bytes, data {} bytes (limits {} and {})",
+            header.len(),
+            data.len(),
+            frame::MAX_HEADER,
+            frame::MAX_DATA
+        );
+        tracing::warn!(request = id, "{msg}");
+        return error_frame(id, Errno::EMSGSIZE, msg);
+    }
+    Frame::new(FrameKind::Response, id, header, data)
+}
+
 /// Serve one connection until it closes or misbehaves.
 pub async fn serve_connection<S: Service>(stream: TcpStream, peer: SocketAddr, service: Arc<S>) {
     stream.set_nodelay(true).ok();
@@ -478,6 +497,7 @@ pub async fn serve_connection<S: Service>(stream: TcpStream, peer: SocketAddr, s
                 ));
                 drop(tx);
                 writer.finished().await;
+                linger(&mut rd).await;
                 return;
             }
             _ => {
@@ -488,6 +508,7 @@ pub async fn serve_connection<S: Service>(stream: TcpStream, peer: SocketAddr, s
                 ));
                 drop(tx);
                 writer.finished().await;
+                linger(&mut rd).await;
                 return;
             }
         },
@@ -498,6 +519,7 @@ pub async fn serve_connection<S: Service>(stream: TcpStream, peer: SocketAddr, s
             tracing::debug!(%peer, error = %e, "connection rejected before HELLO");
             drop(tx);
             writer.finished().await;
+            linger(&mut rd).await;
             return;
         }
     };
@@ -544,7 +566,7 @@ pub async fn serve_connection<S: Service>(stream: TcpStream, peer: SocketAddr, s
         let id = f.id;
         tokio::spawn(async move {
             let (resp, data) = fut.await;
-            let _ = tx.send(Frame::new(FrameKind::Response, id, frame::encode(&resp), data)).await;
+            let _ = tx.send(reply_frame(id, &resp, data)).await;
         });
     }
     closed.store(true, Ordering::Release);
@@ -553,11 +575,24 @@ pub async fn serve_connection<S: Service>(stream: TcpStream, peer: SocketAddr, s
     drop(session);
     // The write half is shut once every in-flight request task has sent its reply.
     writer.finished().await;
+    linger(&mut rd).await;
+}
+
+/// Longest a server reads on after its write half is shut.
+const LINGER: Duration = Duration::from_secs(2);
+
+/// After the write half is shut: read and drop what the peer still sends, until it closes
+/// (at once for a peer that closed first) or for at most [`LINGER`]. Closing a socket with
+/// unread bytes resets the connection, and a reset can make the peer's kernel discard the
+/// replies and the error frame it has not read yet.
+async fn linger<R: tokio::io::AsyncRead + Unpin>(rd: &mut R) {
+    let _ = tokio::time::timeout(LINGER, tokio::io::copy(rd, &mut tokio::io::sink())).await;
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::frame::{MAX_DATA, MAX_HEADER};
     use crate::outq::QUEUE_LIMIT;
 
     /// Answers HELLO, and PING if `pings`; any other request takes 15 s (longer than
@@ -649,6 +684,113 @@ mod tests {
         ) -> BoxFuture<'static, (Response, Bytes)> {
             Box::pin(async move { (Ok(Reply::Pong), data) })
         }
+    }
+
+    /// Answers `GetMap` with a bulk segment and `Subscribe` with a header each one byte
+    /// over the frame limits, anything else like [`Echo`].
+    struct Oversized;
+
+    impl Service for Oversized {
+        fn welcome(&self, session: u64) -> Welcome {
+            Echo.welcome(session)
+        }
+        fn call(
+            &self,
+            session: Arc<Session>,
+            req: Request,
+            data: Bytes,
+        ) -> BoxFuture<'static, (Response, Bytes)> {
+            match req {
+                Request::GetMap { .. } => Box::pin(async move {
+                    (Ok(Reply::Data { eof: true }), Bytes::from(vec![7; MAX_DATA as usize + 1]))
+                }),
+                Request::Subscribe { .. } => Box::pin(async move {
+                    (Ok(Reply::Bytes(vec![7; MAX_HEADER as usize])), Bytes::new())
+                }),
+                _ => Echo.call(session, req, data),
+            }
+        }
+    }
+
+    /// A reply over the frame limits (found by cairnd's wire fuzz test: a READ of 4 GiB
+    /// from a file past 32 MiB was answered with 64 MiB of data, which the client refused,
+    /// closing the connection) is answered with EMSGSIZE, and the connection goes on.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_reply_over_the_frame_limits_is_emsgsize_and_the_connection_lives() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        tokio::spawn(serve(l, Arc::new(Oversized)));
+        let c = connect(&addr).await;
+        for req in
+            [Request::GetMap { volume: "v".into() }, Request::Subscribe { volume: "v".into() }]
+        {
+            let e = c.call(req.clone(), Bytes::new()).await.unwrap_err();
+            assert_eq!(e.errno, Errno::EMSGSIZE, "{req:?}: {e}");
+            assert!(e.message.contains("reply too large"), "{e}");
+            let (r, back) = c.call(Request::Ping, Bytes::from_static(b"still")).await.unwrap();
+            assert!(matches!(r, Reply::Pong));
+            assert_eq!(&back[..], b"still");
+        }
+    }
+
+    /// A peer that sends a bad frame and more bytes after it, and reads only later, still
+    /// gets the replies sent before and the error frame, then a clean close (found by
+    /// cairnd's wire fuzz test: closing with those bytes unread reset the connection,
+    /// and the peer's kernel discarded replies it had not read yet).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_bad_frame_gets_its_error_and_the_replies_before_it_not_a_reset() {
+        use tokio::io::AsyncWriteExt;
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        tokio::spawn(serve(l, Arc::new(Echo)));
+        let mut s = TcpStream::connect(&addr).await.unwrap();
+        let hello = Request::Hello(Hello {
+            version: PROTOCOL_VERSION,
+            kind: PeerKind::Client,
+            name: "t".into(),
+            auth: vec![],
+        });
+        frame::write_frame(
+            &mut s,
+            &Frame::new(FrameKind::Request, 1, frame::encode(&hello), Bytes::new()),
+        )
+        .await
+        .unwrap();
+        frame::read_frame(&mut s).await.unwrap();
+        let ping = Frame::new(
+            FrameKind::Request,
+            2,
+            frame::encode(&Request::Ping),
+            Bytes::from(vec![5; 8 << 20]),
+        );
+        let mut bytes = ping.encode_prefix().to_vec();
+        bytes.extend_from_slice(&ping.header);
+        bytes.extend_from_slice(&ping.data);
+        // More than the server's read buffer and the socket's take at once: bytes it has
+        // not read when it closes.
+        bytes.extend_from_slice(&[0xee; 4 << 20]);
+        let (mut rd, mut wr) = s.into_split();
+        let sending = tokio::spawn(async move {
+            let _ = wr.write_all(&bytes).await;
+            wr
+        });
+        // The server answers and closes; read only after it did.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let s = &mut rd;
+        // Both, in completion order.
+        let (mut reply, mut error) = (false, false);
+        for _ in 0..2 {
+            let f = frame::read_frame(s).await.expect("the reply and the error frame");
+            match frame::decode::<Response>(&f.header).unwrap() {
+                Ok(Reply::Pong) => reply = f.id == 2 && f.data.len() == 8 << 20,
+                Err(e) => error = e.errno == Errno::EPROTO,
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(reply && error, "reply {reply}, error {error}");
+        let mut wr = sending.await.unwrap();
+        let _ = wr.shutdown().await;
+        assert!(matches!(frame::read_frame(s).await, Err(FrameError::Closed)));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

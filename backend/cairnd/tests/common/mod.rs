@@ -5,14 +5,17 @@
 use bytes::Bytes;
 use cairn_client::{MountOptions, Volume};
 use cairn_config::testing::Etcd;
+use cairn_proto::frame::{self, Frame, FrameKind};
 use cairn_proto::mgmt::{MgmtReply, MgmtRequest, VolumeCreate};
-use cairn_proto::msg::{PeerKind, Reply, Request};
+use cairn_proto::msg::{Hello, PeerKind, Reply, Request, Response};
 use cairn_proto::rpc::Connection;
 use cairn_proto::RemoteError;
+use cairn_proto::{Errno, PROTOCOL_VERSION};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::net::TcpStream;
 
 pub struct Cluster {
     pub etcd: Etcd,
@@ -114,4 +117,41 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         self.kill_daemon();
     }
+}
+
+/// A new CLI connection gets PONG: the daemon still serves.
+pub async fn still_serving(c: &Cluster) {
+    let conn = c.cli().await;
+    let (r, _) = conn.call(Request::Ping, Bytes::new()).await.expect("daemon still answers");
+    assert_eq!(r, Reply::Pong);
+}
+
+/// Read frames until the server closes; return the errors it sent.
+pub async fn errors_until_close(s: &mut TcpStream) -> Vec<Errno> {
+    let mut out = vec![];
+    loop {
+        match tokio::time::timeout(Duration::from_secs(5), frame::read_frame(s)).await {
+            Ok(Ok(f)) => {
+                if let Ok(Err(e)) = frame::decode::<Response>(&f.header) {
+                    out.push(e.errno);
+                }
+            }
+            Ok(Err(_)) => return out,
+            Err(_) => panic!("server neither answered nor closed the connection"),
+        }
+    }
+}
+
+pub fn hello_frame(version: u16) -> Frame {
+    let h =
+        Request::Hello(Hello { version, kind: PeerKind::Client, name: "bad".into(), auth: vec![] });
+    Frame::new(FrameKind::Request, 1, frame::encode(&h), Bytes::new())
+}
+
+pub async fn connect_hello(c: &Cluster) -> TcpStream {
+    let mut s = TcpStream::connect(&c.addr).await.unwrap();
+    frame::write_frame(&mut s, &hello_frame(PROTOCOL_VERSION)).await.unwrap();
+    let f = frame::read_frame(&mut s).await.unwrap();
+    assert!(matches!(frame::decode::<Response>(&f.header).unwrap(), Ok(Reply::Welcome(_))));
+    s
 }
