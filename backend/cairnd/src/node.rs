@@ -51,6 +51,10 @@ pub struct BrickSlot {
 pub struct PeerPool {
     conns: Mutex<HashMap<String, Arc<Connection>>>,
     dialing: tokio::sync::Mutex<()>,
+    /// The address this node advertises, when it is a specific one: connections to the
+    /// other nodes come from it, since they believe a `Daemon` HELLO only from a peer's
+    /// address (`Node::is_member`), also on a host with several addresses.
+    source: Option<IpAddr>,
 }
 
 impl PeerPool {
@@ -66,8 +70,17 @@ impl PeerPool {
                 return Ok(c.clone());
             }
         }
-        let c =
-            Connection::connect(addr, PeerKind::Daemon, me, None, Duration::from_secs(2)).await?;
+        let dial = |from| {
+            Connection::connect_from(addr, from, PeerKind::Daemon, me, None, Duration::from_secs(2))
+        };
+        let c = match self.source {
+            // Not an address of this host (behind NAT, say): from wherever routing says.
+            Some(ip) => match dial(Some(ip)).await {
+                Err(e) if e.errno == Errno(libc::EADDRNOTAVAIL) => dial(None).await?,
+                r => r?,
+            },
+            None => dial(None).await?,
+        };
         self.conns.lock().insert(addr.to_string(), c.clone());
         Ok(c)
     }
@@ -128,6 +141,11 @@ pub struct Node {
 
 impl Node {
     pub fn new(name: String, addr: String, store: Arc<Store>, lease: NodeLease) -> Node {
+        let source = addr
+            .parse::<std::net::SocketAddr>()
+            .ok()
+            .map(|a| a.ip())
+            .filter(|ip| !ip.is_unspecified());
         Node {
             name,
             addr,
@@ -135,7 +153,7 @@ impl Node {
             lease: Mutex::new(Some(Arc::new(lease))),
             bricks: RwLock::default(),
             maps: RwLock::default(),
-            peers: PeerPool::default(),
+            peers: PeerPool { source, ..PeerPool::default() },
             subs: Mutex::default(),
             locks: LockTable::default(),
             leases: Leases::default(),

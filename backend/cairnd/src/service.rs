@@ -24,7 +24,19 @@ async fn dispatch(
     // leases, xattrs, statfs...), forwarded mutations, the map and its subscription.
     match &req {
         Request::Brick(r) => node.admit(&session, &r.volume)?,
-        Request::Replicate(r) => node.admit(&session, &r.volume)?,
+        // Only a chain head forwards mutations: a forged one whose op fails would make
+        // the brick record a missed change and stop serving until healed.
+        Request::Replicate(r) if !node.is_member(&session) => {
+            return Err(RemoteError::new(
+                Errno::EACCES,
+                format!(
+                    "volume {}: client {} is not a node of the cluster; only nodes forward replicated changes",
+                    r.volume,
+                    session.peer.ip().to_canonical()
+                ),
+            ));
+        }
+        Request::Replicate(_) => {}
         Request::GetMap { volume } | Request::Subscribe { volume } => {
             node.admit(&session, volume)?
         }

@@ -114,7 +114,14 @@ async fn all_refused(conn: &Connection, epoch: u64, file: Id) {
         "write",
     );
     // A forwarded mutation, as a chain head would send it.
-    let rep = Request::Replicate(ReplicateRequest {
+    let rep = forward(epoch);
+    let e = conn.call(rep, Bytes::new()).await.expect_err("replicate");
+    assert_eq!(e.errno, Errno::EACCES, "replicate: {e}");
+}
+
+/// A forwarded mutation (what a chain head sends) from `conn`.
+fn forward(epoch: u64) -> Request {
+    Request::Replicate(ReplicateRequest {
         volume: "vol0".into(),
         brick: 0,
         epoch,
@@ -125,8 +132,7 @@ async fn all_refused(conn: &Connection, epoch: u64, file: Id) {
         missed: vec![],
         req: None,
         confirm: false,
-    });
-    assert_refused(conn.call(rep, Bytes::new()).await, "replicate");
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -146,6 +152,19 @@ async fn auth_allow_and_reject_refuse_a_client_by_its_address() {
         r => panic!("subscribe: {r:?}"),
     };
     getattr(&far, epoch).await.unwrap();
+
+    // Allowed to use the volume, but not a node of the cluster: a forwarded mutation is
+    // refused, also when the connection claims to be a daemon, and applies nothing.
+    for kind in [PeerKind::Client, PeerKind::Daemon] {
+        let conn = connect_from(&c, FAR, kind.clone()).await;
+        let e = conn.call(forward(epoch), Bytes::new()).await.expect_err("forward from a client");
+        assert_eq!(e.errno, Errno::EACCES, "{e}");
+        assert_eq!(
+            e.message,
+            "volume vol0: client 127.0.0.2 is not a node of the cluster; only nodes forward replicated changes"
+        );
+    }
+    assert_eq!(near.lookup(&root, Id::ROOT, b"f").await.unwrap().id, file);
 
     // A malformed pattern is refused with the reason, and changes nothing.
     let e = set(&c, "auth.allow", "127.0.0.1,10.0.0.0/33").await.unwrap_err();

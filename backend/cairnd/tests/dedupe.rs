@@ -28,7 +28,8 @@ async fn a_retried_write_is_answered_not_applied_again() {
     let set = &map.sets[0];
     let head = cairn_placement::head(set, f.id).unwrap().index;
     let replica = set.bricks.iter().find(|b| b.index != head).unwrap().index;
-    let conn = c.cli().await;
+    // Forwards are accepted from cluster members only.
+    let conn = c.as_node().await;
     let write = |req: Option<ReqId>, byte: u8| {
         let r = BrickRequest {
             volume: "v".into(),

@@ -1,7 +1,7 @@
 //! Fuzzing a live `cairnd` over its wire protocol: after a proper HELLO, a connection sends
 //! mutated versions of real request frames (every brick op, on a scratch directory and
-//! file this test made, as clients send them, and with `CAIRN_FUZZ_REPLICATE=1` as chain
-//! heads forward them; management calls that name only a scratch volume), several per
+//! file this test made, as clients send them and as chain heads forward them, which a
+//! non-member must not get applied; management calls that name only a scratch volume), several per
 //! connection, pipelined and split across writes at random points. After each case:
 //!
 //! - every frame the daemon could read and decode got an answer, and the connection was
@@ -134,13 +134,10 @@ fn msg(t: &Target) -> BoxedStrategy<Msg> {
         )
             .prop_map(|(op, data)| Msg::Op(op, data)),
     ];
-    // Forged forwards only on request: until peers authenticate (docs/wire-protocol.md,
-    // "Not yet"), a `Replicate` whose op fails on the brick marks it as having missed a
-    // mutation, and it stops serving clients until healed; so the sentinel cannot stay
-    // readable.
-    if std::env::var_os("CAIRN_FUZZ_REPLICATE").is_none() {
-        return client.boxed();
-    }
+    // Forged forwards: this connection is not a cluster member (it says `Cli`), so each
+    // must be refused (docs/wire-protocol.md, "Access control"). Applied, one whose op
+    // fails would mark the brick as having missed a mutation and stop it serving until
+    // healed, and the sentinel would not stay readable.
     prop_oneof![
         3 => client,
         1 => (

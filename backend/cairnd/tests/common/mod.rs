@@ -80,6 +80,14 @@ impl Cluster {
             .unwrap()
     }
 
+    /// A connection as another node of the cluster would make (from 127.0.0.1, the
+    /// node's own address: a member).
+    pub async fn as_node(&self) -> Arc<Connection> {
+        Connection::connect(&self.addr, PeerKind::Daemon, "test-node", None, Duration::from_secs(5))
+            .await
+            .unwrap()
+    }
+
     pub async fn mgmt(&self, req: MgmtRequest) -> Result<MgmtReply, RemoteError> {
         match self.cli().await.call(Request::Mgmt(req), Bytes::new()).await? {
             (Reply::Mgmt(m), _) => Ok(m),
