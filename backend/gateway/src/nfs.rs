@@ -78,7 +78,7 @@ impl NfsExport {
         if self.export_id == 0 {
             return Err("export id 0 is Ganesha's pseudo-fs root; use 1 to 65535".into());
         }
-        crate::split_volume_path(&format!("{}{}", self.volume, self.subdir))?;
+        crate::check_volume_subdir(&self.volume, &self.subdir)?;
         check_pseudo(&self.pseudo)?;
         if self.clients.is_empty() {
             return Err("no clients: give --clients SPEC (e.g. '*' or 10.0.0.0/24)".into());
@@ -446,6 +446,14 @@ mod tests {
             let mut e = export();
             e.pseudo = bad.into();
             assert!(e.validate().is_err(), "{bad}");
+        }
+        // the volume goes into the block bare: text after a '/' in it was not checked
+        for (vol, sub) in [("vol0/x; } EXPORT { Export_Id = 9", "/"), ("", "vol0"), ("vol0", "rel")]
+        {
+            let mut e = export();
+            e.volume = vol.into();
+            e.subdir = sub.into();
+            assert!(e.validate().is_err(), "{vol:?} {sub:?}");
         }
         let mut e = export();
         e.protocols = vec![2];

@@ -70,7 +70,7 @@ pub fn parse_users(spec: &str) -> Result<Vec<String>, String> {
 impl SmbShare {
     pub fn validate(&self) -> Result<(), String> {
         check_name(&self.name)?;
-        crate::split_volume_path(&format!("{}{}", self.volume, self.subdir))?;
+        crate::check_volume_subdir(&self.volume, &self.subdir)?;
         for u in &self.users {
             check_user(u)?;
         }
@@ -286,6 +286,12 @@ mod tests {
         assert_eq!(parse_users("alice, @staff bob").unwrap(), ["alice", "@staff", "bob"]);
         assert!(parse_users("a;b").is_err());
         assert!(parse_users("@").is_err());
+        for (vol, sub) in [("vol0/x\n[other]", "/"), ("", "vol0"), ("vol0", "rel")] {
+            let mut s = share();
+            s.volume = vol.into();
+            s.subdir = sub.into();
+            assert!(s.validate().is_err(), "{vol:?} {sub:?}");
+        }
         let mut s = share();
         s.comment = "two\nlines".into();
         assert!(s.validate().is_err());
