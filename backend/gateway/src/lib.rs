@@ -52,9 +52,12 @@ pub fn split_volume_path(spec: &str) -> Result<(String, String), String> {
         match p {
             "" | "." => {}
             ".." => return Err(format!("'{spec}': '..' is not allowed in a subdirectory")),
-            p if p.chars().any(|c| c.is_control() || c == '"') => {
+            // '\' escapes the next character in Ganesha's quoted strings and continues
+            // the line in smb.conf
+            p if p.chars().any(|c| c.is_control() || c == '"' || c == '\\') => {
                 return Err(format!(
-                    "'{spec}': subdirectory names may not contain quotes or control characters"
+                    "'{spec}': subdirectory names may not contain quotes, backslashes or \
+                     control characters"
                 ))
             }
             p => parts.push(p),
@@ -101,6 +104,7 @@ mod tests {
         assert!(split_volume_path("/a").unwrap_err().contains("invalid volume name"));
         assert!(split_volume_path("v ol").is_err());
         assert!(split_volume_path("vol0/a\"b").is_err());
+        assert!(split_volume_path("vol0/a\\").is_err());
     }
 
     #[test]

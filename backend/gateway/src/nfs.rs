@@ -146,11 +146,11 @@ fn check_pseudo(p: &str) -> Result<(), String> {
     }
     if p.len() > 1024
         || p.split('/').skip(1).any(|c| c.is_empty() || c == "." || c == "..")
-        || p.chars().any(|c| c.is_control() || c == '"' || c.is_whitespace())
+        || p.chars().any(|c| c.is_control() || c == '"' || c == '\\' || c.is_whitespace())
     {
         return Err(format!(
             "invalid pseudo path '{p}': components must be non-empty, not . or .., without \
-             quotes or whitespace"
+             quotes, backslashes or whitespace"
         ));
     }
     Ok(())
@@ -442,12 +442,16 @@ mod tests {
         let mut e = export();
         e.export_id = 0;
         assert!(e.validate().unwrap_err().contains("pseudo-fs root"));
-        for bad in ["rel", "/", "/a//b", "/a/../b", "/a b", "/a\"b"] {
+        for bad in ["rel", "/", "/a//b", "/a/../b", "/a b", "/a\"b", "/a\\"] {
             let mut e = export();
             e.pseudo = bad.into();
             assert!(e.validate().is_err(), "{bad}");
         }
         // the volume goes into the block bare: text after a '/' in it was not checked
+        // a trailing '\' escaped the closing quote of Path = "..."
+        let mut e = export();
+        e.subdir = "/a\\".into();
+        assert!(e.validate().is_err());
         for (vol, sub) in [("vol0/x; } EXPORT { Export_Id = 9", "/"), ("", "vol0"), ("vol0", "rel")]
         {
             let mut e = export();

@@ -48,7 +48,10 @@ pub fn check_name(name: &str) -> Result<(), String> {
 /// One `--users` entry: a user name (`DOMAIN\\user` allowed) or `@group` / `+group`.
 pub fn check_user(u: &str) -> Result<(), String> {
     let bare = u.trim_start_matches(['@', '+', '&']);
+    // '\' only between a domain and a user: at the end it would continue the smb.conf line
     if bare.is_empty()
+        || bare.starts_with('\\')
+        || bare.ends_with('\\')
         || bare.len() > 256
         || bare.chars().any(|c| c.is_control() || c.is_whitespace() || ",;\"=[]".contains(c))
     {
@@ -76,6 +79,10 @@ impl SmbShare {
         }
         if self.comment.chars().any(|c| c.is_control()) || self.comment.len() > 256 {
             return Err("the comment must be one line of at most 256 characters".into());
+        }
+        // smb.conf continues a line that ends with '\' (or '\ ') onto the next one
+        if self.comment.trim_end().ends_with('\\') {
+            return Err(format!("invalid comment '{}': it must not end with '\\'", self.comment));
         }
         Ok(())
     }
@@ -286,6 +293,15 @@ mod tests {
         assert_eq!(parse_users("alice, @staff bob").unwrap(), ["alice", "@staff", "bob"]);
         assert!(parse_users("a;b").is_err());
         assert!(parse_users("@").is_err());
+        // a trailing '\' continued the `valid users` line onto `vfs objects`
+        assert!(parse_users("DOM\\bob").is_ok());
+        assert!(parse_users("bob\\").is_err());
+        for (comment, subdir) in [("x\\", "/"), ("x\\ ", "/"), ("", "/a\\")] {
+            let mut s = share();
+            s.comment = comment.into();
+            s.subdir = subdir.into();
+            assert!(s.validate().is_err(), "{comment:?} {subdir:?}");
+        }
         for (vol, sub) in [("vol0/x\n[other]", "/"), ("", "vol0"), ("vol0", "rel")] {
             let mut s = share();
             s.volume = vol.into();
