@@ -39,6 +39,10 @@ pub fn check_name(name: &str) -> Result<(), String> {
     if name.starts_with(' ') || name.ends_with(' ') {
         return Err(format!("invalid share name '{name}': leading or trailing space"));
     }
+    // smb.conf's reader makes a run of spaces one: "a  b" would be share "a b"
+    if name.contains("  ") {
+        return Err(format!("invalid share name '{name}': two spaces in a row"));
+    }
     if RESERVED.iter().any(|r| r.eq_ignore_ascii_case(name)) {
         return Err(format!("invalid share name '{name}': reserved by Samba"));
     }
@@ -74,6 +78,15 @@ impl SmbShare {
     pub fn validate(&self) -> Result<(), String> {
         check_name(&self.name)?;
         crate::check_volume_subdir(&self.volume, &self.subdir)?;
+        // smb.conf's reader makes a run of spaces one and trims the value's end, and smbd
+        // expands %U, %m, ... in a share's path: any of these would serve another directory
+        if self.subdir.contains("  ") || self.subdir.ends_with(' ') || self.subdir.contains('%') {
+            return Err(format!(
+                "invalid subdirectory '{}' for an SMB share: no '%', no two spaces in a row, \
+                 no space at the end",
+                self.subdir
+            ));
+        }
         for u in &self.users {
             check_user(u)?;
         }
@@ -296,7 +309,10 @@ mod tests {
         // a trailing '\' continued the `valid users` line onto `vfs objects`
         assert!(parse_users("DOM\\bob").is_ok());
         assert!(parse_users("bob\\").is_err());
-        for (comment, subdir) in [("x\\", "/"), ("x\\ ", "/"), ("", "/a\\")] {
+        assert!(check_name("a  b").is_err());
+        for (comment, subdir) in
+            [("", "/a "), ("", "/a  b"), ("", "/%U"), ("x\\", "/"), ("x\\ ", "/"), ("", "/a\\")]
+        {
             let mut s = share();
             s.comment = comment.into();
             s.subdir = subdir.into();
