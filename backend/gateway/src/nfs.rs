@@ -119,7 +119,7 @@ impl NfsExport {
              \x20   }}\n\
              \x20   FSAL {{\n\
              \x20       Name = CAIRN;\n\
-             \x20       Volume = {volume};\n\
+             \x20       Volume = \"{volume}\";\n\
              \x20       Servers = \"{servers}\";\n\
              \x20   }}\n\
              }}\n",
@@ -452,12 +452,18 @@ mod tests {
             "Clients = 10.0.0.0/24, host1.example.com, *;",
             "Access_Type = RO;",
             "Name = CAIRN;",
-            "Volume = vol0;",
+            "Volume = \"vol0\";",
             "Servers = \"10.0.0.1:7420,10.0.0.2:7420\";",
         ] {
             assert!(b.contains(want), "missing {want:?} in\n{b}");
         }
         assert_eq!(b.matches('{').count(), b.matches('}').count());
+        // volume names may start with a digit or '-', which Ganesha's lexer reads as a
+        // number or an operator: the name is quoted (found by the render fuzz tests)
+        let mut e = export();
+        e.volume = "1vol".into();
+        assert!(e.validate().is_ok());
+        assert!(e.render(&[]).contains("Volume = \"1vol\";"));
     }
 
     #[test]
