@@ -200,7 +200,9 @@ pub fn parse(argv: &[String], is_root: bool) -> Result<Args, String> {
         }
     }
     args.kernel_flags.retain(|f| f != "rw");
-    args.servers.dedup();
+    // each address once, the source's first (Vec::dedup drops only adjacent repeats)
+    let mut seen = std::collections::HashSet::new();
+    args.servers.retain(|s| seen.insert(s.clone()));
     Ok(args)
 }
 
@@ -271,6 +273,14 @@ mod tests {
         assert!(parse_source(":/vol").is_err());
         assert!(parse_source("srv:/").is_err());
         assert!(parse_source("srv:99999:/v").is_err());
+    }
+
+    #[test]
+    fn servers_listed_once() {
+        // found by the fuzz tests below: `servers=` repeating the source's address, or one
+        // address twice apart, kept the repeat
+        let a = p(&["a:1:/v", "/m", "-o", "servers=a:2,a:1,a:2,b:3"], false).unwrap();
+        assert_eq!(a.servers, ["a:1", "a:2", "b:3"]);
     }
 
     #[test]
