@@ -308,6 +308,13 @@ impl IscsiLun {
         if self.volume.contains('/') {
             return Err(format!("invalid volume name '{}'", self.volume));
         }
+        // the handler's config string cannot start with '-' (iscsi/cairn_cfg.h)
+        if self.volume.starts_with('-') {
+            return Err(format!(
+                "volume '{}': the iSCSI handler takes no volume name starting with '-'",
+                self.volume
+            ));
+        }
         if check_path(&self.path)? != self.path {
             return Err(format!("backing file path '{}' must not start with '/'", self.path));
         }
@@ -983,6 +990,11 @@ mod tests {
     fn validation() {
         assert!(lun("db").validate().is_ok());
         assert!(target().validate().is_ok());
+        // a cluster volume may start with '-', the handler's config string may not (found
+        // by the render fuzz tests)
+        let mut l = lun("db");
+        l.volume = "-vol".into();
+        assert!(l.validate().unwrap_err().contains("starting with '-'"));
         let mut t = target();
         t.acls.push(Acl {
             initiator: "iqn.2024-01.io.cairn:c2".into(),

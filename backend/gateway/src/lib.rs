@@ -52,15 +52,36 @@ pub fn split_volume_path(spec: &str) -> Result<(String, String), String> {
         match p {
             "" | "." => {}
             ".." => return Err(format!("'{spec}': '..' is not allowed in a subdirectory")),
-            p if p.chars().any(|c| c.is_control() || c == '"') => {
+            // '\' escapes the next character in Ganesha's quoted strings and continues
+            // the line in smb.conf
+            p if p.chars().any(|c| c.is_control() || c == '"' || c == '\\') => {
                 return Err(format!(
-                    "'{spec}': subdirectory names may not contain quotes or control characters"
+                    "'{spec}': subdirectory names may not contain quotes, backslashes or \
+                     control characters"
                 ))
             }
             p => parts.push(p),
         }
     }
     Ok((vol.to_string(), format!("/{}", parts.join("/"))))
+}
+
+/// A stored `volume` and `subdir` pair (as [`split_volume_path`] makes them): the volume a
+/// name alone, the subdirectory absolute and in normal form. Both go into rendered configs,
+/// so a document edited by hand must not smuggle text through either.
+pub fn check_volume_subdir(volume: &str, subdir: &str) -> Result<(), String> {
+    if volume.contains('/') {
+        return Err(format!("invalid volume name '{volume}': a volume name has no '/'"));
+    }
+    split_volume_path(volume)?;
+    let (_, normal) = split_volume_path(&format!("{volume}{subdir}"))?;
+    if !subdir.starts_with('/') || normal != subdir {
+        return Err(format!(
+            "invalid subdirectory '{subdir}' of volume {volume}: it must be absolute, without \
+             empty or '.' components or a trailing '/' (e.g. {normal})"
+        ));
+    }
+    Ok(())
 }
 
 /// Write `content` to `path` atomically (temp file in the same directory, then rename).
@@ -83,5 +104,19 @@ mod tests {
         assert!(split_volume_path("/a").unwrap_err().contains("invalid volume name"));
         assert!(split_volume_path("v ol").is_err());
         assert!(split_volume_path("vol0/a\"b").is_err());
+        assert!(split_volume_path("vol0/a\\").is_err());
+    }
+
+    #[test]
+    fn stored_volume_and_subdir() {
+        assert!(check_volume_subdir("vol0", "/").is_ok());
+        assert!(check_volume_subdir("vol0", "/a/b").is_ok());
+        // what the render fuzz tests found: the pair was checked as one string, so text
+        // after a '/' in the volume, or a relative subdir, got through
+        for (v, d) in
+            [("vol0/a; }", "/"), ("", "vol0"), ("vol", "0"), ("vol0", "/a/"), ("vol0", "//a")]
+        {
+            assert!(check_volume_subdir(v, d).is_err(), "{v:?} {d:?}");
+        }
     }
 }

@@ -78,7 +78,7 @@ impl NfsExport {
         if self.export_id == 0 {
             return Err("export id 0 is Ganesha's pseudo-fs root; use 1 to 65535".into());
         }
-        crate::split_volume_path(&format!("{}{}", self.volume, self.subdir))?;
+        crate::check_volume_subdir(&self.volume, &self.subdir)?;
         check_pseudo(&self.pseudo)?;
         if self.clients.is_empty() {
             return Err("no clients: give --clients SPEC (e.g. '*' or 10.0.0.0/24)".into());
@@ -119,7 +119,7 @@ impl NfsExport {
              \x20   }}\n\
              \x20   FSAL {{\n\
              \x20       Name = CAIRN;\n\
-             \x20       Volume = {volume};\n\
+             \x20       Volume = \"{volume}\";\n\
              \x20       Servers = \"{servers}\";\n\
              \x20   }}\n\
              }}\n",
@@ -146,26 +146,35 @@ fn check_pseudo(p: &str) -> Result<(), String> {
     }
     if p.len() > 1024
         || p.split('/').skip(1).any(|c| c.is_empty() || c == "." || c == "..")
-        || p.chars().any(|c| c.is_control() || c == '"' || c.is_whitespace())
+        || p.chars().any(|c| c.is_control() || c == '"' || c == '\\' || c.is_whitespace())
     {
         return Err(format!(
             "invalid pseudo path '{p}': components must be non-empty, not . or .., without \
-             quotes or whitespace"
+             quotes, backslashes or whitespace"
         ));
     }
     Ok(())
 }
 
 /// One `--clients` entry: `*`, an IPv4/IPv6 address, a CIDR network, a host name
-/// (wildcards `*` and `?` allowed, as in exports(5)), or `@netgroup`.
+/// (wildcards `*` and `?` allowed, as in exports(5)), or `@netgroup`. Clients go into the
+/// EXPORT block as bare terms, so each must be one term to Ganesha's lexer
+/// (src/config_parsing/conf_lex.l): a prefix length of 1 to 99 without leading zeros, a
+/// netgroup or host name starting with a letter or '_' (a name with a wildcard may start
+/// with a digit: `10.0.0.*`), and not one of its boolean words.
 pub fn check_client(c: &str) -> Result<(), String> {
     let bad = |why: &str| Err(format!("invalid client '{c}': {why}"));
     if c == "*" {
         return Ok(());
     }
     if let Some(g) = c.strip_prefix('@') {
-        if g.is_empty() || !g.chars().all(|ch| ch.is_ascii_alphanumeric() || "._-".contains(ch)) {
-            return bad("netgroup names are letters, digits, '.', '_' and '-'");
+        if !g.starts_with(|ch: char| ch.is_ascii_alphabetic() || ch == '_')
+            || !g.chars().all(|ch| ch.is_ascii_alphanumeric() || "._-".contains(ch))
+        {
+            return bad(
+                "netgroup names start with a letter or '_' and hold letters, digits, '.', '_' \
+                 and '-'",
+            );
         }
         return Ok(());
     }
@@ -175,19 +184,34 @@ pub fn check_client(c: &str) -> Result<(), String> {
             Ok(std::net::IpAddr::V6(_)) => 128,
             Err(_) => return bad("a network is ADDRESS/PREFIXLEN, e.g. 10.0.0.0/24"),
         };
-        match len.parse::<u8>() {
-            Ok(l) if l <= max => return Ok(()),
-            _ => return bad(&format!("prefix length must be 0 to {max}")),
+        if len == "0" {
+            return bad("a /0 network is every client: write '*'");
         }
+        let canonical = len.bytes().all(|b| b.is_ascii_digit()) && !len.starts_with('0');
+        return match len.parse::<u8>() {
+            Ok(l) if canonical && l <= max && l <= 99 => Ok(()),
+            Ok(l) if canonical && l <= max => {
+                bad("Ganesha reads prefix lengths of at most two digits (1 to 99)")
+            }
+            _ => bad(&format!("prefix length must be 1 to {max}")),
+        };
     }
     if c.parse::<std::net::IpAddr>().is_ok() {
         return Ok(());
     }
     if c.len() > 253
         || c.starts_with(['.', '-'])
-        || !c.chars().all(|ch| ch.is_ascii_alphanumeric() || ".-*?".contains(ch))
+        || !c.chars().all(|ch| ch.is_ascii_alphanumeric() || ".-_*?".contains(ch))
     {
         return bad("expected '*', an address, ADDRESS/PREFIXLEN, a host name or @netgroup");
+    }
+    if !c.starts_with(|ch: char| ch.is_ascii_alphabetic() || ch == '_') && !c.contains(['*', '?']) {
+        return bad(
+            "a host name must start with a letter (Ganesha reads a leading digit as a number)",
+        );
+    }
+    if ["yes", "true", "on", "no", "false", "off"].iter().any(|w| w.eq_ignore_ascii_case(c)) {
+        return bad("Ganesha reads this word as a boolean, not a host name");
     }
     Ok(())
 }
@@ -428,12 +452,18 @@ mod tests {
             "Clients = 10.0.0.0/24, host1.example.com, *;",
             "Access_Type = RO;",
             "Name = CAIRN;",
-            "Volume = vol0;",
+            "Volume = \"vol0\";",
             "Servers = \"10.0.0.1:7420,10.0.0.2:7420\";",
         ] {
             assert!(b.contains(want), "missing {want:?} in\n{b}");
         }
         assert_eq!(b.matches('{').count(), b.matches('}').count());
+        // volume names may start with a digit or '-', which Ganesha's lexer reads as a
+        // number or an operator: the name is quoted (found by the render fuzz tests)
+        let mut e = export();
+        e.volume = "1vol".into();
+        assert!(e.validate().is_ok());
+        assert!(e.render(&[]).contains("Volume = \"1vol\";"));
     }
 
     #[test]
@@ -442,10 +472,22 @@ mod tests {
         let mut e = export();
         e.export_id = 0;
         assert!(e.validate().unwrap_err().contains("pseudo-fs root"));
-        for bad in ["rel", "/", "/a//b", "/a/../b", "/a b", "/a\"b"] {
+        for bad in ["rel", "/", "/a//b", "/a/../b", "/a b", "/a\"b", "/a\\"] {
             let mut e = export();
             e.pseudo = bad.into();
             assert!(e.validate().is_err(), "{bad}");
+        }
+        // the volume goes into the block bare: text after a '/' in it was not checked
+        // a trailing '\' escaped the closing quote of Path = "..."
+        let mut e = export();
+        e.subdir = "/a\\".into();
+        assert!(e.validate().is_err());
+        for (vol, sub) in [("vol0/x; } EXPORT { Export_Id = 9", "/"), ("", "vol0"), ("vol0", "rel")]
+        {
+            let mut e = export();
+            e.volume = vol.into();
+            e.subdir = sub.into();
+            assert!(e.validate().is_err(), "{vol:?} {sub:?}");
         }
         let mut e = export();
         e.protocols = vec![2];
@@ -463,6 +505,23 @@ mod tests {
             assert!(check_client(ok).is_ok(), "{ok}");
         }
         for bad in ["10.0.0.0/33", "10.0.0/8", "a b", "-x", "@", "x;y", "host/abc", "\"q\""] {
+            assert!(check_client(bad).is_err(), "{bad}");
+        }
+        // what the render fuzz tests found: entries Ganesha's lexer splits into two terms
+        // (a number and a name, an address and a path) or reads as a boolean
+        for ok in ["10.0.0.*", "fd00::/99", "_h", "node_1.lan", "?x"] {
+            assert!(check_client(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "0",
+            "1host.lan",
+            "10.0.0.0/0",
+            "10.0.0.0/08",
+            "10.0.0.0/+8",
+            "fd00::/120",
+            "@1x",
+            "on",
+        ] {
             assert!(check_client(bad).is_err(), "{bad}");
         }
         assert_eq!(parse_clients("1.2.3.4, 10.0.0.0/8 *").unwrap(), ["1.2.3.4", "10.0.0.0/8", "*"]);

@@ -39,6 +39,10 @@ pub fn check_name(name: &str) -> Result<(), String> {
     if name.starts_with(' ') || name.ends_with(' ') {
         return Err(format!("invalid share name '{name}': leading or trailing space"));
     }
+    // smb.conf's reader makes a run of spaces one: "a  b" would be share "a b"
+    if name.contains("  ") {
+        return Err(format!("invalid share name '{name}': two spaces in a row"));
+    }
     if RESERVED.iter().any(|r| r.eq_ignore_ascii_case(name)) {
         return Err(format!("invalid share name '{name}': reserved by Samba"));
     }
@@ -48,7 +52,10 @@ pub fn check_name(name: &str) -> Result<(), String> {
 /// One `--users` entry: a user name (`DOMAIN\\user` allowed) or `@group` / `+group`.
 pub fn check_user(u: &str) -> Result<(), String> {
     let bare = u.trim_start_matches(['@', '+', '&']);
+    // '\' only between a domain and a user: at the end it would continue the smb.conf line
     if bare.is_empty()
+        || bare.starts_with('\\')
+        || bare.ends_with('\\')
         || bare.len() > 256
         || bare.chars().any(|c| c.is_control() || c.is_whitespace() || ",;\"=[]".contains(c))
     {
@@ -70,12 +77,25 @@ pub fn parse_users(spec: &str) -> Result<Vec<String>, String> {
 impl SmbShare {
     pub fn validate(&self) -> Result<(), String> {
         check_name(&self.name)?;
-        crate::split_volume_path(&format!("{}{}", self.volume, self.subdir))?;
+        crate::check_volume_subdir(&self.volume, &self.subdir)?;
+        // smb.conf's reader makes a run of spaces one and trims the value's end, and smbd
+        // expands %U, %m, ... in a share's path: any of these would serve another directory
+        if self.subdir.contains("  ") || self.subdir.ends_with(' ') || self.subdir.contains('%') {
+            return Err(format!(
+                "invalid subdirectory '{}' for an SMB share: no '%', no two spaces in a row, \
+                 no space at the end",
+                self.subdir
+            ));
+        }
         for u in &self.users {
             check_user(u)?;
         }
         if self.comment.chars().any(|c| c.is_control()) || self.comment.len() > 256 {
             return Err("the comment must be one line of at most 256 characters".into());
+        }
+        // smb.conf continues a line that ends with '\' (or '\ ') onto the next one
+        if self.comment.trim_end().ends_with('\\') {
+            return Err(format!("invalid comment '{}': it must not end with '\\'", self.comment));
         }
         Ok(())
     }
@@ -286,6 +306,24 @@ mod tests {
         assert_eq!(parse_users("alice, @staff bob").unwrap(), ["alice", "@staff", "bob"]);
         assert!(parse_users("a;b").is_err());
         assert!(parse_users("@").is_err());
+        // a trailing '\' continued the `valid users` line onto `vfs objects`
+        assert!(parse_users("DOM\\bob").is_ok());
+        assert!(parse_users("bob\\").is_err());
+        assert!(check_name("a  b").is_err());
+        for (comment, subdir) in
+            [("", "/a "), ("", "/a  b"), ("", "/%U"), ("x\\", "/"), ("x\\ ", "/"), ("", "/a\\")]
+        {
+            let mut s = share();
+            s.comment = comment.into();
+            s.subdir = subdir.into();
+            assert!(s.validate().is_err(), "{comment:?} {subdir:?}");
+        }
+        for (vol, sub) in [("vol0/x\n[other]", "/"), ("", "vol0"), ("vol0", "rel")] {
+            let mut s = share();
+            s.volume = vol.into();
+            s.subdir = sub.into();
+            assert!(s.validate().is_err(), "{vol:?} {sub:?}");
+        }
         let mut s = share();
         s.comment = "two\nlines".into();
         assert!(s.validate().is_err());

@@ -200,7 +200,9 @@ pub fn parse(argv: &[String], is_root: bool) -> Result<Args, String> {
         }
     }
     args.kernel_flags.retain(|f| f != "rw");
-    args.servers.dedup();
+    // each address once, the source's first (Vec::dedup drops only adjacent repeats)
+    let mut seen = std::collections::HashSet::new();
+    args.servers.retain(|s| seen.insert(s.clone()));
     Ok(args)
 }
 
@@ -274,6 +276,14 @@ mod tests {
     }
 
     #[test]
+    fn servers_listed_once() {
+        // found by the fuzz tests below: `servers=` repeating the source's address, or one
+        // address twice apart, kept the repeat
+        let a = p(&["a:1:/v", "/m", "-o", "servers=a:2,a:1,a:2,b:3"], false).unwrap();
+        assert_eq!(a.servers, ["a:1", "a:2", "b:3"]);
+    }
+
+    #[test]
     fn options() {
         let a = p(
             &[
@@ -344,5 +354,160 @@ mod tests {
             }
         }
         std::env::remove_var(name);
+    }
+}
+
+/// Property tests ("fuzzing") of the command line: any argv gives `Args` or a message,
+/// never a panic; an argv made from chosen options parses back to them. Default 1024
+/// cases each (under a second); `PROPTEST_CASES=100000 cargo test -p cairn-mount fuzz` for
+/// long runs.
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn config() -> ProptestConfig {
+        let mut c = ProptestConfig { failure_persistence: None, ..ProptestConfig::default() };
+        if std::env::var_os("PROPTEST_CASES").is_none() {
+            c.cases = 1024;
+        }
+        c
+    }
+
+    /// Words of the grammar, odd bytes, and random text, glued by `,` `=` `:` `/`.
+    fn token() -> impl Strategy<Value = String> {
+        let word = prop::sample::select(
+            &[
+                "-o",
+                "-f",
+                "-n",
+                "-s",
+                "-v",
+                "-h",
+                "-",
+                "--",
+                "-x",
+                "ro",
+                "rw",
+                "servers",
+                "=",
+                ",",
+                ":",
+                ":/",
+                "/",
+                "[",
+                "]",
+                "::1",
+                "h",
+                "7420",
+                "99999",
+                "0",
+                "-1",
+                "NaN",
+                "inf",
+                "1e400",
+                "attr_timeout",
+                "entry_timeout",
+                "quick_read",
+                "log_file",
+                "nowb",
+                "debug",
+                "x-systemd",
+                "\0",
+                "é",
+                "\n",
+                " ",
+            ][..],
+        );
+        prop::collection::vec(prop_oneof![4 => word.prop_map(String::from), 1 => ".{0,8}"], 1..5)
+            .prop_map(|v| v.concat())
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        #[test]
+        fn any_argv_parses_or_says_why(argv in prop::collection::vec(token(), 0..6), root in any::<bool>()) {
+            match parse(&argv, root) {
+                Ok(a) => {
+                    let mut seen = std::collections::BTreeSet::new();
+                    prop_assert!(a.servers.iter().all(|s| seen.insert(s)), "servers repeat: {:?}", a.servers);
+                    prop_assert!(!a.volume.is_empty());
+                }
+                Err(m) => prop_assert!(!m.trim().is_empty()),
+            }
+        }
+
+        #[test]
+        fn source_round_trips(src in token()) {
+            match parse_source(&src) {
+                Ok((server, vol, sub)) => {
+                    let again = format!("{server}:/{vol}/{sub}");
+                    prop_assert_eq!(parse_source(&again), Ok((server, vol, sub)));
+                }
+                Err(m) => prop_assert!(m.contains(&src) || m.contains("server")),
+            }
+        }
+
+        #[test]
+        fn chosen_options_parse_back(
+            host in "[a-c]|[a-z][a-z0-9.-]{0,10}|\\[::1\\]|10\\.0\\.0\\.[0-9]{1,2}",
+            port in prop_oneof![1u16..4, 1u16..],
+            vol in "[a-zA-Z0-9_-]{1,12}",
+            sub in prop::collection::vec("[a-z0-9 ._-]{1,6}", 0..3),
+            more in prop::collection::vec(("[a-c]", 1u16..4), 0..4),
+            (ro, nowb, wbc, dbg) in (any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>()),
+            attr_ms in 0u64..86_400_000,
+            quick in 0u32..=(1 << 20),
+        ) {
+            let sub = sub.into_iter().filter(|c| c.trim_matches('/') == c && c != "." && c != "..").collect::<Vec<_>>().join("/");
+            let src = format!("{host}:{port}:/{vol}/{sub}");
+            let mut opts = vec![format!("attr_timeout={}", attr_ms as f64 / 1000.0), format!("quick_read={quick}")];
+            if !more.is_empty() {
+                opts.push(format!("servers={}", more.iter().map(|(h, p)| format!("{h}:{p}")).collect::<Vec<_>>().join(",")));
+            }
+            for (on, o) in [(ro, "ro"), (nowb, "nowb"), (wbc, "no_writeback_cache"), (dbg, "debug")] {
+                if on {
+                    opts.push(o.into());
+                }
+            }
+            let argv = vec![src.clone(), "/mnt/x".into(), "-o".into(), opts.join(",")];
+            let a = parse(&argv, false).map_err(TestCaseError::fail)?;
+            prop_assert_eq!(&a.source, &src);
+            prop_assert_eq!(&a.volume, &vol);
+            prop_assert_eq!(&a.subdir, &sub);
+            prop_assert_eq!(&a.servers[0], &format!("{host}:{port}"));
+            let mut seen = std::collections::BTreeSet::new();
+            prop_assert!(a.servers.iter().all(|s| seen.insert(s)), "servers repeat: {:?}", a.servers);
+            for (h, p) in &more {
+                let want = format!("{h}:{p}");
+                prop_assert!(a.servers.contains(&want), "{:?} lacks {}", a.servers, want);
+            }
+            prop_assert_eq!(a.read_only, ro);
+            prop_assert_eq!(a.write_behind, !nowb);
+            prop_assert_eq!(a.writeback_cache, !nowb && !wbc);
+            prop_assert_eq!(a.debug, dbg);
+            prop_assert_eq!(a.quick_read, quick);
+            prop_assert!((a.attr_timeout.as_secs_f64() - attr_ms as f64 / 1000.0).abs() < 1e-6);
+        }
+
+        #[test]
+        fn env_count_is_1_to_64_or_an_error(v in prop_oneof![".{0,6}", (0usize..100).prop_map(|n| n.to_string())]) {
+            // this test's own variable: no other test reads or writes it
+            let name = "CAIRN_MOUNT_FUZZ_ENV_COUNT";
+            if v.contains('\0') {
+                return Ok(());
+            }
+            std::env::set_var(name, &v);
+            match env_count(name, 4) {
+                Ok(n) => prop_assert_eq!(v.trim().parse::<usize>().ok(), Some(n)),
+                Err(m) => {
+                    prop_assert!(m.contains(name));
+                    prop_assert!(!matches!(v.trim().parse::<usize>(), Ok(1..=64)));
+                }
+            }
+            std::env::remove_var(name);
+            prop_assert_eq!(env_count(name, 4), Ok(4));
+        }
     }
 }
