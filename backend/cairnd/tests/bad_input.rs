@@ -223,3 +223,71 @@ async fn full_brick_reports_enospc() {
     vol.write_through(&root, g.id, 0, Bytes::from_static(b"fits")).await.unwrap();
     assert_eq!(&vol.read(&root, g.id, 0, 10).await.unwrap().0[..], b"fits");
 }
+
+/// A field of `/proc/PID/status`, in KiB.
+fn proc_status_kib(pid: u32, field: &str) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    s.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}
+
+/// Peers that declare the largest frame and then send only a little of it (slowly, or
+/// never) cost the daemon memory for what they sent, not for what they declared: 64 of
+/// them declaring a 4 MiB header or a 32 MiB bulk segment must not make it hold 1.1 GiB,
+/// and it keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_large_frames_hold_only_what_was_sent() {
+    const PEERS: u32 = 64;
+    const SENT: usize = 64 << 10;
+    let c = Cluster::start();
+    let pid = c.daemon.as_ref().unwrap().id();
+    still_serving(&c).await;
+    let (rss0, size0) = (proc_status_kib(pid, "VmRSS"), proc_status_kib(pid, "VmSize"));
+    let mut conns = vec![];
+    let mut declared = 0u64;
+    for i in 0..PEERS {
+        let mut s = connect_hello(&c).await;
+        // Even peers stall in the header, odd ones in the bulk segment after a whole header.
+        let (hlen, dlen, header) = if i % 2 == 0 {
+            (frame::MAX_HEADER, MAX_DATA, vec![])
+        } else {
+            let h = frame::encode(&Request::Ping).to_vec();
+            (h.len() as u32, MAX_DATA, h)
+        };
+        let mut p = Frame::new(FrameKind::Request, 10 + u64::from(i), Bytes::new(), Bytes::new())
+            .encode_prefix();
+        p[16..20].copy_from_slice(&hlen.to_le_bytes());
+        p[20..24].copy_from_slice(&dlen.to_le_bytes());
+        s.write_all(&p).await.unwrap();
+        s.write_all(&header).await.unwrap();
+        s.write_all(&vec![0xa5; SENT]).await.unwrap();
+        declared += u64::from(if i % 2 == 0 { hlen } else { dlen });
+        conns.push(s);
+    }
+    // The daemon has read the prefixes once it reserved their buffers (address space);
+    // a reader that grows its buffers as bytes come never does, so wait at most 5 s.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while proc_status_kib(pid, "VmSize") < size0 + declared / 1024
+        && std::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    still_serving(&c).await;
+    let grown = proc_status_kib(pid, "VmRSS").saturating_sub(rss0);
+    let budget = u64::from(PEERS) * (4 * SENT as u64) / 1024 + 32 * 1024;
+    eprintln!(
+        "{PEERS} stalled frames, {} MiB declared in all, {} KiB sent each: daemon RSS \
+         +{grown} KiB (budget {budget} KiB), address space +{} KiB",
+        declared >> 20,
+        SENT >> 10,
+        proc_status_kib(pid, "VmSize").saturating_sub(size0)
+    );
+    assert!(
+        grown < budget,
+        "RSS grew {grown} KiB for {PEERS} stalled frames (budget {budget} KiB)"
+    );
+    drop(conns);
+    still_serving(&c).await;
+}

@@ -101,11 +101,12 @@ pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Frame, FrameE
         Err(e) => return Err(e.into()),
     }
     let (kind, version, id, hlen, dlen) = decode_prefix(&prefix)?;
-    let mut header = BytesMut::zeroed(hlen as usize);
-    r.read_exact(&mut header).await?;
-    // The bulk segment (up to MAX_DATA: WRITE payloads) is read straight into its buffer,
-    // not zero-filled first: one pass over the bytes instead of two. A large one goes to
-    // a page-aligned buffer, which a brick can write with O_DIRECT as it is.
+    // Both segments are read straight into their buffers, not zero-filled first: one pass
+    // over the bytes instead of two, and memory a peer declared but has not sent stays
+    // untouched (address space, not resident). A large bulk segment (WRITE payloads) goes
+    // to a page-aligned buffer, which a brick can write with O_DIRECT as it is.
+    let mut header = BytesMut::with_capacity(hlen as usize);
+    read_segment(r, &mut header, hlen as usize, |d| d.len()).await?;
     let data = if dlen as usize >= aligned::MIN_ALIGNED {
         let mut data = aligned::AlignedBuf::with_capacity(dlen as usize);
         read_segment(r, &mut data, dlen as usize, |d| d.len()).await?;
