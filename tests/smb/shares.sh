@@ -79,6 +79,15 @@ smbc proj "get up.txt $CL_DIR/again.txt" >/dev/null 2>&1 || fail "proj broken by
 smbc vol0 "ls" >/dev/null 2>&1 || fail "the static vol0 share broken by the refused shares"
 pass "bad shares refused with clear messages (exit 1 / 2), nothing stored, others keep serving"
 
+# Samba compares share names ignoring case beyond ASCII too: BÜCHER would shadow Bücher.
+cs share add Bücher --volume vol0 >/dev/null 2>&1 || fail "share add Bücher"
+expect_refused 1 "share BÜCHER already exists as Bücher (share names are case-insensitive)" BÜCHER --volume vol0/proj
+out=$(cs share show bÜcher) || fail "show bÜcher: $out"
+grep -q "^Volume: vol0$" <<<"$out" || fail "show bÜcher: $out"
+eventually 10 smbc BÜCHER "cd proj; get seed.txt $CL_DIR/b.txt" || fail "BÜCHER not served as Bücher"
+out=$(cs share remove BÜCHER 2>&1) || fail "remove BÜCHER: $out"
+pass "share names are case-insensitive as Samba compares them (Bücher is BÜCHER)"
+
 out=$(cs share list) || fail "list: $out"
 { grep -qE "^proj +vol0/proj +rw +$SMB_USER,root" <<<"$out" && grep -qE "^proj-ro +vol0/proj +ro +\*" <<<"$out"; } ||
     fail "list: $out"

@@ -49,6 +49,20 @@ pub fn check_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether two share names name the same share to Samba, which compares them ignoring
+/// case one character at a time (`strequal`, Unicode's simple case mapping: `Ü` is `ü`,
+/// but `ß` is not `SS`).
+pub fn same_name(a: &str, b: &str) -> bool {
+    fn fold(c: char) -> char {
+        let mut up = c.to_uppercase();
+        match (up.next(), up.next()) {
+            (Some(u), None) => u,
+            _ => c,
+        }
+    }
+    a.chars().map(fold).eq(b.chars().map(fold))
+}
+
 /// One `--users` entry: a user name (`DOMAIN\\user` allowed) or `@group` / `+group`.
 pub fn check_user(u: &str) -> Result<(), String> {
     let bare = u.trim_start_matches(['@', '+', '&']);
@@ -271,6 +285,18 @@ mod tests {
             users: vec!["alice".into(), "@staff".into()],
             comment: "Project files".into(),
             browseable: true,
+        }
+    }
+
+    #[test]
+    fn share_names_compare_as_samba_does() {
+        for (a, b) in [("proj", "PROJ"), ("Bücher", "BÜCHER"), ("Σχέδια", "ΣΧΈΔΙΑ"), ("a b", "A B")]
+        {
+            assert!(same_name(a, b), "{a} and {b} are one share to Samba");
+        }
+        // Samba maps one character to one: ß has no one-character upper case.
+        for (a, b) in [("straße", "STRASSE"), ("proj", "proj2"), ("proj", "pröj"), ("", "a")] {
+            assert!(!same_name(a, b), "{a} and {b} are two shares");
         }
     }
 

@@ -71,7 +71,8 @@ fn volume_path(sh: &SmbShare) -> String {
     format!("{}{}", sh.volume, if sh.subdir == "/" { "" } else { &sh.subdir })
 }
 
-/// Share names are case-insensitive, as for SMB clients; stored under the lower-case name.
+/// Share names are case-insensitive, as for Samba and SMB clients ([`smb::same_name`]);
+/// stored under the lower-case name.
 impl Managed for SmbShare {
     const KIND: &'static str = SMB_SHARE;
     const COMMAND: &'static str = "smb share";
@@ -92,7 +93,7 @@ impl Managed for SmbShare {
     }
 
     fn matches(&self, key: &str) -> bool {
-        self.name.eq_ignore_ascii_case(key)
+        smb::same_name(&self.name, key)
     }
 
     fn not_found(key: &str) -> String {
@@ -104,8 +105,20 @@ impl Managed for SmbShare {
     }
 
     fn admit(&self, existing: &[Self]) -> Result<Self, Failure> {
-        if existing.iter().any(|sh| sh.matches(&self.name)) {
-            return Err(Failure::failed(format!("share {} already exists", self.name)));
+        // Samba's match, or the same store key (names Samba tells apart whose lower-case
+        // forms are equal): either way adding it would replace or shadow the other share.
+        let key = self.store_name();
+        if let Some(other) =
+            existing.iter().find(|sh| sh.matches(&self.name) || sh.store_name() == key)
+        {
+            return Err(Failure::failed(if other.name == self.name {
+                format!("share {} already exists", self.name)
+            } else {
+                format!(
+                    "share {} already exists as {} (share names are case-insensitive)",
+                    self.name, other.name
+                )
+            }));
         }
         Ok(self.clone())
     }
