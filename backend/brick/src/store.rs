@@ -54,19 +54,20 @@ pub(crate) type R<T> = Result<T, Fail>;
 /// with the errno the kernel gives for it: EFBIG for a write, an allocation or a size,
 /// EINVAL for a read or seek offset (a read that only crosses it is cut short there).
 fn check_range(op: &Op, data: &[u8]) -> R<()> {
-    let (off, len, errno) = match op {
-        Op::Write { offset, .. } => (*offset, data.len() as u64, libc::EFBIG),
-        Op::CompareAndWrite { offset, .. } => (*offset, data.len() as u64 / 2, libc::EFBIG),
-        Op::Fallocate { offset, len, .. } => (*offset, *len, libc::EFBIG),
-        Op::SetAttr { set, .. } => (set.size.unwrap_or(0), 0, libc::EFBIG),
-        Op::Read { offset, .. } | Op::Seek { offset, .. } => (*offset, 0, libc::EINVAL),
+    let (id, off, len, errno) = match op {
+        Op::Write { id, offset } => (id, *offset, data.len() as u64, libc::EFBIG),
+        Op::CompareAndWrite { id, offset } => (id, *offset, data.len() as u64 / 2, libc::EFBIG),
+        Op::Fallocate { id, offset, len, .. } => (id, *offset, *len, libc::EFBIG),
+        Op::SetAttr { id, set } => (id, set.size.unwrap_or(0), 0, libc::EFBIG),
+        Op::Read { id, offset, .. } | Op::Seek { id, offset, .. } => (id, *offset, 0, libc::EINVAL),
         _ => return Ok(()),
     };
     match off.checked_add(len) {
         Some(end) if end <= i64::MAX as u64 => Ok(()),
-        _ => {
-            Err(fail(errno, format!("{} at {off}+{len}: past the largest file offset", op.name())))
-        }
+        _ => Err(fail(
+            errno,
+            format!("{} of {id} at {off}+{len}: past the largest file offset", op.name()),
+        )),
     }
 }
 

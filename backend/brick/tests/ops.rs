@@ -920,6 +920,7 @@ fn ranges_past_the_largest_offset_are_refused() {
         let e = run_data(&b, &root(), op, data).unwrap_err();
         assert_eq!(e.errno, want, "{what}: {e}");
         assert!(e.message.contains("past the largest file offset"), "{e}");
+        assert!(e.message.contains(&f.id.to_string()), "names the file: {e}");
     }
     assert_eq!(read(&b, f.id, 0, 8192).0, pattern(1, 8192), "nothing written");
     assert_eq!(getattr(&b, f.id).unwrap().size, 8192);

@@ -70,15 +70,17 @@ pub const OPTIONS: &[(&str, &str)] = &[
     ),
 ];
 
-/// True for a request that changes who may use a volume: setting or resetting
-/// `auth.allow` / `auth.reject` (or every option). Accepted only from this host or a peer
-/// node, so a refused client cannot lift its own refusal.
-pub fn changes_access(req: &MgmtRequest) -> bool {
+/// For a request that changes who may use a volume (setting or resetting `auth.allow` /
+/// `auth.reject`, or every option): the volume and the option. Accepted only from this
+/// host or a peer node, so a refused client cannot lift its own refusal.
+pub fn changes_access(req: &MgmtRequest) -> Option<(&str, &str)> {
     let access_key = |k: &str| k == crate::access::ALLOW || k == crate::access::REJECT;
     match req {
-        MgmtRequest::VolumeSet { key, .. } => access_key(key),
-        MgmtRequest::VolumeReset { key, .. } => key == "all" || access_key(key),
-        _ => false,
+        MgmtRequest::VolumeSet { name, key, .. } if access_key(key) => Some((name, key)),
+        MgmtRequest::VolumeReset { name, key } if key == "all" || access_key(key) => {
+            Some((name, key))
+        }
+        _ => None,
     }
 }
 
@@ -1039,11 +1041,13 @@ mod tests {
             value: "*".into(),
         };
         let reset = |key: &str| MgmtRequest::VolumeReset { name: "v".into(), key: key.into() };
-        assert!(changes_access(&set("auth.allow")) && changes_access(&set("auth.reject")));
-        assert!(changes_access(&reset("auth.allow")) && changes_access(&reset("all")));
-        assert!(!changes_access(&set("features.read-only")));
-        assert!(!changes_access(&reset("performance.cache-timeout")));
-        assert!(!changes_access(&MgmtRequest::VolumeInfo { name: None }));
+        assert_eq!(changes_access(&set("auth.allow")), Some(("v", "auth.allow")));
+        assert_eq!(changes_access(&set("auth.reject")), Some(("v", "auth.reject")));
+        assert_eq!(changes_access(&reset("auth.allow")), Some(("v", "auth.allow")));
+        assert_eq!(changes_access(&reset("all")), Some(("v", "all")));
+        assert_eq!(changes_access(&set("features.read-only")), None);
+        assert_eq!(changes_access(&reset("performance.cache-timeout")), None);
+        assert_eq!(changes_access(&MgmtRequest::VolumeInfo { name: None }), None);
     }
 
     #[test]

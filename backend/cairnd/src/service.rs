@@ -40,16 +40,23 @@ async fn dispatch(
         Request::GetMap { volume } | Request::Subscribe { volume } => {
             node.admit(&session, volume)?
         }
-        Request::Mgmt(m) if mgmt::changes_access(m) && !node.may_manage(&session) => {
-            return Err(RemoteError::new(
-                Errno::EACCES,
-                format!(
-                    "{}: auth.allow / auth.reject can be changed only from a node of the cluster (run the cairn CLI there)",
-                    session.peer.ip().to_canonical()
-                ),
-            ));
+        // Management is open to any host, except changing who may use a volume.
+        Request::Mgmt(m) => {
+            if let Some((volume, key)) = mgmt::changes_access(m) {
+                if !node.may_manage(&session) {
+                    return Err(RemoteError::new(
+                        Errno::EACCES,
+                        format!(
+                            "volume {volume}: client {} may not change {key}: auth.allow / \
+                             auth.reject are changed only from a node of the cluster (run \
+                             the cairn CLI there)",
+                            session.peer.ip().to_canonical()
+                        ),
+                    ));
+                }
+            }
         }
-        Request::Hello(_) | Request::Ping | Request::InvalidateAck { .. } | Request::Mgmt(_) => {}
+        Request::Hello(_) | Request::Ping | Request::InvalidateAck { .. } => {}
     }
     match req {
         Request::Hello(_) => Err(RemoteError::new(Errno::EPROTO, "HELLO sent twice")),
