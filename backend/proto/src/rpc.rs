@@ -735,15 +735,20 @@ mod tests {
 
     /// A peer that sends a bad frame and more bytes after it, and reads only later, still
     /// gets the replies sent before and the error frame, then a clean close (found by
-    /// cairnd's wire fuzz test: closing with those bytes unread reset the connection,
-    /// and the peer's kernel discarded replies it had not read yet).
+    /// cairnd's wire fuzz test: closing with those bytes unread reset the connection, and
+    /// the reset threw away the reply bytes still queued to send). The client's small
+    /// receive buffer keeps most of the 16 MiB reply queued on the server when it would
+    /// close, so without the linger this fails every time.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_bad_frame_gets_its_error_and_the_replies_before_it_not_a_reset() {
         use tokio::io::AsyncWriteExt;
+        const REPLY: usize = 16 << 20;
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = l.local_addr().unwrap().to_string();
+        let addr = l.local_addr().unwrap();
         tokio::spawn(serve(l, Arc::new(Echo)));
-        let mut s = TcpStream::connect(&addr).await.unwrap();
+        let sock = tokio::net::TcpSocket::new_v4().unwrap();
+        sock.set_recv_buffer_size(64 << 10).unwrap();
+        let mut s = sock.connect(addr).await.unwrap();
         let hello = Request::Hello(Hello {
             version: PROTOCOL_VERSION,
             kind: PeerKind::Client,
@@ -761,7 +766,7 @@ mod tests {
             FrameKind::Request,
             2,
             frame::encode(&Request::Ping),
-            Bytes::from(vec![5; 8 << 20]),
+            Bytes::from(vec![5; REPLY]),
         );
         let mut bytes = ping.encode_prefix().to_vec();
         bytes.extend_from_slice(&ping.header);
@@ -782,7 +787,7 @@ mod tests {
         for _ in 0..2 {
             let f = frame::read_frame(s).await.expect("the reply and the error frame");
             match frame::decode::<Response>(&f.header).unwrap() {
-                Ok(Reply::Pong) => reply = f.id == 2 && f.data.len() == 8 << 20,
+                Ok(Reply::Pong) => reply = f.id == 2 && f.data.len() == REPLY,
                 Err(e) => error = e.errno == Errno::EPROTO,
                 other => panic!("{other:?}"),
             }
