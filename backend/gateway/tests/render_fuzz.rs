@@ -485,6 +485,7 @@ fn check_ganesha(e: &NfsExport, text: &str) -> Result<(), String> {
         ("Pseudo".into(), q(&e.pseudo)),
         ("Protocols".into(), e.protocols.iter().map(|p| Tok::Bare(p.to_string())).collect()),
         ("Transports".into(), bare("TCP")),
+        ("MaxOffsetRead".into(), bare("18446744073709551615")),
         ("SecType".into(), bare("sys")),
         ("Squash".into(), bare(e.squash.as_str())),
         ("Anonymous_Uid".into(), bare(&e.anon_uid.to_string())),
