@@ -33,6 +33,8 @@ DEB_PACKAGES += libtalloc-dev libtevent-dev libtdb-dev libldb-dev libpopt-dev zl
 # iSCSI gateway (issue 5): tcmu-runner's source (dpkg-source), initiator tools, VM harness.
 DEB_PACKAGES += dpkg-dev libiscsi-bin                  # apt-get source + dpkg-source; iscsi-test-cu
 DEB_PACKAGES += qemu-system-x86 qemu-utils debootstrap openssh-client e2fsprogs  # tests/vm
+DEB_PACKAGES += qemu-block-extra  # qemu-io's iscsi:// protocol (vm-test SCENARIO=iscsi); not a dependency of qemu-utils
+DEB_PACKAGES += iproute2          # ip netns (tests/faults), tc and ss (make bench); not in a minimal Debian
 # Benchmarks.
 DEB_PACKAGES += fio
 # GlusterFS, measured side by side by `make bench` only (tests/bench/gluster.sh starts its own
