@@ -69,7 +69,7 @@ BUILD := $(REPO)/build
 cargo_flags = $(if $(filter release,$(1)),--release,)
 
 .PHONY: help deps build build-test install up down clean-run test fmt-check clippy \
-	shellcheck lint unit integration bench vm-test
+	shellcheck lint unit integration bench vm-test print-deb-packages
 
 help:
 	@echo 'make up         deps + build + install, then start etcd, cairnd and vol0 mounted at run/mnt/vol0'
@@ -83,6 +83,12 @@ help:
 	@echo 'make clean-run  delete run/ (after make down)'
 
 deps: $(BUILD)/deps.stamp
+
+# The package lists, for tests/integration/deb-packages.sh (which checks that every tool the
+# scripts, suites, VM scenarios and benchmarks tell a user to apt-get install is listed).
+print-deb-packages:
+	@echo 'DEB_PACKAGES=$(strip $(DEB_PACKAGES))'
+	@echo 'BENCH_DEB_PACKAGES=$(strip $(BENCH_DEB_PACKAGES))'
 
 $(BUILD)/deps.stamp: Makefile scripts/deps.sh
 	@mkdir -p $(BUILD)

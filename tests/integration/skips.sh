@@ -14,7 +14,7 @@ stand_in() { # NAME LINE RC
     printf '#!/usr/bin/env bash\necho "%s"\nexit %s\n' "$2" "$3" >"$T/fake/$1.sh"
 }
 stand_in pass "ok - nothing to do" 0
-stand_in plain "SKIP - frobnicate is not installed (apt-get install frobnicate)" 77
+stand_in plain "SKIP - frobnicate is not installed (a stand-in tool)" 77
 stand_in kernel "SKIP-KERNEL: target_core_user (covered by make vm-test SCENARIO=iscsi)" 77
 stand_in nocover "SKIP-KERNEL: a kernel feature (covered by make vm-test SCENARIO=no-such-scenario)" 77
 stand_in guest "SKIP-KERNEL: a kernel feature (covered by make vm-test SCENARIO=iscsi-guest)" 77
