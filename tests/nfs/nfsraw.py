@@ -11,6 +11,7 @@ SETATTR on a symlink's own handle, READ at any 64-bit offset.
                              final symlink); prints the NFS4 status name
   read PATH OFFSET COUNT     READ with the anonymous stateid; prints "STATUS EOF LENGTH"
                              (EOF and LENGTH are "-" unless STATUS is NFS4_OK)
+  write PATH OFFSET TEXT     WRITE (FILE_SYNC, anonymous stateid); prints the status
 
 PATH is the pseudo-fs path ("/vol0/d/s"). Every call is AUTH_SYS uid 0. A failure of the
 RPC itself (not an NFS4 status) exits 1 with the reason on stderr.
@@ -23,7 +24,7 @@ import struct
 import sys
 
 NFS_PROGRAM, NFS_V4, COMPOUND = 100003, 4, 1
-OP_LOOKUP, OP_PUTROOTFH, OP_READ, OP_SETATTR = 15, 24, 25, 34
+OP_LOOKUP, OP_PUTROOTFH, OP_READ, OP_SETATTR, OP_WRITE = 15, 24, 25, 34, 38
 OP_EXCHANGE_ID, OP_CREATE_SESSION, OP_SEQUENCE = 42, 43, 53
 FATTR4_MODE = 33
 STATUS = {
@@ -234,6 +235,14 @@ def main():
             eof = u.u32()
             data = u.opaque()
             print(status_name(status), "true" if eof else "false", len(data))
+    elif a.cmd == "write":
+        args = Packer().fixed(ANON_STATEID).u64(int(a.args[1], 0)).u32(2)  # FILE_SYNC4
+        args.opaque(a.args[2].encode())
+        status, res = c.compound(c.walk(a.args[0]) + [(OP_WRITE, args.b)])
+        if res[-1][0] != OP_WRITE:
+            raise SystemExit(f"nfsraw: WRITE not reached: {status_name(status)} at op "
+                             f"{res[-1][0]}")
+        print(status_name(status))
     else:
         raise SystemExit(f"unknown command {a.cmd}")
 

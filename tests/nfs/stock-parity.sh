@@ -8,7 +8,8 @@
 #     symlink mode; FSAL_VFS skips the chmod).
 #   - READ at offsets at and past 2^63 (up to 2^64-1), v4.0, v4.1 and v3: OK, 0 bytes,
 #     eof (RFC 7530 §16.23: a read at or past the end of file is eof, not an error).
-#     Against the RFC only: the stock server answers FBIG or INVAL there (logged).
+#     Against the RFC only: the stock server answers FBIG or INVAL there (logged). A
+#     WRITE at 2^63 is FBIG on both.
 #   - EXCHANGE_ID sets an acceptable USE_PNFS_*/USE_NON_PNFS combination (RFC 8881 §18.35)
 #     whatever pNFS role the client asks for, the same as Ganesha with its packaged
 #     defaults (a second instance, g2).
@@ -83,6 +84,10 @@ for v in 0 1; do
             "v4.$v READ at offset $off"
         echo "# stock FSAL_VFS: v4.$v READ at offset $off: $(raw --minor "$v" read /local/p/f "$off" 4096)"
     done
+done
+# A WRITE there stays FBIG, on both (Ganesha's MaxOffsetWrite, 2^63 - 1, is left as is).
+for e in local vol0; do
+    expect NFS4ERR_FBIG "$(raw write "/$e/p/f" 9223372036854775808 data)" "v4.1 WRITE at offset 2^63 of /$e"
 done
 # NFSv3 READ goes through the same FSAL read: nfs-rs over v3 (which refuses a range that
 # wraps past 2^64 itself), 4 KiB at offsets up to the last 4 KiB below 2^64.
