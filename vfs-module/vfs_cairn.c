@@ -2422,7 +2422,7 @@ static off_t cairn_lseek(struct vfs_handle_struct *handle, files_struct *fsp,
  * is cairn_copy_file_range, so the bricks copy and the data never comes through smbd.
  * Not inherited from vfs_default: its copy_file_range(2) and its pread/pwrite fallback
  * act on the fsp's fd, which is a fake one here. A copy vfs_cairn cannot hand to the
- * library (an alternate data stream of streams_xattr, a source on another share) goes
+ * library (an alternate data stream of streams_xattr, a source on another volume) goes
  * through SMB_VFS_PREAD/SMB_VFS_PWRITE of the whole stack, as vfs_default's fallback.
  */
 static struct vfs_offload_ctx *cairn_offload_ctx;
@@ -2527,6 +2527,30 @@ static bool cairn_offload_lock_ok(files_struct *fsp, off_t off, off_t len,
 	init_strict_lock_struct(fsp, fsp->op->global->open_persistent_id, off,
 				len, type, lp_posix_cifsu_locktype(fsp), &lck);
 	return SMB_VFS_STRICT_LOCK_CHECK(fsp->conn, fsp, &lck);
+}
+
+static struct vfs_fn_pointers cairn_fns;
+
+/*
+ * The vfs_cairn handle of fsp's tree connect, if it serves the same mounted volume as
+ * `handle` (a copy between two tree connects of one share, or of two shares on one
+ * volume, is still one cairn_copy_file_range).
+ */
+static struct vfs_handle_struct *cairn_peer_handle(struct vfs_handle_struct *handle,
+						   files_struct *fsp)
+{
+	struct vfs_handle_struct *h = NULL;
+
+	if (fsp->conn == handle->conn) {
+		return handle;
+	}
+	for (h = fsp->conn->vfs_handles; h != NULL; h = h->next) {
+		if (h->fns == &cairn_fns && h->data != NULL &&
+		    cairn_cc(h)->m == cairn_cc(handle)->m) {
+			return h;
+		}
+	}
+	return NULL;
 }
 
 /* The copy through the whole VFS stack, for what the library cannot copy itself. */
@@ -2677,9 +2701,10 @@ static struct tevent_req *cairn_offload_write_send(
 	}
 
 	if (!fsp_is_alternate_stream(src_fsp) &&
-	    !fsp_is_alternate_stream(dest_fsp) &&
-	    src_fsp->conn == dest_fsp->conn) {
-		sfh = cairn_fetch_fh(handle, src_fsp);
+	    !fsp_is_alternate_stream(dest_fsp)) {
+		struct vfs_handle_struct *sh = cairn_peer_handle(handle, src_fsp);
+
+		sfh = sh != NULL ? cairn_fetch_fh(sh, src_fsp) : NULL;
 		dfh = cairn_fetch_fh(handle, dest_fsp);
 	}
 	if (sfh == NULL || dfh == NULL) {

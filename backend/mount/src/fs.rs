@@ -1397,7 +1397,7 @@ impl Filesystem for CairnFs {
     /// replica set (`Volume::copy_range`), so the data does not come through this mount.
     fn copy_file_range(
         &self,
-        req: &Request,
+        _req: &Request,
         INodeNo(ino_in): INodeNo,
         FileHandle(fh_in): FileHandle,
         offset_in: u64,
@@ -1410,14 +1410,15 @@ impl Filesystem for CairnFs {
     ) {
         self.count("copy_file_range");
         let (src, _, _) = try_reply!(self.handle(fh_in, ino_in), reply);
-        let (dst, _, _) = try_reply!(self.handle(fh_out, ino_out), reply);
+        // The credentials the destination was opened with, as for a WRITE of it.
+        let (dst, c, _) = try_reply!(self.handle(fh_out, ino_out), reply);
         let max = i64::MAX as u64;
         if flags.bits() != 0 || offset_in > max || offset_out > max {
             return reply.error(Errno::from_i32(libc::EINVAL));
         }
         // The reply carries a 32-bit count (the kernel asks for at most that much anyway).
         let len = len.min(u32::MAX as u64 & !0xfff);
-        let (c, sh) = (self.creds(req), self.sh.clone());
+        let sh = self.sh.clone();
         self.spawn(async move {
             match sh.vol.copy_range(&c, src, offset_in, dst, offset_out, len).await {
                 Ok(n) => {
