@@ -46,6 +46,27 @@ assert_eq "$big_sum" "$(sha256sum <"$mnt/big.copy" | cut -d' ' -f1)" "the copy's
 after=$(copies)
 ((after > before)) || fail "copy_file_range was not done by the bricks (copy_range $before -> $after)"
 pass "copy_file_range copied 4 MiB on the bricks ($((after - before)) copy_range requests)"
+# Every replica got the copy (the head forwards the bytes it wrote, as for a WRITE): the
+# bricks hold four files with big.bin's content, two of big.bin and two of big.copy.
+copies_on_bricks=$(python3 - "$big_sum" "$CL_DIR"/bricks/smoke-b* <<'PY'
+import hashlib, os, sys
+want, found = sys.argv[1], 0
+for brick in sys.argv[2:]:
+    seen = set()
+    for root, _, files in os.walk(brick):
+        for f in files:
+            p = os.path.join(root, f)
+            st = os.lstat(p)
+            if st.st_size != 4 << 20 or (st.st_dev, st.st_ino) in seen:
+                continue
+            seen.add((st.st_dev, st.st_ino))
+            with open(p, "rb") as fh:
+                if hashlib.sha256(fh.read()).hexdigest() == want:
+                    found += 1
+print(found)
+PY
+)
+assert_eq 4 "$copies_on_bricks" "files on the bricks with big.bin's content (2 replicas x 2 files)"
 rm -f "$mnt/big.copy"
 
 # check_data WHEN: everything written above reads back the same.
