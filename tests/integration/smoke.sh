@@ -100,6 +100,51 @@ print(doc["name"], doc["status"], doc["replica"], len(doc["sets"]), len(bricks))
 ' "$json") || fail "volume info --json does not parse as a volume map: $json"
 assert_eq "smoke Started 2 2 4" "$summary" "volume info --json: name status replica sets bricks"
 
+# --- copy_file_range across nodes: the destination's head reads the source's head ------
+# Volume cp: two replica sets of one brick each, cp-b0 on n1 and cp-b1 on n2. A copy to a
+# file on the other set makes the destination's head (one node) read the source from its
+# head (the other node) over the brick network: a READ served by the source's node, and
+# still nothing through the mount.
+cl_create_volume cp 1 2
+cl_mount cp "$CL_DIR/mnt/cp"
+cpm=$CL_DIR/mnt/cp
+head -c $((3 << 20)) /dev/urandom >"$cpm/src" || fail "write cp/src"
+src_sum=$(sha256sum <"$cpm/src" | cut -d' ' -f1)
+src_brick=
+for b in cp-b0 cp-b1; do [[ ! -e $CL_DIR/bricks/$b/data/src ]] || src_brick=$b; done
+[[ -n $src_brick ]] || fail "cp/src is on neither brick of volume cp"
+dst=
+for i in $(seq 1 32); do
+    : >"$cpm/d$i"
+    if [[ ! -e $CL_DIR/bricks/$src_brick/data/d$i ]]; then
+        dst=d$i
+        break
+    fi
+done
+[[ -n $dst ]] || fail "no file of 32 landed on the other replica set of volume cp"
+src_node=n$((${src_brick#cp-b} + 1))
+dst_node=n$((2 - ${src_brick#cp-b}))
+reads_before=$(cl_metric "$src_node" read)
+copies_before=$(cl_metric "$dst_node" copy_range)
+python3 -c '
+import os, sys
+with open(sys.argv[1], "rb") as s, open(sys.argv[2], "r+b") as d:
+    left = os.fstat(s.fileno()).st_size
+    while left > 0:
+        n = os.copy_file_range(s.fileno(), d.fileno(), left)
+        if n == 0:
+            sys.exit("copy_file_range stopped short")
+        left -= n
+' "$cpm/src" "$cpm/$dst" || fail "copy_file_range from cp/src to cp/$dst"
+assert_eq "$src_sum" "$(sha256sum <"$cpm/$dst" | cut -d' ' -f1)" "the cross-node copy's checksum"
+((reads_before < $(cl_metric "$src_node" read))) ||
+    fail "the source's node ($src_node) served no READ for the copy"
+((copies_before < $(cl_metric "$dst_node" copy_range))) ||
+    fail "the destination's node ($dst_node) made no copy_range"
+pass "copy_file_range across nodes: $dst_node copied, reading the source from $src_node"
+cl_umount "$cpm"
+unset 'CL_MOUNTS[$cpm]'
+
 # --- replication: the big file's bytes are on two bricks -------------------------------
 cl_umount "$mnt"
 brick_bytes=$(du -sb "$CL_DIR"/bricks/smoke-b* | awk '{s += $1} END {print s}')
