@@ -28,7 +28,9 @@
 #include "smbd/globals.h"
 #include "system/filesys.h"
 #include "lib/util/tevent_unix.h"
+#include "lib/util/tevent_ntstatus.h"
 #include "lib/pthreadpool/pthreadpool_tevent.h"
+#include "modules/offload_token.h"
 #include <dirent.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -98,6 +100,7 @@ static void cairn_trace_end(cairn_fs_t *fs, ssize_t before, const char *caller,
 #define cairn_flush(fs, ...) CAIRN_TRACED(cairn_flush, fs, __VA_ARGS__)
 #define cairn_fsync(fs, ...) CAIRN_TRACED(cairn_fsync, fs, __VA_ARGS__)
 #define cairn_fallocate(fs, ...) CAIRN_TRACED(cairn_fallocate, fs, __VA_ARGS__)
+#define cairn_copy_file_range(fs, ...) CAIRN_TRACED(cairn_copy_file_range, fs, __VA_ARGS__)
 #define cairn_seek(fs, ...) CAIRN_TRACED(cairn_seek, fs, __VA_ARGS__)
 
 #define CAIRN_MODULE "cairn"
@@ -2410,6 +2413,403 @@ static off_t cairn_lseek(struct vfs_handle_struct *handle, files_struct *fsp,
 	}
 }
 
+/* ---- server-side copy ------------------------------------------------------------ */
+
+/*
+ * FSCTL_SRV_REQUEST_RESUME_KEY and FSCTL_SRV_COPYCHUNK(_WRITE) (Explorer and robocopy
+ * copy inside a share with them), as vfs_default does them: the same resume key, the
+ * same handle, range and lock checks with the same NTSTATUS answers; but the copy itself
+ * is cairn_copy_file_range, so the bricks copy and the data never comes through smbd.
+ * Not inherited from vfs_default: its copy_file_range(2) and its pread/pwrite fallback
+ * act on the fsp's fd, which is a fake one here. A copy vfs_cairn cannot hand to the
+ * library (an alternate data stream of streams_xattr, a source on another volume) goes
+ * through SMB_VFS_PREAD/SMB_VFS_PWRITE of the whole stack, as vfs_default's fallback.
+ */
+static struct vfs_offload_ctx *cairn_offload_ctx;
+
+struct cairn_offload_read_state {
+	DATA_BLOB token;
+};
+
+static struct tevent_req *cairn_offload_read_send(TALLOC_CTX *mem_ctx,
+						  struct tevent_context *ev,
+						  struct vfs_handle_struct *handle,
+						  struct files_struct *fsp,
+						  uint32_t fsctl, uint32_t ttl,
+						  off_t offset, size_t to_copy)
+{
+	struct tevent_req *req = NULL;
+	struct cairn_offload_read_state *s = NULL;
+	NTSTATUS status;
+
+	req = tevent_req_create(mem_ctx, &s, struct cairn_offload_read_state);
+	if (req == NULL) {
+		return NULL;
+	}
+	status = vfs_offload_token_ctx_init(fsp->conn->sconn->client,
+					    &cairn_offload_ctx);
+	if (tevent_req_nterror(req, status)) {
+		return tevent_req_post(req, ev);
+	}
+	if (fsctl != FSCTL_SRV_REQUEST_RESUME_KEY) {
+		tevent_req_nterror(req, NT_STATUS_INVALID_DEVICE_REQUEST);
+		return tevent_req_post(req, ev);
+	}
+	status = vfs_offload_token_create_blob(s, fsp, fsctl, &s->token);
+	if (tevent_req_nterror(req, status)) {
+		return tevent_req_post(req, ev);
+	}
+	status = vfs_offload_token_db_store_fsp(cairn_offload_ctx, fsp,
+						&s->token);
+	if (tevent_req_nterror(req, status)) {
+		return tevent_req_post(req, ev);
+	}
+	tevent_req_done(req);
+	return tevent_req_post(req, ev);
+}
+
+static NTSTATUS cairn_offload_read_recv(struct tevent_req *req,
+					struct vfs_handle_struct *handle,
+					TALLOC_CTX *mem_ctx, uint32_t *flags,
+					uint64_t *xferlen, DATA_BLOB *token)
+{
+	struct cairn_offload_read_state *s = tevent_req_data(
+		req, struct cairn_offload_read_state);
+	NTSTATUS status;
+
+	if (tevent_req_is_nterror(req, &status)) {
+		tevent_req_received(req);
+		return status;
+	}
+	*flags = 0;
+	*xferlen = 0;
+	token->length = s->token.length;
+	token->data = talloc_move(mem_ctx, &s->token.data);
+	tevent_req_received(req);
+	return NT_STATUS_OK;
+}
+
+struct cairn_offload_write_state {
+	struct files_struct *dst_fsp;	/* whose user to return to (cleanup) */
+	cairn_fs_t *fs;
+	struct cairn_mount *m;
+	cairn_id_t src, dst;
+	uint32_t uid, gid, ngroups;
+	gid_t *groups;
+	uint64_t src_off, dst_off, len;
+	ssize_t ret;
+	char err[256];	/* the library's message, taken on the job's thread */
+	off_t copied;
+	bool counted;	/* in cairn_writes_inflight */
+};
+
+static void cairn_offload_write_cleanup(struct tevent_req *req,
+					enum tevent_req_state req_state)
+{
+	struct cairn_offload_write_state *s = tevent_req_data(
+		req, struct cairn_offload_write_state);
+	bool ok;
+
+	if (s->dst_fsp == NULL) {
+		return;
+	}
+	ok = change_to_user_and_service_by_fsp(s->dst_fsp);
+	SMB_ASSERT(ok);
+	s->dst_fsp = NULL;
+}
+
+/* A strict-lock check of len bytes at off of fsp, as vfs_default's copy does. */
+static bool cairn_offload_lock_ok(files_struct *fsp, off_t off, off_t len,
+				  enum brl_type type)
+{
+	struct lock_struct lck;
+
+	init_strict_lock_struct(fsp, fsp->op->global->open_persistent_id, off,
+				len, type, lp_posix_cifsu_locktype(fsp), &lck);
+	return SMB_VFS_STRICT_LOCK_CHECK(fsp->conn, fsp, &lck);
+}
+
+static struct vfs_fn_pointers cairn_fns;
+
+/*
+ * The vfs_cairn handle of fsp's tree connect, if it serves the same mounted volume as
+ * `handle` (a copy between two tree connects of one share, or of two shares on one
+ * volume, is still one cairn_copy_file_range).
+ */
+static struct vfs_handle_struct *cairn_peer_handle(struct vfs_handle_struct *handle,
+						   files_struct *fsp)
+{
+	struct vfs_handle_struct *h = NULL;
+
+	if (fsp->conn == handle->conn) {
+		return handle;
+	}
+	for (h = fsp->conn->vfs_handles; h != NULL; h = h->next) {
+		if (h->fns == &cairn_fns && h->data != NULL &&
+		    cairn_cc(h)->m == cairn_cc(handle)->m) {
+			return h;
+		}
+	}
+	return NULL;
+}
+
+/* The copy through the whole VFS stack, for what the library cannot copy itself. */
+static NTSTATUS cairn_offload_by_stack(struct cairn_offload_write_state *s,
+				       files_struct *src_fsp,
+				       files_struct *dst_fsp, off_t src_off,
+				       off_t dst_off, off_t len)
+{
+	size_t bufsize = MIN(len, 1024 * 1024);
+	uint8_t *buf = talloc_array(s, uint8_t, bufsize);
+	ssize_t n, w;
+
+	if (buf == NULL) {
+		return NT_STATUS_NO_MEMORY;
+	}
+	while (s->copied < len) {
+		size_t want = MIN((off_t)bufsize, len - s->copied);
+
+		n = SMB_VFS_PREAD(src_fsp, buf, want, src_off + s->copied);
+		if (n == -1) {
+			TALLOC_FREE(buf);
+			return map_nt_error_from_unix(errno);
+		}
+		if ((size_t)n != want) {
+			DBG_ERR("short read of %s: %zd of %zu\n",
+				fsp_str_dbg(src_fsp), n, want);
+			TALLOC_FREE(buf);
+			return NT_STATUS_IO_DEVICE_ERROR;
+		}
+		w = SMB_VFS_PWRITE(dst_fsp, buf, n, dst_off + s->copied);
+		if (w == -1) {
+			TALLOC_FREE(buf);
+			return map_nt_error_from_unix(errno);
+		}
+		if (w != n) {
+			TALLOC_FREE(buf);
+			return NT_STATUS_IO_DEVICE_ERROR;
+		}
+		s->copied += w;
+	}
+	TALLOC_FREE(buf);
+	return NT_STATUS_OK;
+}
+
+static void cairn_offload_job(void *private_data)
+{
+	struct cairn_offload_write_state *s = talloc_get_type_abort(
+		private_data, struct cairn_offload_write_state);
+	cairn_creds_t cr = {
+		.uid = s->uid, .gid = s->gid,
+		.ngroups = s->ngroups, .groups = s->groups,
+	};
+
+	s->ret = cairn_copy_file_range(s->fs, &cr, s->src, s->src_off, s->dst,
+				       s->dst_off, s->len);
+	if (s->ret < 0) {
+		strlcpy(s->err, cairn_last_error_message(), sizeof(s->err));
+	}
+}
+
+static int cairn_offload_job_destructor(struct cairn_offload_write_state *s)
+{
+	return -1;	/* the job still runs: keep the state alive */
+}
+
+static void cairn_offload_job_done(struct tevent_req *subreq);
+
+static struct tevent_req *cairn_offload_write_send(
+	struct vfs_handle_struct *handle, TALLOC_CTX *mem_ctx,
+	struct tevent_context *ev, uint32_t fsctl, DATA_BLOB *token,
+	off_t transfer_offset, struct files_struct *dest_fsp, off_t dest_off,
+	off_t to_copy)
+{
+	struct tevent_req *req = NULL, *subreq = NULL;
+	struct cairn_offload_write_state *s = NULL;
+	const struct security_unix_token *ut = NULL;
+	struct cairn_fh *sfh = NULL, *dfh = NULL;
+	files_struct *src_fsp = NULL;
+	/* off_t is signed */
+	off_t max_offset = INT64_MAX - to_copy;
+	NTSTATUS status;
+
+	req = tevent_req_create(mem_ctx, &s, struct cairn_offload_write_state);
+	if (req == NULL) {
+		return NULL;
+	}
+	s->dst_fsp = dest_fsp;
+	tevent_req_set_cleanup_fn(req, cairn_offload_write_cleanup);
+
+	switch (fsctl) {
+	case FSCTL_SRV_COPYCHUNK:
+	case FSCTL_SRV_COPYCHUNK_WRITE:
+		break;
+	case FSCTL_OFFLOAD_WRITE:
+		tevent_req_nterror(req, NT_STATUS_NOT_IMPLEMENTED);
+		return tevent_req_post(req, ev);
+	case FSCTL_DUP_EXTENTS_TO_FILE:
+		/* block cloning: not offered (fs_capabilities), as on a stock share */
+		tevent_req_nterror(req, NT_STATUS_INVALID_PARAMETER);
+		return tevent_req_post(req, ev);
+	default:
+		tevent_req_nterror(req, NT_STATUS_INTERNAL_ERROR);
+		return tevent_req_post(req, ev);
+	}
+	if (to_copy == 0) {
+		tevent_req_done(req);
+		return tevent_req_post(req, ev);
+	}
+	if (transfer_offset < 0 || transfer_offset > max_offset ||
+	    dest_off < 0 || dest_off > max_offset) {
+		tevent_req_nterror(req, NT_STATUS_INVALID_PARAMETER);
+		return tevent_req_post(req, ev);
+	}
+	status = vfs_offload_token_db_fetch_fsp(cairn_offload_ctx, token,
+						&src_fsp);
+	if (tevent_req_nterror(req, status)) {
+		return tevent_req_post(req, ev);
+	}
+	status = vfs_offload_token_check_handles(fsctl, src_fsp, dest_fsp);
+	if (tevent_req_nterror(req, status)) {
+		return tevent_req_post(req, ev);
+	}
+	if (!change_to_user_and_service_by_fsp(src_fsp)) {
+		tevent_req_nterror(req, NT_STATUS_ACCESS_DENIED);
+		return tevent_req_post(req, ev);
+	}
+	status = vfs_stat_fsp(src_fsp);
+	if (tevent_req_nterror(req, status)) {
+		return tevent_req_post(req, ev);
+	}
+	if (src_fsp->fsp_name->st.st_ex_size < transfer_offset + to_copy) {
+		/* MS-SMB2 3.3.5.15.6: Windows answers STATUS_INVALID_VIEW_SIZE */
+		tevent_req_nterror(req, NT_STATUS_INVALID_VIEW_SIZE);
+		return tevent_req_post(req, ev);
+	}
+	if (!cairn_offload_lock_ok(src_fsp, transfer_offset, to_copy,
+				   READ_LOCK)) {
+		tevent_req_nterror(req, NT_STATUS_FILE_LOCK_CONFLICT);
+		return tevent_req_post(req, ev);
+	}
+	if (!change_to_user_and_service_by_fsp(dest_fsp)) {
+		tevent_req_nterror(req, NT_STATUS_INTERNAL_ERROR);
+		return tevent_req_post(req, ev);
+	}
+	if (!cairn_offload_lock_ok(dest_fsp, dest_off, to_copy, WRITE_LOCK)) {
+		tevent_req_nterror(req, NT_STATUS_FILE_LOCK_CONFLICT);
+		return tevent_req_post(req, ev);
+	}
+
+	if (!fsp_is_alternate_stream(src_fsp) &&
+	    !fsp_is_alternate_stream(dest_fsp)) {
+		struct vfs_handle_struct *sh = cairn_peer_handle(handle, src_fsp);
+
+		sfh = sh != NULL ? cairn_fetch_fh(sh, src_fsp) : NULL;
+		dfh = cairn_fetch_fh(handle, dest_fsp);
+	}
+	if (sfh == NULL || dfh == NULL) {
+		status = cairn_offload_by_stack(s, src_fsp, dest_fsp,
+						transfer_offset, dest_off,
+						to_copy);
+		if (tevent_req_nterror(req, status)) {
+			return tevent_req_post(req, ev);
+		}
+		tevent_req_done(req);
+		return tevent_req_post(req, ev);
+	}
+
+	sfh->attr_fresh = false;
+	dfh->attr_fresh = false;
+	ut = get_current_utok(dest_fsp->conn);
+	s->fs = CAIRN_FS(handle);
+	s->m = cairn_cc(handle)->m;
+	s->src = sfh->id;
+	s->dst = dfh->id;
+	s->src_off = transfer_offset;
+	s->dst_off = dest_off;
+	s->len = to_copy;
+	s->uid = ut->uid;
+	s->gid = ut->gid;
+	s->ngroups = ut->ngroups;
+	if (ut->ngroups > 0) {
+		s->groups = talloc_memdup(s, ut->groups,
+					  ut->ngroups * sizeof(gid_t));
+		if (tevent_req_nomem(s->groups, req)) {
+			return tevent_req_post(req, ev);
+		}
+	}
+	cairn_fattr_drop(s->m, &s->dst);
+	cairn_writes_inflight++;
+	s->counted = true;
+	subreq = pthreadpool_tevent_job_send(s, ev, handle->conn->sconn->pool,
+					     cairn_offload_job, s);
+	if (subreq == NULL) {
+		cairn_writes_inflight--;
+		s->counted = false;
+		tevent_req_oom(req);
+		return tevent_req_post(req, ev);
+	}
+	tevent_req_set_callback(subreq, cairn_offload_job_done, req);
+	talloc_set_destructor(s, cairn_offload_job_destructor);
+	return req;
+}
+
+static void cairn_offload_job_done(struct tevent_req *subreq)
+{
+	struct tevent_req *req = tevent_req_callback_data(subreq,
+							  struct tevent_req);
+	struct cairn_offload_write_state *s = tevent_req_data(
+		req, struct cairn_offload_write_state);
+	int ret = pthreadpool_tevent_job_recv(subreq);
+
+	TALLOC_FREE(subreq);
+	talloc_set_destructor(s, NULL);
+	if (s->counted) {
+		cairn_writes_inflight--;
+		s->counted = false;
+	}
+	if (ret != 0) {
+		if (ret != EAGAIN) {
+			tevent_req_nterror(req, map_nt_error_from_unix(ret));
+			return;
+		}
+		cairn_offload_job(s);	/* no thread available: run inline */
+	}
+	cairn_fattr_drop(s->m, &s->dst);
+	if (s->ret < 0) {
+		DBG_NOTICE("copy of %" PRIu64 " bytes failed: %s (%s)\n",
+			   s->len, strerror((int)-s->ret), s->err);
+		tevent_req_nterror(req, map_nt_error_from_unix((int)-s->ret));
+		return;
+	}
+	s->copied = s->ret;
+	if ((uint64_t)s->ret != s->len) {
+		/* the source shrank meanwhile: vfs_default's "short read" */
+		DBG_ERR("short copy: %zd of %" PRIu64 " bytes\n", s->ret,
+			s->len);
+		tevent_req_nterror(req, NT_STATUS_IO_DEVICE_ERROR);
+		return;
+	}
+	tevent_req_done(req);
+}
+
+static NTSTATUS cairn_offload_write_recv(struct vfs_handle_struct *handle,
+					 struct tevent_req *req, off_t *copied)
+{
+	struct cairn_offload_write_state *s = tevent_req_data(
+		req, struct cairn_offload_write_state);
+	NTSTATUS status;
+
+	if (tevent_req_is_nterror(req, &status)) {
+		*copied = 0;
+		tevent_req_received(req);
+		return status;
+	}
+	*copied = s->copied;
+	tevent_req_received(req);
+	return NT_STATUS_OK;
+}
+
 /* ---- names ---------------------------------------------------------------------- */
 
 static int cairn_renameat(struct vfs_handle_struct *handle,
@@ -3230,10 +3630,10 @@ static struct vfs_fn_pointers cairn_fns = {
 	.fchflags_fn = vfs_not_implemented_fchflags,
 	.get_real_filename_at_fn = cairn_get_real_filename_at,
 	.connectpath_fn = cairn_connectpath,
-	.offload_read_send_fn = vfs_not_implemented_offload_read_send,
-	.offload_read_recv_fn = vfs_not_implemented_offload_read_recv,
-	.offload_write_send_fn = vfs_not_implemented_offload_write_send,
-	.offload_write_recv_fn = vfs_not_implemented_offload_write_recv,
+	.offload_read_send_fn = cairn_offload_read_send,
+	.offload_read_recv_fn = cairn_offload_read_recv,
+	.offload_write_send_fn = cairn_offload_write_send,
+	.offload_write_recv_fn = cairn_offload_write_recv,
 	.fget_compression_fn = vfs_not_implemented_fget_compression,
 	.set_compression_fn = vfs_not_implemented_set_compression,
 	.snap_check_path_fn = vfs_not_implemented_snap_check_path,

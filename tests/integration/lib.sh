@@ -19,12 +19,14 @@
 #      CAIRN_TEST_KEEP 1: keep the temp dir
 #      RUST_LOG        log filter of the daemons (cairnd --log-level; default info)
 #      CL_HOST         address cairnd listens on and advertises (default 127.0.0.1)
+#      CL_METRICS      1: each cairnd serves Prometheus metrics on a free 127.0.0.1 port
+#                      (cl_metric reads them)
 #
 # Functions: cluster_up, cl_init, cl_start_etcd, cl_stop_etcd, cl_start_node,
 #   cl_stop_node, cl_restart_node, cl_node_addr, cl_peer_probe, cl_create_volume,
 #   cl_one_node, cl_mount, cl_umount, cl_stop_all, cl_start_all, cairn_cli, cairn_cli_at,
-#   cl_all_up, cl_heal_stats, wait_port, wait_port_pid, wait_mount, wait_until, fail, pass,
-#   skip, skip_kernel, assert_eq, finish.
+#   cl_all_up, cl_heal_stats, cl_metric, wait_port, wait_port_pid, wait_mount, wait_until, fail,
+#   pass, skip, skip_kernel, assert_eq, finish.
 # Variables set: CL_DIR, CL_NODES (names in start order), CL_MNT (last mount), CL_VOLUME.
 
 CL_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -45,6 +47,7 @@ CL_ETCD_PEER_PORT=
 CL_ETCD_PID=
 declare -A CL_PORT=()   # node -> cairnd port
 declare -A CL_PID=()    # node -> cairnd pid
+declare -A CL_METRICS_PORT=() # node -> cairnd metrics port (CL_METRICS=1)
 declare -A CL_MOUNTS=() # mount dir -> volume
 CL_PASSED=0
 CL_FAILED=0
@@ -173,7 +176,12 @@ cl_start_node() {
         CL_NODES+=("$name")
     fi
     mkdir -p "$CL_DIR/state/$name"
-    setsid "$CAIRN_BIN_DIR/cairnd" --name "$name" \
+    local metrics=()
+    if [[ ${CL_METRICS:-0} == 1 ]]; then
+        [[ -n ${CL_METRICS_PORT[$name]:-} ]] || CL_METRICS_PORT[$name]=$(free_port)
+        metrics=(--metrics-listen "127.0.0.1:${CL_METRICS_PORT[$name]}")
+    fi
+    setsid "$CAIRN_BIN_DIR/cairnd" --name "$name" "${metrics[@]}" \
         --listen "$CL_HOST:${CL_PORT[$name]}" \
         --etcd "http://127.0.0.1:$CL_ETCD_PORT" \
         --state-dir "$CL_DIR/state/$name" \
@@ -182,6 +190,18 @@ cl_start_node() {
     CL_PID[$name]=$!
     wait_port_pid "$CL_HOST" "${CL_PORT[$name]}" "${CL_PID[$name]}" 30 ||
         fail "cairnd $name does not listen on $CL_HOST:${CL_PORT[$name]}"
+}
+
+# cl_metric NAME OP [ROLE [SERIES]]: node NAME's counter SERIES (default
+# cairn_brick_ops_total) of brick op OP served as ROLE (default client: a client's
+# request at its chain head; replica: a forwarded change), 0 when it has none yet.
+# Needs CL_METRICS=1 when the node started.
+cl_metric() {
+    local name=$1 op=$2 role=${3:-client} series=${4:-cairn_brick_ops_total}
+    local port=${CL_METRICS_PORT[$name]:-}
+    [[ -n $port ]] || fail "cl_metric: node $name serves no metrics (start it with CL_METRICS=1)"
+    curl -sf "http://127.0.0.1:$port/metrics" |
+        awk -v k="$series{role=\"$role\",op=\"$op\"}" '$1 == k { v = $2 } END { print v + 0 }'
 }
 
 # cl_stop_node NAME: SIGTERM, SIGKILL after 10 s.

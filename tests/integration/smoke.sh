@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Smoke test of the whole backend: two cairnd nodes, a 2 x 2 volume mounted with
 # mount-cairn; files written through the mount read back; `volume info --json` describes
-# the volume; the cluster stopped like `make down` and started again still has the data.
+# the volume; copy_file_range(2) inside the mount is done by the bricks (cairnd's metrics
+# count the copies); the cluster stopped like `make down` and started again still has the
+# data.
 set -euo pipefail
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
+CL_METRICS=1
 cluster_up 2 smoke 2 4
 mnt=$CL_MNT
 
@@ -37,6 +40,50 @@ cp "$CL_DIR/big.src" "$mnt/big.bin" || fail "copy 4 MiB into the mount"
 big_sum=$(sha256sum <"$CL_DIR/big.src" | cut -d' ' -f1)
 pass "wrote files through the mount"
 
+# --- copy_file_range: the bricks copy; the bytes do not come through the mount ----------
+copies() {
+    local n sum=0
+    for n in "${CL_NODES[@]}"; do sum=$((sum + $(cl_metric "$n" copy_range))); done
+    echo "$sum"
+}
+before=$(copies)
+python3 - "$mnt/big.bin" "$mnt/big.copy" <<'PY' || fail "copy_file_range of big.bin"
+import os, sys
+with open(sys.argv[1], "rb") as s, open(sys.argv[2], "wb") as d:
+    left = os.fstat(s.fileno()).st_size
+    while left > 0:
+        n = os.copy_file_range(s.fileno(), d.fileno(), left)
+        if n == 0:
+            sys.exit("copy_file_range stopped short")
+        left -= n
+PY
+assert_eq "$big_sum" "$(sha256sum <"$mnt/big.copy" | cut -d' ' -f1)" "the copy's checksum"
+after=$(copies)
+((after > before)) || fail "copy_file_range was not done by the bricks (copy_range $before -> $after)"
+pass "copy_file_range copied 4 MiB on the bricks ($((after - before)) copy_range requests)"
+# Every replica got the copy (the head forwards the bytes it wrote, as for a WRITE): the
+# bricks hold four files with big.bin's content, two of big.bin and two of big.copy.
+copies_on_bricks=$(python3 - "$big_sum" "$CL_DIR"/bricks/smoke-b* <<'PY'
+import hashlib, os, sys
+want, found = sys.argv[1], 0
+for brick in sys.argv[2:]:
+    seen = set()
+    for root, _, files in os.walk(brick):
+        for f in files:
+            p = os.path.join(root, f)
+            st = os.lstat(p)
+            if st.st_size != 4 << 20 or (st.st_dev, st.st_ino) in seen:
+                continue
+            seen.add((st.st_dev, st.st_ino))
+            with open(p, "rb") as fh:
+                if hashlib.sha256(fh.read()).hexdigest() == want:
+                    found += 1
+print(found)
+PY
+)
+assert_eq 4 "$copies_on_bricks" "files on the bricks with big.bin's content (2 replicas x 2 files)"
+rm -f "$mnt/big.copy"
+
 # check_data WHEN: everything written above reads back the same.
 check_data() {
     local when=$1 n i
@@ -67,6 +114,51 @@ bricks = [b for s in doc["sets"] for b in s["bricks"]]
 print(doc["name"], doc["status"], doc["replica"], len(doc["sets"]), len(bricks))
 ' "$json") || fail "volume info --json does not parse as a volume map: $json"
 assert_eq "smoke Started 2 2 4" "$summary" "volume info --json: name status replica sets bricks"
+
+# --- copy_file_range across nodes: the destination's head reads the source's head ------
+# Volume cp: two replica sets of one brick each, cp-b0 on n1 and cp-b1 on n2. A copy to a
+# file on the other set makes the destination's head (one node) read the source from its
+# head (the other node) over the brick network: a READ served by the source's node, and
+# still nothing through the mount.
+cl_create_volume cp 1 2
+cl_mount cp "$CL_DIR/mnt/cp"
+cpm=$CL_DIR/mnt/cp
+head -c $((3 << 20)) /dev/urandom >"$cpm/src" || fail "write cp/src"
+src_sum=$(sha256sum <"$cpm/src" | cut -d' ' -f1)
+src_brick=
+for b in cp-b0 cp-b1; do [[ ! -e $CL_DIR/bricks/$b/data/src ]] || src_brick=$b; done
+[[ -n $src_brick ]] || fail "cp/src is on neither brick of volume cp"
+dst=
+for i in $(seq 1 32); do
+    : >"$cpm/d$i"
+    if [[ ! -e $CL_DIR/bricks/$src_brick/data/d$i ]]; then
+        dst=d$i
+        break
+    fi
+done
+[[ -n $dst ]] || fail "no file of 32 landed on the other replica set of volume cp"
+src_node=n$((${src_brick#cp-b} + 1))
+dst_node=n$((2 - ${src_brick#cp-b}))
+reads_before=$(cl_metric "$src_node" read)
+copies_before=$(cl_metric "$dst_node" copy_range)
+python3 -c '
+import os, sys
+with open(sys.argv[1], "rb") as s, open(sys.argv[2], "r+b") as d:
+    left = os.fstat(s.fileno()).st_size
+    while left > 0:
+        n = os.copy_file_range(s.fileno(), d.fileno(), left)
+        if n == 0:
+            sys.exit("copy_file_range stopped short")
+        left -= n
+' "$cpm/src" "$cpm/$dst" || fail "copy_file_range from cp/src to cp/$dst"
+assert_eq "$src_sum" "$(sha256sum <"$cpm/$dst" | cut -d' ' -f1)" "the cross-node copy's checksum"
+((reads_before < $(cl_metric "$src_node" read))) ||
+    fail "the source's node ($src_node) served no READ for the copy"
+((copies_before < $(cl_metric "$dst_node" copy_range))) ||
+    fail "the destination's node ($dst_node) made no copy_range"
+pass "copy_file_range across nodes: $dst_node copied, reading the source from $src_node"
+cl_umount "$cpm"
+unset 'CL_MOUNTS[$cpm]'
 
 # --- replication: the big file's bytes are on two bricks -------------------------------
 cl_umount "$mnt"

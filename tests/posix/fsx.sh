@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# fsx-style randomized checker over the FUSE mount: writes, truncates, punch holes, reads,
+# fsx-style randomized checker over the FUSE mount: writes, truncates, punch holes,
+# copy_file_range within the file, reads,
 # renames, reopens and fsyncs compared against a local reference file. Seeds are printed
 # so a failure can be replayed with tools/fsx.py --seed.
 set -euo pipefail

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # smbclient sessions against the vfs_cairn share [vol0]: put/get of large and small files,
-# mkdir/rename/delete, a 10 000-entry listing, smbcacls set/get, plus bad input (a share
+# mkdir/rename/delete, a server-side copy (scopy: FSCTL_SRV_COPYCHUNK_WRITE, done by the
+# bricks), a 10 000-entry listing, smbcacls set/get, plus bad input (a share
 # naming a missing volume is refused while the others keep serving; a user without rights
 # is denied; kernel share modes are refused). What SMB did is checked from the side
 # through a FUSE mount of the same volume.
@@ -20,6 +21,8 @@ extra_shares() {
     smb_add_cairn_share "$dir" private vol0 "$(cl_node_addr n1)" / "valid users = root"
 }
 
+# cairnd's metrics show what the server-side copy sent to the bricks.
+CL_METRICS=1
 smb_up 1 extra_shares
 work=$CL_DIR/work
 mkdir -p "$work"
@@ -38,6 +41,21 @@ smbc vol0 "get small.txt $work/small.back; get large.bin $work/large.back" >/dev
 cmp "$work/small" "$work/small.back" || fail "small.txt read back differs"
 cmp "$work/large" "$work/large.back" || fail "large.bin read back differs"
 pass "get small and 64 MiB files back unchanged"
+
+# --- server-side copy ---------------------------------------------------------------------------
+# smbclient's scopy asks for a resume key and copies with FSCTL_SRV_COPYCHUNK_WRITE. vfs_cairn
+# hands the copy to the bricks (cairn_copy_file_range): the bricks count copy_range requests,
+# and not one READ of the 64 MiB goes through smbd (the only reader of the volume meanwhile).
+reads_before=$(cl_metric n1 read)
+copies_before=$(cl_metric n1 copy_range)
+out=$(smbc vol0 "scopy large.bin large.copy" 2>&1) || fail "scopy large.bin large.copy: $out"
+reads_after=$(cl_metric n1 read)
+copies_after=$(cl_metric n1 copy_range)
+cmp "$work/large" "$CL_MNT/large.copy" || fail "large.copy differs from large.bin on the volume"
+((copies_after > copies_before)) ||
+    fail "the server-side copy made no copy_range on the bricks ($copies_before -> $copies_after)"
+assert_eq "$reads_before" "$reads_after" "READs of the bricks during the server-side copy"
+pass "scopy of 64 MiB done by the bricks: $((copies_after - copies_before)) copy_range requests, no READ through smbd"
 
 # --- directories, rename, delete --------------------------------------------------------------
 smbc vol0 "mkdir d1; mkdir d1/d2; put $work/small d1/d2/f; rename d1/d2/f d1/g; rename d1 d3" \

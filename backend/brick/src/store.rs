@@ -752,6 +752,10 @@ impl Brick {
                 libc::ENOTSUP,
                 "heal_sync is coordinated by cairnd, not by the brick store",
             )),
+            Op::CopyRange { .. } => Err(fail(
+                libc::ENOTSUP,
+                "copy_range is run by cairnd as a read and a replicated write",
+            )),
         }
     }
 

@@ -1739,6 +1739,95 @@ impl Volume {
         r.map(|_| ())
     }
 
+    /// Copy up to `len` bytes of regular file `src` from `src_offset` into regular file
+    /// `dst` at `dst_offset`; returns the bytes copied (short at the end of `src`, 0 at or
+    /// past it), as copy_file_range(2). The bricks copy (`Op::CopyRange` at the chain head
+    /// of `dst`, in pieces of at most 8 MiB), reading `src` in their own replica set or
+    /// over the brick network, and no byte of the data comes through this client; from a
+    /// brick that cannot (`EXDEV`) or does not know the op (`EPROTO`, a brick built before
+    /// it), by READ and WRITE here. `Stats::by_op` tells which (`copy_range` against
+    /// `read`/`write`).
+    pub async fn copy_range(
+        &self,
+        c: &Creds,
+        src: Id,
+        src_offset: u64,
+        dst: Id,
+        dst_offset: u64,
+        len: u64,
+    ) -> Result<u64> {
+        let i = &self.inner;
+        let fits = |off: u64| off.checked_add(len).is_some_and(|e| e <= i64::MAX as u64);
+        if !fits(src_offset) || !fits(dst_offset) {
+            return Err(err(
+                Errno::EINVAL,
+                format!(
+                    "copy_range {src} at {src_offset} to {dst} at {dst_offset}, {len} bytes: past the largest file offset"
+                ),
+            ));
+        }
+        // Write-behind of either file reaches the bricks first (a barrier, as for a read).
+        i.flush(src).await?;
+        i.flush(dst).await?;
+        let mut done = 0u64;
+        let mut local = false;
+        while done < len {
+            let n = (len - done).min(MAX_IO as u64) as u32;
+            let (so, dof) = (src_offset + done, dst_offset + done);
+            let count = if local {
+                self.copy_by_client(c, src, so, dst, dof, n).await?
+            } else {
+                let token = i.attrs.begin();
+                let op = Op::CopyRange { src, src_offset: so, dst, dst_offset: dof, len: n };
+                let t = Target { set: i.home(dst), key: dst };
+                match i.call(t, c, op, Bytes::new()).await {
+                    Ok((Reply::Written { count, attr }, _)) => {
+                        i.attrs.put_change(token, &attr);
+                        count
+                    }
+                    Ok((other, _)) => return Err(unexpected("copy_range", &other)),
+                    Err(e) if e.errno == Errno::EXDEV || e.errno == Errno::EPROTO => {
+                        tracing::debug!(%src, %dst, error = %e, "copy on the bricks refused; copying by read and write");
+                        local = true;
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                }
+            };
+            done += count as u64;
+            if count < n {
+                break;
+            }
+        }
+        Ok(done)
+    }
+
+    /// One piece of [`copy_range`](Self::copy_range) through this client.
+    async fn copy_by_client(
+        &self,
+        c: &Creds,
+        src: Id,
+        src_offset: u64,
+        dst: Id,
+        dst_offset: u64,
+        len: u32,
+    ) -> Result<u32> {
+        let mut done = 0u32;
+        while done < len {
+            let (data, eof) = self.read(c, src, src_offset + done as u64, len - done).await?;
+            if data.is_empty() {
+                break;
+            }
+            let n = data.len() as u32;
+            let w = self.inner.write_now(c, dst, dst_offset + done as u64, data).await?;
+            done += w;
+            if eof || w < n {
+                break;
+            }
+        }
+        Ok(done)
+    }
+
     /// List a directory from `cookie` (0 = start). Cookies are stable across calls and
     /// changes; the bool is true at the end.
     pub async fn readdir(

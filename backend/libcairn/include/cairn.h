@@ -700,6 +700,24 @@ int cairn_compare_and_write(struct cairn_fs_t *fs,
                             size_t len);
 
 /**
+ * Server-side copy, as copy_file_range(2): copy up to `len` bytes of regular file `src`
+ * from `src_offset` into regular file `dst` at `dst_offset`, and return the bytes copied
+ * (short at the end of `src`, 0 at or past it) or a negative errno. The bricks copy: the
+ * chain head of `dst` reads `src` (its own copy, or from the chain head of `src` over the
+ * brick network) and replicates a write, so no byte of the data passes through this
+ * process, and `cairn_stats` counts `copy_range` requests instead of `read`/`write`.
+ * Against bricks that cannot, the library copies by reading and writing. Buffered writes
+ * of both files are sent first. `len` is capped at `SSIZE_MAX`.
+ */
+ssize_t cairn_copy_file_range(struct cairn_fs_t *fs,
+                              const struct cairn_creds_t *creds,
+                              struct cairn_id_t src,
+                              uint64_t src_offset,
+                              struct cairn_id_t dst,
+                              uint64_t dst_offset,
+                              size_t len);
+
+/**
  * Start reading up to `len` bytes at `offset` into `buf`; `cb` gets the byte count (short
  * only at end of file, 0 past it as with `cairn_read`) or a negative errno. `buf` must
  * stay valid until `cb` runs. Returns 0 when submitted (then `cb` runs exactly once),

@@ -353,6 +353,45 @@ pub unsafe extern "C" fn cairn_compare_and_write(
     })
 }
 
+/// Server-side copy, as copy_file_range(2): copy up to `len` bytes of regular file `src`
+/// from `src_offset` into regular file `dst` at `dst_offset`, and return the bytes copied
+/// (short at the end of `src`, 0 at or past it) or a negative errno. The bricks copy: the
+/// chain head of `dst` reads `src` (its own copy, or from the chain head of `src` over the
+/// brick network) and replicates a write, so no byte of the data passes through this
+/// process, and `cairn_stats` counts `copy_range` requests instead of `read`/`write`.
+/// Against bricks that cannot, the library copies by reading and writing. Buffered writes
+/// of both files are sent first. `len` is capped at `SSIZE_MAX`.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_copy_file_range(
+    fs: *mut cairn_fs_t,
+    creds: *const cairn_creds_t,
+    src: cairn_id_t,
+    src_offset: u64,
+    dst: cairn_id_t,
+    dst_offset: u64,
+    len: usize,
+) -> libc::ssize_t {
+    guard_count("cairn_copy_file_range", || {
+        // SAFETY: forwarded contract for all pointers.
+        let (fs, c) = unsafe { fs_creds(fs, creds) }?;
+        let len = len.min(isize::MAX as usize);
+        range(src_offset, len, "copy_file_range (source)")?;
+        range(dst_offset, len, "copy_file_range (destination)")?;
+        let (src, dst) = (Id::from(src), Id::from(dst));
+        fs.block_on(fs.vol.copy_range(&c, src, src_offset, dst, dst_offset, len as u64))
+            .map(|n| n as usize)
+            .map_err(|e| {
+                Error::remote(
+                    e,
+                    format!(
+                        "{}: copy_file_range {src} at {src_offset} to {dst} at {dst_offset}, {len} bytes",
+                        fs.label
+                    ),
+                )
+            })
+    })
+}
+
 // ---------------------------------------------------------------------------------------
 // Asynchronous I/O
 // ---------------------------------------------------------------------------------------

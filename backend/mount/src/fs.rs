@@ -11,10 +11,11 @@ use cairn_client::{
     Volume,
 };
 use fuser::{
-    AccessFlags, BsdFileFlags, Errno, FileAttr, FileHandle, Filesystem, FopenFlags, Generation,
-    INodeNo, InitFlags, KernelConfig, LockOwner, Notifier, OpenFlags, RenameFlags, ReplyAttr,
-    ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLock,
-    ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    AccessFlags, BsdFileFlags, CopyFileRangeFlags, Errno, FileAttr, FileHandle, Filesystem,
+    FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner, Notifier, OpenFlags,
+    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,
+    ReplyEntry, ReplyLock, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request,
+    TimeOrNow, WriteFlags,
 };
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -1386,6 +1387,47 @@ impl Filesystem for CairnFs {
                 Err(e) => reply.error(Errno::from_i32(fail(
                     "fallocate",
                     format!("{id}@{offset}+{length}"),
+                    &e,
+                ))),
+            }
+        });
+    }
+
+    /// copy_file_range(2) inside the volume: the bricks copy when both files share a
+    /// replica set (`Volume::copy_range`), so the data does not come through this mount.
+    fn copy_file_range(
+        &self,
+        _req: &Request,
+        INodeNo(ino_in): INodeNo,
+        FileHandle(fh_in): FileHandle,
+        offset_in: u64,
+        INodeNo(ino_out): INodeNo,
+        FileHandle(fh_out): FileHandle,
+        offset_out: u64,
+        len: u64,
+        flags: CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        self.count("copy_file_range");
+        let (src, _, _) = try_reply!(self.handle(fh_in, ino_in), reply);
+        // The credentials the destination was opened with, as for a WRITE of it.
+        let (dst, c, _) = try_reply!(self.handle(fh_out, ino_out), reply);
+        let max = i64::MAX as u64;
+        if flags.bits() != 0 || offset_in > max || offset_out > max {
+            return reply.error(Errno::from_i32(libc::EINVAL));
+        }
+        // The reply carries a 32-bit count (the kernel asks for at most that much anyway).
+        let len = len.min(u32::MAX as u64 & !0xfff);
+        let sh = self.sh.clone();
+        self.spawn(async move {
+            match sh.vol.copy_range(&c, src, offset_in, dst, offset_out, len).await {
+                Ok(n) => {
+                    sh.inodes.lock().local_change(ino_out, Some(offset_out + n), None, None);
+                    reply.written(n as u32)
+                }
+                Err(e) => reply.error(Errno::from_i32(fail(
+                    "copy_file_range",
+                    format!("{src}@{offset_in} to {dst}@{offset_out}+{len}"),
                     &e,
                 ))),
             }

@@ -345,6 +345,24 @@ pub enum Op {
         id: Id,
         extents: Vec<HealExtent>,
     },
+    /// Server-side copy: copy up to `len` bytes of regular file `src` from `src_offset`
+    /// into regular file `dst` at `dst_offset`, on the bricks, so the bytes never travel
+    /// through the client. Sent to the chain head of `dst`, which reads `src` with the
+    /// caller's credentials (its own copy when `src` lives in its replica set, else a READ
+    /// at the chain head of `src` over the brick network) and applies the bytes as a
+    /// `Write` of `dst`, forwarded down the chain as any write. Answered `Written { count,
+    /// attr }` (`count` short at the end of `src`, 0 at or past it). `EXDEV`: the bricks
+    /// could not read `src` (no head up, a bad checksum, a timeout); the client copies by
+    /// READ and WRITE.
+    /// Added without a version change (a new variant at the end): an older brick refuses
+    /// it as undecodable (`EPROTO`), and the client falls back the same way.
+    CopyRange {
+        src: Id,
+        src_offset: u64,
+        dst: Id,
+        dst_offset: u64,
+        len: u32,
+    },
 }
 
 /// Most checksum entries one `HealSums` returns (65536 blocks of 4 KiB: 256 MiB of file,
@@ -400,6 +418,7 @@ impl Op {
                 | Op::Fsync { .. }
                 | Op::Open { .. }
                 | Op::Release { .. }
+                | Op::CopyRange { .. }
         )
     }
 
@@ -458,6 +477,7 @@ impl Op {
             Op::HealSums { .. } => "heal_sums",
             Op::HealWrite { .. } => "heal_write",
             Op::HealSync { .. } => "heal_sync",
+            Op::CopyRange { .. } => "copy_range",
         }
     }
 }

@@ -281,11 +281,15 @@ pub fn sample_ops(dir: Id, file: Id, prefix: &str) -> Vec<(Op, Vec<u8>)> {
             },
             b"data".to_vec(),
         ),
+        (
+            Op::CopyRange { src: file, src_offset: 0, dst: file, dst_offset: 8192, len: 4096 },
+            none(),
+        ),
     ]
 }
 
 /// Number of [`Op`] variants.
-pub const OP_KINDS: usize = 36;
+pub const OP_KINDS: usize = 37;
 
 /// Index of an op's variant; the match is exhaustive, so a new variant fails to build
 /// until it is given an index here (and [`OP_KINDS`] and [`sample_ops`] follow).
@@ -327,6 +331,7 @@ pub fn op_kind(op: &Op) -> usize {
         Op::HealSync { .. } => 33,
         Op::HealSums { .. } => 34,
         Op::HealWrite { .. } => 35,
+        Op::CopyRange { .. } => 36,
     }
 }
 
@@ -585,6 +590,15 @@ pub fn op(id: BoxedStrategy<Id>, name: BoxedStrategy<Vec<u8>>) -> BoxedStrategy<
             )
         )
             .prop_map(|(id, extents)| Op::HealWrite { id, extents }),
+        (id(), num64(), id(), num64(), num32()).prop_map(
+            |(src, src_offset, dst, dst_offset, len)| Op::CopyRange {
+                src,
+                src_offset,
+                dst,
+                dst_offset,
+                len
+            }
+        ),
     ]
     .boxed()
 }

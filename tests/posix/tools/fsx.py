@@ -137,6 +137,36 @@ class Fsx:
         self.both("punch hole", lambda: punch_hole(self.tfd, off, length),
                   lambda: self.full_pwrite(self.rfd, bytes(zero_len), off))
 
+    def op_copy_range(self):
+        # copy_file_range(2) within the file (on a Cairn mount the bricks copy: Op::CopyRange;
+        # the kernel flushes the cached pages of both ranges first). The reference copies by
+        # read and write. Ranges of one file may not overlap (EINVAL), so they never do here.
+        if self.size == 0:
+            return self.op_write()
+        src = self.rng.randrange(0, self.size)
+        dst = self.rng.randrange(0, min(self.maxsize, self.size + self.maxlen))
+        length = min(self.rng.randrange(1, self.maxlen + 1), abs(src - dst), self.maxsize - dst)
+        if length <= 0:
+            return None
+        n = min(length, self.size - src)  # short at the end of the file
+        self.note(f"copy_range {src}+{length} -> {dst} (size {self.size})")
+        data = self.pread_all(self.rfd, src, n)
+
+        def target():
+            # Asked for `length`; a short count means the end of the file. Then the copy
+            # itself may have extended the file past `src + n`, so stop there.
+            done = os.copy_file_range(self.tfd, self.tfd, length, src, dst)
+            while 0 < done < n:
+                k = os.copy_file_range(self.tfd, self.tfd, n - done, src + done, dst + done)
+                if k == 0:
+                    break
+                done += k
+            if done != n:
+                raise Mismatch(f"copy_range copied {done} bytes, expected {n}")
+
+        self.both("copy_range", target, lambda: self.full_pwrite(self.rfd, data, dst))
+        self.size = max(self.size, dst + n)
+
     def op_read(self):
         if self.size == 0 or self.rng.random() < 0.1:
             off = self.rng.randrange(0, self.size + 1024)  # at/after EOF too
@@ -212,8 +242,8 @@ class Fsx:
 
     def run(self, nops):
         ops = [(self.op_write, 30), (self.op_read, 30), (self.op_truncate, 8),
-               (self.op_punch, 8), (self.op_rename, 4), (self.op_reopen, 4),
-               (self.op_fsync, 4)]
+               (self.op_punch, 8), (self.op_copy_range, 8), (self.op_rename, 4),
+               (self.op_reopen, 4), (self.op_fsync, 4)]
         fns = [f for f, _ in ops]
         weights = [w for _, w in ops]
         for self.opno in range(1, nops + 1):

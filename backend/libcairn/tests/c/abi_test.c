@@ -6,7 +6,7 @@
  *                                 ids, versions, unreachable cluster)
  *   abi_test SERVERS VOLUME       the full run against a live volume: create, write,
  *                                 read, readdir, rename, links, xattrs, locks, statfs,
- *                                 compare-and-write, aio, unlink
+ *                                 compare-and-write, aio, unlink, server-side copy
  *
  * Prints every failed check and "N passed, M failed"; exits 1 on any failure, 2 on usage.
  */
@@ -574,6 +574,121 @@ static void write_ordering(const char *servers, const char *volume)
 	free(rbuf);
 }
 
+/* cairn_stats callback: the counts of "read", "write" and "copy_range" requests. */
+struct op_counts {
+	uint64_t read, write, copy_range;
+};
+
+static void count_ops(const char *op, uint64_t count, void *arg)
+{
+	struct op_counts *c = arg;
+
+	if (strcmp(op, "read") == 0)
+		c->read = count;
+	else if (strcmp(op, "write") == 0)
+		c->write = count;
+	else if (strcmp(op, "copy_range") == 0)
+		c->copy_range = count;
+}
+
+static struct op_counts op_counts(cairn_fs_t *fs)
+{
+	struct op_counts c = {0, 0, 0};
+
+	cairn_stats(fs, count_ops, &c);
+	return c;
+}
+
+/*
+ * Server-side copy (what vfs_cairn's FSCTL_SRV_COPYCHUNK uses): the bytes of a copy must
+ * not come through the client. Within one file and across files (on the same replica set
+ * or not: six destinations on a 2 x 2 volume), the mount's request counters must show
+ * copy_range requests and not one READ or WRITE, and another client must read the copy.
+ */
+static void server_copy(const char *servers, const char *volume)
+{
+	enum { LEN = 3 << 20, FILES = 6 };
+	cairn_fs_t *fs = NULL, *fs2 = NULL;
+	cairn_options_t o;
+	cairn_attr_t f, d, a;
+	struct op_counts before, after;
+	unsigned char *wbuf = malloc(LEN), *rbuf = malloc(LEN);
+	char name[64], dname[80];
+	cairn_creds_t other = {.uid = 4242, .gid = 4242, .ngroups = 0, .groups = NULL};
+	size_t i;
+	int k, backend = 0;
+	ssize_t n;
+
+	cairn_options_init(&o);
+	o.client_name = "abi_test-copy";
+	CHECK_RC(cairn_mount(servers, volume, &o, &fs), 0);
+	o.client_name = "abi_test-copy-2";
+	CHECK_RC(cairn_mount(servers, volume, &o, &fs2), 0);
+	if (fs == NULL || fs2 == NULL)
+		return;
+	snprintf(name, sizeof(name), "abi_test-copy.%d", (int)getpid());
+	CHECK_RC(cairn_create(fs, NULL, cairn_id_root(), name, 0644, CAIRN_CREATE_EXCL, &f), 0);
+	for (i = 0; i < LEN; i++)
+		wbuf[i] = (unsigned char)(i * 13 + i / 65536);
+	/* buffered by write-behind: the copy must send it first */
+	CHECK(cairn_write(fs, NULL, f.id, 0, wbuf, LEN) == LEN, "3 MiB write");
+
+	/* within one file: 3 MiB at 0 to 3 MiB + 100, on the bricks only */
+	before = op_counts(fs);
+	n = cairn_copy_file_range(fs, NULL, f.id, 0, f.id, LEN + 100, LEN);
+	after = op_counts(fs);
+	CHECK(n == LEN, "copy within a file: %zd", n);
+	CHECK(after.copy_range > before.copy_range && after.read == before.read,
+	      "the bricks copied (copy_range %llu -> %llu) and no byte was read through the "
+	      "client (read %llu -> %llu)", (unsigned long long)before.copy_range,
+	      (unsigned long long)after.copy_range, (unsigned long long)before.read,
+	      (unsigned long long)after.read);
+	CHECK(cairn_read(fs2, NULL, f.id, LEN + 100, rbuf, LEN) == LEN &&
+	      memcmp(rbuf, wbuf, LEN) == 0, "another client reads the copy");
+	CHECK(cairn_read(fs2, NULL, f.id, 100, rbuf, 4) == 4 && rbuf[0] == wbuf[100],
+	      "the source is unchanged");
+	CHECK_RC(cairn_getattr(fs, NULL, f.id, &a), 0);
+	CHECK(a.size == 2 * LEN + 100, "size after the copy %llu", (unsigned long long)a.size);
+
+	/* short at the end of the source, 0 past it, and the caller's permissions */
+	n = cairn_copy_file_range(fs, NULL, f.id, 2 * LEN, f.id, 0, LEN);
+	CHECK(n == 100, "copy across the end of the source: %zd, want 100", n);
+	CHECK(cairn_copy_file_range(fs, NULL, f.id, 3 * LEN, f.id, 0, 10) == 0,
+	      "copy from past the end copies nothing");
+	CHECK(cairn_read(fs2, NULL, f.id, 0, rbuf, 100) == 100 &&
+	      memcmp(rbuf, wbuf + LEN - 100, 100) == 0, "the short copy landed");
+	n = cairn_copy_file_range(fs, &other, f.id, 0, f.id, 0, 4096);
+	CHECK(n == -EACCES, "another user may not write the file: %zd", n);
+	CHECK(cairn_copy_file_range(fs, NULL, f.id, UINT64_MAX - 10, f.id, 0, 100) < 0,
+	      "offsets past the largest file offset are refused");
+
+	/* across files, in one replica set or two; the source's head again as it was */
+	CHECK(cairn_write(fs, NULL, f.id, 0, wbuf, 100) == 100, "rewrite the head");
+	CHECK_RC(cairn_flush(fs, f.id), 0);
+	for (k = 0; k < FILES; k++) {
+		snprintf(dname, sizeof(dname), "%s.dst%d", name, k);
+		CHECK_RC(cairn_create(fs, NULL, cairn_id_root(), dname, 0644, CAIRN_CREATE_EXCL, &d),
+			 0);
+		before = op_counts(fs);
+		n = cairn_copy_file_range(fs, NULL, f.id, 0, d.id, 0, LEN);
+		after = op_counts(fs);
+		CHECK(n == LEN, "copy to %s: %zd", dname, n);
+		if (after.copy_range > before.copy_range && after.read == before.read &&
+		    after.write == before.write)
+			backend++;
+		CHECK(cairn_read(fs2, NULL, d.id, 0, rbuf, LEN) == LEN &&
+		      memcmp(rbuf, wbuf, LEN) == 0, "another client reads the copy in %s", dname);
+		CHECK_RC(cairn_unlink(fs, NULL, cairn_id_root(), dname), 0);
+	}
+	CHECK(backend == FILES, "%d of %d copies across files made on the bricks alone", backend,
+	      FILES);
+	CHECK_RC(cairn_unlink(fs, NULL, cairn_id_root(), name), 0);
+	CHECK_RC(cairn_unmount(fs2), 0);
+	CHECK_RC(cairn_unmount(fs), 0);
+	free(wbuf);
+	free(rbuf);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 2 && strcmp(argv[1], "--offline") == 0) {
@@ -583,6 +698,7 @@ int main(int argc, char **argv)
 		online(argv[1], argv[2]);
 		recalls(argv[1], argv[2]);
 		write_ordering(argv[1], argv[2]);
+		server_copy(argv[1], argv[2]);
 	} else {
 		fprintf(stderr, "usage: %s --offline | %s SERVERS VOLUME\n", argv[0], argv[0]);
 		return 2;
