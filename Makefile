@@ -33,6 +33,8 @@ DEB_PACKAGES += libtalloc-dev libtevent-dev libtdb-dev libldb-dev libpopt-dev zl
 # iSCSI gateway (issue 5): tcmu-runner's source (dpkg-source), initiator tools, VM harness.
 DEB_PACKAGES += dpkg-dev libiscsi-bin                  # apt-get source + dpkg-source; iscsi-test-cu
 DEB_PACKAGES += qemu-system-x86 qemu-utils debootstrap openssh-client e2fsprogs  # tests/vm
+DEB_PACKAGES += qemu-block-extra  # qemu-io's iscsi:// protocol (vm-test SCENARIO=iscsi); not a dependency of qemu-utils
+DEB_PACKAGES += iproute2          # ip netns (tests/faults), tc and ss (make bench); not in a minimal Debian
 # Benchmarks.
 DEB_PACKAGES += fio
 # GlusterFS, measured side by side by `make bench` only (tests/bench/gluster.sh starts its own
@@ -67,7 +69,7 @@ BUILD := $(REPO)/build
 cargo_flags = $(if $(filter release,$(1)),--release,)
 
 .PHONY: help deps build build-test install up down clean-run test fmt-check clippy \
-	shellcheck lint unit integration bench vm-test
+	shellcheck lint unit integration bench vm-test print-deb-packages
 
 help:
 	@echo 'make up         deps + build + install, then start etcd, cairnd and vol0 mounted at run/mnt/vol0'
@@ -81,6 +83,12 @@ help:
 	@echo 'make clean-run  delete run/ (after make down)'
 
 deps: $(BUILD)/deps.stamp
+
+# The package lists, for tests/integration/deb-packages.sh (which checks that every tool the
+# scripts, suites, VM scenarios and benchmarks tell a user to apt-get install is listed).
+print-deb-packages:
+	@echo 'DEB_PACKAGES=$(strip $(DEB_PACKAGES))'
+	@echo 'BENCH_DEB_PACKAGES=$(strip $(BENCH_DEB_PACKAGES))'
 
 $(BUILD)/deps.stamp: Makefile scripts/deps.sh
 	@mkdir -p $(BUILD)

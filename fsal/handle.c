@@ -338,6 +338,11 @@ static fsal_status_t cairn_fsal_setattr2(struct fsal_obj_handle *obj_hdl,
 	int rc;
 
 	memset(&in, 0, sizeof(in));
+	/* A symlink has no mode of its own on Linux (lchmod is EOPNOTSUPP): the mode is
+	 * ignored and the SETATTR succeeds, as FSAL_VFS does, so that a client's chmod of
+	 * a tree does not stop at its first symlink. */
+	if (obj_hdl->type == SYMBOLIC_LINK)
+		FSAL_UNSET_MASK(vm, ATTR_MODE);
 	if (FSAL_TEST_MASK(vm, ATTR_MODE)) {
 		in.mode = fsal2unix_mode(attrib_set->mode);
 		mask |= CAIRN_SETATTR_MODE;

@@ -39,8 +39,14 @@ nfs_render_config() {
         echo "    RecoveryBackend = fs;"
         echo "    RecoveryRoot = \"$dir/recovery\";"
         echo "    Only_Numeric_Owners = true;"
-        echo "    PNFS_MDS = false;"
-        echo "    PNFS_DS = false;"
+        # EXCHANGE_ID must answer a USE_PNFS_MDS/USE_PNFS_DS/USE_NON_PNFS role (RFC 8881
+        # §18.35). Ganesha 4.3 intersects a client's requested roles with these two: with
+        # both false, a client asking only for MDS or DS gets no role at all. Both true (the
+        # packaged defaults) give a valid role for every request; no layout is ever handed
+        # out while FSAL_CAIRN declares no pNFS support (LAYOUTGET: LAYOUTUNAVAILABLE, no
+        # fs_layout_types). See docs/nfs.md "pNFS roles".
+        echo "    PNFS_MDS = true;"
+        echo "    PNFS_DS = true;"
         echo "}"
         echo "NFS_KRB5 { Active_krb5 = false; }"
         echo "MDCACHE { Entries_HWMark = 100000; }"
@@ -61,6 +67,7 @@ EXPORT {
     Pseudo = "$pseudo";
     Protocols = 3, 4;
     Transports = TCP;
+    MaxOffsetRead = 18446744073709551615;
     SecType = sys;
     Access_Type = None;
     Squash = $squash;

@@ -8,8 +8,16 @@
 # seconds. Each suite's output goes to build/test-logs/DIR-NAME.log; a failure prints its
 # tail. Arguments, if any, name suites to run (paths or DIR/NAME).
 #
+# Strict mode (CI=true, or CAIRN_STRICT=1; CAIRN_STRICT=0 turns it off): a skip fails the
+# run, unless the suite printed, before exiting 77, a line
+#     SKIP-KERNEL: <what this kernel lacks> (covered by make vm-test SCENARIO=<name>)
+# naming an existing tests/vm/scenarios/<name>.sh (`skip_kernel` in tests/integration/lib.sh
+# prints it). A missing package, tool or privilege is a plain `skip`: counted as skipped
+# on a developer's machine, failed in CI. See tests/support/skips.sh, docs/operations.md.
+#
 # Env: CAIRN_BIN_DIR (dir with cairnd, cairn, mount-cairn; default backend/target/debug),
-#      SUITE_DIRS, SUITE_TIMEOUT (default 1200), TEST_LOG_DIR, VERBOSE=1 (stream output).
+#      SUITE_DIRS, SUITE_TIMEOUT (default 1200), TEST_LOG_DIR, VERBOSE=1 (stream output),
+#      CI, CAIRN_STRICT.
 set -uo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
@@ -41,6 +49,11 @@ sweep() {
     done
     return $((found))
 }
+
+# shellcheck source=tests/support/skips.sh
+. "$repo/tests/support/skips.sh"
+strict=0
+skips_strict && strict=1
 
 suites=()
 if (($#)); then
@@ -92,8 +105,17 @@ for s in "${suites[@]}"; do
         echo "PASS  $name (${took}s)"
         ;;
     77)
-        skipped=$((skipped + 1))
-        echo "SKIP  $name: $(grep -m1 -i 'skip' "$log" || echo 'exit 77')"
+        if why=$(skips_kernel_line "$log" "$repo"); then
+            skipped=$((skipped + 1))
+            echo "SKIP  $name: ${why#SKIP-KERNEL: }"
+        elif ((strict)); then
+            failed=$((failed + 1))
+            failed_names+=("$name")
+            echo "FAIL  $name (skipped, and a skip fails under CI/CAIRN_STRICT unless it is SKIP-KERNEL naming a VM scenario: $(grep -m1 -i 'skip' "$log" || echo 'exit 77'); log $log)"
+        else
+            skipped=$((skipped + 1))
+            echo "SKIP  $name: $(grep -m1 -i 'skip' "$log" || echo 'exit 77')"
+        fi
         ;;
     *)
         failed=$((failed + 1))

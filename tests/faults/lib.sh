@@ -60,8 +60,15 @@ fx_soft_fail() {
     echo "not ok - $*" >&2
 }
 
+# fx_skip REASON: a missing package, tool or privilege (failed under CI, see run.sh).
 fx_skip() {
     echo "SKIP - $*"
+    exit 77
+}
+
+# fx_skip_kernel WHAT SCENARIO: this kernel lacks WHAT; make vm-test SCENARIO covers it.
+fx_skip_kernel() {
+    echo "SKIP-KERNEL: $1 (covered by make vm-test SCENARIO=$2)"
     exit 77
 }
 

@@ -7,6 +7,11 @@
 # (replay a run with FX_SEED=...), and keeps its temp dir (daemon logs, histories) on
 # failure. Output of scenario X goes to $FAULTS_LOG_DIR/X.log.
 #
+# A scenario that exits 77 is skipped, or failed in strict mode (CI=true, CAIRN_STRICT=1)
+# unless it printed a SKIP-KERNEL line naming a VM scenario (tests/support/skips.sh). When
+# scenarios ran and all of them skipped, the suite exits 77 too (never a pass), repeating
+# a SKIP-KERNEL line only if every skip was one.
+#
 # Env: CAIRN_BIN_DIR, FAULTS_TIMEOUT (per scenario, default 150 s), FAULTS_BUDGET (total,
 #      default 900 s: nine scenarios of 25-120 s on a loaded 2-core machine), FAULTS_LOG_DIR (default build/test-logs/faults), FX_SEED.
 set -uo pipefail
@@ -18,6 +23,8 @@ timeout_s=${FAULTS_TIMEOUT:-150}
 budget=${FAULTS_BUDGET:-900}
 logdir=${FAULTS_LOG_DIR:-$repo/build/test-logs/faults}
 mkdir -p "$logdir"
+# shellcheck source=tests/support/skips.sh
+. "$repo/tests/support/skips.sh"
 
 # The checker's own tests first: a broken checker would pass anything.
 if ! (cd "$here" && python3 -m unittest -q test_lincheck >"$logdir/test_lincheck.log" 2>&1); then
@@ -38,7 +45,7 @@ fi
 # Scenarios of features not built yet, each with its reason (reviewed; remove a line once
 # the feature lands). Listed scenarios still run when named on the command line.
 known=$here/known-failures.txt
-passed=0 failed=0 skipped=0 start=$SECONDS
+passed=0 failed=0 skipped=0 start=$SECONDS kernel_skips=()
 for s in "${scenarios[@]}"; do
     name=$(basename "$s" .sh)
     if ((!$#)) && [[ -f $known ]] && grep -q "^${name}[[:space:]]*#" "$known"; then
@@ -73,8 +80,17 @@ for s in "${scenarios[@]}"; do
         passed=$((passed + 1))
         ;;
     77)
-        echo "skip $name: $(grep -m1 '^SKIP' "$logdir/$name.log")"
-        skipped=$((skipped + 1))
+        if why=$(skips_kernel_line "$logdir/$name.log" "$repo"); then
+            echo "skip $name: ${why#SKIP-KERNEL: }"
+            kernel_skips+=("$why")
+            skipped=$((skipped + 1))
+        elif skips_strict; then
+            echo "FAIL $name: skipped, and a skip fails under CI/CAIRN_STRICT unless it is SKIP-KERNEL naming a VM scenario: $(grep -m1 '^SKIP' "$logdir/$name.log")"
+            failed=$((failed + 1))
+        else
+            echo "skip $name: $(grep -m1 '^SKIP' "$logdir/$name.log")"
+            skipped=$((skipped + 1))
+        fi
         ;;
     *)
         why=$(grep -m1 '^FAIL - ' "$logdir/$name.log")
@@ -87,4 +103,13 @@ done
 summary="$passed passed, $failed failed"
 ((skipped)) && summary+=", $skipped skipped"
 echo "$summary ($((SECONDS - start))s)"
-((failed == 0))
+((failed == 0)) || exit 1
+if ((passed == 0 && skipped > 0)); then
+    # Nothing ran: a skip, not a pass (tests/run-all.sh then decides whether it may pass).
+    if ((${#kernel_skips[@]} == skipped)); then
+        echo "${kernel_skips[0]}"
+    else
+        echo "SKIP - every fault scenario skipped (see above)"
+    fi
+    exit 77
+fi

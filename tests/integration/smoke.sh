@@ -9,6 +9,21 @@ set -euo pipefail
 cluster_up 2 smoke 2 4
 mnt=$CL_MNT
 
+# --- the mount as tools see it ---------------------------------------------------------
+# Type fuse.cairn (FUSE subtype "cairn", as Gluster's show fuse.glusterfs), source the
+# server:/volume given: what findmnt -t, umount -a -t, df -t and monitoring select on.
+assert_eq "fuse.cairn $(cl_node_addr n1):/smoke" \
+    "$(awk -v m="$mnt" '$2 == m { print $3, $1 }' /proc/self/mounts)" "/proc/mounts type and source"
+findmnt -n -t fuse.cairn -o TARGET | grep -qxF "$mnt" || fail "findmnt -t fuse.cairn does not list $mnt"
+# umount -a -t in a private mount namespace: it unmounts only that namespace's copies
+# (this host's other fuse.cairn mounts, and ours outside, stay).
+# shellcheck disable=SC2016 # $1 is the inner bash's
+unshare -m --propagation private bash -c \
+    'umount -a -t fuse.cairn && ! grep -qF " $1 " /proc/self/mounts' _ "$mnt" ||
+    fail "umount -a -t fuse.cairn (private namespace) did not unmount $mnt"
+grep -qF " $mnt " /proc/self/mounts || fail "$mnt gone outside the private namespace"
+pass "mounted as type fuse.cairn: findmnt -t fuse.cairn, umount -a -t fuse.cairn"
+
 # --- write through the mount ------------------------------------------------------------
 echo "hello cairn" >"$mnt/hello.txt" || fail "write hello.txt"
 mkdir -p "$mnt/a/b/c" || fail "mkdir -p a/b/c"

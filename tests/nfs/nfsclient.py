@@ -7,6 +7,7 @@ Commands print results on stdout and exit 1 with the error on stderr:
   write PATH TEXT        create/truncate PATH and write TEXT
   append PATH TEXT       write TEXT at the end of PATH
   read PATH              print the content
+  read-at PATH OFF N     read N bytes at offset OFF; print how many came back
   stat PATH              print "type mode size uid gid nlink"
   mkdir PATH | rmdir PATH | unlink PATH | rename SRC DST | link SRC DST
   symlink TARGET PATH | readlink PATH | chmod PATH OCTAL | truncate PATH SIZE
@@ -47,6 +48,9 @@ def run(c, cmd, args):
     elif cmd == "read":
         with c.open(args[0], "rb") as f:
             sys.stdout.write(f.read().decode())
+    elif cmd == "read-at":
+        with c.open(args[0], "rb") as f:
+            print(len(f.read_at(int(args[1]), int(args[2]))))
     elif cmd == "stat":
         i = c.stat(args[0])
         print(i.type.value, oct(i.mode & 0o7777), i.size, i.uid, i.gid, i.nlink)

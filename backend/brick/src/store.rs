@@ -52,14 +52,15 @@ pub(crate) type R<T> = Result<T, Fail>;
 /// Byte ranges come from peers: one that ends past the largest file offset (`i64::MAX`)
 /// is refused before any arithmetic on it (the checksum code adds and multiplies offsets),
 /// with the errno the kernel gives for it: EFBIG for a write, an allocation or a size,
-/// EINVAL for a read or seek offset (a read that only crosses it is cut short there).
+/// EINVAL for a seek offset. A READ is not refused: one that crosses that offset is cut
+/// short there, one at or past it is end of file (`read_fd`), as NFS READ must answer.
 fn check_range(op: &Op, data: &[u8]) -> R<()> {
     let (id, off, len, errno) = match op {
         Op::Write { id, offset } => (id, *offset, data.len() as u64, libc::EFBIG),
         Op::CompareAndWrite { id, offset } => (id, *offset, data.len() as u64 / 2, libc::EFBIG),
         Op::Fallocate { id, offset, len, .. } => (id, *offset, *len, libc::EFBIG),
         Op::SetAttr { id, set } => (id, set.size.unwrap_or(0), 0, libc::EFBIG),
-        Op::Read { id, offset, .. } | Op::Seek { id, offset, .. } => (id, *offset, 0, libc::EINVAL),
+        Op::Seek { id, offset, .. } => (id, *offset, 0, libc::EINVAL),
         _ => return Ok(()),
     };
     match off.checked_add(len) {
@@ -1500,6 +1501,11 @@ impl Brick {
         let f = fd.as_raw_fd();
         let st = sys::fstat(f).ctx(what)?;
         cx.check(f, &st, 4)?;
+        if offset >= i64::MAX as u64 {
+            // No byte of a file lies there: end of file, checked before any offset
+            // arithmetic (pread would refuse a negative offset with EINVAL).
+            return Ok((Reply::Data { eof: true }, Bytes::new()));
+        }
         // At most what one reply frame carries (a larger one would be refused by the
         // peer), and not past i64::MAX (`check_range`): a short read, as POSIX allows.
         let len = (len as usize)

@@ -93,7 +93,9 @@ impl NfsExport {
     }
 
     /// The Ganesha EXPORT block. `servers`: `host:port` of the cairnds libcairn fetches
-    /// the volume map from.
+    /// the volume map from. `MaxOffsetRead` at its largest turns off Ganesha's own check of
+    /// READ offsets (4.3 answers FBIG past 2^63 - 1), so that a READ at any offset past the
+    /// end of a file is eof, as RFC 7530 §16.23 wants (libcairn answers it).
     pub fn render(&self, servers: &[String]) -> String {
         let protocols = self.protocols.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ");
         let access = match self.access {
@@ -108,6 +110,7 @@ impl NfsExport {
              \x20   Pseudo = \"{pseudo}\";\n\
              \x20   Protocols = {protocols};\n\
              \x20   Transports = TCP;\n\
+             \x20   MaxOffsetRead = 18446744073709551615;\n\
              \x20   SecType = sys;\n\
              \x20   Squash = {squash};\n\
              \x20   Anonymous_Uid = {anon_uid};\n\
@@ -448,6 +451,8 @@ mod tests {
             "Path = \"/projects/a\";",
             "Pseudo = \"/proj-a\";",
             "Protocols = 3, 4;",
+            // READ past the largest offset is eof (RFC 7530 §16.23), not Ganesha's FBIG
+            "MaxOffsetRead = 18446744073709551615;",
             "Squash = root_squash;",
             "Clients = 10.0.0.0/24, host1.example.com, *;",
             "Access_Type = RO;",

@@ -648,7 +648,8 @@ int cairn_release(struct cairn_fs_t *fs, struct cairn_id_t id);
 
 /**
  * Read up to `len` bytes at `offset` into `buf`; returns the count (short only at end of
- * file) or a negative errno.
+ * file; 0 at or past it, also at any offset past the largest file offset) or a negative
+ * errno.
  */
 ssize_t cairn_read(struct cairn_fs_t *fs,
                    const struct cairn_creds_t *creds,
@@ -729,9 +730,9 @@ int cairn_compare_and_write(struct cairn_fs_t *fs,
 
 /**
  * Start reading up to `len` bytes at `offset` into `buf`; `cb` gets the byte count (short
- * only at end of file) or a negative errno. `buf` must stay valid until `cb` runs.
- * Returns 0 when submitted (then `cb` runs exactly once), else a negative errno (and `cb`
- * never runs).
+ * only at end of file, 0 past it as with `cairn_read`) or a negative errno. `buf` must
+ * stay valid until `cb` runs. Returns 0 when submitted (then `cb` runs exactly once),
+ * else a negative errno (and `cb` never runs).
  */
 int cairn_aio_read(struct cairn_fs_t *fs,
                    const struct cairn_creds_t *creds,

@@ -39,6 +39,13 @@ fn range(off: u64, len: usize, what: &str) -> Res<()> {
     Ok(())
 }
 
+/// How much of a read of `len` bytes at `off` can be file data: none at or past the
+/// largest file offset (`i64::MAX`), where a read is end of file (NFSv4 READ near 2^64 - 1
+/// must return eof, RFC 7530 §16.23), never EFBIG as a write there is.
+fn read_len(off: u64, len: usize) -> usize {
+    len.min((i64::MAX as u64).saturating_sub(off).min(usize::MAX as u64) as usize)
+}
+
 async fn read_into(
     vol: Arc<Volume>,
     c: Creds,
@@ -141,7 +148,8 @@ pub unsafe extern "C" fn cairn_release(fs: *mut cairn_fs_t, id: cairn_id_t) -> c
 }
 
 /// Read up to `len` bytes at `offset` into `buf`; returns the count (short only at end of
-/// file) or a negative errno.
+/// file; 0 at or past it, also at any offset past the largest file offset) or a negative
+/// errno.
 #[no_mangle]
 pub unsafe extern "C" fn cairn_read(
     fs: *mut cairn_fs_t,
@@ -154,7 +162,7 @@ pub unsafe extern "C" fn cairn_read(
     guard_count("cairn_read", || {
         // SAFETY: forwarded contract for all pointers.
         let (fs, c) = unsafe { fs_creds(fs, creds) }?;
-        range(offset, len, "read")?;
+        let len = read_len(offset, len);
         if len == 0 {
             return Ok(0);
         }
@@ -389,9 +397,9 @@ fn aio_len(len: usize) -> Res<()> {
 }
 
 /// Start reading up to `len` bytes at `offset` into `buf`; `cb` gets the byte count (short
-/// only at end of file) or a negative errno. `buf` must stay valid until `cb` runs.
-/// Returns 0 when submitted (then `cb` runs exactly once), else a negative errno (and `cb`
-/// never runs).
+/// only at end of file, 0 past it as with `cairn_read`) or a negative errno. `buf` must
+/// stay valid until `cb` runs. Returns 0 when submitted (then `cb` runs exactly once),
+/// else a negative errno (and `cb` never runs).
 #[no_mangle]
 pub unsafe extern "C" fn cairn_aio_read(
     fs: *mut cairn_fs_t,
@@ -407,12 +415,11 @@ pub unsafe extern "C" fn cairn_aio_read(
         // SAFETY: forwarded contract for all pointers.
         let (fs, c) = unsafe { fs_creds(fs, creds) }?;
         let cb = cb.ok_or_else(|| Error::inval("callback is NULL"))?;
-        range(offset, len, "aio_read")?;
         aio_len(len)?;
         if buf.is_null() && len > 0 {
             return Err(Error::inval("buf is NULL"));
         }
-        let b = OutBuf(buf as *mut u8, len);
+        let b = OutBuf(buf as *mut u8, read_len(offset, len));
         submit(
             fs,
             "cairn_aio_read",

@@ -201,7 +201,11 @@ fn run(args: Args, status_pipe: Option<std::fs::File>) -> anyhow::Result<()> {
 
     let mut mount_opts = vec![
         fuser::MountOption::FSName(args.source.clone()),
-        fuser::MountOption::Subtype("cairn".into()),
+        // Type `fuse.cairn` in /proc/mounts (findmnt -t, umount -a -t, df -t select on
+        // it). fuser's own Subtype option only reaches fusermount3 (mounts by non-root
+        // users); its mount(2) for root passes type "fuse" and drops it. As a kernel option
+        // (FUSE's "subtype" mount parameter) it reaches both paths.
+        fuser::MountOption::CUSTOM("subtype=cairn".into()),
         fuser::MountOption::DefaultPermissions,
     ];
     if args.read_only {

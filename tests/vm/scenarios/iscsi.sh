@@ -120,6 +120,10 @@ scenario_main() {
     local here=$VM_REPO/tests/vm/scenarios port t0 lun iqn s
     command -v iscsi-test-cu >/dev/null || vm_fail "iscsi-test-cu missing (apt-get install libiscsi-bin)"
     command -v qemu-io >/dev/null || vm_fail "qemu-io missing (apt-get install qemu-utils)"
+    # qemu's iscsi:// protocol is a module of qemu-block-extra, not of qemu-utils: without
+    # it qemu-io fails only after the guest is up ("Unknown protocol 'iscsi'").
+    qemu-img --help | grep -qw iscsi ||
+        vm_fail "qemu-io has no iscsi protocol (apt-get install qemu-block-extra; make deps installs it)"
     iscsi_setup 64
     url() { echo "iscsi://127.0.0.1:$port/$1/0"; }
 

@@ -259,6 +259,20 @@ static void online(const char *servers, const char *volume)
 	n = cairn_read(fs, &me, f.id, big, rbuf, big);
 	CHECK(n == 6400 && memcmp(rbuf, wbuf, 6400) == 0, "short read at the tail: %zd", n);
 	CHECK(cairn_read(fs, &me, f.id, big + 6400, rbuf, 10) == 0, "read at EOF returns 0");
+	/* a read at or past the largest offset is end of file, not an error (NFSv4 READ
+	 * near 2^64 - 1: RFC 7530 16.23); a write there is still EFBIG */
+	{
+		const uint64_t far[] = { INT64_MAX - 3, INT64_MAX, (uint64_t)INT64_MAX + 1,
+					 UINT64_MAX - 4095, UINT64_MAX };
+
+		for (i = 0; i < sizeof(far) / sizeof(far[0]); i++) {
+			n = cairn_read(fs, &me, f.id, far[i], rbuf, 4096);
+			CHECK(n == 0, "read at %llu: %zd (%s)", (unsigned long long)far[i], n,
+			      n < 0 ? cairn_last_error_message() : "data");
+			CHECK(cairn_write(fs, &me, f.id, far[i], wbuf, 4096) == -EFBIG,
+			      "write at %llu is EFBIG", (unsigned long long)far[i]);
+		}
+	}
 	CHECK_RC(cairn_getattr(fs, &me, f.id, &a), 0);
 	CHECK(a.size == big + 6400, "size %llu", (unsigned long long)a.size);
 	CHECK(a.change != f.change, "change attribute moved");
