@@ -323,6 +323,10 @@ static fsal_status_t cairn_fsal_getattrs(struct fsal_obj_handle *obj_hdl,
 	return fsalstat(ERR_FSAL_NO_ERROR, 0);
 }
 
+static fsal_status_t io_share_check(struct fsal_obj_handle *obj_hdl,
+				    bool bypass, struct state_t *state,
+				    fsal_openflags_t access);
+
 static fsal_status_t cairn_fsal_setattr2(struct fsal_obj_handle *obj_hdl,
 					 bool bypass, struct state_t *state,
 					 struct fsal_attrlist *attrib_set)
@@ -352,8 +356,13 @@ static fsal_status_t cairn_fsal_setattr2(struct fsal_obj_handle *obj_hdl,
 		mask |= CAIRN_SETATTR_GID;
 	}
 	if (FSAL_TEST_MASK(vm, ATTR_SIZE)) {
+		fsal_status_t status;
+
 		if (obj_hdl->type != REGULAR_FILE)
 			return fsalstat(ERR_FSAL_INVAL, EINVAL);
+		status = io_share_check(obj_hdl, bypass, state, FSAL_O_WRITE);
+		if (FSAL_IS_ERROR(status))
+			return status;
 		in.size = attrib_set->filesize;
 		mask |= CAIRN_SETATTR_SIZE;
 	}
@@ -472,40 +481,149 @@ static fsal_status_t truncate_to_zero(struct fsal_obj_handle *obj_hdl)
 	return fsalstat(ERR_FSAL_NO_ERROR, 0);
 }
 
+/* ---- share reservations ----
+ * Ganesha 4.x leaves share accounting to the FSAL. Each gateway keeps its own counters
+ * (obj->share, as FSAL_VFS/CEPH do: they answer I/O through special stateids and NFSv3
+ * without a round trip), and every open state also holds a reservation on the file's
+ * chain head (cairn_share, owner = the state), so opens through other gateways, SMB
+ * and other protocols conflict too. The backend answers a conflict with
+ * -CAIRN_ESHAREDENIED (ETXTBSY), which cairn2fsal_error maps to ERR_FSAL_SHARE_DENIED.
+ */
+
+static uint32_t share_bits(fsal_openflags_t flags, bool deny)
+{
+	uint32_t bits = 0;
+
+	if (deny) {
+		if (flags & FSAL_O_DENY_READ)
+			bits |= CAIRN_SHARE_READ;
+		if (flags & (FSAL_O_DENY_WRITE | FSAL_O_DENY_WRITE_MAND))
+			bits |= CAIRN_SHARE_WRITE;
+	} else {
+		if (flags & FSAL_O_READ)
+			bits |= CAIRN_SHARE_READ;
+		if (flags & FSAL_O_WRITE)
+			bits |= CAIRN_SHARE_WRITE;
+	}
+	return bits;
+}
+
+/* Set the backend reservation of open `state` to `openflags` (FSAL_O_CLOSED
+ * releases it). */
+static fsal_status_t backend_share(struct fsal_obj_handle *obj_hdl,
+				   struct state_t *state,
+				   fsal_openflags_t openflags)
+{
+	cairn_creds_t cb;
+	int rc;
+
+	rc = cairn_share(FS, cairn_creds(&cb), ID(obj_hdl),
+			 (uint64_t) (uintptr_t) state,
+			 share_bits(openflags, false),
+			 share_bits(openflags, true));
+	if (rc == -CAIRN_ESHAREDENIED) {
+		LogDebug(COMPONENT_FSAL, "share: %s",
+			 cairn_last_error_message());
+		return cairn2fsal_error(rc);
+	}
+	if (rc < 0)
+		return cairn_log_error("share", rc);
+	return fsalstat(ERR_FSAL_NO_ERROR, 0);
+}
+
+/* Change the share reservation of open `state` from `old` to `new` (either may be
+ * FSAL_O_CLOSED): this gateway's counters first, then the backend's. On a conflict
+ * (ERR_FSAL_SHARE_DENIED) or an error both keep `old`. */
+static fsal_status_t change_share(struct fsal_obj_handle *obj_hdl,
+				  struct state_t *state,
+				  fsal_openflags_t old, fsal_openflags_t new)
+{
+	struct cairn_handle *obj = HANDLE_OF(obj_hdl);
+	fsal_status_t status = { ERR_FSAL_NO_ERROR, 0 };
+
+	PTHREAD_RWLOCK_wrlock(&obj_hdl->obj_lock);
+	update_share_counters(&obj->share, old, FSAL_O_CLOSED);
+	if (new != FSAL_O_CLOSED)
+		status = check_share_conflict(&obj->share, new, false);
+	if (FSAL_IS_ERROR(status)) {
+		update_share_counters(&obj->share, FSAL_O_CLOSED, old);
+		PTHREAD_RWLOCK_unlock(&obj_hdl->obj_lock);
+		return status;
+	}
+	update_share_counters(&obj->share, FSAL_O_CLOSED, new);
+	state_fd(state)->openflags = FSAL_O_NFS_FLAGS(new);
+	PTHREAD_RWLOCK_unlock(&obj_hdl->obj_lock);
+
+	status = backend_share(obj_hdl, state, new);
+	if (FSAL_IS_ERROR(status) && new != FSAL_O_CLOSED) {
+		PTHREAD_RWLOCK_wrlock(&obj_hdl->obj_lock);
+		update_share_counters(&obj->share, new, old);
+		state_fd(state)->openflags = FSAL_O_NFS_FLAGS(old);
+		PTHREAD_RWLOCK_unlock(&obj_hdl->obj_lock);
+	}
+	return status;
+}
+
+/* fsal_find_fd wants these; with no fd asked for it never calls them. */
+static fsal_status_t no_fd_open(struct fsal_obj_handle *obj_hdl,
+				fsal_openflags_t openflags, struct fsal_fd *fd)
+{
+	return fsalstat(ERR_FSAL_NO_ERROR, 0);
+}
+
+static fsal_status_t no_fd_close(struct fsal_obj_handle *obj_hdl,
+				 struct fsal_fd *fd)
+{
+	return fsalstat(ERR_FSAL_NO_ERROR, 0);
+}
+
+/* The share check of a READ, WRITE or truncate: Ganesha's fsal_find_fd without fds
+ * (struct cairn_fd is a struct fsal_fd). An open that grants `access` (or the open of
+ * a lock state) was checked when it was taken; anything else (a special stateid,
+ * NFSv3, a READ through a write-only open) must not meet another open's deny mode.
+ * `bypass` (the all-ones stateid) ignores deny modes except NFSv4's deny-write. Only
+ * this gateway's opens are seen here: an I/O without an open through one gateway is
+ * not checked against deny modes taken through another. */
+static fsal_status_t io_share_check(struct fsal_obj_handle *obj_hdl,
+				    bool bypass, struct state_t *state,
+				    fsal_openflags_t access)
+{
+	struct cairn_handle *obj = HANDLE_OF(obj_hdl);
+	bool has_lock = false, closefd = false, reusing = false;
+	fsal_status_t status;
+
+	status = fsal_find_fd(NULL, obj_hdl, (struct fsal_fd *) &obj->fd,
+			      &obj->share, bypass, state, access, no_fd_open,
+			      no_fd_close, &has_lock, &closefd, false,
+			      &reusing);
+	if (has_lock)
+		PTHREAD_RWLOCK_unlock(&obj_hdl->obj_lock);
+	return status;
+}
+
 /* Take the share reservation and note the open on an existing handle. */
 static fsal_status_t open_existing(struct fsal_obj_handle *obj_hdl,
 				   struct state_t *state,
 				   fsal_openflags_t openflags)
 {
 	struct cairn_handle *obj = HANDLE_OF(obj_hdl);
-	fsal_status_t status = { ERR_FSAL_NO_ERROR, 0 };
+	fsal_status_t status;
 	cairn_creds_t cb;
 	int rc;
 
-	PTHREAD_RWLOCK_wrlock(&obj_hdl->obj_lock);
-	if (state != NULL) {
-		status = check_share_conflict(&obj->share, openflags, false);
-		if (FSAL_IS_ERROR(status)) {
-			PTHREAD_RWLOCK_unlock(&obj_hdl->obj_lock);
-			return status;
-		}
-		update_share_counters(&obj->share, FSAL_O_CLOSED, openflags);
-		state_fd(state)->openflags = FSAL_O_NFS_FLAGS(openflags);
-	} else {
+	if (state == NULL) {
+		PTHREAD_RWLOCK_wrlock(&obj_hdl->obj_lock);
 		obj->fd.openflags = FSAL_O_NFS_FLAGS(openflags);
+		PTHREAD_RWLOCK_unlock(&obj_hdl->obj_lock);
+		return fsalstat(ERR_FSAL_NO_ERROR, 0);
 	}
-	PTHREAD_RWLOCK_unlock(&obj_hdl->obj_lock);
-
-	if (state != NULL) {
-		rc = cairn_open(FS, cairn_creds(&cb), ID(obj_hdl));
-		if (rc < 0) {
-			PTHREAD_RWLOCK_wrlock(&obj_hdl->obj_lock);
-			update_share_counters(&obj->share, openflags,
-					      FSAL_O_CLOSED);
-			state_fd(state)->openflags = FSAL_O_CLOSED;
-			PTHREAD_RWLOCK_unlock(&obj_hdl->obj_lock);
-			return cairn_log_error("open", rc);
-		}
+	status = change_share(obj_hdl, state, FSAL_O_CLOSED, openflags);
+	if (FSAL_IS_ERROR(status))
+		return status;
+	rc = cairn_open(FS, cairn_creds(&cb), ID(obj_hdl));
+	if (rc < 0) {
+		(void) change_share(obj_hdl, state, openflags, FSAL_O_CLOSED);
+		return cairn_log_error("open", rc);
 	}
 	return status;
 }
@@ -513,14 +631,9 @@ static fsal_status_t open_existing(struct fsal_obj_handle *obj_hdl,
 static void undo_open(struct fsal_obj_handle *obj_hdl, struct state_t *state,
 		      fsal_openflags_t openflags)
 {
-	struct cairn_handle *obj = HANDLE_OF(obj_hdl);
-
 	if (state == NULL)
 		return;
-	PTHREAD_RWLOCK_wrlock(&obj_hdl->obj_lock);
-	update_share_counters(&obj->share, openflags, FSAL_O_CLOSED);
-	state_fd(state)->openflags = FSAL_O_CLOSED;
-	PTHREAD_RWLOCK_unlock(&obj_hdl->obj_lock);
+	(void) change_share(obj_hdl, state, openflags, FSAL_O_CLOSED);
 	(void) cairn_release(FS, ID(obj_hdl));
 }
 
@@ -621,17 +734,21 @@ static fsal_status_t cairn_fsal_open2(struct fsal_obj_handle *obj_hdl,
 		attrs_set->valid_mask = saved;
 		if (FSAL_IS_ERROR(status))
 			goto fail;
-	} else if (!created && (openflags & FSAL_O_TRUNC)) {
-		/* access is checked by the caller after open2 returns; the
-		 * truncation runs with the caller's credentials anyway */
-		status = truncate_to_zero(target);
-		if (FSAL_IS_ERROR(status))
-			goto fail;
 	}
 
 	status = open_existing(target, state, openflags);
 	if (FSAL_IS_ERROR(status))
 		goto fail;
+	if (!created && (openflags & FSAL_O_TRUNC)) {
+		/* after the share reservation: a refused open truncates nothing.
+		 * Access is checked by the caller after open2 returns; the
+		 * truncation runs with the caller's credentials anyway */
+		status = truncate_to_zero(target);
+		if (FSAL_IS_ERROR(status)) {
+			undo_open(target, state, openflags);
+			goto fail;
+		}
+	}
 	*new_obj = target;
 	if (attrs_out != NULL) {
 		status = cairn_fsal_getattrs(target, attrs_out);
@@ -659,29 +776,20 @@ static fsal_status_t cairn_fsal_reopen2(struct fsal_obj_handle *obj_hdl,
 					struct state_t *state,
 					fsal_openflags_t openflags)
 {
-	struct cairn_handle *obj = HANDLE_OF(obj_hdl);
-	struct cairn_fd *fd = state_fd(state);
-	fsal_openflags_t old = fd->openflags;
+	fsal_openflags_t old = state_fd(state)->openflags;
 	fsal_status_t status;
 	cairn_creds_t cb;
 	int rc;
 
-	PTHREAD_RWLOCK_wrlock(&obj_hdl->obj_lock);
-	update_share_counters(&obj->share, old, FSAL_O_CLOSED);
-	status = check_share_conflict(&obj->share, openflags, false);
-	if (FSAL_IS_ERROR(status)) {
-		update_share_counters(&obj->share, FSAL_O_CLOSED, old);
-		PTHREAD_RWLOCK_unlock(&obj_hdl->obj_lock);
+	status = change_share(obj_hdl, state, old, openflags);
+	if (FSAL_IS_ERROR(status))
 		return status;
-	}
-	update_share_counters(&obj->share, FSAL_O_CLOSED, openflags);
-	fd->openflags = FSAL_O_NFS_FLAGS(openflags);
-	PTHREAD_RWLOCK_unlock(&obj_hdl->obj_lock);
-
 	if (old == FSAL_O_CLOSED) {
 		rc = cairn_open(FS, cairn_creds(&cb), ID(obj_hdl));
-		if (rc < 0)
+		if (rc < 0) {
+			(void) change_share(obj_hdl, state, openflags, old);
 			return cairn_log_error("reopen", rc);
+		}
 	}
 	if (openflags & FSAL_O_TRUNC)
 		return truncate_to_zero(obj_hdl);
@@ -691,24 +799,20 @@ static fsal_status_t cairn_fsal_reopen2(struct fsal_obj_handle *obj_hdl,
 static fsal_status_t cairn_fsal_close2(struct fsal_obj_handle *obj_hdl,
 				       struct state_t *state)
 {
-	struct cairn_handle *obj = HANDLE_OF(obj_hdl);
-	struct cairn_fd *fd = state_fd(state);
-	fsal_openflags_t old;
+	fsal_openflags_t old = state_fd(state)->openflags;
 	int rc;
-
-	PTHREAD_RWLOCK_wrlock(&obj_hdl->obj_lock);
-	old = fd->openflags;
-	if (state->state_type == STATE_TYPE_SHARE ||
-	    state->state_type == STATE_TYPE_NLM_SHARE ||
-	    state->state_type == STATE_TYPE_9P_FID)
-		update_share_counters(&obj->share, old, FSAL_O_CLOSED);
-	fd->openflags = FSAL_O_CLOSED;
-	PTHREAD_RWLOCK_unlock(&obj_hdl->obj_lock);
 
 	if (old == FSAL_O_CLOSED)
 		return fsalstat(ERR_FSAL_NOT_OPENED, 0);
-	if (state->state_type == STATE_TYPE_LOCK)
+	if (state->state_type != STATE_TYPE_SHARE &&
+	    state->state_type != STATE_TYPE_NLM_SHARE &&
+	    state->state_type != STATE_TYPE_9P_FID) {
+		state_fd(state)->openflags = FSAL_O_CLOSED;
 		return fsalstat(ERR_FSAL_NO_ERROR, 0);
+	}
+	/* a failed release is only logged: the backend drops the reservation
+	 * with the session anyway */
+	(void) change_share(obj_hdl, state, old, FSAL_O_CLOSED);
 	rc = cairn_release(FS, ID(obj_hdl));
 	if (rc < 0)
 		return cairn_log_error("close(release)", rc);
@@ -741,12 +845,18 @@ static void cairn_fsal_read2(struct fsal_obj_handle *obj_hdl, bool bypass,
 			     struct fsal_io_arg *read_arg, void *caller_arg)
 {
 	uint64_t offset = read_arg->offset;
+	fsal_status_t status;
 	cairn_creds_t cb;
 	ssize_t n = 0;
 	int i;
 
 	read_arg->io_amount = 0;
 	read_arg->end_of_file = false;
+	status = io_share_check(obj_hdl, bypass, read_arg->state, FSAL_O_READ);
+	if (FSAL_IS_ERROR(status)) {
+		done_cb(obj_hdl, status, read_arg, caller_arg);
+		return;
+	}
 	for (i = 0; i < read_arg->iov_count; i++) {
 		n = cairn_read(FS, cairn_creds(&cb), ID(obj_hdl), offset,
 			       read_arg->iov[i].iov_base,
@@ -781,11 +891,18 @@ static void cairn_fsal_write2(struct fsal_obj_handle *obj_hdl, bool bypass,
 {
 	uint64_t offset = write_arg->offset;
 	bool stable = write_arg->fsal_stable;
+	fsal_status_t status;
 	cairn_creds_t cb;
 	ssize_t n;
 	int i, rc;
 
 	write_arg->io_amount = 0;
+	status = io_share_check(obj_hdl, bypass, write_arg->state,
+				FSAL_O_WRITE);
+	if (FSAL_IS_ERROR(status)) {
+		done_cb(obj_hdl, status, write_arg, caller_arg);
+		return;
+	}
 	if (!stable)
 		__atomic_store_n(&HANDLE_OF(obj_hdl)->unstable, true,
 				 __ATOMIC_SEQ_CST);

@@ -12,7 +12,7 @@
  *     vfs objects = acl_xattr streams_xattr cairn
  *     cairn:servers = 127.0.0.1:7420
  *     cairn:volume = vol0
- *     kernel share modes = no
+ *     kernel share modes = no       ; yes: share modes seen by NFS and other gateways
  *     kernel oplocks = no
  *
  * One cairn_fs_t per (servers, volume) per smbd process, mounted in connect_fn (after
@@ -1574,14 +1574,8 @@ static int cairn_connect(struct vfs_handle_struct *handle,
 	uint8_t vid[16];
 	int ret;
 
-	/* Settings that would break SMB semantics over Cairn: refuse to attach. */
-	if (lp_kernel_share_modes(snum)) {
-		DBG_ERR("cairn: refusing share [%s]: 'kernel share modes = yes' "
-			"needs flock() on a kernel fd; Cairn files have none. "
-			"Set 'kernel share modes = no'.\n", service);
-		errno = EINVAL;
-		return -1;
-	}
+	/* Settings that would break SMB semantics over Cairn: refuse to attach.
+	 * 'kernel share modes = yes' is served by cairn_filesystem_sharemode. */
 	if (lp_kernel_oplocks(snum)) {
 		DBG_ERR("cairn: refusing share [%s]: 'kernel oplocks = yes' "
 			"needs kernel leases on a kernel fd; Cairn files have "
@@ -3208,14 +3202,52 @@ static bool cairn_getlock_fn(struct vfs_handle_struct *handle,
 	return true;
 }
 
+/*
+ * Share modes for the other gateways and protocols ('kernel share modes = yes'): smbd
+ * asks after its own share mode check (open.c) and with 0, 0 before close. The
+ * reservation lives on the file's chain head (cairn_share), owned by this fsp within
+ * this process's session, so an NFSv4 OPEN's deny mode through any gateway refuses a
+ * conflicting SMB open (NT_STATUS_SHARING_VIOLATION) and the other way round. An open
+ * without data access (attributes, DELETE only) takes none, as Windows checks share
+ * modes only against data access. Like vfs_gpfs, a named stream (its fsp is the base
+ * file's) takes none.
+ */
 static int cairn_filesystem_sharemode(struct vfs_handle_struct *handle,
 				      files_struct *fsp,
 				      uint32_t share_access,
 				      uint32_t access_mask)
 {
-	/* Only reached with kernel share modes, which connect refuses. */
-	errno = ENOSYS;
-	return -1;
+	uint32_t access = 0, deny = 0;
+	cairn_creds_t cr;
+	int ret;
+	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
+
+	if (fsp_is_alternate_stream(fsp) || fh->is_dir) {
+		return 0;
+	}
+	if (access_mask & (SEC_FILE_READ_DATA | SEC_FILE_EXECUTE)) {
+		access |= CAIRN_SHARE_READ;
+	}
+	if (access_mask & (SEC_FILE_WRITE_DATA | SEC_FILE_APPEND_DATA)) {
+		access |= CAIRN_SHARE_WRITE;
+	}
+	if (access != 0 && !(share_access & FILE_SHARE_READ)) {
+		deny |= CAIRN_SHARE_READ;
+	}
+	if (access != 0 && !(share_access & FILE_SHARE_WRITE)) {
+		deny |= CAIRN_SHARE_WRITE;
+	}
+	cairn_creds(handle, &cr);
+	ret = cairn_share(CAIRN_FS(handle), &cr, fh->id,
+			  (uint64_t)(uintptr_t)fsp, access, deny);
+	if (ret == -CAIRN_ESHAREDENIED) {
+		DBG_INFO("cairn: share mode of %s refused: %s\n",
+			 fsp_str_dbg(fsp), cairn_last_error_message());
+	} else if (ret < 0) {
+		DBG_WARNING("cairn: share mode of %s: %s\n", fsp_str_dbg(fsp),
+			    cairn_last_error_message());
+	}
+	return cairn_ret(ret);
 }
 
 static int cairn_fcntl(struct vfs_handle_struct *handle, files_struct *fsp,

@@ -726,9 +726,10 @@ impl Brick {
             Op::ReadDir { dir, cookie, max, plus } => {
                 unit(self.op_readdir(*dir, *cookie, *max, *plus))
             }
-            Op::SetLock { .. } | Op::GetLock { .. } => {
-                Err(fail(libc::ENOTSUP, "locks are kept by cairnd, not by the brick store"))
-            }
+            Op::SetLock { .. } | Op::GetLock { .. } | Op::Share { .. } => Err(fail(
+                libc::ENOTSUP,
+                "locks and share reservations are kept by cairnd, not by the brick store",
+            )),
             Op::PendingList { peer } => unit(Ok(Reply::Pending(self.pending_list(*peer)))),
             Op::PendingAdd { peer, ids } => {
                 for id in ids {

@@ -44,6 +44,7 @@ pub fn key_id(op: &Op) -> Id {
         | Op::RemoveXattr { id, .. }
         | Op::SetLock { id, .. }
         | Op::GetLock { id, .. }
+        | Op::Share { id, .. }
         | Op::HealFetch { id }
         | Op::HealSums { id, .. }
         | Op::HealWrite { id, .. }
@@ -900,6 +901,10 @@ async fn serve(
         }
         Op::GetLock { id, lock } => {
             Ok((Reply::Lock(node.locks.get(&req.volume, *id, session.id, lock)), Bytes::new()))
+        }
+        Op::Share { id, owner, access, deny } => {
+            node.shares.set(&req.volume, *id, session.id, *owner, *access, *deny)?;
+            Ok((Reply::Unit, Bytes::new()))
         }
         _ => {
             let _read = node.read_lock(&req.volume, req.brick, key, read_range(&req.op)).await;

@@ -12,6 +12,7 @@ mod mgmt;
 mod node;
 mod scrub;
 mod service;
+mod shares;
 
 use anyhow::Context;
 use clap::Parser;

@@ -6,6 +6,7 @@ use crate::access::Rules;
 use crate::inode_locks::{InodeGuard, InodeLocks};
 use crate::leases::Leases;
 use crate::locks::LockTable;
+use crate::shares::ShareTable;
 use cairn_brick::Brick;
 use cairn_config::{NodeLease, Store};
 use cairn_proto::map::{BrickState, VolumeMap, VolumeStatus};
@@ -119,6 +120,8 @@ pub struct Node {
     pub peers: PeerPool,
     subs: Mutex<HashMap<String, Vec<Weak<Session>>>>,
     pub locks: LockTable,
+    /// Share reservations (access / deny modes) of the files this node's bricks head.
+    pub shares: ShareTable,
     pub leases: Leases,
     /// Byte-range locks of the inodes this node's bricks head (`cairn_replication::
     /// range_lock`): a mutation holds what it changes exclusively until its replicas have
@@ -156,6 +159,7 @@ impl Node {
             peers: PeerPool { source, ..PeerPool::default() },
             subs: Mutex::default(),
             locks: LockTable::default(),
+            shares: ShareTable::default(),
             leases: Leases::default(),
             inode_locks: InodeLocks::default(),
             kick: Notify::new(),
@@ -571,9 +575,11 @@ impl Node {
         }
     }
 
-    /// A client connection closed: release its locks, leases and opens.
+    /// A client connection closed: release its locks, share reservations, leases and
+    /// opens.
     pub fn session_closed(self: &Arc<Self>, session: u64) {
         self.locks.release_session(session);
+        self.shares.release_session(session);
         self.leases.drop_session(session);
         let opens = self.opens.lock().remove(&session).unwrap_or_default();
         if opens.is_empty() {

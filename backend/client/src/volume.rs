@@ -1952,6 +1952,14 @@ impl Volume {
         i.on_home(c, id, Op::SetLock { id, lock, wait }).await.map(|_| ())
     }
 
+    /// Set the share reservation of open `owner` (of this client's session) on file `id`
+    /// to `access` / `deny` (`cairn_proto::msg::share` bits; both 0 releases it). A
+    /// conflict with another opener, through any client, is `ESHAREDENIED`.
+    pub async fn share(&self, c: &Creds, id: Id, owner: u64, access: u8, deny: u8) -> Result<()> {
+        let i = &self.inner;
+        i.on_home(c, id, Op::Share { id, owner, access, deny }).await.map(|_| ())
+    }
+
     /// The first conflicting lock, if any.
     pub async fn getlock(&self, c: &Creds, id: Id, lock: Lock) -> Result<Option<Lock>> {
         let i = &self.inner;

@@ -130,7 +130,8 @@ impl SmbShare {
         }
         // Windows ACLs and DOS attributes live in xattrs on the volume (acl_xattr; Cairn has
         // no POSIX ACLs), streams in xattrs; vfs_cairn is the last module (it does the I/O)
-        // and refuses kernel share modes / kernel oplocks, which Cairn cannot honour.
+        // and refuses kernel oplocks, which Cairn cannot honour. Kernel share modes (share
+        // modes seen by NFS, through the backend) would turn durable handles off: opt-in.
         s.push_str(&format!(
             "    vfs objects = acl_xattr streams_xattr {}\n\
              \x20   acl_xattr:ignore system acls = yes\n\

@@ -105,6 +105,20 @@
 #define CAIRN_EMISCOMPARE 84
 
 /**
+ * Returned (negated) by `cairn_share` when the reservation conflicts with another
+ * opener's access or deny mode, through any gateway or protocol (ETXTBSY; maps to
+ * NFS4ERR_SHARE_DENIED and NT_STATUS_SHARING_VIOLATION).
+ */
+#define CAIRN_ESHAREDENIED 26
+
+/**
+ * `cairn_share` access and deny bits.
+ */
+#define CAIRN_SHARE_READ 1
+
+#define CAIRN_SHARE_WRITE 2
+
+/**
  * A mounted volume (`cairn_fs_t` in C; opaque).
  */
 typedef struct cairn_fs_t cairn_fs_t;
@@ -596,6 +610,21 @@ int cairn_setlock(struct cairn_fs_t *fs,
                   struct cairn_id_t id,
                   const struct cairn_lock_t *lock,
                   bool wait);
+
+/**
+ * Set the share reservation of open `owner` on regular file `id` to `access` / `deny`
+ * (CAIRN_SHARE_READ / CAIRN_SHARE_WRITE bits; both 0 releases it). Reservations live
+ * on the file's chain head, so every gateway and protocol sees them; `owner` is opaque
+ * (an NFSv4 open state, an SMB file handle) and scoped by this mount. A conflict with
+ * another opener's access or deny mode is -CAIRN_ESHAREDENIED; the owner's previous
+ * reservation then stays. Reservations end with the mount's connection to the server.
+ */
+int cairn_share(struct cairn_fs_t *fs,
+                const struct cairn_creds_t *creds,
+                struct cairn_id_t id,
+                uint64_t owner,
+                uint32_t access,
+                uint32_t deny);
 
 /**
  * Test for a lock conflicting with `*lock` (F_GETLK): on return `lock->type` is F_UNLCK if

@@ -49,6 +49,15 @@ pub const CAIRN_INVALIDATE_ENTRIES: u32 = 1;
 /// SCSI MISCOMPARE).
 pub const CAIRN_EMISCOMPARE: i32 = 84;
 
+/// Returned (negated) by `cairn_share` when the reservation conflicts with another
+/// opener's access or deny mode, through any gateway or protocol (ETXTBSY; maps to
+/// NFS4ERR_SHARE_DENIED and NT_STATUS_SHARING_VIOLATION).
+pub const CAIRN_ESHAREDENIED: i32 = 26;
+
+/// `cairn_share` access and deny bits.
+pub const CAIRN_SHARE_READ: u32 = 1;
+pub const CAIRN_SHARE_WRITE: u32 = 2;
+
 /// A 128-bit inode id: the handle of a file, stable across client, gateway and server
 /// restarts. Compare with memcmp; store the 16 bytes verbatim in NFS/SMB handles.
 #[repr(C)]

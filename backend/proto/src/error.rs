@@ -51,6 +51,10 @@ impl Errno {
     /// corruption). Between bricks only: the head repairs from a replica and a client
     /// sees EIO if no good copy exists.
     pub const ECORRUPT: Errno = Errno(libc::EUCLEAN);
+    /// A share reservation ([`crate::msg::Op::Share`]) conflicts with another opener's
+    /// access or deny mode (`ETXTBSY`, "file busy"): NFS4ERR_SHARE_DENIED, SMB
+    /// NT_STATUS_SHARING_VIOLATION.
+    pub const ESHAREDENIED: Errno = Errno(libc::ETXTBSY);
 
     pub fn from_io(e: &std::io::Error) -> Errno {
         Errno(e.raw_os_error().unwrap_or(libc::EIO))
@@ -83,6 +87,7 @@ impl Errno {
             libc::EREMCHG => "ESTALEMAP",
             libc::EILSEQ => "EILSEQ",
             libc::EUCLEAN => "ECORRUPT",
+            libc::ETXTBSY => "ESHAREDENIED",
             libc::ERANGE => "ERANGE",
             libc::EDEADLK => "EDEADLK",
             libc::ENXIO => "ENXIO",

@@ -363,6 +363,25 @@ pub enum Op {
         dst_offset: u64,
         len: u32,
     },
+    /// Share reservation (NFSv4 OPEN share_access / share_deny, SMB share modes): set the
+    /// reservation that open `owner` of this session holds on regular file `id` to
+    /// `access` / `deny` (bits [`share::READ`], [`share::WRITE`]); both 0 releases it.
+    /// Refused with `ESHAREDENIED` when it conflicts with another opener's (another
+    /// owner, or another session): its access with their deny, or its deny with their
+    /// access. Kept by the file's chain head in memory, released when the session ends.
+    Share {
+        id: Id,
+        owner: u64,
+        access: u8,
+        deny: u8,
+    },
+}
+
+/// Bits of [`Op::Share`]'s `access` and `deny`.
+pub mod share {
+    pub const READ: u8 = 1;
+    pub const WRITE: u8 = 2;
+    pub const BOTH: u8 = READ | WRITE;
 }
 
 /// Most checksum entries one `HealSums` returns (65536 blocks of 4 KiB: 256 MiB of file,
@@ -478,6 +497,7 @@ impl Op {
             Op::HealWrite { .. } => "heal_write",
             Op::HealSync { .. } => "heal_sync",
             Op::CopyRange { .. } => "copy_range",
+            Op::Share { .. } => "share",
         }
     }
 }

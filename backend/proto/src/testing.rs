@@ -285,11 +285,12 @@ pub fn sample_ops(dir: Id, file: Id, prefix: &str) -> Vec<(Op, Vec<u8>)> {
             Op::CopyRange { src: file, src_offset: 0, dst: file, dst_offset: 8192, len: 4096 },
             none(),
         ),
+        (Op::Share { id: file, owner: 7, access: 1, deny: 2 }, none()),
     ]
 }
 
 /// Number of [`Op`] variants.
-pub const OP_KINDS: usize = 37;
+pub const OP_KINDS: usize = 38;
 
 /// Index of an op's variant; the match is exhaustive, so a new variant fails to build
 /// until it is given an index here (and [`OP_KINDS`] and [`sample_ops`] follow).
@@ -332,6 +333,7 @@ pub fn op_kind(op: &Op) -> usize {
         Op::HealSums { .. } => 34,
         Op::HealWrite { .. } => 35,
         Op::CopyRange { .. } => 36,
+        Op::Share { .. } => 37,
     }
 }
 
@@ -568,6 +570,12 @@ pub fn op(id: BoxedStrategy<Id>, name: BoxedStrategy<Vec<u8>>) -> BoxedStrategy<
         }),
         (id(), lock(), any::<bool>()).prop_map(|(id, lock, wait)| Op::SetLock { id, lock, wait }),
         (id(), lock()).prop_map(|(id, lock)| Op::GetLock { id, lock }),
+        (id(), num64(), any::<u8>(), any::<u8>()).prop_map(|(id, owner, access, deny)| Op::Share {
+            id,
+            owner,
+            access,
+            deny
+        }),
         num32().prop_map(|peer| Op::PendingList { peer }),
         id().prop_map(|id| Op::HealFetch { id }),
         (num32(), prop::collection::vec((id(), num64()), 0..4))
