@@ -41,6 +41,9 @@ nfs_render_config() {
         echo "    Only_Numeric_Owners = true;"
         echo "    PNFS_MDS = false;"
         echo "    PNFS_DS = false;"
+        # The global switch; each EXPORT says which delegations it grants (Delegations).
+        echo "    Delegations = true;"
+        [[ -n ${NFS_LEASE_LIFETIME:-} ]] && echo "    Lease_Lifetime = $NFS_LEASE_LIFETIME;"
         echo "}"
         echo "NFS_KRB5 { Active_krb5 = false; }"
         echo "MDCACHE { Entries_HWMark = 100000; }"
@@ -50,10 +53,11 @@ nfs_render_config() {
     } >"$dir/ganesha.conf"
 }
 
-# nfs_export_block ID VOLUME SERVERS PSEUDO [CLIENTS] [PATH] [ACCESS] [SQUASH]
+# nfs_export_block ID VOLUME SERVERS PSEUDO [CLIENTS] [PATH] [ACCESS] [SQUASH] [DELEGATIONS]
+# DELEGATIONS: none, read, write or readwrite (default $NFS_DELEGATIONS, else none).
 nfs_export_block() {
     local id=$1 volume=$2 servers=$3 pseudo=$4 clients=${5:-127.0.0.1} path=${6:-/}
-    local access=${7:-RW} squash=${8:-No_Root_Squash}
+    local access=${7:-RW} squash=${8:-No_Root_Squash} deleg=${9:-${NFS_DELEGATIONS:-none}}
     cat <<CONF
 EXPORT {
     Export_Id = $id;
@@ -64,6 +68,7 @@ EXPORT {
     SecType = sys;
     Access_Type = None;
     Squash = $squash;
+    Delegations = $deleg;
     CLIENT {
         Clients = $clients;
         Access_Type = $access;

@@ -751,6 +751,10 @@ impl Brick {
                 libc::ENOTSUP,
                 "heal_sync is coordinated by cairnd, not by the brick store",
             )),
+            Op::Delegate { .. } | Op::DelegReturn { .. } => Err(fail(
+                libc::ENOTSUP,
+                "delegations are kept by cairnd at the chain head, not by the brick store",
+            )),
         }
     }
 

@@ -345,6 +345,21 @@ pub enum Op {
         id: Id,
         extents: Vec<HealExtent>,
     },
+    /// Take a delegation of regular file `id` for this session (an NFSv4 delegation a
+    /// gateway hands out): shared with other sessions' read delegations when `!write`,
+    /// exclusive when `write`. Until it is returned, an access of `id` by another session
+    /// that conflicts (a change for a read delegation, any access for a write one) first
+    /// recalls it ([`Push::Recall`]) and waits for [`Op::DelegReturn`]. `EAGAIN` when a
+    /// conflicting delegation is held or being recalled. Answered by the chain head; not
+    /// replicated (it lives with the holder's session).
+    Delegate {
+        id: Id,
+        write: bool,
+    },
+    /// Give back this session's delegation of `id` (after a recall or not).
+    DelegReturn {
+        id: Id,
+    },
 }
 
 /// Most checksum entries one `HealSums` returns (65536 blocks of 4 KiB: 256 MiB of file,
@@ -458,6 +473,8 @@ impl Op {
             Op::HealSums { .. } => "heal_sums",
             Op::HealWrite { .. } => "heal_write",
             Op::HealSync { .. } => "heal_sync",
+            Op::Delegate { .. } => "delegate",
+            Op::DelegReturn { .. } => "deleg_return",
         }
     }
 }
@@ -555,6 +572,13 @@ pub enum Push {
         id: Id,
         entries: bool,
         seq: u64,
+    },
+    /// Delegation recall: another session needs `id`; flush what is held for it and send
+    /// [`Op::DelegReturn`]. The conflicting access waits for that return (or for the
+    /// delegation to be revoked, see `cairnd/src/delegs.rs`).
+    Recall {
+        volume: String,
+        id: Id,
     },
 }
 

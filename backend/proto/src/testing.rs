@@ -281,11 +281,13 @@ pub fn sample_ops(dir: Id, file: Id, prefix: &str) -> Vec<(Op, Vec<u8>)> {
             },
             b"data".to_vec(),
         ),
+        (Op::Delegate { id: file, write: true }, none()),
+        (Op::DelegReturn { id: file }, none()),
     ]
 }
 
 /// Number of [`Op`] variants.
-pub const OP_KINDS: usize = 36;
+pub const OP_KINDS: usize = 38;
 
 /// Index of an op's variant; the match is exhaustive, so a new variant fails to build
 /// until it is given an index here (and [`OP_KINDS`] and [`sample_ops`] follow).
@@ -327,6 +329,8 @@ pub fn op_kind(op: &Op) -> usize {
         Op::HealSync { .. } => 33,
         Op::HealSums { .. } => 34,
         Op::HealWrite { .. } => 35,
+        Op::Delegate { .. } => 36,
+        Op::DelegReturn { .. } => 37,
     }
 }
 
@@ -585,6 +589,8 @@ pub fn op(id: BoxedStrategy<Id>, name: BoxedStrategy<Vec<u8>>) -> BoxedStrategy<
             )
         )
             .prop_map(|(id, extents)| Op::HealWrite { id, extents }),
+        (id(), any::<bool>()).prop_map(|(id, write)| Op::Delegate { id, write }),
+        id().prop_map(|id| Op::DelegReturn { id }),
     ]
     .boxed()
 }
