@@ -54,10 +54,11 @@ nfs_render_config() {
 }
 
 # nfs_export_block ID VOLUME SERVERS PSEUDO [CLIENTS] [PATH] [ACCESS] [SQUASH] [DELEGATIONS]
-# DELEGATIONS: none, read, write or readwrite (default $NFS_DELEGATIONS, else none).
+# DELEGATIONS: none, read, write or readwrite (default $NFS_DELEGATIONS, else readwrite,
+# as `cairn nfs export add`).
 nfs_export_block() {
     local id=$1 volume=$2 servers=$3 pseudo=$4 clients=${5:-127.0.0.1} path=${6:-/}
-    local access=${7:-RW} squash=${8:-No_Root_Squash} deleg=${9:-${NFS_DELEGATIONS:-none}}
+    local access=${7:-RW} squash=${8:-No_Root_Squash} deleg=${9:-${NFS_DELEGATIONS:-readwrite}}
     cat <<CONF
 EXPORT {
     Export_Id = $id;

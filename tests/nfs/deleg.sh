@@ -2,8 +2,9 @@
 # NFSv4 delegations on backend delegations (docs/nfs.md "Delegations"): an NFSv4.1 client
 # with a backchannel (tests/nfs/nfs4deleg.py) gets a read delegation for a read open and a
 # write delegation for a write open where the export allows them, none where it does not;
-# a conflicting access from another gateway or a FUSE mount recalls it, waits for the
-# DELEGRETURN and then sees what the holder wrote (also what it flushed on the recall); a
+# a conflicting access from another gateway, a FUSE mount or an SMB client recalls it,
+# waits for the DELEGRETURN and then sees what the holder wrote (also what it flushed on
+# the recall); a
 # client that never returns it has it revoked after Ganesha's lease time, and the
 # conflicting access then completes; a gateway that dies holding one holds nothing.
 set -euo pipefail
@@ -122,6 +123,45 @@ hold_wait fuse-r
     fail "the FUSE write did not recall the read delegation: $(hold_out fuse-r)"
 pass "a FUSE write recalls a read delegation and completes once it is returned (${ms} ms)"
 assert_eq "from FUSE" "$(nfs_client g1 4.1 read /r3)" "g1 reads what the FUSE mount wrote"
+
+# --- recall from an SMB client (smbd + vfs_cairn over the same volume) -------------------
+# smbd loads this tree's module under a name of its own (as tests/smb/lib.sh does).
+SMB_VFS_NAME=cairn_$(printf %s "$CL_REPO" | md5sum | cut -c1-8)
+export CAIRN_SMB_VFS_NAME=$SMB_VFS_NAME
+# shellcheck source=scripts/smb.sh
+. "$CL_REPO/scripts/smb.sh"
+make -s -C "$CL_REPO/vfs-module" >&2 || fail "building vfs_cairn (make -C vfs-module)"
+[[ -n $(smb_module_path) ]] || fail "vfs_cairn not installed in Samba's module dir"
+SMB_DIR=$CL_DIR/smb SMB_PORT=$(free_port) SMB_USER=cairnsmb SMB_PASS=cairn-Test-1
+smb_ensure_user "$SMB_USER" || fail "cannot create local user $SMB_USER"
+smb_write_conf "$SMB_DIR" "$SMB_PORT"
+smb_add_cairn_share "$SMB_DIR" vol0 vol0 "$(cl_node_addr n1)" / "valid users = $SMB_USER root" ||
+    fail "cannot add share vol0"
+smb_set_password "$SMB_DIR" "$SMB_USER" "$SMB_PASS" || fail "smbpasswd for $SMB_USER"
+smb_start "$SMB_DIR" "$CL_DIR/log/smbd.log" || fail "smbd did not start"
+trap 'rc=$?; set +e; smb_stop "$SMB_DIR"; nfs_cleanup_all; (exit $rc); cl_cleanup' EXIT
+smbc() {
+    smbclient //127.0.0.1/vol0 -p "$SMB_PORT" -s "$SMB_DIR/smb.conf" -m SMB3 -t 120 \
+        -U "$SMB_USER%$SMB_PASS" -c "$*"
+}
+chmod 0777 "$CL_MNT"
+hold smb-w g1 /s1 write --write "read over " --late "SMB"
+smbc "get s1 $CL_DIR/s1.got" >/dev/null || fail "SMB read of a write-delegated file failed"
+hold_wait smb-w
+[[ -n $(event smb-w recalled) && -n $(event smb-w returned) ]] ||
+    fail "the SMB read did not recall the write delegation: $(hold_out smb-w)"
+assert_eq "read over SMB" "$(cat "$CL_DIR/s1.got")" \
+    "an SMB read recalls a write delegation and sees what the NFS client wrote and flushed"
+nfs_client g1 4.1 write /s2 "before" || fail "write /s2"
+chmod 0666 "$CL_MNT/s2"
+hold smb-r g1 /s2 read
+printf 'from SMB' >"$CL_DIR/s2.put"
+smbc "put $CL_DIR/s2.put s2" >/dev/null || fail "SMB write of a read-delegated file failed"
+hold_wait smb-r
+[[ -n $(event smb-r recalled) && -n $(event smb-r returned) ]] ||
+    fail "the SMB write did not recall the read delegation: $(hold_out smb-r)"
+assert_eq "from SMB" "$(nfs_client g1 4.1 read /s2)" \
+    "an SMB write recalls a read delegation, completes once it is returned, and g1 reads it"
 
 # --- a client that never returns: revoked after the lease time --------------------------
 nfs_client g1 4.1 write /r4 "kept" || fail "write /r4"

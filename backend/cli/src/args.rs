@@ -562,7 +562,7 @@ cairn nfs export add vol0 --path /vol0-root --clients 10.0.0.5 --squash no_root_
         /// NFSv4 delegations the gateway may grant: none, read, write or readwrite. Each is
         /// held as a backend delegation, recalled when any other client of the volume
         /// (another gateway, a FUSE mount, SMB) needs the file.
-        #[arg(long, value_name = "KIND", default_value = "none")]
+        #[arg(long, value_name = "KIND", default_value = "readwrite")]
         delegations: String,
         /// Export id (1-65535); the lowest free one by default.
         #[arg(long, value_name = "ID")]

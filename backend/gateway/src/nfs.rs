@@ -56,10 +56,11 @@ impl Squash {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Delegations {
-    #[default]
     None,
     Read,
     Write,
+    /// The default, also for documents stored before the option existed.
+    #[default]
     Readwrite,
 }
 
@@ -103,7 +104,7 @@ pub struct NfsExport {
     pub anon_gid: u32,
     /// NFS major versions: 3 and/or 4.
     pub protocols: Vec<u8>,
-    /// NFSv4 delegations (absent in documents stored before the option: none).
+    /// NFSv4 delegations (absent in documents stored before the option: readwrite).
     #[serde(default)]
     pub delegations: Delegations,
 }
@@ -478,6 +479,22 @@ mod tests {
             protocols: vec![3, 4],
             delegations: Delegations::Read,
         }
+    }
+
+    /// Delegations: parsed in Ganesha's spellings, readwrite for a document stored before
+    /// the option, kept through a store round trip.
+    #[test]
+    fn delegations_default_to_readwrite() {
+        assert_eq!(Delegations::parse("RW"), Ok(Delegations::Readwrite));
+        assert_eq!(Delegations::parse("none"), Ok(Delegations::None));
+        assert_eq!(Delegations::parse("read"), Ok(Delegations::Read));
+        assert!(Delegations::parse("sometimes").is_err());
+        let mut doc = serde_json::to_value(export()).unwrap();
+        assert_eq!(doc["delegations"], "read");
+        doc.as_object_mut().unwrap().remove("delegations");
+        let old: NfsExport = serde_json::from_value(doc).unwrap();
+        assert_eq!(old.delegations, Delegations::Readwrite);
+        assert!(old.render(&[]).contains("Delegations = readwrite;"));
     }
 
     #[test]
