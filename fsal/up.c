@@ -76,9 +76,12 @@ static void recall_job_run(struct fridgethr_context *ctx)
 	state_status_t status;
 
 	status = job->up_ops->delegrecall(job->up_ops, &desc);
+	/* Not found: Ganesha holds no delegation of the file; the brick revokes the
+	 * backend's 150 s after its recall (cairnd/src/delegs.rs REVOKE_AFTER). The
+	 * export's mount may be gone by now, so it is not given back from here. */
 	if (status != STATE_SUCCESS)
-		LogDebug(COMPONENT_FSAL_UP, "CAIRN: delegrecall: %s",
-			 state_err_str(status));
+		LogWarn(COMPONENT_FSAL_UP, "CAIRN: delegrecall: %s",
+			state_err_str(status));
 	gsh_free(job);
 }
 

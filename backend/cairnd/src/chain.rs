@@ -820,7 +820,7 @@ async fn serve(
     // A lookup answers with the file's attributes (and, quick-read, its content) at the
     // directory's head: a file another session holds a write delegation of here is
     // recalled first, and looked up again once it is back (the holder flushed).
-    if !matches!(req.op, Op::Lookup { .. }) {
+    if !matches!(req.op, Op::Lookup { .. }) || node.delegs.is_empty() {
         return serve_op(node, session, req, data).await;
     }
     let again = req.clone();

@@ -128,6 +128,11 @@ impl Delegations {
         self.changed.notify_waiters();
     }
 
+    /// No delegation held (the common case: nothing to check).
+    pub fn is_empty(&self) -> bool {
+        self.table.lock().is_empty()
+    }
+
     /// Whether `op` of `session` conflicts with a delegation of another session (what
     /// [`settle`](Self::settle) would wait for).
     pub fn conflicts(&self, volume: &str, op: &Op, session: u64) -> bool {
