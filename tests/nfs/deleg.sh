@@ -124,6 +124,34 @@ hold_wait fuse-r
 pass "a FUSE write recalls a read delegation and completes once it is returned (${ms} ms)"
 assert_eq "from FUSE" "$(nfs_client g1 4.1 read /r3)" "g1 reads what the FUSE mount wrote"
 
+# --- byte-range locks: a client may lock locally under a delegation --------------------
+# lockf_hold FILE READY SECONDS: hold a POSIX write lock of FILE through the FUSE mount.
+lockf_hold() {
+    python3 -c 'import fcntl, sys, time
+f = open(sys.argv[1], "r+")
+fcntl.lockf(f, fcntl.LOCK_EX)
+open(sys.argv[2], "w").write("locked")
+time.sleep(float(sys.argv[3]))' "$@"
+}
+nfs_client g1 4.1 write /l1 "locked file" || fail "write /l1"
+rm -f "$CL_DIR/l1.locked"
+lockf_hold "$CL_MNT/l1" "$CL_DIR/l1.locked" 5 &
+lock_pid=$!
+for ((i = 0; i < 100; i++)); do [[ -e $CL_DIR/l1.locked ]] && break; sleep 0.1; done
+[[ -e $CL_DIR/l1.locked ]] || fail "the FUSE mount did not take a lock of /l1"
+hold lock-busy g1 /l1 write --timeout 1
+assert_eq "granted none" "$(head -1 "$CL_DIR/hold-lock-busy.out")" \
+    "no write delegation of a file another client holds a lock of"
+hold_wait lock-busy
+wait "$lock_pid" || fail "the FUSE lock holder failed"
+hold lock-recall g1 /l2 write --write "x"
+rm -f "$CL_DIR/l2.locked"
+lockf_hold "$CL_MNT/l2" "$CL_DIR/l2.locked" 0 || fail "a FUSE lock of a write-delegated file failed"
+hold_wait lock-recall
+[[ -n $(event lock-recall recalled) && -n $(event lock-recall returned) ]] ||
+    fail "a FUSE lock did not recall the write delegation: $(hold_out lock-recall)"
+pass "a lock through the FUSE mount recalls a write delegation first (its client may hold locks locally)"
+
 # --- recall from an SMB client (smbd + vfs_cairn over the same volume) -------------------
 # smbd loads this tree's module under a name of its own (as tests/smb/lib.sh does).
 SMB_VFS_NAME=cairn_$(printf %s "$CL_REPO" | md5sum | cut -c1-8)

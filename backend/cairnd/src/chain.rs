@@ -932,6 +932,14 @@ async fn serve_op(
             Ok((Reply::Lock(node.locks.get(&req.volume, *id, session.id, lock)), Bytes::new()))
         }
         Op::Delegate { id, write } => {
+            // A write delegation's client may lock locally: none while another session
+            // holds a lock of the file (a read one: none while it holds a write lock).
+            if node.locks.held_by_others(&req.volume, *id, session.id, !*write) {
+                return Err(RemoteError::new(
+                    Errno::EAGAIN,
+                    format!("{}: {id} is locked by another client: no delegation", req.volume),
+                ));
+            }
             node.delegs.grant(&req.volume, *id, *write, session)?;
             Ok((Reply::Unit, Bytes::new()))
         }

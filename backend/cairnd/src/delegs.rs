@@ -52,15 +52,16 @@ pub fn access(op: &Op) -> Option<(Id, bool)> {
         | Op::Fallocate { id, .. }
         | Op::CompareAndWrite { id, .. }
         | Op::SetXattr { id, .. }
-        | Op::RemoveXattr { id, .. } => Some((*id, true)),
+        | Op::RemoveXattr { id, .. }
+        // Locks as changes: a delegation's client may hold or test locks locally.
+        | Op::SetLock { id, .. }
+        | Op::GetLock { id, .. } => Some((*id, true)),
         Op::GetAttr { id }
         | Op::Read { id, .. }
         | Op::Seek { id, .. }
         | Op::Fsync { id, .. }
         | Op::GetXattr { id, .. }
-        | Op::ListXattr { id }
-        | Op::SetLock { id, .. }
-        | Op::GetLock { id, .. } => Some((*id, false)),
+        | Op::ListXattr { id } => Some((*id, false)),
         _ => None,
     }
 }
