@@ -99,6 +99,22 @@ hold_wait recall-gw
 pass "a write through another gateway recalls a read delegation and completes once it is returned (${ms} ms)"
 assert_eq "new through g2" "$(nfs_client g1 4.1 read /r2)" "g1 reads what g2 wrote after the recall"
 
+# Two clients of g1 with read delegations of one file share g1's backend delegation: a
+# write through g2 recalls both, and lands once both are returned.
+nfs_client g1 4.1 write /r5 "shared" || fail "write /r5"
+hold two-a g1 /r5 read
+hold two-b g1 /r5 read
+assert_eq "granted read,granted read" \
+    "$(head -1 "$CL_DIR/hold-two-a.out"),$(head -1 "$CL_DIR/hold-two-b.out")" \
+    "two clients of one gateway hold read delegations of one file"
+nfs_client g2 4.1 write /r5 "after both" || fail "a write through g2 of a file with two read delegations failed"
+hold_wait two-a
+hold_wait two-b
+[[ -n $(event two-a returned) && -n $(event two-b returned) ]] ||
+    fail "both read delegations were not recalled and returned: $(hold_out two-a) / $(hold_out two-b)"
+assert_eq "after both" "$(nfs_client g1 4.1 read /r5)" \
+    "a write through g2 recalls both read delegations of g1's clients and lands"
+
 # --- write delegation: data written under it is seen after the recall -------------------
 hold recall-w g1 /w2 write --write "under the delegation, " --late "flushed on recall"
 assert_eq "granted write" "$(head -1 "$CL_DIR/hold-recall-w.out")" "write delegation of /w2 through g1"
