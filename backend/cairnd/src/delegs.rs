@@ -28,16 +28,31 @@ use tokio::sync::Notify;
 /// this only bounds a gateway that stays connected but never answers.
 pub const REVOKE_AFTER: Duration = Duration::from_secs(150);
 
-struct Deleg {
+/// Who holds delegations: a client session ([`Session`] in the daemon).
+pub trait Holder: Send + Sync {
+    fn session_id(&self) -> u64;
+    /// Push a [`Push::Recall`] of `id`; false if the connection is gone.
+    fn recall(&self, volume: &str, id: Id) -> bool;
+}
+
+impl Holder for Session {
+    fn session_id(&self) -> u64 {
+        self.id
+    }
+    fn recall(&self, volume: &str, id: Id) -> bool {
+        self.push(&Push::Recall { volume: volume.to_string(), id })
+    }
+}
+
+struct Deleg<S> {
     write: bool,
-    holders: HashMap<u64, Weak<Session>>,
+    holders: HashMap<u64, Weak<S>>,
     /// A recall was sent: not granted to other sessions until it is gone.
     recalled: bool,
 }
 
-#[derive(Default)]
-pub struct Delegations {
-    table: Mutex<HashMap<(String, Id), Deleg>>,
+pub struct Delegations<S = Session> {
+    table: Mutex<HashMap<(String, Id), Deleg<S>>>,
     /// Woken whenever a delegation is given back, revoked or dropped.
     changed: Notify,
 }
@@ -66,15 +81,22 @@ pub fn access(op: &Op) -> Option<(Id, bool)> {
     }
 }
 
-impl Delegations {
+impl<S> Default for Delegations<S> {
+    fn default() -> Self {
+        Delegations { table: Mutex::default(), changed: Notify::new() }
+    }
+}
+
+impl<S: Holder> Delegations<S> {
     /// Grant `session` a delegation of `id` (see [`Op::Delegate`]).
     pub fn grant(
         &self,
         volume: &str,
         id: Id,
         write: bool,
-        session: &Arc<Session>,
+        session: &Arc<S>,
     ) -> Result<(), RemoteError> {
+        let sid = session.session_id();
         let mut t = self.table.lock();
         let d = t.entry((volume.to_string(), id)).or_insert_with(|| Deleg {
             write,
@@ -82,7 +104,7 @@ impl Delegations {
             recalled: false,
         });
         d.holders.retain(|_, s| s.strong_count() > 0);
-        let others = d.holders.keys().any(|s| *s != session.id);
+        let others = d.holders.keys().any(|s| *s != sid);
         if others && d.recalled {
             return Err(RemoteError::new(
                 Errno::EAGAIN,
@@ -102,7 +124,7 @@ impl Delegations {
             d.write = write;
             d.recalled = false;
         }
-        d.holders.insert(session.id, Arc::downgrade(session));
+        d.holders.insert(sid, Arc::downgrade(session));
         Ok(())
     }
 
@@ -164,7 +186,7 @@ impl Delegations {
             let notified = self.changed.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let recall: Vec<Arc<Session>> = {
+            let recall: Vec<Arc<S>> = {
                 let mut t = self.table.lock();
                 let Some(d) = t.get_mut(&key) else { return };
                 d.holders.retain(|_, s| s.strong_count() > 0);
@@ -187,8 +209,8 @@ impl Delegations {
                 }
             };
             for s in recall {
-                tracing::debug!(volume, %id, holder = s.id, "recalling delegation");
-                s.push(&Push::Recall { volume: volume.to_string(), id });
+                tracing::debug!(volume, %id, holder = s.session_id(), "recalling delegation");
+                s.recall(volume, id);
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
                 let mut t = self.table.lock();
@@ -232,10 +254,93 @@ mod tests {
         assert_eq!(access(&Op::Unlink { dir: Id(1), name: b"f".to_vec() }), None);
     }
 
+    struct Fake {
+        id: u64,
+        recalls: Mutex<Vec<Id>>,
+    }
+    impl Holder for Fake {
+        fn session_id(&self) -> u64 {
+            self.id
+        }
+        fn recall(&self, _volume: &str, id: Id) -> bool {
+            self.recalls.lock().push(id);
+            true
+        }
+    }
+    fn fake(id: u64) -> Arc<Fake> {
+        Arc::new(Fake { id, recalls: Mutex::default() })
+    }
+
+    /// Read delegations share a file, a write one is exclusive; the holder's own ops
+    /// never conflict; a recalled one is not granted to others until it is gone.
+    #[test]
+    fn grants_share_reads_and_exclude_writes() {
+        let d = Delegations::<Fake>::default();
+        let (a, b) = (fake(1), fake(2));
+        d.grant("v", Id(5), false, &a).unwrap();
+        d.grant("v", Id(5), false, &b).unwrap();
+        assert_eq!(d.grant("v", Id(5), true, &a).unwrap_err().errno, Errno::EAGAIN);
+        d.give_back("v", Id(5), 2);
+        d.grant("v", Id(5), true, &a).unwrap();
+        assert_eq!(d.grant("v", Id(5), false, &b).unwrap_err().errno, Errno::EAGAIN);
+        assert!(!d.conflicts("v", &read(Id(5)), 1), "the holder's own read");
+        assert!(d.conflicts("v", &read(Id(5)), 2));
+        assert!(!d.conflicts("v", &read(Id(6)), 2), "another file");
+        assert!(!d.conflicts("w", &read(Id(5)), 2), "another volume");
+    }
+
+    /// A conflicting op recalls each holder once and waits for the return; a read does
+    /// not recall a read delegation.
+    #[tokio::test]
+    async fn a_conflict_recalls_once_and_waits_for_the_return() {
+        let d = Arc::new(Delegations::<Fake>::default());
+        let (a, b) = (fake(1), fake(2));
+        d.grant("v", Id(5), false, &a).unwrap();
+        d.settle_within("v", &read(Id(5)), 2, Duration::from_secs(5)).await;
+        assert!(a.recalls.lock().is_empty(), "a read does not recall a read delegation");
+        let d2 = d.clone();
+        let w = tokio::spawn(async move {
+            d2.settle_within("v", &write(Id(5)), 2, Duration::from_secs(5)).await
+        });
+        let d3 = d.clone();
+        let w2 = tokio::spawn(async move {
+            d3.settle_within("v", &write(Id(5)), 3, Duration::from_secs(5)).await
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(*a.recalls.lock(), vec![Id(5)], "recalled once for two waiting ops");
+        assert!(!w.is_finished() && !w2.is_finished());
+        assert_eq!(d.grant("v", Id(5), false, &b).unwrap_err().errno, Errno::EAGAIN);
+        d.give_back("v", Id(5), 1);
+        tokio::time::timeout(Duration::from_secs(1), w).await.unwrap().unwrap();
+        tokio::time::timeout(Duration::from_secs(1), w2).await.unwrap().unwrap();
+        d.grant("v", Id(5), true, &b).unwrap();
+    }
+
+    /// A holder that goes away (its session closed) ends the wait at once; one that
+    /// never returns is revoked after the limit.
+    #[tokio::test]
+    async fn a_closed_or_silent_holder_ends_the_wait() {
+        let d = Arc::new(Delegations::<Fake>::default());
+        let a = fake(1);
+        d.grant("v", Id(5), true, &a).unwrap();
+        let d2 = d.clone();
+        let w = tokio::spawn(async move {
+            d2.settle_within("v", &read(Id(5)), 2, Duration::from_secs(30)).await
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        d.drop_session(1);
+        tokio::time::timeout(Duration::from_secs(1), w).await.unwrap().unwrap();
+        d.grant("v", Id(5), true, &a).unwrap();
+        let t0 = tokio::time::Instant::now();
+        d.settle_within("v", &read(Id(5)), 2, Duration::from_millis(300)).await;
+        assert!(t0.elapsed() >= Duration::from_millis(300), "revoked only after the limit");
+        assert!(!d.conflicts("v", &read(Id(5)), 2), "revoked");
+    }
+
     /// Without a holder (or for the holder itself) nothing waits.
     #[tokio::test]
     async fn nothing_to_settle_returns_at_once() {
-        let d = Delegations::default();
+        let d = Delegations::<Fake>::default();
         let op = write(Id(3));
         let t = tokio::time::timeout(Duration::from_millis(100), d.settle("v", &op, 1));
         assert!(t.await.is_ok());
