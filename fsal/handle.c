@@ -1126,7 +1126,7 @@ static fsal_status_t cairn_fsal_lease_op2(struct fsal_obj_handle *obj_hdl,
 			return fsalstat(ERR_FSAL_NO_ERROR, 0);
 		if (--h->delegs > 0)
 			return fsalstat(ERR_FSAL_NO_ERROR, 0);
-		rc = cairn_deleg_return(FS, ID(obj_hdl));
+		rc = cairn_deleg_return(h->export->fs, ID(obj_hdl));
 		if (rc < 0)
 			(void) cairn_log_error("lease_op2(return)", rc);
 		return fsalstat(ERR_FSAL_NO_ERROR, 0);
@@ -1138,7 +1138,8 @@ static fsal_status_t cairn_fsal_lease_op2(struct fsal_obj_handle *obj_hdl,
 			h->delegs++;
 			return fsalstat(ERR_FSAL_NO_ERROR, 0);
 		}
-		rc = cairn_delegate(FS, ID(obj_hdl), write);
+		/* the handle's own export's mount: the one its recalls come back to */
+		rc = cairn_delegate(h->export->fs, ID(obj_hdl), write);
 		if (rc == -EAGAIN)
 			return fsalstat(ERR_FSAL_DELAY, EAGAIN);
 		if (rc < 0)
