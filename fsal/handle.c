@@ -1229,6 +1229,51 @@ static fsal_status_t cairn_fsal_merge(struct fsal_obj_handle *orig_hdl,
 			   &HANDLE_OF(dupe_hdl)->share);
 }
 
+/* Delegations (docs/nfs.md "Delegations"): Ganesha grants an NFSv4 read or write
+ * delegation only if the backend grants this export's mount a delegation of the file of
+ * the same kind, so that an access by any other client of the volume (another gateway, a
+ * FUSE mount, smbd) recalls it (up.c) before it runs. Ganesha calls this under the
+ * object's st_lock. */
+static fsal_status_t cairn_fsal_lease_op2(struct fsal_obj_handle *obj_hdl,
+					  struct state_t *state, void *owner,
+					  fsal_deleg_t deleg)
+{
+	struct cairn_handle *h = HANDLE_OF(obj_hdl);
+	bool write = deleg == FSAL_DELEG_WR;
+	int rc;
+
+	switch (deleg) {
+	case FSAL_DELEG_NONE:
+		if (h->delegs == 0)
+			return fsalstat(ERR_FSAL_NO_ERROR, 0);
+		if (--h->delegs > 0)
+			return fsalstat(ERR_FSAL_NO_ERROR, 0);
+		rc = cairn_deleg_return(h->export->fs, ID(obj_hdl));
+		if (rc < 0)
+			(void) cairn_log_error("lease_op2(return)", rc);
+		return fsalstat(ERR_FSAL_NO_ERROR, 0);
+	case FSAL_DELEG_RD:
+	case FSAL_DELEG_WR:
+		if (obj_hdl->type != REGULAR_FILE)
+			return fsalstat(ERR_FSAL_NOTSUPP, 0);
+		if (h->delegs > 0 && h->deleg_write == write) {
+			h->delegs++;
+			return fsalstat(ERR_FSAL_NO_ERROR, 0);
+		}
+		/* the handle's own export's mount: the one its recalls come back to */
+		rc = cairn_delegate(h->export->fs, ID(obj_hdl), write);
+		if (rc == -EAGAIN)
+			return fsalstat(ERR_FSAL_DELAY, EAGAIN);
+		if (rc < 0)
+			return cairn_log_error("lease_op2(delegate)", rc);
+		h->delegs++;
+		h->deleg_write = write;
+		return fsalstat(ERR_FSAL_NO_ERROR, 0);
+	default:
+		return fsalstat(ERR_FSAL_INVAL, 0);
+	}
+}
+
 void cairn_handle_ops_init(struct fsal_obj_ops *ops)
 {
 	fsal_default_obj_ops_init(ops);
@@ -1255,6 +1300,7 @@ void cairn_handle_ops_init(struct fsal_obj_ops *ops)
 	ops->seek2 = cairn_fsal_seek2;
 	ops->fallocate = cairn_fsal_fallocate;
 	ops->lock_op2 = cairn_fsal_lock_op2;
+	ops->lease_op2 = cairn_fsal_lease_op2;
 	ops->close = cairn_fsal_close;
 	ops->close2 = cairn_fsal_close2;
 	ops->handle_to_wire = cairn_fsal_handle_to_wire;

@@ -75,6 +75,11 @@ struct cairn_handle {
 	 * without any skips the fsync (NFS clients commit what they wrote through the
 	 * same server; a write-behind error still surfaces on flush/close). */
 	bool unstable;
+	/* NFSv4 delegations Ganesha granted on this file (under the object's st_lock,
+	 * which Ganesha holds around lease_op2): the backend delegation of this export's
+	 * mount is taken on the first and given back with the last. */
+	uint32_t delegs;
+	bool deleg_write;
 };
 
 /* Longest time (s) mdcache may trust what the FSAL returned (attributes, and a

@@ -42,6 +42,7 @@ struct cairn_fsal_module CairnFSM = {
 			.acl_support = FSAL_ACLSUPPORT_ALLOW,
 			.supported_attrs = CAIRN_SUPPORTED_ATTRS,
 			.lock_support = true,
+			.delegations = FSAL_OPTION_FILE_DELEGATIONS,
 			.lock_support_async_block = false,
 			.unique_handles = true,
 			.homogenous = true,

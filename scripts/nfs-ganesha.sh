@@ -47,6 +47,9 @@ nfs_render_config() {
         # fs_layout_types). See docs/nfs.md "pNFS roles".
         echo "    PNFS_MDS = true;"
         echo "    PNFS_DS = true;"
+        # The global switch; each EXPORT says which delegations it grants (Delegations).
+        echo "    Delegations = true;"
+        [[ -n ${NFS_LEASE_LIFETIME:-} ]] && echo "    Lease_Lifetime = $NFS_LEASE_LIFETIME;"
         echo "}"
         echo "NFS_KRB5 { Active_krb5 = false; }"
         echo "MDCACHE { Entries_HWMark = 100000; }"
@@ -56,10 +59,12 @@ nfs_render_config() {
     } >"$dir/ganesha.conf"
 }
 
-# nfs_export_block ID VOLUME SERVERS PSEUDO [CLIENTS] [PATH] [ACCESS] [SQUASH]
+# nfs_export_block ID VOLUME SERVERS PSEUDO [CLIENTS] [PATH] [ACCESS] [SQUASH] [DELEGATIONS]
+# DELEGATIONS: none, read, write or readwrite (default $NFS_DELEGATIONS, else readwrite,
+# as `cairn nfs export add`).
 nfs_export_block() {
     local id=$1 volume=$2 servers=$3 pseudo=$4 clients=${5:-127.0.0.1} path=${6:-/}
-    local access=${7:-RW} squash=${8:-No_Root_Squash}
+    local access=${7:-RW} squash=${8:-No_Root_Squash} deleg=${9:-${NFS_DELEGATIONS:-readwrite}}
     cat <<CONF
 EXPORT {
     Export_Id = $id;
@@ -71,6 +76,7 @@ EXPORT {
     SecType = sys;
     Access_Type = None;
     Squash = $squash;
+    Delegations = $deleg;
     CLIENT {
         Clients = $clients;
         Access_Type = $access;

@@ -757,6 +757,10 @@ impl Brick {
                 libc::ENOTSUP,
                 "copy_range is run by cairnd as a read and a replicated write",
             )),
+            Op::Delegate { .. } | Op::DelegReturn { .. } => Err(fail(
+                libc::ENOTSUP,
+                "delegations are kept by cairnd at the chain head, not by the brick store",
+            )),
         }
     }
 

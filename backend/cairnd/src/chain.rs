@@ -48,7 +48,9 @@ pub fn key_id(op: &Op) -> Id {
         | Op::HealFetch { id }
         | Op::HealSums { id, .. }
         | Op::HealWrite { id, .. }
-        | Op::HealSync { id, .. } => *id,
+        | Op::HealSync { id, .. }
+        | Op::Delegate { id, .. }
+        | Op::DelegReturn { id } => *id,
         Op::CopyRange { dst, .. } => *dst,
         Op::LookupPath { .. }
         | Op::StatFs
@@ -818,6 +820,36 @@ async fn serve(
     req: BrickRequest,
     data: Bytes,
 ) -> OpResult {
+    // A lookup answers with the file's attributes (and, quick-read, its content) at the
+    // directory's head: a file another session holds a write delegation of here is
+    // recalled first, and looked up again once it is back (the holder flushed).
+    if !matches!(req.op, Op::Lookup { .. }) || node.delegs.is_empty() {
+        return serve_op(node, session, req, data).await;
+    }
+    let again = req.clone();
+    let r = serve_op(node, session, req, data).await;
+    let found = match &r {
+        Ok((Reply::Entry { attr, .. } | Reply::EntryData { attr }, _))
+            if attr.kind == cairn_proto::FileType::Regular =>
+        {
+            attr.id
+        }
+        _ => return r,
+    };
+    let getattr = Op::GetAttr { id: found };
+    if !node.delegs.conflicts(&again.volume, &getattr, session.id) {
+        return r;
+    }
+    node.delegs.settle(&again.volume, &getattr, session.id).await;
+    serve_op(node, session, again, Bytes::new()).await
+}
+
+async fn serve_op(
+    node: &Arc<Node>,
+    session: &Arc<Session>,
+    req: BrickRequest,
+    data: Bytes,
+) -> OpResult {
     let slot = node.slot(&req.volume, req.brick).ok_or_else(|| {
         stale(&req.volume, req.brick, &format!("not served by node {}", node.name))
     })?;
@@ -858,6 +890,9 @@ async fn serve(
     if let Op::Release { id } = &req.op {
         node.note_release(session.id, &req.volume, req.brick, *id);
     }
+    // A conflicting delegation of another session is recalled and given back (or revoked)
+    // before the op takes any lock: the holder flushes through this head meanwhile.
+    node.delegs.settle(&req.volume, &req.op, session.id).await;
     if req.op.is_mutation() {
         if let Some(r) = req.req {
             node.leases.note_client(r.client, session.id);
@@ -904,6 +939,22 @@ async fn serve(
         }
         Op::Share { id, owner, access, deny } => {
             node.shares.set(&req.volume, *id, session.id, *owner, *access, *deny)?;
+            Ok((Reply::Unit, Bytes::new()))
+        }
+        Op::Delegate { id, write } => {
+            // A write delegation's client may lock locally: none while another session
+            // holds a lock of the file (a read one: none while it holds a write lock).
+            if node.locks.held_by_others(&req.volume, *id, session.id, !*write) {
+                return Err(RemoteError::new(
+                    Errno::EAGAIN,
+                    format!("{}: {id} is locked by another client: no delegation", req.volume),
+                ));
+            }
+            node.delegs.grant(&req.volume, *id, *write, session)?;
+            Ok((Reply::Unit, Bytes::new()))
+        }
+        Op::DelegReturn { id } => {
+            node.delegs.give_back(&req.volume, *id, session.id);
             Ok((Reply::Unit, Bytes::new()))
         }
         _ => {

@@ -98,6 +98,16 @@ impl LockTable {
         held.push(merged);
     }
 
+    /// Whether a session other than `session` holds a lock on `id` (a write lock only,
+    /// with `writes_only`): a delegation is not granted then (its holder's client may
+    /// lock locally under it).
+    pub fn held_by_others(&self, volume: &str, id: Id, session: u64, writes_only: bool) -> bool {
+        let map = self.inodes.lock();
+        map.get(&(volume.to_string(), id)).is_some_and(|i| {
+            i.held.iter().any(|h| h.session != session && (h.write || !writes_only))
+        })
+    }
+
     pub fn get(&self, volume: &str, id: Id, session: u64, want: &Lock) -> Option<Lock> {
         let map = self.inodes.lock();
         map.get(&(volume.to_string(), id)).and_then(|i| Self::conflict(&i.held, session, want))

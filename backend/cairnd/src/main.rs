@@ -3,6 +3,7 @@
 
 mod access;
 mod chain;
+mod delegs;
 mod heal;
 mod inode_locks;
 mod leases;

@@ -123,6 +123,8 @@ pub struct Node {
     /// Share reservations (access / deny modes) of the files this node's bricks head.
     pub shares: ShareTable,
     pub leases: Leases,
+    /// NFSv4 delegations held by gateway sessions on files this node heads.
+    pub delegs: crate::delegs::Delegations,
     /// Byte-range locks of the inodes this node's bricks head (`cairn_replication::
     /// range_lock`): a mutation holds what it changes exclusively until its replicas have
     /// it, a read holds what it may see shared, so a read at the head never sees a write
@@ -161,6 +163,7 @@ impl Node {
             locks: LockTable::default(),
             shares: ShareTable::default(),
             leases: Leases::default(),
+            delegs: crate::delegs::Delegations::default(),
             inode_locks: InodeLocks::default(),
             kick: Notify::new(),
             opens: Mutex::default(),
@@ -575,12 +578,13 @@ impl Node {
         }
     }
 
-    /// A client connection closed: release its locks, share reservations, leases and
-    /// opens.
+    /// A client connection closed: release its locks, share reservations, leases,
+    /// delegations and opens.
     pub fn session_closed(self: &Arc<Self>, session: u64) {
         self.locks.release_session(session);
         self.shares.release_session(session);
         self.leases.drop_session(session);
+        self.delegs.drop_session(session);
         let opens = self.opens.lock().remove(&session).unwrap_or_default();
         if opens.is_empty() {
             return;

@@ -559,6 +559,11 @@ cairn nfs export add vol0 --path /vol0-root --clients 10.0.0.5 --squash no_root_
         /// NFS versions: 3, 4 or 3,4.
         #[arg(long, value_name = "LIST", default_value = "3,4")]
         protocols: String,
+        /// NFSv4 delegations the gateway may grant: none, read, write or readwrite. Each is
+        /// held as a backend delegation, recalled when any other client of the volume
+        /// (another gateway, a FUSE mount, SMB) needs the file.
+        #[arg(long, value_name = "KIND", default_value = "readwrite")]
+        delegations: String,
         /// Export id (1-65535); the lowest free one by default.
         #[arg(long, value_name = "ID")]
         id: Option<u16>,

@@ -18,6 +18,8 @@ pub use cairn_proto::{
     Attr, Creds, DirEntry, Errno, FileType, Id, Lock, LockKind, RemoteError, SeekWhence, SetAttr,
     SetTime, StatFs, Timespec,
 };
-pub use volume::{InvalidateDone, InvalidateFn, MountOptions, Stats, Volume, INVALIDATE_ACK_WAIT};
+pub use volume::{
+    InvalidateDone, InvalidateFn, MountOptions, RecallFn, Stats, Volume, INVALIDATE_ACK_WAIT,
+};
 
 pub type Result<T> = std::result::Result<T, RemoteError>;

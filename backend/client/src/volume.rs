@@ -70,6 +70,9 @@ pub struct Stats {
 /// after [`INVALIDATE_ACK_WAIT`]), so the other client's change does not complete while
 /// this client's caches (a FUSE mount's kernel caches) still hold what it changed.
 pub type InvalidateFn = Arc<dyn Fn(Id, bool) -> Option<InvalidateDone> + Send + Sync>;
+/// Delegation recall upcall (see [`Volume::on_recall`]): the file whose delegation a
+/// brick recalls. Called on the push task: it must not block.
+pub type RecallFn = Arc<dyn Fn(Id) + Send + Sync>;
 /// Completion of an upcall's deferred work (fired, or dropped, when it is done).
 pub type InvalidateDone = tokio::sync::oneshot::Receiver<()>;
 /// Longest wait for an upcall's deferred work before acknowledging the recall anyway: a
@@ -213,6 +216,7 @@ struct Inner {
     wb_on: AtomicBool,
     opens: Mutex<HashMap<Id, OpenState>>,
     on_invalidate: RwLock<Option<InvalidateFn>>,
+    on_recall: RwLock<Option<RecallFn>>,
     by_op: Mutex<HashMap<&'static str, u64>>,
     round_trips: AtomicU64,
     quick_reads: AtomicU64,
@@ -411,6 +415,14 @@ impl Inner {
         Ok(self.call(Target { set: self.home(id), key: id }, c, op, Bytes::new()).await?.0)
     }
 
+    /// Send what is buffered of `id`, then give back its delegation (even when the flush
+    /// failed: the flush's error is returned).
+    async fn deleg_return(self: &Arc<Self>, id: Id) -> Result<()> {
+        let flushed = self.flush(id).await;
+        self.on_home(&Creds::root(), id, Op::DelegReturn { id }).await?;
+        flushed
+    }
+
     fn home(&self, id: Id) -> u32 {
         home_set(&self.map(), id).id
     }
@@ -583,6 +595,19 @@ impl Inner {
         while let Some((addr, p)) = rx.recv().await {
             match p {
                 Push::MapChanged(m) => self.set_map(*m),
+                Push::Recall { id, .. } => {
+                    let cb = self.on_recall.read().clone();
+                    match cb {
+                        Some(cb) => cb(id),
+                        // Nobody to return it: give it back at once.
+                        None => {
+                            let me = self.clone();
+                            tokio::spawn(async move {
+                                let _ = me.deleg_return(id).await;
+                            });
+                        }
+                    }
+                }
                 Push::Invalidate { id, entries, seq, .. } => {
                     self.attrs.invalidate(id);
                     self.data.invalidate(id);
@@ -683,6 +708,7 @@ impl Volume {
             pool,
             opens: Mutex::default(),
             on_invalidate: RwLock::new(None),
+            on_recall: RwLock::new(None),
             by_op: Mutex::default(),
             round_trips: AtomicU64::new(0),
             quick_reads: AtomicU64::new(0),
@@ -747,6 +773,11 @@ impl Volume {
     /// Register the upcall for lease recalls (Ganesha's and Samba's cache invalidation).
     pub fn on_invalidate(&self, f: InvalidateFn) {
         *self.inner.on_invalidate.write() = Some(f);
+    }
+
+    /// Register (or with `None` remove) the upcall for delegation recalls.
+    pub fn on_recall(&self, f: Option<RecallFn>) {
+        *self.inner.on_recall.write() = f;
     }
 
     /// Drop every cached attribute and entry (tests and benchmarks measure cold paths).
@@ -1958,6 +1989,21 @@ impl Volume {
     pub async fn share(&self, c: &Creds, id: Id, owner: u64, access: u8, deny: u8) -> Result<()> {
         let i = &self.inner;
         i.on_home(c, id, Op::Share { id, owner, access, deny }).await.map(|_| ())
+    }
+
+    /// Take a delegation of regular file `id` for this client (`write`: exclusive, else
+    /// shared with other readers): until it is given back with
+    /// [`deleg_return`](Self::deleg_return), another client's conflicting access of `id`
+    /// first recalls it through [`on_recall`](Self::on_recall) and waits. `EAGAIN` when
+    /// another client holds a conflicting one.
+    pub async fn delegate(&self, id: Id, write: bool) -> Result<()> {
+        let i = &self.inner;
+        i.on_home(&Creds::root(), id, Op::Delegate { id, write }).await.map(|_| ())
+    }
+
+    /// Give back the delegation of `id`, after sending what is buffered of it.
+    pub async fn deleg_return(&self, id: Id) -> Result<()> {
+        self.inner.deleg_return(id).await
     }
 
     /// The first conflicting lock, if any.

@@ -50,6 +50,41 @@ impl Squash {
     }
 }
 
+/// NFSv4 delegations the export's gateway may hand out (Ganesha's EXPORT `Delegations`),
+/// each held as a backend delegation so any other client of the volume recalls it
+/// (docs/nfs.md "Delegations").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Delegations {
+    None,
+    Read,
+    Write,
+    /// The default, also for documents stored before the option existed.
+    #[default]
+    Readwrite,
+}
+
+impl Delegations {
+    pub fn parse(s: &str) -> Result<Delegations, String> {
+        match s.to_ascii_lowercase().replace(['-', '_'], "").as_str() {
+            "none" | "off" => Ok(Delegations::None),
+            "read" | "r" => Ok(Delegations::Read),
+            "write" | "w" => Ok(Delegations::Write),
+            "readwrite" | "rw" | "on" => Ok(Delegations::Readwrite),
+            _ => Err(format!("invalid delegations '{s}': expected none, read, write or readwrite")),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Delegations::None => "none",
+            Delegations::Read => "read",
+            Delegations::Write => "write",
+            Delegations::Readwrite => "readwrite",
+        }
+    }
+}
+
 /// One export, as stored (kind [`crate::NFS_EXPORT`], named by its export id).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NfsExport {
@@ -69,6 +104,9 @@ pub struct NfsExport {
     pub anon_gid: u32,
     /// NFS major versions: 3 and/or 4.
     pub protocols: Vec<u8>,
+    /// NFSv4 delegations (absent in documents stored before the option: readwrite).
+    #[serde(default)]
+    pub delegations: Delegations,
 }
 
 impl NfsExport {
@@ -116,6 +154,7 @@ impl NfsExport {
              \x20   Anonymous_Uid = {anon_uid};\n\
              \x20   Anonymous_Gid = {anon_gid};\n\
              \x20   Access_Type = None;\n\
+             \x20   Delegations = {delegations};\n\
              \x20   CLIENT {{\n\
              \x20       Clients = {clients};\n\
              \x20       Access_Type = {access};\n\
@@ -132,6 +171,7 @@ impl NfsExport {
             squash = self.squash.as_str(),
             anon_uid = self.anon_uid,
             anon_gid = self.anon_gid,
+            delegations = self.delegations.as_str(),
             // Bare tokens: Ganesha's lexer types clients (address, CIDR, `*`, wildcard name,
             // @netgroup) and refuses a quoted one; `check_client` keeps them lexable.
             clients = self.clients.join(", "),
@@ -440,7 +480,24 @@ mod tests {
             anon_uid: 65534,
             anon_gid: 65534,
             protocols: vec![3, 4],
+            delegations: Delegations::Read,
         }
+    }
+
+    /// Delegations: parsed in Ganesha's spellings, readwrite for a document stored before
+    /// the option, kept through a store round trip.
+    #[test]
+    fn delegations_default_to_readwrite() {
+        assert_eq!(Delegations::parse("RW"), Ok(Delegations::Readwrite));
+        assert_eq!(Delegations::parse("none"), Ok(Delegations::None));
+        assert_eq!(Delegations::parse("read"), Ok(Delegations::Read));
+        assert!(Delegations::parse("sometimes").is_err());
+        let mut doc = serde_json::to_value(export()).unwrap();
+        assert_eq!(doc["delegations"], "read");
+        doc.as_object_mut().unwrap().remove("delegations");
+        let old: NfsExport = serde_json::from_value(doc).unwrap();
+        assert_eq!(old.delegations, Delegations::Readwrite);
+        assert!(old.render(&[]).contains("Delegations = readwrite;"));
     }
 
     #[test]
@@ -456,6 +513,7 @@ mod tests {
             "Squash = root_squash;",
             "Clients = 10.0.0.0/24, host1.example.com, *;",
             "Access_Type = RO;",
+            "Delegations = read;",
             "Name = CAIRN;",
             "Volume = \"vol0\";",
             "Servers = \"10.0.0.1:7420,10.0.0.2:7420\";",

@@ -108,6 +108,7 @@ fn export() -> impl Strategy<Value = NfsExport> {
             anon_uid: uid,
             anon_gid: gid,
             protocols,
+            delegations: Default::default(),
         });
     let one_bad =
         (base.clone(), 0..5usize, either(VOLUMES), either(CLIENTS), subdir(), any::<u8>())
@@ -491,6 +492,7 @@ fn check_ganesha(e: &NfsExport, text: &str) -> Result<(), String> {
         ("Anonymous_Uid".into(), bare(&e.anon_uid.to_string())),
         ("Anonymous_Gid".into(), bare(&e.anon_gid.to_string())),
         ("Access_Type".into(), bare("None")),
+        ("Delegations".into(), bare(e.delegations.as_str())),
     ];
     if b.name != "EXPORT" || b.keys != want_keys {
         return Err(format!("EXPORT keys differ: {:?}", b.keys));

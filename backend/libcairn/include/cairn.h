@@ -300,6 +300,12 @@ typedef struct cairn_lock_t {
 } cairn_lock_t;
 
 /**
+ * Delegation-recall upcall: another client needs `id`; give back the delegation taken
+ * with `cairn_delegate` (`cairn_deleg_return`). Runs on a library thread.
+ */
+typedef void (*cairn_recall_cb)(struct cairn_id_t id, void *arg);
+
+/**
  * Completion of an asynchronous call: `result` is the byte count (reads/writes) or 0, or
  * a negative errno. Runs on a library thread, never inside the submitting call.
  */
@@ -634,6 +640,30 @@ int cairn_getlock(struct cairn_fs_t *fs,
                   const struct cairn_creds_t *creds,
                   struct cairn_id_t id,
                   struct cairn_lock_t *lock);
+
+/**
+ * Take a delegation of regular file `id` for this mount (`write`: exclusive; else shared
+ * with other mounts' read delegations), as an NFS gateway does before it hands out an
+ * NFSv4 delegation. Until `cairn_deleg_return`, an access of `id` by another client that
+ * conflicts (a change for a read delegation, any access for a write one) calls the
+ * callback of `cairn_register_recall` and waits for the return (or for the brick to
+ * revoke the delegation, 150 s after the recall). -EAGAIN when another client holds a
+ * conflicting delegation. Delegations end with the mount's connections.
+ */
+int cairn_delegate(struct cairn_fs_t *fs, struct cairn_id_t id, bool write);
+
+/**
+ * Give back the delegation of `id` after sending what is buffered of it; the flush's
+ * error, if any, is returned (the delegation is given back anyway).
+ */
+int cairn_deleg_return(struct cairn_fs_t *fs, struct cairn_id_t id);
+
+/**
+ * Register the delegation-recall upcall (`cb` NULL removes it). `cb` runs on a library
+ * thread; it may call libcairn (except cairn_unmount). Without one, a recall is answered
+ * by giving the delegation back at once.
+ */
+int cairn_register_recall(struct cairn_fs_t *fs, cairn_recall_cb cb, void *arg);
 
 /**
  * Note an open of `id`: an unlinked file stays readable until the matching cairn_release.

@@ -314,3 +314,7 @@ pub type cairn_stats_cb =
 /// CAIRN_INVALIDATE_ENTRIES). Runs on a library thread.
 pub type cairn_invalidate_cb =
     Option<unsafe extern "C" fn(id: cairn_id_t, flags: u32, arg: *mut c_void)>;
+
+/// Delegation-recall upcall: another client needs `id`; give back the delegation taken
+/// with `cairn_delegate` (`cairn_deleg_return`). Runs on a library thread.
+pub type cairn_recall_cb = Option<unsafe extern "C" fn(id: cairn_id_t, arg: *mut c_void)>;

@@ -375,6 +375,21 @@ pub enum Op {
         access: u8,
         deny: u8,
     },
+    /// Take a delegation of regular file `id` for this session (an NFSv4 delegation a
+    /// gateway hands out): shared with other sessions' read delegations when `!write`,
+    /// exclusive when `write`. Until it is returned, an access of `id` by another session
+    /// that conflicts (a change for a read delegation, any access for a write one) first
+    /// recalls it ([`Push::Recall`]) and waits for [`Op::DelegReturn`]. `EAGAIN` when a
+    /// conflicting delegation is held or being recalled. Answered by the chain head; not
+    /// replicated (it lives with the holder's session).
+    Delegate {
+        id: Id,
+        write: bool,
+    },
+    /// Give back this session's delegation of `id` (after a recall or not).
+    DelegReturn {
+        id: Id,
+    },
 }
 
 /// Bits of [`Op::Share`]'s `access` and `deny`.
@@ -498,6 +513,8 @@ impl Op {
             Op::HealSync { .. } => "heal_sync",
             Op::CopyRange { .. } => "copy_range",
             Op::Share { .. } => "share",
+            Op::Delegate { .. } => "delegate",
+            Op::DelegReturn { .. } => "deleg_return",
         }
     }
 }
@@ -595,6 +612,13 @@ pub enum Push {
         id: Id,
         entries: bool,
         seq: u64,
+    },
+    /// Delegation recall: another session needs `id`; flush what is held for it and send
+    /// [`Op::DelegReturn`]. The conflicting access waits for that return (or for the
+    /// delegation to be revoked, see `cairnd/src/delegs.rs`).
+    Recall {
+        volume: String,
+        id: Id,
     },
 }
 

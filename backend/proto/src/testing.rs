@@ -286,11 +286,13 @@ pub fn sample_ops(dir: Id, file: Id, prefix: &str) -> Vec<(Op, Vec<u8>)> {
             none(),
         ),
         (Op::Share { id: file, owner: 7, access: 1, deny: 2 }, none()),
+        (Op::Delegate { id: file, write: true }, none()),
+        (Op::DelegReturn { id: file }, none()),
     ]
 }
 
 /// Number of [`Op`] variants.
-pub const OP_KINDS: usize = 38;
+pub const OP_KINDS: usize = 40;
 
 /// Index of an op's variant; the match is exhaustive, so a new variant fails to build
 /// until it is given an index here (and [`OP_KINDS`] and [`sample_ops`] follow).
@@ -334,6 +336,8 @@ pub fn op_kind(op: &Op) -> usize {
         Op::HealWrite { .. } => 35,
         Op::CopyRange { .. } => 36,
         Op::Share { .. } => 37,
+        Op::Delegate { .. } => 38,
+        Op::DelegReturn { .. } => 39,
     }
 }
 
@@ -607,6 +611,8 @@ pub fn op(id: BoxedStrategy<Id>, name: BoxedStrategy<Vec<u8>>) -> BoxedStrategy<
                 len
             }
         ),
+        (id(), any::<bool>()).prop_map(|(id, write)| Op::Delegate { id, write }),
+        id().prop_map(|id| Op::DelegReturn { id }),
     ]
     .boxed()
 }

@@ -417,6 +417,7 @@ fn every_push() -> Vec<Push> {
     vec![
         Push::MapChanged(Box::new(map())),
         Push::Invalidate { volume: "vol".into(), id: Id(77), entries: true, seq: 3 },
+        Push::Recall { volume: "vol".into(), id: Id(78) },
     ]
 }
 

@@ -8,7 +8,7 @@ use super::{
 use crate::args::{AccessArg, NfsArgs, NfsCmd, NfsExportCmd};
 use crate::json;
 use crate::plan::Settings;
-use cairn_gateway::nfs::{self, Access, ApplyReport, Ganesha, NfsExport, Squash};
+use cairn_gateway::nfs::{self, Access, ApplyReport, Delegations, Ganesha, NfsExport, Squash};
 use cairn_gateway::NFS_EXPORT;
 use std::io::Write;
 
@@ -39,6 +39,7 @@ pub fn nfs(s: &Settings, a: &NfsArgs, out: &mut dyn Write, err: &mut dyn Write) 
                 anon_uid,
                 anon_gid,
                 protocols,
+                delegations,
                 id,
             }) => {
                 let (volume, subdir) =
@@ -57,6 +58,7 @@ pub fn nfs(s: &Settings, a: &NfsArgs, out: &mut dyn Write, err: &mut dyn Write) 
                     anon_uid: *anon_uid,
                     anon_gid: *anon_gid,
                     protocols: parse_protocols(protocols).map_err(Failure::usage)?,
+                    delegations: Delegations::parse(delegations).map_err(Failure::usage)?,
                 };
                 new.validate().map_err(Failure::usage)?;
                 if id.is_none() {
@@ -186,7 +188,8 @@ impl Managed for NfsExport {
     fn show_text(&self, block: &str) -> String {
         format!(
             "Export Id: {}\nPseudo path: {}\nVolume: {}\nDirectory: {}\nClients: {}\n\
-             Access: {}\nSquash: {} (anonymous uid {}, gid {})\nProtocols: {}\n\n\
+             Access: {}\nSquash: {} (anonymous uid {}, gid {})\nProtocols: {}\n\
+             Delegations: {}\n\n\
              Ganesha configuration:\n{block}",
             self.export_id,
             self.pseudo,
@@ -197,7 +200,8 @@ impl Managed for NfsExport {
             self.squash.as_str(),
             self.anon_uid,
             self.anon_gid,
-            self.protocols.iter().map(|p| format!("NFSv{p}")).collect::<Vec<_>>().join(", ")
+            self.protocols.iter().map(|p| format!("NFSv{p}")).collect::<Vec<_>>().join(", "),
+            self.delegations.as_str()
         )
     }
 }
