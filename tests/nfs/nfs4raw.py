@@ -275,7 +275,12 @@ class Client:
             if c:
                 ops.append(("LOOKUP", Packer().opaque(c), None))
         p = Packer().u32(seqid if self.minor == 0 else 0)
-        p.u32(ACCESS[access]).u32(DENY[deny]).u64(self.clientid).opaque(owner)
+        # v4.1: OPEN4_SHARE_ACCESS_WANT_NO_DELEG. Delegations are on by default (nfs.md) and
+        # Ganesha 4.3 offers them to a v4.1 client whatever its backchannel; this client
+        # answers no CB_RECALL, so a delegation would turn a conflicting OPEN into
+        # NFS4ERR_DELAY until Ganesha revokes it. Share reservations are what it tests.
+        want = 0x0400 if self.minor == 1 else 0
+        p.u32(ACCESS[access] | want).u32(DENY[deny]).u64(self.clientid).opaque(owner)
         if create:
             # CREATE, UNCHECKED4, mode 0666
             p.u32(1).u32(0).u32(2).u32(0).u32(1 << 1).opaque(struct.pack(">I", 0o666))
