@@ -71,6 +71,12 @@ pub fn access(op: &Op) -> Option<(Id, bool)> {
         // Locks as changes: a delegation's client may hold or test locks locally.
         | Op::SetLock { id, .. }
         | Op::GetLock { id, .. } => Some((*id, true)),
+        // A brick-side copy changes its destination (its source is read at its own head).
+        Op::CopyRange { dst, .. } => Some((*dst, true)),
+        // An open's share reservation: writing or denying conflicts with a read delegation.
+        Op::Share { id, access, deny, .. } => {
+            Some((*id, access & cairn_proto::msg::share::WRITE != 0 || *deny != 0))
+        }
         Op::GetAttr { id }
         | Op::Read { id, .. }
         | Op::Seek { id, .. }
