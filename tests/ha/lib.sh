@@ -358,7 +358,7 @@ ha_gateways_up() {
 
 # ha_cib_resources: the gateway resources (see docs/ha.md), loaded with cibadmin.
 ha_configure() {
-    local gw xml=$HA_DIR/resources.xml cons=$HA_DIR/constraints.xml n
+    local xml=$HA_DIR/resources.xml cons=$HA_DIR/constraints.xml
     ha_gw gw1 crm_attribute -t crm_config -n stonith-enabled -v "${HA_STONITH:-false}" || ha_fail "crm_attribute stonith-enabled"
     ha_gw gw1 crm_attribute -t crm_config -n no-quorum-policy -v stop || ha_fail "crm_attribute no-quorum-policy"
     ha_gw gw1 crm_attribute -t crm_config -n cluster-recheck-interval -v 30s || true
@@ -369,11 +369,12 @@ ha_configure() {
         ha_fail "rendering the CIB resources"
     ha_gw gw1 cibadmin -C -o resources -x "$xml" || ha_fail "cibadmin: loading resources"
     ha_gw gw1 cibadmin -C -o constraints -x "$cons" || ha_fail "cibadmin: loading constraints"
-    for ((n = 0; n < 30; n++)); do
-        ha_vips_placed && break
+    local deadline=$((SECONDS + 60))
+    until ha_vips_placed; do
+        ((SECONDS < deadline)) || break
         sleep 1
     done
-    ((n < 30)) || ha_fail "VIPs not on their home gateways after 60s: $(ha_gw gw1 crm_mon -1 2>&1 | tail -25)"
+    ha_vips_placed || ha_fail "VIPs not on their home gateways after 60s: $(ha_gw gw1 crm_mon -1 2>&1 | tail -25)"
     ha_log "VIPs placed: $(ha_where_all)"
 }
 
