@@ -24,6 +24,23 @@ ha_fencing_xml >"$HA_DIR/fencing.xml"
 HA_STONITH=true HA_FENCE_XML=$HA_DIR/fencing.xml ha_configure
 ha_pass "3 gateways (corosync + pacemaker + ganesha) formed a cluster with fencing on; VIPs on their home gateways"
 
+# ha_status GW PYTHON_CHECK: `cairn gateway ha status --json` on GW, checked by a Python
+# expression over `s` (the document) and `rc` (the exit code).
+ha_status() {
+    local rc=0 doc
+    doc=$(ha_gw "$1" "$CAIRN_BIN_DIR/cairn" gateway ha status --json 2>&1) || rc=$?
+    python3 -c 'import json, sys; s = json.loads(sys.argv[1]); rc = int(sys.argv[2]); sys.exit(0 if eval("(" + sys.argv[3] + ")") else 1)' \
+        "$doc" "$rc" "$2" 2>/dev/null || {
+        echo "cairn gateway ha status on $1 (exit $rc) fails: $2" >&2
+        echo "$doc" >&2
+        return 1
+    }
+}
+ha_status gw3 'rc == 0 and s["quorum"] and s["stonith_enabled"] and s["healthy"] == ["gw1", "gw2", "gw3"] and
+    {v["resource"]: v["nodes"] for v in s["vips"]} == {"vip1": ["gw1"], "vip2": ["gw2"], "vip3": ["gw3"]}' ||
+    ha_fail "cairn gateway ha status does not show the healthy cluster"
+ha_pass "cairn gateway ha status --json: quorum, fencing, 3 healthy gateways, one VIP on each"
+
 # --- the agents: bad input, unreachable backend ------------------------------------------
 agent() { # GW AGENT ACTION VAR=VALUE...
     local gw=$1 a=$2 act=$3
@@ -59,6 +76,9 @@ for ((i = 0; i < 60; i++)); do
 done
 [[ -n $w && $w != gw3 ]] || ha_fail "vip3 stayed on gw3 whose Ganesha is frozen: $(ha_gw gw1 crm_mon -1 | tail -20)"
 ha_pass "a frozen Ganesha on gw3 moved vip3 to $w in $((SECONDS - t0))s"
+ha_status gw1 'any(f["node"] == "gw3" and "Ganesha does not answer" in f["exit_reason"] for f in s["failures"])
+    and "gw3" not in s["healthy"]' || ha_fail "cairn gateway ha status does not say why gw3 lost vip3"
+ha_pass "cairn gateway ha status names gw3's failure: Ganesha does not answer"
 kill -CONT "$gpid"
 ha_gw gw1 crm_resource --cleanup -r cairn-gw-clone >/dev/null 2>&1 || true
 for ((i = 0; i < 60; i++)); do
@@ -113,6 +133,10 @@ hist=$(ha_gw "$took" stonith_admin --history gw1 2>&1) || true
 [[ $hist == *"reboot of gw1"*"successful"* || $hist == *"off of gw1"*"successful"* ]] ||
     ha_fail "gw1 was not fenced: $hist"
 ha_pass "gw1 was fenced by fence_cairn_ns ($(grep -m1 -o '[a-z]* of gw1 successful' <<<"$hist"))"
+ha_status "$took" '[n["online"] for n in s["nodes"] if n["name"] == "gw1"] == [False] and
+    {v["resource"]: v["nodes"] for v in s["vips"]}["vip1"] == ["'"$took"'"]' ||
+    ha_fail "cairn gateway ha status after the failover"
+ha_pass "cairn gateway ha status shows gw1 offline and vip1 on $took"
 t_planned=$(date +%s.%N)
 
 # --- planned: standby of the node holding vip2 -----------------------------------------------
