@@ -9,8 +9,9 @@ of the run; the VIPs that moved, joined by +) and each writer, prints the line t
 
     failover <protocol> <kind> resumed_s=<s> errors=<n> lost=<n> estale=<n> [bystander]
 
-resumed_s: unplanned, from the kill to the writer's first acknowledged write after it
-(for a writer whose VIP did not move, its next write); planned, the longest pause between
+resumed_s: unplanned, from the kill to the writer's first acknowledged write after its
+outage (the longest gap between acknowledgements, when over 1 s; a write in flight at the
+kill may be acknowledged just after it), or its next write when it saw no outage; planned, the longest pause between
 two acknowledged writes in the window (the move happens some time after the command). errors: failed operations in the window
 that an application on a kernel NFS client would see too (ESTALE, lost open state, I/O
 and permission errors); retries: failures a kernel client retries by itself and nfs-rs
@@ -58,8 +59,13 @@ def main():
             # unplanned: from the kill to the first acknowledged write after it; planned:
             # the event is the standby command, the pause comes later: the longest gap
             # between two acknowledged writes in the window
+            # (a write in flight at the kill may still be acknowledged just after it: an
+            # outage is the longest gap between acknowledgements, when over 1 s)
+            longest = max(range(len(gaps)), key=gaps.__getitem__) if gaps else None
             if kind == "planned":
                 resumed = round(max(gaps), 2) if gaps and first_ok else None
+            elif longest is not None and gaps[longest] > 1.0:
+                resumed = round(oks[longest + 1] - t0, 2)
             else:
                 resumed = round(first_ok["t"] - t0, 2) if first_ok else None
             rec = {
