@@ -35,6 +35,9 @@ DEB_PACKAGES += dpkg-dev libiscsi-bin                  # apt-get source + dpkg-s
 DEB_PACKAGES += qemu-system-x86 qemu-utils debootstrap openssh-client e2fsprogs  # tests/vm
 DEB_PACKAGES += qemu-block-extra  # qemu-io's iscsi:// protocol (vm-test SCENARIO=iscsi); not a dependency of qemu-utils
 DEB_PACKAGES += iproute2          # ip netns (tests/faults), tc and ss (make bench); not in a minimal Debian
+# Gateway HA (issue 19): Corosync/Pacemaker with pcs, the stock agents (IPaddr2,
+# portblock + tickle_tcp), iptables for portblock; tests/ha runs them in namespaces.
+DEB_PACKAGES += pacemaker corosync pcs resource-agents iptables
 # Benchmarks.
 DEB_PACKAGES += fio
 # GlusterFS, measured side by side by `make bench` only (tests/bench/gluster.sh starts its own
@@ -127,6 +130,9 @@ clippy: deps
 
 SHELL_FILES = $(shell find scripts tests .ci -type f \( -name '*.sh' -o -path .ci/run \) \
 	-not -path 'tests/vm/cache/*' 2>/dev/null | sort)
+# gateway HA: OCF/fence agents and renderers (shell scripts without a .sh suffix)
+SHELL_FILES += $(wildcard appliance/ha/ocf/* appliance/ha/bin/* appliance/ha/cib-resources \
+	appliance/ha/ganesha-ha-conf tests/ha/fence_cairn_ns)
 
 shellcheck: deps
 	shellcheck -x $(SHELL_FILES)

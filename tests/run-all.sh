@@ -25,7 +25,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 . "$repo/scripts/common.sh"
 CAIRN_LOG_TAG=run-all
 export CAIRN_BIN_DIR=${CAIRN_BIN_DIR:-$repo/backend/target/debug}
-SUITE_DIRS=${SUITE_DIRS:-integration posix nfs smb iscsi faults}
+SUITE_DIRS=${SUITE_DIRS:-integration posix nfs smb iscsi ha faults}
 SUITE_TIMEOUT=${SUITE_TIMEOUT:-1200}
 TEST_LOG_DIR=${TEST_LOG_DIR:-$repo/build/test-logs}
 TEST_TMP_ROOT=${TEST_TMP_ROOT:-$repo/build/test-tmp}

@@ -120,6 +120,28 @@ pub enum Command {
     Smb(SmbArgs),
     /// iSCSI LUNs and targets served by the gateways' LIO (tcmu-runner, handler_cairn).
     Iscsi(IscsiArgs),
+    /// The gateways themselves: their Pacemaker cluster (`cairn gateway ha status`).
+    #[command(subcommand)]
+    Gateway(GatewayCmd),
+}
+
+#[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
+pub enum GatewayCmd {
+    /// High availability of the gateways (Corosync/Pacemaker; docs/ha.md).
+    #[command(subcommand)]
+    Ha(GatewayHaCmd),
+}
+
+#[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
+pub enum GatewayHaCmd {
+    /// Quorum, fencing, gateways, where each VIP runs, health and failures (from crm_mon
+    /// on this gateway); exit 1 when a VIP runs nowhere or on two gateways, or without
+    /// quorum.
+    Status {
+        /// The crm_mon program.
+        #[arg(long, env = "CAIRN_CRM_MON", value_name = "PROGRAM", default_value = "crm_mon")]
+        crm_mon: std::path::PathBuf,
+    },
 }
 
 const ISCSI_ABOUT: &str = "\

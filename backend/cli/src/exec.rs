@@ -48,6 +48,9 @@ where
                 Err(e) => usage(err, &e),
             }
         }
+        crate::args::Command::Gateway(crate::args::GatewayCmd::Ha(
+            crate::args::GatewayHaCmd::Status { crm_mon },
+        )) => return crate::ha::status(crm_mon, cli.json, out, err),
         crate::args::Command::Iscsi(a) => {
             return match plan::settings(&cli) {
                 Ok(s) => crate::iscsi::iscsi(&s, a, out, err),

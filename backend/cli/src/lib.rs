@@ -11,6 +11,7 @@ pub mod client;
 pub mod format;
 pub mod gateway;
 pub mod grammar;
+pub mod ha;
 pub mod iscsi;
 pub mod json;
 pub mod plan;

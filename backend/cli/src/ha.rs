@@ -1,0 +1,376 @@
+//! `cairn gateway ha status`: the state of the gateways' Pacemaker cluster (docs/ha.md).
+//!
+//! Runs `crm_mon --one-shot --output-as=xml` on this gateway and summarises it: quorum,
+//! fencing, the gateways (online, standby, unclean), where each virtual IP (IPaddr2
+//! resource) runs, which gateways pass the `cairn-gateway` health check, and the failed
+//! actions with their exit reasons. The summary is pure ([`summarize`]) and unit-tested on
+//! crm_mon's XML; only [`status`] runs a program.
+//!
+//! Exit code: 0 when the cluster has quorum and every VIP runs on exactly one gateway,
+//! 1 otherwise (also when crm_mon cannot be run or its output cannot be read).
+
+use crate::exit;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+use std::process::Command;
+
+#[derive(Serialize, Debug, Default, PartialEq, Eq)]
+pub struct HaStatus {
+    /// The partition this gateway is in has quorum.
+    pub quorum: bool,
+    pub stonith_enabled: bool,
+    /// Designated controller (Pacemaker's coordinating node), if any.
+    pub dc: Option<String>,
+    pub nodes: Vec<HaNode>,
+    pub vips: Vec<HaVip>,
+    /// Gateways where the `cairn-gateway` health clone runs (healthy stack).
+    pub healthy: Vec<String>,
+    pub failures: Vec<HaFailure>,
+    /// Why the cluster is not fine (empty when it is).
+    pub problems: Vec<String>,
+}
+
+#[derive(Serialize, Debug, Default, PartialEq, Eq)]
+pub struct HaNode {
+    pub name: String,
+    pub online: bool,
+    pub standby: bool,
+    /// Lost and not fenced yet.
+    pub unclean: bool,
+}
+
+#[derive(Serialize, Debug, Default, PartialEq, Eq)]
+pub struct HaVip {
+    /// The IPaddr2 resource id (e.g. `vip1`).
+    pub resource: String,
+    /// Gateways it runs on (one when all is well).
+    pub nodes: Vec<String>,
+    pub role: String,
+}
+
+#[derive(Serialize, Debug, Default, PartialEq, Eq)]
+pub struct HaFailure {
+    pub operation: String,
+    pub node: String,
+    pub exit_reason: String,
+}
+
+/// One XML start (or empty) tag: its name and attributes.
+struct Tag {
+    name: String,
+    attrs: BTreeMap<String, String>,
+    closing: bool,
+    empty: bool,
+}
+
+fn unescape(s: &str) -> String {
+    s.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&apos;", "'")
+        .replace("&amp;", "&")
+}
+
+/// The tags of `xml` in order (comments, declarations and text skipped). crm_mon's output
+/// is machine-written and flat enough for this; a malformed tag ends the scan.
+fn tags(xml: &str) -> Vec<Tag> {
+    let mut out = Vec::new();
+    let mut rest = xml;
+    while let Some(start) = rest.find('<') {
+        rest = &rest[start + 1..];
+        let Some(end) = rest.find('>') else { break };
+        let body = &rest[..end];
+        rest = &rest[end + 1..];
+        if body.starts_with('?') || body.starts_with('!') {
+            continue;
+        }
+        let closing = body.starts_with('/');
+        let body = body.trim_start_matches('/');
+        let empty = body.ends_with('/');
+        let body = body.trim_end_matches('/');
+        let name_end = body.find(char::is_whitespace).unwrap_or(body.len());
+        let mut tag =
+            Tag { name: body[..name_end].to_string(), attrs: BTreeMap::new(), closing, empty };
+        let mut a = &body[name_end..];
+        while let Some(eq) = a.find("=\"") {
+            let key = a[..eq].trim().to_string();
+            let v = &a[eq + 2..];
+            let Some(q) = v.find('"') else { break };
+            tag.attrs.insert(key, unescape(&v[..q]));
+            a = &v[q + 1..];
+        }
+        out.push(tag);
+    }
+    out
+}
+
+fn is_true(t: &Tag, k: &str) -> bool {
+    t.attrs.get(k).map(String::as_str) == Some("true")
+}
+
+/// Summarise `crm_mon --output-as=xml`. `Err` when it is not crm_mon's XML.
+pub fn summarize(xml: &str) -> Result<HaStatus, String> {
+    let all = tags(xml);
+    if !all.iter().any(|t| t.name == "pacemaker-result" || t.name == "crm_mon") {
+        return Err("not crm_mon XML output (no <pacemaker-result>)".into());
+    }
+    let mut st = HaStatus::default();
+    // the resource being read (between <resource> and </resource>) and its agent
+    let mut current: Option<(String, String, String)> = None;
+    for t in &all {
+        match (t.name.as_str(), t.closing) {
+            ("current_dc", false) => {
+                st.quorum = is_true(t, "with_quorum");
+                if is_true(t, "present") {
+                    st.dc = t.attrs.get("name").cloned();
+                }
+            }
+            ("cluster_options", false) => st.stonith_enabled = is_true(t, "stonith-enabled"),
+            ("node", false) if current.is_none() && t.attrs.contains_key("online") => {
+                st.nodes.push(HaNode {
+                    name: t.attrs.get("name").cloned().unwrap_or_default(),
+                    online: is_true(t, "online"),
+                    standby: is_true(t, "standby"),
+                    unclean: is_true(t, "unclean"),
+                })
+            }
+            ("resource", false) => {
+                let id = t.attrs.get("id").cloned().unwrap_or_default();
+                let agent = t.attrs.get("resource_agent").cloned().unwrap_or_default();
+                let role = t.attrs.get("role").cloned().unwrap_or_default();
+                if agent == "ocf:heartbeat:IPaddr2" {
+                    st.vips.push(HaVip { resource: id.clone(), nodes: vec![], role: role.clone() });
+                }
+                if !t.empty {
+                    current = Some((id, agent, role));
+                }
+            }
+            ("resource", true) => current = None,
+            ("node", false) => {
+                if let (Some((id, agent, role)), Some(name)) = (&current, t.attrs.get("name")) {
+                    if agent == "ocf:heartbeat:IPaddr2" {
+                        if let Some(v) = st.vips.iter_mut().find(|v| &v.resource == id) {
+                            v.nodes.push(name.clone());
+                        }
+                    } else if agent == "ocf:cairn:cairn-gateway" && role == "Started" {
+                        st.healthy.push(name.clone());
+                    }
+                }
+            }
+            ("failure", false) => st.failures.push(HaFailure {
+                operation: t.attrs.get("op_key").cloned().unwrap_or_default(),
+                node: t.attrs.get("node").cloned().unwrap_or_default(),
+                exit_reason: t.attrs.get("exitreason").cloned().unwrap_or_default(),
+            }),
+            _ => {}
+        }
+    }
+    st.healthy.sort();
+    st.healthy.dedup();
+    if !st.quorum {
+        st.problems.push("no quorum: this gateway's partition runs no resources".into());
+    }
+    if !st.stonith_enabled {
+        st.problems.push("fencing is disabled (stonith-enabled=false)".into());
+    }
+    for n in &st.nodes {
+        if n.unclean {
+            st.problems.push(format!("gateway {} is lost and not fenced yet", n.name));
+        }
+    }
+    for v in &st.vips {
+        match v.nodes.len() {
+            0 => st.problems.push(format!("VIP {} runs nowhere", v.resource)),
+            1 => {}
+            _ => st.problems.push(format!(
+                "VIP {} runs on {} gateways: {}",
+                v.resource,
+                v.nodes.len(),
+                v.nodes.join(", ")
+            )),
+        }
+    }
+    if st.vips.is_empty() {
+        st.problems.push("no VIP (IPaddr2 resource) is configured".into());
+    }
+    Ok(st)
+}
+
+fn render(st: &HaStatus) -> String {
+    let mut s = String::new();
+    let yn = |b: bool| if b { "yes" } else { "no" };
+    s.push_str(&format!(
+        "Quorum: {}   Fencing: {}   DC: {}\n",
+        yn(st.quorum),
+        if st.stonith_enabled { "enabled" } else { "DISABLED" },
+        st.dc.as_deref().unwrap_or("none")
+    ));
+    s.push_str("Gateways:\n");
+    for n in &st.nodes {
+        let state = if n.unclean {
+            "lost, not fenced yet"
+        } else if !n.online {
+            "offline"
+        } else if n.standby {
+            "standby"
+        } else {
+            "online"
+        };
+        let health = if st.healthy.contains(&n.name) { "healthy" } else { "not serving" };
+        s.push_str(&format!("  {:<16} {:<22} {}\n", n.name, state, health));
+    }
+    s.push_str("VIPs:\n");
+    for v in &st.vips {
+        let at = if v.nodes.is_empty() { "-".to_string() } else { v.nodes.join(", ") };
+        s.push_str(&format!("  {:<16} {}\n", v.resource, at));
+    }
+    for f in &st.failures {
+        s.push_str(&format!("Failed: {} on {}: {}\n", f.operation, f.node, f.exit_reason));
+    }
+    for p in &st.problems {
+        s.push_str(&format!("Problem: {p}\n"));
+    }
+    s
+}
+
+/// `cairn gateway ha status [--json]`: run `crm_mon` and print the summary.
+pub fn status(crm_mon: &Path, json: bool, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    let run = Command::new(crm_mon).args(["--one-shot", "--output-as=xml"]).output();
+    let output = match run {
+        Ok(o) => o,
+        Err(e) => {
+            let _ = writeln!(
+                err,
+                "cairn gateway ha status: cannot run {}: {e} (is pacemaker installed on this gateway?)",
+                crm_mon.display()
+            );
+            return exit::FAILED;
+        }
+    };
+    let xml = String::from_utf8_lossy(&output.stdout);
+    let st = match summarize(&xml) {
+        Ok(st) => st,
+        Err(e) => {
+            let _ = writeln!(
+                err,
+                "cairn gateway ha status: {} exited {}: {e}: {}",
+                crm_mon.display(),
+                output.status,
+                String::from_utf8_lossy(&output.stderr).trim()
+            );
+            return exit::FAILED;
+        }
+    };
+    let shown = if json {
+        serde_json::to_string_pretty(&st).map(|s| s + "\n").unwrap_or_default()
+    } else {
+        render(&st)
+    };
+    let _ = out.write_all(shown.as_bytes());
+    if st.problems.is_empty() {
+        exit::OK
+    } else {
+        exit::FAILED
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const XML: &str = r#"<?xml version="1.0"?>
+<pacemaker-result api-version="2.30" request="crm_mon --one-shot --output-as=xml">
+  <summary>
+    <stack type="corosync"/>
+    <current_dc present="true" version="2.1.5" name="gw2" id="2" with_quorum="true"/>
+    <cluster_options stonith-enabled="true" symmetric-cluster="true" no-quorum-policy="stop"/>
+  </summary>
+  <nodes>
+    <node name="gw1" id="1" online="false" standby="false" unclean="true" type="member"/>
+    <node name="gw2" id="2" online="true" standby="true" unclean="false" type="member"/>
+    <node name="gw3" id="3" online="true" standby="false" unclean="false" type="member"/>
+  </nodes>
+  <resources>
+    <clone id="cairn-gw-clone" multi_state="false" unique="false">
+      <resource id="cairn-gw" resource_agent="ocf:cairn:cairn-gateway" role="Started" active="true" nodes_running_on="1">
+        <node name="gw3" id="3" cached="true"/>
+      </resource>
+      <resource id="cairn-gw" resource_agent="ocf:cairn:cairn-gateway" role="Stopped" active="false" nodes_running_on="0"/>
+    </clone>
+    <group id="vip1-grp" number_resources="2">
+      <resource id="vip1-grace" resource_agent="ocf:cairn:cairn-nfs-grace" role="Started" nodes_running_on="1">
+        <node name="gw3" id="3" cached="true"/>
+      </resource>
+      <resource id="vip1" resource_agent="ocf:heartbeat:IPaddr2" role="Started" nodes_running_on="1">
+        <node name="gw3" id="3" cached="true"/>
+      </resource>
+    </group>
+    <group id="vip2-grp" number_resources="1">
+      <resource id="vip2" resource_agent="ocf:heartbeat:IPaddr2" role="Stopped" nodes_running_on="0"/>
+    </group>
+  </resources>
+  <failures>
+    <failure op_key="cairn-gw_monitor_3000" node="gw2" exitstatus="error" exitreason="Ganesha does not answer an NFSv4 NULL RPC on 127.0.0.1:2049 &amp; more" exitcode="1" call="42"/>
+  </failures>
+  <status code="0" message="OK"/>
+</pacemaker-result>
+"#;
+
+    #[test]
+    fn summarizes_crm_mon_xml() {
+        let st = summarize(XML).unwrap();
+        assert!(st.quorum && st.stonith_enabled);
+        assert_eq!(st.dc.as_deref(), Some("gw2"));
+        assert_eq!(st.nodes.len(), 3);
+        assert!(st.nodes[0].unclean && !st.nodes[0].online);
+        assert!(st.nodes[1].standby);
+        assert_eq!(st.healthy, vec!["gw3".to_string()]);
+        assert_eq!(st.vips.len(), 2);
+        assert_eq!(st.vips[0].nodes, vec!["gw3".to_string()]);
+        assert!(st.vips[1].nodes.is_empty());
+        assert_eq!(st.failures.len(), 1);
+        assert_eq!(
+            st.failures[0].exit_reason,
+            "Ganesha does not answer an NFSv4 NULL RPC on 127.0.0.1:2049 & more"
+        );
+        assert_eq!(
+            st.problems,
+            vec![
+                "gateway gw1 is lost and not fenced yet".to_string(),
+                "VIP vip2 runs nowhere".to_string()
+            ]
+        );
+        let text = render(&st);
+        assert!(text.contains("gw2              standby"), "{text}");
+        assert!(text.contains("vip1             gw3"), "{text}");
+    }
+
+    #[test]
+    fn a_vip_on_two_gateways_is_a_problem() {
+        let xml = XML.replace(
+            r#"<node name="gw3" id="3" cached="true"/>
+      </resource>
+    </group>"#,
+            r#"<node name="gw3" id="3" cached="true"/>
+        <node name="gw1" id="1" cached="true"/>
+      </resource>
+    </group>"#,
+        );
+        let st = summarize(&xml).unwrap();
+        assert!(
+            st.problems.iter().any(|p| p == "VIP vip1 runs on 2 gateways: gw3, gw1"),
+            "{:?}",
+            st.problems
+        );
+    }
+
+    #[test]
+    fn no_quorum_and_garbage() {
+        let st =
+            summarize(&XML.replace(r#"with_quorum="true""#, r#"with_quorum="false""#)).unwrap();
+        assert!(st.problems[0].starts_with("no quorum"));
+        assert!(summarize("Connection to cluster failed").is_err());
+    }
+}

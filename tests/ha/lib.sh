@@ -1,0 +1,445 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034 # HA_* variables are for the suites that source this
+# Gateway-HA harness: a Cairn cluster (etcd + one brick node) and three gateways, each
+# gateway running corosync + pacemaker + Ganesha (FSAL_CAIRN) in namespaces of its own,
+# plus client namespaces, all cabled to one bridge. Nothing is configured outside the
+# namespaces; the subnet is 10.78.0.0/24 on the test's private bridge:
+#
+#   switch  ch<ID>-sw    bridge br0, one veth end per member (sw-<member>)
+#   etcd    ch<ID>-etcd  10.78.0.2
+#   brick   ch<ID>-n1    10.78.0.11  (cairnd :7420, volume vol0, replica 2 over 4 bricks)
+#   gateway ch<ID>-gwK   10.78.0.2K  (corosync, pacemakerd, ganesha.nfsd, rpcbind, dbus,
+#                                     mount-cairn of vol0 for the NFSv4 recovery records)
+#   VIP K                10.78.0.3K  (IPaddr2 on the gateway Pacemaker puts it on)
+#   client  ch<ID>-cK    10.78.0.10K
+#
+# A gateway is a network namespace plus a "holder" process that owns its mount, UTS and
+# IPC namespaces: private /run, /dev/shm, /etc/corosync, /var/lib/{corosync,pacemaker,nfs},
+# hostname gwK, and the Cairn OCF agents / test fence agent overlaid on the stock agent
+# directories. Everything of the gateway runs under `ha_gw GW CMD` (nsenter into the
+# holder's namespaces), so killing every pid in the network namespace is a dead machine.
+#
+# Env: CAIRN_BIN_DIR (default backend/target/debug), CAIRN_TEST_KEEP=1 keeps the temp dir,
+#      HA_TOKEN_MS (corosync token timeout, default 3000).
+
+HA_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+HA_LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+CAIRN_BIN_DIR=${CAIRN_BIN_DIR:-$HA_REPO/backend/target/debug}
+HA_TAG=$(basename "${BASH_SOURCE[1]:-$0}" .sh)
+HA_NS=ch${HA_ID:-$$}
+HA_NET=10.78.0
+HA_TOKEN_MS=${HA_TOKEN_MS:-3000}
+HA_VENV=${NFS_VENV:-$HA_REPO/build/nfs-venv}
+HA_PLUGINS=$HA_REPO/build/fsal/plugins
+HA_VOLUME=vol0
+HA_DIR=
+HA_GWS=()
+HA_CHECKS=0
+declare -A HA_IP=() HA_HOLDER=()
+HA_BG_PIDS=()
+
+ha_log() { printf '%s [%s] %s\n' "$(date +%T.%3N)" "$HA_TAG" "$*" >&2; }
+
+ha_pass() {
+    HA_CHECKS=$((HA_CHECKS + 1))
+    echo "ok - $*"
+}
+
+ha_fail() {
+    ha_show_logs >&2
+    echo "FAIL - [$HA_TAG] $*" >&2
+    exit 1
+}
+
+ha_skip() {
+    echo "SKIP - $*"
+    exit 77
+}
+
+ha_show_logs() {
+    local f
+    [[ -n $HA_DIR && -d $HA_DIR ]] || return 0
+    for f in "$HA_DIR"/log/*.log "$HA_DIR"/gw*/ganesha.log; do
+        [[ -s $f ]] || continue
+        echo "--- last lines of $f"
+        grep -v -E '^\s*$' "$f" | tail -n 12
+    done
+}
+
+ha_finish() {
+    echo "$HA_TAG: $HA_CHECKS checks passed"
+}
+
+# --- namespaces -----------------------------------------------------------------------------
+
+ha_prereqs() {
+    local b
+    for b in cairnd cairn mount-cairn libcairn.so; do
+        [[ -e $CAIRN_BIN_DIR/$b ]] || ha_fail "$CAIRN_BIN_DIR/$b missing: build first"
+    done
+    for b in etcd corosync pacemakerd cibadmin crm_resource crm_attribute stonith_admin \
+        ganesha.nfsd rpcbind rpcinfo dbus-daemon dbus-send iptables nsenter unshare; do
+        command -v "$b" >/dev/null ||
+            ha_fail "$b is not installed (make deps: pacemaker corosync resource-agents iptables nfs-ganesha)"
+    done
+    [[ -x /usr/lib/ocf/resource.d/heartbeat/IPaddr2 ]] || ha_fail "resource-agents is not installed"
+    ((EUID == 0)) || ha_skip "network namespaces need root"
+    make -s -C "$HA_REPO/fsal" plugins LIBCAIRN_DIR="$CAIRN_BIN_DIR" >/dev/null ||
+        ha_fail "building fsal/ failed"
+    if [[ ! -x $HA_VENV/bin/python ]] || ! "$HA_VENV/bin/python" -c 'import nfs_rs' 2>/dev/null; then
+        { python3 -m venv "$HA_VENV" >/dev/null && "$HA_VENV/bin/pip" install -q nfs-rs; } ||
+            ha_fail "cannot install the nfs-rs client from PyPI into $HA_VENV"
+    fi
+}
+
+ha_init() {
+    [[ -z $HA_DIR ]] || return 0
+    ha_prereqs
+    HA_DIR=$(mktemp -d "${CAIRN_TEST_TMP:-${TMPDIR:-/tmp}}/cairn-ha.XXXXXX")
+    mkdir -p "$HA_DIR"/{log,state,bricks,etcd,res}
+    trap ha_cleanup EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+    ha_log "dir=$HA_DIR namespaces=$HA_NS-*"
+    ip netns add "$HA_NS-sw" || ha_fail "ip netns add $HA_NS-sw"
+    ip -n "$HA_NS-sw" link set lo up
+    ip -n "$HA_NS-sw" link add br0 type bridge || ha_fail "bridge in $HA_NS-sw"
+    ip -n "$HA_NS-sw" link set br0 up
+}
+
+# ha_member NAME IP: namespace ch<ID>-NAME with eth0 = IP/24 on the bridge.
+ha_member() {
+    local name=$1 ip=$2 ns=$HA_NS-$1
+    ip netns add "$ns" || ha_fail "ip netns add $ns"
+    ip -n "$ns" link set lo up
+    ip link add eth0 netns "$ns" type veth peer name "sw-$name" netns "$HA_NS-sw" ||
+        ha_fail "veth for $name"
+    ip -n "$HA_NS-sw" link set "sw-$name" master br0 up
+    ip -n "$ns" addr add "$ip/24" dev eth0
+    ip -n "$ns" link set eth0 up
+    HA_IP[$name]=$ip
+}
+
+ha_in() {
+    local ns=$HA_NS-$1
+    shift
+    ip netns exec "$ns" "$@"
+}
+
+# ha_power_off NAME: the machine dies: its cable is cut at the switch (a dead host answers
+# nothing, not even a TCP reset) and every process of its namespace gets SIGKILL.
+ha_power_off() {
+    ip -n "$HA_NS-sw" link set "sw-$1" down
+    ha_ns_kill "$1"
+}
+
+# ha_ns_kill NAME: SIGKILL every process in NAME's network namespace.
+ha_ns_kill() {
+    local pid n=0 i
+    for ((i = 0; i < 5; i++)); do
+        for pid in $(ip netns pids "$HA_NS-$1" 2>/dev/null); do
+            kill -KILL "$pid" 2>/dev/null && n=$((n + 1))
+        done
+        [[ -z $(ip netns pids "$HA_NS-$1" 2>/dev/null) ]] && break
+        sleep 0.1
+    done
+    echo "$n"
+}
+
+ha_cleanup() {
+    local rc=$? ns pid
+    trap - EXIT
+    set +e # a kill of a process that is gone must not end the cleanup (errexit)
+    for pid in "${HA_BG_PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null; done
+    for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$HA_NS-"); do
+        for pid in $(ip netns pids "$ns" 2>/dev/null); do
+            kill -KILL "$pid" 2>/dev/null
+        done
+    done
+    sleep 0.3
+    # FUSE mounts of the gateways lived in their private mount namespaces (gone with the
+    # holders); the brick node's processes are gone too.
+    for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$HA_NS-"); do
+        ip netns del "$ns" 2>/dev/null || true
+    done
+    if ((rc == 0 || rc == 77)) && [[ ${CAIRN_TEST_KEEP:-} != 1 ]]; then
+        rm -rf "$HA_DIR"
+    elif [[ -n $HA_DIR ]]; then
+        echo "[$HA_TAG] test dir kept: $HA_DIR" >&2
+    fi
+    exit "$rc"
+}
+
+ha_wait_tcp() { # MEMBER IP PORT TIMEOUT
+    local from=$1 ip=$2 port=$3 t=$4 i
+    for ((i = 0; i < t * 5; i++)); do
+        ha_in "$from" timeout 1 bash -c "exec 3<>/dev/tcp/$ip/$port" 2>/dev/null && return 0
+        sleep 0.2
+    done
+    return 1
+}
+
+# --- the Cairn cluster ------------------------------------------------------------------------
+
+ha_cairn_up() {
+    local ip i bricks=()
+    ha_member etcd "$HA_NET.2"
+    ha_member n1 "$HA_NET.11"
+    ip=${HA_IP[etcd]}
+    ha_in etcd setsid etcd --name ha --data-dir "$HA_DIR/etcd" \
+        --listen-client-urls "http://$ip:2379" --advertise-client-urls "http://$ip:2379" \
+        --listen-peer-urls "http://$ip:2380" --initial-advertise-peer-urls "http://$ip:2380" \
+        --initial-cluster "ha=http://$ip:2380" </dev/null >>"$HA_DIR/log/etcd.log" 2>&1 &
+    disown $!
+    ha_wait_tcp etcd "$ip" 2379 30 || ha_fail "etcd on $ip:2379 not up after 30s"
+    ip=${HA_IP[n1]}
+    mkdir -p "$HA_DIR/state/n1"
+    ha_in n1 setsid "$CAIRN_BIN_DIR/cairnd" --name n1 --listen "$ip:7420" \
+        --etcd "http://${HA_IP[etcd]}:2379" --state-dir "$HA_DIR/state/n1" \
+        --log-file "$HA_DIR/log/cairnd-n1.log" --log-level info \
+        </dev/null >>"$HA_DIR/log/cairnd-n1.out" 2>&1 &
+    disown $!
+    ha_wait_tcp n1 "$ip" 7420 30 || ha_fail "cairnd n1 does not listen on $ip:7420"
+    for ((i = 0; i < 4; i++)); do
+        mkdir -p "$HA_DIR/bricks/b$i"
+        bricks+=("n1:$HA_DIR/bricks/b$i")
+    done
+    ha_cairn volume create "$HA_VOLUME" replica 2 "${bricks[@]}" force >/dev/null ||
+        ha_fail "volume create $HA_VOLUME"
+    ha_cairn volume start "$HA_VOLUME" >/dev/null || ha_fail "volume start $HA_VOLUME"
+    ha_log "cairn up: etcd, cairnd n1, volume $HA_VOLUME (2x2)"
+}
+
+ha_cairn() { ha_in n1 timeout 30 "$CAIRN_BIN_DIR/cairn" --host "${HA_IP[n1]}:7420" "$@"; }
+ha_servers() { echo "${HA_IP[n1]}:7420"; }
+
+# --- gateways ---------------------------------------------------------------------------------
+
+# ha_gw GW CMD...: run CMD inside gateway GW (its network, mount, UTS and IPC namespaces).
+ha_gw() {
+    local gw=$1
+    shift
+    nsenter -t "${HA_HOLDER[$gw]}" -n -m -u -i -- "$@"
+}
+
+ha_vip() { echo "$HA_NET.3${1#gw}"; }
+
+# ha_gw_namespace GW: the gateway's namespaces and private directories.
+ha_gw_namespace() {
+    local gw=$1 d=$HA_DIR/$1 i
+    ha_member "$gw" "$HA_NET.2${gw#gw}"
+    mkdir -p "$d"/{corosync-etc,corosync-lib,nfs-lib,mnt,log,ocf/cairn,sbin}
+    mkdir -p "$d"/pacemaker-lib/{cib,pengine,blackbox,cores}
+    chown -R hacluster:haclient "$d/pacemaker-lib"
+    chmod 0750 "$d/pacemaker-lib"/*
+    cp "$HA_REPO"/appliance/ha/ocf/* "$d/ocf/cairn/"
+    cp "$HA_LIB/fence_cairn_ns" "$d/sbin/"
+    chmod 0755 "$d"/ocf/cairn/* "$d/sbin/fence_cairn_ns"
+    ha_corosync_conf >"$d/corosync-etc/corosync.conf"
+    # The holder sets up the private mounts, then sleeps; its namespaces are the gateway's.
+    # shellcheck disable=SC2016 # the script expands its own arguments
+    ip netns exec "$HA_NS-$gw" unshare --mount --uts --ipc --propagation private -- bash -c '
+        set -e
+        d=$1
+        hostname "$2"
+        mount -t tmpfs -o mode=0755 tmpfs /run
+        mkdir -p /run/dbus /run/rpcbind /run/crm /run/ganesha
+        mount -t tmpfs tmpfs /dev/shm
+        mount --bind "$d/corosync-etc" /etc/corosync
+        mount --bind "$d/corosync-lib" /var/lib/corosync
+        mount --bind "$d/pacemaker-lib" /var/lib/pacemaker
+        mount --bind "$d/nfs-lib" /var/lib/nfs
+        mount -t tmpfs -o mode=0755 tmpfs /srv
+        mkdir -p /srv/cairn-ha
+        mount -t overlay overlay -o "lowerdir=$d/ocf:/usr/lib/ocf/resource.d" /usr/lib/ocf/resource.d
+        mount -t overlay overlay -o "lowerdir=$d/sbin:/usr/sbin" /usr/sbin
+        echo ready >"$d/holder.ready"
+        exec sleep infinity
+    ' ha-holder "$d" "$gw" </dev/null >>"$d/log/holder.log" 2>&1 &
+    HA_HOLDER[$gw]=$!
+    disown "$!"
+    for ((i = 0; i < 50; i++)); do
+        [[ -f $d/holder.ready ]] && break
+        sleep 0.1
+    done
+    [[ -f $d/holder.ready ]] || ha_fail "gateway $gw: namespace setup failed: $(cat "$d/log/holder.log")"
+    # the holder is bash exec'ing sleep: its pid stays the same
+    HA_GWS+=("$gw")
+}
+
+ha_corosync_conf() {
+    local gw
+    cat <<CONF
+# rendered by tests/ha/lib.sh
+totem {
+    version: 2
+    cluster_name: cairn-ha-test
+    transport: knet
+    token: $HA_TOKEN_MS
+    crypto_cipher: none
+    crypto_hash: none
+}
+nodelist {
+CONF
+    for gw in gw1 gw2 gw3; do
+        printf '    node {\n        ring0_addr: %s\n        name: %s\n        nodeid: %s\n    }\n' \
+            "$HA_NET.2${gw#gw}" "$gw" "${gw#gw}"
+    done
+    cat <<CONF
+}
+quorum {
+    provider: corosync_votequorum
+}
+logging {
+    to_logfile: yes
+    logfile: /var/lib/corosync/corosync.log
+    to_stderr: no
+    to_syslog: no
+    timestamp: on
+}
+CONF
+}
+
+# ha_gw_ganesha GW: rpcbind, a system bus, the recovery mount and ganesha.nfsd in GW.
+ha_gw_ganesha() {
+    local gw=$1 d=$HA_DIR/$1 i
+    ha_gw "$gw" rpcbind -w || ha_fail "rpcbind in $gw"
+    ha_gw "$gw" dbus-daemon --system --fork --nopidfile || ha_fail "dbus-daemon in $gw"
+    # The recovery records live on the volume: /srv/cairn-ha is mount-cairn's mount of it
+    # (the appliance's cairn-ha.mount), private to the gateway's mount namespace.
+    ha_gw "$gw" setsid "$CAIRN_BIN_DIR/mount-cairn" "$(ha_servers):/$HA_VOLUME" /srv/cairn-ha \
+        </dev/null >>"$d/log/mount.log" 2>&1 &
+    disown $!
+    for ((i = 0; i < 100; i++)); do
+        ha_gw "$gw" mountpoint -q /srv/cairn-ha && break
+        sleep 0.1
+    done
+    ha_gw "$gw" mountpoint -q /srv/cairn-ha || ha_fail "gateway $gw: mount of $HA_VOLUME failed: $(tail -n 5 "$d/log/mount.log")"
+    ha_gw "$gw" mkdir -p "/srv/cairn-ha/.cairn-ha/nfs/$gw" /srv/cairn-ha/.cairn-ha/tickle ||
+        ha_fail "gateway $gw: cannot create the recovery root on $HA_VOLUME"
+    "$HA_REPO/appliance/ha/ganesha-ha-conf" --node "$gw" --servers "$(ha_servers)" \
+        --volume "$HA_VOLUME" --recovery-root "/srv/cairn-ha/.cairn-ha/nfs/$gw" \
+        --plugins "$HA_PLUGINS" --lease 10 --grace 10 >"$d/ganesha.conf" ||
+        ha_fail "rendering ganesha.conf for $gw"
+    ha_gw "$gw" setsid ganesha.nfsd -F -f "$d/ganesha.conf" -L "$d/ganesha.log" -p /run/ganesha/ganesha.pid \
+        -N NIV_EVENT </dev/null >>"$d/log/ganesha.out" 2>&1 &
+    disown $!
+    for ((i = 0; i < 150; i++)); do
+        ha_gw "$gw" rpcinfo -n 2049 -t 127.0.0.1 nfs 4 >/dev/null 2>&1 && return 0
+        sleep 0.2
+    done
+    ha_fail "gateway $gw: ganesha.nfsd does not answer on 2049: $(tail -n 8 "$d/ganesha.log")"
+}
+
+# ha_gw_cluster GW: corosync and pacemakerd in GW.
+ha_gw_cluster() {
+    local gw=$1 d=$HA_DIR/$1
+    ha_gw "$gw" setsid corosync -f </dev/null >>"$d/log/corosync.out" 2>&1 &
+    disown $!
+    ha_gw "$gw" env PCMK_logfile="$d/log/pacemaker.log" PCMK_debug=no \
+        PATH="$HA_REPO/appliance/ha/bin:$PATH" \
+        setsid pacemakerd -f </dev/null >>"$d/log/pacemakerd.out" 2>&1 &
+    disown $!
+}
+
+# ha_gateways_up: three gateways, their Ganesha, and a formed Pacemaker cluster.
+ha_gateways_up() {
+    local gw i
+    for gw in gw1 gw2 gw3; do ha_gw_namespace "$gw"; done
+    for gw in gw1 gw2 gw3; do ha_gw_ganesha "$gw"; done
+    for gw in gw1 gw2 gw3; do ha_gw_cluster "$gw"; done
+    for ((i = 0; i < 120; i++)); do
+        [[ $(ha_gw gw1 crm_mon -1 -X 2>/dev/null | grep -c 'online="true"') == 3 ]] && break
+        sleep 0.5
+    done
+    ((i < 120)) || ha_fail "the three gateways did not form a Pacemaker cluster in 60s: $(ha_gw gw1 crm_mon -1 2>&1 | head -20)"
+    ha_log "pacemaker cluster of gw1 gw2 gw3 formed"
+}
+
+# ha_cib_resources: the gateway resources (see docs/ha.md), loaded with cibadmin.
+ha_configure() {
+    local xml=$HA_DIR/resources.xml cons=$HA_DIR/constraints.xml
+    ha_gw gw1 crm_attribute -t crm_config -n stonith-enabled -v "${HA_STONITH:-false}" || ha_fail "crm_attribute stonith-enabled"
+    ha_gw gw1 crm_attribute -t crm_config -n no-quorum-policy -v stop || ha_fail "crm_attribute no-quorum-policy"
+    ha_gw gw1 crm_attribute -t crm_config -n cluster-recheck-interval -v 30s || true
+    CAIRN_CLI=$CAIRN_BIN_DIR/cairn "$HA_REPO/appliance/ha/cib-resources" --nodes gw1,gw2,gw3 \
+        --vips "$(ha_vip gw1),$(ha_vip gw2),$(ha_vip gw3)" --cidr 24 --nic eth0 \
+        --recovery-root /srv/cairn-ha/.cairn-ha --servers "$(ha_servers)" --volume "$HA_VOLUME" \
+        --resources-out "$xml" --constraints-out "$cons" ${HA_FENCE_XML:+--fencing "$HA_FENCE_XML"} ||
+        ha_fail "rendering the CIB resources"
+    ha_gw gw1 cibadmin -C -o resources -x "$xml" || ha_fail "cibadmin: loading resources"
+    ha_gw gw1 cibadmin -C -o constraints -x "$cons" || ha_fail "cibadmin: loading constraints"
+    local deadline=$((SECONDS + 60))
+    until ha_vips_placed; do
+        ((SECONDS < deadline)) || break
+        sleep 1
+    done
+    ha_vips_placed || ha_fail "VIPs not on their home gateways after 60s: $(ha_gw gw1 crm_mon -1 2>&1 | tail -25)"
+    ha_log "VIPs placed: $(ha_where_all)"
+}
+
+# ha_where VIP_RESOURCE: the node running it ("" if none).
+ha_where() {
+    local gw
+    local out
+    for gw in "${HA_GWS[@]}"; do
+        ha_alive "$gw" || continue
+        out=$(ha_gw "$gw" crm_resource --locate -r "$1" 2>/dev/null) || continue
+        sed -n 's/.* is running on: \([^ ]*\).*/\1/p' <<<"$out" | head -1
+        return 0
+    done
+}
+
+ha_where_all() {
+    local k
+    for k in 1 2 3; do printf 'vip%s=%s ' "$k" "$(ha_where "vip$k")"; done
+}
+
+ha_vips_placed() {
+    local k
+    for k in 1 2 3; do
+        [[ $(ha_where "vip$k") == "gw$k" ]] || return 1
+        ha_in c1 timeout 2 bash -c "exec 3<>/dev/tcp/$(ha_vip "gw$k")/2049" 2>/dev/null || return 1
+    done
+}
+
+# ha_alive GW: its holder process runs (a killed holder stays a zombie until we exit).
+ha_alive() {
+    local pid=${HA_HOLDER[$1]:-}
+    [[ -n $pid && -d /proc/$pid && $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) != Z ]]
+}
+
+# --- clients ----------------------------------------------------------------------------------
+
+ha_clients_up() {
+    ha_member c1 "$HA_NET.101"
+    ha_member c2 "$HA_NET.102"
+}
+
+# ha_writer CLIENT NAME VERSION VIP: start tests/ha/writer.py in CLIENT's namespace.
+ha_writer() {
+    local client=$1 name=$2 version=$3 vip=$4
+    ha_in "$client" "$HA_VENV/bin/python" "$HA_LIB/writer.py" --host "$vip" --version "$version" \
+        --export "/$HA_VOLUME" --path "/ha-$name" --log "$HA_DIR/res/$name.jsonl" \
+        --stop-file "$HA_DIR/res/stop" >>"$HA_DIR/log/writer-$name.log" 2>&1 &
+    HA_BG_PIDS+=($!)
+    echo $!
+}
+
+# --- fencing ----------------------------------------------------------------------------------
+
+# ha_fencing_xml: one stonith device (tests/ha/fence_cairn_ns) that can fence every gateway
+# by killing the processes of its network namespace.
+ha_fencing_xml() {
+    local gw map=()
+    for gw in "${HA_GWS[@]}"; do
+        map+=("$gw:$(stat -L -c %i "/run/netns/$HA_NS-$gw")")
+    done
+    printf '<primitive id="fence-ns" class="stonith" type="fence_cairn_ns">'
+    printf '<instance_attributes id="fence-ns-ia">'
+    printf '<nvpair id="fence-ns-map" name="netns_map" value="%s"/>' "$(IFS=,; echo "${map[*]}")"
+    printf '<nvpair id="fence-ns-hosts" name="pcmk_host_list" value="%s"/>' "${HA_GWS[*]}"
+    printf '</instance_attributes>'
+    printf '<operations><op id="fence-ns-monitor" name="monitor" interval="60s"/></operations>'
+    printf '</primitive>\n'
+}
