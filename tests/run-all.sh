@@ -2,7 +2,7 @@
 # Run every test suite under tests/ and print one line per suite, then a closing line
 # "N passed, M failed" (", K skipped" when some skipped). Exit non-zero if any failed.
 #
-# A suite is a *.sh file directly in one of SUITE_DIRS (default: integration posix nfs smb iscsi faults), not
+# A suite is a *.sh file directly in one of SUITE_DIRS (default: integration posix nfs smb iscsi ha faults), not
 # named lib*.sh or _*.sh. It passes with exit 0, is skipped with exit 77 (the automake
 # convention: what it needs is missing here), and fails otherwise, or after SUITE_TIMEOUT
 # seconds. Each suite's output goes to build/test-logs/DIR-NAME.log; a failure prints its
