@@ -2,7 +2,7 @@
 # Run every test suite under tests/ and print one line per suite, then a closing line
 # "N passed, M failed" (", K skipped" when some skipped). Exit non-zero if any failed.
 #
-# A suite is a *.sh file directly in one of SUITE_DIRS (default: integration posix nfs smb iscsi faults), not
+# A suite is a *.sh file directly in one of SUITE_DIRS (default: integration posix nfs smb iscsi faults appliance), not
 # named lib*.sh or _*.sh. It passes with exit 0, is skipped with exit 77 (the automake
 # convention: what it needs is missing here), and fails otherwise, or after SUITE_TIMEOUT
 # seconds. Each suite's output goes to build/test-logs/DIR-NAME.log; a failure prints its
@@ -17,7 +17,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 . "$repo/scripts/common.sh"
 CAIRN_LOG_TAG=run-all
 export CAIRN_BIN_DIR=${CAIRN_BIN_DIR:-$repo/backend/target/debug}
-SUITE_DIRS=${SUITE_DIRS:-integration posix nfs smb iscsi faults}
+SUITE_DIRS=${SUITE_DIRS:-integration posix nfs smb iscsi faults appliance}
 SUITE_TIMEOUT=${SUITE_TIMEOUT:-1200}
 TEST_LOG_DIR=${TEST_LOG_DIR:-$repo/build/test-logs}
 TEST_TMP_ROOT=${TEST_TMP_ROOT:-$repo/build/test-tmp}
