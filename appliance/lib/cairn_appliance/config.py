@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import os
 import re
 import urllib.parse
 from typing import Any, Optional
@@ -39,9 +40,10 @@ import yaml
 ROLES = ("all-in-one", "brick", "gateway", "managed")
 # cloud-init keeps the user-data it was given here (raw) and the merged cloud-config
 # parts here (cloudinit/helpers.py Paths lookups "userdata_raw" and "cloud_config").
+_ROOT = os.environ.get("CAIRN_APPLIANCE_ROOT", "")  # tests: a scratch tree (paths.py)
 USER_DATA_PATHS = (
-    "/var/lib/cloud/instance/cloud-config.txt",
-    "/var/lib/cloud/instance/user-data.txt",
+    _ROOT + "/var/lib/cloud/instance/cloud-config.txt",
+    _ROOT + "/var/lib/cloud/instance/user-data.txt",
 )
 VOLUME_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 NODE_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,62})$")

@@ -35,7 +35,7 @@ def console(text: str) -> None:
     """Write TEXT to the console (the serial console on a cloud or VM image). Not to the
     journal: this carries the generated password."""
     try:
-        with open("/dev/console", "w", encoding="utf-8") as c:
+        with open(paths.CONSOLE, "a", encoding="utf-8") as c:
             c.write("\r\n" + text.replace("\n", "\r\n") + "\r\n")
     except OSError as e:
         log(f"cannot write to /dev/console: {e.strerror}")

@@ -23,6 +23,7 @@ ISCSI_CONF_DIR = ROOT + "/etc/cairn/iscsi"  # exists on an iSCSI gateway
 NFTABLES = ROOT + "/etc/nftables.conf"
 NFS_CONF_D = ROOT + "/etc/nfs.conf.d/cairn.conf"
 MOTD = ROOT + "/etc/motd"
+CONSOLE = ROOT + "/dev/console"  # a plain file under a test root
 LIBEXEC = "/usr/local/lib/cairn-appliance"  # scripts/ helpers shipped by scripts/dist.sh
 
 CAIRND_PORT = 7420

@@ -47,6 +47,22 @@ def read_json(path: str) -> Optional[dict]:
         return None
 
 
+def volume_health(v: dict) -> dict:
+    """One volume of `cairn --json volume status`: healthy, healing (bricks healing or
+    entries pending heal), degraded (some bricks down), down (all), or its status when
+    it is not started."""
+    bricks = v.get("bricks", [])
+    down = [f"{b.get('node')}:{b.get('path')}" for b in bricks if b.get("state") == "down"]
+    healing = [b for b in bricks if b.get("state") == "healing"]
+    pending = sum(int(b.get("pending_heal") or 0) for b in bricks)
+    health = "down" if bricks and len(down) == len(bricks) else \
+        "degraded" if down else "healing" if healing or pending else "healthy"
+    if v.get("status") != "Started":
+        health = str(v.get("status", "unknown")).lower()
+    return {"name": v.get("name"), "status": v.get("status"), "health": health,
+            "bricks": len(bricks), "down": down, "pending_heal": pending}
+
+
 def collect() -> dict:
     fb = read_json(paths.STATUS_FILE)
     env = {}
@@ -91,20 +107,11 @@ def collect() -> dict:
         try:
             vols = ensure.cairn_json(["volume", "status", "all"]).get("volumes", [])
             for v in vols:
-                bricks = v.get("bricks", [])
-                down = [f"{b.get('node')}:{b.get('path')}" for b in bricks if b.get("state") == "down"]
-                healing = [f"{b.get('node')}:{b.get('path')}" for b in bricks if b.get("state") == "healing"]
-                pending = sum(int(b.get("pending_heal") or 0) for b in bricks)
-                health = "down" if bricks and len(down) == len(bricks) else \
-                    "degraded" if down else "healing" if healing or pending else "healthy"
-                if v.get("status") != "Started":
-                    health = v.get("status", "unknown").lower()
-                doc["volumes"].append({"name": v.get("name"), "status": v.get("status"),
-                                       "health": health, "bricks": len(bricks),
-                                       "down": down, "pending_heal": pending})
-                if health not in ("healthy", "healing"):
-                    doc["problems"].append(f"volume {v.get('name')} is {health}"
-                                           + (f" (bricks down: {', '.join(down)})" if down else ""))
+                doc["volumes"].append(volume_health(v))
+                h = doc["volumes"][-1]
+                if h["health"] not in ("healthy", "healing"):
+                    doc["problems"].append(f"volume {h['name']} is {h['health']}"
+                                           + (f" (bricks down: {', '.join(h['down'])})" if h["down"] else ""))
         except ensure.CairnError as e:
             doc["problems"].append(f"volumes: {e}")
     return doc
