@@ -55,47 +55,58 @@ cleanup() {
     fi
     while read -r m; do
         umount -l "$m" 2>/dev/null || true
-    done < <(awk -v d="$work/" 'index($2, d) == 1 { print $2 }' /proc/self/mounts | sort -r)
+    done < <(awk -v w="$work/" -v r="$root/" 'index($2, w) == 1 || index($2, r) == 1 { print $2 }' /proc/self/mounts | sort -r)
     rm -rf "$work"
+    # the package stage is kept (ROOT.done) so that a failure after it does not cost it again
+    [[ -f $root.done ]] || rm -rf "$root"
 }
+# The root tree is made in ROOT; ROOT.done marks it complete up to the packages.
+root=$parent/rootfs-$hash
 trap cleanup EXIT
-root=$work/root
 pkgs=$(grep -v '^\s*#' "$here/base-packages.txt" | tr -s ' \n' ',' | sed 's/^,//; s/,$//')
 
 start=$SECONDS
-# debootstrap makes a minimal system; apt-get in the chroot then installs the packages
-# (debootstrap --include of a list this long fails: it configures in the wrong order)
-log "debootstrap bookworm from $mirror"
-debootstrap --variant=minbase bookworm "$root" "$mirror" >"$work/debootstrap.log" 2>&1 || {
-    tail -n 30 "$work/debootstrap.log" >&2
-    log "debootstrap failed (log above)"
-    exit 1
-}
-log "debootstrap done in $((SECONDS - start)) s"
+if [[ -f $root.done ]]; then
+    log "reusing the packages stage of an earlier run: $root"
+else
+    rm -rf "$root"
+    # debootstrap makes a minimal system; apt-get in the chroot then installs the packages
+    # (debootstrap --include of a list this long fails: it configures in the wrong order)
+    log "debootstrap bookworm from $mirror"
+    debootstrap --variant=minbase bookworm "$root" "$mirror" >"$work/debootstrap.log" 2>&1 || {
+        tail -n 30 "$work/debootstrap.log" >&2
+        log "debootstrap failed (log above)"
+        exit 1
+    }
+    log "debootstrap done in $((SECONDS - start)) s"
 
-cat >"$root/etc/apt/sources.list" <<SOURCES
+    cat >"$root/etc/apt/sources.list" <<SOURCES
 deb $mirror bookworm main
 deb $mirror bookworm-updates main
 deb http://security.debian.org/debian-security bookworm-security main
 SOURCES
-mount -t proc proc "$root/proc"
-mount -t sysfs sys "$root/sys"
-mount --bind /dev "$root/dev"
-mount -t devpts devpts "$root/dev/pts"
-# no daemon starts inside the chroot
-printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
-chmod 0755 "$root/usr/sbin/policy-rc.d"
-cp /etc/resolv.conf "$root/etc/resolv.conf"
-log "apt-get install (security updates included): $(echo "$pkgs" | tr ',' ' ')"
-chroot "$root" env DEBIAN_FRONTEND=noninteractive sh -c \
-    "apt-get -q update && apt-get -qy -o Dpkg::Options::=--force-confold upgrade &&
-     apt-get -qy -o Dpkg::Options::=--force-confold install --no-install-recommends $(echo "$pkgs" | tr ',' ' ')" \
-    >"$work/apt.log" 2>&1 || {
-    tail -n 30 "$work/apt.log" >&2
-    log "apt-get install failed (log above)"
-    exit 1
-}
-log "packages installed in $((SECONDS - start)) s"
+    mount -t proc proc "$root/proc"
+    mount -t sysfs sys "$root/sys"
+    mount --bind /dev "$root/dev"
+    mount -t devpts devpts "$root/dev/pts"
+    # no daemon starts inside the chroot
+    printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
+    chmod 0755 "$root/usr/sbin/policy-rc.d"
+    cp /etc/resolv.conf "$root/etc/resolv.conf"
+    log "apt-get install (security updates included): $(echo "$pkgs" | tr ',' ' ')"
+    chroot "$root" env DEBIAN_FRONTEND=noninteractive sh -c \
+        "apt-get -q update && apt-get -qy -o Dpkg::Options::=--force-confold upgrade &&
+         apt-get -qy -o Dpkg::Options::=--force-confold -o Dpkg::Options::=--force-unsafe-io install --no-install-recommends $(echo "$pkgs" | tr ',' ' ')" \
+        >"$work/apt.log" 2>&1 || {
+        tail -n 30 "$work/apt.log" >&2
+        log "apt-get install failed (log above)"
+        exit 1
+    }
+    log "packages installed in $((SECONDS - start)) s"
+    umount "$root/dev/pts" "$root/dev" "$root/sys" "$root/proc"
+    rm -f "$root/usr/sbin/policy-rc.d"
+    touch "$root.done"
+fi
 # systemd-resolved manages resolv.conf in the image
 if [[ -e $root/lib/systemd/systemd-resolved ]]; then
     ln -sfn ../run/systemd/resolve/stub-resolv.conf "$root/etc/resolv.conf"
@@ -166,7 +177,6 @@ rm -f "$root/usr/sbin/policy-rc.d"
 # apt's lists stay (Ansible's apt tasks then need no update under TCG while they are fresh);
 # the seal at the end of the build removes them.
 chroot "$root" apt-get clean
-umount "$root/dev/pts" "$root/dev" "$root/sys" "$root/proc"
 
 # --- kernel, initrd, disk ----------------------------------------------------------------
 kver=$(basename "$(ls -d "$root"/lib/modules/*)")
@@ -176,10 +186,14 @@ log "partitioning a ${disk_mib} MiB GPT disk and packing the root file system (k
 # sectors: p1 2048..4095 (1 MiB), p2 4096..264191 (127 MiB), p3 264192..end-34
 disk=$work/disk.raw
 truncate -s "${disk_mib}M" "$disk"
-sgdisk -q -n 1:2048:4095 -t 1:ef02 -c 1:bios-boot \
+sgdisk -n 1:2048:4095 -t 1:ef02 -c 1:bios-boot \
     -n 2:4096:264191 -t 2:ef00 -c 2:esp \
-    -n 3:264192:0 -t 3:8304 -c 3:cairn-root "$disk" >&2
+    -n 3:264192:0 -t 3:8304 -c 3:cairn-root "$disk" >/dev/null
 p3_end=$(sgdisk -i 3 "$disk" | awk '/^Last sector/ { print $3 }')
+[[ $p3_end =~ ^[0-9]+$ ]] || {
+    log "no partition 3 on $disk"
+    exit 1
+}
 p3_sectors=$((p3_end - 264192 + 1))
 mkfs.vfat -F 32 -n ESP -i "$esp_id" -C "$work/esp.img" $(((264191 - 4096 + 1) / 2)) >/dev/null
 # (mkfs.ext4 -d prints "Creating regular file" on stdout even with -q)
@@ -200,5 +214,6 @@ mv "$work/base.qcow2" "$work/vmlinuz" "$work/initrd.img" "$work/id_ed25519" \
 } >"$out.tmp/base.env"
 rm -rf "$out"
 mv "$out.tmp" "$out"
+rm -rf "$root" "$root.done"
 log "base ready in $((SECONDS - start)) s: $out"
 echo "$out"

@@ -29,6 +29,9 @@ source "qemu" "cairn" {
     ["-initrd", var.base_initrd],
     ["-append", "root=UUID=${var.base_root_uuid} rw console=ttyS0,115200n8 systemd.show_status=false"],
     ["-serial", "file:${var.console_log}"],
+    # ssh forward on 127.0.0.1 only (Packer's default netdev listens on every address)
+    ["-netdev", "user,id=user.0,hostfwd=tcp:127.0.0.1:{{ .SSHHostPort }}-:22"],
+    ["-device", "virtio-net-pci,netdev=user.0"],
   ]
   communicator         = "ssh"
   ssh_username         = "root"

@@ -18,8 +18,8 @@ done
 members=$(tar -tf "$out/$name.ova" | tr '\n' ' ')
 [[ $members == "$name.ovf $name.mf $name-disk1.vmdk " ]] ||
     vm_fail "OVA members are '$members', not descriptor, manifest, disk in that order"
-tar -xOf "$out/$name.ova" "$name-disk1.vmdk" | head -c 4096 | grep -q 'createType="streamOptimized"' ||
-    vm_fail "the OVA's disk is not a streamOptimized VMDK"
+hdr=$(head -c 4096 < <(tar -xOf "$out/$name.ova" "$name-disk1.vmdk" 2>/dev/null) | tr -d '\0')
+[[ $hdr == *'createType="streamOptimized"'* ]] || vm_fail "the OVA's disk is not a streamOptimized VMDK"
 for p in 'linux-image-[0-9]' nfs-ganesha samba tcmu-runner cloud-init grub-efi-amd64-bin; do
     grep -qE "^$p\S* " "$out/$name.packages.txt" || vm_fail "the package manifest lacks $p"
 done

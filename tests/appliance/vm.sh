@@ -170,7 +170,11 @@ vm_step "a: reboot; b: boot the same image under UEFI"
 vm_ssh a 'systemctl reboot' || true
 vm_boot b --disk "$out/$name.qcow2" --uefi --seed "$VM_DIR/seed-b.iso" --key "$VM_DIR/id_ed25519" \
     --mem 3072 --fwd 2049 --fwd 20048
-sleep 20
+t0=$SECONDS
+while [[ $(vm_ssh a cat /proc/sys/kernel/random/boot_id 2>/dev/null) == "$boot_a" ]]; do
+    ((SECONDS - t0 < 300)) || vm_fail "a did not go down for its reboot in 300 s"
+    sleep 5
+done
 first_boot a
 [[ $(vm_ssh a cat /proc/sys/kernel/random/boot_id) != "$boot_a" ]] || vm_fail "a did not reboot"
 vm_ssh a 'systemctl is-active cairnd cairn-nfs smbd tcmu-runner' >"$VM_DIR/a-active.out" 2>&1 ||
