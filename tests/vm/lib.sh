@@ -98,7 +98,7 @@ vm_port() { echo "${VM_FWD[$1:$2]:?no forward of guest port $2 for $1}"; }
 
 vm_boot() {
     local name=$1 mem=2048 smp=2 share='' fwds=() links=() hostfwd='' p gp dir nics=()
-    local disk='' uefi='' seed='' boot=()
+    local disk='' uefi='' seed='' boot=() shareopt=()
     shift
     while (($#)); do
         case $1 in
@@ -130,7 +130,8 @@ vm_boot() {
         boot+=(-drive "if=pflash,format=raw,unit=0,readonly=on,file=/usr/share/OVMF/OVMF_CODE_4M.fd"
             -drive "if=pflash,format=raw,unit=1,file=$dir/OVMF_VARS.fd")
     fi
-    [[ -z $seed ]] || boot+=(-drive "file=$seed,if=virtio,format=raw,readonly=on")
+    # after the boot disk: the firmware boots from the first disk
+    [[ -z $seed ]] || shareopt+=(-drive "file=$seed,if=virtio,format=raw,readonly=on")
     VM_FWD[$name:22]=$(free_port)
     hostfwd="hostfwd=tcp:127.0.0.1:${VM_FWD[$name:22]}-:22"
     for gp in "${fwds[@]}"; do
@@ -148,8 +149,7 @@ vm_boot() {
         nics+=(-netdev "socket,id=l$i,${l%%:*}=127.0.0.1:${l#*:}" -device "virtio-net-pci,netdev=l$i")
         i=$((i + 1))
     done
-    local shareopt=()
-    [[ -z $share ]] || shareopt=(-virtfs "local,path=$share,mount_tag=cairn,security_model=none,readonly=on")
+    [[ -z $share ]] || shareopt+=(-virtfs "local,path=$share,mount_tag=cairn,security_model=none,readonly=on")
     VM_PIDFILE[$name]=$dir/qemu.pid
     VM_NAMES+=("$name")
     vm_step "booting $name (TCG, ${smp} vCPU, ${mem} MiB${disk:+, from its disk}${uefi:+, UEFI}; ssh on 127.0.0.1:${VM_FWD[$name:22]})"
