@@ -281,7 +281,12 @@ def setup(cfg: config.Config, st: dict) -> None:
         # force: the bricks of a replica set share this one node
         ensure.volume(v.name, v.replica, bricks, force=True)
         systemctl("enable", "--now", f"cairn-mount@{v.name}.service")
-        os.chmod(f"{paths.MNT_DIR}/{v.name}", 0o1777)
+        mnt = f"{paths.MNT_DIR}/{v.name}"
+        if subprocess.run(["mountpoint", "-q", mnt], check=False).returncode != 0:
+            raise StepError(f"volume {v.name}: cairn-mount@{v.name} started but {mnt} is not a "
+                            f"mount point (journalctl -u cairn-mount@{v.name})")
+        # the volume root belongs to root: let NFS (root squashed) and SMB users create
+        os.chmod(mnt, 0o1777)
         step(f"volume {v.name}: replica {v.replica}, {v.bricks} bricks, mounted at {paths.MNT_DIR}/{v.name}")
         st["volume"] = v.name
         if cfg.nfs:
