@@ -108,6 +108,14 @@ class VolumeHealthTest(unittest.TestCase):
         self.assertEqual((h["health"], len(h["down"])), ("degraded", 1))
         h = status.volume_health({"name": "v", "status": "Started", "bricks": [self.brick("down")]})
         self.assertEqual(h["health"], "down")
+        # as cairn --json volume status spells it
+        h = status.volume_health({"name": "v", "status": "Started", "bricks": [
+            {"node": "n", "path": "/b1", "state": "Down", "online": False, "pending_heal": 0},
+            {"node": "n", "path": "/b2", "state": "Up", "online": True, "pending_heal": 0}]})
+        self.assertEqual((h["health"], h["down"]), ("degraded", ["n:/b1"]))
+        h = status.volume_health({"name": "v", "status": "Started", "bricks": [
+            {"node": "n", "path": "/b1", "state": "Healing", "online": True, "pending_heal": 0}]})
+        self.assertEqual(h["health"], "healing")
         h = status.volume_health({"name": "v", "status": "Stopped", "bricks": [self.brick("down")]})
         self.assertEqual(h["health"], "stopped")
 

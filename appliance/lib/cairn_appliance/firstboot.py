@@ -150,7 +150,10 @@ def prepare_disks(disks: list[str], changes: Optional[list] = None) -> list[str]
         if not uuid:
             raise StepError(f"data disk {dev}: no file system UUID after formatting")
         os.makedirs(mnt, exist_ok=True)
-        line = f"UUID={uuid} {mnt} auto defaults,nofail,x-systemd.device-timeout=30s 0 2\n"
+        # nofail: a missing disk does not stop the boot (its bricks show down); cairnd
+        # starts after the mount, or after the device wait gave up (slow hypervisors)
+        line = (f"UUID={uuid} {mnt} auto defaults,nofail,x-systemd.device-timeout=3min,"
+                "x-systemd.before=cairnd.service 0 2\n")
         with open("/etc/fstab", encoding="utf-8") as f:
             fstab = f.read()
         if f"UUID={uuid} " not in fstab:

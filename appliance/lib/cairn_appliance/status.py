@@ -39,6 +39,18 @@ def unit_enabled(unit: str) -> bool:
         return False
 
 
+def mount_units() -> list[str]:
+    """The cairn-mount@VOL units this node has (all-in-one: its volume's mount)."""
+    try:
+        p = subprocess.run(["systemctl", "list-units", "--all", "--plain", "--no-legend",
+                            "cairn-mount@*.service"], capture_output=True, text=True,
+                           timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.split()[0].removesuffix(".service") for line in p.stdout.splitlines()
+            if line.strip().startswith("cairn-mount@")]
+
+
 def read_json(path: str) -> Optional[dict]:
     try:
         with open(path, encoding="utf-8") as f:
@@ -52,8 +64,10 @@ def volume_health(v: dict) -> dict:
     entries pending heal), degraded (some bricks down), down (all), or its status when
     it is not started."""
     bricks = v.get("bricks", [])
-    down = [f"{b.get('node')}:{b.get('path')}" for b in bricks if b.get("state") == "down"]
-    healing = [b for b in bricks if b.get("state") == "healing"]
+    # cairn --json spells states "Up", "Healing", "Down"
+    down = [f"{b.get('node')}:{b.get('path')}" for b in bricks
+            if str(b.get("state", "")).lower() == "down" or b.get("online") is False]
+    healing = [b for b in bricks if str(b.get("state", "")).lower() == "healing"]
     pending = sum(int(b.get("pending_heal") or 0) for b in bricks)
     health = "down" if bricks and len(down) == len(bricks) else \
         "degraded" if down else "healing" if healing or pending else "healthy"
@@ -94,6 +108,7 @@ def collect() -> dict:
         for u in UNITS.get(r, ["cairnd"]):
             if u not in units:
                 units.append(u)
+    units += mount_units()
     for u in units:
         if (role == "managed" or "," in role) and not unit_enabled(u):
             continue
