@@ -5,6 +5,7 @@
 # A suite is a *.sh file directly in one of SUITE_DIRS (default: integration posix nfs smb iscsi faults appliance), not
 # named lib*.sh or _*.sh. It passes with exit 0, is skipped with exit 77 (the automake
 # convention: what it needs is missing here), and fails otherwise, or after SUITE_TIMEOUT
+# (a suite that needs longer says so in a line "# suite-timeout: SECONDS" of its own)
 # seconds. Each suite's output goes to build/test-logs/DIR-NAME.log; a failure prints its
 # tail. Arguments, if any, name suites to run (paths or DIR/NAME).
 #
@@ -74,11 +75,14 @@ for s in "${suites[@]}"; do
     rm -rf "$tmp"
     mkdir -p "$tmp"
     export CAIRN_TEST_TMP=$tmp
+    limit=$SUITE_TIMEOUT
+    own=$(sed -n 's/^# suite-timeout: \([0-9][0-9]*\)$/\1/p' "$s" | head -n1)
+    [[ -z $own ]] || limit=$own
     if [[ ${VERBOSE:-} == 1 ]]; then
-        timeout -k 30 "$SUITE_TIMEOUT" bash "$s" </dev/null 2>&1 | tee "$log"
+        timeout -k 30 "$limit" bash "$s" </dev/null 2>&1 | tee "$log"
         rc=${PIPESTATUS[0]}
     else
-        timeout -k 30 "$SUITE_TIMEOUT" bash "$s" </dev/null >"$log" 2>&1
+        timeout -k 30 "$limit" bash "$s" </dev/null >"$log" 2>&1
         rc=$?
     fi
     took=$((SECONDS - start))
@@ -98,7 +102,7 @@ for s in "${suites[@]}"; do
     *)
         failed=$((failed + 1))
         failed_names+=("$name")
-        [[ $rc == 124 || $rc == 137 ]] && why="timed out after ${SUITE_TIMEOUT}s" || why="exit $rc"
+        [[ $rc == 124 || $rc == 137 ]] && why="timed out after ${limit}s" || why="exit $rc"
         echo "FAIL  $name ($why, ${took}s; log $log)"
         if [[ ${VERBOSE:-} != 1 ]]; then
             # The suite's own verdict first (the daemon logs dumped on failure would

@@ -4,6 +4,7 @@
 # partition, an ESP and the root). It is the first half of `make image`, run as its own
 # suite so that each half stays within run-all's SUITE_TIMEOUT when CI builds from
 # scratch; appliance/build then finds it cached (build/image-cache/base-HASH).
+# suite-timeout: 1500
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
 start=$SECONDS

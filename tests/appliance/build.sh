@@ -4,6 +4,7 @@
 # wrote to build/image/: the qcow2, the raw image, the OVA (OVF descriptor, manifest and a
 # streamOptimized VMDK, in that order), the package manifest and SHA256SUMS.
 # tests/appliance/vm.sh then boots the image.
+# suite-timeout: 2400
 set -euo pipefail
 # shellcheck source=tests/appliance/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"

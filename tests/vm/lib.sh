@@ -19,6 +19,8 @@
 #                                  instead of SeaBIOS; with --disk
 #       --seed ISO                 attach ISO read-only (a NoCloud cidata seed)
 #       --key FILE                 ssh private key for this guest (default the base image's)
+#       --user NAME                log in as NAME (default root); vm_ssh then runs CMD
+#                                  with sudo (cloud images: the default user, e.g. debian)
 #   vm_wait NAME                   wait until ssh into NAME works (VM_BOOT_TIMEOUT, 300 s)
 #   vm_ssh NAME CMD...             run CMD (a shell command line) as root in NAME
 #   vm_copy_in NAME SRC DST        scp a host file into the guest
@@ -44,7 +46,8 @@ VM_NAMES=()
 VM_START=$SECONDS
 declare -A VM_PIDFILE=()
 declare -A VM_FWD=() # "NAME:GUESTPORT" -> host port
-declare -A VM_KEY=() # NAME -> ssh private key (--key)
+declare -A VM_KEY=()  # NAME -> ssh private key (--key)
+declare -A VM_USER=() # NAME -> login user (--user)
 
 vm_step() { printf '[vm +%3ds] %s\n' "$((SECONDS - VM_START))" "$*"; }
 
@@ -106,6 +109,7 @@ vm_boot() {
         --uefi) uefi=1 && shift ;;
         --seed) seed=$2 && shift 2 ;;
         --key) VM_KEY[$name]=$2 && shift 2 ;;
+        --user) VM_USER[$name]=$2 && shift 2 ;;
         --fwd) fwds+=("$2") && shift 2 ;;
         --share) share=$2 && shift 2 ;;
         --link) links+=("$2:$3") && shift 3 ;;
@@ -173,8 +177,13 @@ vm_ssh_opts() {
 }
 
 vm_ssh() {
-    local name=$1
+    local name=$1 user=${VM_USER[$1]:-root}
     shift
+    if [[ $user != root ]]; then
+        # shellcheck disable=SC2046,SC2029 # the options split; CMD runs in the guest
+        ssh $(vm_ssh_opts "$name") "$user@127.0.0.1" "sudo -n sh -c $(printf '%q' "$*")"
+        return
+    fi
     # shellcheck disable=SC2046,SC2029 # the options split; CMD runs in the guest
     ssh $(vm_ssh_opts "$name") root@127.0.0.1 "$@"
 }
