@@ -10,8 +10,28 @@ build {
   }
 
   provisioner "ansible" {
+    only          = ["qemu.cairn"]
     playbook_file = var.playbook
     user          = "root"
+    use_proxy     = false
+    extra_arguments = [
+      "--become",
+      "-e", "cairn_dist_tarball=${var.dist_tarball}",
+      "-e", "cairn_version=${var.version}",
+    ]
+    ansible_env_vars = [
+      "ANSIBLE_HOST_KEY_CHECKING=False",
+      "ANSIBLE_PIPELINING=True",
+      "ANSIBLE_NOCOLOR=True",
+      "ANSIBLE_FORCE_COLOR=False",
+    ]
+  }
+
+  # the same on EC2, as Debian's AMI user (admin, sudo)
+  provisioner "ansible" {
+    only          = ["amazon-ebs.cairn"]
+    playbook_file = var.playbook
+    user          = "admin"
     use_proxy     = false
     extra_arguments = [
       "--become",

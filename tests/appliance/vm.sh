@@ -79,9 +79,10 @@ vm_ssh a 'cat /etc/motd' | grep -q 'NFS' || vm_fail "a: /etc/motd does not say h
 if vm_ssh a 'cat /etc/motd' | grep -qF -- "$smb_pw"; then vm_fail "a: the SMB password is in /etc/motd"; fi
 ok "a: booted from its disk (SeaBIOS, GRUB), all-in-one first boot done, credentials on the console only"
 
-# vol0's root world-writable for the test (NFS squashes root; libnfs mounts the directory
-# of its URL's file, and Ganesha refuses MOUNT of a directory below an export)
-vm_ssh a 'chmod 1777 /srv/cairn/mnt/vol0' || vm_fail "a: chmod of the node's vol0 mount"
+# The test files live at vol0's root: libnfs mounts the directory of its URL's file, and
+# Ganesha refuses a v3 MOUNT of a directory below an export. NFS squashes root, so this
+# also checks that first boot left vol0's root open to create in (mode 1777).
+vm_ssh a 'mountpoint -q /srv/cairn/mnt/vol0' || vm_fail "a: vol0 is not mounted at /srv/cairn/mnt/vol0"
 
 nfs_port=$(vm_port a 2049) mnt_port=$(vm_port a 20048)
 v3url() { echo "nfs://127.0.0.1/vol0/$1?nfsport=$nfs_port&mountport=$mnt_port&version=3"; }
