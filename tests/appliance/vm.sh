@@ -88,16 +88,19 @@ nfs_port=$(vm_port a 2049) mnt_port=$(vm_port a 20048)
 v3url() { echo "nfs://127.0.0.1/vol0/$1?nfsport=$nfs_port&mountport=$mnt_port&version=3"; }
 echo "nfsv3 from the host $$" >"$VM_DIR/v3.txt"
 ok3=
-for _ in $(seq 30); do # Ganesha's grace period after its start answers JUKEBOX to changes
-    if nfs-cp "$VM_DIR/v3.txt" "$(v3url v3.txt)" >"$VM_DIR/nfs-cp.out" 2>&1; then
+# Ganesha's grace period after its start answers JUKEBOX to changes: an attempt can fail
+# after the file was made, so each attempt writes a new name (nfs-cp creates exclusively)
+for i in $(seq 30); do
+    v3f=v3-$i.txt
+    if nfs-cp "$VM_DIR/v3.txt" "$(v3url "$v3f")" >"$VM_DIR/nfs-cp.out" 2>&1; then
         ok3=1
         break
     fi
     sleep 3
 done
 [[ -n $ok3 ]] || vm_fail "NFSv3 write with nfs-cp: $(cat "$VM_DIR/nfs-cp.out")"
-[[ $(nfs-cat "$(v3url v3.txt)") == "nfsv3 from the host $$" ]] || vm_fail "NFSv3 read back with nfs-cat"
-[[ $(vm_ssh a cat /srv/cairn/mnt/vol0/v3.txt) == "nfsv3 from the host $$" ]] ||
+[[ $(nfs-cat "$(v3url "$v3f")") == "nfsv3 from the host $$" ]] || vm_fail "NFSv3 read back with nfs-cat"
+[[ $(vm_ssh a cat "/srv/cairn/mnt/vol0/$v3f") == "nfsv3 from the host $$" ]] ||
     vm_fail "the NFSv3 write is not on vol0"
 ok "NFSv3 (libnfs) write and read over 127.0.0.1:$nfs_port (mountd $mnt_port); the data is on vol0"
 
@@ -118,7 +121,7 @@ for _ in $(seq 30); do # retried: nfs-rs does not retry NFS4ERR_GRACE
 done
 [[ -n $ok41 ]] || vm_fail "NFSv4.1 write with nfs-rs: $(cat "$VM_DIR/nfs41.err")"
 [[ $(nfs41 read /v41.txt) == "nfsv4.1 $$" ]] || vm_fail "NFSv4.1 read back"
-[[ $(nfs41 read /v3.txt) == "nfsv3 from the host $$" ]] || vm_fail "NFSv4.1 read of the NFSv3 file"
+[[ $(nfs41 read "/$v3f") == "nfsv3 from the host $$" ]] || vm_fail "NFSv4.1 read of the NFSv3 file"
 ok "NFSv4.1 (nfs-rs) write and read; sees the NFSv3 file"
 
 # SMB with the printed credentials
@@ -162,7 +165,7 @@ ok "iSCSI LUN (cairn iscsi, user:cairn) written and read from the host with qemu
 for v in 3 4.2; do
     vm_ssh a "set -e; mkdir -p /mnt/k$v; mount -t nfs -o vers=$v,soft,timeo=100 127.0.0.1:/vol0 /mnt/k$v;
         setpriv --reuid=1000 --regid=1000 --clear-groups sh -c 'echo kernel-$v >/mnt/k$v/kernel-$v.txt';
-        cat /mnt/k$v/v3.txt; umount /mnt/k$v" \
+        cat /mnt/k$v/$v3f; umount /mnt/k$v" \
         >"$VM_DIR/kernel-nfs-$v.out" 2>&1 || vm_fail "kernel NFS v$v mount of the node's export: $(cat "$VM_DIR/kernel-nfs-$v.out")"
     grep -q "nfsv3 from the host $$" "$VM_DIR/kernel-nfs-$v.out" || vm_fail "kernel NFS v$v read"
     [[ $(vm_ssh a cat "/srv/cairn/mnt/vol0/kernel-$v.txt") == "kernel-$v" ]] || vm_fail "kernel NFS v$v write"
@@ -192,7 +195,7 @@ for _ in $(seq 30); do
 done
 [[ $(nfs-cat "$(v3url smb.txt)") == "smb put $$" ]] || vm_fail "a: data not back over NFSv3 after the reboot"
 smbclient "//127.0.0.1/vol0" -p "$smb_port" -U "$smb_user%$smb_pw" -m SMB3 \
-    -c "get v3.txt $VM_DIR/smb-get2.txt" >"$VM_DIR/smbclient2.out" 2>&1 ||
+    -c "get smb.txt $VM_DIR/smb-get2.txt" >"$VM_DIR/smbclient2.out" 2>&1 ||
     vm_fail "SMB after the reboot: $(cat "$VM_DIR/smbclient2.out")"
 qemu-io -r -f raw "$iscsi_url" -c 'read -P 0x5a 0 1M' >"$VM_DIR/qemu-io2.out" 2>&1 ||
     vm_fail "iSCSI read after the reboot: $(cat "$VM_DIR/qemu-io2.out")"
