@@ -40,6 +40,10 @@ DEB_PACKAGES += iproute2          # ip netns (tests/faults), tc and ss (make ben
 DEB_PACKAGES += pacemaker corosync pcs resource-agents iptables
 # Benchmarks.
 DEB_PACKAGES += fio
+# Appliance image (issue 18, make image / tests/appliance): Packer 1.6.6 (qemu builder and
+# ansible provisioner built in) + Ansible; the base disk's GPT (sgdisk) and ESP (mkfs.vfat);
+# the boot tests' UEFI firmware, NoCloud seed ISOs and qemu's iscsi:// driver (qemu-io).
+DEB_PACKAGES += packer ansible-core gdisk dosfstools ovmf genisoimage
 # GlusterFS, measured side by side by `make bench` only (tests/bench/gluster.sh starts its own
 # glusterd on 127.0.0.2). Not in DEB_PACKAGES: where systemd runs, the package starts a
 # system glusterd on *:24007, so `make bench` stops and disables that one right after it
@@ -69,10 +73,15 @@ REPO := $(CURDIR)
 BACKEND := $(REPO)/backend
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(BACKEND)/target)
 BUILD := $(REPO)/build
+# The appliance (make dist/image/ami; docs/appliance.md): a release build by default;
+# IMAGE_PROFILE=debug packs make test's debug build instead (no second compilation).
+IMAGE_PROFILE ?= release
+IMAGE_VERSION ?= $(shell sed -n 's/^version = "\(.*\)"/\1/p' $(BACKEND)/Cargo.toml | head -n1)
+DIST_TARBALL := $(BUILD)/dist/cairn-$(IMAGE_VERSION).tar.gz
 cargo_flags = $(if $(filter release,$(1)),--release,)
 
 .PHONY: help deps build build-test install up down clean-run test fmt-check clippy \
-	shellcheck lint unit integration bench vm-test print-deb-packages
+	shellcheck lint unit integration bench vm-test print-deb-packages dist image ami image-test
 
 help:
 	@echo 'make up         deps + build + install, then start etcd, cairnd and vol0 mounted at run/mnt/vol0'
@@ -83,7 +92,11 @@ help:
 	@echo 'make install    install binaries, libcairn.so, cairn.h, cairn.pc under $(PREFIX)'
 	@echo 'make bench      release build + tests/bench/run.sh (installs GlusterFS to compare against)'
 	@echo 'make vm-test SCENARIO=NAME  run a VM scenario (tests/vm/scenarios/NAME.sh; e.g. iscsi)'
+	@echo 'make image-test build the appliance image from the debug build and boot it (BIOS, UEFI) under qemu'
 	@echo 'make clean-run  delete run/ (after make down)'
+	@echo 'make dist       build (IMAGE_PROFILE, default release) and pack it: build/dist/cairn-VERSION.tar.gz'
+	@echo 'make image      dist + the appliance images in build/image/ (qcow2, raw, ova, SHA256SUMS, manifest)'
+	@echo 'make ami        dist + the appliance AMI (packer amazon-ebs; needs AWS credentials)'
 
 deps: $(BUILD)/deps.stamp
 
@@ -167,3 +180,26 @@ SCENARIO ?=
 vm-test: build-test
 	@[[ -n "$(SCENARIO)" ]] || { echo 'usage: make vm-test SCENARIO=NAME (see tests/vm/scenarios)'; exit 2; }
 	CAIRN_BIN_DIR=$(TARGET_DIR)/$(TEST_PROFILE) tests/vm/run.sh $(SCENARIO)
+
+# --- appliance ------------------------------------------------------------------------------
+# dist: the binaries and libcairn of one profile; scripts/dist.sh builds the three C
+# modules against it (no install-link: Samba's module dir is left alone) and packs it all.
+dist: deps
+	cd $(BACKEND) && $(CARGO) build --workspace $(call cargo_flags,$(IMAGE_PROFILE))
+	scripts/dist.sh $(TARGET_DIR)/$(IMAGE_PROFILE) $(DIST_TARBALL)
+
+# image: debootstrap base + packer (qemu, TCG) + conversions; docs/appliance.md "Build".
+image: dist
+	packer/image.sh $(DIST_TARBALL) $(IMAGE_VERSION) $(BUILD)/image
+
+# ami: packer's amazon-ebs source (AWS credentials in the environment); AMI_VARS adds
+# -var options (region, subnet...); docs/appliance.md "AMI".
+AMI_VARS ?=
+ami: dist
+	packer/ami.sh $(DIST_TARBALL) $(IMAGE_VERSION) $(AMI_VARS)
+
+# image-test: the appliance suites that build the image from make test's debug build and boot
+# it under qemu TCG from its disk, BIOS and UEFI (tests/appliance/{base,build,vm}.sh; about
+# 25-35 minutes on 2 cores, so not part of make test). docs/appliance.md "Tests".
+image-test: build-test
+	CAIRN_BIN_DIR=$(TARGET_DIR)/$(TEST_PROFILE) tests/run-all.sh appliance/base appliance/build appliance/vm

@@ -5,7 +5,8 @@
 # it starts nothing by itself. Needs scripts/common.sh sourced first.
 #
 # One instance = one directory DIR holding ganesha.conf, ganesha.pid, ganesha.log and
-# the NFSv4 recovery dir. Everything binds 127.0.0.1 (Bind_Addr).
+# the NFSv4 recovery dir. Everything binds 127.0.0.1 (Bind_Addr; NFS_BIND_ADDR=0.0.0.0 for
+# the appliance, which renders its config with nfs_render_config too).
 #
 # Exports are changed at run time over Ganesha's DBus export manager (`cairn nfs export`,
 # `cairn nfs sync`). Ganesha uses the system bus; where the machine runs none (containers),
@@ -23,7 +24,7 @@ nfs_render_config() {
     {
         echo "# rendered by scripts/nfs-ganesha.sh; do not edit"
         echo "NFS_CORE_PARAM {"
-        echo "    Bind_Addr = 127.0.0.1;"
+        echo "    Bind_Addr = ${NFS_BIND_ADDR:-127.0.0.1};"
         echo "    NFS_Port = $port;"
         echo "    MNT_Port = $mnt_port;"
         echo "    NLM_Port = $nlm_port;"

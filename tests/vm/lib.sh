@@ -12,6 +12,15 @@
 #       --link listen|connect PORT  a second NIC on a private link between two guests
 #                                  (qemu socket netdev on 127.0.0.1:PORT; guest side eth1)
 #       --mem MIB, --smp N         defaults 2048 and 2
+#       --disk QCOW2               boot from this disk image's own boot loader (firmware,
+#                                  GRUB) on a throwaway overlay, instead of the base image
+#                                  by direct kernel boot (the appliance tests)
+#       --uefi                     UEFI firmware (OVMF, a private copy of its variables)
+#                                  instead of SeaBIOS; with --disk
+#       --seed ISO                 attach ISO read-only (a NoCloud cidata seed)
+#       --key FILE                 ssh private key for this guest (default the base image's)
+#       --user NAME                log in as NAME (default root); vm_ssh then runs CMD
+#                                  with sudo (cloud images: the default user, e.g. debian)
 #   vm_wait NAME                   wait until ssh into NAME works (VM_BOOT_TIMEOUT, 300 s)
 #   vm_ssh NAME CMD...             run CMD (a shell command line) as root in NAME
 #   vm_copy_in NAME SRC DST        scp a host file into the guest
@@ -37,6 +46,8 @@ VM_NAMES=()
 VM_START=$SECONDS
 declare -A VM_PIDFILE=()
 declare -A VM_FWD=() # "NAME:GUESTPORT" -> host port
+declare -A VM_KEY=()  # NAME -> ssh private key (--key)
+declare -A VM_USER=() # NAME -> login user (--user)
 
 vm_step() { printf '[vm +%3ds] %s\n' "$((SECONDS - VM_START))" "$*"; }
 
@@ -90,10 +101,15 @@ vm_port() { echo "${VM_FWD[$1:$2]:?no forward of guest port $2 for $1}"; }
 
 vm_boot() {
     local name=$1 mem=2048 smp=2 share='' fwds=() links=() hostfwd='' p gp dir nics=()
+    local disk='' uefi='' seed='' boot=() shareopt=()
     shift
-    [[ -n $VM_IMAGE ]] || vm_image
     while (($#)); do
         case $1 in
+        --disk) disk=$2 && shift 2 ;;
+        --uefi) uefi=1 && shift ;;
+        --seed) seed=$2 && shift 2 ;;
+        --key) VM_KEY[$name]=$2 && shift 2 ;;
+        --user) VM_USER[$name]=$2 && shift 2 ;;
         --fwd) fwds+=("$2") && shift 2 ;;
         --share) share=$2 && shift 2 ;;
         --link) links+=("$2:$3") && shift 3 ;;
@@ -102,10 +118,24 @@ vm_boot() {
         *) vm_fail "vm_boot: unknown option $1" ;;
         esac
     done
+    [[ -n $disk || -n $VM_IMAGE ]] || vm_image
+    vm_init
     dir=$VM_DIR/$name
     mkdir -p "$dir"
-    qemu-img create -q -f qcow2 -F qcow2 -b "$VM_IMAGE/base.qcow2" "$dir/overlay.qcow2" ||
+    qemu-img create -q -f qcow2 -F qcow2 -b "${disk:-$VM_IMAGE/base.qcow2}" "$dir/overlay.qcow2" ||
         vm_fail "overlay for $name"
+    if [[ -z $disk ]]; then
+        boot=(-kernel "$VM_IMAGE/vmlinuz" -initrd "$VM_IMAGE/initrd.img"
+            -append "root=/dev/vda rw console=ttyS0 net.ifnames=0 systemd.show_status=false")
+    fi
+    if [[ -n $uefi ]]; then
+        [[ -f /usr/share/OVMF/OVMF_CODE_4M.fd ]] || vm_fail "OVMF missing (apt-get install ovmf)"
+        cp /usr/share/OVMF/OVMF_VARS_4M.fd "$dir/OVMF_VARS.fd"
+        boot+=(-drive "if=pflash,format=raw,unit=0,readonly=on,file=/usr/share/OVMF/OVMF_CODE_4M.fd"
+            -drive "if=pflash,format=raw,unit=1,file=$dir/OVMF_VARS.fd")
+    fi
+    # after the boot disk: the firmware boots from the first disk
+    [[ -z $seed ]] || shareopt+=(-drive "file=$seed,if=virtio,format=raw,readonly=on")
     VM_FWD[$name:22]=$(free_port)
     hostfwd="hostfwd=tcp:127.0.0.1:${VM_FWD[$name:22]}-:22"
     for gp in "${fwds[@]}"; do
@@ -123,15 +153,12 @@ vm_boot() {
         nics+=(-netdev "socket,id=l$i,${l%%:*}=127.0.0.1:${l#*:}" -device "virtio-net-pci,netdev=l$i")
         i=$((i + 1))
     done
-    local shareopt=()
-    [[ -z $share ]] || shareopt=(-virtfs "local,path=$share,mount_tag=cairn,security_model=none,readonly=on")
+    [[ -z $share ]] || shareopt+=(-virtfs "local,path=$share,mount_tag=cairn,security_model=none,readonly=on")
     VM_PIDFILE[$name]=$dir/qemu.pid
     VM_NAMES+=("$name")
-    vm_step "booting $name (TCG, ${smp} vCPU, ${mem} MiB; ssh on 127.0.0.1:${VM_FWD[$name:22]})"
+    vm_step "booting $name (TCG, ${smp} vCPU, ${mem} MiB${disk:+, from its disk}${uefi:+, UEFI}; ssh on 127.0.0.1:${VM_FWD[$name:22]})"
     qemu-system-x86_64 -name "cairn-vm-$name" -machine pc -accel tcg -cpu max \
-        -smp "$smp" -m "$mem" \
-        -kernel "$VM_IMAGE/vmlinuz" -initrd "$VM_IMAGE/initrd.img" \
-        -append "root=/dev/vda rw console=ttyS0 net.ifnames=0 systemd.show_status=false" \
+        -smp "$smp" -m "$mem" "${boot[@]}" \
         -drive "file=$dir/overlay.qcow2,if=virtio,format=qcow2,cache=unsafe" \
         "${nics[@]}" "${shareopt[@]}" \
         -display none -monitor none -serial "file:$dir/console.log" \
@@ -144,14 +171,19 @@ vm_boot() {
 # over 5 s to send its banner, and a command that fails that way fails the scenario.
 vm_ssh_opts() {
     local name=$1
-    echo "-i $VM_IMAGE/id_ed25519 -p ${VM_FWD[$name:22]} -o StrictHostKeyChecking=no
+    echo "-i ${VM_KEY[$name]:-$VM_IMAGE/id_ed25519} -p ${VM_FWD[$name:22]} -o StrictHostKeyChecking=no
           -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o BatchMode=yes
           -o ConnectTimeout=30 -o ServerAliveInterval=10 -o ServerAliveCountMax=6"
 }
 
 vm_ssh() {
-    local name=$1
+    local name=$1 user=${VM_USER[$1]:-root}
     shift
+    if [[ $user != root ]]; then
+        # shellcheck disable=SC2046,SC2029 # the options split; CMD runs in the guest
+        ssh $(vm_ssh_opts "$name") "$user@127.0.0.1" "sudo -n sh -c $(printf '%q' "$*")"
+        return
+    fi
     # shellcheck disable=SC2046,SC2029 # the options split; CMD runs in the guest
     ssh $(vm_ssh_opts "$name") root@127.0.0.1 "$@"
 }

@@ -1,0 +1,166 @@
+"""Idempotent "make it so" steps over the `cairn` CLI, shared by first boot and the Ansible
+roles (`cairn-appliance ensure ...`, ansible/roles/*/tasks). Each returns True when it
+changed something. State is read with `cairn --json` (docs/cli.md, "JSON output"); every
+change is one `cairn` command, so the CLI's checks and messages apply unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from typing import Optional, Sequence
+
+CAIRN = os.environ.get("CAIRN_CLI", "/usr/local/bin/cairn")
+
+
+class CairnError(Exception):
+    pass
+
+
+def cairn(args: Sequence[str], host: Optional[str] = None, check: bool = True,
+          env: Optional[dict] = None) -> subprocess.CompletedProcess:
+    cmd = [CAIRN]
+    if host:
+        cmd += ["--host", host]
+    cmd += ["--mode=script", *args]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False,
+                       env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+    if check and p.returncode != 0:
+        msg = (p.stderr.strip() or p.stdout.strip() or f"exit {p.returncode}")
+        raise CairnError(f"cairn {' '.join(args)}: {msg}")
+    return p
+
+
+def cairn_json(args: Sequence[str], host: Optional[str] = None, env=None) -> dict:
+    p = cairn(["--json", *args], host=host, env=env)
+    try:
+        return json.loads(p.stdout)
+    except ValueError as e:
+        raise CairnError(f"cairn --json {' '.join(args)}: not JSON: {e}: {p.stdout[:200]!r}")
+
+
+def peer(addr: str, host: Optional[str] = None) -> bool:
+    """ADDR (HOST:PORT of a cairnd) is in the pool."""
+    peers = cairn_json(["pool", "list"], host=host).get("peers", [])
+    if any(p.get("addr") == addr for p in peers):
+        return False
+    cairn(["peer", "probe", addr], host=host)
+    return True
+
+
+def volume(name: str, replica: int, bricks: Sequence[str], force: bool = False,
+           host: Optional[str] = None) -> bool:
+    """Volume NAME exists with these bricks and is started. An existing volume with other
+    bricks is an error (growing a volume is an explicit add-brick, not a side effect)."""
+    changed = False
+    vols = {v["name"]: v for v in cairn_json(["volume", "info"], host=host).get("volumes", [])}
+    v = vols.get(name)
+    if v is None:
+        args = ["volume", "create", name]
+        if replica > 1:
+            args += ["replica", str(replica)]
+        args += list(bricks)
+        if force:
+            args.append("force")
+        cairn(args, host=host)
+        changed = True
+        v = {"status": "Created"}
+    else:
+        have = [f"{b['node']}:{b['path']}" for s in v.get("sets", []) for b in s.get("bricks", [])]
+        if list(bricks) and have != list(bricks):
+            raise CairnError(f"volume {name} exists with bricks {' '.join(have)}, not "
+                             f"{' '.join(bricks)}: change it with add-brick/replace-brick")
+        if v.get("replica", replica) != replica:
+            raise CairnError(f"volume {name} exists with replica {v.get('replica')}, not {replica}")
+    if v.get("status") != "Started":
+        cairn(["volume", "start", name], host=host)
+        changed = True
+    return changed
+
+
+def volume_option(name: str, key: str, value: str, host: Optional[str] = None) -> bool:
+    vols = {v["name"]: v for v in cairn_json(["volume", "info", name], host=host).get("volumes", [])}
+    if name not in vols:
+        raise CairnError(f"volume {name} does not exist")
+    if vols[name].get("options", {}).get(key) == value:
+        return False
+    cairn(["volume", "set", name, key, value], host=host)
+    return True
+
+
+def nfs_export(target: str, pseudo: str, clients: str, access: str = "rw",
+               squash: str = "root_squash", host: Optional[str] = None) -> bool:
+    """An NFS export of TARGET (VOLUME[/SUBDIR]) at PSEUDO exists with these settings."""
+    p = cairn(["--json", "nfs", "export", "show", pseudo], host=host, check=False)
+    if p.returncode == 0:
+        ex = json.loads(p.stdout).get("export", {})
+        vol, _, sub = target.partition("/")
+        same = (ex.get("volume") == vol and ex.get("subdir", "/") == "/" + sub.strip("/") and
+                ex.get("access", access).lower() == access and
+                ex.get("squash", squash).lower().replace("-", "_") == squash and
+                _norm_clients(ex.get("clients")) == _norm_clients(clients))
+        if same:
+            return False
+        cairn(["nfs", "export", "remove", pseudo], host=host)
+    cairn(["nfs", "export", "add", target, "--path", pseudo, "--clients", clients,
+           "--access", access, "--squash", squash], host=host)
+    return True
+
+
+def _norm_clients(c) -> list[str]:
+    if c is None:
+        return []
+    if isinstance(c, str):
+        c = c.split(",")
+    return sorted(str(x).strip() for x in c if str(x).strip())
+
+
+def smb_share(name: str, target: str, read_only: bool = False, users: Optional[str] = None,
+              host: Optional[str] = None) -> bool:
+    """SMB share NAME of TARGET (VOLUME[/SUBDIR]) exists."""
+    p = cairn(["--json", "smb", "share", "show", name], host=host, check=False)
+    if p.returncode == 0:
+        return False
+    args = ["smb", "share", "add", name, "--volume", target]
+    if read_only:
+        args.append("--read-only")
+    if users:
+        args += ["--users", users]
+    cairn(args, host=host)
+    return True
+
+
+def iscsi_lun(name: str, vol: str, size: str, thin: bool = False,
+              host: Optional[str] = None) -> bool:
+    p = cairn(["--json", "iscsi", "lun", "show", name], host=host, check=False)
+    if p.returncode == 0:
+        return False
+    args = ["iscsi", "lun", "create", name, "--volume", vol, "--size", size]
+    if thin:
+        args.append("--thin")
+    cairn(args, host=host)
+    return True
+
+
+def iscsi_target(iqn: str, luns: Sequence[str], portals: Sequence[str] = (),
+                 open_: bool = False, host: Optional[str] = None) -> bool:
+    """Target IQN exists and maps LUNS (names)."""
+    changed = False
+    p = cairn(["--json", "iscsi", "target", "show", iqn], host=host, check=False)
+    if p.returncode != 0:
+        args = ["iscsi", "target", "create", iqn]
+        for portal in portals:
+            args += ["--portal", portal]
+        if open_:
+            args.append("--open")
+        cairn(args, host=host)
+        changed = True
+        mapped = set()
+    else:
+        mapped = {m.get("name") for m in json.loads(p.stdout).get("target", {}).get("luns", [])}
+    for lun in luns:
+        if lun not in mapped:
+            cairn(["iscsi", "target", "lun", "add", iqn, lun], host=host)
+            changed = True
+    return changed

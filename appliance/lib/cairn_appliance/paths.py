@@ -1,0 +1,38 @@
+"""Where the appliance keeps things. One place, so first boot, status, the units and the
+Ansible roles agree (the roles use the same paths; see docs/appliance.md)."""
+
+import os
+
+ROOT = os.environ.get("CAIRN_APPLIANCE_ROOT", "")  # tests point this at a scratch tree
+
+STATE_DIR = ROOT + "/var/lib/cairn-appliance"
+STATUS_FILE = STATE_DIR + "/firstboot.json"  # role, steps, errors (root-only, no secrets)
+DONE_FILE = STATE_DIR + "/firstboot.done"
+CREDENTIALS = ROOT + "/root/cairn-credentials"  # generated SMB login (0600)
+ETC = ROOT + "/etc/cairn"
+APPLIANCE_ENV = ETC + "/appliance.env"  # CAIRN_ROLE, CAIRN_NODE, CAIRN_ADVERTISE, CAIRN_ETCD
+ETCD_ENV = ETC + "/etcd.env"
+TOKEN_FILE = ETC + "/join-token"
+DISKS_DIR = ROOT + "/srv/cairn"  # data disks mounted at /srv/cairn/diskN; bricks below
+MNT_DIR = ROOT + "/srv/cairn/mnt"  # cairn-mount@VOL mounts VOL at /srv/cairn/mnt/VOL
+NFS_DIR = ROOT + "/var/lib/cairn/nfs"  # ganesha.conf and the NFSv4 recovery dir
+NFS_CONF_DIR = ROOT + "/etc/ganesha/cairn"  # `cairn nfs` renders exports here
+SMB_CONF = ROOT + "/etc/samba/smb.conf"
+SMB_CONF_DIR = ROOT + "/etc/samba/cairn"  # `cairn smb` renders shares.conf here
+ISCSI_CONF_DIR = ROOT + "/etc/cairn/iscsi"  # exists on an iSCSI gateway
+NFTABLES = ROOT + "/etc/nftables.conf"
+NFS_CONF_D = ROOT + "/etc/nfs.conf.d/cairn.conf"
+MOTD = ROOT + "/etc/motd"
+CONSOLE = ROOT + "/dev/console"  # a plain file under a test root
+LIBEXEC = "/usr/local/lib/cairn-appliance"  # scripts/ helpers shipped by scripts/dist.sh
+
+CAIRND_PORT = 7420
+ETCD_CLIENT_PORT = 2379
+ETCD_PEER_PORT = 2380
+NFS_PORT = 2049
+NFS_MNT_PORT = 20048
+NFS_NLM_PORT = 32803
+STATD_PORT = 32765
+STATD_OUT_PORT = 32766
+SMB_PORT = 445
+ISCSI_PORT = 3260

@@ -1,0 +1,191 @@
+"""Config files the appliance writes, as pure functions of their inputs (unit-tested).
+The Ansible roles render the same files through `cairn-appliance render ...`, so a node
+set up by first boot and one set up by site.yml look the same."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Iterable, Sequence
+
+from . import paths
+
+
+def firewall_ports(roles: Iterable[str], etcd_member: bool = False) -> dict[str, list[int]]:
+    """{"tcp": [...], "udp": [...]} for a node with these roles (all-in-one, brick,
+    gateway, etcd). SSH always; cairnd on every node (clients and peers reach it); etcd's
+    client and peer ports only on a member of a multi-node etcd (an all-in-one etcd listens
+    on 127.0.0.1 only); NFS (with rpcbind, mountd, NLM and statd pinned), SMB and iSCSI on
+    gateways."""
+    roles = set(roles)
+    tcp = {22, paths.CAIRND_PORT}
+    udp: set[int] = set()
+    if etcd_member or "etcd" in roles:
+        tcp |= {paths.ETCD_CLIENT_PORT, paths.ETCD_PEER_PORT}
+    if roles & {"all-in-one", "gateway"}:
+        tcp |= {111, paths.NFS_PORT, paths.NFS_MNT_PORT, paths.NFS_NLM_PORT, paths.STATD_PORT,
+                paths.SMB_PORT, paths.ISCSI_PORT}
+        udp |= {111, paths.STATD_PORT}
+    return {"tcp": sorted(tcp), "udp": sorted(udp)}
+
+
+def nftables(ports: dict[str, list[int]]) -> str:
+    """/etc/nftables.conf: drop what is not asked for; loopback, established, ICMP(v6)
+    and the given ports pass; nothing is filtered on the way out."""
+    def setof(p):
+        return "{ " + ", ".join(str(x) for x in p) + " }"
+    lines = [
+        "#!/usr/sbin/nft -f",
+        "# Written by cairn-appliance (first boot or ansible/site.yml); do not edit:",
+        "# rerun 'cairn-appliance render firewall' after changing the role.",
+        "flush ruleset",
+        "",
+        "table inet cairn {",
+        "    chain input {",
+        "        type filter hook input priority filter; policy drop;",
+        "        iif lo accept",
+        "        ct state established,related accept",
+        "        ct state invalid drop",
+        "        meta l4proto icmp accept",
+        "        meta l4proto ipv6-icmp accept",
+    ]
+    if ports.get("tcp"):
+        lines.append(f"        tcp dport {setof(ports['tcp'])} accept")
+    if ports.get("udp"):
+        lines.append(f"        udp dport {setof(ports['udp'])} accept")
+    # DHCPv4 replies, for the first lease and renewals
+    lines.append("        udp sport 67 udp dport 68 accept")
+    lines += [
+        "    }",
+        "    chain forward {",
+        "        type filter hook forward priority filter; policy drop;",
+        "    }",
+        "}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def etcd_env(name: str, advertise_ip: str, members: Sequence[tuple[str, str]],
+             token: str, state: str = "new", loopback_only: bool = False) -> str:
+    """/etc/cairn/etcd.env for cairn-etcd.service. MEMBERS: (name, ip) of every member.
+    loopback_only: a single-member etcd serving this node only (all-in-one)."""
+    if loopback_only:
+        client = f"http://127.0.0.1:{paths.ETCD_CLIENT_PORT}"
+        peer = f"http://127.0.0.1:{paths.ETCD_PEER_PORT}"
+        listen_client, listen_peer, initial = client, peer, f"{name}={peer}"
+    else:
+        client = f"http://{_host(advertise_ip)}:{paths.ETCD_CLIENT_PORT}"
+        peer = f"http://{_host(advertise_ip)}:{paths.ETCD_PEER_PORT}"
+        listen_client = f"{client},http://127.0.0.1:{paths.ETCD_CLIENT_PORT}"
+        listen_peer = peer
+        initial = ",".join(f"{n}=http://{_host(ip)}:{paths.ETCD_PEER_PORT}" for n, ip in members)
+    env = {
+        "ETCD_NAME": name,
+        "ETCD_DATA_DIR": "/var/lib/cairn/etcd",
+        "ETCD_LISTEN_CLIENT_URLS": listen_client,
+        "ETCD_ADVERTISE_CLIENT_URLS": client,
+        "ETCD_LISTEN_PEER_URLS": listen_peer,
+        "ETCD_INITIAL_ADVERTISE_PEER_URLS": peer,
+        "ETCD_INITIAL_CLUSTER": initial,
+        "ETCD_INITIAL_CLUSTER_STATE": state,
+        "ETCD_INITIAL_CLUSTER_TOKEN": token,
+        "ETCD_HEARTBEAT_INTERVAL": "100",
+        "ETCD_ELECTION_TIMEOUT": "1000",
+    }
+    return "# Written by cairn-appliance; read by cairn-etcd.service\n" + \
+        "".join(f"{k}={v}\n" for k, v in env.items())
+
+
+def _host(ip: str) -> str:
+    return f"[{ip}]" if ":" in ip else ip
+
+
+def appliance_env(role: str, node: str, advertise: str, etcd: Sequence[str]) -> str:
+    """/etc/cairn/appliance.env, read by cairnd.service (through cairnd-start) and the CLI
+    helpers. ADVERTISE may be `auto`: the primary address at each start."""
+    env = {
+        "CAIRN_ROLE": role,
+        "CAIRN_NODE": node,
+        "CAIRN_ADVERTISE": advertise,
+        "CAIRN_ETCD": ",".join(etcd),
+    }
+    return "# Written by cairn-appliance; read by cairnd.service and cairn-appliance\n" + \
+        "".join(f"{k}={shlex.quote(v)}\n" for k, v in env.items())
+
+
+def parse_env(text: str) -> dict[str, str]:
+    out = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        k, v = line.split("=", 1)
+        parts = shlex.split(v) if v else [""]
+        out[k] = parts[0] if parts else ""
+    return out
+
+
+def smb_conf(netbios: str) -> str:
+    """/etc/samba/smb.conf of a gateway: standalone server, users in tdbsam, SMB2+ only,
+    shares from `cairn smb sync` included at the end of [global] (docs/cli.md)."""
+    netbios = "".join(c for c in netbios.upper() if c.isalnum() or c == "-")[:15] or "CAIRN"
+    return f"""# Written by cairn-appliance; shares come from the config store ('cairn smb share'),
+# rendered into {paths.SMB_CONF_DIR}/shares.conf by 'cairn smb sync'.
+[global]
+    server role = standalone server
+    workgroup = CAIRN
+    netbios name = {netbios}
+    disable netbios = yes
+    smb ports = 445
+    server min protocol = SMB2_02
+    server signing = default
+    smb encrypt = if_required
+    passdb backend = tdbsam
+    map to guest = never
+    restrict anonymous = 2
+    log file = /var/log/samba/log.%m
+    max log size = 10000
+    logging = file
+    load printers = no
+    printcap name = /dev/null
+    disable spoolss = yes
+    kernel share modes = no
+    kernel oplocks = no
+    posix locking = yes
+    store dos attributes = yes
+    ea support = yes
+    usershare path =
+    include = {paths.SMB_CONF_DIR}/shares.conf
+"""
+
+
+def nfs_conf_d() -> str:
+    """/etc/nfs.conf.d/cairn.conf: statd on fixed ports, so the firewall can open them."""
+    return ("# Written by cairn-appliance: rpc.statd on fixed ports (NFSv3 locking)\n"
+            f"[statd]\nport={paths.STATD_PORT}\noutgoing-port={paths.STATD_OUT_PORT}\n")
+
+
+def connect_text(role: str, node: str, addrs: Sequence[str], volume: str | None,
+                 services: dict[str, bool], smb_user: str | None,
+                 password: str | None) -> str:
+    """How to connect: printed on the console (with the password) and in /etc/motd
+    (password=None: says where it is instead)."""
+    a = addrs[0] if addrs else "ADDRESS"
+    out = [f"Cairn appliance {node}: role {role}; addresses {', '.join(addrs) or 'none yet'}"]
+    if volume and services.get("nfs"):
+        out += [f"  NFS   mount -t nfs -o vers=4.2 {a}:/{volume} /mnt",
+                f"        mount -t nfs -o vers=3 {a}:/{volume} /mnt"]
+    if volume and services.get("smb"):
+        out.append(f"  SMB   //{a}/{volume}  user {smb_user}")
+        if password:
+            out.append(f"        password {password}")
+        else:
+            out.append(f"        password: in {paths.CREDENTIALS} (root only) and on the serial console at first boot")
+    if services.get("iscsi"):
+        v = volume or "VOLUME"
+        out += [f"  iSCSI cairn iscsi lun create lun0 --volume {v} --size 10G",
+                f"        cairn iscsi target create iqn.2026-11.io.cairn:{node} && "
+                f"cairn iscsi target lun add iqn.2026-11.io.cairn:{node} lun0",
+                f"        (portal {a}:3260; add initiators with 'cairn iscsi target acl add')"]
+    out.append("  Status: cairn-appliance status    Volumes: cairn volume status")
+    return "\n".join(out) + "\n"

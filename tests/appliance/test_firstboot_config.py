@@ -1,0 +1,295 @@
+#!/usr/bin/env python3
+"""Unit tests of the appliance's first-boot config: the `cairn:` user-data parser and
+validator (appliance/lib/cairn_appliance/config.py), the machine checks with a fake probe
+(facts.py), and the files it renders (render.py). Each bad input must give its own clear
+message, naming the key. Run: python3 -m unittest tests/appliance/test_firstboot_config.py
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "appliance", "lib"))
+
+from cairn_appliance import config, facts, render  # noqa: E402
+from cairn_appliance.config import ConfigError  # noqa: E402
+
+
+class self_raises:
+    def __enter__(self):
+        self.exception = None
+        return self
+
+    def __exit__(self, typ, val, tb):
+        if typ is None:
+            raise AssertionError("no ConfigError raised")
+        if not issubclass(typ, ConfigError):
+            return False
+        self.exception = val
+        return True
+
+
+class DefaultTest(unittest.TestCase):
+    def test_no_user_data_is_all_in_one(self):
+        for text in (None, "", "   \n", "#cloud-config\n", "#cloud-config\nssh_authorized_keys: [k]\n"):
+            cfg = config.parse(text)
+            self.assertEqual(cfg.role, "all-in-one", text)
+            self.assertEqual((cfg.volume.name, cfg.volume.replica, cfg.volume.bricks), ("vol0", 2, 2))
+            self.assertTrue(cfg.nfs and cfg.smb and cfg.iscsi)
+            self.assertIsNone(cfg.disks)  # autodetect
+            self.assertEqual(cfg.etcd, [])
+            self.assertTrue(cfg.runs_etcd and cfg.has_bricks and cfg.is_gateway)
+
+    def test_shell_script_and_multipart_user_data_carry_no_section(self):
+        self.assertEqual(config.parse("#!/bin/sh\necho cairn: role\n").role, "all-in-one")
+        self.assertEqual(config.parse("Content-Type: multipart/mixed; boundary=x\n\n--x\n").role,
+                         "all-in-one")
+
+    def test_brick_role(self):
+        cfg = config.parse("#cloud-config\ncairn:\n  role: brick\n  cluster:\n"
+                           "    etcd: http://10.0.0.1:2379, http://10.0.0.2:2379/\n"
+                           "    token: s3cret\n  disks: [/dev/vdb, /dev/vdc]\n")
+        self.assertEqual(cfg.role, "brick")
+        self.assertEqual(cfg.etcd, ["http://10.0.0.1:2379", "http://10.0.0.2:2379"])
+        self.assertEqual(cfg.disks, ["/dev/vdb", "/dev/vdc"])
+        self.assertFalse(cfg.runs_etcd)
+        self.assertFalse(cfg.is_gateway)
+        self.assertEqual(cfg.to_json()["token"], "********")
+
+    def test_gateway_role(self):
+        cfg = config.parse("cairn:\n  role: gateway\n  address: 10.0.0.9\n  smb: false\n"
+                           "  cluster: {etcd: [https://etcd.example:2379]}\n")
+        self.assertTrue(cfg.is_gateway and not cfg.has_bricks)
+        self.assertFalse(cfg.smb)
+        self.assertEqual(cfg.address, "10.0.0.9")
+
+    def test_all_in_one_volume_and_disks(self):
+        cfg = config.parse("cairn:\n  volume: {name: data, replica: 3, bricks: 6}\n  disks: []\n")
+        self.assertEqual((cfg.volume.name, cfg.volume.replica, cfg.volume.bricks), ("data", 3, 6))
+        self.assertEqual(cfg.disks, [])  # no data disk: the root disk
+
+
+class BadInputTest(unittest.TestCase):
+    def one(self, text, *needles):
+        with self_raises() as cm:
+            config.parse(text)
+        msg = "\n".join(cm.exception.problems)
+        for n in needles:
+            self.assertIn(n, msg)
+        return cm.exception.problems
+
+    def test_unknown_role(self):
+        p = self.one("cairn:\n  role: storage\n", "cairn.role", "unknown role 'storage'",
+                     "all-in-one, brick, gateway")
+        self.assertEqual(len(p), 1)
+
+    def test_malformed_volume_specs(self):
+        self.one("cairn:\n  volume: {replica: 5}\n", "cairn.volume.replica", "from 1 to 3", "got 5")
+        self.one("cairn:\n  volume: {replica: 2, bricks: 3}\n", "cairn.volume.bricks",
+                 "3 bricks do not make whole replica sets of 2")
+        self.one("cairn:\n  volume: {name: 'vol 0'}\n", "cairn.volume.name", "'vol 0'")
+        self.one("cairn:\n  volume: {name: all}\n", "cairn.volume.name", "not 'all'")
+        self.one("cairn:\n  volume: {replica: two}\n", "cairn.volume.replica", "whole number", "'two'")
+        self.one("cairn:\n  volume: {replica: true}\n", "cairn.volume.replica", "whole number")
+        self.one("cairn:\n  volume: vol0\n", "cairn.volume: must be a mapping")
+        self.one("cairn:\n  volume: {name: v, stripe: 2}\n", "cairn.volume: unknown key(s) stripe")
+        self.one("cairn:\n  volume: {bricks: 0}\n", "cairn.volume.bricks", "from 1 to 24")
+
+    def test_volume_only_for_all_in_one(self):
+        self.one("cairn:\n  role: brick\n  cluster: {etcd: [http://e:2379]}\n  volume: {name: v}\n",
+                 "cairn.volume: only an all-in-one node")
+
+    def test_joining_roles_need_etcd(self):
+        self.one("cairn:\n  role: brick\n", "cairn.cluster.etcd", "role brick joins a cluster")
+        self.one("cairn:\n  role: gateway\n  cluster: {token: x}\n", "cairn.cluster.etcd")
+
+    def test_bad_etcd_urls(self):
+        self.one("cairn:\n  role: brick\n  cluster: {etcd: [10.0.0.1]}\n",
+                 "cairn.cluster.etcd: '10.0.0.1' is not an etcd client URL")
+        self.one("cairn:\n  role: brick\n  cluster: {etcd: ['http://h:x']}\n", "is not an etcd client URL")
+        self.one("cairn:\n  role: brick\n  cluster: {etcd: []}\n", "must be a list of etcd client URLs")
+        p = self.one("cairn:\n  role: brick\n  cluster: {etcd: [ftp://h:1]}\n", "ftp://h:1")
+        self.assertEqual(len(p), 1)  # no second "needs etcd" message
+
+    def test_all_in_one_joins_nothing(self):
+        self.one("cairn:\n  cluster: {etcd: [http://e:2379]}\n", "cairn.cluster: an all-in-one node")
+
+    def test_bad_disks(self):
+        self.one("cairn:\n  disks: [vdb]\n", "cairn.disks: 'vdb' is not a device path")
+        self.one("cairn:\n  disks: [/dev/vdb, /dev/vdb]\n", "/dev/vdb is listed twice")
+        self.one("cairn:\n  disks: {a: b}\n", "cairn.disks: must be a list")
+        self.one("cairn:\n  role: gateway\n  cluster: {etcd: [http://e:2379]}\n  disks: [/dev/vdb]\n",
+                 "a gateway holds no bricks")
+
+    def test_other_keys(self):
+        self.one("cairn:\n  rol: brick\n", "cairn: unknown key(s) rol")
+        self.one("cairn:\n  nfs: yes please\n", "cairn.nfs: must be true or false")
+        self.one("cairn:\n  address: 10.0.0.300\n", "cairn.address: '10.0.0.300' is not an IP address")
+        self.one("cairn:\n  node_name: -bad\n", "cairn.node_name")
+        self.one("cairn:\n  smb_user: root\n", "cairn.smb_user")
+        self.one("cairn: [a, b]\n", "cairn: must be a mapping")
+        self.one("cairn:\n  role: brick\n  cluster: {etcd: [http://e:2379], tokn: x}\n",
+                 "cairn.cluster: unknown key(s) tokn")
+
+    def test_not_yaml(self):
+        self.one("#cloud-config\ncairn:\n  role: [brick\n", "not valid YAML", "line")
+
+    def test_all_problems_at_once(self):
+        p = self.one("cairn:\n  role: nas\n  volume: {replica: 9}\n  disks: [sdb]\n",
+                     "cairn.role", "cairn.volume.replica", "cairn.disks")
+        self.assertGreaterEqual(len(p), 3)
+
+
+class FakeProbe:
+    def __init__(self, devices=(), root="/dev/vda", mounted=None, etcd=None):
+        self.devices, self.root, self.mounted = set(devices), root, mounted or {}
+        self.etcd = etcd or {}
+
+    def block_device(self, path):
+        return None if path in self.devices else "does not exist"
+
+    def holds_root(self, path):
+        return path == self.root
+
+    def in_use(self, path):
+        return self.mounted.get(path)
+
+    def etcd_health(self, url):
+        return self.etcd.get(url, "cannot be reached: Connection refused")
+
+
+class FactsTest(unittest.TestCase):
+    def test_missing_data_disk(self):
+        cfg = config.parse("cairn:\n  disks: [/dev/vdb]\n")
+        p = facts.check_facts(cfg, FakeProbe(devices=["/dev/vdc"]))
+        self.assertEqual(len(p), 1)
+        self.assertIn("cairn.disks: data disk /dev/vdb does not exist", p[0])
+        self.assertEqual(facts.check_facts(cfg, FakeProbe(devices=["/dev/vdb"])), [])
+
+    def test_root_disk_and_mounted_disk(self):
+        cfg = config.parse("cairn:\n  disks: [/dev/vda, /dev/vdb]\n")
+        p = facts.check_facts(cfg, FakeProbe(devices=["/dev/vda", "/dev/vdb"],
+                                             mounted={"/dev/vdb": "/home"}))
+        self.assertIn("/dev/vda holds the root file system", p[0])
+        self.assertIn("/dev/vdb is mounted at /home", p[1])
+        # our own mount from an earlier, interrupted first boot is fine
+        p = facts.check_facts(config.parse("cairn:\n  disks: [/dev/vdb]\n"),
+                              FakeProbe(devices=["/dev/vdb"], mounted={"/dev/vdb": "/srv/cairn/disk1"}))
+        self.assertEqual(p, [])
+
+    def test_unreachable_etcd(self):
+        cfg = config.parse("cairn:\n  role: gateway\n  cluster: {etcd: [http://a:2379, http://b:2379]}\n")
+        p = facts.check_facts(cfg, FakeProbe())
+        self.assertEqual(len(p), 1)
+        self.assertIn("cairn.cluster.etcd: no etcd endpoint answers", p[0])
+        self.assertIn("http://a:2379 cannot be reached: Connection refused", p[0])
+        self.assertIn("http://b:2379", p[0])
+        # one healthy endpoint is enough
+        self.assertEqual(facts.check_facts(cfg, FakeProbe(etcd={"http://b:2379": None})), [])
+
+    def test_real_probe_on_this_machine(self):
+        probe = facts.Probe()
+        self.assertEqual(probe.block_device("/dev/cairn-no-such-disk"), "does not exist")
+        self.assertEqual(probe.block_device("/dev/null"), "is not a block device")
+        # nothing listens on port 1 of 127.0.0.1
+        why = probe.etcd_health("http://127.0.0.1:1", timeout=2)
+        self.assertTrue(why and why.startswith("cannot be reached"), why)
+
+
+class LoadTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def put(self, name, text):
+        p = os.path.join(self.dir, name)
+        with open(p, "w") as f:
+            f.write(text)
+        return p
+
+    def test_first_file_with_a_section_wins(self):
+        cc = self.put("cloud-config.txt", "#cloud-config\nssh_pwauth: false\n")
+        ud = self.put("user-data.txt", "#cloud-config\ncairn:\n  role: brick\n  cluster: {etcd: [http://e:2379]}\n")
+        cfg = config.load((cc, ud))
+        self.assertEqual(cfg.role, "brick")
+        self.assertEqual(cfg.source, ud)
+
+    def test_no_files_is_default(self):
+        cfg = config.load((os.path.join(self.dir, "none1"), os.path.join(self.dir, "none2")))
+        self.assertEqual((cfg.role, cfg.source), ("all-in-one", "default"))
+
+    def test_bad_file_names_it(self):
+        ud = self.put("user-data.txt", "cairn:\n  role: [\n")
+        with self_raises() as cm:
+            config.load((ud,))
+        self.assertIn(ud, cm.exception.problems[0])
+
+
+class RenderTest(unittest.TestCase):
+    def test_firewall_ports(self):
+        aio = render.firewall_ports(["all-in-one"])
+        self.assertEqual(aio["tcp"], [22, 111, 445, 2049, 3260, 7420, 20048, 32765, 32803])
+        self.assertEqual(aio["udp"], [111, 32765])
+        self.assertNotIn(2379, aio["tcp"])  # single etcd on loopback: closed
+        brick = render.firewall_ports(["brick"])
+        self.assertEqual(brick, {"tcp": [22, 7420], "udp": []})
+        self.assertEqual(render.firewall_ports(["brick", "etcd"])["tcp"], [22, 2379, 2380, 7420])
+
+    def test_nftables_parses(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".nft") as f:
+            f.write(render.nftables(render.firewall_ports(["all-in-one", "etcd"])))
+            f.flush()
+            p = subprocess.run(["nft", "-c", "-f", f.name], capture_output=True, text=True)
+            self.assertEqual(p.returncode, 0, p.stderr)
+
+    def test_etcd_env(self):
+        aio = render.parse_env(render.etcd_env("n1", "127.0.0.1", [], "tok", loopback_only=True))
+        self.assertEqual(aio["ETCD_LISTEN_CLIENT_URLS"], "http://127.0.0.1:2379")
+        self.assertEqual(aio["ETCD_INITIAL_CLUSTER"], "n1=http://127.0.0.1:2380")
+        three = render.parse_env(render.etcd_env(
+            "e2", "10.0.0.2", [("e1", "10.0.0.1"), ("e2", "10.0.0.2"), ("e3", "10.0.0.3")], "tok"))
+        self.assertEqual(three["ETCD_INITIAL_CLUSTER"],
+                         "e1=http://10.0.0.1:2380,e2=http://10.0.0.2:2380,e3=http://10.0.0.3:2380")
+        self.assertEqual(three["ETCD_ADVERTISE_CLIENT_URLS"], "http://10.0.0.2:2379")
+        self.assertIn("http://127.0.0.1:2379", three["ETCD_LISTEN_CLIENT_URLS"])
+
+    def test_appliance_env_round_trip(self):
+        env = render.parse_env(render.appliance_env("brick", "n 1", "auto", ["http://a:2379", "http://b:2379"]))
+        self.assertEqual(env, {"CAIRN_ROLE": "brick", "CAIRN_NODE": "n 1", "CAIRN_ADVERTISE": "auto",
+                               "CAIRN_ETCD": "http://a:2379,http://b:2379"})
+
+    def test_smb_conf_passes_testparm(self):
+        d = tempfile.mkdtemp()
+        try:
+            text = render.smb_conf("cairn-appliance-1").replace("/etc/samba/cairn", d)
+            with open(os.path.join(d, "shares.conf"), "w") as f:
+                f.write("[vol0]\n    path = /\n")
+            with open(os.path.join(d, "smb.conf"), "w") as f:
+                f.write(text)
+            p = subprocess.run(["testparm", "-s", os.path.join(d, "smb.conf")],
+                               capture_output=True, text=True)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn("[vol0]", p.stdout)
+            self.assertIn("netbios name = CAIRN-APPLIANCE", p.stdout)
+        finally:
+            shutil.rmtree(d)
+
+    def test_connect_text(self):
+        s = {"nfs": True, "smb": True, "iscsi": True}
+        motd = render.connect_text("all-in-one", "n1", ["10.0.2.15"], "vol0", s, "cairn", None)
+        con = render.connect_text("all-in-one", "n1", ["10.0.2.15"], "vol0", s, "cairn", "Pw1")
+        self.assertIn("10.0.2.15:/vol0", motd)
+        self.assertIn("//10.0.2.15/vol0", motd)
+        self.assertNotIn("Pw1", motd)
+        self.assertIn("/root/cairn-credentials", motd)
+        self.assertIn("password Pw1", con)
+
+
+if __name__ == "__main__":
+    unittest.main()
