@@ -30,6 +30,8 @@ import sys
 import threading
 import time
 
+from xdr import Packer as P, Unpacker as U, accepted, call_header, record, recv_record
+
 PROG_NFS, CB_PROG = 100003, 0x40000000
 OP = {"CLOSE": 4, "DELEGRETURN": 8, "GETFH": 10, "LOOKUP": 15, "OPEN": 18, "PUTFH": 22,
       "PUTROOTFH": 24, "READ": 25, "WRITE": 38, "EXCHANGE_ID": 42, "CREATE_SESSION": 43,
@@ -48,54 +50,6 @@ class Nfs4Error(Exception):
     def __init__(self, status, op):
         self.status, self.op = status, op
         super().__init__(f"{op}: status {status}")
-
-
-class P:
-    """XDR packer."""
-
-    def __init__(self):
-        self.b = bytearray()
-
-    def u32(self, v):
-        self.b += struct.pack(">I", v)
-        return self
-
-    def u64(self, v):
-        self.b += struct.pack(">Q", v)
-        return self
-
-    def fixed(self, data):
-        self.b += data + b"\0" * (-len(data) % 4)
-        return self
-
-    def opaque(self, data):
-        data = data.encode() if isinstance(data, str) else data
-        return self.u32(len(data)).fixed(data)
-
-
-class U:
-    """XDR unpacker."""
-
-    def __init__(self, data):
-        self.d, self.p = data, 0
-
-    def u32(self):
-        v, = struct.unpack_from(">I", self.d, self.p)
-        self.p += 4
-        return v
-
-    def u64(self):
-        v, = struct.unpack_from(">Q", self.d, self.p)
-        self.p += 8
-        return v
-
-    def fixed(self, n):
-        v = self.d[self.p:self.p + n]
-        self.p += n + (-n % 4)
-        return bytes(v)
-
-    def opaque(self):
-        return self.fixed(self.u32())
 
 
 def stateid(u):
@@ -122,7 +76,7 @@ class Client:
     # --- transport ---------------------------------------------------------------------
     def _send(self, msg):
         with self.send_lock:
-            self.sock.sendall(struct.pack(">I", 0x80000000 | len(msg)) + msg)
+            self.sock.sendall(record(msg))
 
     def _recv(self, n):
         buf = b""
@@ -136,13 +90,7 @@ class Client:
     def _reader(self):
         try:
             while True:
-                data = b""
-                while True:
-                    mark, = struct.unpack(">I", self._recv(4))
-                    data += self._recv(mark & 0x7FFFFFFF)
-                    if mark & 0x80000000:
-                        break
-                u = U(data)
+                u = U(recv_record(self._recv))
                 xid, mtype = u.u32(), u.u32()
                 if mtype == 1:
                     with self.cv:
@@ -204,9 +152,7 @@ class Client:
         with self.cv:
             self.xid = (self.xid + 1) & 0xFFFFFFFF
             xid = self.xid
-        cred = P().u32(0).opaque("cairn-deleg").u32(0).u32(0).u32(0)
-        p = P().u32(xid).u32(0).u32(2).u32(PROG_NFS).u32(4).u32(1)
-        p.u32(1).opaque(bytes(cred.b)).u32(0).u32(0)
+        p = call_header(xid, PROG_NFS, 4, 1, "cairn-deleg")
         self._send(bytes(p.b) + body)
         with self.cv:
             while xid not in self.replies:
@@ -216,9 +162,7 @@ class Client:
             u = self.replies.pop(xid)
         if u.u32() != 0:
             raise RuntimeError(f"{self.name}: RPC call denied")
-        u.u32()
-        u.opaque()
-        if u.u32() != 0:
+        if accepted(u) != 0:
             raise RuntimeError(f"{self.name}: RPC call not accepted")
         return u
 

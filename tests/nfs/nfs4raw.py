@@ -18,7 +18,9 @@ import os
 import socket
 import struct
 
-PROG_NFS, RPC_CALL, AUTH_SYS = 100003, 0, 1
+from xdr import Packer, Unpacker, accepted, call_header, record, recv_record
+
+PROG_NFS = 100003
 
 OP = {"ACCESS": 3, "CLOSE": 4, "GETFH": 10, "LOOKUP": 15, "OPEN": 18, "OPEN_CONFIRM": 20,
       "PUTFH": 22, "PUTROOTFH": 24, "READ": 25, "RENEW": 30, "SETCLIENTID": 35,
@@ -48,54 +50,6 @@ class Nfs4Error(Exception):
         self.status, self.op = status, op
         self.name = ERRORS.get(status, f"NFS4ERR_{status}")
         super().__init__(f"{op}: {self.name}")
-
-
-class Packer:
-    def __init__(self):
-        self.b = bytearray()
-
-    def u32(self, v):
-        self.b += struct.pack(">I", v)
-        return self
-
-    def u64(self, v):
-        self.b += struct.pack(">Q", v)
-        return self
-
-    def fixed(self, data):
-        self.b += data + b"\0" * (-len(data) % 4)
-        return self
-
-    def opaque(self, data):
-        if isinstance(data, str):
-            data = data.encode()
-        return self.u32(len(data)).fixed(data)
-
-
-class Unpacker:
-    def __init__(self, data):
-        self.d, self.p = data, 0
-
-    def u32(self):
-        v, = struct.unpack_from(">I", self.d, self.p)
-        self.p += 4
-        return v
-
-    def u64(self):
-        v, = struct.unpack_from(">Q", self.d, self.p)
-        self.p += 8
-        return v
-
-    def fixed(self, n):
-        v = self.d[self.p:self.p + n]
-        self.p += n + (-n % 4)
-        return bytes(v)
-
-    def opaque(self):
-        return self.fixed(self.u32())
-
-    def bitmap(self):
-        return [self.u32() for _ in range(self.u32())]
 
 
 class Stateid:
@@ -141,24 +95,13 @@ class Client:
     # --- RPC ---------------------------------------------------------------------------
     def _rpc(self, body):
         self.xid = (self.xid + 1) & 0xFFFFFFFF
-        p = Packer().u32(self.xid).u32(RPC_CALL).u32(2).u32(PROG_NFS).u32(4).u32(1)
-        cred = Packer().u32(0).opaque("cairn-test").u32(0).u32(0).u32(0)
-        p.u32(AUTH_SYS).opaque(bytes(cred.b)).u32(0).u32(0)
-        msg = bytes(p.b) + body
-        self.sock.sendall(struct.pack(">I", 0x80000000 | len(msg)) + msg)
-        data = b""
-        while True:
-            mark, = struct.unpack(">I", self._recv(4))
-            data += self._recv(mark & 0x7FFFFFFF)
-            if mark & 0x80000000:
-                break
-        u = Unpacker(data)
+        p = call_header(self.xid, PROG_NFS, 4, 1, "cairn-test")
+        self.sock.sendall(record(bytes(p.b) + body))
+        u = Unpacker(recv_record(self._recv))
         xid, mtype, rstat = u.u32(), u.u32(), u.u32()
         if xid != self.xid or mtype != 1 or rstat != 0:
             raise RuntimeError(f"{self.name}: bad RPC reply (xid {xid}, stat {rstat})")
-        u.u32()
-        u.opaque()  # verifier
-        if u.u32() != 0:
+        if accepted(u) != 0:
             raise RuntimeError(f"{self.name}: RPC call not accepted")
         return u
 

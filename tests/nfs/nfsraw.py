@@ -23,6 +23,8 @@ import socket
 import struct
 import sys
 
+from xdr import Packer, Unpacker, accepted, call_header, record, recv_record
+
 NFS_PROGRAM, NFS_V4, COMPOUND = 100003, 4, 1
 OP_LOOKUP, OP_PUTROOTFH, OP_READ, OP_SETATTR, OP_WRITE = 15, 24, 25, 34, 38
 OP_EXCHANGE_ID, OP_CREATE_SESSION, OP_SEQUENCE = 42, 43, 53
@@ -39,52 +41,6 @@ def status_name(s):
     return STATUS.get(s, f"NFS4ERR_{s}")
 
 
-class Packer:
-    def __init__(self):
-        self.b = bytearray()
-
-    def u32(self, v):
-        self.b += struct.pack(">I", v)
-        return self
-
-    def u64(self, v):
-        self.b += struct.pack(">Q", v)
-        return self
-
-    def fixed(self, data):
-        self.b += data + b"\0" * (-len(data) % 4)
-        return self
-
-    def opaque(self, data):
-        return self.u32(len(data)).fixed(data)
-
-
-class Unpacker:
-    def __init__(self, data):
-        self.d, self.i = data, 0
-
-    def u32(self):
-        v = struct.unpack_from(">I", self.d, self.i)[0]
-        self.i += 4
-        return v
-
-    def u64(self):
-        v = struct.unpack_from(">Q", self.d, self.i)[0]
-        self.i += 8
-        return v
-
-    def fixed(self, n):
-        v = self.d[self.i:self.i + n]
-        self.i += n + (-n % 4)
-        return v
-
-    def opaque(self):
-        return self.fixed(self.u32())
-
-    def bitmap(self):
-        return [self.u32() for _ in range(self.u32())]
-
-
 class Rpc:
     def __init__(self, port):
         self.s = socket.create_connection(("127.0.0.1", port), timeout=30)
@@ -92,25 +48,13 @@ class Rpc:
 
     def call(self, body):
         self.xid = (self.xid + 1) & 0xFFFFFFFF
-        cred = Packer().u32(0).opaque(b"nfsraw").u32(0).u32(0).u32(0).b  # AUTH_SYS, root
-        p = Packer().u32(self.xid).u32(0).u32(2).u32(NFS_PROGRAM).u32(NFS_V4).u32(COMPOUND)
-        p.u32(1).opaque(bytes(cred)).u32(0).opaque(b"")
-        msg = bytes(p.b) + body
-        self.s.sendall(struct.pack(">I", 0x80000000 | len(msg)) + msg)
-        data = b""
-        while True:
-            hdr = self._recv(4)
-            (mark,) = struct.unpack(">I", hdr)
-            data += self._recv(mark & 0x7FFFFFFF)
-            if mark & 0x80000000:
-                break
-        u = Unpacker(data)
+        p = call_header(self.xid, NFS_PROGRAM, NFS_V4, COMPOUND, "nfsraw")
+        self.s.sendall(record(bytes(p.b) + body))
+        u = Unpacker(recv_record(self._recv))
         xid, mtype, reply_stat = u.u32(), u.u32(), u.u32()
         if xid != self.xid or mtype != 1 or reply_stat != 0:
             raise SystemExit(f"nfsraw: RPC reply xid {xid} type {mtype} stat {reply_stat}")
-        u.u32()  # verifier flavor
-        u.opaque()
-        accept = u.u32()
+        accept = accepted(u)
         if accept != 0:
             raise SystemExit(f"nfsraw: RPC call not accepted (accept_stat {accept})")
         return u
