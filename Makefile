@@ -44,6 +44,7 @@ DEB_PACKAGES += fio
 # ansible provisioner built in) + Ansible; the base disk's GPT (sgdisk) and ESP (mkfs.vfat);
 # the boot tests' UEFI firmware, NoCloud seed ISOs and qemu's iscsi:// driver (qemu-io).
 DEB_PACKAGES += packer ansible-core gdisk dosfstools ovmf genisoimage
+DEB_PACKAGES += nftables python3-yaml  # the first-boot program's firewall check (nft -c) and user-data parser
 # GlusterFS, measured side by side by `make bench` only (tests/bench/gluster.sh starts its own
 # glusterd on 127.0.0.2). Not in DEB_PACKAGES: where systemd runs, the package starts a
 # system glusterd on *:24007, so `make bench` stops and disables that one right after it

@@ -8,7 +8,7 @@ venv=${ANSIBLE_LINT_VENV:-$repo/build/ansible-lint-venv}
 lint_version=6.22.2   # the last line that supports ansible-core 2.14 (Debian 12's)
 
 command -v ansible-playbook >/dev/null || {
-    echo "ansible-lint.sh: ansible-playbook is missing (apt-get install ansible; in DEB_PACKAGES)" >&2
+    echo "ansible-lint.sh: ansible-playbook is missing (apt-get install ansible-core; in DEB_PACKAGES)" >&2
     exit 1
 }
 if [[ ! -x $venv/bin/ansible-lint ]] ||

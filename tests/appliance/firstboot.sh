@@ -10,4 +10,6 @@ tests=(test_firstboot*.py)
     echo "FAIL - no tests/appliance/test_firstboot*.py"
     exit 1
 }
-python3 -m unittest -v "${tests[@]%.py}" 2>&1
+# Debian's python3, as on the appliance (PyYAML from python3-yaml in DEB_PACKAGES), not
+# whatever python3 comes first on PATH (a pyenv one need not have yaml).
+/usr/bin/python3 -m unittest -v "${tests[@]%.py}" 2>&1
