@@ -50,6 +50,8 @@ DEB_PACKAGES += nftables python3-yaml  # the first-boot program's firewall check
 # system glusterd on *:24007, so `make bench` stops and disables that one right after it
 # installed the package (never a glusterd that was there before).
 BENCH_DEB_PACKAGES := glusterfs-server glusterfs-client
+# The AWS CLI, for `make ami` only (it marks the AMI IMDSv2-only after Packer's build).
+AMI_DEB_PACKAGES := awscli
 
 # Profiles: `make build/install/up/bench` use release; `make test` builds, unit-tests and
 # runs the integration suites on one debug build (faster to compile on 2 cores, and
@@ -197,6 +199,7 @@ image: dist
 # -var options (region, subnet...); docs/appliance.md "AMI".
 AMI_VARS ?=
 ami: dist
+	scripts/deps.sh $(AMI_DEB_PACKAGES)
 	packer/ami.sh $(DIST_TARBALL) $(IMAGE_VERSION) $(AMI_VARS)
 
 # image-test: the appliance suites that build the image from make test's debug build and boot

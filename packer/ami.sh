@@ -23,7 +23,7 @@ die() {
     exit 1
 }
 for t in packer ansible-playbook aws python3; do
-    command -v "$t" >/dev/null || die "$t is missing"
+    command -v "$t" >/dev/null || die "$t is missing (make ami installs it: make deps, AMI_DEB_PACKAGES)"
 done
 mkdir -p "$out"
 cd "$here"

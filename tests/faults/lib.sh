@@ -22,6 +22,8 @@
 
 FX_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 FX_LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tests/support/netns.sh
+. "$FX_REPO/tests/support/netns.sh"
 CAIRN_BIN_DIR=${CAIRN_BIN_DIR:-$FX_REPO/backend/target/debug}
 FX_TAG=$(basename "${BASH_SOURCE[1]:-$0}" .sh)
 FX_ID=${FX_ID:-$$}
@@ -98,22 +100,13 @@ fx_init() {
     trap 'exit 130' INT
     trap 'exit 143' TERM
     fx_log "seed=$FX_SEED dir=$FX_DIR (replay with FX_SEED=$FX_SEED)"
-    ip netns add "$FX_NS-sw" || fx_fail "ip netns add $FX_NS-sw"
-    ip -n "$FX_NS-sw" link set lo up
-    ip -n "$FX_NS-sw" link add br0 type bridge || fx_fail "bridge in $FX_NS-sw"
-    ip -n "$FX_NS-sw" link set br0 up
+    netns_switch "$FX_NS" || fx_fail "cannot make the test network $FX_NS-sw"
 }
 
 # fx_member NAME IP: a namespace cf<ID>-NAME with eth0 = IP/24, cabled to the bridge.
 fx_member() {
-    local name=$1 ip=$2 ns=$FX_NS-$1
-    ip netns add "$ns" || fx_fail "ip netns add $ns"
-    ip -n "$ns" link set lo up
-    ip link add eth0 netns "$ns" type veth peer name "sw-$name" netns "$FX_NS-sw" ||
-        fx_fail "veth for $name"
-    ip -n "$FX_NS-sw" link set "sw-$name" master br0 up
-    ip -n "$ns" addr add "$ip/24" dev eth0
-    ip -n "$ns" link set eth0 up
+    local name=$1 ip=$2
+    netns_member "$FX_NS" "$name" "$ip" || fx_fail "cannot add $name ($ip) to the test network"
     FX_IP[$name]=$ip
     FX_MEMBERS+=("$name")
 }

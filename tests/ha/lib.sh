@@ -24,6 +24,8 @@
 
 HA_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 HA_LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tests/support/netns.sh
+. "$HA_REPO/tests/support/netns.sh"
 CAIRN_BIN_DIR=${CAIRN_BIN_DIR:-$HA_REPO/backend/target/debug}
 HA_TAG=$(basename "${BASH_SOURCE[1]:-$0}" .sh)
 HA_NS=ch${HA_ID:-$$}
@@ -101,22 +103,13 @@ ha_init() {
     trap 'exit 130' INT
     trap 'exit 143' TERM
     ha_log "dir=$HA_DIR namespaces=$HA_NS-*"
-    ip netns add "$HA_NS-sw" || ha_fail "ip netns add $HA_NS-sw"
-    ip -n "$HA_NS-sw" link set lo up
-    ip -n "$HA_NS-sw" link add br0 type bridge || ha_fail "bridge in $HA_NS-sw"
-    ip -n "$HA_NS-sw" link set br0 up
+    netns_switch "$HA_NS" || ha_fail "cannot make the test network $HA_NS-sw"
 }
 
 # ha_member NAME IP: namespace ch<ID>-NAME with eth0 = IP/24 on the bridge.
 ha_member() {
-    local name=$1 ip=$2 ns=$HA_NS-$1
-    ip netns add "$ns" || ha_fail "ip netns add $ns"
-    ip -n "$ns" link set lo up
-    ip link add eth0 netns "$ns" type veth peer name "sw-$name" netns "$HA_NS-sw" ||
-        ha_fail "veth for $name"
-    ip -n "$HA_NS-sw" link set "sw-$name" master br0 up
-    ip -n "$ns" addr add "$ip/24" dev eth0
-    ip -n "$ns" link set eth0 up
+    local name=$1 ip=$2
+    netns_member "$HA_NS" "$name" "$ip" || ha_fail "cannot add $name ($ip) to the test network"
     HA_IP[$name]=$ip
 }
 

@@ -1106,7 +1106,7 @@ async fn copy_source(
         match cairn_placement::head(src_set, src) {
             None => Err(RemoteError::new(
                 Errno::ENOTCONN,
-                format!("replica set {} has no brick up", src_set.id),
+                format!("{volume}: replica set {} has no brick up", src_set.id),
             )),
             Some(h) => match node.slot(volume, h.index) {
                 Some(other) => {
@@ -1114,10 +1114,7 @@ async fn copy_source(
                     if !node.lease_alive()
                         || other.healing.load(std::sync::atomic::Ordering::Acquire)
                     {
-                        Err(RemoteError::new(
-                            Errno::ESTALEMAP,
-                            format!("brick {} does not serve yet", h.index),
-                        ))
+                        Err(stale(volume, h.index, "fenced or catching up with its peers"))
                     } else {
                         exec_local(&other, creds.clone(), op, Bytes::new(), None, false).await
                     }

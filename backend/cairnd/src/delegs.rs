@@ -245,6 +245,7 @@ impl<S: Holder> Delegations<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cairn_proto::msg::share;
 
     fn read(id: Id) -> Op {
         Op::Read { id, offset: 0, len: 1 }
@@ -258,6 +259,15 @@ mod tests {
         assert_eq!(access(&read(Id(1))), Some((Id(1), false)));
         assert_eq!(access(&write(Id(1))), Some((Id(1), true)));
         assert_eq!(access(&Op::Unlink { dir: Id(1), name: b"f".to_vec() }), None);
+        // A brick-side copy changes its destination.
+        let copy = Op::CopyRange { src: Id(1), src_offset: 0, dst: Id(2), dst_offset: 0, len: 9 };
+        assert_eq!(access(&copy), Some((Id(2), true)));
+        // An open that only reads and denies nothing conflicts only with a write delegation;
+        // one that writes or denies is a change (it conflicts with read delegations too).
+        let share = |access, deny| Op::Share { id: Id(3), owner: 1, access, deny };
+        assert_eq!(access(&share(share::READ, 0)), Some((Id(3), false)));
+        assert_eq!(access(&share(share::WRITE, 0)), Some((Id(3), true)));
+        assert_eq!(access(&share(share::READ, share::WRITE)), Some((Id(3), true)));
     }
 
     struct Fake {
