@@ -14,6 +14,7 @@ pub mod map;
 pub mod mgmt;
 pub mod msg;
 pub mod outq;
+pub mod principal;
 pub mod rpc;
 #[cfg(feature = "testing")]
 pub mod testing;
