@@ -16,8 +16,10 @@ pub mod msg;
 pub mod outq;
 pub mod principal;
 pub mod rpc;
+pub mod stream;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod tls;
 pub mod types;
 
 pub use error::{Errno, RemoteError};
