@@ -617,10 +617,11 @@ pub async fn serve_connection_with<S: Service>(
         Transport::Tls(t) => {
             let mut magic = [0u8; 4];
             let peeked = tokio::time::timeout(HANDSHAKE_TIMEOUT, stream.peek(&mut magic)).await;
-            if let Ok(Ok(4)) = peeked {
-                if magic == frame::MAGIC {
-                    return refuse_plaintext(stream, peer).await;
-                }
+            match peeked {
+                Ok(Ok(4)) if magic == frame::MAGIC => return refuse_plaintext(stream, peer).await,
+                // Closed before sending anything (a port probe).
+                Ok(Ok(0)) => return,
+                _ => {}
             }
             let hs = tokio::time::timeout(
                 HANDSHAKE_TIMEOUT,
