@@ -141,7 +141,20 @@ impl Connection {
         on_push: Option<PushHandler>,
         timeout: Duration,
     ) -> Result<Arc<Connection>, RemoteError> {
-        let transport = crate::tls::default_transport()?;
+        let transport = match crate::tls::default_transport() {
+            Ok(t) => t,
+            Err(e) => {
+                // No credentials: say so, unless nothing is there to use them with.
+                let dialed = tokio::time::timeout(timeout, dial(addr, local)).await;
+                if let Ok(Err(d)) = dialed {
+                    return Err(RemoteError::new(
+                        Errno::from_io(&d),
+                        format!("connect to {addr}: {d}"),
+                    ));
+                }
+                return Err(e);
+            }
+        };
         Self::connect_with(addr, local, &transport, kind, name, on_push, timeout).await
     }
 
