@@ -41,20 +41,14 @@ where
     {
         return crate::certs::issue(a, cli.json, out, err);
     }
-    // How to connect: plain, or TLS with the credentials given (an explicit file that
-    // cannot be used is an error now; otherwise the default is looked up when connecting).
+    // How to connect: plain, or TLS with the credentials given (or found by default),
+    // loaded when connecting.
     match (cli.transport, &cli.credentials) {
         (crate::args::TransportArg::Plain, _) => {
             cairn_proto::tls::set_default(cairn_proto::tls::Transport::Plain)
         }
         (crate::args::TransportArg::Tls, Some(path)) => {
-            match cairn_proto::tls::from_env(Some(path)) {
-                Ok(t) => cairn_proto::tls::set_default(t),
-                Err(e) => {
-                    let _ = writeln!(err, "cairn: {}", e.message);
-                    return exit::FAILED;
-                }
-            }
+            cairn_proto::tls::set_credentials_path(path)
         }
         (crate::args::TransportArg::Tls, None) => {}
     }

@@ -439,6 +439,14 @@ pub fn explain(e: &std::io::Error) -> String {
 }
 
 static DEFAULT: RwLock<Option<Transport>> = RwLock::new(None);
+static PATH: RwLock<Option<PathBuf>> = RwLock::new(None);
+
+/// Use the credentials in `path` (loaded when the first connection is made, so a missing
+/// file is reported with that connection's error).
+pub fn set_credentials_path(path: &Path) {
+    *PATH.write() = Some(path.to_path_buf());
+    *DEFAULT.write() = None;
+}
 
 /// Set the transport of this process's connections (clients and servers).
 pub fn set_default(t: Transport) {
@@ -451,7 +459,8 @@ pub fn default_transport() -> Result<Transport, RemoteError> {
     if let Some(t) = DEFAULT.read().clone() {
         return Ok(t);
     }
-    let t = from_env(None)?;
+    let path = PATH.read().clone();
+    let t = from_env(path.as_deref())?;
     *DEFAULT.write() = Some(t.clone());
     Ok(t)
 }
