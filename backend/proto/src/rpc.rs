@@ -413,7 +413,7 @@ async fn client_reader(
                     tracing::debug!(peer = %peer, error = %e, "connection read failed");
                 }
                 if let FrameError::Io(io) = &e {
-                    why = Some(crate::tls::explain(io));
+                    why = crate::tls::tls_reason(io);
                 }
                 break;
             }

@@ -403,6 +403,11 @@ impl ServerCertVerifier for NodeVerifier {
     }
 }
 
+/// [`explain`] for an error that TLS raised (an alert, a bad record), `None` for others.
+pub fn tls_reason(e: &std::io::Error) -> Option<String> {
+    e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()).map(|_| explain(e))
+}
+
 /// A handshake error in words an operator acts on.
 pub fn explain(e: &std::io::Error) -> String {
     use rustls::{AlertDescription as A, CertificateError as C, Error as E};
