@@ -4,11 +4,32 @@
 # the admin credential), over plaintext, or with a client certificate, management is
 # refused with a clear message and the volume stays started; a client certificate limited
 # to another volume cannot mount this one; a read-only certificate mounts and reads but
-# cannot write (EROFS).
+# cannot write (EROFS). The refusals are checked from this host and from another network
+# namespace.
 set -euo pipefail
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
+# cairnd listens on the host end of a veth pair whose other end is in a network
+# namespace of its own: another host, for the checks "from elsewhere" below.
+ns=cairn-sec-$$
+hv=secv$$
+net=10.231.$((RANDOM % 250 + 1))
+cl_init
+sec_cleanup() {
+    local rc=$?
+    ip netns del "$ns" 2>/dev/null || true
+    ip link del "$hv" 2>/dev/null || true
+    (exit "$rc")
+    cl_cleanup
+}
+trap sec_cleanup EXIT
+ip netns add "$ns" || fail "cannot create network namespace $ns"
+ip link add "$hv" type veth peer name eth0 netns "$ns" || fail "cannot make a veth pair into $ns"
+{ ip addr add "$net.1/24" dev "$hv" && ip link set "$hv" up; } || fail "cannot configure $hv"
+{ ip -n "$ns" addr add "$net.2/24" dev eth0 && ip -n "$ns" link set eth0 up &&
+    ip -n "$ns" link set lo up; } || fail "cannot configure eth0 in $ns"
+CL_HOST=$net.1
 cluster_up 1 sec 1 1
 cli=$CAIRN_BIN_DIR/cairn
 addr=$(cl_node_addr n1)
@@ -40,6 +61,17 @@ refused "no credentials at all" "no credentials" \
     env -u CAIRN_CREDENTIALS "$cli" "${stop[@]}"
 refused "plaintext connection" "only TLS" \
     env CAIRN_TRANSPORT=plain "$cli" "${stop[@]}"
+
+# From another network namespace (another host): without credentials, or in plaintext.
+refused "another host without credentials" "no credentials" \
+    ip netns exec "$ns" env -u CAIRN_CREDENTIALS "$cli" "${stop[@]}"
+refused "another host in plaintext" "only TLS" \
+    ip netns exec "$ns" env CAIRN_TRANSPORT=plain "$cli" "${stop[@]}"
+refused "another host, non-root, with the admin credential's path" "permission denied|cannot load credentials" \
+    ip netns exec "$ns" runuser -u nobody -- env CAIRN_CREDENTIALS="$CAIRN_CREDENTIALS" "$cli" "${stop[@]}"
+out=$(ip netns exec "$ns" "$cli" --host "$addr" volume info sec 2>&1) ||
+    fail "another host with the admin credential cannot read volume info: $out"
+pass "another host with the admin credential manages"
 
 # A credential of another cluster CA.
 mkdir -p "$CL_DIR/other-ca"
