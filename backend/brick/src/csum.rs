@@ -30,8 +30,9 @@
 //!   reconcile by heal; it is not reported as corruption.
 
 use crate::dirty;
+use crate::error::{fail, Ctx, Fail, R};
 use crate::ids::is_reg;
-use crate::store::{fail, Brick, Ctx, Fail, R};
+use crate::store::Brick;
 use crate::sys::{self, cstr, XTarget};
 use bytes::Bytes;
 use cairn_proto::Id;

@@ -2,8 +2,9 @@
 //! inode so a brick that was away becomes identical to its peers.
 
 use crate::csum::{self, Change};
+use crate::error::{fail, io_err, show, Ctx, R};
 use crate::ids::{self, is_dir, is_lnk, is_reg, Found};
-use crate::store::{fail, show, Brick, Ctx, Ent, R};
+use crate::store::{Brick, Ent};
 use crate::sys::{self, cstr, XTarget};
 use bytes::Bytes;
 use cairn_proto::msg::{HealExtent, HealState, HealSums, Reply, HEAL_SUMS_MAX};
@@ -957,10 +958,6 @@ const HEAL_FETCH_MAX: u64 = 1 << 30;
 /// finished removes it.
 const FULL_HEAL: &str = ".cairn/full-heal";
 
-fn io_fail(e: io::Error, what: impl std::fmt::Display) -> RemoteError {
-    RemoteError::new(Errno::from_io(&e), format!("{what}: {e}"))
-}
-
 fn write_durably(path: &std::path::Path, body: &[u8]) -> io::Result<()> {
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, body)?;
@@ -984,7 +981,7 @@ pub fn request_full_heal_at(root: &std::path::Path, why: &str) -> Result<(), Rem
         .unwrap_or(0);
     let body = serde_json::json!({ "requested": now, "why": why }).to_string();
     write_durably(&p, body.as_bytes())
-        .map_err(|e| io_fail(e, format!("requesting a full heal ({})", p.display())))
+        .map_err(|e| io_err(e, format!("requesting a full heal ({})", p.display())))
 }
 
 impl Brick {
@@ -1009,7 +1006,7 @@ impl Brick {
             return Ok(());
         }
         write_durably(&p, body)
-            .map_err(|e| io_fail(e, format!("saving the full heal position ({})", p.display())))
+            .map_err(|e| io_err(e, format!("saving the full heal position ({})", p.display())))
     }
 
     /// A full crawl finished: forget the request (and its position).
@@ -1018,11 +1015,11 @@ impl Brick {
         let p = self.root.join(FULL_HEAL);
         match std::fs::remove_file(&p) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                Err(io_fail(e, format!("clearing {}", p.display())))
+                Err(io_err(e, format!("clearing {}", p.display())))
             }
             _ => std::fs::File::open(self.root.join(".cairn"))
                 .and_then(|f| f.sync_all())
-                .map_err(|e| io_fail(e, format!("syncing {}/.cairn", self.root.display()))),
+                .map_err(|e| io_err(e, format!("syncing {}/.cairn", self.root.display()))),
         }
     }
 
@@ -1047,7 +1044,7 @@ impl Brick {
                 )
             })?),
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => return Err(io_fail(e, format!("reading {}", mpath.display()))),
+            Err(e) => return Err(io_err(e, format!("reading {}", mpath.display()))),
         };
         match existing {
             Some(m) if m.volume_id == marker.volume_id && m.index == marker.index => {

@@ -28,6 +28,7 @@
 mod creds;
 mod csum;
 mod dirty;
+mod error;
 mod heal;
 mod ids;
 mod store;

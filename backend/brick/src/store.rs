@@ -2,6 +2,7 @@
 
 use crate::creds::AsCaller;
 use crate::csum::Change;
+use crate::error::{fail, io_err, show, BrickError, Ctx, R};
 use crate::ids::{self, id_of, id_of_fd, is_dir, is_lnk, is_reg, linkto_of, Found, Index};
 use crate::sys::{self, cstr, XTarget};
 use bytes::Bytes;
@@ -40,15 +41,6 @@ pub enum Exec<'a> {
     Replica { result: Option<&'a Attr> },
 }
 
-/// An operation's failure before the brick context is added: errno plus what failed.
-#[derive(Debug)]
-pub(crate) struct Fail {
-    pub errno: i32,
-    pub what: String,
-}
-
-pub(crate) type R<T> = Result<T, Fail>;
-
 /// Byte ranges come from peers: one that ends past the largest file offset (`i64::MAX`)
 /// is refused before any arithmetic on it (the checksum code adds and multiplies offsets),
 /// with the errno the kernel gives for it: EFBIG for a write, an allocation or a size,
@@ -70,35 +62,6 @@ fn check_range(op: &Op, data: &[u8]) -> R<()> {
             format!("{} of {id} at {off}+{len}: past the largest file offset", op.name()),
         )),
     }
-}
-
-pub(crate) fn fail(errno: i32, what: impl Into<String>) -> Fail {
-    Fail { errno, what: what.into() }
-}
-
-pub(crate) trait Ctx<T> {
-    fn ctx<S: Into<String>>(self, what: impl FnOnce() -> S) -> R<T>;
-}
-
-impl<T> Ctx<T> for io::Result<T> {
-    fn ctx<S: Into<String>>(self, what: impl FnOnce() -> S) -> R<T> {
-        self.map_err(|e| {
-            let errno = e.raw_os_error().unwrap_or(libc::EIO);
-            let msg = io::Error::from_raw_os_error(errno);
-            Fail { errno, what: format!("{}: {}", what().into(), msg) }
-        })
-    }
-}
-
-impl From<RemoteError> for Fail {
-    fn from(e: RemoteError) -> Fail {
-        Fail { errno: e.errno.0, what: e.message }
-    }
-}
-
-/// A name for messages: UTF-8 shown as is, other bytes escaped.
-pub(crate) fn show(name: &[u8]) -> String {
-    format!("{:?}", String::from_utf8_lossy(name))
 }
 
 /// The execution context of one operation.
@@ -335,10 +298,6 @@ fn read_marker(path: &Path) -> Result<Option<BrickMarker>, RemoteError> {
             format!("reading brick marker {}: {e}", p.display()),
         )),
     }
-}
-
-fn io_err(e: io::Error, what: impl std::fmt::Display) -> RemoteError {
-    RemoteError::new(Errno::from_io(&e), format!("{what}: {e}"))
 }
 
 /// Serializes changes of the inodes hashed to it. `lock()` is the exclusive mode
@@ -656,18 +615,16 @@ impl Brick {
         f: impl FnOnce() -> R<T>,
     ) -> Result<T, RemoteError> {
         f().map_err(|f| {
-            let e = RemoteError::new(
-                Errno(f.errno),
-                format!(
-                    "brick {}#{} ({}): {}: {}",
-                    self.marker.volume,
-                    self.marker.index,
-                    self.root.display(),
-                    what,
-                    f.what
-                ),
-            );
-            if f.errno == crate::csum::ECORRUPT {
+            let corrupt = f.errno == crate::csum::ECORRUPT;
+            let e = RemoteError::from(BrickError {
+                volume: self.marker.volume.clone(),
+                index: self.marker.index,
+                root: self.root.clone(),
+                op: what.to_string(),
+                errno: f.errno,
+                what: f.what,
+            });
+            if corrupt {
                 tracing::error!(volume = %self.marker.volume, brick = self.marker.index, error = %e, "data corruption detected");
             } else {
                 tracing::debug!(error = %e, "brick op failed");
