@@ -81,7 +81,7 @@ impl Brick {
                 if zero {
                     push_extent(&mut extents, off, len, true);
                 } else {
-                    let (bytes, _) = self.read_verified(id, f, off, len as usize)?;
+                    let (bytes, _) = self.csum.read_verified(id, f, off, len as usize)?;
                     // Blocks of zeros (no checksums yet, or zeros written) stay holes.
                     for (i, chunk) in bytes.chunks(csum::BLOCK as usize).enumerate() {
                         let z = chunk.iter().all(|&x| x == 0);
@@ -134,7 +134,8 @@ impl Brick {
         let f = fd.as_raw_fd();
         if from_data {
             let size = sys::fstat(f).ctx(what)?.st_size as u64;
-            let entries = self.sums_of_data(id, f, size, first, count).ctx(what)?;
+            let entries =
+                self.csum.of_data(self.stripe(id), id, f, size, first, count).ctx(what)?;
             let next = next_data_block(id, f, size, first + count);
             return Ok(HealSums { kind: Some(FileType::Regular), size, entries, next });
         }
@@ -144,7 +145,7 @@ impl Brick {
         let mut entries = vec![Some(0); count as usize];
         let inside = csum::nblocks(size).saturating_sub(first).min(count) as usize;
         if inside > 0 {
-            match self.sums_load(id, f)? {
+            match self.csum.load(id, f)? {
                 Some(s) if s.size == size => {
                     let got = s.get(first, inside as u64).ctx(what)?;
                     entries[..inside].copy_from_slice(&got);
@@ -189,27 +190,27 @@ impl Brick {
         let fd = self.file(id)?;
         let _g = self.stripe_lock(id);
         let f = fd.as_raw_fd();
-        self.sums_begin(id)?;
+        self.csum.begin(id)?;
         let mut at = 0usize;
         for e in extents {
             let w = || format!("heal_write of {id} at {}+{}", e.offset, e.len);
             if e.zero {
                 let change = Change::Zero(e.offset, e.len);
-                let old = self.sums_before(id, f, change, None)?;
+                let old = self.csum.before(id, f, change, None)?;
                 let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
                 let r = sys::fallocate(f, mode, e.offset, e.len);
                 let done = if r.is_ok() { change } else { Change::Disk(e.offset, e.len) };
-                let sums = self.sums_changed(id, f, old, done);
+                let sums = self.csum.changed(id, f, old, done);
                 r.ctx(w)?;
                 sums?;
             } else {
                 let d = &data[at..at + e.len as usize];
                 at += e.len as usize;
                 let change = Change::Data(e.offset, d);
-                let old = self.sums_before(id, f, change, None)?;
+                let old = self.csum.before(id, f, change, None)?;
                 let r = sys::pwrite_all(f, d, e.offset);
                 let done = if r.is_ok() { change } else { Change::Disk(e.offset, e.len) };
-                let sums = self.sums_changed(id, f, old, done);
+                let sums = self.csum.changed(id, f, old, done);
                 r.ctx(w)?;
                 sums?;
             }
@@ -292,7 +293,7 @@ impl Brick {
                 let n = sys::pread(fd.as_raw_fd(), &mut buf, 0).ctx(|| format!("reading {id}"))?;
                 buf.truncate(n);
                 // Never copy data that fails its checksums to another brick.
-                self.sums_verify(id, fd.as_raw_fd(), st.st_size as u64, 0, &buf)?;
+                self.csum.verify(id, fd.as_raw_fd(), st.st_size as u64, 0, &buf)?;
                 state.data_len = n as u64;
                 data = Bytes::from(buf);
             }
@@ -359,10 +360,10 @@ impl Brick {
             let fd = self.file(id)?;
             let _g = self.stripe_lock(id);
             let f = fd.as_raw_fd();
-            self.sums_begin(id)?;
-            let old = self.sums_before(id, f, Change::None, Some(state.data_len))?;
+            self.csum.begin(id)?;
+            let old = self.csum.before(id, f, Change::None, Some(state.data_len))?;
             let r = sys::ftruncate(f, state.data_len);
-            let sums = self.sums_changed(id, f, old, Change::None);
+            let sums = self.csum.changed(id, f, old, Change::None);
             r.ctx(what)?;
             sums?;
         } else if a.kind == FileType::Regular {
@@ -379,10 +380,10 @@ impl Brick {
             }
             let fd = self.file(id)?;
             let _g = self.stripe_lock(id);
-            self.sums_begin(id)?;
+            self.csum.begin(id)?;
             sys::ftruncate(fd.as_raw_fd(), state.data_len).ctx(what)?;
             sys::pwrite_all(fd.as_raw_fd(), data, 0).ctx(what)?;
-            self.sums_from_data(id, fd.as_raw_fd(), data)?;
+            self.csum.set_from_data(id, fd.as_raw_fd(), data)?;
         }
         sys::lchownat(ix, &r, a.uid, a.gid).ctx(what)?;
         if a.kind != FileType::Symlink {

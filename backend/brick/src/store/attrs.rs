@@ -57,10 +57,10 @@ impl Brick {
             cx.check(fd.as_raw_fd(), &st, 2)?;
             let _g = self.stripe(id).lock();
             let f = fd.as_raw_fd();
-            self.sums_begin(id)?;
-            let old = self.sums_before(id, f, Change::None, Some(size))?;
+            self.csum.begin(id)?;
+            let old = self.csum.before(id, f, Change::None, Some(size))?;
             let r = sys::ftruncate(f, size);
-            let sums = self.sums_changed(id, f, old, Change::None);
+            let sums = self.csum.changed(id, f, old, Change::None);
             r.ctx(what)?;
             sums?;
         }

@@ -76,7 +76,8 @@ impl Brick {
         // Checked against the checksums without the stripe lock; a mismatch is re-checked
         // under it (a write may have been between its data and its checksum update), and a
         // table of 64 KiB blocks is converted under it.
-        let (buf, size) = match self.read_verified_at(id, f, size, offset, len, nowait, false) {
+        let (buf, size) = match self.csum.read_verified_at(id, f, size, offset, len, nowait, false)
+        {
             Err(e)
                 if !nowait
                     && (e.errno == crate::csum::ECORRUPT
@@ -84,7 +85,7 @@ impl Brick {
                             && e.what.contains(crate::csum::OLD_TABLE))) =>
             {
                 let _g = self.stripe(id).lock();
-                self.read_verified(id, f, offset, len)?
+                self.csum.read_verified(id, f, offset, len)?
             }
             r => r?,
         };
@@ -116,10 +117,10 @@ impl Brick {
             let _t = stripe.table.lock();
             let st = sys::fstat(f).ctx(what)?;
             cx.check(f, &st, 2)?;
-            self.sums_begin(id)?;
-            let old = self.sums_before(id, f, Change::Data(offset, data), None)?;
+            self.csum.begin(id)?;
+            let old = self.csum.before(id, f, Change::Data(offset, data), None)?;
             let new = end.max(st.st_size as u64);
-            match self.sums_planned(id, f, old, Change::Data(offset, data), new)? {
+            match self.csum.planned(id, f, old, Change::Data(offset, data), new)? {
                 true => st,
                 false => {
                     drop(claim);
@@ -133,7 +134,7 @@ impl Brick {
             drop(claim);
             drop(shared);
             let _g = stripe.lock();
-            if let Err(f) = self.sums_disk(id, f, offset, data.len() as u64) {
+            if let Err(f) = self.csum.disk(id, f, offset, data.len() as u64) {
                 tracing::warn!(brick = %self.root.display(), %id, error = %f.what, "after a failed write");
             }
             return Err(e).ctx(what);
@@ -159,14 +160,14 @@ impl Brick {
         let st = sys::fstat(fd.as_raw_fd()).ctx(what)?;
         cx.check(fd.as_raw_fd(), &st, 2)?;
         let f = fd.as_raw_fd();
-        self.sums_begin(id)?;
-        let old = self.sums_before(id, f, Change::Data(offset, data), None)?;
+        self.csum.begin(id)?;
+        let old = self.csum.before(id, f, Change::Data(offset, data), None)?;
         let r = self.write_data(id, fd, offset, data);
         let change = match r {
             Ok(()) => Change::Data(offset, data),
             Err(_) => Change::Disk(offset, data.len() as u64),
         };
-        let sums = self.sums_changed(id, f, old, change);
+        let sums = self.csum.changed(id, f, old, change);
         r.ctx(what)?;
         sums?;
         self.clear_suid(cx, fd.as_raw_fd(), &st).ctx(what)?;
@@ -259,13 +260,13 @@ impl Brick {
         let st = sys::fstat(fd.as_raw_fd()).ctx(what)?;
         cx.check(fd.as_raw_fd(), &st, 2)?;
         let f = fd.as_raw_fd();
-        self.sums_begin(id)?;
+        self.csum.begin(id)?;
         let planned = if mode & (PUNCH_HOLE | ZERO_RANGE) != 0 {
             Change::Zero(offset, len)
         } else {
             Change::None
         };
-        let old = self.sums_before(id, f, planned, None)?;
+        let old = self.csum.before(id, f, planned, None)?;
         let r = sys::fallocate(f, mode as i32, offset, len);
         let change = if r.is_err() {
             Change::Disk(offset, len)
@@ -274,7 +275,7 @@ impl Brick {
         } else {
             Change::None
         };
-        let sums = self.sums_changed(id, f, old, change);
+        let sums = self.csum.changed(id, f, old, change);
         r.ctx(what)?;
         sums?;
         Ok(Reply::Attr(self.attr(id)?))
@@ -303,7 +304,7 @@ impl Brick {
         let st = sys::fstat(fd.as_raw_fd()).ctx(what)?;
         cx.check(fd.as_raw_fd(), &st, 6)?;
         let f = fd.as_raw_fd();
-        let (cur, _) = self.read_verified(id, f, offset, cmp.len())?;
+        let (cur, _) = self.csum.read_verified(id, f, offset, cmp.len())?;
         let mut cur = cur.to_vec();
         cur.resize(cmp.len(), 0);
         if let Some(at) = cur.iter().zip(cmp).position(|(a, b)| a != b) {
@@ -312,14 +313,14 @@ impl Brick {
                 format!("{}: miscompare at byte {}", what(), offset + at as u64),
             ));
         }
-        self.sums_begin(id)?;
-        let old = self.sums_before(id, f, Change::Data(offset, new), None)?;
+        self.csum.begin(id)?;
+        let old = self.csum.before(id, f, Change::Data(offset, new), None)?;
         let r = sys::pwrite_all(f, new, offset);
         let change = match r {
             Ok(()) => Change::Data(offset, new),
             Err(_) => Change::Disk(offset, new.len() as u64),
         };
-        let sums = self.sums_changed(id, f, old, change);
+        let sums = self.csum.changed(id, f, old, change);
         r.ctx(what)?;
         sums?;
         let st = sys::fstat(fd.as_raw_fd()).ctx(what)?;

@@ -8,6 +8,7 @@ mod data;
 mod dir;
 mod namespace;
 mod open;
+mod scrub;
 mod xattr;
 
 pub use dir::cookie;
@@ -81,16 +82,8 @@ pub struct Brick {
     pub(crate) pending: PendingLog,
     pub(crate) listings: Mutex<HashMap<Id, Arc<Listing>>>,
     pub(crate) stripes: Vec<Stripe>,
-    /// `.cairn/csum`: checksum sidecars of large files.
-    pub(crate) csum_dir: OwnedFd,
-    /// `.cairn/csum/dirty/log.*`: inodes whose checksums may lag their data (see
-    /// `dirty.rs`).
-    pub(crate) dirty: crate::dirty::DirtyLog,
-    /// Checksum sidecars kept open between changes (see `csum.rs`, `sidecar_open`).
-    pub(crate) csum_fds: Mutex<HashMap<Id, Arc<OwnedFd>>>,
-    /// Ids that may have a checksum sidecar (see `csum.rs`, `Sidecars`): a table load of
-    /// any other id goes straight to the xattr.
-    pub(crate) csum_sidecars: Mutex<crate::csum::Sidecars>,
+    /// The data checksums (`csum/`): sidecars, their open fds, the dirty log.
+    pub(crate) csum: crate::csum::Checksums,
     /// Starts large writes' write-out early (see `writeback.rs`).
     pub(crate) writeback: crate::writeback::Writeback,
 }
@@ -263,7 +256,7 @@ impl Brick {
                     return Ok(()); // a directory's index link
                 }
                 self.idx.unlink(id).ctx(|| format!("removing index link of {id}"))?;
-                self.sums_forget(id);
+                self.csum.forget(id);
                 Ok(())
             }
             Ok(_) => Ok(()),

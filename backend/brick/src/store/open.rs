@@ -2,6 +2,7 @@
 //! the checksum tables recovered after an unclean stop.
 
 use super::Brick;
+use crate::csum::Checksums;
 use crate::error::io_err;
 use crate::ids::{id_of, id_of_fd, is_dir, is_lnk, Index};
 use crate::marker::read_marker;
@@ -62,20 +63,8 @@ impl Brick {
         let pending_dir = open(root.as_raw_fd(), c".cairn/pending", "open .cairn/pending")?;
         let pending = PendingLog::open(pending_dir)
             .map_err(|e| io_err(e, format!("brick {shown}: reading .cairn/pending")))?;
-        // Bricks prepared before data checksums existed get their directories now.
-        for d in [c".cairn/csum", c".cairn/csum/dirty"] {
-            match sys::mkdirat(root.as_raw_fd(), d, 0o700) {
-                Err(e) if e.raw_os_error() != Some(libc::EEXIST) => {
-                    return Err(io_err(e, format!("brick {shown}: mkdir {d:?}")))
-                }
-                _ => {}
-            }
-        }
-        let csum_dir = open(root.as_raw_fd(), c".cairn/csum", "open .cairn/csum")?;
-        let dirty_dir = open(root.as_raw_fd(), c".cairn/csum/dirty", "open .cairn/csum/dirty")?;
-        let (tidy_wake, tidy_rx) = std::sync::mpsc::sync_channel(1);
-        let dirty = crate::dirty::DirtyLog::open(dirty_dir, tidy_wake)
-            .map_err(|e| io_err(e, format!("brick {shown}: opening .cairn/csum/dirty/log.*")))?;
+        let (csum, tidy_rx) = Checksums::open(root.as_raw_fd(), &shown.to_string())
+            .map_err(|e| io_err(e, format!("brick {shown}")))?;
         match id_of_fd(data.as_raw_fd()) {
             Ok(Some(id)) if id == Id::ROOT => {}
             other => {
@@ -94,15 +83,13 @@ impl Brick {
             pending,
             listings: Mutex::new(HashMap::new()),
             stripes: (0..64).map(|_| Stripe::default()).collect(),
-            csum_dir,
-            dirty,
-            csum_fds: Mutex::new(HashMap::new()),
-            csum_sidecars: Mutex::new(crate::csum::Sidecars::unknown()),
+            csum,
             writeback: crate::writeback::Writeback::start(index),
         };
         brick.sweep().map_err(|e| io_err(e, format!("brick {shown}: sweeping the id index")))?;
         brick
-            .sums_recover()
+            .csum
+            .recover(&brick.idx)
             .map_err(|e| io_err(e, format!("brick {shown}: recovering data checksums")))?;
         let brick = Arc::new(brick);
         brick.start_tidy(tidy_rx);
@@ -149,5 +136,38 @@ impl Brick {
             tracing::info!(brick = %self.root.display(), removed, "removed orphaned index links");
         }
         Ok(())
+    }
+
+    /// The brick's tidy thread: every `LOG_SYNC`, write the dirty log's appends to disk
+    /// and tidy the ids idle for a while (`Checksums::tidy`); while nothing
+    /// is listed it sleeps until the next listing wakes it (`wakes`). It holds the brick
+    /// only during a round and ends once the brick (and with it the log's end of `wakes`)
+    /// is dropped.
+    pub(crate) fn start_tidy(self: &Arc<Self>, wakes: std::sync::mpsc::Receiver<()>) {
+        let weak = Arc::downgrade(self);
+        let spawned = std::thread::Builder::new()
+            .name(format!("cairn-tidy-{}", self.marker.index))
+            .spawn(move || loop {
+                use std::sync::mpsc::RecvTimeoutError;
+                // Not holding the brick while waiting.
+                let Some(quiet) = weak.upgrade().map(|b| b.csum.quiet()) else { return };
+                let woken = if quiet {
+                    wakes.recv().map_err(|_| RecvTimeoutError::Disconnected)
+                } else {
+                    wakes.recv_timeout(crate::csum::TIDY_EVERY)
+                };
+                match woken {
+                    // Something was listed: tick from now on.
+                    Ok(()) => continue,
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => return,
+                }
+                let Some(b) = weak.upgrade() else { return };
+                b.csum.tidy(&b.idx, |id| b.stripe(id).try_lock().is_none());
+            });
+        if let Err(e) = spawned {
+            // Changes still list their ids; the next open rebuilds them all.
+            tracing::error!(brick = %self.root.display(), error = %e, "cannot start the checksum tidy thread; dirty ids are rebuilt at the next open");
+        }
     }
 }
