@@ -3,10 +3,11 @@
 //! records in `pending`; heal in `heal`), its failure given the brick's context.
 
 use crate::error::{fail, R};
+use crate::heal;
 use crate::store::{Brick, Cx};
 use bytes::Bytes;
-use cairn_proto::msg::{Op, Reply};
-use cairn_proto::{Attr, Creds, RemoteError};
+use cairn_proto::msg::{HealExtent, HealState, Op, Reply};
+use cairn_proto::{Attr, Creds, Id, RemoteError};
 
 /// How an operation is executed.
 #[derive(Debug, Clone, Copy)]
@@ -129,13 +130,13 @@ impl Brick {
             Op::PendingClear { peer, ids } => {
                 unit(self.pending.clear(*peer, ids).map(|_| Reply::Unit))
             }
-            Op::HealFetch { id } => self.heal_fetch(*id),
-            Op::HealApply { state } => unit(self.heal_apply(state, data).map(|_| Reply::Unit)),
+            Op::HealFetch { id } => heal::fetch(self, *id),
+            Op::HealApply { state } => unit(heal::apply(self, state, data).map(|_| Reply::Unit)),
             Op::HealSums { id, first, count, from_data } => unit(
-                self.heal_sums(*id, *first, *count, *from_data).map(|s| Reply::Sums(Box::new(s))),
+                heal::sums(self, *id, *first, *count, *from_data).map(|s| Reply::Sums(Box::new(s))),
             ),
             Op::HealWrite { id, extents } => unit(
-                self.heal_write(*id, extents, data)
+                heal::write(self, *id, extents, data)
                     .map(|bytes| Reply::HealWritten { bytes, wait_ms: 0 }),
             ),
             Op::HealSync { .. } => Err(fail(
@@ -168,5 +169,23 @@ impl Brick {
             result: None,
         };
         self.read_fd(&cx, id, &fd, offset, len, true).ok()
+    }
+
+    /// The state of `id` for a chunked copy: like `HealFetch`, but a regular file's data is
+    /// left out (`data_len` is its size). The caller (the heal source in `cairnd`) holds the
+    /// inode lock.
+    pub fn heal_meta(&self, id: Id) -> Result<HealState, RemoteError> {
+        heal::meta(self, id)
+    }
+
+    /// Source side of one range of a chunked copy: blocks `[a, b)` of regular file `id` as
+    /// they are now, as `HealWrite` extents and their bytes (see `heal::extents`).
+    pub fn heal_extents(
+        &self,
+        id: Id,
+        a: u64,
+        b: u64,
+    ) -> Result<(Vec<HealExtent>, Vec<u8>), RemoteError> {
+        heal::extents(self, id, a, b)
     }
 }

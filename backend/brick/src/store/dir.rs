@@ -1,8 +1,9 @@
 //! Directory listings: every entry of a directory, sorted by cookie and cached until the
 //! directory changes, and READDIR pages over them.
 
-use super::{attr_of, Brick, Ent};
+use super::{attr_of, Brick};
 use crate::error::{show, Ctx, R};
+use crate::ids::{self, Ent};
 use crate::sys::{self, cstr};
 use cairn_proto::msg::Reply;
 use cairn_proto::{DirEntry, FileType, Id};
@@ -57,7 +58,7 @@ impl Brick {
         }
         let mut entries = Vec::new();
         for e in sys::read_dir(d).ctx(what)? {
-            match self.entry(d, &e.name) {
+            match ids::entry(d, &e.name) {
                 Ok(Ent::Inode { id, st }) => {
                     let kind = kind_of_dtype(e.d_type)
                         .or_else(|| FileType::from_mode(st.st_mode))

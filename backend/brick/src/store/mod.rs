@@ -18,11 +18,11 @@ use crate::acl::{acl_permits, posix_acl_of};
 use crate::creds::AsCaller;
 use crate::error::BrickError;
 use crate::error::{fail, io_err, Ctx, R};
-use crate::ids::{self, id_of, is_dir, is_lnk, is_reg, linkto_of, Found, Index};
+use crate::ids::{self, id_of, is_dir, is_lnk, Found, Index};
 use crate::marker::BrickMarker;
 use crate::pending::PendingLog;
 use crate::stripe::Stripe;
-use crate::sys::{self, cstr, XTarget};
+use crate::sys::{self, cstr};
 use cairn_proto::{Attr, Creds, FileType, Id, RemoteError, Timespec};
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -119,30 +119,6 @@ pub(crate) fn attr_of(id: Id, st: &libc::stat, indexed: bool) -> Attr {
     }
 }
 
-/// What a name in a directory is.
-pub(crate) enum Ent {
-    Inode {
-        id: Id,
-        st: libc::stat,
-    },
-    Linkto {
-        target: Id,
-        st: libc::stat,
-    },
-    /// No Cairn id (not created through Cairn).
-    Foreign {
-        st: libc::stat,
-    },
-}
-
-impl Ent {
-    pub fn st(&self) -> &libc::stat {
-        match self {
-            Ent::Inode { st, .. } | Ent::Linkto { st, .. } | Ent::Foreign { st } => st,
-        }
-    }
-}
-
 impl Brick {
     pub fn root(&self) -> &Path {
         &self.root
@@ -216,26 +192,6 @@ impl Brick {
             }
             Found::Other(st) => Ok(attr_of(id, &st, true)),
         }
-    }
-
-    /// What `name` in `dir` is (never following a symlink).
-    pub(crate) fn entry(&self, dir: RawFd, name: &[u8]) -> io::Result<Ent> {
-        let st = sys::lstatat(dir, &cstr(name)?)?;
-        self.entry_of(dir, name, st)
-    }
-
-    /// [`Self::entry`] of `name` in `dir` whose `lstat` the caller already made.
-    pub(crate) fn entry_of(&self, dir: RawFd, name: &[u8], st: libc::stat) -> io::Result<Ent> {
-        let t = XTarget::at(dir, name)?;
-        if let Some(id) = id_of(&t)? {
-            return Ok(Ent::Inode { id, st });
-        }
-        if is_reg(&st) {
-            if let Some(target) = linkto_of(&t)? {
-                return Ok(Ent::Linkto { target, st });
-            }
-        }
-        Ok(Ent::Foreign { st })
     }
 
     pub(crate) fn forget_listing(&self, dir: Id) {
@@ -409,5 +365,50 @@ impl Brick {
     /// A full crawl finished: forget the request (and its position).
     pub fn clear_full_heal(&self) -> Result<(), RemoteError> {
         crate::marker::clear_full_heal(&self.root)
+    }
+}
+
+impl crate::heal::Store for Brick {
+    fn index(&self) -> &Index {
+        &self.idx
+    }
+    fn checksums(&self) -> &crate::csum::Checksums {
+        &self.csum
+    }
+    fn stripe(&self, id: Id) -> &Stripe {
+        Brick::stripe(self, id)
+    }
+    fn root(&self) -> &Path {
+        &self.root
+    }
+    fn brick_index(&self) -> u32 {
+        self.marker.index
+    }
+    fn with_context<T>(&self, what: &str, f: impl FnOnce() -> R<T>) -> Result<T, RemoteError> {
+        Brick::with_context(self, what, f)
+    }
+    fn dir(&self, id: Id) -> R<Arc<OwnedFd>> {
+        Brick::dir(self, id)
+    }
+    fn file(&self, id: Id) -> R<Arc<OwnedFd>> {
+        Brick::file(self, id)
+    }
+    fn attr(&self, id: Id) -> R<Attr> {
+        Brick::attr(self, id)
+    }
+    fn forget_listing(&self, dir: Id) {
+        Brick::forget_listing(self, dir)
+    }
+    fn drop_if_unused(&self, id: Id) -> R<()> {
+        Brick::drop_if_unused(self, id)
+    }
+    fn xattr_pairs(&self, id: Id) -> R<Vec<(Vec<u8>, Vec<u8>)>> {
+        Brick::xattr_pairs(self, id)
+    }
+    fn set_xattrs(&self, id: Id, want: &[(Vec<u8>, Vec<u8>)]) -> R<()> {
+        Brick::set_xattrs(self, id, want)
+    }
+    fn pending_add(&self, peer: u32, id: Id) -> Result<(), RemoteError> {
+        Brick::pending_add(self, peer, id)
     }
 }

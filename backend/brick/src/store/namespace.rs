@@ -1,8 +1,9 @@
 //! Namespace operations: lookup, create, mkdir, linkto entries, link, unlink, rmdir,
 //! rename, readlink. A replica applies them idempotently (see `Exec::Replica`).
 
-use super::{attr_of, Brick, Cx, Ent};
+use super::{attr_of, Brick, Cx};
 use crate::error::{fail, show, Ctx, R};
+use crate::ids::Ent;
 use crate::ids::{self, id_of_fd, is_dir, is_lnk, is_reg, Found};
 use crate::sys::{self, cstr, XTarget};
 use cairn_proto::msg::Reply;
@@ -24,7 +25,7 @@ impl Brick {
         // The lstat as the caller checks its search permission on the directory; its
         // result is the entry's (no second lstat as root).
         let st = cx.user(|| sys::lstatat(d, &cname)).ctx(what)?;
-        match self.entry_of(d, name, st).ctx(what)? {
+        match ids::entry_of(d, name, st).ctx(what)? {
             Ent::Inode { id, st } => {
                 Ok(Reply::Entry { attr: attr_of(id, &st, true), linkto: None })
             }
@@ -103,7 +104,7 @@ impl Brick {
         let d = dfd.as_raw_fd();
         let cname = cstr(name).ctx(what)?;
         let existing = |cx: &Cx| -> R<Option<Reply>> {
-            match self.entry(d, name) {
+            match ids::entry(d, name) {
                 Ok(Ent::Inode { id: eid, st }) => {
                     if cx.replica && eid == id {
                         self.apply_result(cx, id, None)?;
@@ -217,7 +218,7 @@ impl Brick {
         let dfd = self.dir(dir)?;
         let d = dfd.as_raw_fd();
         let cname = cstr(name).ctx(what)?;
-        match self.entry(d, name) {
+        match ids::entry(d, name) {
             Ok(Ent::Inode { id: eid, st }) if cx.replica && eid == id && is_dir(&st) => {
                 let fd = self.dir(id)?;
                 self.apply_result(cx, id, Some(fd.as_raw_fd()))?;
@@ -259,7 +260,7 @@ impl Brick {
         let dfd = self.dir(dir)?;
         let d = dfd.as_raw_fd();
         let cname = cstr(name).ctx(what)?;
-        match self.entry(d, name) {
+        match ids::entry(d, name) {
             Ok(Ent::Linkto { target: t, .. }) if cx.replica && t == target => {
                 return Ok(Reply::Unit)
             }
@@ -294,7 +295,7 @@ impl Brick {
         match cx.user(|| sys::linkat(self.idx.ids_fd(), &ids::rel(id), d, &cname)) {
             Ok(()) => {}
             Err(e) if e.raw_os_error() == Some(libc::EEXIST) && cx.replica => {
-                match self.entry(d, name) {
+                match ids::entry(d, name) {
                     Ok(Ent::Inode { id: eid, .. }) if eid == id => {}
                     _ => return Err(e).ctx(what),
                 }
@@ -311,7 +312,7 @@ impl Brick {
         let dfd = self.dir(dir)?;
         let d = dfd.as_raw_fd();
         let cname = cstr(name).ctx(what)?;
-        let ent = match self.entry(d, name) {
+        let ent = match ids::entry(d, name) {
             Ok(e) => e,
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) && cx.replica => {
                 return Ok(Reply::Unit)
@@ -335,7 +336,7 @@ impl Brick {
         let dfd = self.dir(dir)?;
         let d = dfd.as_raw_fd();
         let cname = cstr(name).ctx(what)?;
-        let ent = match self.entry(d, name) {
+        let ent = match ids::entry(d, name) {
             Ok(e) => e,
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) && cx.replica => {
                 return Ok(Reply::Unit)
@@ -367,7 +368,7 @@ impl Brick {
         let s = sub.as_raw_fd();
         let entries = sys::read_dir(s)?;
         for e in &entries {
-            if !matches!(self.entry(s, &e.name)?, Ent::Linkto { .. }) {
+            if !matches!(ids::entry(s, &e.name)?, Ent::Linkto { .. }) {
                 return Ok(false);
             }
         }
@@ -403,12 +404,12 @@ impl Brick {
         let dfd = self.dir(dst_dir)?;
         let (s, d) = (sfd.as_raw_fd(), dfd.as_raw_fd());
         let (cs, cd) = (cstr(src_name).ctx(what)?, cstr(dst_name).ctx(what)?);
-        let src = match self.entry(s, src_name) {
+        let src = match ids::entry(s, src_name) {
             Ok(e) => Some(e),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) && cx.replica => None,
             Err(e) => return Err(e).ctx(what),
         };
-        let dst = match self.entry(d, dst_name) {
+        let dst = match ids::entry(d, dst_name) {
             Ok(e) => Some(e),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
             Err(e) => return Err(e).ctx(what),
