@@ -128,7 +128,7 @@ impl Brick {
                 Ok((Reply::Unit, Bytes::new()))
             }
             Op::PendingClear { peer, ids } => {
-                unit(self.pending.clear(*peer, ids).map(|_| Reply::Unit))
+                unit(self.pending_clear(*peer, ids).map(|_| Reply::Unit))
             }
             Op::HealFetch { id } => heal::fetch(self, *id),
             Op::HealApply { state } => unit(heal::apply(self, state, data).map(|_| Reply::Unit)),
@@ -162,13 +162,12 @@ impl Brick {
     pub fn execute_cached(&self, creds: &Creds, op: &Op) -> Option<(Reply, Bytes)> {
         let Op::Read { id, offset, len } = *op else { return None };
         check_range(op, &[]).ok()?;
-        let fd = self.idx.file_fd_cached(id)?;
         let cx = Cx {
             caller: if creds.uid == 0 { None } else { Some(creds) },
             replica: false,
             result: None,
         };
-        self.read_fd(&cx, id, &fd, offset, len, true).ok()
+        self.read_cached(&cx, id, offset, len)
     }
 
     /// The state of `id` for a chunked copy: like `HealFetch`, but a regular file's data is

@@ -46,6 +46,19 @@ impl Brick {
         self.read_fd(cx, id, &fd, offset, len, false)
     }
 
+    /// READ of `id` from the fd cache and the page cache only (`execute_cached`): `None`
+    /// when the file is not open in the cache, the data not all cached, or on any error.
+    pub(crate) fn read_cached(
+        &self,
+        cx: &Cx,
+        id: Id,
+        offset: u64,
+        len: u32,
+    ) -> Option<(Reply, Bytes)> {
+        let fd = self.idx.file_fd_cached(id)?;
+        self.read_fd(cx, id, &fd, offset, len, true).ok()
+    }
+
     /// READ of `id` open as `fd`. `nowait`: from the page cache only (see
     /// [`Brick::read_verified_at`]); a checksum mismatch is then returned as is, not
     /// re-checked.

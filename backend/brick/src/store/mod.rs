@@ -16,8 +16,7 @@ pub(crate) use dir::Listing;
 
 use crate::acl::{acl_permits, posix_acl_of};
 use crate::creds::AsCaller;
-use crate::error::BrickError;
-use crate::error::{fail, io_err, Ctx, R};
+use crate::error::{fail, io_err, BrickError, Ctx, R};
 use crate::ids::{self, id_of, is_dir, is_lnk, Found, Index};
 use crate::marker::BrickMarker;
 use crate::pending::PendingLog;
@@ -74,18 +73,18 @@ impl Cx<'_> {
 }
 
 pub struct Brick {
-    pub(crate) root: PathBuf,
-    pub(crate) marker: BrickMarker,
-    pub(crate) idx: Index,
+    root: PathBuf,
+    marker: BrickMarker,
+    idx: Index,
     /// Ids held open by `Op::Open`, with their count.
-    pub(crate) opens: Mutex<HashMap<Id, u32>>,
-    pub(crate) pending: PendingLog,
-    pub(crate) listings: Mutex<HashMap<Id, Arc<Listing>>>,
-    pub(crate) stripes: Vec<Stripe>,
+    opens: Mutex<HashMap<Id, u32>>,
+    pending: PendingLog,
+    listings: Mutex<HashMap<Id, Arc<Listing>>>,
+    stripes: Vec<Stripe>,
     /// The data checksums (`csum/`): sidecars, their open fds, the dirty log.
-    pub(crate) csum: crate::csum::Checksums,
+    csum: crate::csum::Checksums,
     /// Starts large writes' write-out early (see `writeback.rs`).
-    pub(crate) writeback: crate::writeback::Writeback,
+    writeback: crate::writeback::Writeback,
 }
 
 pub(crate) fn ts(sec: i64, nsec: i64) -> Timespec {
@@ -365,6 +364,14 @@ impl Brick {
     /// A full crawl finished: forget the request (and its position).
     pub fn clear_full_heal(&self) -> Result<(), RemoteError> {
         crate::marker::clear_full_heal(&self.root)
+    }
+}
+
+impl Brick {
+    /// Forget the records of `peer` for these ids whose generation is still the one given
+    /// (`PendingClear`); returns the ids whose records stayed.
+    pub(crate) fn pending_clear(&self, peer: u32, ids: &[(Id, u64)]) -> R<Vec<Id>> {
+        self.pending.clear(peer, ids)
     }
 }
 
