@@ -9,6 +9,11 @@ when a file of A names `crate::B` anywhere outside comments: a `use crate::B::..
 `use crate::{B, ...}` group, a path in an expression or type, or `super::` leading to
 B. Every strongly connected component of more than one module is a cycle: printed with
 the lines that make each of its edges, and the exit status is 1. 0: no cycle.
+
+What it cannot see: a call of a method that another module defines in an `impl` block of
+a type (module A calls `x.m()`, `m` defined in B's `impl X`) names no path. Keep such
+blocks in the module of the type or in a module above it (as `dispatch` is above
+`store` in the brick), and the paths tell the whole story.
 """
 import os
 import re
