@@ -30,9 +30,11 @@
 //!   reconcile by heal; it is not reported as corruption.
 
 use crate::dirty::DirtyLog;
+use crate::error::io_err;
 use crate::error::{fail, Fail};
 use crate::sys::{self};
 use cairn_proto::Id;
+use cairn_proto::RemoteError;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::ffi::CStr;
@@ -77,8 +79,8 @@ impl Checksums {
     pub(crate) fn open(
         root: RawFd,
         shown: &str,
-    ) -> io::Result<(Checksums, std::sync::mpsc::Receiver<()>)> {
-        let ctx = |what: &str, e: io::Error| io::Error::new(e.kind(), format!("{what}: {e}"));
+    ) -> Result<(Checksums, std::sync::mpsc::Receiver<()>), RemoteError> {
+        let ctx = |what: &str, e: io::Error| io_err(e, format!("brick {shown}: {what}"));
         for d in [c".cairn/csum", c".cairn/csum/dirty"] {
             match sys::mkdirat(root, d, 0o700) {
                 Err(e) if e.raw_os_error() != Some(libc::EEXIST) => {

@@ -63,8 +63,7 @@ impl Brick {
         let pending_dir = open(root.as_raw_fd(), c".cairn/pending", "open .cairn/pending")?;
         let pending = PendingLog::open(pending_dir)
             .map_err(|e| io_err(e, format!("brick {shown}: reading .cairn/pending")))?;
-        let (csum, tidy_rx) = Checksums::open(root.as_raw_fd(), &shown.to_string())
-            .map_err(|e| io_err(e, format!("brick {shown}")))?;
+        let (csum, tidy_rx) = Checksums::open(root.as_raw_fd(), &shown.to_string())?;
         match id_of_fd(data.as_raw_fd()) {
             Ok(Some(id)) if id == Id::ROOT => {}
             other => {
