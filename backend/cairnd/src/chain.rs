@@ -589,7 +589,11 @@ async fn mutate(
     // would make the client retry a write this head already applied (and may have let a
     // reader see), which could land after a newer one.
     let mut results = results;
-    for attempt in 1..=FORWARD_REFUSED_RETRIES {
+    let mut backoff = cairn_proto::Backoff::linear(
+        std::time::Duration::from_millis(100),
+        std::time::Duration::from_millis(100 * FORWARD_REFUSED_RETRIES as u64),
+    );
+    for _ in 1..=FORWARD_REFUSED_RETRIES {
         let refused: Vec<u32> = results
             .iter()
             .filter(|(_, r)| matches!(r, Err(e) if e.errno == Errno::ESTALEMAP))
@@ -609,7 +613,7 @@ async fn mutate(
         if !still_up {
             break;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(100 * attempt as u64)).await;
+        backoff.wait().await;
         let m: &VolumeMap = current.as_deref().unwrap_or(map);
         for (t, r) in results.iter_mut().filter(|(t, _)| refused.contains(t)) {
             let again = ReplicateRequest { brick: *t, ..rreq.clone() };

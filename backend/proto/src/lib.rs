@@ -8,6 +8,7 @@
 //! (the `cairn` CLI's management calls).
 
 pub mod aligned;
+pub mod backoff;
 pub mod error;
 pub mod frame;
 pub mod hostport;
@@ -21,6 +22,7 @@ pub mod size;
 pub mod testing;
 pub mod types;
 
+pub use backoff::Backoff;
 pub use error::{Errno, RemoteError};
 pub use hostport::{AddrError, HostPort};
 pub use size::{Size, SizeError};

@@ -7,13 +7,16 @@ use bytes::Bytes;
 use cairn_placement::{hashed_set, home_set};
 use cairn_proto::map::VolumeMap;
 use cairn_proto::msg::{self, BrickRequest, Op, Reply, Request};
-use cairn_proto::{Attr, Creds, Errno, Id, RemoteError};
+use cairn_proto::{Attr, Backoff, Creds, Errno, Id, RemoteError};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// How long an operation keeps retrying while bricks fail over (map refreshes, re-dials).
 const RETRY_BUDGET: Duration = Duration::from_secs(30);
+/// Wait between attempts (cut short by a map push): 25 ms more each time, at most 500 ms.
+const RETRY_BACKOFF: Backoff =
+    Backoff::linear(Duration::from_millis(25), Duration::from_millis(500));
 
 fn is_retryable(e: &RemoteError) -> bool {
     matches!(
@@ -120,7 +123,7 @@ impl Inner {
         inline: u32,
     ) -> Result<(Reply, Bytes)> {
         let deadline = tokio::time::Instant::now() + RETRY_BUDGET;
-        let mut attempt = 0u32;
+        let mut backoff = RETRY_BACKOFF;
         // One id for every attempt of this op.
         let req_id = op.is_mutation().then(|| msg::ReqId {
             client: self.client_id,
@@ -173,9 +176,9 @@ impl Inner {
             };
             match res {
                 Err(e) if is_retryable(&e) && !last => {
-                    attempt += 1;
+                    let wait = backoff.next_delay();
+                    let attempt = backoff.attempts();
                     tracing::debug!(error = %e, attempt, "retrying after map refresh");
-                    let wait = Duration::from_millis((25 * attempt as u64).min(500));
                     tokio::select! {
                         _ = self.map_changed.notified() => {}
                         _ = tokio::time::sleep(wait) => {}
