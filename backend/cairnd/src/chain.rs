@@ -1406,7 +1406,7 @@ pub async fn replicate(node: &Arc<Node>, req: ReplicateRequest, data: Bytes) -> 
 /// that ran it (the source directory's) recalled the leases it holds, but the leases on
 /// `dst_dir`'s entries in this set are held where `dst_dir`'s chain heads, which may be
 /// this brick's node. Recall them here, before the head hears back, so a client that
-/// knows every name of `dst_dir` (`client/src/dirstate.rs`) drops that knowledge before
+/// knows every name of `dst_dir` (`cache/src/dirstate.rs`) drops that knowledge before
 /// the rename completes. The renaming client keeps its lease when this node knows its
 /// session (from a mutation it sent here), as at the head.
 async fn recall_moved_into(node: &Node, volume: &str, brick: u32, dst_dir: Id, req: Option<ReqId>) {
