@@ -435,12 +435,13 @@ impl Node {
 
     /// Watch the config store and reconcile on every change (and every few seconds).
     pub async fn run_reconciler(self: Arc<Self>) {
+        let mut backoff = cairn_proto::Backoff::constant(Duration::from_secs(1));
         let mut watch = loop {
             match self.store.watch().await {
                 Ok(w) => break w,
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot watch the config store; retrying");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    backoff.wait().await;
                 }
             }
         };

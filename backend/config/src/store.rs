@@ -1,5 +1,6 @@
 use crate::records::*;
 use cairn_proto::map::{BrickInfo, BrickState, ReplicaSet, VolumeMap};
+use cairn_proto::Backoff;
 use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions, KeyValue, PutOptions,
     Txn, TxnOp, WatchOptions, WatchStream, Watcher,
@@ -1148,14 +1149,13 @@ async fn watch_loop(
     tx: mpsc::Sender<u64>,
 ) {
     let mut cur = Some(first);
-    let mut backoff = WATCH_BACKOFF_MIN;
+    let mut backoff = Backoff::doubling(WATCH_BACKOFF_MIN, WATCH_BACKOFF_MAX);
     loop {
         let Some((_watcher, stream)) = cur.as_mut() else {
             tokio::select! {
                 _ = tx.closed() => return,
-                _ = tokio::time::sleep(backoff) => {}
+                _ = backoff.wait() => {}
             }
-            backoff = (backoff * 2).min(WATCH_BACKOFF_MAX);
             match open_watch(&ctx, next).await {
                 Ok(pair) => {
                     info!(prefix = ctx.prefix, from = next, "config watch re-established");
@@ -1192,7 +1192,7 @@ async fn watch_loop(
                 cur = None;
             }
             Ok(Some(resp)) => {
-                backoff = WATCH_BACKOFF_MIN;
+                backoff.reset();
                 let rev =
                     resp.events().iter().filter_map(|e| e.kv().map(|kv| kv.mod_revision())).max();
                 if let Some(rev) = rev {

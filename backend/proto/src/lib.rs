@@ -8,18 +8,24 @@
 //! (the `cairn` CLI's management calls).
 
 pub mod aligned;
+pub mod backoff;
 pub mod error;
 pub mod frame;
+pub mod hostport;
 pub mod map;
 pub mod mgmt;
 pub mod msg;
 pub mod outq;
 pub mod rpc;
+pub mod size;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod types;
 
+pub use backoff::Backoff;
 pub use error::{Errno, RemoteError};
+pub use hostport::{AddrError, HostPort};
+pub use size::{Size, SizeError};
 pub use types::*;
 
 /// Protocol version spoken by this build. A peer announcing a different major version is
