@@ -26,18 +26,6 @@ ha_fencing_xml >"$HA_DIR/fencing.xml"
 HA_STONITH=true HA_FENCE_XML=$HA_DIR/fencing.xml ha_configure
 ha_pass "3 gateways (corosync + pacemaker + ganesha) formed a cluster with fencing on; VIPs on their home gateways"
 
-# ha_status GW PYTHON_CHECK: `cairn gateway ha status --json` on GW, checked by a Python
-# expression over `s` (the document) and `rc` (the exit code).
-ha_status() {
-    local rc=0 doc
-    doc=$(ha_gw "$1" "$CAIRN_BIN_DIR/cairn" gateway ha status --json 2>&1) || rc=$?
-    python3 -c 'import json, sys; s = json.loads(sys.argv[1]); rc = int(sys.argv[2]); sys.exit(0 if eval("(" + sys.argv[3] + ")") else 1)' \
-        "$doc" "$rc" "$2" 2>/dev/null || {
-        echo "cairn gateway ha status on $1 (exit $rc) fails: $2" >&2
-        echo "$doc" >&2
-        return 1
-    }
-}
 ha_status gw3 'rc == 0 and s["quorum"] and s["stonith_enabled"] and s["healthy"] == ["gw1", "gw2", "gw3"] and
     {v["resource"]: v["nodes"] for v in s["vips"]} == {"vip1": ["gw1"], "vip2": ["gw2"], "vip3": ["gw3"]}' ||
     ha_fail "cairn gateway ha status does not show the healthy cluster"
@@ -97,15 +85,6 @@ ha_writer c1 a 4.1 "$vip1" >/dev/null
 ha_writer c1 b 3 "$vip1" >/dev/null
 ha_writer c2 c 4.0 "$vip1" >/dev/null
 ha_writer c2 d 4.1 "$vip2" >/dev/null
-acked() {
-    local n
-    n=$(grep -c '"ok": true' "$HA_DIR/res/$1.jsonl" 2>/dev/null) || true
-    echo "${n:-0}"
-}
-acked_since() { # NAME EPOCH: acknowledged writes after EPOCH
-    python3 -c 'import json,sys; print(sum(1 for l in open(sys.argv[1]) if (e:=json.loads(l))["ok"] and e["t"]>float(sys.argv[2])))' \
-        "$HA_DIR/res/$1.jsonl" "$2" 2>/dev/null || echo 0
-}
 for ((i = 0; i < 30; i++)); do
     n=0
     for w in a b c d; do (($(acked "$w") >= 10)) && n=$((n + 1)); done
