@@ -135,12 +135,15 @@ pub enum GatewayCmd {
 #[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
 pub enum GatewayHaCmd {
     /// Quorum, fencing, gateways, where each VIP runs, health and failures (from crm_mon
-    /// on this gateway); exit 1 when a VIP runs nowhere or on two gateways, or without
-    /// quorum.
+    /// on this gateway), and CTDB's node states and leader where it runs; exit 1 when a
+    /// VIP runs nowhere or on two gateways, without quorum, or with a CTDB node unhealthy.
     Status {
         /// The crm_mon program.
         #[arg(long, env = "CAIRN_CRM_MON", value_name = "PROGRAM", default_value = "crm_mon")]
         crm_mon: std::path::PathBuf,
+        /// The ctdb program (CTDB's view is shown where ctdbd runs: clustered Samba).
+        #[arg(long, env = "CAIRN_CTDB", value_name = "PROGRAM", default_value = "ctdb")]
+        ctdb: std::path::PathBuf,
     },
 }
 

@@ -3,11 +3,15 @@
 //! Runs `crm_mon --one-shot --output-as=xml` on this gateway and summarises it: quorum,
 //! fencing, the gateways (online, standby, unclean), where each virtual IP (IPaddr2
 //! resource) runs, which gateways pass the `cairn-gateway` health check, and the failed
-//! actions with their exit reasons. The summary is pure ([`summarize`]) and unit-tested on
-//! crm_mon's XML; only [`status`] runs a program.
+//! actions with their exit reasons. Where CTDB (clustered Samba) runs on the gateway, it
+//! adds CTDB's view from `ctdb -X status` and `ctdb leader`: each node's state and which
+//! node is the leader (the holder of the cluster lock). CTDB owns no address here: the
+//! VIPs above serve SMB too. The summaries are pure ([`summarize`], [`parse_ctdb_status`])
+//! and unit-tested; only [`status`] runs programs.
 //!
 //! Exit code: 0 when the cluster has quorum and every VIP runs on exactly one gateway,
-//! 1 otherwise (also when crm_mon cannot be run or its output cannot be read).
+//! 1 otherwise (also when crm_mon cannot be run or its output cannot be read), or when a
+//! connected CTDB node is banned or unhealthy.
 
 use crate::exit;
 use serde::Serialize;
@@ -28,6 +32,8 @@ pub struct HaStatus {
     /// Gateways where the `cairn-gateway` health clone runs (healthy stack).
     pub healthy: Vec<String>,
     pub failures: Vec<HaFailure>,
+    /// CTDB's view, when ctdbd runs on this gateway (clustered Samba).
+    pub ctdb: Option<HaCtdb>,
     /// Why the cluster is not fine (empty when it is).
     pub problems: Vec<String>,
 }
@@ -55,6 +61,70 @@ pub struct HaFailure {
     pub operation: String,
     pub node: String,
     pub exit_reason: String,
+}
+
+#[derive(Serialize, Debug, Default, PartialEq, Eq)]
+pub struct HaCtdb {
+    /// The leader's pnn (it holds the cluster lock), if CTDB knows one.
+    pub leader: Option<u32>,
+    pub nodes: Vec<HaCtdbNode>,
+}
+
+#[derive(Serialize, Debug, Default, PartialEq, Eq)]
+pub struct HaCtdbNode {
+    pub pnn: u32,
+    pub address: String,
+    /// OK, or the first of DISCONNECTED, BANNED, STOPPED, DISABLED, UNHEALTHY, UNKNOWN.
+    pub state: String,
+    /// The node this command ran on.
+    pub this_node: bool,
+}
+
+/// Parse `ctdb -X status` (`|Node|IP|Disconnected|...|ThisNode|` and one row per node).
+pub fn parse_ctdb_status(text: &str) -> Result<Vec<HaCtdbNode>, String> {
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .filter(|l| l.starts_with('|'))
+        .map(|l| l.trim_matches('|').split('|').collect())
+        .collect();
+    let head = rows
+        .first()
+        .filter(|h| h.first() == Some(&"Node"))
+        .ok_or("not `ctdb -X status` output (no |Node| header)")?;
+    let col = |name: &str| head.iter().position(|h| *h == name);
+    let ip = col("IP").ok_or("no IP column in `ctdb -X status`")?;
+    let flags = ["Disconnected", "Banned", "Stopped", "Disabled", "Unhealthy", "Unknown"];
+    let mut nodes = Vec::new();
+    for r in &rows[1..] {
+        let pnn = r[0].parse::<u32>().map_err(|_| format!("bad pnn '{}' in ctdb status", r[0]))?;
+        let set = |name: &str| col(name).and_then(|i| r.get(i)).is_some_and(|v| *v == "1");
+        let state = flags.iter().find(|f| set(f)).map_or("OK".into(), |f| f.to_uppercase());
+        nodes.push(HaCtdbNode {
+            pnn,
+            address: r.get(ip).unwrap_or(&"").to_string(),
+            state,
+            this_node: col("ThisNode").and_then(|i| r.get(i)) == Some(&"Y"),
+        });
+    }
+    Ok(nodes)
+}
+
+/// Problems of CTDB's view: a connected node that cannot serve (a disconnected one is a
+/// gateway that is down, which Pacemaker's part reports).
+fn ctdb_problems(c: &HaCtdb) -> Vec<String> {
+    let mut p = Vec::new();
+    for n in &c.nodes {
+        if n.state == "BANNED" || n.state == "UNHEALTHY" {
+            p.push(format!(
+                "CTDB node {} ({}) is {}: its smbd cannot serve",
+                n.pnn, n.address, n.state
+            ));
+        }
+    }
+    if c.leader.is_none() && c.nodes.iter().any(|n| n.state == "OK") {
+        p.push("CTDB has no leader (is its cluster lock reachable?)".into());
+    }
+    p
 }
 
 /// One XML start (or empty) tag: its name and attributes.
@@ -226,6 +296,14 @@ fn render(st: &HaStatus) -> String {
         let at = if v.nodes.is_empty() { "-".to_string() } else { v.nodes.join(", ") };
         s.push_str(&format!("  {:<16} {}\n", v.resource, at));
     }
+    if let Some(c) = &st.ctdb {
+        let leader = c.leader.map_or("none".to_string(), |l| format!("pnn {l}"));
+        s.push_str(&format!("CTDB (clustered Samba): leader {leader}\n"));
+        for n in &c.nodes {
+            let me = if n.this_node { " (this gateway)" } else { "" };
+            s.push_str(&format!("  pnn {:<3} {:<16} {}{}\n", n.pnn, n.address, n.state, me));
+        }
+    }
     for f in &st.failures {
         s.push_str(&format!("Failed: {} on {}: {}\n", f.operation, f.node, f.exit_reason));
     }
@@ -235,8 +313,31 @@ fn render(st: &HaStatus) -> String {
     s
 }
 
-/// `cairn gateway ha status [--json]`: run `crm_mon` and print the summary.
-pub fn status(crm_mon: &Path, json: bool, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+/// CTDB's view from `ctdb -X status` and `ctdb leader`; None when ctdbd does not run here
+/// (or the program is missing): a gateway without clustered Samba.
+fn ctdb_view(ctdb: &Path) -> Option<HaCtdb> {
+    let run = |args: &[&str]| {
+        Command::new(ctdb)
+            .args(["-t", "3"])
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+    };
+    let nodes = parse_ctdb_status(&run(&["-X", "status"])?).ok()?;
+    let leader = run(&["leader"]).and_then(|s| s.trim().parse().ok());
+    Some(HaCtdb { leader, nodes })
+}
+
+/// `cairn gateway ha status [--json]`: run `crm_mon` (and `ctdb`) and print the summary.
+pub fn status(
+    crm_mon: &Path,
+    ctdb: &Path,
+    json: bool,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> i32 {
     let run = Command::new(crm_mon).args(["--one-shot", "--output-as=xml"]).output();
     let output = match run {
         Ok(o) => o,
@@ -250,7 +351,7 @@ pub fn status(crm_mon: &Path, json: bool, out: &mut dyn Write, err: &mut dyn Wri
         }
     };
     let xml = String::from_utf8_lossy(&output.stdout);
-    let st = match summarize(&xml) {
+    let mut st = match summarize(&xml) {
         Ok(st) => st,
         Err(e) => {
             let _ = writeln!(
@@ -263,6 +364,10 @@ pub fn status(crm_mon: &Path, json: bool, out: &mut dyn Write, err: &mut dyn Wri
             return exit::FAILED;
         }
     };
+    st.ctdb = ctdb_view(ctdb);
+    if let Some(c) = &st.ctdb {
+        st.problems.extend(ctdb_problems(c));
+    }
     let shown = if json {
         serde_json::to_string_pretty(&st).map(|s| s + "\n").unwrap_or_default()
     } else {
@@ -364,6 +469,31 @@ mod tests {
             "{:?}",
             st.problems
         );
+    }
+
+    #[test]
+    fn ctdb_status() {
+        let x = "|Node|IP|Disconnected|Unknown|Banned|Disabled|Unhealthy|Stopped|Inactive|PartiallyOnline|ThisNode|
+|0|10.78.0.21|1|0|0|0|1|0|1|0|N|
+|1|10.78.0.22|0|0|0|0|0|0|0|0|N|
+|2|10.78.0.23|0|0|0|0|1|0|0|0|Y|
+";
+        let nodes = parse_ctdb_status(x).unwrap();
+        let states: Vec<&str> = nodes.iter().map(|n| n.state.as_str()).collect();
+        assert_eq!(states, ["DISCONNECTED", "OK", "UNHEALTHY"]);
+        assert!(nodes[2].this_node && !nodes[0].this_node);
+        assert_eq!(nodes[1].address, "10.78.0.22");
+        let c = HaCtdb { leader: Some(1), nodes };
+        assert_eq!(
+            ctdb_problems(&c),
+            vec!["CTDB node 2 (10.78.0.23) is UNHEALTHY: its smbd cannot serve".to_string()]
+        );
+        let mut st = summarize(XML).unwrap();
+        st.ctdb = Some(c);
+        let text = render(&st);
+        assert!(text.contains("CTDB (clustered Samba): leader pnn 1"), "{text}");
+        assert!(text.contains("pnn 2   10.78.0.23       UNHEALTHY (this gateway)"), "{text}");
+        assert!(parse_ctdb_status("connect() failed, errno=2").is_err());
     }
 
     #[test]
