@@ -5,6 +5,8 @@
 # the per-gateway VIPs of Pacemaker serve NFS and SMB. SMB writers (smbprotocol, a
 # reconnecting client as Windows is) in client namespaces. Checks:
 #   - the cluster lock: exactly one CTDB node holds it, in etcd;
+#   - share modes are one table across the gateways: a deny-write open through one gateway
+#     makes a write open through another fail with STATUS_SHARING_VIOLATION;
 #   - kill -9 of a whole gateway namespace: its VIP moves, the SMB writer on it reconnects
 #     and goes on (within 45 s: reset by tickle ACKs, not by its 60 s request timeout), the
 #     writer on another VIP never stalls, the dead gateway is fenced;
@@ -58,6 +60,12 @@ done
 (($(acked s1) >= 10 && $(acked s2) >= 10)) ||
     ha_fail "SMB writers not writing after 30s: s1=$(acked s1) s2=$(acked s2) ($(tail -n 3 "$HA_DIR"/log/writer-*.log))"
 ha_pass "SMB writers running: s1 on vip1 (gw1), s2 on vip2 (gw2)"
+# share modes are one table across the gateways (CTDB; kernel share modes = no): s2's file
+# opened with deny-write through vip2 cannot be opened for writing through vip3
+out=$(ha_in c1 "$HA_VENV/bin/python" "$HA_LIB/smb_writer.py" sharemode --host "$vip2" --other "$vip3" \
+    --share vol0 --user "$HA_SMB_USER" --password "$HA_SMB_PASS" --path ha-sharemode --log /dev/null 2>&1) ||
+    ha_fail "share modes across gateways: $out"
+ha_pass "a deny-write open through gw2 refuses a write open through gw3 (share modes in CTDB)"
 sleep 2
 
 # --- unplanned: kill -9 of gw1 ---------------------------------------------------------------

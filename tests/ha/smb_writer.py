@@ -23,6 +23,12 @@ resumed_s); any other failure (an NT status an application would see) counts as 
 
 checks every acknowledged record byte for byte; prints "records=N lost=L", exits 1 if any
 is missing or differs.
+
+    smb_writer.py sharemode --host A --other B ... --path P
+
+opens P through A sharing read only (deny write), then for writing through B: exits 0 when
+B refuses with STATUS_SHARING_VIOLATION (the gateways share Samba's share-mode table:
+CTDB), 1 otherwise.
 """
 
 import argparse
@@ -77,7 +83,7 @@ class Client:
             if t is not None:
                 t.cancel()
 
-    def open(self, create):
+    def open(self, create, share=None):
         a = self.a
         self.conn = Connection(uuid.uuid4(), a.host, 445)
         self.conn.connect(timeout=a.connect_timeout)
@@ -90,7 +96,7 @@ class Client:
             self.f.create, ImpersonationLevel.Impersonation,
             FilePipePrinterAccessMask.GENERIC_READ | FilePipePrinterAccessMask.GENERIC_WRITE,
             FileAttributes.FILE_ATTRIBUTE_NORMAL,
-            ShareAccess.FILE_SHARE_READ | ShareAccess.FILE_SHARE_WRITE,
+            share if share is not None else ShareAccess.FILE_SHARE_READ | ShareAccess.FILE_SHARE_WRITE,
             CreateDisposition.FILE_OVERWRITE_IF if create else CreateDisposition.FILE_OPEN_IF,
             CreateOptions.FILE_NON_DIRECTORY_FILE)
 
@@ -181,11 +187,36 @@ def verify(a):
     return 1 if lost else 0
 
 
+def sharemode(a):
+    """Open PATH for writing through --host, sharing read only (deny write); then try to
+    open it for writing through --other: clustered Samba (CTDB) shares the share mode
+    table, so the second open must fail with STATUS_SHARING_VIOLATION."""
+    from argparse import Namespace
+    first = Client(a)
+    first.open(create=True, share=ShareAccess.FILE_SHARE_READ)
+    second = Client(Namespace(**{**vars(a), "host": a.other}))
+    try:
+        second.open(create=False)
+    except SMBResponseException as e:
+        if e.status == 0xC0000043:
+            print(f"second open through {a.other}: STATUS_SHARING_VIOLATION (as expected)")
+            return 0
+        print(f"second open through {a.other}: 0x{e.status:08x}, want STATUS_SHARING_VIOLATION")
+        return 1
+    finally:
+        second.close()
+        first.close()
+    print(f"second open through {a.other} succeeded while {a.host} holds it with deny-write:"
+          " share modes are not shared between gateways")
+    return 1
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("mode", nargs="?", default="run", choices=["run", "verify"])
+    p.add_argument("mode", nargs="?", default="run", choices=["run", "verify", "sharemode"])
     p.add_argument("--host")
     p.add_argument("--local")
+    p.add_argument("--other", help="sharemode: the second gateway's address")
     p.add_argument("--share", default="vol0")
     p.add_argument("--user", default="cairnsmb")
     p.add_argument("--password", default="")
@@ -203,6 +234,8 @@ def main():
         p.error("--host is required (or --local for verify)")
     if a.mode == "verify":
         sys.exit(verify(a))
+    if a.mode == "sharemode":
+        sys.exit(sharemode(a))
     run(a)
 
 
