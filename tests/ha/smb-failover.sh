@@ -43,6 +43,15 @@ leader=$(ha_gw gw1 ctdb leader 2>/dev/null) || ha_fail "ctdb leader on gw1"
 [[ ${holder%%:*} == "gw$((leader + 1))" ]] ||
     ha_fail "the cluster lock is held by ${holder%%:*} but the CTDB leader is pnn $leader"
 ha_pass "the CTDB cluster lock is held in etcd by the leader (${holder%%:*})"
+# the helper's answers to CTDB: '1' while another node holds the lock, '3' (and why, on
+# stderr) when etcd cannot be reached
+reclock=$HA_REPO/appliance/ha/ctdb-etcd-reclock
+out=$(ha_gw gw3 timeout 20 "$reclock" "http://${HA_IP[etcd]}:2379" "$HA_RECLOCK_KEY" 5 2>&1) || true
+[[ $out == 1 ]] || ha_fail "ctdb-etcd-reclock while ${holder%%:*} holds the lock: '$out' (want '1', contention)"
+out=$(ha_gw gw3 timeout 20 "$reclock" "http://$HA_NET.99:2379" "$HA_RECLOCK_KEY" 5 2>&1) || true
+[[ $out == *"cannot take lock $HA_RECLOCK_KEY"*3 || $out == 3*"cannot take lock $HA_RECLOCK_KEY"* ]] ||
+    ha_fail "ctdb-etcd-reclock with etcd unreachable: '$out' (want '3' and the reason)"
+ha_pass "ctdb-etcd-reclock answers contention ('1') and an unreachable etcd ('3', with the reason)"
 ha_status gw3 'rc == 0 and s["healthy"] == ["gw1", "gw2", "gw3"] and
     [n["state"] for n in s["ctdb"]["nodes"]] == ["OK"] * 3 and s["ctdb"]["leader"] == '"$leader" ||
     ha_fail "cairn gateway ha status does not show the healthy cluster with CTDB's nodes and leader"
