@@ -124,15 +124,19 @@ t_planned=$(date +%s.%N)
 from=$(ha_where vip2)
 moving="vip2"
 [[ $(ha_where vip1) == "$from" ]] && moving="vip1+vip2"
-ha_gw "$took" crm_attribute --node "$from" --name standby --update on ||
-    ha_fail "crm_attribute standby $from"
-for ((i = 0; i < 60; i++)); do
-    w=$(ha_where vip2)
-    [[ -n $w && $w != "$from" ]] && break
-    sleep 1
-done
-[[ -n $w && $w != "$from" ]] || ha_fail "vip2 did not leave $from (standby) in 60s"
+# cairn gateway ha drain: pcs node standby, then waits until the VIPs run elsewhere
+drained=$(ha_gw "$took" "$CAIRN_BIN_DIR/cairn" gateway ha drain "$from" --timeout 60 --json 2>&1) ||
+    ha_fail "cairn gateway ha drain $from: $drained"
 t_moved=$(date +%s.%N)
+w=$(ha_where vip2)
+python3 -c 'import json, sys
+d = json.loads(sys.argv[1])
+moved = {m["vip"]: m["to"] for m in d["vips"]}
+assert d["node"] == sys.argv[2] and d["action"] == "drain", d
+assert moved.get("vip2") == sys.argv[3] != sys.argv[2], (moved, sys.argv[3])
+assert all(m["from"] == sys.argv[2] and m["to"] != sys.argv[2] for m in d["vips"]), d' \
+    "$drained" "$from" "$w" || ha_fail "cairn gateway ha drain $from: vip2 is on '$w', drain said: $drained"
+ha_pass "cairn gateway ha drain $from: $(python3 -c 'import json, sys; d = json.loads(sys.argv[1]); print(", ".join(m["vip"] + " -> " + m["to"] for m in d["vips"]), "in", d["seconds"], "s")' "$drained")"
 for ((i = 0; i < 60; i++)); do
     ok=1
     for w in a b c d; do (($(acked_since "$w" "$t_moved") > 0)) || ok=0; done
@@ -147,6 +151,17 @@ touch "$HA_DIR/res/stop"
 for pid in "${HA_BG_PIDS[@]}"; do
     for ((i = 0; i < 100; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 done
+
+# --- undrain: the drained gateway serves again, its VIP moves back --------------------------------
+undrained=$(ha_gw "$took" "$CAIRN_BIN_DIR/cairn" gateway ha undrain "$from" --timeout 90 --json 2>&1) ||
+    ha_fail "cairn gateway ha undrain $from: $undrained"
+ha_status "$took" '[n["standby"] for n in s["nodes"] if n["name"] == "'"$from"'"] == [False] and
+    "'"$from"'" in s["healthy"]' || ha_fail "cairn gateway ha status after undrain $from"
+ha_pass "cairn gateway ha undrain $from: it serves again, holding $(python3 -c 'import json, sys; print([m["vip"] for m in json.loads(sys.argv[1])["vips"]])' "$undrained")"
+out=$(ha_gw "$took" "$CAIRN_BIN_DIR/cairn" gateway ha drain gw9 2>&1) && ha_fail "drain of an unknown gateway succeeded: $out"
+[[ $out == *"'gw9' is not a gateway of this Pacemaker cluster (its gateways: gw1, gw2, gw3)"* ]] ||
+    ha_fail "drain of an unknown gateway: unclear error: $out"
+ha_pass "cairn gateway ha drain gw9 (unknown) fails naming the gateways"
 
 # --- one holder per VIP ------------------------------------------------------------------------
 for v in "$vip1" "$vip2" "$vip3"; do
