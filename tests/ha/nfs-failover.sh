@@ -54,6 +54,15 @@ rc=0 out=$(agent gw3 cairn-gateway start OCF_RESKEY_volume=vol0 OCF_RESKEY_serve
 [[ $rc == 1 && $out == *"no cairnd of '10.78.0.99:7420' answers for volume vol0"* ]] ||
     ha_fail "cairn-gateway start with an unreachable cairnd: rc=$rc (want 1): $out"
 ha_pass "the agents refuse bad parameters and a broken timeout budget (OCF_ERR_CONFIGURED), and name an unreachable backend"
+conf=("$HA_REPO/appliance/ha/ganesha-ha-conf" --node gw9 --servers 10.78.0.99:7420 --volume vol0 --recovery-root /r)
+rc=0 out=$("${conf[@]}" --lease 5 2>&1) || rc=$?
+[[ $rc == 2 && $out == *"Lease_Lifetime (5 s) under 10 s"* ]] || ha_fail "ganesha-ha-conf --lease 5: rc=$rc (want 2): $out"
+rc=0 out=$("${conf[@]}" --lease 20 --grace 10 2>&1) || rc=$?
+[[ $rc == 2 && $out == *"Grace_Period (10 s) must be at least Lease_Lifetime (20 s)"* ]] ||
+    ha_fail "ganesha-ha-conf --lease 20 --grace 10: rc=$rc (want 2): $out"
+out=$("${conf[@]}" --lease 15) || ha_fail "ganesha-ha-conf --lease 15 failed"
+[[ $out == *"Lease_Lifetime = 15;"*"Grace_Period = 15;"* ]] || ha_fail "ganesha-ha-conf: grace does not follow the lease: $out"
+ha_pass "ganesha-ha-conf ties Grace_Period to Lease_Lifetime and refuses a lease under 10 s or a grace under the lease"
 
 # --- health: a gateway whose Ganesha does not answer loses its VIP -----------------------
 gpid=$(ha_gw gw3 cat /run/ganesha/ganesha.pid)
@@ -157,7 +166,7 @@ undrained=$(ha_gw "$took" "$CAIRN_BIN_DIR/cairn" gateway ha undrain "$from" --ti
     ha_fail "cairn gateway ha undrain $from: $undrained"
 ha_status "$took" '[n["standby"] for n in s["nodes"] if n["name"] == "'"$from"'"] == [False] and
     "'"$from"'" in s["healthy"]' || ha_fail "cairn gateway ha status after undrain $from"
-ha_pass "cairn gateway ha undrain $from: it serves again, holding $(python3 -c 'import json, sys; print([m["vip"] for m in json.loads(sys.argv[1])["vips"]])' "$undrained")"
+ha_pass "cairn gateway ha undrain $from: it serves again, holding $(python3 -c 'import json, sys; d = json.loads(sys.argv[1]); print([m["vip"] for m in d["vips"]], "after", d["seconds"], "s")' "$undrained")"
 out=$(ha_gw "$took" "$CAIRN_BIN_DIR/cairn" gateway ha drain gw9 2>&1) && ha_fail "drain of an unknown gateway succeeded: $out"
 [[ $out == *"'gw9' is not a gateway of this Pacemaker cluster (its gateways: gw1, gw2, gw3)"* ]] ||
     ha_fail "drain of an unknown gateway: unclear error: $out"
