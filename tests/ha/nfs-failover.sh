@@ -3,13 +3,16 @@
 # tests/ha/fence_cairn_ns) in front of a Cairn volume, one VIP per gateway, NFS writers in
 # client namespaces. Checks:
 #   - the Cairn OCF agents refuse bad parameters and name an unreachable backend clearly;
+#     ganesha-ha-conf refuses a lease under 10 s or a grace under the lease;
 #   - a gateway whose Ganesha stops answering loses its VIP (cairn-gateway health clone),
 #     and `cairn gateway ha status` says why; at the end, the last serving gateway cut off
 #     from the bricks stops serving its VIPs, and status says why (exit 1);
 #   - kill -9 of a whole gateway namespace: its VIP moves, the NFSv3, v4.0 and v4.1 writers
 #     on it resume, the writer on another VIP never stops, no ESTALE, every acknowledged
 #     write reads back byte for byte, and the dead gateway is fenced;
-#   - a planned move (node standby) of a VIP with writers on it: zero client errors;
+#   - a planned move (`cairn gateway ha drain NODE`, pcs node standby) of a VIP with
+#     writers on it: zero client errors, drain names where the VIPs went; `undrain`
+#     returns the node to service; a drain of an unknown node fails clearly;
 #   - no VIP is ever held by two gateways.
 # Prints `failover <protocol> <kind> resumed_s=.. errors=.. lost=.. estale=..` lines and
 # saves them to tests/ha/results/last-run.txt.

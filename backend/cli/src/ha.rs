@@ -1,4 +1,6 @@
-//! `cairn gateway ha status`: the state of the gateways' Pacemaker cluster (docs/ha.md).
+//! `cairn gateway ha status`: the state of the gateways' Pacemaker cluster (docs/ha.md);
+//! `cairn gateway ha drain|undrain NODE`: planned moves (`pcs node standby|unstandby`, then
+//! a wait on `crm_mon` until the VIPs have moved: [`drain_done`], [`undrain_done`]).
 //!
 //! Runs `crm_mon --one-shot --output-as=xml` on this gateway and summarises it: quorum,
 //! fencing, the gateways (online, standby, unclean), where each virtual IP (IPaddr2
