@@ -38,6 +38,7 @@ DEB_PACKAGES += iproute2          # ip netns (tests/faults), tc and ss (make ben
 # Gateway HA (issue 19): Corosync/Pacemaker with pcs, the stock agents (IPaddr2,
 # portblock + tickle_tcp), iptables for portblock; tests/ha runs them in namespaces.
 DEB_PACKAGES += pacemaker corosync pcs resource-agents iptables
+DEB_PACKAGES += ctdb  # clustered Samba on the gateways (tests/ha/smb-failover.sh)
 # Benchmarks.
 DEB_PACKAGES += fio
 # Appliance image (issue 18, make image / tests/appliance): Packer 1.6.6 (qemu builder and

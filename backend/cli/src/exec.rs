@@ -49,8 +49,14 @@ where
             }
         }
         crate::args::Command::Gateway(crate::args::GatewayCmd::Ha(
-            crate::args::GatewayHaCmd::Status { crm_mon },
-        )) => return crate::ha::status(crm_mon, cli.json, out, err),
+            crate::args::GatewayHaCmd::Status { crm_mon, ctdb },
+        )) => return crate::ha::status(crm_mon, ctdb, cli.json, out, err),
+        crate::args::Command::Gateway(crate::args::GatewayCmd::Ha(
+            crate::args::GatewayHaCmd::Drain(a),
+        )) => return crate::ha::drain(a, true, cli.json, out, err),
+        crate::args::Command::Gateway(crate::args::GatewayCmd::Ha(
+            crate::args::GatewayHaCmd::Undrain(a),
+        )) => return crate::ha::drain(a, false, cli.json, out, err),
         crate::args::Command::Iscsi(a) => {
             return match plan::settings(&cli) {
                 Ok(s) => crate::iscsi::iscsi(&s, a, out, err),
