@@ -248,8 +248,13 @@ fx_cluster() {
     for node in "${FX_NODES[@]}"; do
         fx_start_node "$node"
     done
+    local token
     for node in "${FX_NODES[@]:1}"; do
-        fx_cli peer probe "${FX_IP[$node]}:7420" >/dev/null || fx_fail "peer probe $node"
+        # Join tokens are made only from a node of the cluster (not from client c1).
+        token=$(fx_in n1 timeout 30 "$CAIRN_BIN_DIR/cairn" --host "${FX_IP[n1]}:7420" \
+            peer token create --ttl 10m 2>/dev/null) || fx_fail "peer token create"
+        fx_cli peer probe "${FX_IP[$node]}:7420" --token "$token" >/dev/null ||
+            fx_fail "peer probe $node"
     done
     for ((i = 0; i < sets * replica; i++)); do
         node=${FX_NODES[i % nodes]}

@@ -21,6 +21,7 @@
 #      CL_HOST         address cairnd listens on and advertises (default 127.0.0.1)
 #      CL_METRICS      1: each cairnd serves Prometheus metrics on a free 127.0.0.1 port
 #                      (cl_metric reads them)
+#      CL_CAIRND_ARGS  (array) extra arguments for the next cairnd started
 #
 # Functions: cluster_up, cl_init, cl_start_etcd, cl_stop_etcd, cl_start_node,
 #   cl_stop_node, cl_restart_node, cl_node_addr, cl_peer_probe, cl_create_volume,
@@ -45,6 +46,7 @@ CL_VOLUME=
 CL_ETCD_PORT=
 CL_ETCD_PEER_PORT=
 CL_ETCD_PID=
+CL_CAIRND_ARGS=()
 declare -A CL_PORT=()   # node -> cairnd port
 declare -A CL_PID=()    # node -> cairnd pid
 declare -A CL_METRICS_PORT=() # node -> cairnd metrics port (CL_METRICS=1)
@@ -181,7 +183,7 @@ cl_start_node() {
         [[ -n ${CL_METRICS_PORT[$name]:-} ]] || CL_METRICS_PORT[$name]=$(free_port)
         metrics=(--metrics-listen "127.0.0.1:${CL_METRICS_PORT[$name]}")
     fi
-    setsid "$CAIRN_BIN_DIR/cairnd" --name "$name" "${metrics[@]}" \
+    setsid "$CAIRN_BIN_DIR/cairnd" --name "$name" "${metrics[@]}" "${CL_CAIRND_ARGS[@]}" \
         --listen "$CL_HOST:${CL_PORT[$name]}" \
         --etcd "http://127.0.0.1:$CL_ETCD_PORT" \
         --state-dir "$CL_DIR/state/$name" \
@@ -228,9 +230,11 @@ cairn_cli_at() {
     "$CAIRN_BIN_DIR/cairn" --host "$(cl_node_addr "$node")" "$@"
 }
 
-# cl_peer_probe NODE: add NODE to the first node's cluster.
+# cl_peer_probe NODE: add NODE to the first node's cluster with a fresh join token.
 cl_peer_probe() {
-    cairn_cli peer probe "$(cl_node_addr "$1")" || fail "cairn peer probe $1"
+    local token
+    token=$(cairn_cli peer token create --ttl 10m 2>/dev/null) || fail "cairn peer token create"
+    cairn_cli peer probe "$(cl_node_addr "$1")" --token "$token" || fail "cairn peer probe $1"
 }
 
 # cl_create_volume VOL REPLICA NBRICKS: bricks round-robin over the started nodes (so a

@@ -2,6 +2,7 @@
 //! and replicates chains, heals returning bricks, and answers the `cairn` CLI.
 
 mod access;
+mod audit;
 mod chain;
 mod delegs;
 mod heal;
@@ -66,6 +67,15 @@ struct Args {
     /// Log as JSON lines.
     #[arg(long)]
     log_json: bool,
+    /// Audit log of management actions (JSON lines, mode 0640). Default: audit.log beside
+    /// --log-file, or in --state-dir without one.
+    #[arg(long)]
+    audit_log: Option<PathBuf>,
+    /// File holding a join token (`cairn peer token create`): a node that is not a member
+    /// yet uses it up at start to join the cluster. Without one it waits to be added with
+    /// `cairn peer probe HOST --token TOKEN`.
+    #[arg(long)]
+    join_token_file: Option<PathBuf>,
 }
 
 fn node_uuid(state_dir: &std::path::Path) -> anyhow::Result<String> {
@@ -124,6 +134,60 @@ fn hostname() -> String {
         .to_string()
 }
 
+/// Makes this node a member of the pool. A node already a member (same uuid) or the first
+/// node of a new cluster registers itself; any other node joins with a join token from
+/// `--join-token-file`, or, without one, waits for `cairn peer probe HOST --token TOKEN`.
+async fn join_pool(
+    store: &cairn_config::Store,
+    args: &Args,
+    name: &str,
+    addr: &str,
+    uuid: &str,
+) -> anyhow::Result<()> {
+    let me = cairn_config::PeerRecord { name: name.into(), addr: addr.into(), uuid: uuid.into() };
+    match store.get_peer(name).await? {
+        Some(p) if p.uuid != uuid => anyhow::bail!(
+            "node name {name} is already used by another node (uuid {}); pick another --name or remove {}",
+            p.uuid,
+            args.state_dir.join("node-uuid").display()
+        ),
+        Some(p) if p.addr == addr => return Ok(()),
+        // A member whose address changed.
+        Some(_) => {
+            return store.add_peer(me).await.context("updating this node's address in the config store")
+        }
+        None => {}
+    }
+    if store.list_peers().await?.is_empty() {
+        tracing::info!(node = name, "first node: founding the cluster");
+        return store.add_peer(me).await.context("registering this node in the config store");
+    }
+    let Some(file) = &args.join_token_file else {
+        tracing::warn!(
+            node = name,
+            "not a member of the cluster yet: waiting for 'cairn peer probe {addr} --token TOKEN' \
+             (or restart with --join-token-file)"
+        );
+        return Ok(());
+    };
+    let token = std::fs::read_to_string(file)
+        .with_context(|| format!("reading the join token from {}", file.display()))?;
+    let grant = cairn_config::consume_join_token(store, &token, &format!("{name} at {addr}"))
+        .await
+        .map_err(|e| {
+            let e = mgmt::join_refused(e);
+            anyhow::anyhow!(
+                "cannot join the cluster with {}: {} ({})",
+                file.display(),
+                e.message,
+                e.errno
+            )
+        })?;
+    store.add_peer(me).await.context("registering this node in the config store")?;
+    tracing::info!(node = name, token = grant.token_id, "joined the cluster with a join token");
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -138,24 +202,19 @@ async fn main() -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot reach the config store at {}", args.etcd.join(",")))?;
     let store = Arc::new(store);
-    // The local node is always a member of its own pool.
-    match store.get_peer(&name).await? {
-        Some(p) if p.uuid != uuid => anyhow::bail!(
-            "node name {name} is already used by another node (uuid {}); pick another --name or remove {}",
-            p.uuid,
-            args.state_dir.join("node-uuid").display()
-        ),
-        Some(p) if p.addr == addr => {}
-        _ => store
-            .add_peer(cairn_config::PeerRecord { name: name.clone(), addr: addr.clone(), uuid: uuid.clone() })
-            .await
-            .context("registering this node in the config store")?,
-    }
+    join_pool(&store, &args, &name, &addr, &uuid).await?;
     let lease = store
         .register_node(&name, &addr, args.lease_ttl)
         .await
         .context("registering the node lease")?;
-    let node = Arc::new(node::Node::new(name.clone(), addr.clone(), store, lease));
+    let mut node = node::Node::new(name.clone(), addr.clone(), store, lease);
+    node.uuid = uuid.clone();
+    let node = Arc::new(node);
+    let audit_path = args.audit_log.clone().unwrap_or_else(|| match &args.log_file {
+        Some(f) => f.with_file_name("audit.log"),
+        None => args.state_dir.join("audit.log"),
+    });
+    let audit = Arc::new(audit::Audit::open(&audit_path)?);
     if let Some(m) = &args.metrics_listen {
         let l = tokio::net::TcpListener::bind(m)
             .await
@@ -166,7 +225,8 @@ async fn main() -> anyhow::Result<()> {
     tokio::spawn(node.clone().run_reconciler());
     tokio::spawn(node.clone().run_lease_keeper(args.lease_ttl));
     tokio::spawn(scrub::run_scrubber(node.clone()));
-    let service = Arc::new(service::Daemon { node: node.clone() });
+    tracing::info!(path = %audit.path().unwrap_or(&audit_path).display(), "audit log");
+    let service = Arc::new(service::Daemon { node: node.clone(), audit });
     tokio::select! {
         _ = cairn_proto::rpc::serve(listener, service) => {}
         _ = shutdown_signal() => {

@@ -47,7 +47,7 @@ pub enum ConfigError {
 }
 
 /// Connection and key layout shared by a `Store`, its leases and its watch task.
-struct Ctx {
+pub(crate) struct Ctx {
     client: Client,
     /// Without trailing slash, e.g. `/cairn`.
     prefix: String,
@@ -56,11 +56,11 @@ struct Ctx {
 }
 
 impl Ctx {
-    fn key(&self, kind: &str, name: &str) -> String {
+    pub(crate) fn key(&self, kind: &str, name: &str) -> String {
         format!("{}/{}/{}", self.prefix, kind, name)
     }
 
-    fn dir(&self, kind: &str) -> String {
+    pub(crate) fn dir(&self, kind: &str) -> String {
         format!("{}/{}/", self.prefix, kind)
     }
 
@@ -97,7 +97,7 @@ impl Ctx {
     }
 
     /// Runs one etcd request with a bound and error context.
-    async fn call<T>(
+    pub(crate) async fn call<T>(
         &self,
         op: &str,
         fut: impl Future<Output = Result<T, etcd_client::Error>>,
@@ -110,20 +110,28 @@ impl Ctx {
     }
 
     /// All key-values under `dir` and the revision they were read at.
-    async fn range(&self, op: &str, dir: &str) -> Result<(Vec<KeyValue>, i64), ConfigError> {
+    pub(crate) async fn range(
+        &self,
+        op: &str,
+        dir: &str,
+    ) -> Result<(Vec<KeyValue>, i64), ConfigError> {
         let mut kv = self.client.kv_client();
         let mut resp = self.call(op, kv.get(dir, Some(GetOptions::new().with_prefix()))).await?;
         let rev = resp.header().map(|h| h.revision()).unwrap_or(0);
         Ok((resp.take_kvs(), rev))
     }
 
-    async fn get_one(&self, op: &str, key: &str) -> Result<Option<KeyValue>, ConfigError> {
+    pub(crate) async fn get_one(
+        &self,
+        op: &str,
+        key: &str,
+    ) -> Result<Option<KeyValue>, ConfigError> {
         let mut kv = self.client.kv_client();
         let mut resp = self.call(op, kv.get(key, None)).await?;
         Ok(resp.take_kvs().into_iter().next())
     }
 
-    async fn txn(&self, op: &str, txn: Txn) -> Result<(bool, u64), ConfigError> {
+    pub(crate) async fn txn(&self, op: &str, txn: Txn) -> Result<(bool, u64), ConfigError> {
         let mut kv = self.client.kv_client();
         let resp = self.call(op, kv.txn(txn)).await?;
         let rev = resp.header().map(|h| h.revision()).unwrap_or(0);
@@ -142,7 +150,7 @@ impl Ctx {
     }
 }
 
-fn decode<T: Record>(kv: &KeyValue) -> Result<T, ConfigError> {
+pub(crate) fn decode<T: Record>(kv: &KeyValue) -> Result<T, ConfigError> {
     decode_value(kv.key(), kv.value())
 }
 
@@ -162,7 +170,7 @@ fn decode_value<T: Record>(key: &[u8], value: &[u8]) -> Result<T, ConfigError> {
 }
 
 /// What a stored record must hold; `key` is where it was read from.
-trait Record: serde::de::DeserializeOwned {
+pub(crate) trait Record: serde::de::DeserializeOwned {
     fn check(&self, key: &str) -> Result<(), String>;
 }
 
@@ -188,7 +196,7 @@ impl Record for VolumeRecord {
     }
 }
 
-fn encode<T: serde::Serialize>(v: &T) -> String {
+pub(crate) fn encode<T: serde::Serialize>(v: &T) -> String {
     // Records are plain data (strings, integers, maps with string keys): cannot fail.
     serde_json::to_string(v).expect("config records always serialize")
 }
@@ -245,7 +253,7 @@ fn check_volume(v: &VolumeRecord) -> Result<(), ConfigError> {
 /// The cluster config store. Cheap to clone.
 #[derive(Clone)]
 pub struct Store {
-    ctx: Arc<Ctx>,
+    pub(crate) ctx: Arc<Ctx>,
 }
 
 impl std::fmt::Debug for Store {
