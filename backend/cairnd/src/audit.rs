@@ -158,6 +158,12 @@ fn what(req: &MgmtRequest) -> (String, Value) {
     (kind, args)
 }
 
+/// Whether a JSON key names a secret: a password, secret, token or private key.
+pub fn is_secret_key(k: &str) -> bool {
+    let k = k.to_ascii_lowercase();
+    ["password", "passwd", "secret", "token", "private"].iter().any(|w| k.contains(w))
+}
+
 /// Masks, in place, the value of every key that names a secret. A join token keeps its id
 /// (the part before the dot), which is what `cairn peer token list` shows.
 pub fn redact(v: &mut Value) {
@@ -186,6 +192,21 @@ pub fn redact(v: &mut Value) {
         Value::Array(a) => a.iter_mut().for_each(redact),
         _ => {}
     }
+}
+
+/// Whether a JSON document holds a secret that was masked on the way out (written back
+/// as read by a client that may not see secrets: it would replace the real one).
+pub fn has_masked_secret(doc: &str) -> bool {
+    fn walk(v: &Value) -> bool {
+        match v {
+            Value::Object(m) => m.iter().any(|(k, x)| {
+                (is_secret_key(k) && x.as_str().is_some_and(|s| s.contains(MASK))) || walk(x)
+            }),
+            Value::Array(a) => a.iter().any(walk),
+            _ => false,
+        }
+    }
+    serde_json::from_str::<Value>(doc).is_ok_and(|v| walk(&v))
 }
 
 fn entry(

@@ -556,6 +556,16 @@ pub async fn handle(node: &Arc<Node>, req: MgmtRequest) -> Result<MgmtReply, Rem
             Ok(MgmtReply::Gateway { revision, objects })
         }
         MgmtRequest::GatewayPut { kind, name, doc, if_unchanged_since } => {
+            if crate::audit::has_masked_secret(&doc) {
+                return Err(fail(
+                    Errno::EINVAL,
+                    format!(
+                        "{kind} {name}: the document carries a masked secret ('{}'), as read by \
+                         a client that is not a node of the cluster; change it from a node",
+                        crate::audit::MASK
+                    ),
+                ));
+            }
             node.store
                 .put_gateway_object(&kind, &name, &doc, if_unchanged_since)
                 .await

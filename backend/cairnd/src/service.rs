@@ -47,6 +47,29 @@ fn mgmt_allowed(node: &Node, session: &Session, m: &MgmtRequest) -> Result<(), R
     ))
 }
 
+/// Gateway documents with every secret masked (`audit::redact`).
+fn mask_secrets(r: MgmtReply) -> MgmtReply {
+    match r {
+        MgmtReply::Gateway { revision, objects } => MgmtReply::Gateway {
+            revision,
+            objects: objects
+                .into_iter()
+                .map(|mut o| {
+                    o.doc = match serde_json::from_str::<serde_json::Value>(&o.doc) {
+                        Ok(mut v) => {
+                            crate::audit::redact(&mut v);
+                            v.to_string()
+                        }
+                        Err(_) => "{}".into(),
+                    };
+                    o
+                })
+                .collect(),
+        },
+        other => other,
+    }
+}
+
 async fn dispatch(
     node: Arc<Node>,
     audit: Arc<Audit>,
@@ -122,6 +145,8 @@ async fn dispatch(
                 },
             };
             audit.record(&session, &m, &res);
+            // Secrets (CHAP passwords) go only to this host and the cluster's nodes.
+            let res = if node.may_manage(&session) { res } else { res.map(mask_secrets) };
             res.map(|r| (Reply::Mgmt(r), Bytes::new()))
         }
     }

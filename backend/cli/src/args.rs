@@ -316,9 +316,17 @@ cairn iscsi target create iqn.2024-01.com.example:lab --portal 10.0.0.5 --portal
         after_help = "EXAMPLES:\n  cairn iscsi target list\n  cairn --json iscsi target list"
     )]
     List,
-    /// Show one target.
-    #[command(after_help = "EXAMPLES:\n  cairn iscsi target show iqn.2024-01.com.example:storage")]
-    Show { iqn: String },
+    /// Show one target (CHAP passwords hidden unless --show-secrets).
+    #[command(
+        after_help = "EXAMPLES:\n  cairn iscsi target show iqn.2024-01.com.example:storage\n  cairn iscsi target show iqn.2024-01.com.example:storage --show-secrets"
+    )]
+    Show {
+        iqn: String,
+        /// Show CHAP passwords too. cairnd hands them only to a node of the cluster (run
+        /// this there); anyone else sees them masked.
+        #[arg(long)]
+        show_secrets: bool,
+    },
     /// Add or remove a portal.
     #[command(subcommand)]
     Portal(IscsiPortalCmd),
