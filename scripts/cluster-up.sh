@@ -168,7 +168,9 @@ start_smbd() {
     # shellcheck source=scripts/smb.sh
     . "$CAIRN_REPO/scripts/smb.sh"
     local dir=$CAIRN_RUN_DIR/smb port user=${CAIRN_SMB_USER:-cairnsmb}
-    local pass=${CAIRN_SMB_PASS:-cairn-Smb-1}
+    # The SMB password: CAIRN_SMB_PASS, else one generated for this instance, kept 0600
+    # in $dir/smb-password (never a fixed default, never in a log).
+    local pwfile=$dir/smb-password pass
     if ! command -v smbd >/dev/null; then
         log "smbd not installed (apt-get install samba smbclient): no SMB gateway"
         return 0
@@ -189,6 +191,15 @@ start_smbd() {
             done
             [[ -n $port ]] || port=$(free_port)
         fi
+        mkdir -p "$dir"
+        if [[ -n ${CAIRN_SMB_PASS:-} ]]; then
+            (umask 077 && printf '%s\n' "$CAIRN_SMB_PASS" >"$pwfile") || die "cannot write $pwfile"
+        elif [[ ! -s $pwfile ]]; then
+            (umask 077 && printf 'Cairn-%s\n' "$(head -c 12 /dev/urandom | base64 | tr '+/' '-_')" >"$pwfile") ||
+                die "cannot write $pwfile"
+        fi
+        chmod 600 "$pwfile" || die "chmod 600 $pwfile"
+        pass=$(<"$pwfile")
         smb_ensure_user "$user" || die "cannot create the local SMB user $user"
         # the volume root belongs to root: let SMB users create files there
         chmod 0777 "$CAIRN_MNT" || die "chmod of the volume root at $CAIRN_MNT"
@@ -208,7 +219,8 @@ start_smbd() {
     cairn_cli smb sync >>"$LOG_DIR/cairn-smb.log" 2>&1 ||
         die "cairn smb sync failed; see $LOG_DIR/cairn-smb.log and $LOG_DIR/smbd.log"
     SMB_SUMMARY="  smbd    pid $(cat "$dir/smbd.pid")  share //127.0.0.1/$CAIRN_VOLUME (vfs_cairn)  port $port  log $LOG_DIR/smbd.log
-    smbclient //127.0.0.1/$CAIRN_VOLUME -p $port -s $dir/smb.conf -m SMB3 -U '$user%$pass'
+    smbclient //127.0.0.1/$CAIRN_VOLUME -p $port -s $dir/smb.conf -m SMB3 -U \"$user%\$(cat $pwfile)\"
+          (the password of $user is in $pwfile, mode 0600)
           shares: CAIRN_SMB_CONF_DIR=$dir/cairn CAIRN_SMB_CONF=$dir/smb.conf cairn smb share list
 "
 }
