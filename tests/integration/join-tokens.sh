@@ -76,8 +76,10 @@ pass "cairnd --join-token-file: n4 joined at start"
 
 # The same (now used) token on another node: cairnd refuses to start and says why.
 mkdir -p "$CL_DIR/state/n5"
+etcd_tls=()
+[[ $CL_ETCD_TLS != 1 ]] || mapfile -t etcd_tls < <(etcd_tls_cairnd_args "$CL_DIR/etcd-tls")
 if timeout 20 "$CAIRN_BIN_DIR/cairnd" --name n5 --listen "$CL_HOST:$(free_port)" \
-    --etcd "http://127.0.0.1:$CL_ETCD_PORT" --state-dir "$CL_DIR/state/n5" \
+    --etcd "$(cl_etcd_url)" "${etcd_tls[@]}" --state-dir "$CL_DIR/state/n5" \
     --join-token-file "$CL_DIR/n4.token" >"$CL_DIR/log/cairnd-n5.out" 2>&1; then
     fail "cairnd n5 started with a used join token"
 fi

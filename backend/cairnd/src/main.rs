@@ -46,6 +46,16 @@ struct Args {
     /// etcd endpoints, comma separated.
     #[arg(long, default_value = "http://127.0.0.1:2379", value_delimiter = ',')]
     etcd: Vec<String>,
+    /// CA certificate (PEM) that signed etcd's server certificate; https:// endpoints.
+    #[arg(long, value_name = "PEM")]
+    etcd_ca: Option<PathBuf>,
+    /// Client certificate (PEM) cairnd presents to etcd (`--client-cert-auth`; with etcd
+    /// auth on, its CN is the etcd user).
+    #[arg(long, value_name = "PEM", requires = "etcd_key")]
+    etcd_cert: Option<PathBuf>,
+    /// Key of --etcd-cert (PEM; keep it 0600).
+    #[arg(long, value_name = "PEM", requires = "etcd_cert")]
+    etcd_key: Option<PathBuf>,
     /// Key prefix of this cluster in etcd.
     #[arg(long, default_value = "/cairn")]
     etcd_prefix: String,
@@ -198,9 +208,19 @@ async fn main() -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
-    let store = cairn_config::Store::connect(&args.etcd, &args.etcd_prefix)
-        .await
-        .with_context(|| format!("cannot reach the config store at {}", args.etcd.join(",")))?;
+    let security = cairn_config::EtcdSecurity {
+        ca: args.etcd_ca.clone(),
+        cert: args.etcd_cert.clone(),
+        key: args.etcd_key.clone(),
+    };
+    let store = cairn_config::Store::connect_secure(
+        &args.etcd,
+        &args.etcd_prefix,
+        cairn_config::DEFAULT_CONNECT_TIMEOUT,
+        &security,
+    )
+    .await
+    .with_context(|| format!("cannot reach the config store at {}", args.etcd.join(",")))?;
     let store = Arc::new(store);
     join_pool(&store, &args, &name, &addr, &uuid).await?;
     let lease = store

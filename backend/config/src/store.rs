@@ -250,6 +250,50 @@ fn check_volume(v: &VolumeRecord) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// How cairnd proves itself to etcd: the CA that signed etcd's certificate, and this
+/// node's client certificate and key (PEM files). All `None`: plain HTTP (a test or an
+/// isolated etcd on loopback).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EtcdSecurity {
+    pub ca: Option<std::path::PathBuf>,
+    pub cert: Option<std::path::PathBuf>,
+    pub key: Option<std::path::PathBuf>,
+}
+
+impl EtcdSecurity {
+    fn read(what: &str, p: &std::path::Path) -> Result<Vec<u8>, ConfigError> {
+        std::fs::read(p).map_err(|e| {
+            ConfigError::Invalid(format!("etcd {what} {}: cannot read: {e}", p.display()))
+        })
+    }
+
+    fn tls_options(&self) -> Result<Option<etcd_client::TlsOptions>, ConfigError> {
+        if self.ca.is_none() && self.cert.is_none() && self.key.is_none() {
+            return Ok(None);
+        }
+        let mut tls = etcd_client::TlsOptions::new();
+        if let Some(ca) = &self.ca {
+            tls = tls.ca_certificate(etcd_client::Certificate::from_pem(Self::read("CA", ca)?));
+        }
+        match (&self.cert, &self.key) {
+            (Some(c), Some(k)) => {
+                tls = tls.identity(etcd_client::Identity::from_pem(
+                    Self::read("client certificate", c)?,
+                    Self::read("client key", k)?,
+                ));
+            }
+            (None, None) => {}
+            _ => {
+                return Err(ConfigError::Invalid(
+                    "etcd client certificate and key go together (--etcd-cert and --etcd-key)"
+                        .into(),
+                ))
+            }
+        }
+        Ok(Some(tls))
+    }
+}
+
 /// The cluster config store. Cheap to clone.
 #[derive(Clone)]
 pub struct Store {
@@ -535,6 +579,18 @@ impl Store {
         prefix: &str,
         timeout: Duration,
     ) -> Result<Store, ConfigError> {
+        Self::connect_secure(endpoints, prefix, timeout, &EtcdSecurity::default()).await
+    }
+
+    /// Connects like `connect_with_timeout`, over TLS with a client certificate when
+    /// `security` names them (etcd started with `--client-cert-auth`; with etcd auth on,
+    /// the certificate's CN is the etcd user).
+    pub async fn connect_secure(
+        endpoints: &[String],
+        prefix: &str,
+        timeout: Duration,
+        security: &EtcdSecurity,
+    ) -> Result<Store, ConfigError> {
         let joined = endpoints.join(",");
         if endpoints.is_empty() {
             return Err(ConfigError::Invalid("no etcd endpoints given".into()));
@@ -545,10 +601,13 @@ impl Store {
                 "config store prefix {prefix:?} must start with '/'"
             )));
         }
-        let opts = ConnectOptions::new()
+        let mut opts = ConnectOptions::new()
             .with_connect_timeout(timeout)
             .with_timeout(REQUEST_TIMEOUT)
             .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5));
+        if let Some(tls) = security.tls_options()? {
+            opts = opts.with_tls(tls);
+        }
         let unreachable = |source| ConfigError::Unreachable { endpoints: joined.clone(), source };
         let client =
             match tokio::time::timeout(timeout, Client::connect(endpoints, Some(opts))).await {
