@@ -13,21 +13,6 @@ pub enum MgmtRequest {
         addr: String,
         token: Option<String>,
     },
-    /// Create a single-use join token valid for `ttl_secs` (0: the default, 24 h).
-    PeerTokenCreate {
-        ttl_secs: u64,
-    },
-    /// Join tokens: ids, expiry, use; never the secret.
-    PeerTokenList,
-    PeerTokenRevoke {
-        id: String,
-    },
-    /// This node's audit log: records at or after `since` (Unix seconds), at most `limit`
-    /// (the newest), as JSON lines.
-    AuditLog {
-        since: Option<u64>,
-        limit: u32,
-    },
     PeerDetach {
         name: String,
         force: bool,
@@ -127,6 +112,22 @@ pub enum MgmtRequest {
         index: u32,
         path: String,
         force: bool,
+    },
+    // Appended (bincode numbers variants in order): older peers keep their numbering.
+    /// Create a single-use join token valid for `ttl_secs` (0: the default, 24 h).
+    PeerTokenCreate {
+        ttl_secs: u64,
+    },
+    /// Join tokens: ids, expiry, use; never the secret.
+    PeerTokenList,
+    PeerTokenRevoke {
+        id: String,
+    },
+    /// This node's audit log: records at or after `since` (Unix seconds), at most `limit`
+    /// (the newest), as JSON lines.
+    AuditLog {
+        since: Option<u64>,
+        limit: u32,
     },
 }
 
