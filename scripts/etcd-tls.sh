@@ -66,12 +66,11 @@ etcd_tls_ctl() {
 
 etcd_tls_auth() {
     local endpoint=$1 d=$2 prefix=$3
-    # With auth on already, root (by its certificate) can read the auth status.
-    if etcd_tls_ctl "$endpoint" "$d" auth status 2>/dev/null | grep -q 'Authentication Status: true'; then
-        return 0
-    fi
+    # Every step checks first or is idempotent; with auth on, root acts by its certificate.
     etcd_tls_ctl "$endpoint" "$d" user get root >/dev/null 2>&1 ||
         etcd_tls_ctl "$endpoint" "$d" user add root --no-password >/dev/null || return 1
+    etcd_tls_ctl "$endpoint" "$d" user get root 2>/dev/null | grep -q 'Roles: root' ||
+        etcd_tls_ctl "$endpoint" "$d" user grant-role root root >/dev/null || return 1
     etcd_tls_ctl "$endpoint" "$d" user get cairn >/dev/null 2>&1 ||
         etcd_tls_ctl "$endpoint" "$d" user add cairn --no-password >/dev/null || return 1
     etcd_tls_ctl "$endpoint" "$d" role get cairn >/dev/null 2>&1 ||
