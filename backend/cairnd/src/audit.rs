@@ -44,12 +44,6 @@ impl Audit {
         Ok(Audit { path: Some(path.to_path_buf()), file: Mutex::new(Some(f)) })
     }
 
-    /// Records to the `audit` tracing target only.
-    #[cfg(test)]
-    pub fn tracing_only() -> Audit {
-        Audit { path: None, file: Mutex::new(None) }
-    }
-
     pub fn path(&self) -> Option<&Path> {
         self.path.as_deref()
     }
