@@ -113,6 +113,8 @@ impl PeerPool {
 pub struct Node {
     pub name: String,
     pub addr: String,
+    /// This node's uuid (state dir `node-uuid`); set once before the node is shared.
+    pub uuid: String,
     pub store: Arc<Store>,
     lease: Mutex<Option<Arc<NodeLease>>>,
     pub bricks: RwLock<HashMap<(String, u32), Arc<BrickSlot>>>,
@@ -154,6 +156,7 @@ impl Node {
         Node {
             name,
             addr,
+            uuid: String::new(),
             store,
             lease: Mutex::new(Some(Arc::new(lease))),
             bricks: RwLock::default(),

@@ -1,7 +1,7 @@
 //! Human output, in the layout of the matching gluster commands.
 
 use cairn_proto::map::{BrickState, VolumeMap};
-use cairn_proto::mgmt::{HealBrickInfo, HealBrickStats, PeerInfo, VolumeStatusInfo};
+use cairn_proto::mgmt::{HealBrickInfo, HealBrickStats, JoinTokenInfo, PeerInfo, VolumeStatusInfo};
 use std::fmt::Write;
 
 /// What gluster prints when there is nothing to show.
@@ -224,6 +224,56 @@ pub fn utc(secs: u64) -> String {
         .and_then(|s| time::OffsetDateTime::from_unix_timestamp(s).ok())
         .and_then(|t| t.format(fmt).ok())
         .unwrap_or_else(|| format!("{secs} s after 1970-01-01 UTC"))
+}
+
+/// `cairn peer token list`: never the secret.
+pub fn join_tokens(tokens: &[JoinTokenInfo]) -> String {
+    if tokens.is_empty() {
+        return "No join tokens\n".into();
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let rows: Vec<Vec<String>> = tokens
+        .iter()
+        .map(|t| {
+            let state = match (t.revoked_at, t.used_at) {
+                (Some(at), _) => format!("revoked {}", utc(at)),
+                (None, Some(at)) => {
+                    format!("used {} by {}", utc(at), t.used_by.as_deref().unwrap_or("?"))
+                }
+                (None, None) if t.expires <= now => "expired".into(),
+                (None, None) => "valid".into(),
+            };
+            vec![t.id.clone(), utc(t.created), utc(t.expires), state]
+        })
+        .collect();
+    table(&["ID", "Created", "Expires", "State"], &rows)
+}
+
+/// `cairn audit log`: one line per record: time, who, what and arguments, result.
+pub fn audit(lines: &[String]) -> String {
+    let mut o = String::new();
+    for l in lines {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(l) else {
+            let _ = writeln!(o, "{l}");
+            continue;
+        };
+        let s = |v: &serde_json::Value| v.as_str().unwrap_or("?").to_string();
+        let who = &v["who"];
+        let who = match who.get("principal").and_then(|p| p.as_str()) {
+            Some(p) => p.to_string(),
+            None => format!("{} ({})", s(&who["addr"]), s(&who["client"])),
+        };
+        let result = if v["result"]["ok"].as_bool() == Some(true) {
+            "ok".to_string()
+        } else {
+            format!("{}: {}", s(&v["result"]["errno"]), s(&v["result"]["message"]))
+        };
+        let _ = writeln!(o, "{} {who} {} {} -> {result}", s(&v["time"]), s(&v["what"]), v["args"]);
+    }
+    o
 }
 
 /// `cairn volume heal NAME statistics`, in the layout of gluster's.

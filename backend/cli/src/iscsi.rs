@@ -37,7 +37,7 @@ pub fn iscsi(s: &Settings, a: &IscsiArgs, out: &mut dyn Write, err: &mut dyn Wri
             IscsiTargetCmd::Create { iqn, .. } => ("iscsi target create", Some(iqn.clone())),
             IscsiTargetCmd::Delete { iqn } => ("iscsi target delete", Some(iqn.clone())),
             IscsiTargetCmd::List => ("iscsi target list", None),
-            IscsiTargetCmd::Show { iqn } => ("iscsi target show", Some(iqn.clone())),
+            IscsiTargetCmd::Show { iqn, .. } => ("iscsi target show", Some(iqn.clone())),
             IscsiTargetCmd::Portal(IscsiPortalCmd::Add { iqn, .. }) => {
                 ("iscsi target portal add", Some(iqn.clone()))
             }
@@ -741,9 +741,10 @@ async fn target_cmd(g: &Gw<'_>, t: &IscsiTargetCmd, out: &mut dyn Write) -> Resu
             };
             write_out(out, &text)
         }
-        IscsiTargetCmd::Show { iqn } => {
+        IscsiTargetCmd::Show { iqn, show_secrets } => {
             let targets = load_targets(s).await?;
-            let t = shown(find_target(&targets, iqn)?);
+            let t = find_target(&targets, iqn)?;
+            let t = if *show_secrets { t.clone() } else { shown(t) };
             let text =
                 if s.json { json::render(&TargetShowDoc { target: t }) } else { target_text(&t) };
             write_out(out, &text)
