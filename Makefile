@@ -8,6 +8,7 @@ SHELL := /bin/bash
 # Debian packages the build, `make up` and the tests need (installed by `make deps`).
 DEB_PACKAGES :=
 DEB_PACKAGES += etcd-server       # config store: one etcd for make up and for each test cluster
+DEB_PACKAGES += etcd-client       # etcdctl: turns etcd auth on (users root, cairn; scripts/etcd-tls.sh)
 DEB_PACKAGES += fuse3             # fusermount3, /dev/fuse for mount.cairn
 DEB_PACKAGES += libfuse3-dev      # FUSE headers/library the mount crate links against
 DEB_PACKAGES += protobuf-compiler # protoc, for etcd-client's gRPC code at build time
@@ -38,6 +39,7 @@ DEB_PACKAGES += iproute2          # ip netns (tests/faults), tc and ss (make ben
 # Gateway HA (issue 19): Corosync/Pacemaker with pcs, the stock agents (IPaddr2,
 # portblock + tickle_tcp), iptables for portblock; tests/ha runs them in namespaces.
 DEB_PACKAGES += pacemaker corosync pcs resource-agents iptables
+DEB_PACKAGES += ctdb  # clustered Samba on the gateways (tests/ha/smb-failover.sh)
 # Benchmarks.
 DEB_PACKAGES += fio
 # Appliance image (issue 18, make image / tests/appliance): Packer 1.6.6 (qemu builder and

@@ -133,7 +133,7 @@ static void iov_scatter(struct iovec *iov, size_t cnt, const uint8_t *buf, size_
 
 /*
  * Transport trouble the initiator should retry; everything else is a medium error. libcairn
- * itself retries these for 30 s (client volume.rs RETRY_BUDGET, is_retryable) before
+ * itself retries these for 30 s (client/src/volume/call.rs RETRY_BUDGET, is_retryable) before
  * giving up with the last one: EHOSTDOWN ("no brick of replica set N is up") and EREMCHG
  * (map epoch changed) included, so a volume down for longer than that gives BUSY.
  */

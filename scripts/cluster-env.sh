@@ -22,7 +22,15 @@ CAIRN_BIN_DIR=${CAIRN_BIN_DIR:-}
 export CAIRN_CA_DIR=${CAIRN_CA_DIR:-$CAIRN_RUN_DIR/ca}
 export CAIRN_CREDENTIALS=${CAIRN_CREDENTIALS:-$CAIRN_CA_DIR/admin.pem}
 
-CAIRN_ETCD_URL=http://$CAIRN_HOST:$CAIRN_ETCD_PORT
+# 1 (default): etcd over TLS with client certificates and auth, from a CA made for this
+# instance in $CAIRN_ETCD_TLS_DIR (scripts/etcd-tls.sh; docs/security.md#etcd). 0: plain HTTP.
+CAIRN_ETCD_TLS=${CAIRN_ETCD_TLS:-1}
+CAIRN_ETCD_TLS_DIR=${CAIRN_ETCD_TLS_DIR:-$CAIRN_RUN_DIR/etcd-tls}
+if [[ $CAIRN_ETCD_TLS == 1 ]]; then
+    CAIRN_ETCD_URL=https://$CAIRN_HOST:$CAIRN_ETCD_PORT
+else
+    CAIRN_ETCD_URL=http://$CAIRN_HOST:$CAIRN_ETCD_PORT
+fi
 CAIRN_ADDR=$CAIRN_HOST:$CAIRN_PORT
 CAIRN_MNT=$CAIRN_RUN_DIR/mnt/$CAIRN_VOLUME
 PID_DIR=$CAIRN_RUN_DIR/pid

@@ -8,9 +8,25 @@ CAIRN_LOG_TAG=cluster-up
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 # shellcheck source=scripts/cluster-env.sh
 . "$(dirname "${BASH_SOURCE[0]}")/cluster-env.sh"
+# shellcheck source=scripts/etcd-tls.sh
+. "$(dirname "${BASH_SOURCE[0]}")/etcd-tls.sh"
+
+etcd_ok() {
+    if [[ $CAIRN_ETCD_TLS == 1 ]]; then
+        etcd_tls_healthy "$CAIRN_ETCD_URL" "$CAIRN_ETCD_TLS_DIR"
+    else
+        etcd_healthy "$CAIRN_ETCD_URL"
+    fi
+}
 
 start_etcd() {
-    local pidfile=$PID_DIR/etcd.pid
+    local pidfile=$PID_DIR/etcd.pid tls=() scheme=http
+    if [[ $CAIRN_ETCD_TLS == 1 ]]; then
+        scheme=https
+        etcd_tls_make "$CAIRN_ETCD_TLS_DIR" "$CAIRN_HOST" ||
+            die "cannot make the etcd certificates in $CAIRN_ETCD_TLS_DIR"
+        mapfile -t tls < <(etcd_tls_server_args "$CAIRN_ETCD_TLS_DIR")
+    fi
     if pidfile_alive "$pidfile" etcd; then
         log "etcd already runs (pid $(cat "$pidfile"))"
     else
@@ -18,26 +34,31 @@ start_etcd() {
             die "port $CAIRN_ETCD_PORT is taken by another process (set CAIRN_ETCD_PORT)"
         command -v etcd >/dev/null || die "etcd is not installed: run 'make deps'"
         mkdir -p "$CAIRN_RUN_DIR/etcd"
-        setsid etcd \
+        setsid etcd "${tls[@]}" \
             --name "cairn-$CAIRN_NODE" \
             --data-dir "$CAIRN_RUN_DIR/etcd" \
             --listen-client-urls "$CAIRN_ETCD_URL" \
             --advertise-client-urls "$CAIRN_ETCD_URL" \
-            --listen-peer-urls "http://$CAIRN_HOST:$CAIRN_ETCD_PEER_PORT" \
-            --initial-advertise-peer-urls "http://$CAIRN_HOST:$CAIRN_ETCD_PEER_PORT" \
-            --initial-cluster "cairn-$CAIRN_NODE=http://$CAIRN_HOST:$CAIRN_ETCD_PEER_PORT" \
+            --listen-peer-urls "$scheme://$CAIRN_HOST:$CAIRN_ETCD_PEER_PORT" \
+            --initial-advertise-peer-urls "$scheme://$CAIRN_HOST:$CAIRN_ETCD_PEER_PORT" \
+            --initial-cluster "cairn-$CAIRN_NODE=$scheme://$CAIRN_HOST:$CAIRN_ETCD_PEER_PORT" \
             --initial-cluster-state new \
             </dev/null >>"$LOG_DIR/etcd.log" 2>&1 &
         echo $! >"$pidfile"
         log "started etcd (pid $!)"
     fi
-    wait_until 30 etcd_healthy "$CAIRN_ETCD_URL" ||
+    wait_until 30 etcd_ok ||
         die "etcd at $CAIRN_ETCD_URL is not healthy after 30s; see $LOG_DIR/etcd.log"
+    if [[ $CAIRN_ETCD_TLS == 1 ]]; then
+        etcd_tls_auth "$CAIRN_ETCD_URL" "$CAIRN_ETCD_TLS_DIR" /cairn ||
+            die "cannot turn etcd auth on at $CAIRN_ETCD_URL (users root and cairn)"
+    fi
 }
 
 start_cairnd() {
-    local pidfile=$PID_DIR/cairnd-$CAIRN_NODE.pid cairnd
+    local pidfile=$PID_DIR/cairnd-$CAIRN_NODE.pid cairnd tls=()
     cairnd=$(bin cairnd)
+    [[ $CAIRN_ETCD_TLS != 1 ]] || mapfile -t tls < <(etcd_tls_cairnd_args "$CAIRN_ETCD_TLS_DIR")
     if pidfile_alive "$pidfile" cairnd; then
         log "cairnd already runs (pid $(cat "$pidfile"))"
     else
@@ -48,7 +69,7 @@ start_cairnd() {
         setsid "$cairnd" \
             --name "$CAIRN_NODE" \
             --listen "$CAIRN_ADDR" \
-            --etcd "$CAIRN_ETCD_URL" \
+            --etcd "$CAIRN_ETCD_URL" "${tls[@]}" \
             --state-dir "$CAIRN_RUN_DIR/state/$CAIRN_NODE" \
             --log-file "$LOG_DIR/cairnd-$CAIRN_NODE.log" \
             </dev/null >>"$LOG_DIR/cairnd-$CAIRN_NODE.out" 2>&1 &
@@ -168,7 +189,9 @@ start_smbd() {
     # shellcheck source=scripts/smb.sh
     . "$CAIRN_REPO/scripts/smb.sh"
     local dir=$CAIRN_RUN_DIR/smb port user=${CAIRN_SMB_USER:-cairnsmb}
-    local pass=${CAIRN_SMB_PASS:-cairn-Smb-1}
+    # The SMB password: CAIRN_SMB_PASS, else one generated for this instance, kept 0600
+    # in $dir/smb-password (never a fixed default, never in a log).
+    local pwfile=$dir/smb-password pass
     if ! command -v smbd >/dev/null; then
         log "smbd not installed (apt-get install samba smbclient): no SMB gateway"
         return 0
@@ -189,6 +212,15 @@ start_smbd() {
             done
             [[ -n $port ]] || port=$(free_port)
         fi
+        mkdir -p "$dir"
+        if [[ -n ${CAIRN_SMB_PASS:-} ]]; then
+            (umask 077 && printf '%s\n' "$CAIRN_SMB_PASS" >"$pwfile") || die "cannot write $pwfile"
+        elif [[ ! -s $pwfile ]]; then
+            (umask 077 && printf 'Cairn-%s\n' "$(head -c 12 /dev/urandom | base64 | tr '+/' '-_')" >"$pwfile") ||
+                die "cannot write $pwfile"
+        fi
+        chmod 600 "$pwfile" || die "chmod 600 $pwfile"
+        pass=$(<"$pwfile")
         smb_ensure_user "$user" || die "cannot create the local SMB user $user"
         # the volume root belongs to root: let SMB users create files there
         chmod 0777 "$CAIRN_MNT" || die "chmod of the volume root at $CAIRN_MNT"
@@ -208,7 +240,8 @@ start_smbd() {
     cairn_cli smb sync >>"$LOG_DIR/cairn-smb.log" 2>&1 ||
         die "cairn smb sync failed; see $LOG_DIR/cairn-smb.log and $LOG_DIR/smbd.log"
     SMB_SUMMARY="  smbd    pid $(cat "$dir/smbd.pid")  share //127.0.0.1/$CAIRN_VOLUME (vfs_cairn)  port $port  log $LOG_DIR/smbd.log
-    smbclient //127.0.0.1/$CAIRN_VOLUME -p $port -s $dir/smb.conf -m SMB3 -U '$user%$pass'
+    smbclient //127.0.0.1/$CAIRN_VOLUME -p $port -s $dir/smb.conf -m SMB3 -U \"$user%\$(cat $pwfile)\"
+          (the password of $user is in $pwfile, mode 0600)
           shares: CAIRN_SMB_CONF_DIR=$dir/cairn CAIRN_SMB_CONF=$dir/smb.conf cairn smb share list
 "
 }
@@ -222,6 +255,7 @@ print_summary() {
 
 Cairn runs on this host (all on 127.0.0.1; run dir $CAIRN_RUN_DIR):
   etcd    pid $(cat "$PID_DIR/etcd.pid")  client $CAIRN_ETCD_URL  peer port $CAIRN_ETCD_PEER_PORT  log $LOG_DIR/etcd.log
+          $( [[ $CAIRN_ETCD_TLS == 1 ]] && echo "TLS, client certificates and auth: CA and keys in $CAIRN_ETCD_TLS_DIR (0600)" || echo "plain HTTP (CAIRN_ETCD_TLS=0)")
   cairnd  pid $(cat "$PID_DIR/cairnd-$CAIRN_NODE.pid")  node $CAIRN_NODE  $CAIRN_ADDR  log $LOG_DIR/cairnd-$CAIRN_NODE.log
   volume  $CAIRN_VOLUME (replica $CAIRN_REPLICA, $CAIRN_BRICKS bricks in $CAIRN_RUN_DIR/bricks)
   mount   $CAIRN_MNT  log $LOG_DIR/mount-$CAIRN_VOLUME.log

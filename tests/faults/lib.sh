@@ -6,7 +6,8 @@
 # 10.77.0.0/24 on the test's private bridge:
 #
 #   switch ns  cf<ID>-sw : bridge br0, one veth end per member (sw-<member>)
-#   etcd       cf<ID>-etcd  10.77.0.2   (client 2379, peer 2380)
+#   etcd       cf<ID>-etcd  10.77.0.2   (client 2379, peer 2380; TLS with client
+#                                         certificates and auth, scripts/etcd-tls.sh)
 #   node nK    cf<ID>-nK    10.77.0.1K  (cairnd on :7420)
 #   client cK  cf<ID>-cK    10.77.0.10K (workload drivers, cairn CLI)
 #
@@ -24,6 +25,8 @@ FX_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 FX_LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=tests/support/netns.sh
 . "$FX_REPO/tests/support/netns.sh"
+# shellcheck source=scripts/etcd-tls.sh
+. "$FX_REPO/scripts/etcd-tls.sh"
 CAIRN_BIN_DIR=${CAIRN_BIN_DIR:-$FX_REPO/backend/target/debug}
 FX_TAG=$(basename "${BASH_SOURCE[1]:-$0}" .sh)
 FX_ID=${FX_ID:-$$}
@@ -163,11 +166,13 @@ fx_wait_tcp() { # MEMBER_FROM IP PORT TIMEOUT
 }
 
 fx_start_etcd() {
-    local ip=${FX_IP[etcd]}
-    ip netns exec "$FX_NS-etcd" setsid etcd --name fx --data-dir "$FX_DIR/etcd" \
-        --listen-client-urls "http://$ip:2379" --advertise-client-urls "http://$ip:2379" \
-        --listen-peer-urls "http://$ip:2380" --initial-advertise-peer-urls "http://$ip:2380" \
-        --initial-cluster "fx=http://$ip:2380" \
+    local ip=${FX_IP[etcd]} tls=() lib=$FX_REPO/scripts/etcd-tls.sh
+    etcd_tls_make "$FX_DIR/etcd-tls" "$ip" || fx_fail "cannot make the etcd certificates"
+    mapfile -t tls < <(etcd_tls_server_args "$FX_DIR/etcd-tls")
+    ip netns exec "$FX_NS-etcd" setsid etcd --name fx --data-dir "$FX_DIR/etcd" "${tls[@]}" \
+        --listen-client-urls "https://$ip:2379" --advertise-client-urls "https://$ip:2379" \
+        --listen-peer-urls "https://$ip:2380" --initial-advertise-peer-urls "https://$ip:2380" \
+        --initial-cluster "fx=https://$ip:2380" \
         --heartbeat-interval=50 --election-timeout=500 \
         </dev/null >>"$FX_DIR/log/etcd.log" 2>&1 &
     FX_ETCD_PID=$!
@@ -175,7 +180,13 @@ fx_start_etcd() {
     fx_wait_tcp etcd "$ip" 2379 30 || fx_fail "etcd on $ip:2379 not up after 30s"
     local i
     for ((i = 0; i < 100; i++)); do
-        fx_in etcd curl -fsS --max-time 1 "http://$ip:2379/health" 2>/dev/null | grep -q '"health":"true"' && return 0
+        # shellcheck disable=SC2016 # expanded by the inner bash
+        if fx_in etcd bash -c '. "$1" && etcd_tls_healthy "$2" "$3"' _ "$lib" "https://$ip:2379" "$FX_DIR/etcd-tls"; then
+            # shellcheck disable=SC2016
+            fx_in etcd bash -c '. "$1" && etcd_tls_auth "$2" "$3" /cairn' _ "$lib" "https://$ip:2379" "$FX_DIR/etcd-tls" ||
+                fx_fail "cannot turn etcd auth on"
+            return 0
+        fi
         sleep 0.2
     done
     fx_fail "etcd not healthy"
@@ -189,10 +200,11 @@ fx_etcd_kill9() {
 }
 
 fx_start_node() {
-    local name=$1 ip=${FX_IP[$1]}
+    local name=$1 ip=${FX_IP[$1]} tls=()
     mkdir -p "$FX_DIR/state/$name"
+    mapfile -t tls < <(etcd_tls_cairnd_args "$FX_DIR/etcd-tls")
     ip netns exec "$FX_NS-$name" setsid "$CAIRN_BIN_DIR/cairnd" --name "$name" --listen "$ip:7420" \
-        --etcd "http://${FX_IP[etcd]}:2379" --state-dir "$FX_DIR/state/$name" \
+        --etcd "https://${FX_IP[etcd]}:2379" "${tls[@]}" --state-dir "$FX_DIR/state/$name" \
         --lease-ttl "$FX_LEASE_TTL" --log-level "${FX_LOG_LEVEL:-info}" --log-file "$FX_DIR/log/cairnd-$name.log" \
         </dev/null >>"$FX_DIR/log/cairnd-$name.out" 2>&1 &
     FX_PID[$name]=$!
@@ -248,8 +260,13 @@ fx_cluster() {
     for node in "${FX_NODES[@]}"; do
         fx_start_node "$node"
     done
+    local token
     for node in "${FX_NODES[@]:1}"; do
-        fx_cli peer probe "${FX_IP[$node]}:7420" >/dev/null || fx_fail "peer probe $node"
+        # Join tokens are made only from a node of the cluster (not from client c1).
+        token=$(fx_in n1 timeout 30 "$CAIRN_BIN_DIR/cairn" --host "${FX_IP[n1]}:7420" \
+            peer token create --ttl 10m 2>/dev/null) || fx_fail "peer token create"
+        fx_cli peer probe "${FX_IP[$node]}:7420" --token "$token" >/dev/null ||
+            fx_fail "peer probe $node"
     done
     for ((i = 0; i < sets * replica; i++)); do
         node=${FX_NODES[i % nodes]}

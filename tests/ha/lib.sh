@@ -9,12 +9,13 @@
 #   etcd    ch<ID>-etcd  10.78.0.2
 #   brick   ch<ID>-n1    10.78.0.11  (cairnd :7420, volume vol0, replica 2 over 4 bricks)
 #   gateway ch<ID>-gwK   10.78.0.2K  (corosync, pacemakerd, ganesha.nfsd, rpcbind, dbus,
-#                                     mount-cairn of vol0 for the NFSv4 recovery records)
+#                                     mount-cairn of vol0 for the NFSv4 recovery records;
+#                                     with ha_gw_smb: ctdbd and a clustered smbd on vfs_cairn)
 #   VIP K                10.78.0.3K  (IPaddr2 on the gateway Pacemaker puts it on)
 #   client  ch<ID>-cK    10.78.0.10K
 #
 # A gateway is a network namespace plus a "holder" process that owns its mount, UTS and
-# IPC namespaces: private /run, /dev/shm, /etc/corosync, /var/lib/{corosync,pacemaker,nfs},
+# IPC namespaces: private /run, /dev/shm, /etc/{corosync,ctdb}, /var/lib/{corosync,pacemaker,nfs,ctdb},
 # hostname gwK, and the Cairn OCF agents / test fence agent overlaid on the stock agent
 # directories. Everything of the gateway runs under `ha_gw GW CMD` (nsenter into the
 # holder's namespaces), so killing every pid in the network namespace is a dead machine.
@@ -221,7 +222,8 @@ ha_vip() { echo "$HA_NET.3${1#gw}"; }
 ha_gw_namespace() {
     local gw=$1 d=$HA_DIR/$1 i
     ha_member "$gw" "$HA_NET.2${gw#gw}"
-    mkdir -p "$d"/{corosync-etc,corosync-lib,nfs-lib,mnt,log,ocf/cairn,sbin}
+    mkdir -p "$d"/{corosync-etc,corosync-lib,nfs-lib,ctdb-etc,ctdb-lib,mnt,log,ocf/cairn,sbin}
+    cp -a /etc/ctdb/. "$d/ctdb-etc/" 2>/dev/null || true # ha_gw_smb writes its config
     mkdir -p "$d"/pacemaker-lib/{cib,pengine,blackbox,cores}
     chown -R hacluster:haclient "$d/pacemaker-lib"
     chmod 0750 "$d/pacemaker-lib"/*
@@ -242,6 +244,11 @@ ha_gw_namespace() {
         mount --bind "$d/corosync-lib" /var/lib/corosync
         mount --bind "$d/pacemaker-lib" /var/lib/pacemaker
         mount --bind "$d/nfs-lib" /var/lib/nfs
+        if [ -d /etc/ctdb ]; then
+            mkdir -p /var/lib/ctdb
+            mount --bind "$d/ctdb-etc" /etc/ctdb
+            mount --bind "$d/ctdb-lib" /var/lib/ctdb
+        fi
         mount -t tmpfs -o mode=0755 tmpfs /srv
         mkdir -p /srv/cairn-ha
         mount -t overlay overlay -o "lowerdir=$d/ocf:/usr/lib/ocf/resource.d" /usr/lib/ocf/resource.d
@@ -358,7 +365,8 @@ ha_configure() {
     CAIRN_CLI=$CAIRN_BIN_DIR/cairn "$HA_REPO/appliance/ha/cib-resources" --nodes gw1,gw2,gw3 \
         --vips "$(ha_vip gw1),$(ha_vip gw2),$(ha_vip gw3)" --cidr 24 --nic eth0 \
         --recovery-root /srv/cairn-ha/.cairn-ha --servers "$(ha_servers)" --volume "$HA_VOLUME" \
-        --resources-out "$xml" --constraints-out "$cons" ${HA_FENCE_XML:+--fencing "$HA_FENCE_XML"} ||
+        --resources-out "$xml" --constraints-out "$cons" ${HA_FENCE_XML:+--fencing "$HA_FENCE_XML"} \
+        --smb "${HA_SMB:-false}" ||
         ha_fail "rendering the CIB resources"
     ha_gw gw1 cibadmin -C -o resources -x "$xml" || ha_fail "cibadmin: loading resources"
     ha_gw gw1 cibadmin -C -o constraints -x "$cons" || ha_fail "cibadmin: loading constraints"
@@ -402,6 +410,104 @@ ha_alive() {
     [[ -n $pid && -d /proc/$pid && $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) != Z ]]
 }
 
+# --- clustered Samba (CTDB) ---------------------------------------------------------------
+
+HA_SMB_USER=${HA_SMB_USER:-cairnsmb}
+HA_SMB_PASS=${HA_SMB_PASS:-cairn-Test-1}
+HA_RECLOCK_KEY=/cairn/ha/ctdb/reclock
+HA_RECLOCK_TTL=${HA_RECLOCK_TTL:-5}
+
+# ha_smb_prereqs: ctdb, smbd and this tree's vfs_cairn (linked into Samba's module dir
+# under a name of this tree, as tests/smb does).
+ha_smb_prereqs() {
+    local b
+    for b in ctdbd ctdb smbd smbpasswd; do
+        command -v "$b" >/dev/null || ha_fail "$b is not installed (apt-get install ctdb samba)"
+    done
+    SMB_VFS_NAME=${SMB_VFS_NAME:-cairn_$(printf %s "$HA_REPO" | md5sum | cut -c1-8)}
+    # shellcheck source=scripts/smb.sh
+    . "$HA_REPO/scripts/smb.sh"
+    make -s -C "$HA_REPO/vfs-module" >&2 || ha_fail "building vfs_cairn (make -C vfs-module)"
+    [[ -n $(smb_module_path) ]] || ha_fail "vfs_cairn not linked into Samba's module dir"
+    smb_ensure_user "$HA_SMB_USER" || ha_fail "cannot create local user $HA_SMB_USER"
+    if ! "$HA_VENV/bin/python" -c 'import smbprotocol' 2>/dev/null; then
+        "$HA_VENV/bin/python" -m pip install -q smbprotocol ||
+            ha_fail "cannot install the smbprotocol client from PyPI into $HA_VENV"
+    fi
+}
+
+# ha_ctdb_conf GW: /etc/ctdb of GW: the gateways as CTDB nodes, no public addresses (the
+# Pacemaker VIPs serve SMB too), the cluster lock in etcd (appliance/ha/ctdb-etcd-reclock),
+# and failure detection tuned near corosync's (keepalive 1 s x 5).
+ha_ctdb_conf() {
+    local gw=$1 d=$HA_DIR/$1/ctdb-etc g
+    mkdir -p "$HA_DIR/$gw"/ctdb-lib/{volatile,persistent,state}
+    : >"$d/nodes"
+    for g in gw1 gw2 gw3; do echo "$HA_NET.2${g#gw}" >>"$d/nodes"; done
+    rm -f "$d/public_addresses"
+    cat >"$d/ctdb.conf" <<CONF
+# rendered by tests/ha/lib.sh
+[logging]
+    location = file:$HA_DIR/$gw/log/ctdb.log
+    log level = NOTICE
+[cluster]
+    cluster lock = !$HA_REPO/appliance/ha/ctdb-etcd-reclock http://${HA_IP[etcd]}:2379 $HA_RECLOCK_KEY $HA_RECLOCK_TTL
+CONF
+    cat >"$d/ctdb.tunables" <<CONF
+KeepaliveInterval=1
+KeepaliveLimit=5
+CONF
+}
+
+# ha_smb_conf GW: smb.conf of GW: clustered, port 445 on every address (the VIPs come and
+# go), one share [vol0] of the volume through vfs_cairn.
+ha_smb_conf() {
+    local gw=$1 dir=$HA_DIR/$1/smb
+    smb_write_conf "$dir" 445
+    sed -i -e '/^ *interfaces = /d' -e '/^ *bind interfaces only = /d' \
+        -e 's/^ *netbios name = .*/    netbios name = CAIRN-HA/' "$dir/smb.conf"
+    sed -i '/^\[global\]/a\    clustering = yes\n    ctdbd socket = /run/ctdb/ctdbd.socket' "$dir/smb.conf"
+    smb_add_cairn_share "$dir" vol0 "$HA_VOLUME" "$(ha_servers)" /smb \
+        "valid users = $HA_SMB_USER root" || ha_fail "$gw: cannot add share vol0"
+}
+
+# ha_smb_up: ctdbd on every gateway, wait until all are healthy, then a clustered smbd on
+# each (the appliance's ctdb and smbd units; CTDB owns no address, see docs/ha.md).
+ha_smb_up() {
+    local gw i
+    ha_smb_prereqs
+    # the share's directory, writable by the test user (the volume root belongs to root)
+    { ha_gw gw1 mkdir -p /srv/cairn-ha/smb && ha_gw gw1 chmod 0777 /srv/cairn-ha/smb; } ||
+        ha_fail "cannot create /smb on $HA_VOLUME"
+    for gw in "${HA_GWS[@]}"; do
+        ha_ctdb_conf "$gw"
+        ha_gw "$gw" mkdir -p /run/ctdb
+        ha_gw "$gw" ctdbd </dev/null >>"$HA_DIR/$gw/log/ctdbd.out" 2>&1 ||
+            ha_fail "$gw: ctdbd did not start: $(tail -n 5 "$HA_DIR/$gw/log/ctdb.log")"
+    done
+    for ((i = 0; i < 120; i++)); do
+        for gw in "${HA_GWS[@]}"; do
+            ha_gw "$gw" timeout 5 ctdb nodestatus >/dev/null 2>&1 || { sleep 0.5 && continue 2; }
+        done
+        break
+    done
+    ((i < 120)) || ha_fail "CTDB did not become healthy on all gateways in 60s: $(ha_gw gw1 ctdb status 2>&1 | head -12)"
+    for gw in "${HA_GWS[@]}"; do
+        ha_smb_conf "$gw"
+        printf '%s\n%s\n' "$HA_SMB_PASS" "$HA_SMB_PASS" |
+            ha_gw "$gw" smbpasswd -c "$HA_DIR/$gw/smb/smb.conf" -s -a "$HA_SMB_USER" >/dev/null ||
+            ha_fail "$gw: smbpasswd for $HA_SMB_USER"
+        ha_gw "$gw" setsid smbd --foreground --no-process-group --debug-stdout \
+            -s "$HA_DIR/$gw/smb/smb.conf" </dev/null >>"$HA_DIR/$gw/log/smbd.log" 2>&1 &
+        disown $!
+    done
+    for gw in "${HA_GWS[@]}"; do
+        ha_wait_tcp "$gw" "${HA_IP[$gw]}" 445 30 ||
+            ha_fail "$gw: smbd does not listen on 445: $(tail -n 8 "$HA_DIR/$gw/log/smbd.log")"
+    done
+    ha_log "ctdb healthy on ${HA_GWS[*]}; clustered smbd up: $(ha_gw gw1 ctdb status 2>&1 | grep -c 'OK') nodes OK"
+}
+
 # --- clients ----------------------------------------------------------------------------------
 
 ha_clients_up() {
@@ -419,6 +525,41 @@ ha_writer() {
     echo $!
 }
 
+# ha_smb_writer CLIENT NAME VIP: start tests/ha/smb_writer.py in CLIENT's namespace (file
+# smb/ha-NAME of the volume, share vol0).
+ha_smb_writer() {
+    local client=$1 name=$2 vip=$3
+    ha_in "$client" "$HA_VENV/bin/python" "$HA_LIB/smb_writer.py" --host "$vip" --share vol0 \
+        --user "$HA_SMB_USER" --password "$HA_SMB_PASS" --path "ha-$name" \
+        --log "$HA_DIR/res/$name.jsonl" --stop-file "$HA_DIR/res/stop" >>"$HA_DIR/log/writer-$name.log" 2>&1 &
+    HA_BG_PIDS+=($!)
+    echo $!
+}
+
+# acked NAME: acknowledged records of writer NAME; acked_since NAME EPOCH: those after EPOCH.
+acked() {
+    local n
+    n=$(grep -c '"ok": true' "$HA_DIR/res/$1.jsonl" 2>/dev/null) || true
+    echo "${n:-0}"
+}
+acked_since() { # NAME EPOCH: acknowledged writes after EPOCH
+    python3 -c 'import json,sys; print(sum(1 for l in open(sys.argv[1]) if (e:=json.loads(l))["ok"] and e["t"]>float(sys.argv[2])))' \
+        "$HA_DIR/res/$1.jsonl" "$2" 2>/dev/null || echo 0
+}
+# --- state ------------------------------------------------------------------------------------
+
+# ha_status GW PYTHON_CHECK: `cairn gateway ha status --json` on GW, checked by a Python
+# expression over `s` (the document) and `rc` (the exit code).
+ha_status() {
+    local rc=0 doc
+    doc=$(ha_gw "$1" "$CAIRN_BIN_DIR/cairn" gateway ha status --json 2>&1) || rc=$?
+    python3 -c 'import json, sys; s = json.loads(sys.argv[1]); rc = int(sys.argv[2]); sys.exit(0 if eval("(" + sys.argv[3] + ")") else 1)' \
+        "$doc" "$rc" "$2" 2>/dev/null || {
+        echo "cairn gateway ha status on $1 (exit $rc) fails: $2" >&2
+        echo "$doc" >&2
+        return 1
+    }
+}
 # --- fencing ----------------------------------------------------------------------------------
 
 # ha_fencing_xml: one stonith device (tests/ha/fence_cairn_ns) that can fence every gateway

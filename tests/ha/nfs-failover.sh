@@ -3,13 +3,16 @@
 # tests/ha/fence_cairn_ns) in front of a Cairn volume, one VIP per gateway, NFS writers in
 # client namespaces. Checks:
 #   - the Cairn OCF agents refuse bad parameters and name an unreachable backend clearly;
+#     ganesha-ha-conf refuses a lease under 10 s or a grace under the lease;
 #   - a gateway whose Ganesha stops answering loses its VIP (cairn-gateway health clone),
 #     and `cairn gateway ha status` says why; at the end, the last serving gateway cut off
 #     from the bricks stops serving its VIPs, and status says why (exit 1);
 #   - kill -9 of a whole gateway namespace: its VIP moves, the NFSv3, v4.0 and v4.1 writers
 #     on it resume, the writer on another VIP never stops, no ESTALE, every acknowledged
 #     write reads back byte for byte, and the dead gateway is fenced;
-#   - a planned move (node standby) of a VIP with writers on it: zero client errors;
+#   - a planned move (`cairn gateway ha drain NODE`, pcs node standby) of a VIP with
+#     writers on it: zero client errors, drain names where the VIPs went; `undrain`
+#     returns the node to service; a drain of an unknown node fails clearly;
 #   - no VIP is ever held by two gateways.
 # Prints `failover <protocol> <kind> resumed_s=.. errors=.. lost=.. estale=..` lines and
 # saves them to tests/ha/results/last-run.txt.
@@ -26,18 +29,6 @@ ha_fencing_xml >"$HA_DIR/fencing.xml"
 HA_STONITH=true HA_FENCE_XML=$HA_DIR/fencing.xml ha_configure
 ha_pass "3 gateways (corosync + pacemaker + ganesha) formed a cluster with fencing on; VIPs on their home gateways"
 
-# ha_status GW PYTHON_CHECK: `cairn gateway ha status --json` on GW, checked by a Python
-# expression over `s` (the document) and `rc` (the exit code).
-ha_status() {
-    local rc=0 doc
-    doc=$(ha_gw "$1" "$CAIRN_BIN_DIR/cairn" gateway ha status --json 2>&1) || rc=$?
-    python3 -c 'import json, sys; s = json.loads(sys.argv[1]); rc = int(sys.argv[2]); sys.exit(0 if eval("(" + sys.argv[3] + ")") else 1)' \
-        "$doc" "$rc" "$2" 2>/dev/null || {
-        echo "cairn gateway ha status on $1 (exit $rc) fails: $2" >&2
-        echo "$doc" >&2
-        return 1
-    }
-}
 ha_status gw3 'rc == 0 and s["quorum"] and s["stonith_enabled"] and s["healthy"] == ["gw1", "gw2", "gw3"] and
     {v["resource"]: v["nodes"] for v in s["vips"]} == {"vip1": ["gw1"], "vip2": ["gw2"], "vip3": ["gw3"]}' ||
     ha_fail "cairn gateway ha status does not show the healthy cluster"
@@ -66,6 +57,15 @@ rc=0 out=$(agent gw3 cairn-gateway start OCF_RESKEY_volume=vol0 OCF_RESKEY_serve
 [[ $rc == 1 && $out == *"no cairnd of '10.78.0.99:7420' answers for volume vol0"* ]] ||
     ha_fail "cairn-gateway start with an unreachable cairnd: rc=$rc (want 1): $out"
 ha_pass "the agents refuse bad parameters and a broken timeout budget (OCF_ERR_CONFIGURED), and name an unreachable backend"
+conf=("$HA_REPO/appliance/ha/ganesha-ha-conf" --node gw9 --servers 10.78.0.99:7420 --volume vol0 --recovery-root /r)
+rc=0 out=$("${conf[@]}" --lease 5 2>&1) || rc=$?
+[[ $rc == 2 && $out == *"Lease_Lifetime (5 s) under 10 s"* ]] || ha_fail "ganesha-ha-conf --lease 5: rc=$rc (want 2): $out"
+rc=0 out=$("${conf[@]}" --lease 20 --grace 10 2>&1) || rc=$?
+[[ $rc == 2 && $out == *"Grace_Period (10 s) must be at least Lease_Lifetime (20 s)"* ]] ||
+    ha_fail "ganesha-ha-conf --lease 20 --grace 10: rc=$rc (want 2): $out"
+out=$("${conf[@]}" --lease 15) || ha_fail "ganesha-ha-conf --lease 15 failed"
+[[ $out == *"Lease_Lifetime = 15;"*"Grace_Period = 15;"* ]] || ha_fail "ganesha-ha-conf: grace does not follow the lease: $out"
+ha_pass "ganesha-ha-conf ties Grace_Period to Lease_Lifetime and refuses a lease under 10 s or a grace under the lease"
 
 # --- health: a gateway whose Ganesha does not answer loses its VIP -----------------------
 gpid=$(ha_gw gw3 cat /run/ganesha/ganesha.pid)
@@ -97,15 +97,6 @@ ha_writer c1 a 4.1 "$vip1" >/dev/null
 ha_writer c1 b 3 "$vip1" >/dev/null
 ha_writer c2 c 4.0 "$vip1" >/dev/null
 ha_writer c2 d 4.1 "$vip2" >/dev/null
-acked() {
-    local n
-    n=$(grep -c '"ok": true' "$HA_DIR/res/$1.jsonl" 2>/dev/null) || true
-    echo "${n:-0}"
-}
-acked_since() { # NAME EPOCH: acknowledged writes after EPOCH
-    python3 -c 'import json,sys; print(sum(1 for l in open(sys.argv[1]) if (e:=json.loads(l))["ok"] and e["t"]>float(sys.argv[2])))' \
-        "$HA_DIR/res/$1.jsonl" "$2" 2>/dev/null || echo 0
-}
 for ((i = 0; i < 30; i++)); do
     n=0
     for w in a b c d; do (($(acked "$w") >= 10)) && n=$((n + 1)); done
@@ -145,15 +136,19 @@ t_planned=$(date +%s.%N)
 from=$(ha_where vip2)
 moving="vip2"
 [[ $(ha_where vip1) == "$from" ]] && moving="vip1+vip2"
-ha_gw "$took" crm_attribute --node "$from" --name standby --update on ||
-    ha_fail "crm_attribute standby $from"
-for ((i = 0; i < 60; i++)); do
-    w=$(ha_where vip2)
-    [[ -n $w && $w != "$from" ]] && break
-    sleep 1
-done
-[[ -n $w && $w != "$from" ]] || ha_fail "vip2 did not leave $from (standby) in 60s"
+# cairn gateway ha drain: pcs node standby, then waits until the VIPs run elsewhere
+drained=$(ha_gw "$took" "$CAIRN_BIN_DIR/cairn" gateway ha drain "$from" --timeout 60 --json 2>&1) ||
+    ha_fail "cairn gateway ha drain $from: $drained"
 t_moved=$(date +%s.%N)
+w=$(ha_where vip2)
+python3 -c 'import json, sys
+d = json.loads(sys.argv[1])
+moved = {m["vip"]: m["to"] for m in d["vips"]}
+assert d["node"] == sys.argv[2] and d["action"] == "drain", d
+assert moved.get("vip2") == sys.argv[3] != sys.argv[2], (moved, sys.argv[3])
+assert all(m["from"] == sys.argv[2] and m["to"] != sys.argv[2] for m in d["vips"]), d' \
+    "$drained" "$from" "$w" || ha_fail "cairn gateway ha drain $from: vip2 is on '$w', drain said: $drained"
+ha_pass "cairn gateway ha drain $from: $(python3 -c 'import json, sys; d = json.loads(sys.argv[1]); print(", ".join(m["vip"] + " -> " + m["to"] for m in d["vips"]), "in", d["seconds"], "s")' "$drained")"
 for ((i = 0; i < 60; i++)); do
     ok=1
     for w in a b c d; do (($(acked_since "$w" "$t_moved") > 0)) || ok=0; done
@@ -168,6 +163,17 @@ touch "$HA_DIR/res/stop"
 for pid in "${HA_BG_PIDS[@]}"; do
     for ((i = 0; i < 100; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 done
+
+# --- undrain: the drained gateway serves again, its VIP moves back --------------------------------
+undrained=$(ha_gw "$took" "$CAIRN_BIN_DIR/cairn" gateway ha undrain "$from" --timeout 90 --json 2>&1) ||
+    ha_fail "cairn gateway ha undrain $from: $undrained"
+ha_status "$took" '[n["standby"] for n in s["nodes"] if n["name"] == "'"$from"'"] == [False] and
+    "'"$from"'" in s["healthy"]' || ha_fail "cairn gateway ha status after undrain $from"
+ha_pass "cairn gateway ha undrain $from: it serves again, holding $(python3 -c 'import json, sys; d = json.loads(sys.argv[1]); print([m["vip"] for m in d["vips"]], "after", d["seconds"], "s")' "$undrained")"
+out=$(ha_gw "$took" "$CAIRN_BIN_DIR/cairn" gateway ha drain gw9 2>&1) && ha_fail "drain of an unknown gateway succeeded: $out"
+[[ $out == *"'gw9' is not a gateway of this Pacemaker cluster (its gateways: gw1, gw2, gw3)"* ]] ||
+    ha_fail "drain of an unknown gateway: unclear error: $out"
+ha_pass "cairn gateway ha drain gw9 (unknown) fails naming the gateways"
 
 # --- one holder per VIP ------------------------------------------------------------------------
 for v in "$vip1" "$vip2" "$vip3"; do

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Failover figures from the writers' logs (tests/ha/writer.py).
+"""Failover figures from the writers' logs (tests/ha/writer.py, tests/ha/smb_writer.py).
 
     report.py --event unplanned:T0:T1:vip1 --event planned:T1:T2:vip1+vip2 \
         --writer NAME:PROTOCOL:VIP:LOG:LOST ... [--table FILE]
@@ -26,7 +26,10 @@ import json
 
 
 RETRY_CLASSES = {"NfsUncertainOutcomeError", "NfsConnectionError", "NfsTimeoutError",
-                 "NfsRpcError", "NfsRetryableError"}
+                 "NfsRpcError", "NfsRetryableError",
+                 # smb_writer.py: a dropped or silent connection, after which it reconnects
+                 # and re-opens (what Windows' SMB client does by itself)
+                 "SmbConnectionError", "SmbTimeoutError"}
 
 
 def is_retry(e):

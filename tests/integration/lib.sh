@@ -21,6 +21,10 @@
 #      CL_HOST         address cairnd listens on and advertises (default 127.0.0.1)
 #      CL_METRICS      1: each cairnd serves Prometheus metrics on a free 127.0.0.1 port
 #                      (cl_metric reads them)
+#      CL_CAIRND_ARGS  (array) extra arguments for the next cairnd started
+#      CL_ETCD_TLS     1 (default): etcd over TLS with client certificates and auth (a CA
+#                      per cluster in $CL_DIR/etcd-tls; cairnd authenticates as CN cairn,
+#                      allowed keys under /cairn only); 0: plain HTTP
 #
 # Functions: cluster_up, cl_init, cl_start_etcd, cl_stop_etcd, cl_start_node,
 #   cl_stop_node, cl_restart_node, cl_node_addr, cl_peer_probe, cl_create_volume,
@@ -32,11 +36,14 @@
 CL_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # shellcheck source=scripts/common.sh
 . "$CL_REPO/scripts/common.sh"
+# shellcheck source=scripts/etcd-tls.sh
+. "$CL_REPO/scripts/etcd-tls.sh"
 
 CAIRN_BIN_DIR=${CAIRN_BIN_DIR:-$CL_REPO/backend/target/debug}
 CAIRN_LOG_TAG=$(basename "${BASH_SOURCE[1]:-$0}" .sh)
 export RUST_LOG=${RUST_LOG:-info}
 CL_HOST=${CL_HOST:-127.0.0.1}
+CL_ETCD_TLS=${CL_ETCD_TLS:-1}
 
 CL_DIR=
 CL_NODES=()
@@ -45,6 +52,7 @@ CL_VOLUME=
 CL_ETCD_PORT=
 CL_ETCD_PEER_PORT=
 CL_ETCD_PID=
+CL_CAIRND_ARGS=()
 declare -A CL_PORT=()   # node -> cairnd port
 declare -A CL_PID=()    # node -> cairnd pid
 declare -A CL_METRICS_PORT=() # node -> cairnd metrics port (CL_METRICS=1)
@@ -138,6 +146,19 @@ cl_cleanup() {
     exit "$rc"
 }
 
+# cl_etcd_url: the client URL of the test etcd.
+cl_etcd_url() {
+    if [[ $CL_ETCD_TLS == 1 ]]; then echo "https://127.0.0.1:$CL_ETCD_PORT"; else echo "http://127.0.0.1:$CL_ETCD_PORT"; fi
+}
+
+cl_etcd_healthy() {
+    if [[ $CL_ETCD_TLS == 1 ]]; then
+        etcd_tls_healthy "$(cl_etcd_url)" "$CL_DIR/etcd-tls"
+    else
+        etcd_healthy "$(cl_etcd_url)"
+    fi
+}
+
 cl_start_etcd() {
     cl_init
     if [[ -n $CL_ETCD_PID ]] && pid_alive "$CL_ETCD_PID" etcd; then
@@ -145,16 +166,26 @@ cl_start_etcd() {
     fi
     CL_ETCD_PORT=${CL_ETCD_PORT:-$(free_port)}
     CL_ETCD_PEER_PORT=${CL_ETCD_PEER_PORT:-$(free_port)}
-    setsid etcd --name cairn-test --data-dir "$CL_DIR/etcd" \
-        --listen-client-urls "http://127.0.0.1:$CL_ETCD_PORT" \
-        --advertise-client-urls "http://127.0.0.1:$CL_ETCD_PORT" \
-        --listen-peer-urls "http://127.0.0.1:$CL_ETCD_PEER_PORT" \
-        --initial-advertise-peer-urls "http://127.0.0.1:$CL_ETCD_PEER_PORT" \
-        --initial-cluster "cairn-test=http://127.0.0.1:$CL_ETCD_PEER_PORT" \
+    local scheme=http tls=()
+    if [[ $CL_ETCD_TLS == 1 ]]; then
+        scheme=https
+        etcd_tls_make "$CL_DIR/etcd-tls" || fail "cannot make the etcd certificates"
+        mapfile -t tls < <(etcd_tls_server_args "$CL_DIR/etcd-tls")
+    fi
+    setsid etcd --name cairn-test --data-dir "$CL_DIR/etcd" "${tls[@]}" \
+        --listen-client-urls "$scheme://127.0.0.1:$CL_ETCD_PORT" \
+        --advertise-client-urls "$scheme://127.0.0.1:$CL_ETCD_PORT" \
+        --listen-peer-urls "$scheme://127.0.0.1:$CL_ETCD_PEER_PORT" \
+        --initial-advertise-peer-urls "$scheme://127.0.0.1:$CL_ETCD_PEER_PORT" \
+        --initial-cluster "cairn-test=$scheme://127.0.0.1:$CL_ETCD_PEER_PORT" \
         </dev/null >>"$CL_DIR/log/etcd.log" 2>&1 &
     CL_ETCD_PID=$!
-    wait_until 30 etcd_healthy "http://127.0.0.1:$CL_ETCD_PORT" ||
+    wait_until 30 cl_etcd_healthy ||
         fail "etcd on 127.0.0.1:$CL_ETCD_PORT not healthy after 30s"
+    if [[ $CL_ETCD_TLS == 1 ]]; then
+        etcd_tls_auth "$(cl_etcd_url)" "$CL_DIR/etcd-tls" /cairn ||
+            fail "cannot turn etcd auth on (users root and cairn, role cairn)"
+    fi
 }
 
 cl_stop_etcd() {
@@ -176,14 +207,15 @@ cl_start_node() {
         CL_NODES+=("$name")
     fi
     mkdir -p "$CL_DIR/state/$name"
-    local metrics=()
+    local metrics=() etcd_tls=()
+    [[ $CL_ETCD_TLS != 1 ]] || mapfile -t etcd_tls < <(etcd_tls_cairnd_args "$CL_DIR/etcd-tls")
     if [[ ${CL_METRICS:-0} == 1 ]]; then
         [[ -n ${CL_METRICS_PORT[$name]:-} ]] || CL_METRICS_PORT[$name]=$(free_port)
         metrics=(--metrics-listen "127.0.0.1:${CL_METRICS_PORT[$name]}")
     fi
-    setsid "$CAIRN_BIN_DIR/cairnd" --name "$name" "${metrics[@]}" \
+    setsid "$CAIRN_BIN_DIR/cairnd" --name "$name" "${metrics[@]}" "${CL_CAIRND_ARGS[@]}" \
         --listen "$CL_HOST:${CL_PORT[$name]}" \
-        --etcd "http://127.0.0.1:$CL_ETCD_PORT" \
+        --etcd "$(cl_etcd_url)" "${etcd_tls[@]}" \
         --state-dir "$CL_DIR/state/$name" \
         --log-file "$CL_DIR/log/cairnd-$name.log" --log-level "$RUST_LOG" \
         </dev/null >>"$CL_DIR/log/cairnd-$name.out" 2>&1 &
@@ -228,9 +260,11 @@ cairn_cli_at() {
     "$CAIRN_BIN_DIR/cairn" --host "$(cl_node_addr "$node")" "$@"
 }
 
-# cl_peer_probe NODE: add NODE to the first node's cluster.
+# cl_peer_probe NODE: add NODE to the first node's cluster with a fresh join token.
 cl_peer_probe() {
-    cairn_cli peer probe "$(cl_node_addr "$1")" || fail "cairn peer probe $1"
+    local token
+    token=$(cairn_cli peer token create --ttl 10m 2>/dev/null) || fail "cairn peer token create"
+    cairn_cli peer probe "$(cl_node_addr "$1")" --token "$token" || fail "cairn peer probe $1"
 }
 
 # cl_create_volume VOL REPLICA NBRICKS: bricks round-robin over the started nodes (so a

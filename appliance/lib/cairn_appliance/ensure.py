@@ -41,11 +41,13 @@ def cairn_json(args: Sequence[str], host: Optional[str] = None, env=None) -> dic
 
 
 def peer(addr: str, host: Optional[str] = None) -> bool:
-    """ADDR (HOST:PORT of a cairnd) is in the pool."""
+    """ADDR (HOST:PORT of a cairnd) is in the pool: probed with a fresh join token (made on
+    the node we talk to, which must be a member; passed in the environment, not argv)."""
     peers = cairn_json(["pool", "list"], host=host).get("peers", [])
     if any(p.get("addr") == addr for p in peers):
         return False
-    cairn(["peer", "probe", addr], host=host)
+    token = cairn(["peer", "token", "create", "--ttl", "10m"], host=host).stdout.strip()
+    cairn(["peer", "probe", addr], host=host, env={"CAIRN_JOIN_TOKEN": token})
     return True
 
 

@@ -1,4 +1,4 @@
-//! The dirty log of the checksum crash rule (see `csum.rs` and `docs/brick-format.md`,
+//! The dirty log of the checksum crash rule (see `csum/` and `docs/brick-format.md`,
 //! "Data checksums"): the ids whose checksum tables may lag their data, so that the next
 //! open rebuilds their tables instead of reporting a change a crash cut as corruption.
 //!
@@ -9,7 +9,7 @@
 //! - The log is written to disk by the tidy thread at most [`LOG_SYNC`] after an append
 //!   (`fdatasync`): a window no longer than that of the journaled directory entry of a
 //!   marker file, which the journal's commit interval (5 s) bounded.
-//! - **Tidy** (a thread per brick, [`Brick::sums_tidy`](crate::store::Brick)): once some
+//! - **Tidy** (a thread per brick, `Checksums::tidy` in `csum/recover.rs`): once some
 //!   id has been idle [`IDLE`], a round swaps the current log for the other one, appends to
 //!   the new current log the ids still busy (changed within `IDLE`, or a change in flight:
 //!   the caller's `busy`), makes the others' data and tables durable (`sync`: one

@@ -438,6 +438,50 @@ impl Index {
     }
 }
 
+/// What a name in a directory is.
+pub enum Ent {
+    Inode {
+        id: Id,
+        st: libc::stat,
+    },
+    Linkto {
+        target: Id,
+        st: libc::stat,
+    },
+    /// No Cairn id (not created through Cairn).
+    Foreign {
+        st: libc::stat,
+    },
+}
+
+impl Ent {
+    pub fn st(&self) -> &libc::stat {
+        match self {
+            Ent::Inode { st, .. } | Ent::Linkto { st, .. } | Ent::Foreign { st } => st,
+        }
+    }
+}
+
+/// What `name` in `dir` is (never following a symlink).
+pub fn entry(dir: RawFd, name: &[u8]) -> io::Result<Ent> {
+    let st = sys::lstatat(dir, &cstr(name)?)?;
+    entry_of(dir, name, st)
+}
+
+/// [`entry`] of `name` in `dir` whose `lstat` the caller already made.
+pub fn entry_of(dir: RawFd, name: &[u8], st: libc::stat) -> io::Result<Ent> {
+    let t = XTarget::at(dir, name)?;
+    if let Some(id) = id_of(&t)? {
+        return Ok(Ent::Inode { id, st });
+    }
+    if is_reg(&st) {
+        if let Some(target) = linkto_of(&t)? {
+            return Ok(Ent::Linkto { target, st });
+        }
+    }
+    Ok(Ent::Foreign { st })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -25,15 +25,23 @@
 //! filesystem enforces POSIX permission semantics; replica operations run as root and
 //! copy owner and mode from the head's result.
 
+mod acl;
 mod creds;
 mod csum;
 mod dirty;
+mod dispatch;
+mod error;
 mod heal;
 mod ids;
+mod marker;
+mod pending;
 mod store;
+mod stripe;
 mod sys;
 mod writeback;
 
 pub use csum::{BLOCK as CSUM_BLOCK, ECORRUPT};
+pub use dispatch::Exec;
 pub use heal::heal_diff;
-pub use store::{cookie, Brick, BrickMarker, Exec};
+pub use marker::BrickMarker;
+pub use store::{cookie, Brick};

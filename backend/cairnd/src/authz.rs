@@ -85,7 +85,14 @@ fn mgmt(p: &Principal, m: &MgmtRequest) -> Result<(), RemoteError> {
         | M::GatewayDelete { .. }
         | M::HealFull { .. }
         | M::ResetBrick { .. }
-        | M::ReplaceBrick { .. } => need(p, &[Admin], || format!("{} changes the cluster", what())),
+        | M::ReplaceBrick { .. }
+        | M::PeerTokenCreate { .. }
+        | M::PeerTokenRevoke { .. } => {
+            need(p, &[Admin], || format!("{} changes the cluster", what()))
+        }
+        M::PeerTokenList | M::AuditLog { .. } => {
+            need(p, &[Admin], || format!("{} is for admins", what()))
+        }
     }
 }
 

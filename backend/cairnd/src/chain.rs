@@ -589,7 +589,11 @@ async fn mutate(
     // would make the client retry a write this head already applied (and may have let a
     // reader see), which could land after a newer one.
     let mut results = results;
-    for attempt in 1..=FORWARD_REFUSED_RETRIES {
+    let mut backoff = cairn_proto::Backoff::linear(
+        std::time::Duration::from_millis(100),
+        std::time::Duration::from_millis(100 * FORWARD_REFUSED_RETRIES as u64),
+    );
+    for _ in 1..=FORWARD_REFUSED_RETRIES {
         let refused: Vec<u32> = results
             .iter()
             .filter(|(_, r)| matches!(r, Err(e) if e.errno == Errno::ESTALEMAP))
@@ -609,7 +613,7 @@ async fn mutate(
         if !still_up {
             break;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(100 * attempt as u64)).await;
+        backoff.wait().await;
         let m: &VolumeMap = current.as_deref().unwrap_or(map);
         for (t, r) in results.iter_mut().filter(|(t, _)| refused.contains(t)) {
             let again = ReplicateRequest { brick: *t, ..rreq.clone() };
@@ -1402,7 +1406,7 @@ pub async fn replicate(node: &Arc<Node>, req: ReplicateRequest, data: Bytes) -> 
 /// that ran it (the source directory's) recalled the leases it holds, but the leases on
 /// `dst_dir`'s entries in this set are held where `dst_dir`'s chain heads, which may be
 /// this brick's node. Recall them here, before the head hears back, so a client that
-/// knows every name of `dst_dir` (`client/src/dirstate.rs`) drops that knowledge before
+/// knows every name of `dst_dir` (`cache/src/dirstate.rs`) drops that knowledge before
 /// the rename completes. The renaming client keeps its lease when this node knows its
 /// session (from a mutation it sent here), as at the head.
 async fn recall_moved_into(node: &Node, volume: &str, brick: u32, dst_dir: Id, req: Option<ReqId>) {

@@ -2,6 +2,7 @@
 //! and replicates chains, heals returning bricks, and answers the `cairn` CLI.
 
 mod access;
+mod audit;
 mod authz;
 mod chain;
 mod delegs;
@@ -47,6 +48,16 @@ struct Args {
     /// etcd endpoints, comma separated.
     #[arg(long, default_value = "http://127.0.0.1:2379", value_delimiter = ',')]
     etcd: Vec<String>,
+    /// CA certificate (PEM) that signed etcd's server certificate; https:// endpoints.
+    #[arg(long, value_name = "PEM")]
+    etcd_ca: Option<PathBuf>,
+    /// Client certificate (PEM) cairnd presents to etcd (`--client-cert-auth`; with etcd
+    /// auth on, its CN is the etcd user).
+    #[arg(long, value_name = "PEM", requires = "etcd_key")]
+    etcd_cert: Option<PathBuf>,
+    /// Key of --etcd-cert (PEM; keep it 0600).
+    #[arg(long, value_name = "PEM", requires = "etcd_cert")]
+    etcd_key: Option<PathBuf>,
     /// Key prefix of this cluster in etcd.
     #[arg(long, default_value = "/cairn")]
     etcd_prefix: String,
@@ -78,6 +89,15 @@ struct Args {
     /// Default from CAIRN_CA_DIR, else --state-dir.
     #[arg(long)]
     ca_dir: Option<PathBuf>,
+    /// Audit log of management actions (JSON lines, mode 0640). Default: audit.log beside
+    /// --log-file, or in --state-dir without one.
+    #[arg(long)]
+    audit_log: Option<PathBuf>,
+    /// File holding a join token (`cairn peer token create`): a node that is not a member
+    /// yet uses it up at start to join the cluster. Without one it waits to be added with
+    /// `cairn peer probe HOST --token TOKEN`.
+    #[arg(long)]
+    join_token_file: Option<PathBuf>,
 }
 
 fn node_uuid(state_dir: &std::path::Path) -> anyhow::Result<String> {
@@ -136,6 +156,60 @@ fn hostname() -> String {
         .to_string()
 }
 
+/// Makes this node a member of the pool. A node already a member (same uuid) or the first
+/// node of a new cluster registers itself; any other node joins with a join token from
+/// `--join-token-file`, or, without one, waits for `cairn peer probe HOST --token TOKEN`.
+async fn join_pool(
+    store: &cairn_config::Store,
+    args: &Args,
+    name: &str,
+    addr: &str,
+    uuid: &str,
+) -> anyhow::Result<()> {
+    let me = cairn_config::PeerRecord { name: name.into(), addr: addr.into(), uuid: uuid.into() };
+    match store.get_peer(name).await? {
+        Some(p) if p.uuid != uuid => anyhow::bail!(
+            "node name {name} is already used by another node (uuid {}); pick another --name or remove {}",
+            p.uuid,
+            args.state_dir.join("node-uuid").display()
+        ),
+        Some(p) if p.addr == addr => return Ok(()),
+        // A member whose address changed.
+        Some(_) => {
+            return store.add_peer(me).await.context("updating this node's address in the config store")
+        }
+        None => {}
+    }
+    if store.list_peers().await?.is_empty() {
+        tracing::info!(node = name, "first node: founding the cluster");
+        return store.add_peer(me).await.context("registering this node in the config store");
+    }
+    let Some(file) = &args.join_token_file else {
+        tracing::warn!(
+            node = name,
+            "not a member of the cluster yet: waiting for 'cairn peer probe {addr} --token TOKEN' \
+             (or restart with --join-token-file)"
+        );
+        return Ok(());
+    };
+    let token = std::fs::read_to_string(file)
+        .with_context(|| format!("reading the join token from {}", file.display()))?;
+    let grant = cairn_config::consume_join_token(store, &token, &format!("{name} at {addr}"))
+        .await
+        .map_err(|e| {
+            let e = mgmt::join_refused(e);
+            anyhow::anyhow!(
+                "cannot join the cluster with {}: {} ({})",
+                file.display(),
+                e.message,
+                e.errno
+            )
+        })?;
+    store.add_peer(me).await.context("registering this node in the config store")?;
+    tracing::info!(node = name, token = grant.token_id, "joined the cluster with a join token");
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -159,28 +233,33 @@ async fn main() -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
-    let store = cairn_config::Store::connect(&args.etcd, &args.etcd_prefix)
-        .await
-        .with_context(|| format!("cannot reach the config store at {}", args.etcd.join(",")))?;
+    let security = cairn_config::EtcdSecurity {
+        ca: args.etcd_ca.clone(),
+        cert: args.etcd_cert.clone(),
+        key: args.etcd_key.clone(),
+    };
+    let store = cairn_config::Store::connect_secure(
+        &args.etcd,
+        &args.etcd_prefix,
+        cairn_config::DEFAULT_CONNECT_TIMEOUT,
+        &security,
+    )
+    .await
+    .with_context(|| format!("cannot reach the config store at {}", args.etcd.join(",")))?;
     let store = Arc::new(store);
-    // The local node is always a member of its own pool.
-    match store.get_peer(&name).await? {
-        Some(p) if p.uuid != uuid => anyhow::bail!(
-            "node name {name} is already used by another node (uuid {}); pick another --name or remove {}",
-            p.uuid,
-            args.state_dir.join("node-uuid").display()
-        ),
-        Some(p) if p.addr == addr => {}
-        _ => store
-            .add_peer(cairn_config::PeerRecord { name: name.clone(), addr: addr.clone(), uuid: uuid.clone() })
-            .await
-            .context("registering this node in the config store")?,
-    }
+    join_pool(&store, &args, &name, &addr, &uuid).await?;
     let lease = store
         .register_node(&name, &addr, args.lease_ttl)
         .await
         .context("registering the node lease")?;
-    let node = Arc::new(node::Node::new(name.clone(), addr.clone(), store, lease));
+    let mut node = node::Node::new(name.clone(), addr.clone(), store, lease);
+    node.uuid = uuid.clone();
+    let node = Arc::new(node);
+    let audit_path = args.audit_log.clone().unwrap_or_else(|| match &args.log_file {
+        Some(f) => f.with_file_name("audit.log"),
+        None => args.state_dir.join("audit.log"),
+    });
+    let audit = Arc::new(audit::Audit::open(&audit_path)?);
     if let Some(m) = &args.metrics_listen {
         let l = tokio::net::TcpListener::bind(m)
             .await
@@ -191,7 +270,8 @@ async fn main() -> anyhow::Result<()> {
     tokio::spawn(node.clone().run_reconciler());
     tokio::spawn(node.clone().run_lease_keeper(args.lease_ttl));
     tokio::spawn(scrub::run_scrubber(node.clone()));
-    let service = Arc::new(service::Daemon { node: node.clone() });
+    tracing::info!(path = %audit.path().unwrap_or(&audit_path).display(), "audit log");
+    let service = Arc::new(service::Daemon { node: node.clone(), audit });
     tokio::select! {
         _ = cairn_proto::rpc::serve_with(listener, service, transport) => {}
         _ = shutdown_signal() => {

@@ -311,46 +311,100 @@ async fn maps(
     Ok(out)
 }
 
+fn token_info(r: cairn_config::JoinTokenRecord) -> JoinTokenInfo {
+    JoinTokenInfo {
+        id: r.id,
+        created: r.created,
+        expires: r.expires,
+        used_at: r.used_at,
+        used_by: r.used_by,
+        revoked_at: r.revoked_at,
+    }
+}
+
+/// A refused join token is EACCES, saying why; a store failure keeps its own errno.
+pub fn join_refused(e: cairn_config::JoinTokenError) -> RemoteError {
+    match e {
+        cairn_config::JoinTokenError::Store(e) => cfg(e),
+        e => fail(Errno::EACCES, e.to_string()),
+    }
+}
+
+/// `peer probe ADDR --token T`: ask the node at `addr` who it is, use up the join token,
+/// then add the node to the pool. A node already in the pool needs no token.
+async fn peer_probe(
+    node: &Arc<Node>,
+    addr: String,
+    token: Option<String>,
+) -> Result<MgmtReply, RemoteError> {
+    let addr =
+        if addr.contains(':') { addr } else { format!("{addr}:{}", cairn_proto::DEFAULT_PORT) };
+    if addr == node.addr {
+        return Ok(done("Probe on localhost not needed"));
+    }
+    let r = node
+        .peers
+        .call(&addr, &node.name, Request::Mgmt(MgmtRequest::PeerStatus), bytes::Bytes::new())
+        .await;
+    let peers = match r {
+        Ok((Reply::Mgmt(MgmtReply::Peers(p)), _)) => p,
+        Ok(_) => return Err(fail(Errno::EPROTO, format!("{addr} answered oddly"))),
+        Err(e) => {
+            return Err(fail(e.errno, format!("Probe returned with {}: {}", e.errno, e.message)))
+        }
+    };
+    let me = peers
+        .into_iter()
+        .find(|p| p.local)
+        .ok_or_else(|| fail(Errno::EPROTO, format!("{addr} did not name itself")))?;
+    let rec = PeerRecord { name: me.name.clone(), addr: addr.clone(), uuid: me.uuid };
+    if node.store.get_peer(&rec.name).await.map_err(cfg)?.as_ref() == Some(&rec) {
+        return Ok(done(format!("Host {} at {addr} already in peer list", rec.name)));
+    }
+    let Some(token) = token else {
+        return Err(fail(
+            Errno::EACCES,
+            format!(
+                "peer probe {addr}: joining node {} needs a join token: create one with \
+                 'cairn peer token create' and pass it with --token",
+                rec.name
+            ),
+        ));
+    };
+    let grant =
+        cairn_config::consume_join_token(&node.store, &token, &format!("{} at {addr}", rec.name))
+            .await
+            .map_err(|e| {
+                let e = join_refused(e);
+                fail(e.errno, format!("peer probe {addr}: {}", e.message))
+            })?;
+    node.store.add_peer(rec).await.map_err(|e| fail(Errno::EEXIST, format!("{e}")))?;
+    tracing::info!(peer = me.name, addr, token = grant.token_id, "peer joined with a join token");
+    node.kick.notify_one();
+    Ok(done(format!("{} at {addr}", me.name)))
+}
+
 pub async fn handle(node: &Arc<Node>, req: MgmtRequest) -> Result<MgmtReply, RemoteError> {
     match req {
-        MgmtRequest::PeerProbe { addr } => {
-            let addr = if addr.contains(':') {
-                addr
+        MgmtRequest::PeerProbe { addr, token } => peer_probe(node, addr, token).await,
+        MgmtRequest::PeerTokenCreate { ttl_secs } => {
+            let ttl = if ttl_secs == 0 {
+                cairn_config::DEFAULT_JOIN_TOKEN_TTL
             } else {
-                format!("{addr}:{}", cairn_proto::DEFAULT_PORT)
+                Duration::from_secs(ttl_secs)
             };
-            if addr == node.addr {
-                return Ok(done("Probe on localhost not needed"));
-            }
-            let r = node
-                .peers
-                .call(
-                    &addr,
-                    &node.name,
-                    Request::Mgmt(MgmtRequest::PeerStatus),
-                    bytes::Bytes::new(),
-                )
-                .await;
-            let peers = match r {
-                Ok((Reply::Mgmt(MgmtReply::Peers(p)), _)) => p,
-                Ok(_) => return Err(fail(Errno::EPROTO, format!("{addr} answered oddly"))),
-                Err(e) => {
-                    return Err(fail(
-                        e.errno,
-                        format!("Probe returned with {}: {}", e.errno, e.message),
-                    ))
-                }
-            };
-            let me = peers
-                .into_iter()
-                .find(|p| p.local)
-                .ok_or_else(|| fail(Errno::EPROTO, format!("{addr} did not name itself")))?;
-            node.store
-                .add_peer(PeerRecord { name: me.name.clone(), addr: addr.clone(), uuid: me.uuid })
-                .await
-                .map_err(|e| fail(Errno::EEXIST, format!("{e}")))?;
-            node.kick.notify_one();
-            Ok(done(format!("{} at {addr}", me.name)))
+            let (token, rec) = node.store.create_join_token(ttl).await.map_err(cfg)?;
+            Ok(MgmtReply::JoinToken { token, info: token_info(rec) })
+        }
+        MgmtRequest::PeerTokenList => Ok(MgmtReply::JoinTokens(
+            node.store.join_tokens().await.map_err(cfg)?.into_iter().map(token_info).collect(),
+        )),
+        MgmtRequest::PeerTokenRevoke { id } => {
+            let rec = node.store.revoke_join_token(&id).await.map_err(cfg)?;
+            Ok(done(format!("join token {} revoked", rec.id)))
+        }
+        MgmtRequest::AuditLog { .. } => {
+            Err(fail(Errno::EINVAL, "the audit log is read by the service, not here"))
         }
         MgmtRequest::PeerDetach { name, force } => {
             if name == node.name {
@@ -371,7 +425,15 @@ pub async fn handle(node: &Arc<Node>, req: MgmtRequest) -> Result<MgmtReply, Rem
             Ok(done(""))
         }
         MgmtRequest::PeerStatus => {
-            let peers = node.store.list_peers().await.map_err(cfg)?;
+            let mut peers = node.store.list_peers().await.map_err(cfg)?;
+            // A node that has not joined yet still names itself, so it can be probed.
+            if !peers.iter().any(|p| p.name == node.name) {
+                peers.push(PeerRecord {
+                    name: node.name.clone(),
+                    addr: node.addr.clone(),
+                    uuid: node.uuid.clone(),
+                });
+            }
             let live: HashSet<String> =
                 node.store.live_nodes().await.map_err(cfg)?.into_keys().collect();
             Ok(MgmtReply::Peers(
@@ -494,6 +556,16 @@ pub async fn handle(node: &Arc<Node>, req: MgmtRequest) -> Result<MgmtReply, Rem
             Ok(MgmtReply::Gateway { revision, objects })
         }
         MgmtRequest::GatewayPut { kind, name, doc, if_unchanged_since } => {
+            if crate::audit::has_masked_secret(&doc) {
+                return Err(fail(
+                    Errno::EINVAL,
+                    format!(
+                        "{kind} {name}: the document carries a masked secret ('{}'), as read by \
+                         a client that is not a node of the cluster; change it from a node",
+                        crate::audit::MASK
+                    ),
+                ));
+            }
             node.store
                 .put_gateway_object(&kind, &name, &doc, if_unchanged_since)
                 .await

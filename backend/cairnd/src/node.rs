@@ -113,6 +113,8 @@ impl PeerPool {
 pub struct Node {
     pub name: String,
     pub addr: String,
+    /// This node's uuid (state dir `node-uuid`); set once before the node is shared.
+    pub uuid: String,
     pub store: Arc<Store>,
     lease: Mutex<Option<Arc<NodeLease>>>,
     pub bricks: RwLock<HashMap<(String, u32), Arc<BrickSlot>>>,
@@ -154,6 +156,7 @@ impl Node {
         Node {
             name,
             addr,
+            uuid: String::new(),
             store,
             lease: Mutex::new(Some(Arc::new(lease))),
             bricks: RwLock::default(),
@@ -435,12 +438,13 @@ impl Node {
 
     /// Watch the config store and reconcile on every change (and every few seconds).
     pub async fn run_reconciler(self: Arc<Self>) {
+        let mut backoff = cairn_proto::Backoff::constant(Duration::from_secs(1));
         let mut watch = loop {
             match self.store.watch().await {
                 Ok(w) => break w,
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot watch the config store; retrying");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    backoff.wait().await;
                 }
             }
         };

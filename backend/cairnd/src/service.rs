@@ -1,8 +1,10 @@
 //! The RPC service of `cairnd`: dispatches every request a connection carries.
 
+use crate::audit::Audit;
 use crate::node::Node;
 use crate::{authz, chain, metrics, mgmt};
 use bytes::Bytes;
+use cairn_proto::mgmt::{MgmtReply, MgmtRequest};
 use cairn_proto::msg::{Reply, Request, Response, Welcome};
 use cairn_proto::rpc::{Service, Session};
 use cairn_proto::{Errno, RemoteError, PROTOCOL_VERSION};
@@ -11,10 +13,66 @@ use std::sync::Arc;
 
 pub struct Daemon {
     pub node: Arc<Node>,
+    pub audit: Arc<Audit>,
+}
+
+/// Management is open to any host, except changing who may use a volume, handling join
+/// tokens and reading the audit log: those only from this host (the local CLI) or a node
+/// of the cluster.
+fn mgmt_allowed(node: &Node, session: &Session, m: &MgmtRequest) -> Result<(), RemoteError> {
+    if node.may_manage(session) {
+        return Ok(());
+    }
+    let client = session.peer.ip().to_canonical();
+    if let Some((volume, key)) = mgmt::changes_access(m) {
+        return Err(RemoteError::new(
+            Errno::EACCES,
+            format!(
+                "volume {volume}: client {client} may not change {key}: auth.allow / \
+                 auth.reject are changed only from a node of the cluster (run the cairn CLI \
+                 there)"
+            ),
+        ));
+    }
+    let what = match m {
+        MgmtRequest::PeerTokenCreate { .. } => "create join tokens",
+        MgmtRequest::PeerTokenList => "list join tokens",
+        MgmtRequest::PeerTokenRevoke { .. } => "revoke join tokens",
+        MgmtRequest::AuditLog { .. } => "read the audit log",
+        _ => return Ok(()),
+    };
+    Err(RemoteError::new(
+        Errno::EACCES,
+        format!("client {client} may not {what}: only from a node of the cluster (run the cairn CLI there)"),
+    ))
+}
+
+/// Gateway documents with every secret masked (`audit::redact`).
+fn mask_secrets(r: MgmtReply) -> MgmtReply {
+    match r {
+        MgmtReply::Gateway { revision, objects } => MgmtReply::Gateway {
+            revision,
+            objects: objects
+                .into_iter()
+                .map(|mut o| {
+                    o.doc = match serde_json::from_str::<serde_json::Value>(&o.doc) {
+                        Ok(mut v) => {
+                            crate::audit::redact(&mut v);
+                            v.to_string()
+                        }
+                        Err(_) => "{}".into(),
+                    };
+                    o
+                })
+                .collect(),
+        },
+        other => other,
+    }
 }
 
 async fn dispatch(
     node: Arc<Node>,
+    audit: Arc<Audit>,
     session: Arc<Session>,
     req: Request,
     data: Bytes,
@@ -49,22 +107,8 @@ async fn dispatch(
         Request::GetMap { volume } | Request::Subscribe { volume } => {
             node.admit(&session, volume)?
         }
-        // Management is open to any host, except changing who may use a volume.
-        Request::Mgmt(m) => {
-            if let Some((volume, key)) = mgmt::changes_access(m) {
-                if !node.may_manage(&session) {
-                    return Err(RemoteError::new(
-                        Errno::EACCES,
-                        format!(
-                            "volume {volume}: client {} may not change {key}: auth.allow / \
-                             auth.reject are changed only from a node of the cluster (run \
-                             the cairn CLI there)",
-                            session.peer.ip().to_canonical()
-                        ),
-                    ));
-                }
-            }
-        }
+        // Checked below, where the outcome is audited.
+        Request::Mgmt(_) => {}
         Request::Hello(_) | Request::Ping | Request::InvalidateAck { .. } => {}
     }
     match req {
@@ -99,7 +143,21 @@ async fn dispatch(
             node.leases.ack(seq);
             Ok((Reply::Unit, Bytes::new()))
         }
-        Request::Mgmt(m) => mgmt::handle(&node, m).await.map(|r| (Reply::Mgmt(r), Bytes::new())),
+        Request::Mgmt(m) => {
+            let res = match mgmt_allowed(&node, &session, &m) {
+                Err(e) => Err(e),
+                Ok(()) => match &m {
+                    MgmtRequest::AuditLog { since, limit } => audit
+                        .read(*since, (*limit).clamp(1, 100_000) as usize)
+                        .map(MgmtReply::Audit),
+                    _ => mgmt::handle(&node, m.clone()).await,
+                },
+            };
+            audit.record(&session, &m, &res);
+            // Secrets (CHAP passwords) go only to this host and the cluster's nodes.
+            let res = if node.may_manage(&session) { res } else { res.map(mask_secrets) };
+            res.map(|r| (Reply::Mgmt(r), Bytes::new()))
+        }
     }
 }
 
@@ -115,8 +173,9 @@ impl Service for Daemon {
         data: Bytes,
     ) -> BoxFuture<'static, (Response, Bytes)> {
         let node = self.node.clone();
+        let audit = self.audit.clone();
         Box::pin(async move {
-            match dispatch(node, session, req, data).await {
+            match dispatch(node, audit, session, req, data).await {
                 Ok((r, d)) => (Ok(r), d),
                 Err(e) => (Err(e), Bytes::new()),
             }

@@ -134,6 +134,9 @@ pub enum Command {
     /// List the nodes of the trusted storage pool.
     #[command(subcommand)]
     Pool(PoolCmd),
+    /// The audit log of management actions.
+    #[command(subcommand)]
+    Audit(AuditCmd),
     /// Create, start, stop, delete, inspect and tune volumes.
     #[command(subcommand)]
     Volume(VolumeCmd),
@@ -235,13 +238,87 @@ pub enum GatewayCmd {
 #[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
 pub enum GatewayHaCmd {
     /// Quorum, fencing, gateways, where each VIP runs, health and failures (from crm_mon
-    /// on this gateway); exit 1 when a VIP runs nowhere or on two gateways, or without
-    /// quorum.
+    /// on this gateway), and CTDB's node states and leader where it runs; exit 1 when a
+    /// VIP runs nowhere or on two gateways, without quorum, or with a CTDB node unhealthy.
     Status {
         /// The crm_mon program.
         #[arg(long, env = "CAIRN_CRM_MON", value_name = "PROGRAM", default_value = "crm_mon")]
         crm_mon: std::path::PathBuf,
+        /// The ctdb program (CTDB's view is shown where ctdbd runs: clustered Samba).
+        #[arg(long, env = "CAIRN_CTDB", value_name = "PROGRAM", default_value = "ctdb")]
+        ctdb: std::path::PathBuf,
     },
+    /// Move a gateway's clients away for maintenance (`pcs node standby NODE`), wait until
+    /// its VIPs run on other gateways, and print where each went.
+    #[command(long_about = DRAIN_ABOUT)]
+    Drain(HaDrainArgs),
+    /// Let a drained gateway serve again (`pcs node unstandby NODE`), wait until it is
+    /// healthy and the VIPs have settled, and print the VIPs it holds.
+    #[command(long_about = UNDRAIN_ABOUT)]
+    Undrain(HaDrainArgs),
+}
+
+const DRAIN_ABOUT: &str = "\
+Move a gateway's clients to the other gateways before maintenance (a planned move).
+
+Puts NODE on standby with `pcs node standby NODE` (Pacemaker then stops every resource \
+there: each VIP group blocks its NFS/SMB ports, releases its NFSv4 clients so they \
+reclaim on the new holder, removes the address and tickles the clients' connections), \
+then watches `crm_mon` until every VIP that ran on NODE runs on exactly one other \
+gateway, and prints where each went (`vip1: gw1 -> gw2`). NFS and SMB clients reconnect \
+by themselves; with the Linux NFS client and Windows no application sees an error \
+(docs/ha.md, \"Planned moves\").
+
+NODE stays on standby (it keeps its cluster membership and quorum vote, serves nothing) \
+until `cairn gateway ha undrain NODE`. Run it on any gateway of the cluster, as root \
+(pcs and crm_mon talk to the local Pacemaker).
+
+Draining a gateway that holds no VIP only sets standby. Draining the last gateway that \
+can serve fails after --timeout with the VIPs that run nowhere (NODE stays on standby: \
+undrain it).
+
+EXAMPLES:
+  cairn gateway ha drain gw1
+  cairn --json gateway ha drain gw1 --timeout 300
+
+EXIT STATUS:
+  0  NODE is on standby and its VIPs run elsewhere
+  1  pcs or crm_mon failed or is missing, NODE is not a gateway of this cluster, or the \
+VIPs had not moved within --timeout
+  2  bad command line";
+
+const UNDRAIN_ABOUT: &str = "\
+Let a drained gateway serve again.
+
+Runs `pcs node unstandby NODE`, then watches `crm_mon` until NODE is online, not on \
+standby and its `cairn-gateway` health check runs, and the VIP placement has settled \
+(every VIP on exactly one gateway, unchanged for 3 s); prints the VIPs NODE holds then. \
+A VIP that prefers NODE (`vipK` prefers gateway K) moves back to it: that move is a \
+planned move too, as short as a drain.
+
+EXAMPLES:
+  cairn gateway ha undrain gw1
+
+EXIT STATUS:
+  0  NODE serves again
+  1  pcs or crm_mon failed or is missing, NODE is not a gateway of this cluster, or it \
+was not healthy within --timeout
+  2  bad command line";
+
+#[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
+pub struct HaDrainArgs {
+    /// The gateway: its Pacemaker node name, as `cairn gateway ha status` lists it.
+    #[arg(value_name = "NODE")]
+    pub node: String,
+    /// How long to wait for the VIPs to move (seconds).
+    #[arg(long, value_name = "SECONDS", default_value_t = 120)]
+    pub timeout: u64,
+    /// The pcs program.
+    #[arg(long, env = "CAIRN_PCS", value_name = "PROGRAM", default_value = "pcs")]
+    pub pcs: std::path::PathBuf,
+    /// The crm_mon program.
+    #[arg(long, env = "CAIRN_CRM_MON", value_name = "PROGRAM", default_value = "crm_mon")]
+    pub crm_mon: std::path::PathBuf,
 }
 
 const ISCSI_ABOUT: &str = "\
@@ -413,9 +490,17 @@ cairn iscsi target create iqn.2024-01.com.example:lab --portal 10.0.0.5 --portal
         after_help = "EXAMPLES:\n  cairn iscsi target list\n  cairn --json iscsi target list"
     )]
     List,
-    /// Show one target.
-    #[command(after_help = "EXAMPLES:\n  cairn iscsi target show iqn.2024-01.com.example:storage")]
-    Show { iqn: String },
+    /// Show one target (CHAP passwords hidden unless --show-secrets).
+    #[command(
+        after_help = "EXAMPLES:\n  cairn iscsi target show iqn.2024-01.com.example:storage\n  cairn iscsi target show iqn.2024-01.com.example:storage --show-secrets"
+    )]
+    Show {
+        iqn: String,
+        /// Show CHAP passwords too. cairnd hands them only to a node of the cluster (run
+        /// this there); anyone else sees them masked.
+        #[arg(long)]
+        show_secrets: bool,
+    },
     /// Add or remove a portal.
     #[command(subcommand)]
     Portal(IscsiPortalCmd),
@@ -713,17 +798,25 @@ cairn nfs export add vol0 --path /vol0-root --clients 10.0.0.5 --squash no_root_
 
 #[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
 pub enum PeerCmd {
-    /// Add a node to the trusted storage pool.
+    /// Add a node to the trusted storage pool, using up a join token.
     #[command(
         long_about = "Add the node whose cairnd listens at HOST[:PORT] to the trusted storage \
-pool of the node cairn talks to. Probing a node that is already a peer succeeds and says so.",
-        after_help = "EXAMPLES:\n  cairn peer probe node2\n  cairn peer probe 10.0.0.12:7420"
+pool of the node cairn talks to. A node joins with a join token (`cairn peer token create`): \
+single use, expiring; a used, revoked or expired one is refused. Probing a node that is \
+already a peer needs no token, and succeeds and says so.",
+        after_help = "EXAMPLES:\n  T=$(cairn peer token create --ttl 1h)\n  cairn peer probe node2 --token \"$T\"\n  CAIRN_JOIN_TOKEN=\"$T\" cairn peer probe 10.0.0.12:7420"
     )]
     Probe {
         /// The node's cairnd address; port 7420 when omitted.
         #[arg(value_name = "HOST[:PORT]")]
         peer: String,
+        /// Join token (ID.SECRET) from `cairn peer token create`.
+        #[arg(long, env = "CAIRN_JOIN_TOKEN", value_name = "TOKEN", hide_env_values = true)]
+        token: Option<String>,
     },
+    /// Join tokens: create (shown once), list (never the secret), revoke.
+    #[command(subcommand)]
+    Token(TokenCmd),
     /// Remove a node from the trusted storage pool.
     #[command(
         long_about = "Remove the peer NAME from the pool. cairnd refuses while the peer holds \
@@ -741,6 +834,51 @@ confirmation first (see --mode=script, --yes).",
     /// Show the other peers of the pool and whether they are connected.
     #[command(after_help = "EXAMPLES:\n  cairn peer status\n  cairn --json peer status")]
     Status,
+}
+
+#[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
+pub enum TokenCmd {
+    /// Create a single-use join token and print it (only this once).
+    #[command(
+        long_about = "Create a join token for one node to join the pool (`cairn peer probe \
+HOST --token TOKEN`, or the new node's cairnd started with --join-token-file). It is printed \
+once on stdout; the cluster keeps only its hash. It expires after --ttl (default 24h, at most \
+7 days) and is used up by the first join.",
+        after_help = "EXAMPLES:\n  cairn peer token create\n  cairn peer token create --ttl 1h\n  cairn --json peer token create --ttl 30m"
+    )]
+    Create {
+        /// Lifetime: seconds, or a number with s, m, h or d.
+        #[arg(long, default_value = "24h", value_name = "DURATION")]
+        ttl: String,
+    },
+    /// List join tokens: id, expiry, and whether used or revoked (never the secret).
+    #[command(after_help = "EXAMPLES:\n  cairn peer token list\n  cairn --json peer token list")]
+    List,
+    /// Revoke a join token by its id (the part before the dot).
+    #[command(after_help = "EXAMPLES:\n  cairn peer token revoke 1a2b3c4d")]
+    Revoke {
+        #[arg(value_name = "ID")]
+        id: String,
+    },
+}
+
+#[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
+pub enum AuditCmd {
+    /// Show the audit log of management actions of the node cairn talks to.
+    #[command(
+        long_about = "Show the management actions the node recorded (who, what, when, result), \
+oldest first: every change, and every request refused for want of rights. Read only from \
+the node itself or another node of the cluster.",
+        after_help = "EXAMPLES:\n  cairn audit log\n  cairn audit log --since 1h\n  cairn --json audit log --limit 10"
+    )]
+    Log {
+        /// Only records of the last DURATION (s, m, h, d), or since Unix time N.
+        #[arg(long, value_name = "DURATION|UNIX")]
+        since: Option<String>,
+        /// At most this many records (the newest).
+        #[arg(long, default_value_t = 1000)]
+        limit: u32,
+    },
 }
 
 #[derive(Subcommand, Debug, Clone, PartialEq, Eq)]

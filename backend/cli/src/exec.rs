@@ -4,7 +4,8 @@ use crate::args::Cli;
 use crate::client::{self, CallError};
 use crate::grammar::{failed_message, UsageError};
 use crate::json::{
-    self, HealDoc, HealStatsDoc, PeersDoc, ResultDoc, VolumeListDoc, VolumeStatusDoc,
+    self, AuditDoc, HealDoc, HealStatsDoc, JoinTokenDoc, JoinTokensDoc, PeersDoc, ResultDoc,
+    VolumeListDoc, VolumeStatusDoc,
 };
 use crate::plan::{self, Output, Plan, Settings};
 use crate::{exit, format};
@@ -66,8 +67,14 @@ where
             }
         }
         crate::args::Command::Gateway(crate::args::GatewayCmd::Ha(
-            crate::args::GatewayHaCmd::Status { crm_mon },
-        )) => return crate::ha::status(crm_mon, cli.json, out, err),
+            crate::args::GatewayHaCmd::Status { crm_mon, ctdb },
+        )) => return crate::ha::status(crm_mon, ctdb, cli.json, out, err),
+        crate::args::Command::Gateway(crate::args::GatewayCmd::Ha(
+            crate::args::GatewayHaCmd::Drain(a),
+        )) => return crate::ha::drain(a, true, cli.json, out, err),
+        crate::args::Command::Gateway(crate::args::GatewayCmd::Ha(
+            crate::args::GatewayHaCmd::Undrain(a),
+        )) => return crate::ha::drain(a, false, cli.json, out, err),
         crate::args::Command::Iscsi(a) => {
             return match plan::settings(&cli) {
                 Ok(s) => crate::iscsi::iscsi(&s, a, out, err),
@@ -222,6 +229,35 @@ fn show(out: &mut dyn Write, err: &mut dyn Write, s: &Settings, p: &Plan, reply:
                 json::render(&HealStatsDoc { volume, bricks })
             } else {
                 format::heal_statistics(&volume, &bricks)
+            }
+        }
+        (Output::JoinToken, MgmtReply::JoinToken { token, info }) => {
+            if s.json {
+                json::render(&JoinTokenDoc { token, info })
+            } else {
+                // The token alone on stdout, so `T=$(cairn peer token create)` works.
+                let _ = writeln!(
+                    err,
+                    "join token {} expires {}; it is shown only now and works once",
+                    info.id,
+                    format::utc(info.expires)
+                );
+                format!("{token}\n")
+            }
+        }
+        (Output::JoinTokens, MgmtReply::JoinTokens(tokens)) => {
+            if s.json {
+                json::render(&JoinTokensDoc { tokens })
+            } else {
+                format::join_tokens(&tokens)
+            }
+        }
+        (Output::Audit, MgmtReply::Audit(lines)) => {
+            if s.json {
+                let records = lines.iter().filter_map(|l| serde_json::from_str(l).ok()).collect();
+                json::render(&AuditDoc { records })
+            } else {
+                format::audit(&lines)
             }
         }
         (_, other) => {

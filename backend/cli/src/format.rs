@@ -1,7 +1,7 @@
 //! Human output, in the layout of the matching gluster commands.
 
 use cairn_proto::map::{BrickState, VolumeMap};
-use cairn_proto::mgmt::{HealBrickInfo, HealBrickStats, PeerInfo, VolumeStatusInfo};
+use cairn_proto::mgmt::{HealBrickInfo, HealBrickStats, JoinTokenInfo, PeerInfo, VolumeStatusInfo};
 use std::fmt::Write;
 
 /// What gluster prints when there is nothing to show.
@@ -215,20 +215,65 @@ pub fn heal_info(bricks: &[HealBrickInfo]) -> String {
     o
 }
 
-/// Unix seconds as `YYYY-MM-DD HH:MM:SS UTC`.
+/// Unix seconds as `YYYY-MM-DD HH:MM:SS UTC` (past the year 9999: the seconds as they are).
 pub fn utc(secs: u64) -> String {
-    let (days, rem) = ((secs / 86400) as i64, secs % 86400);
-    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC", rem / 3600, rem % 3600 / 60, rem % 60)
+    let fmt =
+        time::macros::format_description!("[year]-[month]-[day] [hour]:[minute]:[second] UTC");
+    i64::try_from(secs)
+        .ok()
+        .and_then(|s| time::OffsetDateTime::from_unix_timestamp(s).ok())
+        .and_then(|t| t.format(fmt).ok())
+        .unwrap_or_else(|| format!("{secs} s after 1970-01-01 UTC"))
+}
+
+/// `cairn peer token list`: never the secret.
+pub fn join_tokens(tokens: &[JoinTokenInfo]) -> String {
+    if tokens.is_empty() {
+        return "No join tokens\n".into();
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let rows: Vec<Vec<String>> = tokens
+        .iter()
+        .map(|t| {
+            let state = match (t.revoked_at, t.used_at) {
+                (Some(at), _) => format!("revoked {}", utc(at)),
+                (None, Some(at)) => {
+                    format!("used {} by {}", utc(at), t.used_by.as_deref().unwrap_or("?"))
+                }
+                (None, None) if t.expires <= now => "expired".into(),
+                (None, None) => "valid".into(),
+            };
+            vec![t.id.clone(), utc(t.created), utc(t.expires), state]
+        })
+        .collect();
+    table(&["ID", "Created", "Expires", "State"], &rows)
+}
+
+/// `cairn audit log`: one line per record: time, who, what and arguments, result.
+pub fn audit(lines: &[String]) -> String {
+    let mut o = String::new();
+    for l in lines {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(l) else {
+            let _ = writeln!(o, "{l}");
+            continue;
+        };
+        let s = |v: &serde_json::Value| v.as_str().unwrap_or("?").to_string();
+        let who = &v["who"];
+        let who = match who.get("principal").and_then(|p| p.as_str()) {
+            Some(p) => p.to_string(),
+            None => format!("{} ({})", s(&who["addr"]), s(&who["client"])),
+        };
+        let result = if v["result"]["ok"].as_bool() == Some(true) {
+            "ok".to_string()
+        } else {
+            format!("{}: {}", s(&v["result"]["errno"]), s(&v["result"]["message"]))
+        };
+        let _ = writeln!(o, "{} {who} {} {} -> {result}", s(&v["time"]), s(&v["what"]), v["args"]);
+    }
+    o
 }
 
 /// `cairn volume heal NAME statistics`, in the layout of gluster's.
@@ -615,6 +660,7 @@ a2b3c4d5-e6f7-4890-a1b2-c3d4e5f60718  node2              10.0.0.2:7420  Connecte
         assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
         assert_eq!(utc(1_700_000_000), "2023-11-14 22:13:20 UTC");
         assert_eq!(utc(951_782_400), "2000-02-29 00:00:00 UTC");
+        assert_eq!(utc(u64::MAX), "18446744073709551615 s after 1970-01-01 UTC");
         let expected = "\
 Gathering crawl statistics on volume vol0 has been successful
 ------------------------------------------------

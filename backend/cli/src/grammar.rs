@@ -3,7 +3,7 @@
 //! `<command>: <name>: failed: <reason>` shape so scripts written for gluster read them.
 
 use cairn_proto::mgmt::VolumeCreate;
-use cairn_proto::DEFAULT_PORT;
+use cairn_proto::HostPort;
 
 /// The usage line printed after grammar errors of `volume create`.
 pub const CREATE_USAGE: &str = "Usage: cairn volume create NAME [replica N] HOST:/PATH... [force]";
@@ -68,49 +68,10 @@ pub fn check_volume_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Turn `HOST[:PORT]` into `host:port` with the default port 7420. IPv6 literals may be
-/// written bare (`::1`) or bracketed (`[::1]`, `[::1]:7420`).
+/// Turn `HOST[:PORT]` into `host:port` with the default port 7420 (IPv6 in brackets:
+/// `[::1]`, `[::1]:7420`); see [`HostPort`].
 pub fn with_default_port(s: &str) -> Result<String, String> {
-    let s = s.trim();
-    if s.is_empty() {
-        return Err("empty address".to_string());
-    }
-    if s.chars().any(|c| c.is_whitespace() || c == '/') {
-        return Err(format!("invalid address '{s}': expected HOST[:PORT]"));
-    }
-    let check_port = |p: &str| -> Result<(), String> {
-        match p.parse::<u16>() {
-            Ok(n) if n != 0 => Ok(()),
-            _ => Err(format!("invalid port '{p}' in address '{s}': expected 1-65535")),
-        }
-    };
-    if let Some(rest) = s.strip_prefix('[') {
-        let Some((host, after)) = rest.split_once(']') else {
-            return Err(format!("invalid address '{s}': missing ']'"));
-        };
-        if host.is_empty() {
-            return Err(format!("invalid address '{s}': empty host"));
-        }
-        return match after {
-            "" => Ok(format!("[{host}]:{DEFAULT_PORT}")),
-            _ => match after.strip_prefix(':') {
-                Some(p) => check_port(p).map(|()| s.to_string()),
-                None => Err(format!("invalid address '{s}': expected [HOST]:PORT")),
-            },
-        };
-    }
-    match s.matches(':').count() {
-        0 => Ok(format!("{s}:{DEFAULT_PORT}")),
-        1 => {
-            let (host, port) = s.split_once(':').expect("one colon");
-            if host.is_empty() {
-                return Err(format!("invalid address '{s}': empty host"));
-            }
-            check_port(port).map(|()| s.to_string())
-        }
-        // A bare IPv6 literal.
-        _ => Ok(format!("[{s}]:{DEFAULT_PORT}")),
-    }
+    s.trim().parse::<HostPort>().map(|h| h.to_string()).map_err(|e| e.to_string())
 }
 
 /// One `HOST:/PATH` brick, normalised (no trailing or doubled slashes).
@@ -474,7 +435,7 @@ mod tests {
         assert_eq!(with_default_port("node1").unwrap(), "node1:7420");
         assert_eq!(with_default_port("node1:9000").unwrap(), "node1:9000");
         assert_eq!(with_default_port("10.0.0.1").unwrap(), "10.0.0.1:7420");
-        assert_eq!(with_default_port("::1").unwrap(), "[::1]:7420");
+        assert!(with_default_port("::1").is_err(), "a bare IPv6 literal is ambiguous");
         assert_eq!(with_default_port("[::1]").unwrap(), "[::1]:7420");
         assert_eq!(with_default_port("[::1]:99").unwrap(), "[::1]:99");
         assert!(with_default_port("node1:0").is_err());

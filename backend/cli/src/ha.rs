@@ -1,13 +1,19 @@
-//! `cairn gateway ha status`: the state of the gateways' Pacemaker cluster (docs/ha.md).
+//! `cairn gateway ha status`: the state of the gateways' Pacemaker cluster (docs/ha.md);
+//! `cairn gateway ha drain|undrain NODE`: planned moves (`pcs node standby|unstandby`, then
+//! a wait on `crm_mon` until the VIPs have moved: [`drain_done`], [`undrain_done`]).
 //!
 //! Runs `crm_mon --one-shot --output-as=xml` on this gateway and summarises it: quorum,
 //! fencing, the gateways (online, standby, unclean), where each virtual IP (IPaddr2
 //! resource) runs, which gateways pass the `cairn-gateway` health check, and the failed
-//! actions with their exit reasons. The summary is pure ([`summarize`]) and unit-tested on
-//! crm_mon's XML; only [`status`] runs a program.
+//! actions with their exit reasons. Where CTDB (clustered Samba) runs on the gateway, it
+//! adds CTDB's view from `ctdb -X status` and `ctdb leader`: each node's state and which
+//! node is the leader (the holder of the cluster lock). CTDB owns no address here: the
+//! VIPs above serve SMB too. The summaries are pure ([`summarize`], [`parse_ctdb_status`])
+//! and unit-tested; only [`status`] runs programs.
 //!
 //! Exit code: 0 when the cluster has quorum and every VIP runs on exactly one gateway,
-//! 1 otherwise (also when crm_mon cannot be run or its output cannot be read).
+//! 1 otherwise (also when crm_mon cannot be run or its output cannot be read), or when a
+//! connected CTDB node is banned or unhealthy.
 
 use crate::exit;
 use serde::Serialize;
@@ -28,6 +34,8 @@ pub struct HaStatus {
     /// Gateways where the `cairn-gateway` health clone runs (healthy stack).
     pub healthy: Vec<String>,
     pub failures: Vec<HaFailure>,
+    /// CTDB's view, when ctdbd runs on this gateway (clustered Samba).
+    pub ctdb: Option<HaCtdb>,
     /// Why the cluster is not fine (empty when it is).
     pub problems: Vec<String>,
 }
@@ -55,6 +63,70 @@ pub struct HaFailure {
     pub operation: String,
     pub node: String,
     pub exit_reason: String,
+}
+
+#[derive(Serialize, Debug, Default, PartialEq, Eq)]
+pub struct HaCtdb {
+    /// The leader's pnn (it holds the cluster lock), if CTDB knows one.
+    pub leader: Option<u32>,
+    pub nodes: Vec<HaCtdbNode>,
+}
+
+#[derive(Serialize, Debug, Default, PartialEq, Eq)]
+pub struct HaCtdbNode {
+    pub pnn: u32,
+    pub address: String,
+    /// OK, or the first of DISCONNECTED, BANNED, STOPPED, DISABLED, UNHEALTHY, UNKNOWN.
+    pub state: String,
+    /// The node this command ran on.
+    pub this_node: bool,
+}
+
+/// Parse `ctdb -X status` (`|Node|IP|Disconnected|...|ThisNode|` and one row per node).
+pub fn parse_ctdb_status(text: &str) -> Result<Vec<HaCtdbNode>, String> {
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .filter(|l| l.starts_with('|'))
+        .map(|l| l.trim_matches('|').split('|').collect())
+        .collect();
+    let head = rows
+        .first()
+        .filter(|h| h.first() == Some(&"Node"))
+        .ok_or("not `ctdb -X status` output (no |Node| header)")?;
+    let col = |name: &str| head.iter().position(|h| *h == name);
+    let ip = col("IP").ok_or("no IP column in `ctdb -X status`")?;
+    let flags = ["Disconnected", "Banned", "Stopped", "Disabled", "Unhealthy", "Unknown"];
+    let mut nodes = Vec::new();
+    for r in &rows[1..] {
+        let pnn = r[0].parse::<u32>().map_err(|_| format!("bad pnn '{}' in ctdb status", r[0]))?;
+        let set = |name: &str| col(name).and_then(|i| r.get(i)).is_some_and(|v| *v == "1");
+        let state = flags.iter().find(|f| set(f)).map_or("OK".into(), |f| f.to_uppercase());
+        nodes.push(HaCtdbNode {
+            pnn,
+            address: r.get(ip).unwrap_or(&"").to_string(),
+            state,
+            this_node: col("ThisNode").and_then(|i| r.get(i)) == Some(&"Y"),
+        });
+    }
+    Ok(nodes)
+}
+
+/// Problems of CTDB's view: a connected node that cannot serve (a disconnected one is a
+/// gateway that is down, which Pacemaker's part reports).
+fn ctdb_problems(c: &HaCtdb) -> Vec<String> {
+    let mut p = Vec::new();
+    for n in &c.nodes {
+        if n.state == "BANNED" || n.state == "UNHEALTHY" {
+            p.push(format!(
+                "CTDB node {} ({}) is {}: its smbd cannot serve",
+                n.pnn, n.address, n.state
+            ));
+        }
+    }
+    if c.leader.is_none() && c.nodes.iter().any(|n| n.state == "OK") {
+        p.push("CTDB has no leader (is its cluster lock reachable?)".into());
+    }
+    p
 }
 
 /// One XML start (or empty) tag: its name and attributes.
@@ -115,6 +187,22 @@ pub fn summarize(xml: &str) -> Result<HaStatus, String> {
     let all = tags(xml);
     if !all.iter().any(|t| t.name == "pacemaker-result" || t.name == "crm_mon") {
         return Err("not crm_mon XML output (no <pacemaker-result>)".into());
+    }
+    if let Some(t) = all.iter().find(|t| t.name == "status" && !t.closing) {
+        let code = t.attrs.get("code").map(String::as_str).unwrap_or("0");
+        if code != "0" {
+            let errors: Vec<String> = xml
+                .split("<error>")
+                .skip(1)
+                .filter_map(|e| e.split("</error>").next())
+                .map(|e| unescape(e.trim()))
+                .collect();
+            return Err(format!(
+                "crm_mon cannot read the cluster (status {code}, {}): {} (is pacemaker running on this gateway?)",
+                t.attrs.get("message").map(String::as_str).unwrap_or("?"),
+                errors.join("; ")
+            ));
+        }
     }
     let mut st = HaStatus::default();
     // the resource being read (between <resource> and </resource>) and its agent
@@ -226,6 +314,14 @@ fn render(st: &HaStatus) -> String {
         let at = if v.nodes.is_empty() { "-".to_string() } else { v.nodes.join(", ") };
         s.push_str(&format!("  {:<16} {}\n", v.resource, at));
     }
+    if let Some(c) = &st.ctdb {
+        let leader = c.leader.map_or("none".to_string(), |l| format!("pnn {l}"));
+        s.push_str(&format!("CTDB (clustered Samba): leader {leader}\n"));
+        for n in &c.nodes {
+            let me = if n.this_node { " (this gateway)" } else { "" };
+            s.push_str(&format!("  pnn {:<3} {:<16} {}{}\n", n.pnn, n.address, n.state, me));
+        }
+    }
     for f in &st.failures {
         s.push_str(&format!("Failed: {} on {}: {}\n", f.operation, f.node, f.exit_reason));
     }
@@ -235,34 +331,42 @@ fn render(st: &HaStatus) -> String {
     s
 }
 
-/// `cairn gateway ha status [--json]`: run `crm_mon` and print the summary.
-pub fn status(crm_mon: &Path, json: bool, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
-    let run = Command::new(crm_mon).args(["--one-shot", "--output-as=xml"]).output();
-    let output = match run {
-        Ok(o) => o,
-        Err(e) => {
-            let _ = writeln!(
-                err,
-                "cairn gateway ha status: cannot run {}: {e} (is pacemaker installed on this gateway?)",
-                crm_mon.display()
-            );
-            return exit::FAILED;
-        }
+/// CTDB's view from `ctdb -X status` and `ctdb leader`; None when ctdbd does not run here
+/// (or the program is missing): a gateway without clustered Samba.
+fn ctdb_view(ctdb: &Path) -> Option<HaCtdb> {
+    let run = |args: &[&str]| {
+        Command::new(ctdb)
+            .args(["-t", "3"])
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
     };
-    let xml = String::from_utf8_lossy(&output.stdout);
-    let st = match summarize(&xml) {
+    let nodes = parse_ctdb_status(&run(&["-X", "status"])?).ok()?;
+    let leader = run(&["leader"]).and_then(|s| s.trim().parse().ok());
+    Some(HaCtdb { leader, nodes })
+}
+
+/// `cairn gateway ha status [--json]`: run `crm_mon` (and `ctdb`) and print the summary.
+pub fn status(
+    crm_mon: &Path,
+    ctdb: &Path,
+    json: bool,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> i32 {
+    let mut st = match crm_status(crm_mon) {
         Ok(st) => st,
         Err(e) => {
-            let _ = writeln!(
-                err,
-                "cairn gateway ha status: {} exited {}: {e}: {}",
-                crm_mon.display(),
-                output.status,
-                String::from_utf8_lossy(&output.stderr).trim()
-            );
+            let _ = writeln!(err, "cairn gateway ha status: {e}");
             return exit::FAILED;
         }
     };
+    st.ctdb = ctdb_view(ctdb);
+    if let Some(c) = &st.ctdb {
+        st.problems.extend(ctdb_problems(c));
+    }
     let shown = if json {
         serde_json::to_string_pretty(&st).map(|s| s + "\n").unwrap_or_default()
     } else {
@@ -274,6 +378,281 @@ pub fn status(crm_mon: &Path, json: bool, out: &mut dyn Write, err: &mut dyn Wri
     } else {
         exit::FAILED
     }
+}
+
+/// Where one VIP went in a drain (or where it runs after an undrain).
+#[derive(Serialize, Debug, Default, PartialEq, Eq, Clone)]
+pub struct HaMove {
+    pub vip: String,
+    pub from: String,
+    /// The gateway it runs on now.
+    pub to: String,
+}
+
+/// The result of `cairn gateway ha drain|undrain NODE`.
+#[derive(Serialize, Debug, Default, PartialEq)]
+pub struct HaDrain {
+    pub node: String,
+    /// `drain` or `undrain`.
+    pub action: String,
+    /// drain: the VIPs NODE held and where each went; undrain: the VIPs NODE holds now
+    /// (`from` is where each ran before).
+    pub vips: Vec<HaMove>,
+    /// From the pcs call to the settled state.
+    pub seconds: f64,
+}
+
+/// NODE must be a node of the cluster `st` describes.
+pub fn check_node(st: &HaStatus, node: &str) -> Result<(), String> {
+    if st.nodes.iter().any(|n| n.name == node) {
+        return Ok(());
+    }
+    let names: Vec<&str> = st.nodes.iter().map(|n| n.name.as_str()).collect();
+    Err(format!(
+        "'{node}' is not a gateway of this Pacemaker cluster (its gateways: {})",
+        if names.is_empty() { "none".to_string() } else { names.join(", ") }
+    ))
+}
+
+/// The VIPs running on `node`.
+pub fn vips_on(st: &HaStatus, node: &str) -> Vec<String> {
+    st.vips
+        .iter()
+        .filter(|v| v.nodes.iter().any(|n| n == node))
+        .map(|v| v.resource.clone())
+        .collect()
+}
+
+/// Has the drain of `node` finished? `Ok(moves)` when NODE is on standby and every VIP in
+/// `before` runs on exactly one other gateway; `Err(what is still pending)` otherwise.
+pub fn drain_done(st: &HaStatus, node: &str, before: &[String]) -> Result<Vec<HaMove>, String> {
+    let me = st.nodes.iter().find(|n| n.name == node);
+    if !me.is_some_and(|n| n.standby || !n.online) {
+        return Err(format!("{node} is not on standby yet"));
+    }
+    let mut moves = Vec::new();
+    let mut pending = Vec::new();
+    for vip in before {
+        let at = st.vips.iter().find(|v| &v.resource == vip).map(|v| v.nodes.clone());
+        match at.as_deref() {
+            Some([to]) if to != node => {
+                moves.push(HaMove { vip: vip.clone(), from: node.into(), to: to.clone() })
+            }
+            Some([]) | None => pending.push(format!("{vip} runs nowhere")),
+            Some([_]) => pending.push(format!("{vip} still runs on {node}")),
+            Some(many) => pending.push(format!("{vip} runs on {}", many.join(", "))),
+        }
+    }
+    if pending.is_empty() {
+        Ok(moves)
+    } else {
+        Err(pending.join("; "))
+    }
+}
+
+/// Has the undrain of `node` finished? `Ok(VIPs on NODE)` when NODE is online, not on
+/// standby, healthy, and every VIP runs on exactly one gateway.
+pub fn undrain_done(st: &HaStatus, node: &str) -> Result<Vec<String>, String> {
+    let me = st.nodes.iter().find(|n| n.name == node);
+    match me {
+        Some(n) if !n.online => return Err(format!("{node} is offline")),
+        Some(n) if n.standby => return Err(format!("{node} is still on standby")),
+        None => return Err(format!("{node} is not in crm_mon's node list")),
+        _ => {}
+    }
+    if !st.healthy.iter().any(|h| h == node) {
+        return Err(format!("the cairn-gateway health check does not run on {node} yet"));
+    }
+    let bad: Vec<String> = st
+        .vips
+        .iter()
+        .filter(|v| v.nodes.len() != 1)
+        .map(|v| format!("{} runs on {} gateways", v.resource, v.nodes.len()))
+        .collect();
+    if !bad.is_empty() {
+        return Err(bad.join("; "));
+    }
+    Ok(vips_on(st, node))
+}
+
+fn render_drain(d: &HaDrain) -> String {
+    let mut s = String::new();
+    if d.action == "drain" {
+        s.push_str(&format!(
+            "{} drained (standby) in {:.1}s; {}\n",
+            d.node,
+            d.seconds,
+            if d.vips.is_empty() { "it held no VIP" } else { "its VIPs moved:" }
+        ));
+        for m in &d.vips {
+            s.push_str(&format!("  {}: {} -> {}\n", m.vip, m.from, m.to));
+        }
+    } else {
+        s.push_str(&format!(
+            "{} serves again (unstandby) after {:.1}s; {}\n",
+            d.node,
+            d.seconds,
+            if d.vips.is_empty() { "it holds no VIP" } else { "it holds:" }
+        ));
+        for m in &d.vips {
+            s.push_str(&format!("  {}: {} -> {}\n", m.vip, m.from, m.to));
+        }
+    }
+    s
+}
+
+/// Run crm_mon and summarise it; the error names the program and what it said.
+fn crm_status(crm_mon: &Path) -> Result<HaStatus, String> {
+    let o =
+        Command::new(crm_mon).args(["--one-shot", "--output-as=xml"]).output().map_err(|e| {
+            format!(
+                "cannot run {}: {e} (is pacemaker installed on this gateway?)",
+                crm_mon.display()
+            )
+        })?;
+    summarize(&String::from_utf8_lossy(&o.stdout)).map_err(|e| {
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        let stderr = stderr.trim();
+        let stderr = if stderr.is_empty() { String::new() } else { format!(" ({stderr})") };
+        format!("{} ({}): {e}{stderr}", crm_mon.display(), o.status)
+    })
+}
+
+/// Is `prog` a path to an existing file, or a name found in `PATH`?
+fn program_exists(prog: &Path) -> bool {
+    if prog.components().count() > 1 {
+        return prog.is_file();
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(prog).is_file()))
+}
+
+/// `cairn gateway ha drain NODE` (`drain` true) or `undrain NODE`.
+pub fn drain(
+    a: &crate::args::HaDrainArgs,
+    drain: bool,
+    json: bool,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> i32 {
+    let verb = if drain { "drain" } else { "undrain" };
+    let fail = |err: &mut dyn Write, msg: String| {
+        let _ = writeln!(err, "cairn gateway ha {verb} {}: {msg}", a.node);
+        exit::FAILED
+    };
+    if !program_exists(&a.pcs) {
+        return fail(
+            err,
+            format!(
+                "{} not found (drain and undrain use pcs: install the pcs package, or point --pcs / CAIRN_PCS at it)",
+                a.pcs.display()
+            ),
+        );
+    }
+    let st = match crm_status(&a.crm_mon) {
+        Ok(st) => st,
+        Err(e) => return fail(err, e),
+    };
+    if let Err(e) = check_node(&st, &a.node) {
+        return fail(err, e);
+    }
+    let before = vips_on(&st, &a.node);
+    let placed: BTreeMap<String, String> = st
+        .vips
+        .iter()
+        .map(|v| (v.resource.clone(), v.nodes.first().cloned().unwrap_or_else(|| "-".into())))
+        .collect();
+    let start = std::time::Instant::now();
+    let sub = if drain { "standby" } else { "unstandby" };
+    match Command::new(&a.pcs).args(["node", sub, &a.node]).output() {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return fail(
+                err,
+                format!(
+                    "cannot run {}: not found (drain and undrain use pcs: install the pcs package, or point --pcs / CAIRN_PCS at it)",
+                    a.pcs.display()
+                ),
+            )
+        }
+        Err(e) => return fail(err, format!("cannot run {}: {e}", a.pcs.display())),
+        Ok(o) if !o.status.success() => {
+            return fail(
+                err,
+                format!(
+                    "`{} node {sub} {}` exited {}: {}",
+                    a.pcs.display(),
+                    a.node,
+                    o.status,
+                    String::from_utf8_lossy(&o.stderr).trim()
+                ),
+            )
+        }
+        Ok(_) => {}
+    }
+    let deadline = start + std::time::Duration::from_secs(a.timeout);
+    // undrain: the placement must stay the same for 3 s (a VIP that prefers NODE moves back)
+    let mut stable: Option<(Vec<String>, std::time::Instant)> = None;
+    let vips = loop {
+        let pending = match crm_status(&a.crm_mon) {
+            Err(e) => e,
+            Ok(st) if drain => match drain_done(&st, &a.node, &before) {
+                Ok(m) => break m,
+                Err(p) => p,
+            },
+            Ok(st) => match undrain_done(&st, &a.node) {
+                Ok(on) => {
+                    let now = std::time::Instant::now();
+                    let at: Vec<String> = st
+                        .vips
+                        .iter()
+                        .map(|v| format!("{}@{}", v.resource, v.nodes.join(",")))
+                        .collect();
+                    match &stable {
+                        Some((prev, since)) if *prev == at => {
+                            if now.duration_since(*since).as_secs() >= 3 {
+                                break on
+                                    .into_iter()
+                                    .map(|v| HaMove {
+                                        from: placed.get(&v).cloned().unwrap_or_default(),
+                                        to: a.node.clone(),
+                                        vip: v,
+                                    })
+                                    .collect();
+                            }
+                        }
+                        _ => stable = Some((at, now)),
+                    }
+                    "the VIP placement is still changing".to_string()
+                }
+                Err(p) => p,
+            },
+        };
+        if std::time::Instant::now() >= deadline {
+            return fail(
+                err,
+                format!(
+                    "not done after {}s: {pending} ({} stays {}; see `cairn gateway ha status`)",
+                    a.timeout,
+                    a.node,
+                    if drain { "on standby" } else { "unstandby" }
+                ),
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    };
+    let d = HaDrain {
+        node: a.node.clone(),
+        action: verb.into(),
+        vips,
+        seconds: (start.elapsed().as_secs_f64() * 10.0).round() / 10.0,
+    };
+    let shown = if json {
+        serde_json::to_string_pretty(&d).map(|s| s + "\n").unwrap_or_default()
+    } else {
+        render_drain(&d)
+    };
+    let _ = out.write_all(shown.as_bytes());
+    exit::OK
 }
 
 #[cfg(test)]
@@ -367,10 +746,111 @@ mod tests {
     }
 
     #[test]
+    fn ctdb_status() {
+        let x = "|Node|IP|Disconnected|Unknown|Banned|Disabled|Unhealthy|Stopped|Inactive|PartiallyOnline|ThisNode|
+|0|10.78.0.21|1|0|0|0|1|0|1|0|N|
+|1|10.78.0.22|0|0|0|0|0|0|0|0|N|
+|2|10.78.0.23|0|0|0|0|1|0|0|0|Y|
+";
+        let nodes = parse_ctdb_status(x).unwrap();
+        let states: Vec<&str> = nodes.iter().map(|n| n.state.as_str()).collect();
+        assert_eq!(states, ["DISCONNECTED", "OK", "UNHEALTHY"]);
+        assert!(nodes[2].this_node && !nodes[0].this_node);
+        assert_eq!(nodes[1].address, "10.78.0.22");
+        let c = HaCtdb { leader: Some(1), nodes };
+        assert_eq!(
+            ctdb_problems(&c),
+            vec!["CTDB node 2 (10.78.0.23) is UNHEALTHY: its smbd cannot serve".to_string()]
+        );
+        let mut st = summarize(XML).unwrap();
+        st.ctdb = Some(c);
+        let text = render(&st);
+        assert!(text.contains("CTDB (clustered Samba): leader pnn 1"), "{text}");
+        assert!(text.contains("pnn 2   10.78.0.23       UNHEALTHY (this gateway)"), "{text}");
+        assert!(parse_ctdb_status("connect() failed, errno=2").is_err());
+    }
+
+    #[test]
     fn no_quorum_and_garbage() {
         let st =
             summarize(&XML.replace(r#"with_quorum="true""#, r#"with_quorum="false""#)).unwrap();
         assert!(st.problems[0].starts_with("no quorum"));
         assert!(summarize("Connection to cluster failed").is_err());
+        let down = r#"<pacemaker-result api-version="2.25" request="crm_mon --one-shot --output-as=xml">
+  <status code="102" message="Not connected">
+    <errors>
+      <error>crm_mon: Connection to cluster failed: Connection refused</error>
+    </errors>
+  </status>
+</pacemaker-result>"#;
+        let e = summarize(down).unwrap_err();
+        assert!(
+            e.contains("status 102, Not connected): crm_mon: Connection to cluster failed"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn drain_parsing_and_progress() {
+        use crate::args::{Cli, Command as C, GatewayCmd, GatewayHaCmd};
+        use clap::Parser;
+        let cli =
+            Cli::try_parse_from(["cairn", "--json", "gateway", "ha", "drain", "gw2"]).unwrap();
+        assert!(cli.json);
+        let C::Gateway(GatewayCmd::Ha(GatewayHaCmd::Drain(a))) = cli.command else {
+            panic!("not drain: {:?}", cli.command)
+        };
+        assert_eq!((a.node.as_str(), a.timeout), ("gw2", 120));
+        let cli =
+            Cli::try_parse_from(["cairn", "gateway", "ha", "undrain", "gw1", "--timeout", "9"])
+                .unwrap();
+        assert!(matches!(
+            cli.command,
+            C::Gateway(GatewayCmd::Ha(GatewayHaCmd::Undrain(ref a))) if a.node == "gw1" && a.timeout == 9
+        ));
+        assert!(Cli::try_parse_from(["cairn", "gateway", "ha", "drain"]).is_err());
+        assert!(Cli::try_parse_from(["cairn", "gateway", "ha", "drain", "gw1", "--timeout", "x"])
+            .is_err());
+
+        let st = summarize(XML).unwrap();
+        assert_eq!(check_node(&st, "gw3"), Ok(()));
+        assert_eq!(
+            check_node(&st, "gw9"),
+            Err("'gw9' is not a gateway of this Pacemaker cluster (its gateways: gw1, gw2, gw3)"
+                .to_string())
+        );
+        assert_eq!(vips_on(&st, "gw3"), vec!["vip1".to_string()]);
+        // gw3 still holds vip1 and is not on standby
+        assert_eq!(
+            drain_done(&st, "gw3", &["vip1".into()]),
+            Err("gw3 is not on standby yet".into())
+        );
+        let on_standby = XML.replace(
+            r#"name="gw3" id="3" online="true" standby="false""#,
+            r#"name="gw3" id="3" online="true" standby="true""#,
+        );
+        let st = summarize(&on_standby).unwrap();
+        assert_eq!(drain_done(&st, "gw3", &["vip1".into()]), Err("vip1 still runs on gw3".into()));
+        assert_eq!(drain_done(&st, "gw3", &["vip2".into()]), Err("vip2 runs nowhere".into()));
+        let moved = on_standby.replace(
+            r#"<resource id="vip1" resource_agent="ocf:heartbeat:IPaddr2" role="Started" nodes_running_on="1">
+        <node name="gw3" id="3" cached="true"/>"#,
+            r#"<resource id="vip1" resource_agent="ocf:heartbeat:IPaddr2" role="Started" nodes_running_on="1">
+        <node name="gw2" id="2" cached="true"/>"#,
+        );
+        let st = summarize(&moved).unwrap();
+        let m = drain_done(&st, "gw3", &["vip1".into()]).unwrap();
+        assert_eq!(m, vec![HaMove { vip: "vip1".into(), from: "gw3".into(), to: "gw2".into() }]);
+        let d = HaDrain { node: "gw3".into(), action: "drain".into(), vips: m, seconds: 2.5 };
+        assert_eq!(
+            render_drain(&d),
+            "gw3 drained (standby) in 2.5s; its VIPs moved:\n  vip1: gw3 -> gw2\n"
+        );
+
+        // undrain: gw2 is on standby, gw3 healthy but vip2 runs nowhere
+        let st = summarize(XML).unwrap();
+        assert_eq!(undrain_done(&st, "gw2"), Err("gw2 is still on standby".into()));
+        assert_eq!(undrain_done(&st, "gw1"), Err("gw1 is offline".into()));
+        assert_eq!(undrain_done(&st, "gw3"), Err("vip2 runs on 0 gateways".into()));
     }
 }

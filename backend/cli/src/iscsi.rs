@@ -37,7 +37,7 @@ pub fn iscsi(s: &Settings, a: &IscsiArgs, out: &mut dyn Write, err: &mut dyn Wri
             IscsiTargetCmd::Create { iqn, .. } => ("iscsi target create", Some(iqn.clone())),
             IscsiTargetCmd::Delete { iqn } => ("iscsi target delete", Some(iqn.clone())),
             IscsiTargetCmd::List => ("iscsi target list", None),
-            IscsiTargetCmd::Show { iqn } => ("iscsi target show", Some(iqn.clone())),
+            IscsiTargetCmd::Show { iqn, .. } => ("iscsi target show", Some(iqn.clone())),
             IscsiTargetCmd::Portal(IscsiPortalCmd::Add { iqn, .. }) => {
                 ("iscsi target portal add", Some(iqn.clone()))
             }
@@ -88,7 +88,7 @@ pub fn iscsi(s: &Settings, a: &IscsiArgs, out: &mut dyn Write, err: &mut dyn Wri
                     path,
                     size,
                     thin: *thin,
-                    wwn: new_wwn().map_err(Failure::failed)?,
+                    wwn: new_wwn(),
                     deleting: false,
                 };
                 lun.validate().map_err(Failure::usage)?;
@@ -194,16 +194,8 @@ async fn finish_deletes(s: &Settings) -> Result<Vec<String>, Failure> {
 }
 
 /// A random UUID (v4), the unit serial LIO reports for a LUN on every gateway.
-fn new_wwn() -> Result<String, String> {
-    use std::io::Read;
-    let mut b = [0u8; 16];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut b))
-        .map_err(|e| format!("cannot read /dev/urandom: {e}"))?;
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    Ok(format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..]))
+fn new_wwn() -> String {
+    uuid::Uuid::new_v4().to_string()
 }
 
 async fn load_luns(s: &Settings) -> Result<Vec<IscsiLun>, Failure> {
@@ -749,9 +741,10 @@ async fn target_cmd(g: &Gw<'_>, t: &IscsiTargetCmd, out: &mut dyn Write) -> Resu
             };
             write_out(out, &text)
         }
-        IscsiTargetCmd::Show { iqn } => {
+        IscsiTargetCmd::Show { iqn, show_secrets } => {
             let targets = load_targets(s).await?;
-            let t = shown(find_target(&targets, iqn)?);
+            let t = find_target(&targets, iqn)?;
+            let t = if *show_secrets { t.clone() } else { shown(t) };
             let text =
                 if s.json { json::render(&TargetShowDoc { target: t }) } else { target_text(&t) };
             write_out(out, &text)
@@ -1109,9 +1102,10 @@ mod tests {
 
     #[test]
     fn wwns_are_uuids() {
-        let a = new_wwn().unwrap();
+        let a = new_wwn();
         assert_eq!(a.len(), 36);
         assert_eq!(&a[14..15], "4");
-        assert_ne!(a, new_wwn().unwrap());
+        assert!(matches!(&a[19..20], "8" | "9" | "a" | "b"), "{a}");
+        assert_ne!(a, new_wwn());
     }
 }

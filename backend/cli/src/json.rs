@@ -14,7 +14,7 @@
 
 use crate::format;
 use cairn_proto::map::{BrickInfo, BrickState, ReplicaSet, VolumeMap, VolumeStatus};
-use cairn_proto::mgmt::{HealBrickInfo, HealBrickStats, PeerInfo, VolumeStatusInfo};
+use cairn_proto::mgmt::{HealBrickInfo, HealBrickStats, JoinTokenInfo, PeerInfo, VolumeStatusInfo};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -164,6 +164,24 @@ pub struct HealDoc {
 pub struct HealStatsDoc {
     pub volume: String,
     pub bricks: Vec<HealBrickStats>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JoinTokenDoc {
+    /// Shown this once; the cluster keeps only its hash.
+    pub token: String,
+    #[serde(flatten)]
+    pub info: JoinTokenInfo,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JoinTokensDoc {
+    pub tokens: Vec<JoinTokenInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditDoc {
+    pub records: Vec<serde_json::Value>,
 }
 
 /// The result of a command that changes state, or of any failed command.

@@ -2,7 +2,7 @@
 //! in messages, how to print the reply, and whether to ask first. Pure, so the whole
 //! grammar is unit-tested without a server.
 
-use crate::args::{Cli, Command, HealAction, PeerCmd, PoolCmd, VolumeCmd};
+use crate::args::{AuditCmd, Cli, Command, HealAction, PeerCmd, PoolCmd, TokenCmd, VolumeCmd};
 use crate::grammar::{self, UsageError};
 use cairn_proto::mgmt::MgmtRequest;
 use std::time::Duration;
@@ -19,6 +19,9 @@ pub enum Output {
     VolumeList,
     HealInfo,
     HealStatistics,
+    JoinToken,
+    JoinTokens,
+    Audit,
 }
 
 impl Output {
@@ -101,13 +104,66 @@ fn read(command: &'static str, name: Option<String>, request: MgmtRequest, outpu
     Plan { command, name, request, output, confirm: None }
 }
 
+/// `90`, `90s`, `30m`, `1h`, `7d` as seconds (at least 1).
+pub fn duration_secs(s: &str) -> Result<u64, String> {
+    let (num, unit) = match s.trim().char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => (&s.trim()[..i], c),
+        _ => (s.trim(), 's'),
+    };
+    let mult = match unit {
+        's' => 1,
+        'm' => 60,
+        'h' => 3600,
+        'd' => 86400,
+        _ => return Err(format!("unknown unit '{unit}' (s, m, h or d)")),
+    };
+    match num.parse::<u64>().ok().and_then(|n| n.checked_mul(mult)) {
+        Some(n) if n > 0 => Ok(n),
+        _ => Err("not a positive duration (e.g. 90s, 30m, 1h, 7d)".into()),
+    }
+}
+
+/// `--since`: a duration back from now, or Unix seconds (a bare number above 10^9).
+fn since_unix(s: &str) -> Result<u64, String> {
+    if let Ok(n) = s.parse::<u64>() {
+        if n > 1_000_000_000 {
+            return Ok(n);
+        }
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    Ok(now.saturating_sub(duration_secs(s)?))
+}
+
 pub fn plan(command: &Command) -> Result<Plan, UsageError> {
     Ok(match command {
         // (Not named `host`: that id belongs to the global --host option.)
-        Command::Peer(PeerCmd::Probe { peer }) => {
+        Command::Peer(PeerCmd::Probe { peer, token }) => {
             let addr = grammar::with_default_port(peer)
                 .map_err(|e| UsageError::new("peer probe", peer, e))?;
-            done("peer probe", peer.clone(), MgmtRequest::PeerProbe { addr })
+            let token = token.as_ref().map(|t| t.trim().to_string()).filter(|t| !t.is_empty());
+            done("peer probe", peer.clone(), MgmtRequest::PeerProbe { addr, token })
+        }
+        Command::Peer(PeerCmd::Token(TokenCmd::Create { ttl })) => {
+            let secs =
+                duration_secs(ttl).map_err(|e| UsageError::new("peer token create", ttl, e))?;
+            let req = MgmtRequest::PeerTokenCreate { ttl_secs: secs };
+            read("peer token create", None, req, Output::JoinToken)
+        }
+        Command::Peer(PeerCmd::Token(TokenCmd::List)) => {
+            read("peer token list", None, MgmtRequest::PeerTokenList, Output::JoinTokens)
+        }
+        Command::Peer(PeerCmd::Token(TokenCmd::Revoke { id })) => {
+            done("peer token revoke", id.clone(), MgmtRequest::PeerTokenRevoke { id: id.clone() })
+        }
+        Command::Audit(AuditCmd::Log { since, limit }) => {
+            let since = match since {
+                None => None,
+                Some(s) => Some(since_unix(s).map_err(|e| UsageError::new("audit log", s, e))?),
+            };
+            read("audit log", None, MgmtRequest::AuditLog { since, limit: *limit }, Output::Audit)
         }
         Command::Peer(PeerCmd::Detach { name, force }) => {
             if name.is_empty() {
@@ -255,8 +311,30 @@ mod tests {
 
     #[test]
     fn peer_commands() {
-        assert_eq!(req("peer probe node2"), MgmtRequest::PeerProbe { addr: "node2:7420".into() });
-        assert_eq!(req("peer probe n:99"), MgmtRequest::PeerProbe { addr: "n:99".into() });
+        assert_eq!(
+            req("peer probe node2"),
+            MgmtRequest::PeerProbe { addr: "node2:7420".into(), token: None }
+        );
+        assert_eq!(
+            req("peer probe n:99 --token ab.cd"),
+            MgmtRequest::PeerProbe { addr: "n:99".into(), token: Some("ab.cd".into()) }
+        );
+        assert_eq!(
+            req("peer token create --ttl 1h"),
+            MgmtRequest::PeerTokenCreate { ttl_secs: 3600 }
+        );
+        assert_eq!(req("peer token create"), MgmtRequest::PeerTokenCreate { ttl_secs: 86400 });
+        assert_eq!(req("peer token list"), MgmtRequest::PeerTokenList);
+        assert_eq!(
+            req("peer token revoke 0123abcd"),
+            MgmtRequest::PeerTokenRevoke { id: "0123abcd".into() }
+        );
+        assert_eq!(
+            req("audit log --since 1700000000 --limit 5"),
+            MgmtRequest::AuditLog { since: Some(1_700_000_000), limit: 5 }
+        );
+        assert!(usage_err("peer token create --ttl 0").starts_with("peer token create: 0: failed:"));
+        assert!(usage_err("peer token create --ttl 3y").contains("unknown unit"));
         let cli = parse("--host 127.0.0.1:1 peer probe node2");
         assert_eq!(settings(&cli).unwrap().addr, "127.0.0.1:1");
         assert_eq!(

@@ -171,7 +171,10 @@ fn sends_the_right_requests() {
             &["volume", "reset", "vol0", "network.ping-timeout"],
             MgmtRequest::VolumeReset { name: "vol0".into(), key: "network.ping-timeout".into() },
         ),
-        (&["peer", "probe", "node2"], MgmtRequest::PeerProbe { addr: "node2:7420".into() }),
+        (
+            &["peer", "probe", "node2"],
+            MgmtRequest::PeerProbe { addr: "node2:7420".into(), token: None },
+        ),
         (
             &["peer", "detach", "node2", "force"],
             MgmtRequest::PeerDetach { name: "node2".into(), force: true },

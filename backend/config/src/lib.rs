@@ -7,6 +7,7 @@
 //! /cairn/volumes/<name>                    VolumeRecord (CAS-updated by mod revision)
 //! /cairn/live/<node>                       node address, under the node's lease
 //! /cairn/bricks/<volume>/<index>           "up" | "healing", under the serving node's lease
+//! /cairn/join-tokens/<id>                JoinTokenRecord: a join token's hash, expiry, use
 //! /cairn/gateway/<kind>/<name>             a gateway object (NFS export, SMB share, iSCSI
 //!                                          LUN/target): JSON of the cairn-gateway crate
 //! ```
@@ -38,6 +39,11 @@ mod records;
 mod store;
 #[doc(hidden)]
 pub mod testing;
+mod tokens;
 
 pub use records::{BrickRecord, PeerRecord, SetRecord, VolumeRecord};
-pub use store::{build_map, ConfigError, NodeLease, Store, DEFAULT_CONNECT_TIMEOUT};
+pub use store::{build_map, ConfigError, EtcdSecurity, NodeLease, Store, DEFAULT_CONNECT_TIMEOUT};
+pub use tokens::{
+    consume_join_token, token_id, JoinGrant, JoinTokenError, JoinTokenRecord,
+    DEFAULT_TTL as DEFAULT_JOIN_TOKEN_TTL, MAX_TTL as MAX_JOIN_TOKEN_TTL,
+};

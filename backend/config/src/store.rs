@@ -1,5 +1,6 @@
 use crate::records::*;
 use cairn_proto::map::{BrickInfo, BrickState, ReplicaSet, VolumeMap};
+use cairn_proto::Backoff;
 use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions, KeyValue, PutOptions,
     Txn, TxnOp, WatchOptions, WatchStream, Watcher,
@@ -47,7 +48,7 @@ pub enum ConfigError {
 }
 
 /// Connection and key layout shared by a `Store`, its leases and its watch task.
-struct Ctx {
+pub(crate) struct Ctx {
     client: Client,
     /// Without trailing slash, e.g. `/cairn`.
     prefix: String,
@@ -56,11 +57,11 @@ struct Ctx {
 }
 
 impl Ctx {
-    fn key(&self, kind: &str, name: &str) -> String {
+    pub(crate) fn key(&self, kind: &str, name: &str) -> String {
         format!("{}/{}/{}", self.prefix, kind, name)
     }
 
-    fn dir(&self, kind: &str) -> String {
+    pub(crate) fn dir(&self, kind: &str) -> String {
         format!("{}/{}/", self.prefix, kind)
     }
 
@@ -97,7 +98,7 @@ impl Ctx {
     }
 
     /// Runs one etcd request with a bound and error context.
-    async fn call<T>(
+    pub(crate) async fn call<T>(
         &self,
         op: &str,
         fut: impl Future<Output = Result<T, etcd_client::Error>>,
@@ -110,20 +111,28 @@ impl Ctx {
     }
 
     /// All key-values under `dir` and the revision they were read at.
-    async fn range(&self, op: &str, dir: &str) -> Result<(Vec<KeyValue>, i64), ConfigError> {
+    pub(crate) async fn range(
+        &self,
+        op: &str,
+        dir: &str,
+    ) -> Result<(Vec<KeyValue>, i64), ConfigError> {
         let mut kv = self.client.kv_client();
         let mut resp = self.call(op, kv.get(dir, Some(GetOptions::new().with_prefix()))).await?;
         let rev = resp.header().map(|h| h.revision()).unwrap_or(0);
         Ok((resp.take_kvs(), rev))
     }
 
-    async fn get_one(&self, op: &str, key: &str) -> Result<Option<KeyValue>, ConfigError> {
+    pub(crate) async fn get_one(
+        &self,
+        op: &str,
+        key: &str,
+    ) -> Result<Option<KeyValue>, ConfigError> {
         let mut kv = self.client.kv_client();
         let mut resp = self.call(op, kv.get(key, None)).await?;
         Ok(resp.take_kvs().into_iter().next())
     }
 
-    async fn txn(&self, op: &str, txn: Txn) -> Result<(bool, u64), ConfigError> {
+    pub(crate) async fn txn(&self, op: &str, txn: Txn) -> Result<(bool, u64), ConfigError> {
         let mut kv = self.client.kv_client();
         let resp = self.call(op, kv.txn(txn)).await?;
         let rev = resp.header().map(|h| h.revision()).unwrap_or(0);
@@ -142,7 +151,7 @@ impl Ctx {
     }
 }
 
-fn decode<T: Record>(kv: &KeyValue) -> Result<T, ConfigError> {
+pub(crate) fn decode<T: Record>(kv: &KeyValue) -> Result<T, ConfigError> {
     decode_value(kv.key(), kv.value())
 }
 
@@ -162,7 +171,7 @@ fn decode_value<T: Record>(key: &[u8], value: &[u8]) -> Result<T, ConfigError> {
 }
 
 /// What a stored record must hold; `key` is where it was read from.
-trait Record: serde::de::DeserializeOwned {
+pub(crate) trait Record: serde::de::DeserializeOwned {
     fn check(&self, key: &str) -> Result<(), String>;
 }
 
@@ -188,7 +197,7 @@ impl Record for VolumeRecord {
     }
 }
 
-fn encode<T: serde::Serialize>(v: &T) -> String {
+pub(crate) fn encode<T: serde::Serialize>(v: &T) -> String {
     // Records are plain data (strings, integers, maps with string keys): cannot fail.
     serde_json::to_string(v).expect("config records always serialize")
 }
@@ -242,10 +251,54 @@ fn check_volume(v: &VolumeRecord) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// How cairnd proves itself to etcd: the CA that signed etcd's certificate, and this
+/// node's client certificate and key (PEM files). All `None`: plain HTTP (a test or an
+/// isolated etcd on loopback).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EtcdSecurity {
+    pub ca: Option<std::path::PathBuf>,
+    pub cert: Option<std::path::PathBuf>,
+    pub key: Option<std::path::PathBuf>,
+}
+
+impl EtcdSecurity {
+    fn read(what: &str, p: &std::path::Path) -> Result<Vec<u8>, ConfigError> {
+        std::fs::read(p).map_err(|e| {
+            ConfigError::Invalid(format!("etcd {what} {}: cannot read: {e}", p.display()))
+        })
+    }
+
+    fn tls_options(&self) -> Result<Option<etcd_client::TlsOptions>, ConfigError> {
+        if self.ca.is_none() && self.cert.is_none() && self.key.is_none() {
+            return Ok(None);
+        }
+        let mut tls = etcd_client::TlsOptions::new();
+        if let Some(ca) = &self.ca {
+            tls = tls.ca_certificate(etcd_client::Certificate::from_pem(Self::read("CA", ca)?));
+        }
+        match (&self.cert, &self.key) {
+            (Some(c), Some(k)) => {
+                tls = tls.identity(etcd_client::Identity::from_pem(
+                    Self::read("client certificate", c)?,
+                    Self::read("client key", k)?,
+                ));
+            }
+            (None, None) => {}
+            _ => {
+                return Err(ConfigError::Invalid(
+                    "etcd client certificate and key go together (--etcd-cert and --etcd-key)"
+                        .into(),
+                ))
+            }
+        }
+        Ok(Some(tls))
+    }
+}
+
 /// The cluster config store. Cheap to clone.
 #[derive(Clone)]
 pub struct Store {
-    ctx: Arc<Ctx>,
+    pub(crate) ctx: Arc<Ctx>,
 }
 
 impl std::fmt::Debug for Store {
@@ -527,6 +580,18 @@ impl Store {
         prefix: &str,
         timeout: Duration,
     ) -> Result<Store, ConfigError> {
+        Self::connect_secure(endpoints, prefix, timeout, &EtcdSecurity::default()).await
+    }
+
+    /// Connects like `connect_with_timeout`, over TLS with a client certificate when
+    /// `security` names them (etcd started with `--client-cert-auth`; with etcd auth on,
+    /// the certificate's CN is the etcd user).
+    pub async fn connect_secure(
+        endpoints: &[String],
+        prefix: &str,
+        timeout: Duration,
+        security: &EtcdSecurity,
+    ) -> Result<Store, ConfigError> {
         let joined = endpoints.join(",");
         if endpoints.is_empty() {
             return Err(ConfigError::Invalid("no etcd endpoints given".into()));
@@ -537,10 +602,13 @@ impl Store {
                 "config store prefix {prefix:?} must start with '/'"
             )));
         }
-        let opts = ConnectOptions::new()
+        let mut opts = ConnectOptions::new()
             .with_connect_timeout(timeout)
             .with_timeout(REQUEST_TIMEOUT)
             .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5));
+        if let Some(tls) = security.tls_options()? {
+            opts = opts.with_tls(tls);
+        }
         let unreachable = |source| ConfigError::Unreachable { endpoints: joined.clone(), source };
         let client =
             match tokio::time::timeout(timeout, Client::connect(endpoints, Some(opts))).await {
@@ -1148,14 +1216,13 @@ async fn watch_loop(
     tx: mpsc::Sender<u64>,
 ) {
     let mut cur = Some(first);
-    let mut backoff = WATCH_BACKOFF_MIN;
+    let mut backoff = Backoff::doubling(WATCH_BACKOFF_MIN, WATCH_BACKOFF_MAX);
     loop {
         let Some((_watcher, stream)) = cur.as_mut() else {
             tokio::select! {
                 _ = tx.closed() => return,
-                _ = tokio::time::sleep(backoff) => {}
+                _ = backoff.wait() => {}
             }
-            backoff = (backoff * 2).min(WATCH_BACKOFF_MAX);
             match open_watch(&ctx, next).await {
                 Ok(pair) => {
                     info!(prefix = ctx.prefix, from = next, "config watch re-established");
@@ -1192,7 +1259,7 @@ async fn watch_loop(
                 cur = None;
             }
             Ok(Some(resp)) => {
-                backoff = WATCH_BACKOFF_MIN;
+                backoff.reset();
                 let rev =
                     resp.events().iter().filter_map(|e| e.kv().map(|kv| kv.mod_revision())).max();
                 if let Some(rev) = rev {

@@ -18,6 +18,7 @@
 //! `clear_existing`, dropping every session of every target on any change, and would
 //! also wipe targets Cairn does not manage.)
 
+use cairn_proto::{HostPort, Size};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -166,37 +167,14 @@ pub fn check_iqn(iqn: &str, what: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// A size: bytes, or a number with a K, M, G, T or P suffix (powers of 1024, like
-/// targetcli; `B`/`iB` after it allowed). At least 1 MiB and a multiple of 512.
+/// A LUN size: a [`Size`] (bytes, or a number with a K, M, G, T or P suffix, powers of
+/// 1024 like targetcli), at least 1 MiB, at most 1 EiB and a multiple of 512.
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let bad = |why: &str| Err(format!("invalid size '{s}': {why}"));
-    let t = s.trim();
-    let t = t.strip_suffix("iB").or_else(|| t.strip_suffix('B')).unwrap_or(t);
-    let (num, shift) = match t.chars().last() {
-        Some(c) if c.is_ascii_digit() => (t, 0),
-        Some(c) => {
-            let shift = match c.to_ascii_uppercase() {
-                'K' => 10,
-                'M' => 20,
-                'G' => 30,
-                'T' => 40,
-                'P' => 50,
-                _ => return bad("expected a number with an optional K, M, G, T or P suffix"),
-            };
-            (&t[..t.len() - 1], shift)
-        }
-        None => return bad("empty"),
-    };
-    let n: u64 = match num.parse() {
-        Ok(n) => n,
-        Err(_) => {
-            return bad("expected a number with an optional K, M, G, T or P suffix (e.g. 10G)")
-        }
-    };
-    let bytes = match n.checked_shl(shift).filter(|b| b >> shift == n && *b <= 1 << 60) {
-        Some(b) => b,
-        None => return bad("too large (at most 1 EiB)"),
-    };
+    let bytes = s.parse::<Size>().map_err(|e| e.to_string())?.bytes();
+    if bytes > 1 << 60 {
+        return bad("too large (at most 1 EiB)");
+    }
     if bytes < 1 << 20 {
         return bad("a LUN is at least 1M");
     }
@@ -206,14 +184,9 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     Ok(bytes)
 }
 
-/// Human-readable size, exact: `10G`, `1536M`, `1048576`.
+/// Human-readable size, exact: `10G`, `1536M`, `1048576` ([`Size`]'s spelling).
 pub fn format_size(b: u64) -> String {
-    for (shift, unit) in [(50, "P"), (40, "T"), (30, "G"), (20, "M"), (10, "K")] {
-        if b >= 1 << shift && b.is_multiple_of(1 << shift) {
-            return format!("{}{unit}", b >> shift);
-        }
-    }
-    b.to_string()
+    Size(b).to_string()
 }
 
 /// A backing file path inside the volume: relative, no empty, `.` or `..` components, and
@@ -238,44 +211,18 @@ pub fn check_path(p: &str) -> Result<String, String> {
     Ok(t.to_string())
 }
 
-/// A portal: `IP[:PORT]` or `[IPv6][:PORT]`, port 3260 by default. Returns (ip, port).
+/// A portal: `IP[:PORT]` or `[IPv6][:PORT]` (a [`HostPort`] whose host is an IP address),
+/// port 3260 by default. Returns (ip, port).
 pub fn parse_portal(p: &str) -> Result<(String, u16), String> {
-    let bad = || {
-        Err(format!(
+    let hp =
+        HostPort::parse(p, ISCSI_PORT).map_err(|e| format!("invalid portal '{p}': {}", e.why))?;
+    match hp.ip() {
+        Some(ip) => Ok((ip.to_string(), hp.port())),
+        None => Err(format!(
             "invalid portal '{p}': expected IP[:PORT] or [IPv6][:PORT] (e.g. 0.0.0.0:3260, \
              10.0.0.5)"
-        ))
-    };
-    let (ip, port) = if let Some(r) = p.strip_prefix('[') {
-        match r.split_once(']') {
-            Some((a, "")) => (a, None),
-            Some((a, pr)) => match pr.strip_prefix(':') {
-                Some(pr) => (a, Some(pr)),
-                None => return bad(),
-            },
-            None => return bad(),
-        }
-    } else {
-        match p.split_once(':') {
-            Some((a, pr)) => (a, Some(pr)),
-            None => (p, None),
-        }
-    };
-    let addr: std::net::IpAddr = match ip.parse() {
-        Ok(a) => a,
-        Err(_) => return bad(),
-    };
-    if addr.is_ipv6() && !p.starts_with('[') {
-        return bad();
+        )),
     }
-    let port = match port {
-        None => ISCSI_PORT,
-        Some(pr) => match pr.parse::<u16>() {
-            Ok(n) if n > 0 => n,
-            _ => return Err(format!("invalid portal '{p}': port '{pr}' is not a number 1-65535")),
-        },
-    };
-    Ok((addr.to_string(), port))
 }
 
 /// Canonical spelling of a portal (`IP:PORT`, `[IPv6]:PORT`).

@@ -127,7 +127,8 @@ impl cairn_fs_t {
     }
 }
 
-/// Parse "h1:p,h2:p" (a host without a port gets the default port; IPv6 as "[::1]:p").
+/// Parse "h1:p,h2:p" (a host without a port gets the default port; IPv6 as "[::1]:p"),
+/// each entry a [`cairn_proto::HostPort`].
 pub(crate) fn parse_servers(s: &[u8]) -> Res<Vec<String>> {
     let s = std::str::from_utf8(s).map_err(|_| Error::inval("servers: not valid UTF-8"))?;
     if s.trim().is_empty() {
@@ -139,43 +140,12 @@ pub(crate) fn parse_servers(s: &[u8]) -> Res<Vec<String>> {
         if item.is_empty() {
             return Err(Error::inval(format!("servers {s:?}: empty entry")));
         }
-        let (host, port) = split_host_port(item).ok_or_else(|| {
-            Error::inval(format!("servers {s:?}: bad entry {item:?} (expected host:port)"))
-        })?;
-        if host.is_empty() || host.contains(|c: char| c.is_whitespace() || c == '/') {
-            return Err(Error::inval(format!("servers {s:?}: bad host in {item:?}")));
-        }
-        let port: u16 = match port {
-            None => cairn_proto::DEFAULT_PORT,
-            Some(p) => match p.parse::<u16>() {
-                Ok(p) if p != 0 => p,
-                _ => {
-                    return Err(Error::inval(format!("servers {s:?}: bad port {p:?} in {item:?}")))
-                }
-            },
-        };
-        out.push(if host.contains(':') {
-            format!("[{host}]:{port}")
-        } else {
-            format!("{host}:{port}")
-        });
+        let hp = item
+            .parse::<cairn_proto::HostPort>()
+            .map_err(|e| Error::inval(format!("servers {s:?}: {e}")))?;
+        out.push(hp.to_string());
     }
     Ok(out)
-}
-
-fn split_host_port(item: &str) -> Option<(&str, Option<&str>)> {
-    if let Some(rest) = item.strip_prefix('[') {
-        let (host, after) = rest.split_once(']')?;
-        return match after {
-            "" => Some((host, None)),
-            a => Some((host, Some(a.strip_prefix(':')?))),
-        };
-    }
-    match item.matches(':').count() {
-        0 => Some((item, None)),
-        1 => item.split_once(':').map(|(h, p)| (h, Some(p))),
-        _ => None, // bare IPv6 must be bracketed
-    }
 }
 
 /// Check that at least one server accepts TCP connections before handing the mount to the

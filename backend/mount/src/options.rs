@@ -1,6 +1,7 @@
 //! Command line of `mount.cairn`, in the shape every mount helper has:
 //! `mount.cairn HOST[:PORT]:/VOLUME[/SUBDIR] MOUNTPOINT [-o opt,opt] [-f] [-n] [-s] [-v]`.
 
+use cairn_proto::HostPort;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -233,27 +234,19 @@ pub fn parse_source(src: &str) -> Result<(String, String, String), String> {
     if host.is_empty() || volume.is_empty() {
         return Err(bad());
     }
-    let server = if host.starts_with('[') {
-        // [v6] or [v6]:port
-        match host.rsplit_once("]:") {
-            Some(_) => host.to_string(),
-            None if host.ends_with(']') => format!("{host}:{}", cairn_proto::DEFAULT_PORT),
-            None => return Err(bad()),
-        }
-    } else if host.contains(':') {
-        host.to_string()
-    } else {
-        format!("{host}:{}", cairn_proto::DEFAULT_PORT)
-    };
-    Ok((check_server(&server)?, volume.to_string(), subdir.to_string()))
+    let server =
+        host.parse::<HostPort>().map_err(|e| format!("bad source '{src}': {e}"))?.to_string();
+    Ok((server, volume.to_string(), subdir.to_string()))
 }
 
+/// A `servers=` entry: `HOST:PORT` ([`HostPort`], the port required), printed back as
+/// `host:port`.
 fn check_server(s: &str) -> Result<String, String> {
-    let (host, port) = s.rsplit_once(':').ok_or_else(|| format!("server '{s}' needs HOST:PORT"))?;
-    if host.is_empty() || port.parse::<u16>().is_err() {
-        return Err(format!("bad server address '{s}': expected HOST:PORT"));
+    match HostPort::parse(s, 0) {
+        Ok(h) if h.port() == 0 => Err(format!("server '{s}' needs HOST:PORT")),
+        Ok(h) => Ok(h.to_string()),
+        Err(e) => Err(format!("server: {e}")),
     }
-    Ok(s.to_string())
 }
 
 fn seconds(key: &str, v: &str) -> Result<Duration, String> {

@@ -8,21 +8,27 @@
 //! (the `cairn` CLI's management calls).
 
 pub mod aligned;
+pub mod backoff;
 pub mod error;
 pub mod frame;
+pub mod hostport;
 pub mod map;
 pub mod mgmt;
 pub mod msg;
 pub mod outq;
 pub mod principal;
 pub mod rpc;
+pub mod size;
 pub mod stream;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tls;
 pub mod types;
 
+pub use backoff::Backoff;
 pub use error::{Errno, RemoteError};
+pub use hostport::{AddrError, HostPort};
+pub use size::{Size, SizeError};
 pub use types::*;
 
 /// Protocol version spoken by this build. A peer announcing a different major version is

@@ -7,9 +7,11 @@ use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MgmtRequest {
-    /// Add the node whose `cairnd` listens at `addr` to the cluster.
+    /// Add the node whose `cairnd` listens at `addr` to the cluster, using up join token
+    /// `token` (`ID.SECRET`, from `PeerTokenCreate`). Refused (EACCES) without a valid one.
     PeerProbe {
         addr: String,
+        token: Option<String>,
     },
     PeerDetach {
         name: String,
@@ -110,6 +112,22 @@ pub enum MgmtRequest {
         index: u32,
         path: String,
         force: bool,
+    },
+    // Appended (bincode numbers variants in order): older peers keep their numbering.
+    /// Create a single-use join token valid for `ttl_secs` (0: the default, 24 h).
+    PeerTokenCreate {
+        ttl_secs: u64,
+    },
+    /// Join tokens: ids, expiry, use; never the secret.
+    PeerTokenList,
+    PeerTokenRevoke {
+        id: String,
+    },
+    /// This node's audit log: records at or after `since` (Unix seconds), at most `limit`
+    /// (the newest), as JSON lines.
+    AuditLog {
+        since: Option<u64>,
+        limit: u32,
     },
 }
 
@@ -243,6 +261,26 @@ pub enum MgmtReply {
     },
     HealStats(Vec<HealBrickStats>),
     HealLocal(Vec<HealLocalBrick>),
+    /// A new join token: shown once, never stored in clear.
+    JoinToken {
+        token: String,
+        info: JoinTokenInfo,
+    },
+    JoinTokens(Vec<JoinTokenInfo>),
+    /// Audit records, one JSON object per line, oldest first.
+    Audit(Vec<String>),
+}
+
+/// A join token as listed: never its secret.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JoinTokenInfo {
+    pub id: String,
+    /// Unix seconds.
+    pub created: u64,
+    pub expires: u64,
+    pub used_at: Option<u64>,
+    pub used_by: Option<String>,
+    pub revoked_at: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -252,4 +290,31 @@ pub struct GatewayObject {
     pub doc: String,
     /// Store revision of its last change.
     pub revision: u64,
+}
+
+/// `unix_secs` as an RFC 3339 UTC time, e.g. `2026-11-27T10:40:00Z`.
+pub fn rfc3339(unix_secs: u64) -> String {
+    let days = (unix_secs / 86400) as i64;
+    let rem = unix_secs % 86400;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem / 60 % 60, rem % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn rfc3339() {
+        assert_eq!(super::rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(super::rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(super::rfc3339(1_795_737_600 + 3661), "2026-11-27T01:01:01Z");
+    }
 }

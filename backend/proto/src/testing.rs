@@ -420,7 +420,7 @@ pub fn sample_requests() -> Vec<crate::msg::Request> {
     }
     let mut m = sample_mgmt("vol");
     m.extend([
-        MgmtRequest::PeerProbe { addr: "10.0.0.2:7420".into() },
+        MgmtRequest::PeerProbe { addr: "10.0.0.2:7420".into(), token: None },
         MgmtRequest::PeerDetach { name: "n2".into(), force: true },
         MgmtRequest::BrickPrepare {
             volume: "vol".into(),

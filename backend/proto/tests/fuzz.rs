@@ -181,10 +181,29 @@ fn map() -> VolumeMap {
     }
 }
 
+fn token_info() -> JoinTokenInfo {
+    JoinTokenInfo {
+        id: "0123abcd".into(),
+        created: 1,
+        expires: 2,
+        used_at: Some(2),
+        used_by: Some("n2 at 10.0.0.2:7420".into()),
+        revoked_at: None,
+    }
+}
+
 fn every_mgmt_request() -> Vec<MgmtRequest> {
     let mut v = testing::sample_mgmt("vol");
     v.extend([
-        MgmtRequest::PeerProbe { addr: "10.0.0.2:7420".into() },
+        MgmtRequest::PeerProbe {
+            addr: "10.0.0.2:7420".into(),
+            token: Some("0123abcd.0123456789abcdef0123456789abcdef".into()),
+        },
+        MgmtRequest::PeerProbe { addr: "10.0.0.3:7420".into(), token: None },
+        MgmtRequest::PeerTokenCreate { ttl_secs: 3600 },
+        MgmtRequest::PeerTokenList,
+        MgmtRequest::PeerTokenRevoke { id: "0123abcd".into() },
+        MgmtRequest::AuditLog { since: Some(5), limit: 100 },
         MgmtRequest::PeerDetach { name: "n2".into(), force: true },
         MgmtRequest::VolumeStatus { name: None },
         MgmtRequest::BrickPrepare {
@@ -407,6 +426,9 @@ fn every_response() -> Vec<Response> {
             pending: vec!["y".into()],
             stats,
         }])),
+        Reply::Mgmt(MgmtReply::JoinToken { token: "a.b".into(), info: token_info() }),
+        Reply::Mgmt(MgmtReply::JoinTokens(vec![token_info()])),
+        Reply::Mgmt(MgmtReply::Audit(vec!["{}".into()])),
     ];
     let mut v: Vec<Response> = replies.into_iter().map(Ok).collect();
     v.push(Err(RemoteError::new(Errno::ESTALEMAP, "brick 1 of vol: map epoch 4 < 5")));

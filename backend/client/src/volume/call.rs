@@ -1,0 +1,209 @@
+//! Routing and the retry loop: the volume map, where an op goes (home or hashed set, the
+//! chain head), and resending across fail-overs until [`RETRY_BUDGET`] runs out.
+
+use super::{err, Inner, Target};
+use crate::Result;
+use bytes::Bytes;
+use cairn_placement::{hashed_set, home_set};
+use cairn_proto::map::VolumeMap;
+use cairn_proto::msg::{self, BrickRequest, Op, Reply, Request};
+use cairn_proto::{Attr, Backoff, Creds, Errno, Id, RemoteError};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long an operation keeps retrying while bricks fail over (map refreshes, re-dials).
+const RETRY_BUDGET: Duration = Duration::from_secs(30);
+/// Wait between attempts (cut short by a map push): 25 ms more each time, at most 500 ms.
+const RETRY_BACKOFF: Backoff =
+    Backoff::linear(Duration::from_millis(25), Duration::from_millis(500));
+
+fn is_retryable(e: &RemoteError) -> bool {
+    matches!(
+        e.errno.0,
+        libc::EREMCHG
+            | libc::ENOTCONN
+            | libc::ECONNREFUSED
+            | libc::ECONNRESET
+            | libc::EHOSTDOWN
+            | libc::ETIMEDOUT
+            | libc::EPIPE
+    )
+}
+
+impl Inner {
+    pub(super) fn set_map(&self, m: VolumeMap) {
+        let mut cur = self.map.write();
+        if m.epoch >= cur.epoch {
+            self.apply_options(&m);
+            *cur = Arc::new(m);
+            drop(cur);
+            self.map_changed.notify_waiters();
+        }
+    }
+
+    /// Ask the nodes for a newer map (after a brick said ours is stale).
+    pub(super) async fn refresh_map(&self) {
+        let map = self.map();
+        let mut addrs: Vec<String> =
+            map.sets.iter().flat_map(|s| s.bricks.iter().map(|b| b.addr.clone())).collect();
+        addrs.extend(self.opts.servers.iter().cloned());
+        addrs.sort();
+        addrs.dedup();
+        for a in addrs {
+            let Ok(c) = self.pool.get(&a).await else { continue };
+            if let Ok((Reply::Map(m), _)) =
+                c.call(Request::GetMap { volume: map.name.clone() }, Bytes::new()).await
+            {
+                self.set_map(*m);
+                return;
+            }
+        }
+    }
+
+    /// Send one op to the chain head of `t`, retrying across fail-overs.
+    pub(super) async fn call(
+        &self,
+        t: Target,
+        c: &Creds,
+        op: Op,
+        data: Bytes,
+    ) -> Result<(Reply, Bytes)> {
+        self.call_with(t, c, op, data, false, 0).await
+    }
+
+    /// A namespace op at the head of `t`, asking for its copies of the op's parent
+    /// directories after it: the reply and those copies (`None` from a brick that did not
+    /// send them: one built before them, or a retry answered from its first result).
+    pub(super) async fn call_ns(
+        &self,
+        t: Target,
+        c: &Creds,
+        op: Op,
+    ) -> Result<(Reply, Option<Vec<Attr>>)> {
+        match self.call_with(t, c, op, Bytes::new(), true, 0).await?.0 {
+            Reply::WithParents { reply, parents } => Ok((*reply, Some(parents))),
+            r => Ok((r, None)),
+        }
+    }
+
+    pub(super) async fn call_with(
+        &self,
+        t: Target,
+        c: &Creds,
+        op: Op,
+        data: Bytes,
+        parents: bool,
+        inline: u32,
+    ) -> Result<(Reply, Bytes)> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(err(Errno::ENOTCONN, "volume is unmounted"));
+        }
+        // A change of an inode's data or attributes by this client: quick-read content of
+        // it is dropped before (so no read is answered from it meanwhile) and after (what
+        // a lookup in flight meanwhile brought is refused).
+        let mutation = op.is_mutation();
+        if mutation {
+            self.data.invalidate(t.key);
+        }
+        let r = self.call_loop(t, c, op, data, parents, inline).await;
+        if mutation {
+            self.data.invalidate(t.key);
+        }
+        r
+    }
+
+    pub(super) async fn call_loop(
+        &self,
+        t: Target,
+        c: &Creds,
+        op: Op,
+        data: Bytes,
+        parents: bool,
+        inline: u32,
+    ) -> Result<(Reply, Bytes)> {
+        let deadline = tokio::time::Instant::now() + RETRY_BUDGET;
+        let mut backoff = RETRY_BACKOFF;
+        // One id for every attempt of this op.
+        let req_id = op.is_mutation().then(|| msg::ReqId {
+            client: self.client_id,
+            seq: self.next_seq.fetch_add(1, Ordering::Relaxed),
+        });
+        loop {
+            let map = self.map();
+            let set = map.set_by_id(t.set).or_else(|| map.sets.first()).ok_or_else(|| {
+                err(Errno::EIO, format!("{}: volume has no replica sets", map.name))
+            })?;
+            let last = tokio::time::Instant::now() >= deadline;
+            let head = cairn_placement::head(set, t.key);
+            let res = match head {
+                None => Err(err(
+                    Errno::EHOSTDOWN,
+                    format!("{}: no brick of replica set {} is up", map.name, set.id),
+                )),
+                Some(b) => {
+                    let req = BrickRequest {
+                        volume: map.name.clone(),
+                        brick: b.index,
+                        epoch: map.epoch,
+                        creds: c.clone(),
+                        op: op.clone(),
+                        req: req_id,
+                        parents,
+                        inline,
+                    };
+                    self.count(op.name());
+                    match self.pool.get(&b.addr).await {
+                        Ok(conn) => conn.call(Request::Brick(req), data.clone()).await,
+                        Err(e) => Err(e),
+                    }
+                    .map_err(|e| {
+                        if matches!(
+                            e.errno.0,
+                            libc::ENOTCONN | libc::ECONNREFUSED | libc::ECONNRESET
+                        ) {
+                            self.pool.forget(&b.addr);
+                        }
+                        RemoteError::new(
+                            e.errno,
+                            format!(
+                                "{}: brick {} ({}:{}): {}",
+                                map.name, b.index, b.node, b.path, e.message
+                            ),
+                        )
+                    })
+                }
+            };
+            match res {
+                Err(e) if is_retryable(&e) && !last => {
+                    let wait = backoff.next_delay();
+                    let attempt = backoff.attempts();
+                    tracing::debug!(error = %e, attempt, "retrying after map refresh");
+                    tokio::select! {
+                        _ = self.map_changed.notified() => {}
+                        _ = tokio::time::sleep(wait) => {}
+                    }
+                    self.refresh_map().await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// An op on inode `id` at the head of its home set, with no bulk data; the reply only.
+    pub(super) async fn on_home(&self, c: &Creds, id: Id, op: Op) -> Result<Reply> {
+        Ok(self.call(Target { set: self.home(id), key: id }, c, op, Bytes::new()).await?.0)
+    }
+
+    pub(super) fn home(&self, id: Id) -> u32 {
+        home_set(&self.map(), id).id
+    }
+
+    pub(super) fn hashed(&self, dir: Id, name: &[u8]) -> u32 {
+        hashed_set(&self.map(), dir, name).id
+    }
+
+    pub(super) fn set_ids(&self) -> Vec<u32> {
+        self.map().sets.iter().map(|s| s.id).collect()
+    }
+}

@@ -1,0 +1,477 @@
+//! Namespace operations: create, mknod, mkdir, symlink, link, unlink, rmdir and rename
+//! over the replica sets (real entries, linkto entries, a directory on every set).
+
+use super::dircache::DirChange;
+use super::{attr_of, err, unexpected, Target, Volume};
+use crate::Result;
+use bytes::Bytes;
+use cairn_proto::msg::{Op, Reply};
+use cairn_proto::{rename_flags, valid_name, Attr, Creds, Errno, FileType, Id, Name};
+
+impl Volume {
+    pub(super) async fn make_entry(
+        &self,
+        c: &Creds,
+        dir: Id,
+        name: &[u8],
+        kind: FileType,
+        perm: u32,
+        rdev: u64,
+        target: Option<Name>,
+        exclusive: bool,
+    ) -> Result<Attr> {
+        valid_name(name)?;
+        let i = &self.inner;
+        let set = i.hashed(dir, name);
+        let id = Id::new_on_set(set);
+        let op =
+            Op::Create { dir, name: name.to_vec(), id, kind, perm, rdev, target, exclusive: true };
+        let mut change = i.begin_dirs(&[dir]);
+        i.complete.touch(dir);
+        let made = i.begin_tokens();
+        let r = i.call_ns(Target { set, key: dir }, c, op).await;
+        i.named(dir, name, &r);
+        change.step(set, &[dir], &r);
+        match r {
+            Ok((r, _)) => {
+                let a = attr_of("create", r)?;
+                i.remember(made, dir, name, &a);
+                change.finish(i);
+                Ok(a)
+            }
+            Err(e) if e.errno == Errno::EEXIST => {
+                i.entries.remove(dir, name);
+                let existing = self.lookup_remote(c, dir, name).await;
+                match existing {
+                    // Our own create, answered on a retry after a fail-over.
+                    Ok(a) if a.id == id => {
+                        i.attrs.invalidate(dir);
+                        Ok(a)
+                    }
+                    Ok(a)
+                        if !exclusive
+                            && kind == FileType::Regular
+                            && a.kind == FileType::Regular =>
+                    {
+                        Ok(a)
+                    }
+                    _ => Err(e),
+                }
+            }
+            // The op may have been applied (a connection lost after it was sent): the
+            // parent's cached attributes are not trusted, as mkdir and link do.
+            Err(e) => {
+                change.finish(i);
+                Err(e)
+            }
+        }
+    }
+
+    pub async fn create(
+        &self,
+        c: &Creds,
+        dir: Id,
+        name: &[u8],
+        perm: u32,
+        exclusive: bool,
+    ) -> Result<Attr> {
+        self.make_entry(c, dir, name, FileType::Regular, perm, 0, None, exclusive).await
+    }
+
+    pub async fn mknod(
+        &self,
+        c: &Creds,
+        dir: Id,
+        name: &[u8],
+        kind: FileType,
+        perm: u32,
+        rdev: u64,
+    ) -> Result<Attr> {
+        if kind == FileType::Directory || kind == FileType::Symlink {
+            return Err(err(Errno::EINVAL, "mknod cannot make directories or symlinks"));
+        }
+        self.make_entry(c, dir, name, kind, perm, rdev, None, true).await
+    }
+
+    pub async fn mkdir(&self, c: &Creds, dir: Id, name: &[u8], perm: u32) -> Result<Attr> {
+        valid_name(name)?;
+        let i = &self.inner;
+        let hashed = i.hashed(dir, name);
+        let id = Id::new_on_set(hashed);
+        let op = Op::Mkdir { dir, name: name.to_vec(), id, perm };
+        let mut change = i.begin_dirs(&[dir]);
+        i.complete.touch(dir);
+        let made = i.begin_tokens();
+        let r = i.call_ns(Target { set: hashed, key: dir }, c, op.clone()).await;
+        i.named(dir, name, &r);
+        change.step(hashed, &[dir], &r);
+        let a = match r {
+            Ok((r, _)) => attr_of("mkdir", r)?,
+            Err(e) if e.errno == Errno::EEXIST => {
+                i.entries.remove(dir, name);
+                i.attrs.invalidate(dir);
+                match self.lookup_remote(c, dir, name).await {
+                    Ok(a) if a.id == id => a,
+                    _ => return Err(e),
+                }
+            }
+            Err(e) => {
+                change.finish(i);
+                return Err(e);
+            }
+        };
+        // The directory and its new entry exist on every set: each set's copy of the
+        // parent changed (times, nlink).
+        let others: Vec<u32> = i.set_ids().into_iter().filter(|s| *s != hashed).collect();
+        let calls = others.iter().map(|s| i.call_ns(Target { set: *s, key: dir }, c, op.clone()));
+        for (s, r) in others.iter().zip(futures::future::join_all(calls).await) {
+            change.step(*s, &[dir], &r);
+            match r {
+                Ok(_) => {}
+                Err(e) if e.errno == Errno::EEXIST => {}
+                Err(e) => {
+                    tracing::warn!(%dir, set = s, error = %e, "mkdir did not reach one replica set")
+                }
+            }
+        }
+        i.remember(made, dir, name, &a);
+        change.finish(i);
+        Ok(a)
+    }
+
+    pub async fn symlink(&self, c: &Creds, dir: Id, name: &[u8], target: &[u8]) -> Result<Attr> {
+        if target.is_empty() || target.len() > 4095 || target.contains(&0) {
+            return Err(err(Errno::EINVAL, "symlink target must be 1-4095 bytes without NUL"));
+        }
+        self.make_entry(c, dir, name, FileType::Symlink, 0o777, 0, Some(target.to_vec()), true)
+            .await
+    }
+
+    pub async fn readlink(&self, c: &Creds, id: Id) -> Result<Vec<u8>> {
+        let i = &self.inner;
+        match i.on_home(c, id, Op::Readlink { id }).await? {
+            Reply::Bytes(b) => Ok(b),
+            other => Err(unexpected("readlink", &other)),
+        }
+    }
+
+    pub async fn link(&self, c: &Creds, id: Id, dir: Id, name: &[u8]) -> Result<Attr> {
+        valid_name(name)?;
+        let i = &self.inner;
+        let home = i.home(id);
+        let hashed = i.hashed(dir, name);
+        let mut change = i.begin_dirs(&[dir]);
+        i.complete.touch(dir);
+        let made = i.begin_tokens();
+        let r = i
+            .call_ns(Target { set: home, key: dir }, c, Op::Link { id, dir, name: name.to_vec() })
+            .await;
+        i.named(dir, name, &r);
+        change.step(home, &[dir], &r);
+        let r = match r {
+            Ok((r, _)) => r,
+            Err(e) => {
+                change.finish(i);
+                return Err(e);
+            }
+        };
+        let a = attr_of("link", r)?;
+        if hashed != home {
+            let mk = Op::MkLinkto { dir, name: name.to_vec(), target: id };
+            let r = i.call_ns(Target { set: hashed, key: dir }, c, mk).await;
+            change.step(hashed, &[dir], &r);
+            if let Err(e) = r {
+                i.attrs.invalidate(dir);
+                i.complete.invalidate(dir);
+                // Undo so the name does not exist half-way.
+                let _ = i
+                    .call(
+                        Target { set: home, key: dir },
+                        c,
+                        Op::Unlink { dir, name: name.to_vec() },
+                        Bytes::new(),
+                    )
+                    .await;
+                return Err(e);
+            }
+        }
+        i.remember_changed(made, dir, name, &a);
+        change.finish(i);
+        Ok(a)
+    }
+
+    pub async fn unlink(&self, c: &Creds, dir: Id, name: &[u8]) -> Result<()> {
+        valid_name(name)?;
+        let a = self.lookup(c, dir, name).await?;
+        let i = &self.inner;
+        let hashed = i.hashed(dir, name);
+        let (home, is_dir) = (i.home(a.id), a.kind == FileType::Directory);
+        if !is_dir {
+            // Keep the inode alive on the bricks if it is open here.
+            let register = {
+                let mut o = i.opens.lock();
+                match o.get_mut(&a.id) {
+                    Some(s) if s.count > 0 && !s.registered => {
+                        s.registered = true;
+                        true
+                    }
+                    _ => false,
+                }
+            };
+            if register {
+                i.call(Target { set: home, key: a.id }, c, Op::Open { id: a.id }, Bytes::new())
+                    .await?;
+            }
+        }
+        let real = if is_dir { hashed } else { home };
+        let mut change = i.begin_dirs(&[dir]);
+        i.complete.touch(dir);
+        let r = i
+            .call_ns(Target { set: real, key: dir }, c, Op::Unlink { dir, name: name.to_vec() })
+            .await;
+        i.unnamed(dir, name, &r);
+        change.step(real, &[dir], &r);
+        i.entries.remove(dir, name);
+        i.attrs.invalidate(a.id);
+        if let Err(e) = r {
+            i.attrs.invalidate(dir);
+            return Err(e);
+        }
+        if !is_dir && hashed != home {
+            let r = i
+                .call_ns(
+                    Target { set: hashed, key: dir },
+                    &Creds::root(),
+                    Op::Unlink { dir, name: name.to_vec() },
+                )
+                .await;
+            change.step(hashed, &[dir], &r);
+            if let Err(e) = r {
+                if e.errno != Errno::ENOENT {
+                    tracing::warn!(%dir, name = %String::from_utf8_lossy(name), error = %e, "stale linkto left behind");
+                }
+            }
+        }
+        change.finish(i);
+        Ok(())
+    }
+
+    /// A directory's entries are spread over the sets: it is empty only if it is empty on
+    /// every one of them (a single set's rmdir/rename would not notice the others).
+    pub(super) async fn check_empty(&self, c: &Creds, dir: Id, name: &[u8]) -> Result<()> {
+        let i = &self.inner;
+        let sets = i.set_ids();
+        if sets.len() < 2 {
+            return Ok(());
+        }
+        let probes = sets.iter().map(|s| {
+            i.call(
+                Target { set: *s, key: dir },
+                c,
+                Op::ReadDir { dir, cookie: 0, max: 1, plus: false },
+                Bytes::new(),
+            )
+        });
+        for r in futures::future::join_all(probes).await {
+            if let (Reply::Dir { entries, .. }, _) = r? {
+                if !entries.is_empty() {
+                    return Err(err(
+                        Errno::ENOTEMPTY,
+                        format!("{}: directory not empty", String::from_utf8_lossy(name)),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub async fn rmdir(&self, c: &Creds, dir: Id, name: &[u8]) -> Result<()> {
+        valid_name(name)?;
+        let a = self.lookup(c, dir, name).await?;
+        if a.kind != FileType::Directory {
+            return Err(err(
+                Errno::ENOTDIR,
+                format!("{}: not a directory", String::from_utf8_lossy(name)),
+            ));
+        }
+        let i = &self.inner;
+        let sets = i.set_ids();
+        self.check_empty(c, a.id, name).await?;
+        let hashed = i.hashed(dir, name);
+        let op = Op::Rmdir { dir, name: name.to_vec() };
+        let others: Vec<u32> = sets.iter().copied().filter(|s| *s != hashed).collect();
+        let mut change = i.begin_dirs(&[dir]);
+        i.complete.touch(dir);
+        let calls = others.iter().map(|s| i.call_ns(Target { set: *s, key: dir }, c, op.clone()));
+        for (s, r) in others.iter().zip(futures::future::join_all(calls).await) {
+            change.step(*s, &[dir], &r);
+            match r {
+                Ok(_) => {}
+                Err(e) if e.errno == Errno::ENOENT => {}
+                Err(e) => {
+                    i.forget_entry(dir, name);
+                    i.complete.invalidate(dir);
+                    return Err(e);
+                }
+            }
+        }
+        let r = i.call_ns(Target { set: hashed, key: dir }, c, op).await;
+        i.unnamed(dir, name, &r);
+        i.complete.invalidate(a.id);
+        change.step(hashed, &[dir], &r);
+        i.entries.remove(dir, name);
+        i.attrs.invalidate(a.id);
+        i.entries.invalidate_dir(a.id);
+        match r {
+            Ok(_) => {
+                change.finish(i);
+                Ok(())
+            }
+            Err(e) => {
+                i.attrs.invalidate(dir);
+                Err(e)
+            }
+        }
+    }
+
+    pub async fn rename(
+        &self,
+        c: &Creds,
+        src_dir: Id,
+        src: &[u8],
+        dst_dir: Id,
+        dst: &[u8],
+        flags: u32,
+    ) -> Result<()> {
+        valid_name(src)?;
+        valid_name(dst)?;
+        let i = &self.inner;
+        let s = self.lookup(c, src_dir, src).await?;
+        let d = match self.lookup(c, dst_dir, dst).await {
+            Ok(a) => Some(a),
+            Err(e) if e.errno == Errno::ENOENT => None,
+            Err(e) => return Err(e),
+        };
+        if flags & rename_flags::NOREPLACE != 0 && d.is_some() {
+            return Err(err(Errno::EEXIST, format!("{}: exists", String::from_utf8_lossy(dst))));
+        }
+        if flags & rename_flags::EXCHANGE != 0 && (i.set_ids().len() > 1 || d.is_none()) {
+            return Err(err(
+                Errno::EINVAL,
+                "RENAME_EXCHANGE is only supported on single-set volumes",
+            ));
+        }
+        if let Some(d) = &d {
+            if d.id == s.id {
+                return Ok(()); // Two names of one inode: POSIX says do nothing.
+            }
+        }
+        let op =
+            Op::Rename { src_dir, src_name: src.to_vec(), dst_dir, dst_name: dst.to_vec(), flags };
+        if s.kind == FileType::Directory {
+            if let Some(d) = &d {
+                if d.kind != FileType::Directory {
+                    return Err(err(
+                        Errno::ENOTDIR,
+                        format!("{}: not a directory", String::from_utf8_lossy(dst)),
+                    ));
+                }
+                self.check_empty(c, d.id, dst).await?;
+            }
+        } else if let Some(d) = &d {
+            if d.kind == FileType::Directory {
+                return Err(err(
+                    Errno::EISDIR,
+                    format!("{}: is a directory", String::from_utf8_lossy(dst)),
+                ));
+            }
+        }
+        let dirs = op.parent_dirs();
+        let mut change = i.begin_dirs(&dirs);
+        i.complete.touch(src_dir);
+        i.complete.touch(dst_dir);
+        let r = self.rename_steps(c, &op, &s, d.as_ref(), &mut change).await;
+        if r.is_ok() {
+            i.complete.removed(src_dir, src);
+            i.complete.added(dst_dir, dst);
+            i.complete.touch(src_dir);
+            i.complete.touch(dst_dir);
+        } else {
+            i.complete.invalidate(src_dir);
+            i.complete.invalidate(dst_dir);
+        }
+        i.entries.remove(src_dir, src);
+        i.entries.remove(dst_dir, dst);
+        i.attrs.invalidate(s.id);
+        if let Some(d) = &d {
+            i.attrs.invalidate(d.id);
+        }
+        change.finish(i);
+        if s.kind == FileType::Directory {
+            i.entries.invalidate_dir(s.id);
+        }
+        r
+    }
+
+    /// The bricks' part of `rename` (`op`) of `s` over `d`, each step noted in `change`.
+    pub(super) async fn rename_steps(
+        &self,
+        c: &Creds,
+        op: &Op,
+        s: &Attr,
+        d: Option<&Attr>,
+        change: &mut DirChange,
+    ) -> Result<()> {
+        let i = &self.inner;
+        let Op::Rename { src_dir, src_name: src, dst_dir, dst_name: dst, .. } = op else {
+            return Err(unexpected("rename", &Reply::Unit));
+        };
+        let (src_dir, dst_dir) = (*src_dir, *dst_dir);
+        let dirs = op.parent_dirs();
+        if s.kind == FileType::Directory {
+            let first = i.hashed(dst_dir, dst);
+            let r = i.call_ns(Target { set: first, key: src_dir }, c, op.clone()).await;
+            change.step(first, &dirs, &r);
+            r?;
+            let others: Vec<u32> = i.set_ids().into_iter().filter(|x| *x != first).collect();
+            let calls =
+                others.iter().map(|x| i.call_ns(Target { set: *x, key: src_dir }, c, op.clone()));
+            for (x, r) in others.iter().zip(futures::future::join_all(calls).await) {
+                change.step(*x, &dirs, &r);
+                if let Err(e) = r {
+                    tracing::warn!(set = x, error = %e, "directory rename did not reach one replica set");
+                }
+            }
+            return Ok(());
+        }
+        let home = i.home(s.id);
+        let unlink = |dir: Id, name: &[u8]| Op::Unlink { dir, name: name.to_vec() };
+        // A replaced file homed elsewhere loses its real entry there first.
+        if let Some(d) = d {
+            let dh = i.home(d.id);
+            if dh != home {
+                let r = i.call_ns(Target { set: dh, key: dst_dir }, c, unlink(dst_dir, dst)).await;
+                change.step(dh, &[dst_dir], &r);
+                r?;
+            }
+        }
+        let r = i.call_ns(Target { set: home, key: src_dir }, c, op.clone()).await;
+        change.step(home, &dirs, &r);
+        r?;
+        let (hd, hs) = (i.hashed(dst_dir, dst), i.hashed(src_dir, src));
+        let root = Creds::root();
+        if hd != home {
+            let r = i.call_ns(Target { set: hd, key: dst_dir }, &root, unlink(dst_dir, dst)).await;
+            change.step(hd, &[dst_dir], &r);
+            let mk = Op::MkLinkto { dir: dst_dir, name: dst.to_vec(), target: s.id };
+            let r = i.call_ns(Target { set: hd, key: dst_dir }, &root, mk).await;
+            change.step(hd, &[dst_dir], &r);
+            r?;
+        }
+        if hs != home {
+            let r = i.call_ns(Target { set: hs, key: src_dir }, &root, unlink(src_dir, src)).await;
+            change.step(hs, &[src_dir], &r);
+        }
+        Ok(())
+    }
+}

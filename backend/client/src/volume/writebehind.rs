@@ -1,0 +1,90 @@
+//! Write-behind: buffered small writes sent in the background, bounded in flight, with
+//! deferred errors reported on the next write, flush, fsync or release.
+
+use super::{unexpected, Inner, Target, MAX_IO};
+use crate::Result;
+use bytes::Bytes;
+use cairn_proto::msg::{Op, Reply};
+use cairn_proto::{Creds, Id};
+use std::sync::Arc;
+
+/// Write-behind extents in flight per file (random small writes are pipelined up to this)...
+const MAX_INFLIGHT: usize = 32;
+/// ...and at most this many write-behind buffers' worth of bytes.
+const MAX_INFLIGHT_BUFFERS: u64 = 4;
+
+impl Inner {
+    pub(super) fn has_pending(&self, id: Id) -> bool {
+        self.wb.busy(id)
+    }
+
+    /// Send an extent in the background, once the earlier writes it overlaps are done.
+    pub(super) fn spawn_send(self: &Arc<Self>, id: Id, s: cairn_cache::Send) {
+        let me = self.clone();
+        tokio::spawn(async move {
+            let cairn_cache::Send { creds, offset, data, after, done } = s;
+            for w in after {
+                w.wait().await;
+            }
+            if let Err(e) = me.write_now(&creds, id, offset, data).await {
+                tracing::warn!(%id, offset, error = %e, "write-behind flush failed; reporting on next call");
+                me.wb.set_error(id, e);
+            }
+            drop(done);
+        });
+    }
+
+    /// Wait while the file has too much in flight (the oldest flight first).
+    pub(super) async fn wait_room(&self, id: Id) {
+        let max_bytes = self.wb.limit() as u64 * MAX_INFLIGHT_BUFFERS;
+        while let Some(w) = self.wb.full(id, MAX_INFLIGHT, max_bytes) {
+            w.wait().await;
+        }
+    }
+
+    /// Send what is buffered and wait for every write of `id` in flight: a barrier.
+    pub(super) async fn flush(self: &Arc<Self>, id: Id) -> Result<()> {
+        if let Some(s) = self.wb.take(id) {
+            self.spawn_send(id, s);
+        }
+        for w in self.wb.flights(id) {
+            w.wait().await;
+        }
+        match self.wb.take_error(id) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    pub(super) async fn write_now(
+        &self,
+        c: &Creds,
+        id: Id,
+        offset: u64,
+        data: Bytes,
+    ) -> Result<u32> {
+        let t = Target { set: self.home(id), key: id };
+        let mut done = 0usize;
+        while done < data.len() {
+            let n = (data.len() - done).min(MAX_IO);
+            let chunk = data.slice(done..done + n);
+            let token = self.attrs.begin();
+            let (r, _) =
+                self.call(t, c, Op::Write { id, offset: offset + done as u64 }, chunk).await?;
+            match r {
+                Reply::Written { count, attr } => {
+                    // This client's own change: voids fetches in flight (which may have
+                    // been served before it); writes of one file in flight together
+                    // answer in any order, and the newest is kept (`AttrCache::put_change`).
+                    self.attrs.put_change(token, &attr);
+                    done += count as usize;
+                    if (count as usize) < n {
+                        break;
+                    }
+                }
+                other => return Err(unexpected("write", &other)),
+            }
+        }
+        Ok(done as u32)
+    }
+}

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# etcd with client TLS and auth (the harness default): the cluster works through it, and
+# everything else is refused: plain HTTP, TLS without a client certificate, a certificate
+# of another CA, a certificate of the right CA whose CN is no etcd user, cairnd's own user
+# outside the cluster's key prefix, and a cairnd started without a client certificate.
+# The CA and certificate keys are 0600.
+set -euo pipefail
+# shellcheck source=tests/integration/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+[[ $CL_ETCD_TLS == 1 ]] || fail "run with CL_ETCD_TLS=1 (the default)"
+cluster_up 1 tvol 1 1
+echo through-tls >"$CL_MNT/f" || fail "write through the mount"
+assert_eq through-tls "$(cat "$CL_MNT/f")" "the cluster works with etcd over TLS with auth"
+
+tlsdir=$CL_DIR/etcd-tls
+url=$(cl_etcd_url)
+for k in ca-key server-key root-key cairn-key; do
+    assert_eq 600 "$(stat -c %a "$tlsdir/$k.pem")" "$k.pem is mode 0600"
+done
+
+# refused KIND CMD...: CMD must fail.
+refused() {
+    local what=$1
+    shift
+    if "$@" >"$CL_DIR/refused.out" 2>&1; then
+        fail "$what was not refused: $(head -c 300 "$CL_DIR/refused.out")"
+    fi
+    pass "$what refused"
+}
+range='{"key":"L2NhaXJu","range_end":"L2NhaXJv"}' # /cairn .. /cairo
+refused "plain HTTP to etcd" curl -fsS --max-time 3 -X POST -d "$range" "http://127.0.0.1:$CL_ETCD_PORT/v3/kv/range"
+refused "TLS to etcd without a client certificate" \
+    curl -fsS --max-time 3 --cacert "$tlsdir/ca.pem" -X POST -d "$range" "$url/v3/kv/range"
+
+etcd_tls_make "$CL_DIR/other-ca" || fail "second CA"
+refused "a client certificate of another CA" \
+    env ETCDCTL_API=3 etcdctl --endpoints "$url" --cacert "$tlsdir/ca.pem" \
+    --cert "$CL_DIR/other-ca/cairn.pem" --key "$CL_DIR/other-ca/cairn-key.pem" \
+    --dial-timeout 3s --command-timeout 5s get /cairn --prefix --keys-only
+
+(
+    umask 077
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=intruder \
+        -keyout "$CL_DIR/intruder-key.pem" -out "$CL_DIR/intruder.csr" 2>/dev/null &&
+        printf 'extendedKeyUsage=clientAuth\n' >"$CL_DIR/intruder.ext" &&
+        openssl x509 -req -in "$CL_DIR/intruder.csr" -CA "$tlsdir/ca.pem" -CAkey "$tlsdir/ca-key.pem" \
+            -CAcreateserial -days 1 -extfile "$CL_DIR/intruder.ext" -out "$CL_DIR/intruder.pem" 2>/dev/null
+) || fail "intruder certificate"
+refused "a certificate of the cluster's CA whose CN is no etcd user" \
+    env ETCDCTL_API=3 etcdctl --endpoints "$url" --cacert "$tlsdir/ca.pem" \
+    --cert "$CL_DIR/intruder.pem" --key "$CL_DIR/intruder-key.pem" \
+    --dial-timeout 3s --command-timeout 5s get /cairn --prefix --keys-only
+out=$(ETCDCTL_API=3 etcdctl --endpoints "$url" --cacert "$tlsdir/ca.pem" --cert "$tlsdir/cairn.pem" \
+    --key "$tlsdir/cairn-key.pem" --dial-timeout 3s --command-timeout 5s get /cairn/volumes/tvol \
+    --keys-only 2>&1) || true
+grep -q /cairn/volumes/tvol <<<"$out" || fail "user cairn cannot read its own keys: $out"
+refused "user cairn outside the cluster's prefix" \
+    env ETCDCTL_API=3 etcdctl --endpoints "$url" --cacert "$tlsdir/ca.pem" \
+    --cert "$tlsdir/cairn.pem" --key "$tlsdir/cairn-key.pem" \
+    --dial-timeout 3s --command-timeout 5s put /elsewhere x
+
+mkdir -p "$CL_DIR/state/n9"
+refused "cairnd without a client certificate" \
+    timeout 20 "$CAIRN_BIN_DIR/cairnd" --name n9 --listen "127.0.0.1:$(free_port)" \
+    --etcd "$url" --etcd-ca "$tlsdir/ca.pem" --state-dir "$CL_DIR/state/n9"
+refused "cairnd over plain HTTP" \
+    timeout 20 "$CAIRN_BIN_DIR/cairnd" --name n9 --listen "127.0.0.1:$(free_port)" \
+    --etcd "http://127.0.0.1:$CL_ETCD_PORT" --state-dir "$CL_DIR/state/n9"
+finish
