@@ -17,6 +17,11 @@ CAIRN_BRICKS=${CAIRN_BRICKS:-4}
 # puts them). Set to a cargo target dir (backend/target/debug) to run a build in place.
 CAIRN_BIN_DIR=${CAIRN_BIN_DIR:-}
 
+# TLS (docs/security.md): the first cairnd creates the cluster CA and the admin
+# credential here; cairn and mount.cairn connect with it.
+export CAIRN_CA_DIR=${CAIRN_CA_DIR:-$CAIRN_RUN_DIR/ca}
+export CAIRN_CREDENTIALS=${CAIRN_CREDENTIALS:-$CAIRN_CA_DIR/admin.pem}
+
 # 1 (default): etcd over TLS with client certificates and auth, from a CA made for this
 # instance in $CAIRN_ETCD_TLS_DIR (scripts/etcd-tls.sh; docs/security.md#etcd). 0: plain HTTP.
 CAIRN_ETCD_TLS=${CAIRN_ETCD_TLS:-1}

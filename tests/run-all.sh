@@ -31,6 +31,11 @@ SUITE_TIMEOUT=${SUITE_TIMEOUT:-1200}
 TEST_LOG_DIR=${TEST_LOG_DIR:-$repo/build/test-logs}
 TEST_TMP_ROOT=${TEST_TMP_ROOT:-$repo/build/test-tmp}
 mkdir -p "$TEST_LOG_DIR" "$TEST_TMP_ROOT"
+# TLS (docs/security.md): every cairnd a suite starts takes its node certificate from one
+# test cluster CA, which the first one creates here with the admin credential; clients
+# (cairn, mount.cairn, the gateways' libcairn) connect with that admin credential.
+export CAIRN_CA_DIR=${CAIRN_CA_DIR:-$TEST_TMP_ROOT/ca}
+export CAIRN_CREDENTIALS=${CAIRN_CREDENTIALS:-$CAIRN_CA_DIR/admin.pem}
 
 # sweep DIR: after a suite, unmount whatever is still mounted under DIR and stop every
 # process whose command line names DIR (a suite killed by the timeout had no chance to

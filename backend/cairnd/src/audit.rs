@@ -210,11 +210,12 @@ fn entry(
     unix: u64,
 ) -> Value {
     let (kind, args) = what(req);
-    // The tls work adds the connection's principal (name, role) here when present.
+    // The principal of the connection's certificate (null on a plain connection).
     let who = json!({
         "addr": session.peer.to_string(),
         "client": session.hello.name,
         "kind": format!("{:?}", session.hello.kind).to_lowercase(),
+        "principal": session.principal.as_ref().map(|p| json!({"name": p.name, "role": p.role.as_str()})),
     });
     let result = match res {
         Ok(_) => json!({"ok": true}),

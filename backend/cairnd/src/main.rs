@@ -3,9 +3,11 @@
 
 mod access;
 mod audit;
+mod authz;
 mod chain;
 mod delegs;
 mod heal;
+mod identity;
 mod inode_locks;
 mod leases;
 mod locks;
@@ -77,6 +79,16 @@ struct Args {
     /// Log as JSON lines.
     #[arg(long)]
     log_json: bool,
+    /// Connections: `tls` (mutual certificates of the cluster CA; the default) or `plain`
+    /// (neither authenticated nor encrypted: isolated networks only). Default from
+    /// CAIRN_TRANSPORT, else tls.
+    #[arg(long)]
+    transport: Option<String>,
+    /// Directory of the cluster CA (ca.pem, ca.key, admin.pem): used to issue this node's
+    /// certificate, and created there (with the admin credential) by the first node.
+    /// Default from CAIRN_CA_DIR, else --state-dir.
+    #[arg(long)]
+    ca_dir: Option<PathBuf>,
     /// Audit log of management actions (JSON lines, mode 0640). Default: audit.log beside
     /// --log-file, or in --state-dir without one.
     #[arg(long)]
@@ -205,6 +217,19 @@ async fn main() -> anyhow::Result<()> {
     let name = args.name.clone().unwrap_or_else(hostname);
     let addr = args.advertise.clone().unwrap_or_else(|| args.listen.clone());
     let uuid = node_uuid(&args.state_dir)?;
+    let transport = args
+        .transport
+        .clone()
+        .or_else(|| std::env::var(cairn_proto::tls::ENV_TRANSPORT).ok())
+        .unwrap_or_else(|| "tls".into());
+    let ca_dir = args
+        .ca_dir
+        .clone()
+        .or_else(|| std::env::var_os("CAIRN_CA_DIR").filter(|d| !d.is_empty()).map(PathBuf::from))
+        .unwrap_or_else(|| args.state_dir.clone());
+    let transport = identity::setup(&name, &args.state_dir, &ca_dir, &transport)?;
+    // This node's connections to its peers use its node certificate too.
+    cairn_proto::tls::set_default(transport.clone());
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -248,7 +273,7 @@ async fn main() -> anyhow::Result<()> {
     tracing::info!(path = %audit.path().unwrap_or(&audit_path).display(), "audit log");
     let service = Arc::new(service::Daemon { node: node.clone(), audit });
     tokio::select! {
-        _ = cairn_proto::rpc::serve(listener, service) => {}
+        _ = cairn_proto::rpc::serve_with(listener, service, transport) => {}
         _ = shutdown_signal() => {
             tracing::info!(node = %name, "shutting down");
         }

@@ -2,7 +2,7 @@
 
 use crate::audit::Audit;
 use crate::node::Node;
-use crate::{chain, metrics, mgmt};
+use crate::{authz, chain, metrics, mgmt};
 use bytes::Bytes;
 use cairn_proto::mgmt::{MgmtReply, MgmtRequest};
 use cairn_proto::msg::{Reply, Request, Response, Welcome};
@@ -77,6 +77,14 @@ async fn dispatch(
     req: Request,
     data: Bytes,
 ) -> Result<(Reply, Bytes), RemoteError> {
+    // Who may do what: the role and limits of the session's certificate (TLS; a plain
+    // connection carries no identity).
+    if let Some(p) = &session.principal {
+        if let Err(e) = authz::authorize(p, &req) {
+            tracing::warn!(session = %session.label(), error = %e, "request refused");
+            return Err(e);
+        }
+    }
     // Every request that names a volume is bound to it here, and refused unless the
     // session may use it (`auth.allow` / `auth.reject`): brick ops of every kind (locks,
     // leases, xattrs, statfs...), forwarded mutations, the map and its subscription.
@@ -84,7 +92,8 @@ async fn dispatch(
         Request::Brick(r) => node.admit(&session, &r.volume)?,
         // Only a chain head forwards mutations: a forged one whose op fails would make
         // the brick record a missed change and stop serving until healed.
-        Request::Replicate(r) if !node.is_member(&session) => {
+        // By address on a plain connection only: with TLS the node certificate says it.
+        Request::Replicate(r) if session.principal.is_none() && !node.is_member(&session) => {
             return Err(RemoteError::new(
                 Errno::EACCES,
                 format!(

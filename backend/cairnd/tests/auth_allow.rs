@@ -137,7 +137,7 @@ fn forward(epoch: u64) -> Request {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auth_allow_and_reject_refuse_a_client_by_its_address() {
-    let c = Cluster::start();
+    let c = Cluster::start_plain();
     c.volume("vol0", 1, &[&c.path("b1")]).await;
     let near = c.mount("vol0").await.unwrap();
     let root = Creds::root();

@@ -16,7 +16,7 @@ use tokio::net::TcpStream;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_traffic_is_refused_and_the_daemon_keeps_serving() {
-    let c = Cluster::start();
+    let c = Cluster::start_plain();
 
     // Not a Cairn peer at all.
     let mut s = TcpStream::connect(&c.addr).await.unwrap();
@@ -107,7 +107,7 @@ async fn malformed_traffic_is_refused_and_the_daemon_keeps_serving() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_volumes_and_escaping_names() {
-    let c = Cluster::start();
+    let c = Cluster::start_plain();
     c.volume("v", 2, &[&c.path("b1"), &c.path("b2"), &c.path("b3"), &c.path("b4")]).await;
 
     // Unknown volume: a clear error naming it.
@@ -171,7 +171,7 @@ async fn unknown_volumes_and_escaping_names() {
 /// keeps serving, and space freed is usable again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn full_brick_reports_enospc() {
-    let c = Cluster::start();
+    let c = Cluster::start_plain();
     let img = c.path("small.img");
     let mnt = c.path("small");
     std::fs::create_dir_all(&mnt).unwrap();
@@ -241,7 +241,7 @@ fn proc_status_kib(pid: u32, field: &str) -> u64 {
 async fn stalled_large_frames_hold_only_what_was_sent() {
     const PEERS: u32 = 64;
     const SENT: usize = 64 << 10;
-    let c = Cluster::start();
+    let c = Cluster::start_plain();
     let pid = c.daemon.as_ref().unwrap().id();
     still_serving(&c).await;
     let (rss0, size0) = (proc_status_kib(pid, "VmRSS"), proc_status_kib(pid, "VmSize"));

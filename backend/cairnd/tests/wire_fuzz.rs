@@ -298,7 +298,7 @@ async fn one_case(
 fn mutated_request_frames_get_answers_and_harm_nothing_else() {
     let rt =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let c = Cluster::start();
+    let c = Cluster::start_plain();
     let t = rt.block_on(setup(&c));
     let cases = env_u64("PROPTEST_CASES").unwrap_or(100) as u32;
     let seed = env_u64("PROPTEST_RNG_SEED").unwrap_or_else(rand_seed);

@@ -24,6 +24,10 @@ EXIT STATUS:
 
 ENVIRONMENT:
   CAIRN_HOST  address of the cairnd to talk to, HOST[:PORT] (overridden by --host)
+  CAIRN_CREDENTIALS  credentials file to connect with (overridden by --credentials;
+              default /etc/cairn/credentials.pem, /etc/cairn/admin.pem,
+              /var/lib/cairn/admin.pem)
+  CAIRN_TRANSPORT  tls (default) or plain (overridden by --transport)
   CAIRN_SMB_VFS_NAME  the name smbd loads vfs_cairn as, for the shares `cairn smb share`
               writes (default cairn)
 
@@ -74,8 +78,27 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "SECONDS", default_value_t = 120)]
     pub timeout: u64,
 
+    /// Credentials file (PEM: certificate, cluster CA certificate, key) to connect with.
+    /// Default: $CAIRN_CREDENTIALS, else /etc/cairn/credentials.pem, /etc/cairn/admin.pem,
+    /// /var/lib/cairn/admin.pem (the first that exists).
+    #[arg(long, global = true, env = "CAIRN_CREDENTIALS", value_name = "FILE")]
+    pub credentials: Option<std::path::PathBuf>,
+
+    /// `tls` (default) or `plain`: connect without TLS, to a cluster run with
+    /// `cairnd --transport plain` on an isolated network.
+    #[arg(long, global = true, env = "CAIRN_TRANSPORT", value_enum, value_name = "TRANSPORT", default_value_t = TransportArg::Tls)]
+    pub transport: TransportArg,
+
     #[command(subcommand)]
     pub command: Command,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransportArg {
+    /// TLS 1.3, both ends authenticated by certificates of the cluster CA.
+    Tls,
+    /// Plain TCP: no authentication, no encryption.
+    Plain,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,6 +149,83 @@ pub enum Command {
     /// The gateways themselves: their Pacemaker cluster (`cairn gateway ha status`).
     #[command(subcommand)]
     Gateway(GatewayCmd),
+    /// Credentials of clients, gateways and nodes (certificates of the cluster CA).
+    #[command(subcommand)]
+    Client(ClientCmd),
+}
+
+#[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
+pub enum ClientCmd {
+    /// Certificates of the cluster CA.
+    #[command(subcommand)]
+    Certificate(CertCmd),
+}
+
+#[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
+pub enum CertCmd {
+    /// Issue a certificate and key for NAME, signed by the cluster CA.
+    #[command(long_about = CERT_ISSUE_ABOUT, after_long_help = CERT_ISSUE_EXAMPLES)]
+    Issue(CertIssue),
+}
+
+const CERT_ISSUE_ABOUT: &str = "\
+Issue a credential (a certificate signed by the cluster CA, with a new private key) for a \
+FUSE mount, a libcairn application, a gateway, another admin, or a node joining the \
+cluster.
+
+The certificate names its holder (NAME, the subject common name) and states its role and \
+limits in a subject-alternative-name URI, e.g. `cairn:role=client;volumes=a,b;ro`. Every \
+cairnd checks each request against it: a client may use only the volumes listed (all when \
+--volumes is not given) and, with --read-only, change nothing (EROFS); management needs \
+--role admin; gateways (--role gateway) may also read gateway documents with their secrets.
+
+Runs locally on a node that holds the cluster CA (the first node of the cluster: \
+ca.pem and ca.key in its state dir, or --ca-dir), as root: the CA key is readable by root \
+only. The credential file (certificate, CA certificate, key; mode 0600) is what \
+mount.cairn, libcairn and the gateways read from --credentials / CAIRN_CREDENTIALS / \
+/etc/cairn/credentials.pem. Without --out it is printed on stdout.
+
+There is no revocation yet: keep --days short for credentials that leave your hands.";
+
+const CERT_ISSUE_EXAMPLES: &str = "\
+EXAMPLES:
+  cairn client certificate issue web1 --volumes www --out /tmp/web1.pem
+  cairn client certificate issue backup --read-only --days 30 --out backup.pem
+  cairn client certificate issue gw1 --role gateway --out /etc/cairn/credentials.pem
+  scp /tmp/web1.pem web1:/etc/cairn/credentials.pem";
+
+#[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
+pub struct CertIssue {
+    /// Name of the holder (certificate subject), e.g. a host or application name.
+    pub name: String,
+    /// Role: client (data only), gateway (data, gateway documents), admin (everything),
+    /// node (a cairnd joining the cluster).
+    #[arg(long, value_enum, default_value_t = IssueRole::Client)]
+    pub role: IssueRole,
+    /// Only these volumes (comma separated); default: every volume.
+    #[arg(long, value_name = "VOLUME,...", value_delimiter = ',')]
+    pub volumes: Option<Vec<String>>,
+    /// Read-only: the holder may read but not change volume data.
+    #[arg(long)]
+    pub read_only: bool,
+    /// Days the certificate is valid.
+    #[arg(long, value_name = "N", default_value_t = 365, value_parser = clap::value_parser!(u32).range(1..=3650))]
+    pub days: u32,
+    /// Write the credential to FILE (mode 0600) instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<std::path::PathBuf>,
+    /// Directory of the cluster CA (ca.pem, ca.key). Default: $CAIRN_CA_DIR, else
+    /// /var/lib/cairn.
+    #[arg(long, value_name = "DIR")]
+    pub ca_dir: Option<std::path::PathBuf>,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IssueRole {
+    Client,
+    Gateway,
+    Admin,
+    Node,
 }
 
 #[derive(Subcommand, Debug, Clone, PartialEq, Eq)]

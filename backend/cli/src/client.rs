@@ -27,6 +27,10 @@ pub enum CallError {
 impl std::fmt::Display for CallError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            // Refused by TLS or without credentials: the message says what to fix.
+            CallError::Unreachable { error, .. } if error.errno == Errno::EACCES => {
+                f.write_str(&error.message)
+            }
             CallError::Unreachable { addr, error } => {
                 let why = error.message.strip_prefix(&format!("connect to {addr}: "));
                 write!(

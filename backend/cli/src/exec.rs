@@ -36,6 +36,23 @@ where
             return e.exit_code();
         }
     };
+    if let crate::args::Command::Client(crate::args::ClientCmd::Certificate(
+        crate::args::CertCmd::Issue(a),
+    )) = &cli.command
+    {
+        return crate::certs::issue(a, cli.json, out, err);
+    }
+    // How to connect: plain, or TLS with the credentials given (or found by default),
+    // loaded when connecting.
+    match (cli.transport, &cli.credentials) {
+        (crate::args::TransportArg::Plain, _) => {
+            cairn_proto::tls::set_default(cairn_proto::tls::Transport::Plain)
+        }
+        (crate::args::TransportArg::Tls, Some(path)) => {
+            cairn_proto::tls::set_credentials_path(path)
+        }
+        (crate::args::TransportArg::Tls, None) => {}
+    }
     match &cli.command {
         crate::args::Command::Nfs(nfs) => {
             return match plan::settings(&cli) {
@@ -113,6 +130,10 @@ fn confirm(out: &mut dyn Write, input: &mut dyn BufRead, question: &str) -> bool
 
 fn fail(out: &mut dyn Write, err: &mut dyn Write, s: &Settings, p: &Plan, e: &CallError) -> i32 {
     let code = match e {
+        // Refused at the handshake or without credentials: reached, but not allowed.
+        CallError::Unreachable { error, .. } if error.errno == cairn_proto::Errno::EACCES => {
+            exit::FAILED
+        }
         CallError::Unreachable { .. } => exit::UNREACHABLE,
         CallError::Timeout { .. } | CallError::Remote(_) | CallError::Unexpected(_) => exit::FAILED,
     };

@@ -7,6 +7,7 @@
 //! and decides the exit code.
 
 pub mod args;
+pub mod certs;
 pub mod client;
 pub mod format;
 pub mod gateway;

@@ -186,9 +186,13 @@ pub fn plan(command: &Command) -> Result<Plan, UsageError> {
         }
         Command::Volume(v) => plan_volume(v)?,
         // Several calls and local work: run by `crate::gateway`, never planned.
-        Command::Nfs(_) | Command::Smb(_) | Command::Iscsi(_) | Command::Gateway(_) => {
+        Command::Nfs(_)
+        | Command::Smb(_)
+        | Command::Iscsi(_)
+        | Command::Gateway(_)
+        | Command::Client(_) => {
             return Err(UsageError {
-                message: "cairn: gateway commands are not single requests".into(),
+                message: "cairn: gateway and certificate commands are not single requests".into(),
                 usage: None,
             })
         }

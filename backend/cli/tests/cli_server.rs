@@ -8,6 +8,7 @@ use cairn_proto::map::{BrickInfo, BrickState, ReplicaSet, VolumeMap, VolumeStatu
 use cairn_proto::mgmt::{MgmtReply, MgmtRequest, PeerInfo, VolumeCreate};
 use cairn_proto::msg::{Reply, Request, Response, Welcome};
 use cairn_proto::rpc::{self, Service, Session};
+use cairn_proto::tls::Transport;
 use cairn_proto::{Errno, RemoteError};
 use std::future::Future;
 use std::pin::Pin;
@@ -74,7 +75,7 @@ impl Server {
         let fake = Arc::new(Fake { seen: Mutex::new(vec![]), answer, silent });
         let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
         let addr = listener.local_addr().unwrap().to_string();
-        rt.spawn(rpc::serve(listener, fake.clone()));
+        rt.spawn(rpc::serve_with(listener, fake.clone(), Transport::Plain));
         Server { rt: Some(rt), fake, addr }
     }
 
@@ -98,6 +99,9 @@ fn cairn(host: &str, args: &[&str]) -> Output {
         .arg(host)
         .args(args)
         .env_remove("CAIRN_HOST")
+        // The fake server speaks plain TCP (the TLS path: tests/integration/security.sh).
+        .env("CAIRN_TRANSPORT", "plain")
+        .env_remove("CAIRN_CREDENTIALS")
         .stdin(Stdio::null())
         .output()
         .expect("run cairn")
@@ -339,6 +343,7 @@ fn nothing_listening_exits_3() {
     let out = Command::new(env!("CARGO_BIN_EXE_cairn"))
         .args(["volume", "info"])
         .env("CAIRN_HOST", &addr)
+        .env("CAIRN_TRANSPORT", "plain")
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -360,7 +365,7 @@ fn no_reply_within_timeout_exits_1() {
 fn confirmation_on_a_terminal() {
     let srv = Server::start(|_| done(""));
     let run = |args: &[&str], answer: &str| {
-        let mut full = vec!["cairn", "--host", &srv.addr];
+        let mut full = vec!["cairn", "--transport", "plain", "--host", &srv.addr];
         full.extend_from_slice(args);
         let (mut out, mut err) = (Vec::new(), Vec::new());
         let mut input = std::io::Cursor::new(answer.as_bytes().to_vec());

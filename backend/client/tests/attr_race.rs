@@ -129,6 +129,8 @@ async fn start() -> (tempfile::TempDir, Arc<TestBrick>, Arc<Volume>) {
         hold: Mutex::new(None),
         fail_create: AtomicBool::new(false),
     });
+    // TLS on both ends, with a node certificate of the test CA.
+    cairn_proto::tls::test_ca::use_for_process();
     tokio::spawn(serve(listener, svc.clone()));
     let opts = MountOptions {
         servers: vec![addr],

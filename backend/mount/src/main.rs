@@ -163,6 +163,13 @@ fn run(args: Args, status_pipe: Option<std::fs::File>) -> anyhow::Result<()> {
         quick_read: args.quick_read,
         ..MountOptions::default()
     };
+    if args.plain {
+        cairn_proto::tls::set_default(cairn_proto::tls::Transport::Plain);
+    } else if let Some(path) = &args.credentials {
+        let t = cairn_proto::tls::from_env(Some(path))
+            .map_err(|e| anyhow::anyhow!("credentials={}: {}", path.display(), e.message))?;
+        cairn_proto::tls::set_default(t);
+    }
     let vol = rt.block_on(Volume::mount(mopts)).map_err(|e| {
         anyhow::anyhow!(
             "cannot mount volume '{}' from {}: {e}",

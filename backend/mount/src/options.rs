@@ -30,6 +30,11 @@ pub struct Args {
     pub quick_read: u32,
     pub debug: bool,
     pub log_file: Option<PathBuf>,
+    /// `credentials=FILE`: the TLS credentials to connect with (else CAIRN_CREDENTIALS or
+    /// the default paths).
+    pub credentials: Option<PathBuf>,
+    /// `transport=plain`: no TLS (a cluster run with `cairnd --transport plain`).
+    pub plain: bool,
     /// Generic mount flags passed on to the kernel (`nosuid`, `noatime`, ...).
     pub kernel_flags: Vec<String>,
     /// Worker threads of the runtime requests run on (`CAIRN_MOUNT_WORKERS`, see
@@ -93,6 +98,11 @@ options (comma separated after -o):
                        brings its content, so opening and reading it costs no further
                        round trip; 0 (also noquickread) turns it off; at most 1048576
   log_file=PATH        where a background mount logs (default /var/log/cairn/mount-*.log)
+  credentials=FILE     TLS credentials (certificate, cluster CA, key) to connect with
+                       (default $CAIRN_CREDENTIALS, else /etc/cairn/credentials.pem,
+                       /etc/cairn/admin.pem, /var/lib/cairn/admin.pem)
+  transport=plain      no TLS: for a cluster run with `cairnd --transport plain` on an
+                       isolated network (default transport=tls)
   debug                verbose logs on stderr, stay in the foreground
   -f                   stay in the foreground
 
@@ -147,6 +157,8 @@ pub fn parse(argv: &[String], is_root: bool) -> Result<Args, String> {
         quick_read: DEFAULT_QUICK_READ,
         debug: false,
         log_file: None,
+        credentials: None,
+        plain: false,
         kernel_flags: Vec::new(),
         workers: DEFAULT_THREADS,
         fuse_threads: DEFAULT_THREADS,
@@ -195,6 +207,9 @@ pub fn parse(argv: &[String], is_root: bool) -> Result<Args, String> {
             }
             ("noquickread", None) => args.quick_read = 0,
             ("log_file", Some(v)) => args.log_file = Some(PathBuf::from(v)),
+            ("credentials", Some(v)) => args.credentials = Some(PathBuf::from(v)),
+            ("transport", Some("plain")) => args.plain = true,
+            ("transport", Some("tls")) => args.plain = false,
             (k, None) if KERNEL_FLAGS.contains(&k) => args.kernel_flags.push(k.to_string()),
             (k, None) if IGNORED.contains(&k) || k.starts_with("x-") => {}
             _ => return Err(format!("unknown mount option '{tok}'")),

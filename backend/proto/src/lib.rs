@@ -16,10 +16,13 @@ pub mod map;
 pub mod mgmt;
 pub mod msg;
 pub mod outq;
+pub mod principal;
 pub mod rpc;
 pub mod size;
+pub mod stream;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod tls;
 pub mod types;
 
 pub use backoff::Backoff;

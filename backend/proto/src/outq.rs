@@ -21,6 +21,7 @@
 //! watchdog drops the queue earlier, when it declares the peer dead ([`Writer::release`]).
 
 use crate::frame::{Frame, PREFIX_LEN};
+use crate::stream::WriteHalf;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
@@ -28,7 +29,6 @@ use std::io::IoSlice;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::{Notify, Semaphore};
 use tokio::time::Instant;
 
@@ -111,7 +111,7 @@ enum Drained {
 }
 
 pub struct Writer {
-    wr: OwnedWriteHalf,
+    wr: WriteHalf,
     state: Mutex<State>,
     space: Semaphore,
     /// Set when the write half fails (shared with the connection's other tasks).
@@ -131,7 +131,7 @@ pub struct Writer {
 impl Writer {
     /// Must be called inside a tokio runtime (the flusher is spawned on it).
     pub fn new(
-        wr: OwnedWriteHalf,
+        wr: WriteHalf,
         closed: Arc<AtomicBool>,
         peer: String,
         on_unsent: Option<OnUnsent>,
@@ -254,6 +254,24 @@ impl Writer {
                         self.fail(&e.to_string(), batch);
                         return Drained::Done;
                     }
+                }
+            }
+            // TLS: records rustls holds go out before the turn is given up.
+            match self.wr.try_flush() {
+                Ok(true) => {}
+                Ok(false) => {
+                    let mut st = self.state.lock();
+                    if st.abandoned {
+                        st.writing = false;
+                        drop(st);
+                        self.finish(libc::SHUT_WR);
+                        return Drained::Done;
+                    }
+                    return Drained::Blocked { wrote };
+                }
+                Err(e) => {
+                    self.fail(&e.to_string(), VecDeque::new());
+                    return Drained::Done;
                 }
             }
             let mut st = self.state.lock();
@@ -424,9 +442,11 @@ impl Writer {
             }
             st.finished = true;
         }
-        use std::os::fd::AsRawFd;
+        if how == libc::SHUT_WR {
+            self.wr.close_notify();
+        }
         // SAFETY: the fd is the live socket this writer owns half of.
-        unsafe { libc::shutdown(self.wr.as_ref().as_raw_fd(), how) };
+        unsafe { libc::shutdown(self.wr.raw_fd(), how) };
         self.finished.notify_waiters();
     }
 

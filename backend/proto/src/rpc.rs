@@ -9,6 +9,9 @@
 use crate::frame::{self, Frame, FrameError, FrameKind};
 use crate::msg::{Hello, PeerKind, Push, Reply, Request, Response, Welcome};
 use crate::outq::{OnUnsent, Sender, Writer};
+use crate::principal::Principal;
+use crate::stream::{self, ReadHalf};
+use crate::tls::Transport;
 use crate::{Errno, RemoteError, PROTOCOL_VERSION};
 use bytes::Bytes;
 use futures::future::BoxFuture;
@@ -18,7 +21,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::BufReader;
+use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 
@@ -138,6 +141,33 @@ impl Connection {
         on_push: Option<PushHandler>,
         timeout: Duration,
     ) -> Result<Arc<Connection>, RemoteError> {
+        let transport = match crate::tls::default_transport() {
+            Ok(t) => t,
+            Err(e) => {
+                // No credentials: say so, unless nothing is there to use them with.
+                let dialed = tokio::time::timeout(timeout, dial(addr, local)).await;
+                if let Ok(Err(d)) = dialed {
+                    return Err(RemoteError::new(
+                        Errno::from_io(&d),
+                        format!("connect to {addr}: {d}"),
+                    ));
+                }
+                return Err(e);
+            }
+        };
+        Self::connect_with(addr, local, &transport, kind, name, on_push, timeout).await
+    }
+
+    /// [`Self::connect_from`] over `transport` (TLS with given credentials, or plain).
+    pub async fn connect_with(
+        addr: &str,
+        local: Option<std::net::IpAddr>,
+        transport: &Transport,
+        kind: PeerKind,
+        name: &str,
+        on_push: Option<PushHandler>,
+        timeout: Duration,
+    ) -> Result<Arc<Connection>, RemoteError> {
         let stream = tokio::time::timeout(timeout, dial(addr, local))
             .await
             .map_err(|_| {
@@ -145,7 +175,30 @@ impl Connection {
             })?
             .map_err(|e| RemoteError::new(Errno::from_io(&e), format!("connect to {addr}: {e}")))?;
         stream.set_nodelay(true).ok();
-        let (rd, wr) = stream.into_split();
+        let (rd, wr) = match transport {
+            Transport::Plain => stream::plain(stream),
+            Transport::Tls(t) => {
+                let hs = stream::tls_client(stream, t.client.clone());
+                let (rd, wr, _server) = tokio::time::timeout(timeout, hs)
+                    .await
+                    .map_err(|_| {
+                        RemoteError::new(
+                            Errno::ETIMEDOUT,
+                            format!("TLS handshake with {addr} timed out"),
+                        )
+                    })?
+                    .map_err(|e| {
+                        RemoteError::new(
+                            Errno::EACCES,
+                            format!(
+                                "TLS handshake with {addr} failed: {}",
+                                crate::tls::explain(&e)
+                            ),
+                        )
+                    })?;
+                (rd, wr)
+            }
+        };
         let pending: Arc<Mutex<HashMap<u64, Waiter>>> = Arc::default();
         let closed = Arc::new(AtomicBool::new(false));
         let last_rx = Arc::new(RxClock::new());
@@ -337,7 +390,7 @@ async fn watchdog(
 }
 
 async fn client_reader(
-    rd: tokio::net::tcp::OwnedReadHalf,
+    rd: ReadHalf,
     writer: std::sync::Weak<Writer>,
     pending: Arc<Mutex<HashMap<u64, Waiter>>>,
     closed: Arc<AtomicBool>,
@@ -346,6 +399,9 @@ async fn client_reader(
     peer: String,
 ) {
     let mut rd = BufReader::with_capacity(READ_BUFFER, rd);
+    // Why the connection ended, when it says more than "lost" (a TLS alert: the server
+    // refused our certificate after the handshake, as TLS 1.3 servers do).
+    let mut why = None;
     loop {
         let f = match frame::read_frame(&mut rd).await {
             Ok(f) => {
@@ -355,6 +411,9 @@ async fn client_reader(
             Err(e) => {
                 if !matches!(e, FrameError::Closed) {
                     tracing::debug!(peer = %peer, error = %e, "connection read failed");
+                }
+                if let FrameError::Io(io) = &e {
+                    why = crate::tls::tls_reason(io);
                 }
                 break;
             }
@@ -392,6 +451,10 @@ async fn client_reader(
     let waiters: Vec<_> = pending.lock().drain().collect();
     for (_, w) in waiters {
         let _ = w.send(Err(match &writer {
+            _ if why.is_some() => RemoteError::new(
+                Errno::ENOTCONN,
+                format!("connection to {peer} lost: {}", why.as_deref().unwrap_or_default()),
+            ),
             Some(wr) => gone(&peer, "lost", wr),
             None => RemoteError::new(Errno::ENOTCONN, format!("connection to {peer} lost")),
         }));
@@ -422,6 +485,9 @@ pub struct Session {
     pub id: u64,
     pub peer: SocketAddr,
     pub hello: Hello,
+    /// Who the peer is, from its TLS certificate; `None` on a plain (`transport = plain`)
+    /// connection, which is not authenticated.
+    pub principal: Option<Principal>,
     tx: Sender,
     closed: Arc<AtomicBool>,
 }
@@ -437,7 +503,10 @@ impl Session {
     }
 
     pub fn label(&self) -> String {
-        format!("{}@{}#{}", self.hello.name, self.peer, self.id)
+        match &self.principal {
+            Some(p) => format!("{}({})@{}#{}", self.hello.name, p, self.peer, self.id),
+            None => format!("{}@{}#{}", self.hello.name, self.peer, self.id),
+        }
     }
 }
 
@@ -456,13 +525,23 @@ pub trait Service: Send + Sync + 'static {
 
 static SESSION_IDS: AtomicU64 = AtomicU64::new(1);
 
-/// Accept connections forever.
+/// Accept connections forever, over the process's default transport
+/// ([`crate::tls::default_transport`]; none found: logged, and nothing is served).
 pub async fn serve<S: Service>(listener: TcpListener, service: Arc<S>) {
+    match crate::tls::default_transport() {
+        Ok(t) => serve_with(listener, service, t).await,
+        Err(e) => tracing::error!(error = %e, "cannot serve: {e}"),
+    }
+}
+
+/// Accept connections forever over `transport`.
+pub async fn serve_with<S: Service>(listener: TcpListener, service: Arc<S>, transport: Transport) {
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
                 let service = service.clone();
-                tokio::spawn(async move { serve_connection(stream, peer, service).await });
+                let t = transport.clone();
+                tokio::spawn(async move { serve_connection_with(stream, peer, service, &t).await });
             }
             Err(e) => {
                 tracing::warn!(error = %e, "accept failed");
@@ -496,11 +575,84 @@ fn reply_frame(id: u64, resp: &Response, data: Bytes) -> Frame {
     Frame::new(FrameKind::Response, id, header, data)
 }
 
-/// Serve one connection until it closes or misbehaves.
+/// Whether a peer with certificate `p` may say HELLO as `kind`: only nodes speak as
+/// `Daemon` (plain connections carry no identity and are not checked).
+fn kind_allowed(kind: &PeerKind, p: Option<&Principal>) -> bool {
+    match (kind, p) {
+        (PeerKind::Daemon, Some(p)) => p.role == crate::principal::Role::Node,
+        _ => true,
+    }
+}
+
+/// Longest a TLS handshake may take on the server side.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A plaintext Cairn client reached a TLS-only node: answer its HELLO with a clear error
+/// (in plaintext, the only thing it reads) and close.
+async fn refuse_plaintext(mut stream: TcpStream, peer: SocketAddr) {
+    tracing::warn!(%peer, "refused a plaintext connection: this node requires TLS with a cluster certificate");
+    let read = tokio::time::timeout(HANDSHAKE_TIMEOUT, frame::read_frame(&mut stream)).await;
+    if let Ok(Ok(f)) = read {
+        let e = error_frame(
+            f.id,
+            Errno::EACCES,
+            "connection refused: this node accepts only TLS connections authenticated by a \
+             certificate of the cluster CA (the client runs with transport = plain)"
+                .into(),
+        );
+        let _ = frame::write_frame(&mut stream, &e).await;
+    }
+    let _ = stream.shutdown().await;
+}
+
+/// Serve one connection over the process's default transport.
 pub async fn serve_connection<S: Service>(stream: TcpStream, peer: SocketAddr, service: Arc<S>) {
+    match crate::tls::default_transport() {
+        Ok(t) => serve_connection_with(stream, peer, service, &t).await,
+        Err(e) => tracing::error!(%peer, error = %e, "cannot serve connection: {e}"),
+    }
+}
+
+/// Serve one connection over `transport` until it closes or misbehaves.
+pub async fn serve_connection_with<S: Service>(
+    stream: TcpStream,
+    peer: SocketAddr,
+    service: Arc<S>,
+    transport: &Transport,
+) {
     stream.set_nodelay(true).ok();
     set_keepalive(&stream, &peer);
-    let (rd, wr) = stream.into_split();
+    let (rd, wr, principal) = match transport {
+        Transport::Plain => {
+            let (rd, wr) = stream::plain(stream);
+            (rd, wr, None)
+        }
+        Transport::Tls(t) => {
+            let mut magic = [0u8; 4];
+            let peeked = tokio::time::timeout(HANDSHAKE_TIMEOUT, stream.peek(&mut magic)).await;
+            match peeked {
+                Ok(Ok(4)) if magic == frame::MAGIC => return refuse_plaintext(stream, peer).await,
+                // Closed before sending anything (a port probe).
+                Ok(Ok(0)) => return,
+                _ => {}
+            }
+            let hs = tokio::time::timeout(
+                HANDSHAKE_TIMEOUT,
+                stream::tls_server(stream, t.server.clone()),
+            );
+            match hs.await {
+                Ok(Ok((rd, wr, p))) => (rd, wr, Some(p)),
+                Ok(Err(e)) => {
+                    tracing::warn!(%peer, "refused a connection: TLS handshake failed: {}", crate::tls::explain(&e));
+                    return;
+                }
+                Err(_) => {
+                    tracing::warn!(%peer, "refused a connection: no TLS handshake within {HANDSHAKE_TIMEOUT:?}");
+                    return;
+                }
+            }
+        }
+    };
     let mut rd = BufReader::with_capacity(READ_BUFFER, rd);
     let closed = Arc::new(AtomicBool::new(false));
     let writer = Writer::new(wr, closed.clone(), peer.to_string(), None);
@@ -512,7 +664,9 @@ pub async fn serve_connection<S: Service>(stream: TcpStream, peer: SocketAddr, s
     let session = match frame::read_frame(&mut rd).await {
         Ok(f) => match frame::decode::<Request>(&f.header) {
             Ok(Request::Hello(h))
-                if h.version == PROTOCOL_VERSION && f.kind == FrameKind::Request =>
+                if h.version == PROTOCOL_VERSION
+                    && f.kind == FrameKind::Request
+                    && kind_allowed(&h.kind, principal.as_ref()) =>
             {
                 let id = SESSION_IDS.fetch_add(1, Ordering::Relaxed);
                 let welcome = service.welcome(id);
@@ -523,7 +677,30 @@ pub async fn serve_connection<S: Service>(stream: TcpStream, peer: SocketAddr, s
                     frame::encode(&resp),
                     Bytes::new(),
                 ));
-                Arc::new(Session { id, peer, hello: h, tx: tx.clone(), closed: closed.clone() })
+                Arc::new(Session {
+                    id,
+                    peer,
+                    hello: h,
+                    principal: principal.clone(),
+                    tx: tx.clone(),
+                    closed: closed.clone(),
+                })
+            }
+            Ok(Request::Hello(h))
+                if h.version == PROTOCOL_VERSION && !kind_allowed(&h.kind, principal.as_ref()) =>
+            {
+                // The certificate says who the peer is: only a node may speak as one.
+                let p = principal.as_ref().map(|p| p.to_string()).unwrap_or_default();
+                tracing::warn!(%peer, principal = %p, "refused HELLO: claims to be a cluster node");
+                let _ = tx.send_now(error_frame(
+                    f.id,
+                    Errno::EACCES,
+                    format!("HELLO refused: {p} may not connect as a cluster node (kind Daemon needs a node certificate)"),
+                ));
+                drop(tx);
+                writer.finished().await;
+                linger(&mut rd).await;
+                return;
             }
             Ok(Request::Hello(h)) => {
                 let _ = tx.send_now(error_frame(
@@ -631,6 +808,24 @@ async fn linger<R: tokio::io::AsyncRead + Unpin>(rd: &mut R) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The tests' servers speak TLS (a test CA's node certificate on both ends), except
+    /// those whose peer is a raw socket writing frames ([`serve_plain`]).
+    fn serve<S: Service>(l: TcpListener, s: Arc<S>) -> impl std::future::Future<Output = ()> {
+        crate::tls::test_ca::use_for_process();
+        super::serve(l, s)
+    }
+
+    fn serve_plain<S: Service>(l: TcpListener, s: Arc<S>) -> impl std::future::Future<Output = ()> {
+        super::serve_with(l, s, Transport::Plain)
+    }
+
+    async fn connect_plain(addr: &str) -> Arc<Connection> {
+        let t = Transport::Plain;
+        Connection::connect_with(addr, None, &t, PeerKind::Cli, "t", None, Duration::from_secs(5))
+            .await
+            .unwrap()
+    }
     use crate::frame::{MAX_DATA, MAX_HEADER};
     use crate::outq::QUEUE_LIMIT;
 
@@ -784,7 +979,7 @@ mod tests {
         const REPLY: usize = 16 << 20;
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
-        tokio::spawn(serve(l, Arc::new(Echo)));
+        tokio::spawn(serve_plain(l, Arc::new(Echo)));
         let sock = tokio::net::TcpSocket::new_v4().unwrap();
         sock.set_recv_buffer_size(64 << 10).unwrap();
         let mut s = sock.connect(addr).await.unwrap();
@@ -1005,7 +1200,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_peer_that_stops_reading_makes_senders_wait_and_closing_fails_them() {
         let (addr, hold_tx) = deaf_peer().await;
-        let c = connect(&addr).await;
+        let c = connect_plain(&addr).await;
         const CALLS: usize = 64;
         let calls: Vec<_> = (0..CALLS)
             .map(|i| {
@@ -1086,7 +1281,7 @@ mod tests {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap().to_string();
         let big = Arc::new(Big::default());
-        tokio::spawn(serve(l, big.clone()));
+        tokio::spawn(serve_plain(l, big.clone()));
         // A raw client: HELLO and 64 small requests (64 MiB of replies, more than the
         // socket buffers and the reply queue hold), and it never reads.
         let mut s = TcpStream::connect(&addr).await.unwrap();
@@ -1123,7 +1318,7 @@ mod tests {
         });
         end.await.expect("the deaf client's connection is still open");
         // Another client is served.
-        let c = connect(&addr).await;
+        let c = connect_plain(&addr).await;
         let (r, data) = c.call(Request::Ping, Bytes::new()).await.unwrap();
         assert!(matches!(r, Reply::Pong));
         assert_eq!(data.len(), 1 << 20);
@@ -1132,7 +1327,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_server_that_stops_reading_fails_unsent_calls_and_gives_their_buffers_back() {
         let (addr, hold_tx) = deaf_peer().await;
-        let c = connect(&addr).await;
+        let c = connect_plain(&addr).await;
         let live = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let calls: Vec<_> = (0..32)
             .map(|_| {
@@ -1186,7 +1381,7 @@ mod tests {
     async fn a_peer_that_goes_away_fails_callers_waiting_for_room() {
         // As above, but the peer closes the connection instead of the caller.
         let (addr, hold_tx) = deaf_peer().await;
-        let c = connect(&addr).await;
+        let c = connect_plain(&addr).await;
         let calls: Vec<_> = (0..64)
             .map(|i| {
                 let c = c.clone();
@@ -1204,5 +1399,266 @@ mod tests {
             assert_eq!(e.errno, Errno::ENOTCONN, "{e}");
         }
         assert!(c.is_closed());
+    }
+}
+
+#[cfg(test)]
+mod tls_tests {
+    use super::*;
+    use crate::principal::Role;
+    use crate::tls::test_ca;
+
+    struct Echo;
+
+    impl Service for Echo {
+        fn welcome(&self, session: u64) -> Welcome {
+            Welcome { version: PROTOCOL_VERSION, session, node: "n".into() }
+        }
+        fn call(
+            &self,
+            s: Arc<Session>,
+            _: Request,
+            d: Bytes,
+        ) -> BoxFuture<'static, (Response, Bytes)> {
+            // Echo who the server sees, so the test checks the session's principal.
+            let who = s.principal.as_ref().map(|p| p.to_uri()).unwrap_or_default();
+            Box::pin(async move {
+                let _ = d;
+                (Ok(Reply::Pong), Bytes::from(who))
+            })
+        }
+    }
+
+    async fn node_server() -> String {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let t = test_ca::transport(&Principal::new("n1", Role::Node));
+        tokio::spawn(serve_with(l, Arc::new(Echo), t));
+        addr
+    }
+
+    async fn connect(
+        addr: &str,
+        t: &Transport,
+        kind: PeerKind,
+    ) -> Result<Arc<Connection>, RemoteError> {
+        Connection::connect_with(addr, None, t, kind, "t", None, Duration::from_secs(5)).await
+    }
+
+    #[tokio::test]
+    async fn the_session_carries_the_certificates_principal() {
+        let addr = node_server().await;
+        let p = Principal {
+            name: "c1".into(),
+            role: Role::Client,
+            volumes: Some(vec!["a".into()]),
+            read_only: true,
+        };
+        let c = connect(&addr, &test_ca::transport(&p), PeerKind::Client).await.unwrap();
+        let (_, who) = c.call(Request::Ping, Bytes::new()).await.unwrap();
+        assert_eq!(&who[..], p.to_uri().as_bytes());
+    }
+
+    #[tokio::test]
+    async fn a_plaintext_client_is_refused_with_a_clear_error() {
+        let addr = node_server().await;
+        let e = connect(&addr, &Transport::Plain, PeerKind::Cli).await.err().expect("refused");
+        assert_eq!(e.errno, Errno::EACCES, "{e}");
+        assert!(e.message.contains("only TLS"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_client_of_another_ca_is_refused() {
+        let addr = node_server().await;
+        let other = crate::tls::Ca::create("other").unwrap();
+        let creds = other.issue(&Principal::new("admin", Role::Admin), 1).unwrap();
+        let t = Transport::tls(&creds).unwrap();
+        let e = connect(&addr, &t, PeerKind::Cli).await.err().expect("refused");
+        assert!(e.message.contains(&format!("TLS handshake with {addr} failed")), "{e}");
+        assert!(e.message.contains("not signed by"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_server_of_another_ca_is_refused() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let other = crate::tls::Ca::create("other").unwrap();
+        let t =
+            Transport::tls(&other.issue(&Principal::new("n9", Role::Node), 1).unwrap()).unwrap();
+        tokio::spawn(serve_with(l, Arc::new(Echo), t));
+        let mine = test_ca::transport(&Principal::new("admin", Role::Admin));
+        let e = connect(&addr, &mine, PeerKind::Cli).await.err().expect("refused");
+        assert!(e.message.contains("certificate not signed by the cluster CA"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn an_expired_certificate_is_refused() {
+        let addr = node_server().await;
+        let now = time::OffsetDateTime::now_utc();
+        let creds = test_ca::ca()
+            .issue_between(
+                &Principal::new("old", Role::Admin),
+                now - time::Duration::days(10),
+                now - time::Duration::days(1),
+            )
+            .unwrap();
+        let t = Transport::tls(&creds).unwrap();
+        let e = connect(&addr, &t, PeerKind::Cli).await.err().expect("refused");
+        assert!(e.message.contains("expired"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_server_that_is_not_a_node_is_refused() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let t = test_ca::transport(&Principal::new("mallory", Role::Client));
+        tokio::spawn(serve_with(l, Arc::new(Echo), t));
+        let mine = test_ca::transport(&Principal::new("admin", Role::Admin));
+        let e = connect(&addr, &mine, PeerKind::Cli).await.err().expect("refused");
+        assert!(e.message.contains("not a node of the cluster"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn only_a_node_certificate_may_say_hello_as_a_daemon() {
+        let addr = node_server().await;
+        for role in [Role::Client, Role::Gateway, Role::Admin] {
+            let t = test_ca::transport(&Principal::new("x", role));
+            let e = connect(&addr, &t, PeerKind::Daemon).await.err().expect("refused");
+            assert_eq!(e.errno, Errno::EACCES, "{role}: {e}");
+        }
+        let t = test_ca::transport(&Principal::new("n2", Role::Node));
+        connect(&addr, &t, PeerKind::Daemon).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_tls_client_of_a_plain_server_gets_a_clear_error() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        tokio::spawn(serve_with(l, Arc::new(Echo), Transport::Plain));
+        let mine = test_ca::transport(&Principal::new("admin", Role::Admin));
+        let e = connect(&addr, &mine, PeerKind::Cli).await.err().expect("refused");
+        assert!(e.message.contains(&format!("TLS handshake with {addr} failed")), "{e}");
+    }
+}
+
+/// Hostile bytes where the TLS handshake (or a plaintext HELLO) is expected: random
+/// bytes, TLS-record-shaped ones, a plaintext frame prefix, and mutations of a real
+/// ClientHello. The server must close each connection (no hang, no panic) and still
+/// serve a good client afterwards.
+#[cfg(test)]
+mod handshake_fuzz {
+    use super::*;
+    use crate::principal::Role;
+    use crate::tls::test_ca;
+    use tokio::io::AsyncReadExt;
+
+    struct Nop;
+
+    impl Service for Nop {
+        fn welcome(&self, session: u64) -> Welcome {
+            Welcome { version: PROTOCOL_VERSION, session, node: "n".into() }
+        }
+        fn call(
+            &self,
+            _: Arc<Session>,
+            _: Request,
+            _: Bytes,
+        ) -> BoxFuture<'static, (Response, Bytes)> {
+            Box::pin(async { (Ok(Reply::Pong), Bytes::new()) })
+        }
+    }
+
+    fn client_hello() -> Vec<u8> {
+        let Transport::Tls(t) = test_ca::transport(&Principal::new("c", Role::Client)) else {
+            unreachable!()
+        };
+        let name = rustls::pki_types::ServerName::try_from("cairn").unwrap();
+        let mut c = rustls::ClientConnection::new(t.client.clone(), name).unwrap();
+        let mut out = vec![];
+        while c.wants_write() {
+            c.write_tls(&mut out).unwrap();
+        }
+        out
+    }
+
+    fn cases(n: usize) -> Vec<Vec<u8>> {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let hello = client_hello();
+        (0..n)
+            .map(|i| {
+                let len = (rnd() % 600) as usize;
+                let mut v: Vec<u8> = (0..len).map(|_| rnd() as u8).collect();
+                match i % 4 {
+                    0 => {}
+                    1 => {
+                        let head = [0x16, 0x03, 0x01, (rnd() % 256) as u8, (rnd() % 256) as u8];
+                        v.splice(0..0, head);
+                    }
+                    2 => {
+                        v.splice(0..0, *b"CAIR");
+                    }
+                    _ => {
+                        v.clone_from(&hello);
+                        for _ in 0..1 + rnd() % 8 {
+                            let at = (rnd() as usize) % v.len();
+                            match rnd() % 3 {
+                                0 => v[at] ^= 1 << (rnd() % 8),
+                                1 => v.truncate(at.max(1)),
+                                _ => v.insert(at, rnd() as u8),
+                            }
+                        }
+                    }
+                };
+                v
+            })
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn hostile_handshakes_are_closed_and_the_server_still_serves() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let t = test_ca::transport(&Principal::new("n1", Role::Node));
+        tokio::spawn(serve_with(l, Arc::new(Nop), t));
+        let all = cases(256);
+        for batch in all.chunks(32) {
+            let runs = batch.iter().cloned().map(|bytes| {
+                let addr = addr.clone();
+                async move {
+                    let mut s = TcpStream::connect(&addr).await.unwrap();
+                    let _ = s.write_all(&bytes).await;
+                    let _ = s.shutdown().await;
+                    let mut sink = vec![0u8; 4096];
+                    let end =
+                        tokio::time::timeout(HANDSHAKE_TIMEOUT + Duration::from_secs(5), async {
+                            while let Ok(1..) = s.read(&mut sink).await {}
+                        });
+                    assert!(
+                        end.await.is_ok(),
+                        "server kept a hostile handshake open: {bytes:02x?}"
+                    );
+                }
+            });
+            futures::future::join_all(runs).await;
+        }
+        let good = test_ca::transport(&Principal::new("admin", Role::Admin));
+        let c = Connection::connect_with(
+            &addr,
+            None,
+            &good,
+            PeerKind::Cli,
+            "t",
+            None,
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
+        assert!(matches!(c.call(Request::Ping, Bytes::new()).await.unwrap().0, Reply::Pong));
     }
 }

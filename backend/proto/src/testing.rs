@@ -373,6 +373,94 @@ pub fn sample_mgmt(vol: &str) -> Vec<MgmtRequest> {
     ]
 }
 
+/// One request of every kind: every op (as a brick request, and as a forward when it is a
+/// mutation), every management call, and the connection-level ones. For checks that must
+/// cover every request kind (cairnd's authorization).
+pub fn sample_requests() -> Vec<crate::msg::Request> {
+    use crate::msg::{BrickRequest, Hello, PeerKind, ReplicateRequest, Request};
+    let dir = Id(0x0000_0001_0000_0000_0000_0000_dead_beef);
+    let file = Id(0x0000_0001_0000_0000_0000_0000_0000_f11e);
+    let mut v = vec![
+        Request::Hello(Hello {
+            version: crate::PROTOCOL_VERSION,
+            kind: PeerKind::Client,
+            name: "t".into(),
+            auth: vec![],
+        }),
+        Request::Ping,
+        Request::GetMap { volume: "vol".into() },
+        Request::Subscribe { volume: "vol".into() },
+        Request::InvalidateAck { seq: 7 },
+    ];
+    for (op, _) in sample_ops(dir, file, "n") {
+        v.push(Request::Brick(BrickRequest {
+            volume: "vol".into(),
+            brick: 1,
+            epoch: 5,
+            creds: Creds::root(),
+            op: op.clone(),
+            req: None,
+            parents: false,
+            inline: 0,
+        }));
+        if op.is_mutation() {
+            v.push(Request::Replicate(ReplicateRequest {
+                volume: "vol".into(),
+                brick: 2,
+                epoch: 5,
+                from_brick: 1,
+                creds: Creds::root(),
+                op,
+                result: None,
+                missed: vec![],
+                req: None,
+                confirm: false,
+            }));
+        }
+    }
+    let mut m = sample_mgmt("vol");
+    m.extend([
+        MgmtRequest::PeerProbe { addr: "10.0.0.2:7420".into(), token: None },
+        MgmtRequest::PeerDetach { name: "n2".into(), force: true },
+        MgmtRequest::BrickPrepare {
+            volume: "vol".into(),
+            volume_id: 7,
+            index: 3,
+            path: "/b/3".into(),
+            force: false,
+        },
+        MgmtRequest::GatewayPut {
+            kind: "smb".into(),
+            name: "share".into(),
+            doc: "{}".into(),
+            if_unchanged_since: None,
+        },
+        MgmtRequest::GatewayDelete { kind: "iscsi".into(), name: "lun0".into() },
+        MgmtRequest::HealFull { name: "vol".into() },
+        MgmtRequest::HealLocal { name: "vol".into(), full: true },
+        MgmtRequest::ResetBrick {
+            name: "vol".into(),
+            brick: "n1:/b/0".into(),
+            commit: true,
+            force: false,
+        },
+        MgmtRequest::ReplaceBrick {
+            name: "vol".into(),
+            old: "n1:/b/0".into(),
+            new: "n1:/b/9".into(),
+        },
+        MgmtRequest::BrickReset {
+            volume: "vol".into(),
+            volume_id: 7,
+            index: 0,
+            path: "/b/0".into(),
+            force: true,
+        },
+    ]);
+    v.extend(m.into_iter().map(Request::Mgmt));
+    v
+}
+
 // --- strategies for valid messages ---------------------------------------------------
 
 /// A `u64` as a hostile peer picks it: small, around the top, or anything.

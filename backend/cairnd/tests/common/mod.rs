@@ -8,7 +8,9 @@ use cairn_config::testing::Etcd;
 use cairn_proto::frame::{self, Frame, FrameKind};
 use cairn_proto::mgmt::{MgmtReply, MgmtRequest, VolumeCreate};
 use cairn_proto::msg::{Hello, PeerKind, Reply, Request, Response};
+use cairn_proto::principal::{Principal, Role};
 use cairn_proto::rpc::Connection;
+use cairn_proto::tls::Transport;
 use cairn_proto::RemoteError;
 use cairn_proto::{Errno, PROTOCOL_VERSION};
 use std::path::{Path, PathBuf};
@@ -22,6 +24,18 @@ pub struct Cluster {
     pub dir: tempfile::TempDir,
     pub addr: String,
     pub daemon: Option<Child>,
+    /// `--transport plain` (tests that write raw frames to the socket).
+    pub plain: bool,
+}
+
+/// The test CA's credentials for `p` (the daemon's node certificate is issued by the same
+/// CA, from the CA dir [`Cluster::start`] writes).
+pub fn transport(p: &Principal) -> Transport {
+    cairn_proto::tls::test_ca::transport(p)
+}
+
+pub fn admin() -> Principal {
+    Principal::new("admin", Role::Admin)
 }
 
 pub fn free_port() -> u16 {
@@ -29,11 +43,33 @@ pub fn free_port() -> u16 {
 }
 
 impl Cluster {
+    /// A cluster with TLS on, whose CA is the test CA; this process's connections use an
+    /// admin certificate of it by default.
     pub fn start() -> Cluster {
+        Self::start_with(false)
+    }
+
+    /// A cluster with `--transport plain`; this process's connections are plain too.
+    pub fn start_plain() -> Cluster {
+        Self::start_with(true)
+    }
+
+    fn start_with(plain: bool) -> Cluster {
         let etcd = Etcd::start();
         let dir = tempfile::tempdir().unwrap();
         let addr = format!("127.0.0.1:{}", free_port());
-        let mut c = Cluster { etcd, dir, addr, daemon: None };
+        if plain {
+            cairn_proto::tls::set_default(Transport::Plain);
+        } else {
+            let ca = cairn_proto::tls::test_ca::ca();
+            let ca_dir = dir.path().join("ca");
+            std::fs::create_dir_all(&ca_dir).unwrap();
+            std::fs::write(ca_dir.join("ca.pem"), ca.cert_pem()).unwrap();
+            cairn_proto::tls::write_private(&ca_dir.join("ca.key"), ca.key_pem().as_bytes())
+                .unwrap();
+            cairn_proto::tls::set_default(transport(&admin()));
+        }
+        let mut c = Cluster { etcd, dir, addr, daemon: None, plain };
         c.start_daemon();
         c
     }
@@ -51,6 +87,10 @@ impl Cluster {
         let child = Command::new(env!("CARGO_BIN_EXE_cairnd"))
             .args(["--name", "t1", "--listen", &self.addr, "--etcd", &self.etcd.endpoint()])
             .args(["--state-dir", self.path("state").to_str().unwrap(), "--log-level", "warn"])
+            .args(match self.plain {
+                true => vec!["--transport".to_string(), "plain".into()],
+                false => vec!["--ca-dir".to_string(), self.path("ca").display().to_string()],
+            })
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .spawn()
@@ -83,9 +123,21 @@ impl Cluster {
     /// A connection as another node of the cluster would make (from 127.0.0.1, the
     /// node's own address: a member).
     pub async fn as_node(&self) -> Arc<Connection> {
-        Connection::connect(&self.addr, PeerKind::Daemon, "test-node", None, Duration::from_secs(5))
+        let t = match self.plain {
+            true => Transport::Plain,
+            false => transport(&Principal::new("t2", Role::Node)),
+        };
+        self.connect_as(&t, PeerKind::Daemon).await.unwrap()
+    }
+
+    /// A connection over `t` (TLS with some certificate, or plain).
+    pub async fn connect_as(
+        &self,
+        t: &Transport,
+        kind: PeerKind,
+    ) -> Result<Arc<Connection>, RemoteError> {
+        Connection::connect_with(&self.addr, None, t, kind, "test", None, Duration::from_secs(5))
             .await
-            .unwrap()
     }
 
     pub async fn mgmt(&self, req: MgmtRequest) -> Result<MgmtReply, RemoteError> {

@@ -1,0 +1,571 @@
+//! TLS 1.3 with mutual certificates on every Cairn connection (docs/security.md).
+//!
+//! The cluster CA ([`Ca`]) issues every certificate: nodes, the admin, gateways and clients.
+//! A certificate names its holder (subject CN) and states its role in a `cairn:` SAN URI
+//! ([`crate::principal`]). Both ends of a connection present one and check the other's
+//! against the cluster CA: a server (always a `cairnd`) must hold a `node` certificate (no
+//! host-name check: members are recognised by certificate, never by address); a client
+//! any role, which the server then authorizes each request against.
+//!
+//! A credentials file (PEM) holds, in this order: the holder's certificate, the cluster
+//! CA's certificate, and the holder's private key (PKCS#8). Processes find theirs through
+//! [`default_transport`]: an explicit path set by the program (`--credentials`, the
+//! libcairn option), `CAIRN_CREDENTIALS`, or the default paths ([`DEFAULT_PATHS`]).
+//! `CAIRN_TRANSPORT=plain` (or `transport = plain`) turns TLS off for isolated networks.
+
+use crate::principal::{Principal, Role};
+use crate::{Errno, RemoteError};
+use parking_lot::RwLock;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Where processes look for their credentials when neither an option nor
+/// `CAIRN_CREDENTIALS` names a file: a client/gateway credential, then the admin one the
+/// first node writes, then the first node's own copy in cairnd's default state dir.
+pub const DEFAULT_PATHS: &[&str] =
+    &["/etc/cairn/credentials.pem", "/etc/cairn/admin.pem", "/var/lib/cairn/admin.pem"];
+/// Environment variable naming a credentials file.
+pub const ENV_CREDENTIALS: &str = "CAIRN_CREDENTIALS";
+/// Environment variable choosing the transport: `tls` (default) or `plain`.
+pub const ENV_TRANSPORT: &str = "CAIRN_TRANSPORT";
+/// Validity of the cluster CA.
+pub const CA_DAYS: u32 = 3650;
+/// Default validity of issued certificates.
+pub const CERT_DAYS: u32 = 365;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("{path}: {source}")]
+    Io { path: String, source: std::io::Error },
+    #[error("{0}")]
+    Bad(String),
+}
+
+fn bad(what: impl std::fmt::Display) -> TlsError {
+    TlsError::Bad(what.to_string())
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// The cluster certificate authority: its certificate and private key.
+pub struct Ca {
+    cert: rcgen::Certificate,
+    key: rcgen::KeyPair,
+}
+
+impl Ca {
+    /// A new CA for cluster `cluster` (valid [`CA_DAYS`]).
+    pub fn create(cluster: &str) -> Result<Ca, TlsError> {
+        let key = rcgen::KeyPair::generate().map_err(bad)?;
+        let mut params = rcgen::CertificateParams::default();
+        params.distinguished_name.push(rcgen::DnType::CommonName, format!("cairn CA {cluster}"));
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params.key_usages = vec![
+            rcgen::KeyUsagePurpose::KeyCertSign,
+            rcgen::KeyUsagePurpose::CrlSign,
+            rcgen::KeyUsagePurpose::DigitalSignature,
+        ];
+        let now = time::OffsetDateTime::now_utc();
+        params.not_before = now - time::Duration::hours(1);
+        params.not_after = now + time::Duration::days(CA_DAYS as i64);
+        let cert = params.self_signed(&key).map_err(bad)?;
+        Ok(Ca { cert, key })
+    }
+
+    /// The CA from its certificate and key (PEM).
+    pub fn from_pem(cert_pem: &str, key_pem: &str) -> Result<Ca, TlsError> {
+        let key =
+            rcgen::KeyPair::from_pem(key_pem).map_err(|e| bad(format!("cluster CA key: {e}")))?;
+        let params = rcgen::CertificateParams::from_ca_cert_pem(cert_pem)
+            .map_err(|e| bad(format!("cluster CA certificate: {e}")))?;
+        // The stored certificate must carry this key.
+        let stored = CertificateDer::from_pem_slice(cert_pem.as_bytes())
+            .map_err(|e| bad(format!("cluster CA certificate: {e}")))?;
+        let (_, x) = x509_parser::parse_x509_certificate(&stored)
+            .map_err(|e| bad(format!("cluster CA certificate: {e}")))?;
+        if x.public_key().raw != key.public_key_der() {
+            return Err(bad("cluster CA key does not match its certificate"));
+        }
+        // Re-signed in memory only to serve as the issuer (same name, key and key id):
+        // certificates it signs verify against the stored certificate.
+        let cert = params.self_signed(&key).map_err(bad)?;
+        Ok(Ca { cert, key })
+    }
+
+    /// Load the CA from `dir/ca.pem` and `dir/ca.key`.
+    pub fn load(dir: &Path) -> Result<Ca, TlsError> {
+        let cert = read(&dir.join("ca.pem"))?;
+        let key = read(&dir.join("ca.key"))?;
+        Ca::from_pem(&cert, &key)
+    }
+
+    pub fn cert_pem(&self) -> String {
+        self.cert.pem()
+    }
+
+    pub fn key_pem(&self) -> String {
+        self.key.serialize_pem()
+    }
+
+    /// A new key and a certificate for `p`, valid `days` from now.
+    pub fn issue(&self, p: &Principal, days: u32) -> Result<Credentials, TlsError> {
+        let now = time::OffsetDateTime::now_utc();
+        self.issue_between(
+            p,
+            now - time::Duration::hours(1),
+            now + time::Duration::days(days as i64),
+        )
+    }
+
+    /// [`Ca::issue`] with an explicit validity (tests: expired certificates).
+    pub fn issue_between(
+        &self,
+        p: &Principal,
+        not_before: time::OffsetDateTime,
+        not_after: time::OffsetDateTime,
+    ) -> Result<Credentials, TlsError> {
+        let key = rcgen::KeyPair::generate().map_err(bad)?;
+        let cert = self.sign(p, &key, not_before, not_after)?;
+        Credentials::from_pem(&format!("{}{}{}", cert, self.cert.pem(), key.serialize_pem()))
+    }
+
+    fn sign(
+        &self,
+        p: &Principal,
+        public_key: &impl rcgen::PublicKeyData,
+        not_before: time::OffsetDateTime,
+        not_after: time::OffsetDateTime,
+    ) -> Result<String, TlsError> {
+        if p.name.is_empty() || p.name.contains(['\n', '\0']) {
+            return Err(bad(format!("bad certificate name {:?}", p.name)));
+        }
+        if let Some(v) = &p.volumes {
+            if v.iter().any(|v| v.is_empty() || v.contains([',', ';', '=']) || !v.is_ascii()) {
+                return Err(bad(format!("bad volume list {v:?}")));
+            }
+        }
+        let mut params = rcgen::CertificateParams::default();
+        params.distinguished_name.push(rcgen::DnType::CommonName, p.name.clone());
+        let uri = rcgen::Ia5String::try_from(p.to_uri()).map_err(bad)?;
+        params.subject_alt_names = vec![rcgen::SanType::URI(uri)];
+        params.key_usages = vec![rcgen::KeyUsagePurpose::DigitalSignature];
+        params.extended_key_usages = vec![
+            rcgen::ExtendedKeyUsagePurpose::ServerAuth,
+            rcgen::ExtendedKeyUsagePurpose::ClientAuth,
+        ];
+        params.not_before = not_before;
+        params.not_after = not_after;
+        let mut serial = [0u8; 16];
+        rand_bytes(&mut serial);
+        serial[0] &= 0x7f;
+        params.serial_number = Some(rcgen::SerialNumber::from_slice(&serial));
+        Ok(params.signed_by(public_key, &self.cert, &self.key).map_err(bad)?.pem())
+    }
+}
+
+fn rand_bytes(b: &mut [u8]) {
+    rustls::crypto::ring::default_provider().secure_random.fill(b).expect("system random source");
+}
+
+/// A node certificate for `name` (role node) for the key of a certificate signing request
+/// (PEM): how a joining node gets its certificate without its key leaving it.
+pub fn issue_node_cert(ca: &Ca, name: &str, csr_pem: &str) -> Result<String, TlsError> {
+    let csr = rcgen::CertificateSigningRequestParams::from_pem(csr_pem)
+        .map_err(|e| bad(format!("certificate request of node {name}: {e}")))?;
+    let now = time::OffsetDateTime::now_utc();
+    ca.sign(
+        &Principal::new(name, Role::Node),
+        &csr.public_key,
+        now - time::Duration::hours(1),
+        now + time::Duration::days(CERT_DAYS as i64),
+    )
+}
+
+fn read(path: &Path) -> Result<String, TlsError> {
+    std::fs::read_to_string(path)
+        .map_err(|source| TlsError::Io { path: path.display().to_string(), source })
+}
+
+/// A holder's certificate, the cluster CA's certificate and the holder's key.
+pub struct Credentials {
+    pub principal: Principal,
+    cert: CertificateDer<'static>,
+    ca: CertificateDer<'static>,
+    key: PrivatePkcs8KeyDer<'static>,
+    pem: String,
+}
+
+impl Credentials {
+    pub fn from_pem(pem: &str) -> Result<Credentials, TlsError> {
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem.as_bytes())
+            .collect::<Result<_, _>>()
+            .map_err(|e| bad(format!("bad certificate: {e}")))?;
+        let [cert, ca] = <[_; 2]>::try_from(certs).map_err(|c: Vec<_>| {
+            bad(format!(
+                "expected 2 certificates (the holder's, then the cluster CA's), found {}",
+                c.len()
+            ))
+        })?;
+        let key = match PrivateKeyDer::from_pem_slice(pem.as_bytes())
+            .map_err(|e| bad(format!("no private key: {e}")))?
+        {
+            PrivateKeyDer::Pkcs8(k) => k,
+            _ => return Err(bad("the private key is not PKCS#8")),
+        };
+        let principal = principal_of(&cert).map_err(bad)?;
+        Ok(Credentials { principal, cert, ca, key, pem: pem.to_string() })
+    }
+
+    pub fn load(path: &Path) -> Result<Credentials, TlsError> {
+        let pem = read(path)?;
+        Credentials::from_pem(&pem).map_err(|e| bad(format!("{}: {e}", path.display())))
+    }
+
+    /// The file form (certificate, CA certificate, key).
+    pub fn to_pem(&self) -> &str {
+        &self.pem
+    }
+
+    /// Write to `path`, readable by its owner only (0600).
+    pub fn save(&self, path: &Path) -> Result<(), TlsError> {
+        write_private(path, self.pem.as_bytes())
+    }
+
+    /// When the certificate stops being valid (seconds since the epoch).
+    pub fn not_after(&self) -> i64 {
+        x509_parser::parse_x509_certificate(&self.cert)
+            .map(|(_, c)| c.validity().not_after.timestamp())
+            .unwrap_or(0)
+    }
+}
+
+/// Write a secret file created 0600 (replacing any).
+pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), TlsError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = path.with_extension("tmp");
+    let io = |source| TlsError::Io { path: path.display().to_string(), source };
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(io)?;
+    f.write_all(bytes).and_then(|_| f.sync_all()).map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)
+}
+
+/// The identity a certificate states: its subject CN and its `cairn:` SAN URI.
+pub fn principal_of(cert: &CertificateDer<'_>) -> Result<Principal, String> {
+    let (_, x) = x509_parser::parse_x509_certificate(cert)
+        .map_err(|e| format!("unparsable certificate: {e}"))?;
+    let name = x
+        .subject()
+        .iter_common_name()
+        .next()
+        .and_then(|cn| cn.as_str().ok())
+        .ok_or("certificate has no subject common name")?
+        .to_string();
+    let san = x
+        .subject_alternative_name()
+        .map_err(|e| format!("certificate of {name}: bad subject alternative names: {e}"))?
+        .ok_or_else(|| format!("certificate of {name} has no cairn: role"))?;
+    for g in &san.value.general_names {
+        if let x509_parser::extensions::GeneralName::URI(u) = g {
+            if u.starts_with(crate::principal::URI_SCHEME) {
+                return Principal::from_uri(&name, u)
+                    .map_err(|e| format!("certificate of {name}: {e}"));
+            }
+        }
+    }
+    Err(format!("certificate of {name} has no cairn: role"))
+}
+
+/// How connections are made: TLS with this process's credentials, or plain TCP.
+#[derive(Clone)]
+pub enum Transport {
+    Plain,
+    Tls(Arc<TlsConfig>),
+}
+
+pub struct TlsConfig {
+    pub client: Arc<ClientConfig>,
+    pub server: Arc<ServerConfig>,
+    /// This process's own identity.
+    pub me: Principal,
+}
+
+impl Transport {
+    pub fn tls(creds: &Credentials) -> Result<Transport, TlsError> {
+        let mut roots = RootCertStore::empty();
+        roots.add(creds.ca.clone()).map_err(|e| bad(format!("cluster CA certificate: {e}")))?;
+        let roots = Arc::new(roots);
+        let chain = vec![creds.cert.clone()];
+        let key = || PrivateKeyDer::Pkcs8(creds.key.clone_key());
+        let client = ClientConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(bad)?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(NodeVerifier { roots: roots.clone() }))
+            .with_client_auth_cert(chain.clone(), key())
+            .map_err(|e| bad(format!("own certificate: {e}")))?;
+        let verifier =
+            WebPkiClientVerifier::builder_with_provider(roots, provider()).build().map_err(bad)?;
+        let server = ServerConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(bad)?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(chain, key())
+            .map_err(|e| bad(format!("own certificate: {e}")))?;
+        Ok(Transport::Tls(Arc::new(TlsConfig {
+            client: Arc::new(client),
+            server: Arc::new(server),
+            me: creds.principal.clone(),
+        })))
+    }
+
+    pub fn is_tls(&self) -> bool {
+        matches!(self, Transport::Tls(_))
+    }
+}
+
+/// Checks a server's certificate: issued by the cluster CA, valid now, and of role node.
+/// No host-name check: nodes are recognised by certificate, not by address.
+#[derive(Debug)]
+struct NodeVerifier {
+    roots: Arc<RootCertStore>,
+}
+
+impl ServerCertVerifier for NodeVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let cert = rustls::server::ParsedCertificate::try_from(end_entity)?;
+        rustls::client::verify_server_cert_signed_by_trust_anchor(
+            &cert,
+            &self.roots,
+            intermediates,
+            now,
+            provider().signature_verification_algorithms.all,
+        )?;
+        let p = principal_of(end_entity).map_err(rustls::Error::General)?;
+        if p.role != Role::Node {
+            return Err(rustls::Error::General(format!(
+                "the server's certificate is for {p}, not a node of the cluster"
+            )));
+        }
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &provider().signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &provider().signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        provider().signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// [`explain`] for an error that TLS raised (an alert, a bad record), `None` for others.
+pub fn tls_reason(e: &std::io::Error) -> Option<String> {
+    e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()).map(|_| explain(e))
+}
+
+/// A handshake error in words an operator acts on.
+pub fn explain(e: &std::io::Error) -> String {
+    use rustls::{AlertDescription as A, CertificateError as C, Error as E};
+    let Some(inner) = e.get_ref().and_then(|i| i.downcast_ref::<E>()) else {
+        return match e.kind() {
+            std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset => {
+                format!("{e} (the peer closed the connection: does it speak TLS, is it running with transport = plain?)")
+            }
+            _ => e.to_string(),
+        };
+    };
+    match inner {
+        E::InvalidCertificate(C::UnknownIssuer | C::BadSignature) => {
+            "certificate not signed by the cluster CA".into()
+        }
+        E::InvalidCertificate(C::Expired | C::ExpiredContext { .. }) => {
+            "certificate expired".into()
+        }
+        E::InvalidCertificate(C::NotValidYet | C::NotValidYetContext { .. }) => {
+            "certificate not valid yet".into()
+        }
+        E::AlertReceived(A::UnknownCA | A::BadCertificate) => {
+            "the peer refused our certificate: not signed by its cluster CA".into()
+        }
+        E::AlertReceived(A::CertificateExpired) => {
+            "the peer refused our certificate: expired".into()
+        }
+        E::AlertReceived(A::CertificateRequired) => "the peer requires a client certificate".into(),
+        E::InvalidMessage(_) => {
+            "the peer does not speak TLS (is it running with transport = plain?)".into()
+        }
+        other => other.to_string(),
+    }
+}
+
+static DEFAULT: RwLock<Option<Transport>> = RwLock::new(None);
+static PATH: RwLock<Option<PathBuf>> = RwLock::new(None);
+
+/// Use the credentials in `path` (loaded when the first connection is made, so a missing
+/// file is reported with that connection's error).
+pub fn set_credentials_path(path: &Path) {
+    *PATH.write() = Some(path.to_path_buf());
+    *DEFAULT.write() = None;
+}
+
+/// Set the transport of this process's connections (clients and servers).
+pub fn set_default(t: Transport) {
+    *DEFAULT.write() = Some(t);
+}
+
+/// The transport set with [`set_default`], or else the one the environment chooses:
+/// `CAIRN_TRANSPORT=plain`, or TLS with the credentials [`find_credentials`] finds.
+pub fn default_transport() -> Result<Transport, RemoteError> {
+    if let Some(t) = DEFAULT.read().clone() {
+        return Ok(t);
+    }
+    let path = PATH.read().clone();
+    let t = from_env(path.as_deref())?;
+    *DEFAULT.write() = Some(t.clone());
+    Ok(t)
+}
+
+/// The transport for explicit options: `plain`, or TLS with `credentials` (or the
+/// environment's / a default path's).
+pub fn from_env(credentials: Option<&Path>) -> Result<Transport, RemoteError> {
+    if std::env::var(ENV_TRANSPORT).is_ok_and(|v| v == "plain") {
+        return Ok(Transport::Plain);
+    }
+    let path = find_credentials(credentials)?;
+    let creds = Credentials::load(&path)
+        .map_err(|e| RemoteError::new(Errno::EACCES, format!("cannot load credentials: {e}")))?;
+    Transport::tls(&creds)
+        .map_err(|e| RemoteError::new(Errno::EINVAL, format!("{}: {e}", path.display())))
+}
+
+/// The credentials file to use: `explicit`, `$CAIRN_CREDENTIALS`, or the first of
+/// [`DEFAULT_PATHS`] that exists.
+pub fn find_credentials(explicit: Option<&Path>) -> Result<PathBuf, RemoteError> {
+    if let Some(p) = explicit {
+        return Ok(p.to_path_buf());
+    }
+    if let Some(p) = std::env::var_os(ENV_CREDENTIALS).filter(|p| !p.is_empty()) {
+        return Ok(PathBuf::from(p));
+    }
+    for p in DEFAULT_PATHS {
+        if Path::new(p).exists() {
+            return Ok(PathBuf::from(p));
+        }
+    }
+    Err(RemoteError::new(
+        Errno::EACCES,
+        format!(
+            "no credentials: pass --credentials FILE, set {ENV_CREDENTIALS}, or install one at {} \
+             (issue one with 'cairn client certificate issue NAME' on an admin host)",
+            DEFAULT_PATHS[0]
+        ),
+    ))
+}
+
+/// A cluster CA for the tests of one process, and credentials it issues.
+#[cfg(any(test, feature = "testing"))]
+pub mod test_ca {
+    use super::*;
+    use std::sync::OnceLock;
+
+    pub fn ca() -> &'static Ca {
+        static CA: OnceLock<Ca> = OnceLock::new();
+        CA.get_or_init(|| Ca::create("test").expect("test CA"))
+    }
+
+    pub fn credentials(p: &Principal) -> Credentials {
+        ca().issue(p, 1).expect("test credentials")
+    }
+
+    pub fn transport(p: &Principal) -> Transport {
+        Transport::tls(&credentials(p)).expect("test transport")
+    }
+
+    /// Make TLS with a node certificate this process's default transport (both ends of
+    /// the tests' connections).
+    pub fn use_for_process() {
+        static DONE: OnceLock<()> = OnceLock::new();
+        DONE.get_or_init(|| set_default(transport(&Principal::new("test-node", Role::Node))));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn issued_credentials_round_trip_with_their_principal() {
+        let ca = Ca::create("t").unwrap();
+        let p = Principal {
+            name: "c1".into(),
+            role: Role::Client,
+            volumes: Some(vec!["a".into(), "b".into()]),
+            read_only: true,
+        };
+        let c = ca.issue(&p, 3).unwrap();
+        assert_eq!(c.principal, p);
+        let back = Credentials::from_pem(c.to_pem()).unwrap();
+        assert_eq!(back.principal, p);
+        Transport::tls(&back).unwrap();
+        // The CA survives a round trip through its files' text.
+        let ca2 = Ca::from_pem(&ca.cert_pem(), &ca.key_pem()).unwrap();
+        ca2.issue(&p, 1).unwrap();
+        let other = Ca::create("u").unwrap();
+        assert!(Ca::from_pem(&ca.cert_pem(), &other.key_pem()).is_err());
+    }
+
+    #[test]
+    fn node_certificates_from_a_request() {
+        let ca = Ca::create("t").unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let csr = rcgen::CertificateParams::default().serialize_request(&key).unwrap();
+        let pem = issue_node_cert(&ca, "n2", &csr.pem().unwrap()).unwrap();
+        let cert = CertificateDer::from_pem_slice(pem.as_bytes()).unwrap();
+        assert_eq!(principal_of(&cert).unwrap(), Principal::new("n2", Role::Node));
+    }
+}
