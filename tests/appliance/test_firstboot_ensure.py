@@ -186,7 +186,17 @@ class EnsureTest(unittest.TestCase):
                 self.assertEqual(os.stat(mnt).st_mode & 0o7777, 0o1777)
             finally:
                 subprocess.run(["fusermount3", "-u", mnt], check=False)
-        self.assertTrue(ensure.volume_root_mode("vol0", 0o755))
+        # the owner too (first boot's and the docs' 65534:65534)
+        self.assertTrue(ensure.volume_root_mode("vol0", 0o1777, owner=(65534, 65534)))
+        self.assertFalse(ensure.volume_root_mode("vol0", 0o1777, owner=(65534, 65534)))
+        with tempfile.TemporaryDirectory(dir=self.tmp) as mnt:
+            subprocess.run([ensure.MOUNT_CAIRN, f"{self.addr}:/vol0", mnt], check=True)
+            try:
+                st = os.stat(mnt)
+                self.assertEqual((st.st_uid, st.st_gid, st.st_mode & 0o7777), (65534, 65534, 0o1777))
+            finally:
+                subprocess.run(["fusermount3", "-u", mnt], check=False)
+        self.assertTrue(ensure.volume_root_mode("vol0", 0o755, owner=(0, 0)))
         with self.assertRaises(ensure.CairnError) as cm:
             ensure.volume_root_mode("nosuchvol", 0o1777)
         self.assertIn("nosuchvol", str(cm.exception))

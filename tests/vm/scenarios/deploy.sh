@@ -9,7 +9,8 @@
 # guests unpack ~20 MB instead of ~80). Then, as a user would: vol0 exists with replica 2
 # over a brick on each guest; an NFSv4.1 client (nfs-rs) on the host writes through a's
 # forwarded port and the file is on both bricks; smbclient puts and gets through a's SMB
-# share as the inventory's user. Last, site.yml runs again and its PLAY RECAP must say
+# share as the inventory's user; guest a's kernel NFS client, as root (squashed), creates
+# and appends in vol0's root. Last, site.yml runs again and its PLAY RECAP must say
 # changed=0 for every host. Progress and timings on stdout; docs/appliance.md ("Tests").
 #
 # Env: DEPLOY_KEEP_TARBALL=PATH (use that dist tarball instead of packing one).
@@ -52,6 +53,7 @@ all:
       - name: vol0
         replica: 2
         mode: "1777"
+        owner: "65534:65534"
         bricks:
           - node-a:/srv/cairn/disk0/bricks/vol0
           - node-b:/srv/cairn/disk0/bricks/vol0
@@ -153,10 +155,10 @@ assert all(b["state"] == "up" for b in bricks), bricks
 assert v["status"] == "Started", v
 PY
     for g in a b; do
-        [[ $(vm_ssh "$g" stat -c %a /srv/cairn/disk0/bricks/vol0/data) == 1777 ]] ||
-            vm_fail "vol0's root is not 1777 (the inventory's mode) on $g's brick"
+        [[ $(vm_ssh "$g" stat -c %a:%u:%g /srv/cairn/disk0/bricks/vol0/data) == 1777:65534:65534 ]] ||
+            vm_fail "vol0's root is not 1777 and 65534's (the inventory's mode and owner) on $g's brick"
     done
-    vm_step "ok: vol0 is started, replica 2 over node-a and node-b (both up), its root 1777"
+    vm_step "ok: vol0 is started, replica 2 over node-a and node-b (both up), its root 1777 and 65534's"
 
     local nfs_port smb_port
     nfs_port=$(vm_port a 2049)
@@ -185,6 +187,16 @@ PY
     [[ $(cat "$VM_DIR/smb-get.txt") == "deployed $$" ]] || vm_fail "SMB get of the NFS file"
     [[ $(nfs41 read /smb.txt) == "smb put $$" ]] || vm_fail "the SMB file is not seen over NFS"
     vm_step "ok: SMB put/get as alice through a's share; NFS sees the SMB file"
+
+    # a root-squashed Linux client (fs.protected_regular=2, Debian's default) creates and
+    # appends in the sticky root: it can because the root is 65534's (docs/appliance.md)
+    vm_ssh a "mkdir -p /mnt/k && mount -t nfs -o vers=4.2 127.0.0.1:/vol0 /mnt/k &&
+        echo one >/mnt/k/kroot.txt && echo two >>/mnt/k/kroot.txt && cat /mnt/k/kroot.txt; rc=\$?;
+        umount /mnt/k; exit \$rc" >"$VM_DIR/kernel-nfs.out" 2>&1 ||
+        vm_fail "a's kernel NFS client (root, squashed) could not create and append: $(cat "$VM_DIR/kernel-nfs.out")"
+    [[ $(tr '\n' ' ' <"$VM_DIR/kernel-nfs.out") == "one two " ]] ||
+        vm_fail "kernel NFS client read back: $(cat "$VM_DIR/kernel-nfs.out")"
+    vm_step "ok: a root-squashed kernel NFSv4.2 client creates and appends in vol0's root"
 
     # --- idempotency --------------------------------------------------------------------
     t_second=$SECONDS
