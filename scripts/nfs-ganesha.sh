@@ -94,7 +94,9 @@ CONF
 # nfs_ensure_rpcbind: start rpcbind if none runs (Debian's rpcbind crashes with
 # -h 127.0.0.1, so it runs plain; it is only a port mapper).
 nfs_ensure_rpcbind() {
-    if pgrep -x rpcbind >/dev/null; then
+    # one that answers here, not any rpcbind process: those of network namespaces (the ha
+    # suites run one per gateway namespace) are not reachable on this 127.0.0.1
+    if rpcinfo -p 127.0.0.1 >/dev/null 2>&1; then
         return 0
     fi
     command -v rpcbind >/dev/null || { log "rpcbind is not installed"; return 1; }

@@ -88,6 +88,7 @@ class EnsureTest(unittest.TestCase):
              "--etcd", f"http://127.0.0.1:{ec}", "--state-dir", os.path.join(cls.tmp, "state")],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
         ensure.CAIRN = os.path.join(BIN, "cairn")
+        ensure.MOUNT_CAIRN = os.path.join(BIN, "mount-cairn")
         # nothing applied locally: no gateway conf dirs here
         os.environ.update({
             "CAIRN_HOST": cls.addr,
@@ -173,6 +174,32 @@ class EnsureTest(unittest.TestCase):
         out = json.loads(p.stdout)
         self.assertTrue(out["failed"])
         self.assertIn("nosuchvol", out["msg"])
+
+    def test_7_root_mode(self):
+        """site.yml's volume `mode`: the root of a new volume is 0755 (root's); set it to
+        1777 through a private FUSE mount, once."""
+        self.assertTrue(ensure.volume_root_mode("vol0", 0o1777))
+        self.assertFalse(ensure.volume_root_mode("vol0", 0o1777))
+        with tempfile.TemporaryDirectory(dir=self.tmp) as mnt:
+            subprocess.run([ensure.MOUNT_CAIRN, f"{self.addr}:/vol0", mnt], check=True)
+            try:
+                self.assertEqual(os.stat(mnt).st_mode & 0o7777, 0o1777)
+            finally:
+                subprocess.run(["fusermount3", "-u", mnt], check=False)
+        # the owner too (first boot's and the docs' 65534:65534)
+        self.assertTrue(ensure.volume_root_mode("vol0", 0o1777, owner=(65534, 65534)))
+        self.assertFalse(ensure.volume_root_mode("vol0", 0o1777, owner=(65534, 65534)))
+        with tempfile.TemporaryDirectory(dir=self.tmp) as mnt:
+            subprocess.run([ensure.MOUNT_CAIRN, f"{self.addr}:/vol0", mnt], check=True)
+            try:
+                st = os.stat(mnt)
+                self.assertEqual((st.st_uid, st.st_gid, st.st_mode & 0o7777), (65534, 65534, 0o1777))
+            finally:
+                subprocess.run(["fusermount3", "-u", mnt], check=False)
+        self.assertTrue(ensure.volume_root_mode("vol0", 0o755, owner=(0, 0)))
+        with self.assertRaises(ensure.CairnError) as cm:
+            ensure.volume_root_mode("nosuchvol", 0o1777)
+        self.assertIn("nosuchvol", str(cm.exception))
 
 
 if __name__ == "__main__":

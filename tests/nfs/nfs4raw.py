@@ -72,8 +72,10 @@ ANONYMOUS = Stateid(0, b"\0" * 12)
 class Open:
     """An open file: its handle, stateid and (v4.0) open-owner sequence."""
 
-    def __init__(self, fh, stateid, owner, seqid):
+    def __init__(self, fh, stateid, owner, seqid, cinfo=None):
         self.fh, self.stateid, self.owner, self.seqid = fh, stateid, owner, seqid
+        # the parent's change_info4 of the OPEN: (atomic, before, after)
+        self.cinfo = cinfo
 
 
 class Client:
@@ -233,8 +235,8 @@ class Client:
         ops += [("OPEN", p, _parse_open), ("GETFH", None, lambda u: u.opaque())]
         self.last_args = (path, access, deny, create, owner, seqid)
         res = self.compound(ops, replay=replay)
-        (stateid, rflags), fh = res[-2], res[-1]
-        o = Open(fh, stateid, owner, seqid + 1)
+        (stateid, rflags, cinfo), fh = res[-2], res[-1]
+        o = Open(fh, stateid, owner, seqid + 1, cinfo)
         if self.minor == 0 and rflags & 2:  # OPEN4_RESULT_CONFIRM
             p = Packer()
             stateid.pack(p)
@@ -305,9 +307,7 @@ def _parse_nfsace(u):
 
 def _parse_open(u):
     stateid = _parse_stateid(u)
-    u.u32()
-    u.u64()
-    u.u64()  # change_info4
+    cinfo = (u.u32(), u.u64(), u.u64())  # change_info4: atomic, before, after
     rflags = u.u32()
     u.bitmap()
     dtype = u.u32()
@@ -324,4 +324,4 @@ def _parse_open(u):
     elif dtype == 3:  # OPEN_DELEGATE_NONE_EXT
         if u.u32() in (1, 2):
             u.u32()
-    return stateid, rflags
+    return stateid, rflags, cinfo

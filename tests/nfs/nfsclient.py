@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Userspace NFS client for the tests (nfs-rs from PyPI; NFSv3, v4.0, v4.1).
 
-    nfsclient.py --port P --mount-port M --version 4.1 --export /vol0 CMD ARGS...
+    nfsclient.py --port P --mount-port M --version 4.1 --export /vol0 [--uid U --gid G] CMD ARGS...
 
 Commands print results on stdout and exit 1 with the error on stderr:
   write PATH TEXT        create/truncate PATH and write TEXT
@@ -29,7 +29,7 @@ import nfs_rs
 
 def connect(a):
     url = f"nfs://127.0.0.1:{a.port}{a.export}"
-    kw = {"versions": [a.version], "uid": 0, "gid": 0,
+    kw = {"versions": [a.version], "uid": a.uid, "gid": a.gid,
           "connect_timeout": 10.0, "operation_timeout": 30.0}
     if a.version == "3":
         kw["nfs_port"] = a.port
@@ -124,6 +124,8 @@ def main():
     p.add_argument("--mount-port", type=int, default=0)
     p.add_argument("--version", default="4.1")
     p.add_argument("--export", default="/vol0")
+    p.add_argument("--uid", type=int, default=0, help="AUTH_SYS uid (default 0)")
+    p.add_argument("--gid", type=int, default=0, help="AUTH_SYS gid (default 0)")
     p.add_argument("cmd")
     p.add_argument("args", nargs="*")
     a = p.parse_args()

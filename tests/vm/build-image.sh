@@ -8,7 +8,9 @@
 # packages.txt and this script, so a rerun with an unchanged package list takes no time.
 # Needs root (debootstrap, chroot), debootstrap, qemu-img and mkfs.ext4 (e2fsprogs >= 1.43
 # for -d: no loop mount). Env: VM_MIRROR (default http://deb.debian.org/debian),
-# VM_IMAGE_SIZE (default 3G), VM_CACHE_DIR.
+# VM_IMAGE_SIZE (default 3G), VM_CACHE_DIR, VM_PACKAGES_EXTRA (a second package list, e.g.
+# packages-deploy.txt, installed with apt-get in the chroot after debootstrap: a separate
+# image, its hash covering that list too).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
@@ -16,7 +18,8 @@ cache=${VM_CACHE_DIR:-$here/cache}
 mirror=${VM_MIRROR:-http://deb.debian.org/debian}
 size=${VM_IMAGE_SIZE:-3G}
 
-hash=$(cat "$here/packages.txt" "$here/build-image.sh" | sha256sum | cut -c1-16)
+extra=${VM_PACKAGES_EXTRA:+$(realpath "$VM_PACKAGES_EXTRA")}
+hash=$(cat "$here/packages.txt" "$here/build-image.sh" ${extra:+"$extra"} | sha256sum | cut -c1-16)
 out=$cache/base-$hash
 if [[ -f $out/built.txt ]]; then
     echo "$out"
@@ -57,7 +60,31 @@ debootstrap --variant=minbase --include="$pkgs" bookworm "$root" "$mirror" \
     log "debootstrap failed (log above)"
     exit 1
 }
-log "debootstrap done in $((SECONDS - start)) s; configuring"
+log "debootstrap done in $((SECONDS - start)) s"
+if [[ -n $extra ]]; then
+    # a long list goes through apt (debootstrap --include resolves it badly); no daemon
+    # starts in the chroot
+    xpkgs=$(grep -v '^\s*#' "$extra" | tr -s ' \n' ' ')
+    mount -t proc proc "$root/proc"
+    mount -t sysfs sys "$root/sys"
+    mount --bind /dev "$root/dev"
+    mount -t devpts devpts "$root/dev/pts"
+    printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
+    chmod 0755 "$root/usr/sbin/policy-rc.d"
+    cp /etc/resolv.conf "$root/etc/resolv.conf"
+    log "apt-get install of $(basename "$extra"):$xpkgs"
+    chroot "$root" env DEBIAN_FRONTEND=noninteractive sh -c "apt-get -q update &&
+        apt-get -qy -o Dpkg::Options::=--force-unsafe-io install --no-install-recommends $xpkgs" \
+        >"$work/apt.log" 2>&1 || {
+        tail -n 30 "$work/apt.log" >&2
+        log "apt-get install failed (log above)"
+        exit 1
+    }
+    umount "$root/dev/pts" "$root/dev" "$root/sys" "$root/proc"
+    rm -f "$root/usr/sbin/policy-rc.d"
+    log "extra packages installed in $((SECONDS - start)) s"
+fi
+log "configuring"
 
 # --- configuration -----------------------------------------------------------------------
 echo cairn-vm >"$root/etc/hostname"
@@ -90,7 +117,9 @@ printf '9p\n9pnet_virtio\n' >"$root/etc/modules-load.d/cairn-9p.conf"
 # unique-per-boot machine id is fine; an empty file makes systemd create one
 : >"$root/etc/machine-id"
 chroot "$root" apt-get clean
-rm -rf "$root/var/lib/apt/lists/"* "$root/var/cache/apt/"*.bin
+# (with extra packages, apt's lists stay: Ansible's apt tasks in the guest then need no
+# update under TCG while they are fresh)
+[[ -n $extra ]] || rm -rf "$root/var/lib/apt/lists/"* "$root/var/cache/apt/"*.bin
 
 # --- kernel, initrd, disk ----------------------------------------------------------------
 kver=$(basename "$(ls -d "$root"/lib/modules/*)")

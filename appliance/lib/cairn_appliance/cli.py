@@ -3,7 +3,8 @@
     cairn-appliance status [--json]
     cairn-appliance firstboot [--force]
     cairn-appliance ensure peer ADDR
-    cairn-appliance ensure volume NAME --replica N [--force] [--options-json OBJ] BRICK...
+    cairn-appliance ensure volume NAME --replica N [--force] [--options-json OBJ]
+                                  [--root-mode OCTAL [--root-owner UID:GID]] BRICK...
     cairn-appliance ensure nfs-export VOLUME[/SUBDIR] --path /PSEUDO [--clients SPEC]
                                       [--access rw|ro] [--squash SQUASH]
     cairn-appliance ensure smb-share NAME --volume VOLUME[/SUBDIR] [--read-only] [--users LIST]
@@ -44,6 +45,21 @@ def _ensure(a) -> bool:
         changed = ensure.volume(a.name, a.replica, a.bricks, force=a.force)
         for k, v in options.items():
             changed |= ensure.volume_option(a.name, k, ("on" if v else "off") if isinstance(v, bool) else str(v))
+        if a.root_mode:
+            try:
+                mode = int(a.root_mode, 8)
+            except ValueError:
+                raise ensure.CairnError(f"volume {a.name}: --root-mode {a.root_mode!r} is not octal")
+            if not 0 <= mode <= 0o7777:
+                raise ensure.CairnError(f"volume {a.name}: --root-mode {a.root_mode} is out of range")
+            owner = None
+            if a.root_owner:
+                try:
+                    uid, gid = (int(x) for x in a.root_owner.split(":"))
+                except ValueError:
+                    raise ensure.CairnError(f"volume {a.name}: --root-owner {a.root_owner!r} is not UID:GID")
+                owner = (uid, gid)
+            changed |= ensure.volume_root_mode(a.name, mode, owner=owner)
         return changed
     if a.what == "volume-option":
         return ensure.volume_option(a.name, a.key, a.value)
@@ -81,6 +97,8 @@ def parser() -> argparse.ArgumentParser:
     x.add_argument("--replica", type=int, default=1)
     x.add_argument("--force", action="store_true")
     x.add_argument("--options-json", default="{}", help='{"KEY": "VALUE", ...} set with volume set')
+    x.add_argument("--root-mode", default="", help="permission bits of the volume's root (octal, e.g. 1777)")
+    x.add_argument("--root-owner", default="", help="UID:GID of the volume's root (with --root-mode)")
     x.add_argument("bricks", nargs="+")
     x = es.add_parser("volume-option")
     x.add_argument("name")

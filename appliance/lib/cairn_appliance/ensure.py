@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
+import tempfile
 from typing import Optional, Sequence
 
 CAIRN = os.environ.get("CAIRN_CLI", "/usr/local/bin/cairn")
+MOUNT_CAIRN = os.environ.get("CAIRN_MOUNT", "/usr/local/sbin/mount.cairn")
 
 
 class CairnError(Exception):
@@ -79,6 +82,40 @@ def volume(name: str, replica: int, bricks: Sequence[str], force: bool = False,
         cairn(["volume", "start", name], host=host)
         changed = True
     return changed
+
+
+def volume_root_mode(name: str, mode: int, host: Optional[str] = None,
+                     owner: Optional[tuple[int, int]] = None) -> bool:
+    """The root directory of volume NAME has permission bits MODE (e.g. 0o1777: NFS
+    clients, root squashed, and SMB users may create there) and, if given, OWNER (uid,
+    gid). Read and set through a private FUSE mount of the volume, unmounted again."""
+    addr = host or os.environ.get("CAIRN_HOST") or "127.0.0.1:7420"
+    with tempfile.TemporaryDirectory(prefix=f"cairn-{name}-root.") as mnt:
+        p = subprocess.run([MOUNT_CAIRN, f"{addr}:/{name}", mnt], capture_output=True,
+                           text=True, timeout=120, check=False, stdin=subprocess.DEVNULL)
+        if p.returncode != 0:
+            raise CairnError(f"volume {name}: mount.cairn {addr}:/{name} {mnt} to set the root's "
+                             f"mode: {p.stderr.strip() or p.stdout.strip() or p.returncode}")
+        try:
+            st = os.stat(mnt)
+            changed = False
+            if owner is not None and (st.st_uid, st.st_gid) != owner:
+                try:
+                    os.chown(mnt, owner[0], owner[1])
+                except OSError as e:
+                    raise CairnError(f"volume {name}: chown {owner[0]}:{owner[1]} of the root: {e}")
+                changed = True
+            # (a chown clears no bits of a directory, but read the mode again anyway)
+            if stat.S_IMODE(os.stat(mnt).st_mode) != mode:
+                try:
+                    os.chmod(mnt, mode)
+                except OSError as e:
+                    raise CairnError(f"volume {name}: chmod {oct(mode)} of the root: {e}")
+                changed = True
+            return changed
+        finally:
+            subprocess.run(["fusermount3", "-u", mnt], capture_output=True, timeout=60,
+                           check=False)
 
 
 def volume_option(name: str, key: str, value: str, host: Optional[str] = None) -> bool:

@@ -287,7 +287,13 @@ def setup(cfg: config.Config, st: dict) -> None:
         if subprocess.run(["mountpoint", "-q", mnt], check=False).returncode != 0:
             raise StepError(f"volume {v.name}: cairn-mount@{v.name} started but {mnt} is not a "
                             f"mount point (journalctl -u cairn-mount@{v.name})")
-        # the volume root belongs to root: let NFS (root squashed) and SMB users create
+        # The volume root: open to create in for NFS clients and SMB users, sticky (users
+        # cannot remove each other's entries), and owned by the anonymous user root is
+        # squashed to. A Linux client with fs.protected_regular (Debian: 2) refuses root an
+        # O_CREAT open of a file in a sticky world-writable directory unless the file is
+        # root's or the directory owner's; a squashed root's files are 65534's, so with a
+        # root-owned vol0 even its own create failed (EACCES, an empty file left behind).
+        os.chown(mnt, ANON_ID, ANON_ID)
         os.chmod(mnt, 0o1777)
         step(f"volume {v.name}: replica {v.replica}, {v.bricks} bricks, mounted at {paths.MNT_DIR}/{v.name}")
         st["volume"] = v.name
@@ -355,6 +361,8 @@ def gateway_setup(cfg: config.Config, node: str, st: dict) -> bool:
 
 
 ROOT_MODULES = paths.ROOT + "/etc/modules-load.d/cairn-iscsi.conf"
+# NFS's anonymous uid and gid (`cairn nfs export add` renders Anonymous_Uid/Gid 65534)
+ANON_ID = 65534
 
 
 def _read(path: str) -> Optional[str]:

@@ -85,15 +85,50 @@ pub fn check_volume_subdir(volume: &str, subdir: &str) -> Result<(), String> {
 }
 
 /// Write `content` to `path` atomically (temp file in the same directory, then rename).
+/// The temp name is unique to this process and call: a gateway's `cairn ... sync --watch`
+/// and a `cairn nfs export add` on the same machine apply the same files at the same
+/// time, and with one shared temp name one's rename took the other's file away (ENOENT).
 pub(crate) fn write_atomic(path: &std::path::Path, content: &str) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".tmp.{}.{seq}", std::process::id()));
+    let tmp = path.with_file_name(name);
     std::fs::write(&tmp, content)?;
-    std::fs::rename(&tmp, path)
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn write_atomic_concurrent_writers() {
+        // two appliers (sync --watch and the CLI) writing the same file at once
+        let dir = std::env::temp_dir().join(format!("cairn-write-atomic-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("export.1.conf");
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    for i in 0..200 {
+                        write_atomic(&path, &format!("writer {t} round {i}\n")).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert!(std::fs::read_to_string(&path).unwrap().starts_with("writer "));
+        let left: Vec<_> =
+            std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left, vec![std::ffi::OsString::from("export.1.conf")], "temp files left");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn volume_paths() {
