@@ -23,6 +23,7 @@ pub fn setup(
     state_dir: &Path,
     ca_dir: &Path,
     transport: &str,
+    joining: bool,
 ) -> anyhow::Result<Transport> {
     match transport {
         "plain" => {
@@ -49,6 +50,16 @@ pub fn setup(
             }
             return transport_of(&c, &node_pem);
         }
+    }
+    if joining && !ca_dir.join("ca.key").exists() {
+        // A node joining with a token must not found a second cluster CA: its peers
+        // would refuse it, and it them.
+        anyhow::bail!(
+            "{name} joins an existing cluster (--join-token-file) but has no node certificate \
+             at {}: issue one on a node holding the cluster CA ('cairn client certificate \
+             issue {name} --role node --out FILE') and place it there (mode 0600)",
+            node_pem.display()
+        );
     }
     let ca = cluster_ca(ca_dir)?;
     let creds = ca
@@ -91,4 +102,36 @@ fn cluster_ca(dir: &Path) -> anyhow::Result<Ca> {
     admin.save(&dir.join("admin.pem"))?;
     tracing::info!(dir = %dir.display(), "created the cluster CA and the admin credential admin.pem (root only)");
     Ok(ca)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_joining_node_without_certificate_founds_no_ca() {
+        let d = tempfile::tempdir().unwrap();
+        let (state, ca) = (d.path().join("state"), d.path().join("ca"));
+        let e = setup("node2", &state, &ca, "tls", true)
+            .err()
+            .expect("a joining node started")
+            .to_string();
+        assert!(e.contains("cairn client certificate issue node2 --role node"), "{e}");
+        assert!(!ca.join("ca.key").exists(), "a joining node created a CA");
+        assert!(!state.join("node.pem").exists());
+        // the first node (no token) founds the cluster: CA, admin credential, node.pem
+        std::fs::create_dir_all(&state).unwrap();
+        if let Err(e) = setup("node1", &state, &ca, "tls", false) {
+            panic!("first node: {e:#}");
+        }
+        assert!(ca.join("ca.key").exists() && ca.join("admin.pem").exists());
+        assert!(state.join("node.pem").exists());
+        // a joining node whose CA dir holds the CA (one host, shared dir) is issued one
+        let state2 = d.path().join("state2");
+        std::fs::create_dir_all(&state2).unwrap();
+        if let Err(e) = setup("node2", &state2, &ca, "tls", true) {
+            panic!("joining node with the CA at hand: {e:#}");
+        }
+        assert!(state2.join("node.pem").exists());
+    }
 }

@@ -227,7 +227,13 @@ async fn main() -> anyhow::Result<()> {
         .clone()
         .or_else(|| std::env::var_os("CAIRN_CA_DIR").filter(|d| !d.is_empty()).map(PathBuf::from))
         .unwrap_or_else(|| args.state_dir.clone());
-    let transport = identity::setup(&name, &args.state_dir, &ca_dir, &transport)?;
+    let transport = identity::setup(
+        &name,
+        &args.state_dir,
+        &ca_dir,
+        &transport,
+        args.join_token_file.is_some(),
+    )?;
     // This node's connections to its peers use its node certificate too.
     cairn_proto::tls::set_default(transport.clone());
     let listener = tokio::net::TcpListener::bind(&args.listen)
