@@ -49,7 +49,7 @@ fn bad_server_strings_are_einval_with_a_message() {
         ("host:notaport", "notaport"),
         ("host:0", "host:0"),
         ("host:70000", "70000"),
-        (":7420", "bad host"),
+        (":7420", "empty host"),
         ("fe80::1:7420", "fe80::1:7420"),
         ("[::1", "[::1"),
     ] {
