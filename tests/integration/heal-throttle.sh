@@ -44,10 +44,12 @@ replicas_identical() {
 }
 
 # --- bad values are refused ----------------------------------------------------------------
-if cairn_cli volume set hv cluster.heal-bandwidth 10T 2>/dev/null; then
-    fail "cluster.heal-bandwidth 10T was accepted"
-fi
-pass "cluster.heal-bandwidth refuses 10T"
+for bad in 10X fast -1M; do
+    if cairn_cli volume set hv cluster.heal-bandwidth "$bad" 2>/dev/null; then
+        fail "cluster.heal-bandwidth $bad was accepted"
+    fi
+done
+pass "cluster.heal-bandwidth refuses 10X, fast and -1M"
 
 # --- 1. throttled catch-up converges -------------------------------------------------------
 cairn_cli volume set hv cluster.heal-bandwidth 256K || fail "volume set cluster.heal-bandwidth 256K"

@@ -72,12 +72,12 @@ if [[ -n $extra ]]; then
     printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
     chmod 0755 "$root/usr/sbin/policy-rc.d"
     cp /etc/resolv.conf "$root/etc/resolv.conf"
-    log "apt-get install of $(basename "$extra"):$xpkgs"
+    log "installing the packages of $(basename "$extra") in the chroot:$xpkgs"
     chroot "$root" env DEBIAN_FRONTEND=noninteractive sh -c "apt-get -q update &&
         apt-get -qy -o Dpkg::Options::=--force-unsafe-io install --no-install-recommends $xpkgs" \
         >"$work/apt.log" 2>&1 || {
         tail -n 30 "$work/apt.log" >&2
-        log "apt-get install failed (log above)"
+        log "installing the packages in the chroot failed (log above)"
         exit 1
     }
     umount "$root/dev/pts" "$root/dev" "$root/sys" "$root/proc"
