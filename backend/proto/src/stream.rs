@@ -47,14 +47,35 @@ impl Read for Sock<'_> {
 
 impl Write for Sock<'_> {
     fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-        self.0.try_write(b)
+        send_vectored(self.0, &[IoSlice::new(b)])
     }
     fn write_vectored(&mut self, b: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.0.try_write_vectored(b)
+        send_vectored(self.0, b)
     }
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
     }
+}
+
+/// `writev` without SIGPIPE, and without blocking. libcairn lives inside Ganesha, smbd and
+/// tcmu-runner: a write to a peer that went away must be EPIPE, not a signal that kills
+/// the host process (writev has no MSG_NOSIGNAL; sendmsg has).
+fn send_vectored(tcp: &TcpStream, iov: &[IoSlice<'_>]) -> io::Result<usize> {
+    tcp.try_io(tokio::io::Interest::WRITABLE, || {
+        // SAFETY: a zeroed msghdr is valid; IoSlice is ABI-compatible with iovec on Unix,
+        // and `iov` outlives the call.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
+        msg.msg_iovlen = iov.len() as _;
+        let n = unsafe {
+            libc::sendmsg(tcp.as_raw_fd(), &msg, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT)
+        };
+        if n < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
+        }
+    })
 }
 
 pub fn plain(tcp: TcpStream) -> (ReadHalf, WriteHalf) {
@@ -119,7 +140,7 @@ impl WriteHalf {
     /// Write without blocking (`WouldBlock` when the socket is full).
     pub fn try_write_vectored(&self, iov: &[IoSlice<'_>]) -> io::Result<usize> {
         match self {
-            WriteHalf::Plain(w) => w.try_write_vectored(iov),
+            WriteHalf::Plain(w) => send_vectored(w.as_ref(), iov),
             WriteHalf::Tls(s) => {
                 let mut c = s.conn.lock();
                 push(&mut c, &s.tcp)?;
