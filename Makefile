@@ -9,6 +9,7 @@ SHELL := /bin/bash
 DEB_PACKAGES :=
 DEB_PACKAGES += etcd-server       # config store: one etcd for make up and for each test cluster
 DEB_PACKAGES += etcd-client       # etcdctl: turns etcd auth on (users root, cairn; scripts/etcd-tls.sh)
+DEB_PACKAGES += openssl           # the etcd CA and certificates of make up and the test clusters (scripts/etcd-tls.sh)
 DEB_PACKAGES += fuse3             # fusermount3, /dev/fuse for mount.cairn
 DEB_PACKAGES += libfuse3-dev      # FUSE headers/library the mount crate links against
 DEB_PACKAGES += protobuf-compiler # protoc, for etcd-client's gRPC code at build time

@@ -41,7 +41,7 @@ etcd_tls_make() {
             rm -f "$dir/$n.csr" "$dir/$n.ext"
         done
         chmod 644 "$dir/ca.pem" "$dir/server.pem" "$dir/root.pem" "$dir/cairn.pem"
-    ) || { echo "etcd_tls_make: openssl failed in $dir" >&2; return 1; }
+    ) || { echo "etcd_tls_make: openssl failed making the etcd CA and certificates in $dir (apt-get install openssl)" >&2; return 1; }
 }
 
 etcd_tls_server_args() {
