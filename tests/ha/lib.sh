@@ -577,3 +577,18 @@ ha_fencing_xml() {
     printf '<operations><op id="fence-ns-monitor" name="monitor" interval="60s"/></operations>'
     printf '</primitive>\n'
 }
+
+# ha_report TABLE UNPLANNED PLANNED WRITER_ARGS...: report.py over the writers' logs for the
+# two events (each START:END:VIP, as report.py's --event takes them); prints the failover
+# lines, writes results/TABLE, and leaves the per-writer JSON in HA_REPORT_JSON for the
+# suite's own checks.
+ha_report() {
+    local table=$1 unplanned=$2 planned=$3 summary
+    shift 3
+    mkdir -p "$HA_LIB/results"
+    summary=$("$HA_VENV/bin/python" "$HA_LIB/report.py" --event "unplanned:$unplanned" \
+        --event "planned:$planned" "$@" --table "$HA_LIB/results/$table") ||
+        ha_fail "report.py failed"
+    grep '^failover' <<<"$summary"
+    HA_REPORT_JSON=$(tail -n 1 <<<"$summary")
+}

@@ -200,13 +200,8 @@ for w in a b c d; do
 done
 ha_pass "every acknowledged write reads back byte for byte through $vip3"
 
-mkdir -p "$HA_LIB/results"
-summary=$("$HA_VENV/bin/python" "$HA_LIB/report.py" --event "unplanned:$t_kill:$t_planned:vip1" \
-    --event "planned:$t_planned:$t_end:$moving" "${writers[@]}" --table "$HA_LIB/results/last-run.txt") ||
-    ha_fail "report.py failed"
-grep '^failover' <<<"$summary"
-json=$(tail -n 1 <<<"$summary")
-python3 - "$json" <<'PY' || ha_fail "failover checks failed (above)"
+ha_report last-run.txt "$t_kill:$t_planned:vip1" "$t_planned:$t_end:$moving" "${writers[@]}"
+python3 - "$HA_REPORT_JSON" <<'PY' || ha_fail "failover checks failed (above)"
 import json, sys
 bad = []
 for r in json.loads(sys.argv[1]):

@@ -169,13 +169,8 @@ for w in s1 s2; do
 done
 ha_pass "every acknowledged SMB write reads back byte for byte over SMB through $vip3 and through FUSE"
 
-mkdir -p "$HA_LIB/results"
-summary=$("$HA_VENV/bin/python" "$HA_LIB/report.py" --event "unplanned:$t_kill:$t_planned:vip1" \
-    --event "planned:$t_planned:$t_end:$moving" "${writers[@]}" --table "$HA_LIB/results/last-run-smb.txt") ||
-    ha_fail "report.py failed"
-grep '^failover' <<<"$summary"
-json=$(tail -n 1 <<<"$summary")
-python3 - "$json" <<'PY' || ha_fail "failover checks failed (above)"
+ha_report last-run-smb.txt "$t_kill:$t_planned:vip1" "$t_planned:$t_end:$moving" "${writers[@]}"
+python3 - "$HA_REPORT_JSON" <<'PY' || ha_fail "failover checks failed (above)"
 import json, sys
 bad = []
 for r in json.loads(sys.argv[1]):
