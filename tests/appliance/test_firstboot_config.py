@@ -60,6 +60,22 @@ class DefaultTest(unittest.TestCase):
         self.assertFalse(cfg.is_gateway)
         self.assertEqual(cfg.to_json()["token"], "********")
 
+    def test_brick_enrolls_with_join_and_ca_hash(self):
+        h = "sha256:" + "AB" * 32
+        cfg = config.parse("cairn:\n  role: brick\n  cluster:\n    etcd: [http://10.0.0.1:2379]\n"
+                           f"    token: t\n    join: 10.0.0.1\n    ca_cert_hash: {h}\n")
+        self.assertEqual(cfg.join, "10.0.0.1:7420")  # the default port added
+        self.assertEqual(cfg.ca_cert_hash, h.lower())
+        env = render.parse_env(render.appliance_env("brick", "n2", "auto", cfg.etcd, cfg.join,
+                                                    cfg.ca_cert_hash))
+        self.assertEqual(env["CAIRN_JOIN"], "10.0.0.1:7420")
+        self.assertEqual(env["CAIRN_CA_CERT_HASH"], h.lower())
+        for text, want in [("node1.example:7421", "node1.example:7421"),
+                           ("[fd00::1]:7420", "[fd00::1]:7420"), ("[fd00::2]", "[fd00::2]:7420")]:
+            self.assertEqual(config.join_address(text), want)
+        # without them, appliance.env names no member
+        self.assertNotIn("CAIRN_JOIN", render.parse_env(render.appliance_env("brick", "n", "auto", [])))
+
     def test_gateway_role(self):
         cfg = config.parse("cairn:\n  role: gateway\n  address: 10.0.0.9\n  smb: false\n"
                            "  cluster: {etcd: [https://etcd.example:2379]}\n")
@@ -106,6 +122,27 @@ class BadInputTest(unittest.TestCase):
     def test_joining_roles_need_etcd(self):
         self.one("cairn:\n  role: brick\n", "cairn.cluster.etcd", "role brick joins a cluster")
         self.one("cairn:\n  role: gateway\n  cluster: {token: x}\n", "cairn.cluster.etcd")
+
+    def test_bad_enrollment_values(self):
+        base = "cairn:\n  role: brick\n  cluster:\n    etcd: [http://e:2379]\n    token: t\n"
+        h = "sha256:" + "0" * 64
+        self.one(base + f"    join: 'h:99999'\n    ca_cert_hash: {h}\n", "cairn.cluster.join",
+                 "port '99999' is not 1-65535")
+        self.one(base + f"    join: 'fd00::1'\n    ca_cert_hash: {h}\n", "cairn.cluster.join",
+                 "[ADDR]:PORT")
+        self.one(base + f"    join: 'bad host!'\n    ca_cert_hash: {h}\n", "cairn.cluster.join",
+                 "not a host name or IP address")
+        self.one(base + f"    join: ''\n    ca_cert_hash: {h}\n", "cairn.cluster.join", "HOST:PORT")
+        self.one(base + "    join: h\n    ca_cert_hash: sha256:12\n", "cairn.cluster.ca_cert_hash",
+                 "not sha256: and 64 hex digits")
+        self.one(base + f"    join: h\n    ca_cert_hash: 'md5:{'0' * 64}'\n",
+                 "cairn.cluster.ca_cert_hash")
+        p = self.one(base + "    join: h\n", "cairn.cluster.ca_cert_hash: cluster.join needs it")
+        self.assertEqual(len(p), 1)
+        self.one(base + f"    ca_cert_hash: {h}\n", "cairn.cluster.join: cluster.ca_cert_hash needs it")
+        self.one("cairn:\n  role: brick\n  cluster:\n    etcd: [http://e:2379]\n    join: h\n"
+                 f"    ca_cert_hash: {h}\n", "cairn.cluster.token: enrolling")
+        self.one(base + "    joins: h\n", "unknown key(s) joins", "known: etcd, token, join, ca_cert_hash")
 
     def test_bad_etcd_urls(self):
         self.one("cairn:\n  role: brick\n  cluster: {etcd: [10.0.0.1]}\n",

@@ -5,7 +5,7 @@ set up by first boot and one set up by site.yml look the same."""
 from __future__ import annotations
 
 import shlex
-from typing import Iterable, Sequence
+from typing import Iterable, Optional, Sequence
 
 from . import paths
 
@@ -100,15 +100,21 @@ def _host(ip: str) -> str:
     return f"[{ip}]" if ":" in ip else ip
 
 
-def appliance_env(role: str, node: str, advertise: str, etcd: Sequence[str]) -> str:
+def appliance_env(role: str, node: str, advertise: str, etcd: Sequence[str],
+                  join: Optional[str] = None, ca_cert_hash: Optional[str] = None) -> str:
     """/etc/cairn/appliance.env, read by cairnd.service (through cairnd-start) and the CLI
-    helpers. ADVERTISE may be `auto`: the primary address at each start."""
+    helpers. ADVERTISE may be `auto`: the primary address at each start. JOIN and
+    CA_CERT_HASH (user-data cluster.join, cluster.ca_cert_hash): the member a node without a
+    certificate enrolls through, and the pinned hash of the cluster CA."""
     env = {
         "CAIRN_ROLE": role,
         "CAIRN_NODE": node,
         "CAIRN_ADVERTISE": advertise,
         "CAIRN_ETCD": ",".join(etcd),
     }
+    if join and ca_cert_hash:
+        env["CAIRN_JOIN"] = join
+        env["CAIRN_CA_CERT_HASH"] = ca_cert_hash
     return "# Written by cairn-appliance; read by cairnd.service and cairn-appliance\n" + \
         "".join(f"{k}={shlex.quote(v)}\n" for k, v in env.items())
 
