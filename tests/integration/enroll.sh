@@ -100,14 +100,29 @@ b = [x for v in json.load(sys.stdin)["volumes"] for x in v["bricks"] if x["node"
 sys.exit(0 if b and all(x["state"].lower() == "up" for x in b) else 1)' || fail "n2's brick is not online: $(cairn_cli volume status ev)"
 pass "n2 serves brick 1 of replicated volume ev: a file written through the mount is on both bricks"
 
+# Through a member without the CA key: n2 passes the request on to n1, which holds it.
+new_token --ttl 10m >"$CL_DIR/n3.token"
+chmod 600 "$CL_DIR/n3.token"
+mkdir -p "$CL_DIR/ca-n3"
+CL_CAIRND_ARGS=(--ca-dir "$CL_DIR/ca-n3" --join "$(cl_node_addr n2)" --ca-cert-hash "$pin"
+    --join-token-file "$CL_DIR/n3.token")
+cl_start_node n3
+in_pool n3 || fail "n3 enrolled through n2 but is not in the pool"
+[[ -s $CL_DIR/state/n3/node.pem && ! -e $CL_DIR/ca-n3/ca.key ]] || fail "n3: no node.pem, or a CA key"
+grep -q "passed on to the member holding the cluster CA" "$CL_DIR/log/cairnd-n2.log" ||
+    fail "n2 did not say it passed the enrollment on"
+pass "n3 enrolled through n2, which holds no CA key: n2 passed the request on to n1"
+
 # A restart needs neither the token nor the member: it has its certificate.
+CL_CAIRND_ARGS=(--ca-dir "$CL_DIR/ca-n2" --join "$(cl_node_addr n1)" --ca-cert-hash "$pin"
+    --join-token-file "$CL_DIR/n2.token")
 cl_restart_node n2
 in_pool n2 || fail "n2 left the pool after a restart"
 cmp -s "$CL_DIR/payload" "$CL_MNT/f" || fail "reading back after n2's restart"
 pass "n2 restarts with its certificate (the used token is not needed again)"
 
 # No token secret in logs or state.
-for t in "$token" "$revoked" "$expiring"; do
+for t in "$token" "$revoked" "$expiring" "$(cat "$CL_DIR/n3.token")"; do
     if grep -rqF "${t#*.}" "$CL_DIR/log" "$CL_DIR/state"; then
         fail "the secret of join token ${t%%.*} is in $(grep -rlF "${t#*.}" "$CL_DIR/log" "$CL_DIR/state" | head -1)"
     fi

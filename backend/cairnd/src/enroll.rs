@@ -11,8 +11,8 @@
 //! `ca.pem`, and starts as a member.
 //!
 //! The CA key stays on the node(s) holding `ca.key` in their CA dir (the first node): a
-//! member without it refuses (ENOENT) and says so; the joining node is pointed at a node
-//! that holds it.
+//! member without it passes the request on ([`forward`]) to the other members over its
+//! node connections, and the one that holds the key answers; the key never travels.
 
 use crate::node::Node;
 use anyhow::Context;
@@ -91,15 +91,13 @@ pub async fn handle(
         }
     }
     if !ca_dir.join("ca.key").exists() {
-        return Err(fail(
-            Errno::ENOENT,
-            what(format!(
-                "node {} does not hold the cluster CA key ({}): enroll through the node that \
-                 does (the cluster's first node, or where its --ca-dir was copied)",
-                node.name,
-                ca_dir.join("ca.key").display()
-            )),
-        ));
+        if r.forwarded {
+            return Err(fail(
+                Errno::ENOENT,
+                what(format!("node {} does not hold the cluster CA key", node.name)),
+            ));
+        }
+        return forward(node, r).await;
     }
     let ca = Ca::load(ca_dir).map_err(|e| fail(Errno::EIO, what(format!("cluster CA: {e}"))))?;
     let ca_pem = std::fs::read_to_string(ca_dir.join("ca.pem"))
@@ -130,6 +128,48 @@ pub async fn handle(
     tracing::info!(peer = %r.name, addr = %r.addr, token = grant.token_id, "node enrolled with a join token: certificate issued, added to the pool");
     node.kick.notify_one();
     Ok(MgmtReply::Enrolled(EnrollReply { cert, ca: ca_pem, by: node.name.clone() }))
+}
+
+/// A member without the CA key: ask each other member in turn (over node connections);
+/// the one holding the key answers, or refuses (a bad token: that refusal is the answer).
+/// The token is used up only there, so asking several cannot use it twice.
+async fn forward(node: &Arc<Node>, mut r: EnrollRequest) -> Result<MgmtReply, RemoteError> {
+    let name = r.name.clone();
+    r.forwarded = true;
+    let peers = node.store.list_peers().await.map_err(|e| {
+        fail(Errno::EIO, format!("enrollment of node {name}: listing the members: {e}"))
+    })?;
+    let mut tried = vec![];
+    for p in peers.into_iter().filter(|p| p.name != node.name && p.name != name) {
+        let req = Request::Mgmt(MgmtRequest::Enroll(r.clone()));
+        match node.peers.call(&p.addr, &node.name, req, bytes::Bytes::new()).await {
+            Ok((Reply::Mgmt(m @ MgmtReply::Enrolled(_)), _)) => {
+                tracing::info!(peer = %name, via = %p.name, "enrollment passed on to the member holding the cluster CA");
+                return Ok(m);
+            }
+            Ok((other, _)) => tried.push(format!("{}: unexpected reply {other:?}", p.name)),
+            // Not the CA holder, or not reachable: try the next.
+            Err(e)
+                if e.errno == Errno::ENOENT
+                    || e.errno == Errno::ENOTCONN
+                    || e.errno == Errno::ETIMEDOUT
+                    || e.errno == Errno(libc::ECONNREFUSED) =>
+            {
+                tried.push(format!("{}: {}", p.name, e.message))
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(fail(
+        Errno::ENOENT,
+        format!(
+            "enrollment of node {name}: no reachable member holds the cluster CA key (not {} \
+             itself{}{}); enroll through the node that does",
+            node.name,
+            if tried.is_empty() { "" } else { "; " },
+            tried.join("; ")
+        ),
+    ))
 }
 
 /// How a node without a certificate joins: `--join`, `--ca-cert-hash`, `--join-token-file`.
@@ -177,6 +217,7 @@ pub async fn join(
         name: name.into(),
         addr: addr.into(),
         uuid: uuid.into(),
+        forwarded: false,
     };
     let member = &spec.member;
     let deadline = std::time::Instant::now() + REACH_FOR;

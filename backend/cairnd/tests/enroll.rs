@@ -42,6 +42,7 @@ fn request(token: &str, req: &NodeRequest, name: &str) -> EnrollRequest {
         name: name.into(),
         addr: "127.0.0.1:7999".into(),
         uuid: format!("uuid-{name}"),
+        forwarded: false,
     }
 }
 

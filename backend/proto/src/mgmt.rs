@@ -149,6 +149,9 @@ pub struct EnrollRequest {
     pub addr: String,
     /// Its node uuid (`STATE_DIR/node-uuid`).
     pub uuid: String,
+    /// Set by a member without the CA key that passes the request on to the members that
+    /// may hold it (they do not pass it on again).
+    pub forwarded: bool,
 }
 
 /// A member's answer to [`EnrollRequest`].

@@ -1517,6 +1517,7 @@ mod tls_tests {
             name: "n2".into(),
             addr: "127.0.0.1:7421".into(),
             uuid: "u".into(),
+            forwarded: false,
         }))
     }
 

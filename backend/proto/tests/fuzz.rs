@@ -203,6 +203,7 @@ fn enroll_request() -> EnrollRequest {
         name: "n2".into(),
         addr: "10.0.0.2:7420".into(),
         uuid: "0b8f1c2e-0000-4000-8000-000000000001".into(),
+        forwarded: true,
     }
 }
 
