@@ -33,7 +33,8 @@ etcd_tls=()
 [[ $CL_ETCD_TLS != 1 ]] || mapfile -t etcd_tls < <(etcd_tls_cairnd_args "$CL_DIR/etcd-tls")
 
 # join_refused NAME WHY HASH TOKEN: cairnd NAME (no certificate, an empty CA dir) started
-# with --join exits, saying WHY; no certificate is written; NAME is not in the pool.
+# with --join (through JOIN_VIA, default n1) exits, saying WHY; no certificate is written;
+# NAME is not in the pool.
 join_refused() {
     local name=$1 why=$2 hash=$3 tok=$4
     mkdir -p "$CL_DIR/state/$name" "$CL_DIR/ca-$name"
@@ -41,7 +42,7 @@ join_refused() {
     chmod 600 "$CL_DIR/$name.token"
     if timeout 30 "$CAIRN_BIN_DIR/cairnd" --name "$name" --listen "$CL_HOST:$(free_port)" \
         --etcd "$(cl_etcd_url)" "${etcd_tls[@]}" --state-dir "$CL_DIR/state/$name" \
-        --ca-dir "$CL_DIR/ca-$name" --join "$(cl_node_addr n1)" --ca-cert-hash "$hash" \
+        --ca-dir "$CL_DIR/ca-$name" --join "$(cl_node_addr "${JOIN_VIA:-n1}")" --ca-cert-hash "$hash" \
         --join-token-file "$CL_DIR/$name.token" >"$CL_DIR/log/cairnd-$name.out" 2>&1; then
         fail "cairnd $name joined; expected a refusal ($why)"
     fi
@@ -112,6 +113,7 @@ in_pool n3 || fail "n3 enrolled through n2 but is not in the pool"
 grep -q "passed on to the member holding the cluster CA" "$CL_DIR/log/cairnd-n2.log" ||
     fail "n2 did not say it passed the enrollment on"
 pass "n3 enrolled through n2, which holds no CA key: n2 passed the request on to n1"
+JOIN_VIA=n2 join_refused bad6 "already used" "$pin" "$(cat "$CL_DIR/n3.token")"
 
 # A restart needs neither the token nor the member: it has its certificate.
 CL_CAIRND_ARGS=(--ca-dir "$CL_DIR/ca-n2" --join "$(cl_node_addr n1)" --ca-cert-hash "$pin"
