@@ -5,6 +5,7 @@ validator (appliance/lib/cairn_appliance/config.py), the machine checks with a f
 message, naming the key. Run: python3 -m unittest tests/appliance/test_firstboot_config.py
 """
 
+import json
 import os
 import shutil
 import subprocess
@@ -296,6 +297,18 @@ class RenderTest(unittest.TestCase):
         self.assertEqual(three["ETCD_ADVERTISE_CLIENT_URLS"], "http://10.0.0.2:2379")
         self.assertIn("http://127.0.0.1:2379", three["ETCD_LISTEN_CLIENT_URLS"])
 
+    def test_etcd_env_with_tls(self):
+        env = render.parse_env(render.etcd_env("n1", "127.0.0.1", [], "tok", loopback_only=True,
+                                               tls_dir="/etc/cairn/etcd-tls"))
+        self.assertEqual(env["ETCD_LISTEN_CLIENT_URLS"], "https://127.0.0.1:2379")
+        self.assertEqual(env["ETCD_CLIENT_CERT_AUTH"], "true")
+        self.assertEqual(env["ETCD_PEER_CLIENT_CERT_AUTH"], "true")
+        self.assertEqual(env["ETCD_TRUSTED_CA_FILE"], "/etc/cairn/etcd-tls/ca.pem")
+        a = render.parse_env(render.appliance_env("brick", "n1", "auto", ["https://e:2379"],
+                                                  etcd_tls=("/c/ca.pem", "/c/n1.pem", "/c/n1-key.pem")))
+        self.assertEqual((a["CAIRN_ETCD_CA"], a["CAIRN_ETCD_CERT"], a["CAIRN_ETCD_KEY"]),
+                         ("/c/ca.pem", "/c/n1.pem", "/c/n1-key.pem"))
+
     def test_appliance_env_round_trip(self):
         env = render.parse_env(render.appliance_env("brick", "n 1", "auto", ["http://a:2379", "http://b:2379"]))
         self.assertEqual(env, {"CAIRN_ROLE": "brick", "CAIRN_NODE": "n 1", "CAIRN_ADVERTISE": "auto",
@@ -326,6 +339,74 @@ class RenderTest(unittest.TestCase):
         self.assertNotIn("Pw1", motd)
         self.assertIn("/root/cairn-credentials", motd)
         self.assertIn("password Pw1", con)
+
+
+class EtcdTlsRunTest(unittest.TestCase):
+    """The TLS settings etcd_env renders, run by a real etcd: two members on 127.0.0.2 and
+    127.0.0.3 with peer TLS (client certificates both ways), certificates made by
+    scripts/etcd-tls.sh. A client with a certificate of the CA is served; one without a
+    certificate, or over plain HTTP, is not."""
+
+    def test_two_members_with_client_and_peer_tls(self):
+        import ssl
+        import time
+        import urllib.request
+        d = tempfile.mkdtemp(prefix="etcd-tls-render.")
+        procs, logs = [], []
+        try:
+            tls = os.path.join(d, "tls")
+            script = os.path.join(HERE, "..", "..", "scripts", "etcd-tls.sh")
+            subprocess.run(["bash", "-c", f'. "{script}" && etcd_tls_make "$1" 127.0.0.2 127.0.0.3',
+                            "-", tls], check=True)
+            members = [("e2", "127.0.0.2"), ("e3", "127.0.0.3")]
+            for name, ip in members:
+                env = render.parse_env(render.etcd_env(name, ip, members, "tok", tls_dir=tls))
+                # the member's own address only (both share the host's 127.0.0.1)
+                env["ETCD_LISTEN_CLIENT_URLS"] = env["ETCD_ADVERTISE_CLIENT_URLS"]
+                env["ETCD_DATA_DIR"] = os.path.join(d, name)
+                log = open(os.path.join(d, f"{name}.log"), "w")
+                logs.append(log)
+                procs.append(subprocess.Popen(["etcd"], env={**os.environ, **env}, stdout=log,
+                                              stderr=subprocess.STDOUT, start_new_session=True))
+            ctx = ssl.create_default_context(cafile=os.path.join(tls, "ca.pem"))
+            ctx.load_cert_chain(os.path.join(tls, "root.pem"), os.path.join(tls, "root-key.pem"))
+
+            def health(url, context):
+                try:
+                    with urllib.request.urlopen(url + "/health", timeout=2, context=context) as r:
+                        return json.load(r).get("health") == "true"
+                except (OSError, ValueError):
+                    return False
+            deadline = time.time() + 60
+            while not all(health(f"https://{ip}:2379", ctx) for _, ip in members):
+                if time.time() > deadline:
+                    logs = "".join(open(os.path.join(d, f"{n}.log")).read()[-2000:] for n, _ in members)
+                    self.fail(f"a 2-member etcd with TLS did not become healthy:\n{logs}")
+                time.sleep(0.5)
+            nocert = ssl.create_default_context(cafile=os.path.join(tls, "ca.pem"))
+            self.assertFalse(health("https://127.0.0.2:2379", nocert),
+                             "etcd served a client without a certificate")
+            self.assertFalse(health("http://127.0.0.2:2379", None), "etcd served plain HTTP")
+
+            def peer_answers(context):
+                try:
+                    with urllib.request.urlopen("https://127.0.0.2:2380/version", timeout=2,
+                                                context=context) as r:
+                        return r.status == 200
+                except OSError:
+                    return False
+            self.assertTrue(peer_answers(ctx), "the peer port did not answer a certificate of the CA")
+            self.assertFalse(peer_answers(nocert), "the peer port served a client without a certificate")
+        finally:
+            for p in procs:
+                p.terminate()
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+            for f in logs:
+                f.close()
+            shutil.rmtree(d, ignore_errors=True)
 
 
 if __name__ == "__main__":
