@@ -256,10 +256,16 @@ pub async fn join(
     std::fs::create_dir_all(state_dir)
         .with_context(|| format!("creating state dir {}", state_dir.display()))?;
     creds.save(&node_pem).with_context(|| format!("writing {}", node_pem.display()))?;
-    for dir in [state_dir, ca_dir] {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let p = dir.join("ca.pem");
-        std::fs::write(&p, &reply.ca).with_context(|| format!("writing {}", p.display()))?;
+    let p = state_dir.join("ca.pem");
+    std::fs::write(&p, &reply.ca).with_context(|| format!("writing {}", p.display()))?;
+    // Also in the CA dir, for the CLI and the gateways (node.pem above holds it too, so a
+    // CA dir this process may not write is no reason to stop).
+    let p = ca_dir.join("ca.pem");
+    if p != state_dir.join("ca.pem") {
+        if let Err(e) = std::fs::create_dir_all(ca_dir).and_then(|_| std::fs::write(&p, &reply.ca))
+        {
+            tracing::warn!(path = %p.display(), "cannot write the cluster CA certificate there: {e}");
+        }
     }
     tracing::info!(node = %name, member = %reply.by, path = %node_pem.display(), "enrolled: node certificate issued by the cluster CA; a member of the pool");
     Ok(())
