@@ -111,13 +111,18 @@ pub async fn tls_client(
 }
 
 /// TLS handshake as the server; returns the halves and the client's identity.
+/// TLS handshake as the server; returns the halves and the client's identity, `None` for
+/// a client that presented no certificate (it may only enroll: `rpc::Session`).
 pub async fn tls_server(
     tcp: TcpStream,
     cfg: Arc<rustls::ServerConfig>,
-) -> io::Result<(ReadHalf, WriteHalf, Principal)> {
+) -> io::Result<(ReadHalf, WriteHalf, Option<Principal>)> {
     let s = tokio_rustls::TlsAcceptor::from(cfg).accept(tcp).await?;
     let (tcp, conn) = s.into_inner();
-    let p = peer_principal(&conn)?;
+    let p = match conn.peer_certificates().is_some_and(|c| !c.is_empty()) {
+        true => Some(peer_principal(&conn)?),
+        false => None,
+    };
     let (r, w) = shared(tcp, conn.into());
     Ok((r, w, p))
 }
