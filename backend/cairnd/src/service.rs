@@ -14,6 +14,8 @@ use std::sync::Arc;
 pub struct Daemon {
     pub node: Arc<Node>,
     pub audit: Arc<Audit>,
+    /// Fenced gateways (`fence.rs`): their sessions' requests are refused.
+    pub fences: Arc<crate::fence::Fences>,
 }
 
 /// Management is open to any host, except changing who may use a volume, handling join
@@ -174,6 +176,11 @@ impl Service for Daemon {
     ) -> BoxFuture<'static, (Response, Bytes)> {
         let node = self.node.clone();
         let audit = self.audit.clone();
+        // A fenced gateway's session: refused before anything runs (fence.rs).
+        if let Err(e) = self.fences.check(&session, &req) {
+            tracing::debug!(session = %session.label(), error = %e, "request of a fenced gateway refused");
+            return Box::pin(async move { (Err(e), Bytes::new()) });
+        }
         Box::pin(async move {
             match dispatch(node, audit, session, req, data).await {
                 Ok((r, d)) => (Ok(r), d),
@@ -183,6 +190,7 @@ impl Service for Daemon {
     }
 
     fn closed(&self, session: &Arc<Session>) {
+        self.fences.forget(session);
         self.node.session_closed(session.id);
     }
 }
