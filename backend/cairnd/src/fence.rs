@@ -25,7 +25,7 @@ use cairn_proto::msg::Request;
 use cairn_proto::principal::Role;
 use cairn_proto::rpc::Session;
 use cairn_proto::{Errno, RemoteError};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
@@ -54,7 +54,7 @@ pub struct FenceDoc {
 #[derive(Default)]
 pub struct Fences {
     fenced: RwLock<HashMap<String, FenceDoc>>,
-    sessions: Mutex<HashMap<String, HashMap<u64, Weak<Session>>>>,
+    sessions: RwLock<HashMap<String, HashMap<u64, Weak<Session>>>>,
 }
 
 impl Fences {
@@ -68,13 +68,17 @@ impl Fences {
             return Ok(());
         }
         // Remember first, then look: a fence applied between the two either sees this
-        // session (and closes it) or is seen here.
-        self.sessions
-            .lock()
-            .entry(p.name.clone())
-            .or_default()
-            .entry(s.id)
-            .or_insert_with(|| Arc::downgrade(s));
+        // session (and closes it) or is seen here. A session is written once (its first
+        // request); later requests only read.
+        let known = self.sessions.read().get(&p.name).is_some_and(|m| m.contains_key(&s.id));
+        if !known {
+            self.sessions
+                .write()
+                .entry(p.name.clone())
+                .or_default()
+                .entry(s.id)
+                .or_insert_with(|| Arc::downgrade(s));
+        }
         match self.fenced.read().get(&p.name) {
             None => Ok(()),
             Some(f) => Err(refusal(f, req)),
@@ -86,7 +90,7 @@ impl Fences {
         let Some(p) = s.principal.as_ref().filter(|p| p.role == Role::Gateway) else {
             return;
         };
-        let mut sessions = self.sessions.lock();
+        let mut sessions = self.sessions.write();
         if let Some(m) = sessions.get_mut(&p.name) {
             m.remove(&s.id);
             if m.is_empty() {
@@ -147,7 +151,7 @@ impl Fences {
         for d in newly {
             let sessions: Vec<Arc<Session>> = self
                 .sessions
-                .lock()
+                .write()
                 .remove(&d.gateway)
                 .unwrap_or_default()
                 .into_values()
