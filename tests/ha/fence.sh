@@ -211,21 +211,35 @@ ha_pass "no ESTALE, nothing lost, the writer of vip2 never stalled"
 # --- rejoin: gw1's services restarted (as a reboot does), its agent's start lifts the fence -------
 ha_gw_ganesha_restart gw1
 ha_gw "$took" crm_resource --cleanup -r cairn-gw-clone >/dev/null 2>&1 || true
-for ((i = 0; i < 90; i++)); do
-    doc=$(fences_json)
-    python3 -c 'import json, sys
+unfenced='import json, sys
 r = json.loads(sys.argv[1])["fences"][0]
-sys.exit(0 if r["gateway"] == "gw1" and not r["fenced"] and r["generation"] == 1 else 1)' "$doc" &&
-        ha_status "$took" '"gw1" in s["healthy"]' 2>/dev/null && break
+sys.exit(0 if r["gateway"] == "gw1" and not r["fenced"] and r["generation"] == 1 else 1)'
+for ((i = 0; i < 60; i++)); do
+    doc=$(fences_json)
+    python3 -c "$unfenced" "$doc" && break
     sleep 1
 done
-((i < 90)) || ha_fail "gw1 was not unfenced or is not healthy 90s after its Ganesha restarted: $doc; $(ha_gw "$took" crm_mon -1 2>&1 | tail -15)"
+((i < 60)) || ha_fail "gw1 was not unfenced 60s after its Ganesha restarted: $doc; $(ha_gw "$took" crm_mon -1 2>&1 | tail -15)"
+# A Ganesha started while its gateway was fenced may have failed to create its export
+# (cairnd refused it): restarted once more if gw1 is not healthy (not automated on the
+# appliance yet: docs/ha.md).
+restarted=0
+for ((i = 0; i < 90; i++)); do
+    ha_status "$took" '"gw1" in s["healthy"]' 2>/dev/null && break
+    if ((i == 15)); then
+        ha_gw_ganesha_restart gw1
+        ha_gw "$took" crm_resource --cleanup -r cairn-gw-clone >/dev/null 2>&1 || true
+        restarted=1
+    fi
+    sleep 1
+done
+((i < 90)) || ha_fail "gw1 is not healthy 90s after it was unfenced: $(ha_gw "$took" crm_mon -1 2>&1 | tail -15)"
 for ((i = 0; i < 30; i++)); do
     ha_gw gw1 bash -c 'echo back | dd of=/srv/cairn-ha/back-gw1 oflag=sync status=none' 2>/dev/null && break
     sleep 1
 done
 ((i < 30)) || ha_fail "gw1's mount still cannot write 30s after it was unfenced"
-ha_pass "gw1's Ganesha restarted: its cairn-gateway start lifted the fence (generation 1 kept), it is healthy and its mount writes again"
+ha_pass "gw1's Ganesha restarted: its cairn-gateway start lifted the fence (generation 1 kept), it is healthy$( ((restarted)) && echo " after a second Ganesha restart (its export had failed while fenced)") and its mount writes again"
 
 # --- bad input: a gateway with a broken Ganesha config ------------------------------------------
 # gw3's Ganesha restarted on a config with a syntax error: it does not come up, gw3's
@@ -238,10 +252,11 @@ kill -TERM "$pid"
 for ((i = 0; i < 50; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
 kill -KILL "$pid" 2>/dev/null || true
 t0=$SECONDS
-rc=0
-ha_gw gw3 timeout 30 ganesha.nfsd -F -f "$d3/ganesha-broken.conf" -L "$d3/ganesha-broken.log" \
-    -p /run/ganesha/ganesha.pid -N NIV_EVENT </dev/null >>"$d3/log/ganesha.out" 2>&1 || rc=$?
-((rc != 0 && rc != 124)) || ha_fail "ganesha.nfsd on a broken config did not exit with an error (rc=$rc)"
+# Ganesha 4.3 logs the syntax error and runs on without the export (or exits, when it
+# cannot bind while the old instance lets go of its ports): either way gw3 is unhealthy.
+ha_gw gw3 setsid ganesha.nfsd -F -f "$d3/ganesha-broken.conf" -L "$d3/ganesha-broken.log" \
+    -p /run/ganesha/ganesha.pid -N NIV_EVENT </dev/null >>"$d3/log/ganesha.out" 2>&1 &
+disown $!
 seen=0 moved=''
 for ((i = 0; i < 60; i++)); do
     for v in "$vip1" "$vip2" "$vip3"; do
@@ -254,15 +269,15 @@ for ((i = 0; i < 60; i++)); do
     else
         [[ $h3 != gw3 ]] || ha_fail "vip3 went back to gw3 whose Ganesha config is broken"
     fi
-    ((seen)) || ! ha_status "$took" 'any(f["node"] == "gw3" and "Ganesha does not answer" in f["exit_reason"] for f in s["failures"])
+    ((seen)) || ! ha_status "$took" 'any(f["node"] == "gw3" and ("Ganesha does not answer" in f["exit_reason"] or "Ganesha does not serve export 1" in f["exit_reason"]) for f in s["failures"])
         and "gw3" not in s["healthy"]' 2>/dev/null || seen=1
     # watched past the clone's failure-timeout (20 s): its retry on gw3 fails too
     [[ -n $moved ]] && ((seen && SECONDS - t_moved >= 25)) && break
     sleep 1
 done
 [[ -n $moved ]] || ha_fail "vip3 did not leave gw3 whose Ganesha config is broken: $(ha_gw "$took" crm_mon -1 2>&1 | tail -15)"
-((seen)) || ha_fail "cairn gateway ha status never named gw3's failure (Ganesha does not answer)"
-ha_pass "gw3 with a broken Ganesha config (ganesha.nfsd exit $rc): vip3 moved to $moved in $((t_moved - t0))s and stayed off gw3 for 25s; status names it; no VIP on two gateways"
+((seen)) || ha_fail "cairn gateway ha status never named gw3's failure (Ganesha does not answer / serve export 1)"
+ha_pass "gw3 with a broken Ganesha config: vip3 moved to $moved in $((t_moved - t0))s and stayed off gw3 for 25s; status names it; no VIP on two gateways"
 
 ha_log "suite time $((SECONDS - t_start))s"
 ha_finish
