@@ -177,6 +177,9 @@ ha_wait_tcp() { # MEMBER IP PORT TIMEOUT
 
 ha_cairn_up() {
     local ip i bricks=()
+    # TLS: the test CA (tests/run-all.sh exports it; a suite run alone makes its own)
+    export CAIRN_CA_DIR=${CAIRN_CA_DIR:-$HA_DIR/ca}
+    export CAIRN_CREDENTIALS=${CAIRN_CREDENTIALS:-$CAIRN_CA_DIR/admin.pem}
     ha_member etcd "$HA_NET.2"
     ha_member n1 "$HA_NET.11"
     ip=${HA_IP[etcd]}
@@ -209,11 +212,14 @@ ha_servers() { echo "${HA_IP[n1]}:7420"; }
 
 # --- gateways ---------------------------------------------------------------------------------
 
-# ha_gw GW CMD...: run CMD inside gateway GW (its network, mount, UTS and IPC namespaces).
+# ha_gw GW CMD...: run CMD inside gateway GW (its network, mount, UTS and IPC namespaces),
+# with the gateway's own credential (ha_gw_namespace): Ganesha, mount-cairn, smbd, the
+# agents' cairn calls -- everything a gateway sends to cairnd -- carry its identity, so a
+# backend fence (cairn gateway fence GW) names this gateway only.
 ha_gw() {
     local gw=$1
     shift
-    nsenter -t "${HA_HOLDER[$gw]}" -n -m -u -i -- "$@"
+    nsenter -t "${HA_HOLDER[$gw]}" -n -m -u -i -- env CAIRN_CREDENTIALS="$HA_DIR/$gw/gateway.pem" "$@"
 }
 
 ha_vip() { echo "$HA_NET.3${1#gw}"; }
@@ -222,14 +228,18 @@ ha_vip() { echo "$HA_NET.3${1#gw}"; }
 ha_gw_namespace() {
     local gw=$1 d=$HA_DIR/$1 i
     ha_member "$gw" "$HA_NET.2${gw#gw}"
+    mkdir -p "$d"
+    # its identity: a certificate of role gateway whose common name is the node name
+    ha_in n1 "$CAIRN_BIN_DIR/cairn" client certificate issue "$gw" --role gateway --days 2 \
+        --out "$d/gateway.pem" >/dev/null || ha_fail "cannot issue the gateway certificate of $gw"
     mkdir -p "$d"/{corosync-etc,corosync-lib,nfs-lib,ctdb-etc,ctdb-lib,mnt,log,ocf/cairn,sbin}
     cp -a /etc/ctdb/. "$d/ctdb-etc/" 2>/dev/null || true # ha_gw_smb writes its config
     mkdir -p "$d"/pacemaker-lib/{cib,pengine,blackbox,cores}
     chown -R hacluster:haclient "$d/pacemaker-lib"
     chmod 0750 "$d/pacemaker-lib"/*
     cp "$HA_REPO"/appliance/ha/ocf/* "$d/ocf/cairn/"
-    cp "$HA_LIB/fence_cairn_ns" "$d/sbin/"
-    chmod 0755 "$d"/ocf/cairn/* "$d/sbin/fence_cairn_ns"
+    cp "$HA_LIB/fence_cairn_ns" "$HA_REPO/appliance/ha/fence_cairn" "$d/sbin/"
+    chmod 0755 "$d"/ocf/cairn/* "$d/sbin/fence_cairn_ns" "$d/sbin/fence_cairn"
     ha_corosync_conf >"$d/corosync-etc/corosync.conf"
     # The holder sets up the private mounts, then sleeps; its namespaces are the gateway's.
     # shellcheck disable=SC2016 # the script expands its own arguments
@@ -331,6 +341,23 @@ ha_gw_ganesha() {
     ha_fail "gateway $gw: ganesha.nfsd does not answer on 2049: $(tail -n 8 "$d/ganesha.log")"
 }
 
+# ha_gw_ganesha_restart GW: stop GW's Ganesha and start it again (as a reboot would).
+ha_gw_ganesha_restart() {
+    local gw=$1 d=$HA_DIR/$1 pid i
+    pid=$(ha_gw "$gw" cat /run/ganesha/ganesha.pid) || ha_fail "$gw: no Ganesha pid file"
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < 50; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    kill -KILL "$pid" 2>/dev/null || true
+    ha_gw "$gw" setsid ganesha.nfsd -F -f "$d/ganesha.conf" -L "$d/ganesha.log" -p /run/ganesha/ganesha.pid \
+        -N NIV_EVENT </dev/null >>"$d/log/ganesha.out" 2>&1 &
+    disown $!
+    for ((i = 0; i < 150; i++)); do
+        ha_gw "$gw" rpcinfo -n 2049 -t 127.0.0.1 nfs 4 >/dev/null 2>&1 && return 0
+        sleep 0.2
+    done
+    ha_fail "gateway $gw: ganesha.nfsd does not answer on 2049 after a restart: $(tail -n 8 "$d/ganesha.log")"
+}
+
 # ha_gw_cluster GW: corosync and pacemakerd in GW.
 ha_gw_cluster() {
     local gw=$1 d=$HA_DIR/$1
@@ -366,10 +393,15 @@ ha_configure() {
         --vips "$(ha_vip gw1),$(ha_vip gw2),$(ha_vip gw3)" --cidr 24 --nic eth0 \
         --recovery-root /srv/cairn-ha/.cairn-ha --servers "$(ha_servers)" --volume "$HA_VOLUME" \
         --resources-out "$xml" --constraints-out "$cons" ${HA_FENCE_XML:+--fencing "$HA_FENCE_XML"} \
-        --smb "${HA_SMB:-false}" ||
+        --smb "${HA_SMB:-false}" ${HA_BACKEND_FENCE:+--unfence-credentials "$CAIRN_CREDENTIALS"} ||
         ha_fail "rendering the CIB resources"
     ha_gw gw1 cibadmin -C -o resources -x "$xml" || ha_fail "cibadmin: loading resources"
     ha_gw gw1 cibadmin -C -o constraints -x "$cons" || ha_fail "cibadmin: loading constraints"
+    if [[ -n ${HA_BACKEND_FENCE:-} ]]; then
+        ha_fencing_topology >"$HA_DIR/topology.xml"
+        ha_gw gw1 cibadmin -C -o configuration -x "$HA_DIR/topology.xml" ||
+            ha_fail "cibadmin: loading the fencing topology"
+    fi
     local deadline=$((SECONDS + 60))
     until ha_vips_placed; do
         ((SECONDS < deadline)) || break
@@ -385,7 +417,7 @@ ha_where() {
     local out
     for gw in "${HA_GWS[@]}"; do
         ha_alive "$gw" || continue
-        out=$(ha_gw "$gw" crm_resource --locate -r "$1" 2>/dev/null) || continue
+        out=$(ha_gw "$gw" timeout 10 crm_resource --locate -r "$1" 2>/dev/null) || continue
         sed -n 's/.* is running on: \([^ ]*\).*/\1/p' <<<"$out" | head -1
         return 0
     done
@@ -404,10 +436,13 @@ ha_vips_placed() {
     done
 }
 
-# ha_alive GW: its holder process runs (a killed holder stays a zombie until we exit).
+# ha_alive GW: its holder process runs (a killed holder stays a zombie until we exit; a
+# frozen gateway's is stopped, and its Pacemaker would not answer).
 ha_alive() {
-    local pid=${HA_HOLDER[$1]:-}
-    [[ -n $pid && -d /proc/$pid && $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) != Z ]]
+    local pid=${HA_HOLDER[$1]:-} st
+    [[ -n $pid && -d /proc/$pid ]] || return 1
+    st=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)
+    [[ $st != Z && $st != T ]]
 }
 
 # --- clustered Samba (CTDB) ---------------------------------------------------------------
@@ -563,9 +598,23 @@ ha_status() {
 # --- fencing ----------------------------------------------------------------------------------
 
 # ha_fencing_xml: one stonith device (tests/ha/fence_cairn_ns) that can fence every gateway
-# by killing the processes of its network namespace.
+# by killing the processes of its network namespace (HA_FENCE_MODE=freeze: by freezing
+# them and taking its addresses away, see fence_cairn_ns); with HA_BACKEND_FENCE=1 also
+# appliance/ha/fence_cairn, the backend fence (cairnd refuses the gateway's sessions),
+# which ha_fencing_topology puts first in each gateway's fencing level.
 ha_fencing_xml() {
     local gw map=()
+    if [[ -n ${HA_BACKEND_FENCE:-} ]]; then
+        printf '<primitive id="fence-cairn" class="stonith" type="fence_cairn">'
+        printf '<instance_attributes id="fence-cairn-ia">'
+        printf '<nvpair id="fence-cairn-servers" name="servers" value="%s"/>' "$(ha_servers)"
+        printf '<nvpair id="fence-cairn-credentials" name="credentials" value="%s"/>' "$CAIRN_CREDENTIALS"
+        printf '<nvpair id="fence-cairn-cli" name="cairn" value="%s"/>' "$CAIRN_BIN_DIR/cairn"
+        printf '<nvpair id="fence-cairn-hosts" name="pcmk_host_list" value="%s"/>' "${HA_GWS[*]}"
+        printf '</instance_attributes>'
+        printf '<operations><op id="fence-cairn-monitor" name="monitor" interval="60s"/></operations>'
+        printf '</primitive>\n'
+    fi
     for gw in "${HA_GWS[@]}"; do
         map+=("$gw:$(stat -L -c %i "/run/netns/$HA_NS-$gw")")
     done
@@ -573,9 +622,31 @@ ha_fencing_xml() {
     printf '<instance_attributes id="fence-ns-ia">'
     printf '<nvpair id="fence-ns-map" name="netns_map" value="%s"/>' "$(IFS=,; echo "${map[*]}")"
     printf '<nvpair id="fence-ns-hosts" name="pcmk_host_list" value="%s"/>' "${HA_GWS[*]}"
+    printf '<nvpair id="fence-ns-mode" name="mode" value="%s"/>' "${HA_FENCE_MODE:-kill}"
     printf '</instance_attributes>'
     printf '<operations><op id="fence-ns-monitor" name="monitor" interval="60s"/></operations>'
     printf '</primitive>\n'
+}
+
+# ha_fencing_topology: per gateway, level 1 = the backend fence then the power fence (both
+# must succeed); level 2 = the power fence alone, tried when level 1 fails (etcd or every
+# cairnd unreachable: no record can be stored, but such a backend serves no gateway either).
+ha_fencing_topology() {
+    local gw
+    printf '<fencing-topology>'
+    for gw in "${HA_GWS[@]}"; do
+        printf '<fencing-level id="fl-%s" target="%s" index="1" devices="fence-cairn,fence-ns"/>' "$gw" "$gw"
+        printf '<fencing-level id="fl2-%s" target="%s" index="2" devices="fence-ns"/>' "$gw" "$gw"
+    done
+    printf '</fencing-topology>\n'
+}
+
+# ha_ns_signal NAME SIGNAL: send SIGNAL to every process of NAME's network namespace.
+ha_ns_signal() {
+    local pid
+    for pid in $(ip netns pids "$HA_NS-$1" 2>/dev/null); do
+        kill "-$2" "$pid" 2>/dev/null || true
+    done
 }
 
 # ha_report TABLE UNPLANNED PLANNED WRITER_ARGS...: report.py over the writers' logs for the

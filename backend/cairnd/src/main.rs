@@ -7,6 +7,7 @@ mod authz;
 mod chain;
 mod delegs;
 mod enroll;
+mod fence;
 mod heal;
 mod identity;
 mod inode_locks;
@@ -297,7 +298,10 @@ async fn main() -> anyhow::Result<()> {
     tokio::spawn(node.clone().run_lease_keeper(args.lease_ttl));
     tokio::spawn(scrub::run_scrubber(node.clone()));
     tracing::info!(path = %audit.path().unwrap_or(&audit_path).display(), "audit log");
-    let service = Arc::new(service::Daemon { node: node.clone(), audit, ca_dir: ca_for_enroll });
+    let fences = Arc::new(fence::Fences::default());
+    tokio::spawn(fence::run(fences.clone(), node.store.clone()));
+    let service =
+        Arc::new(service::Daemon { node: node.clone(), audit, ca_dir: ca_for_enroll, fences });
     tokio::select! {
         _ = cairn_proto::rpc::serve_with(listener, service, transport) => {}
         _ = shutdown_signal() => {

@@ -16,6 +16,8 @@ pub struct Daemon {
     pub audit: Arc<Audit>,
     /// The CA dir, with TLS on: enrollment signs with the cluster CA there, if any.
     pub ca_dir: Option<std::path::PathBuf>,
+    /// Fenced gateways (`fence.rs`): their sessions' requests are refused.
+    pub fences: Arc<crate::fence::Fences>,
 }
 
 /// Management is open to any host, except changing who may use a volume, handling join
@@ -181,6 +183,11 @@ impl Service for Daemon {
         let node = self.node.clone();
         let audit = self.audit.clone();
         let ca_dir = self.ca_dir.clone();
+        // A fenced gateway's session: refused before anything runs (fence.rs).
+        if let Err(e) = self.fences.check(&session, &req) {
+            tracing::debug!(session = %session.label(), error = %e, "request of a fenced gateway refused");
+            return Box::pin(async move { (Err(e), Bytes::new()) });
+        }
         Box::pin(async move {
             match dispatch(node, audit, ca_dir, session, req, data).await {
                 Ok((r, d)) => (Ok(r), d),
@@ -190,6 +197,7 @@ impl Service for Daemon {
     }
 
     fn closed(&self, session: &Arc<Session>) {
+        self.fences.forget(session);
         self.node.session_closed(session.id);
     }
 }

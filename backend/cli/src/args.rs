@@ -233,6 +233,55 @@ pub enum GatewayCmd {
     /// High availability of the gateways (Corosync/Pacemaker; docs/ha.md).
     #[command(subcommand)]
     Ha(GatewayHaCmd),
+    /// Fence a gateway in the backend: every cairnd closes the sessions of the gateway's
+    /// certificate and refuses their requests (EACCES) until it is unfenced. Pacemaker's
+    /// fence agent runs it (appliance/ha/fence_cairn); admin only, audited.
+    #[command(long_about = FENCE_ABOUT)]
+    Fence(FenceArgs),
+    /// Lift a gateway's backend fence (the OCF agent's start, when the gateway rejoins its
+    /// cluster): its new sessions are served again. Admin only, audited.
+    Unfence(UnfenceArgs),
+    /// The gateways' fence records (fenced or not, generation, when, why).
+    Fences,
+}
+
+const FENCE_ABOUT: &str = "\
+Fence a gateway in the backend (docs/ha.md, \"Fencing\").
+
+Stores a fence record for NODE (the common name of the gateway's certificate) with a \
+generation one higher than its last. Every cairnd then closes the sessions of that \
+gateway (its locks, share reservations and leases go at once) and refuses every later \
+request of its sessions with EACCES (\"gateway NODE is fenced (generation N)...\"), so a \
+gateway that froze and resumes can neither write stale data nor serve stale reads. \
+Pacemaker's fence agent (appliance/ha/fence_cairn) runs it before the power fence; \
+`cairn gateway unfence NODE` lifts it.
+
+EXAMPLES:
+  cairn gateway fence gw1 --reason 'pacemaker: fenced by gw2'
+  cairn --json gateway fences
+
+EXIT STATUS:
+  0  the record is stored (NODE is fenced)
+  1  cairnd refused or failed (not an admin certificate: EACCES)
+  2  bad command line";
+
+#[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
+pub struct FenceArgs {
+    /// The gateway: its certificate's common name (= its Pacemaker node name).
+    #[arg(value_name = "NODE")]
+    pub node: String,
+    /// Why (kept in the record and the audit log).
+    #[arg(long, default_value = "")]
+    pub reason: String,
+}
+
+#[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
+pub struct UnfenceArgs {
+    #[arg(value_name = "NODE")]
+    pub node: String,
+    /// Lift only the fence of this generation (a later fence stays).
+    #[arg(long, value_name = "N")]
+    pub generation: Option<u64>,
 }
 
 #[derive(Subcommand, Debug, Clone, PartialEq, Eq)]

@@ -75,6 +75,16 @@ where
         crate::args::Command::Gateway(crate::args::GatewayCmd::Ha(
             crate::args::GatewayHaCmd::Undrain(a),
         )) => return crate::ha::drain(a, false, cli.json, out, err),
+        crate::args::Command::Gateway(
+            g @ (crate::args::GatewayCmd::Fence(_)
+            | crate::args::GatewayCmd::Unfence(_)
+            | crate::args::GatewayCmd::Fences),
+        ) => {
+            return match plan::settings(&cli) {
+                Ok(s) => crate::ha::fence(&s, g, out, err),
+                Err(e) => usage(err, &e),
+            }
+        }
         crate::args::Command::Iscsi(a) => {
             return match plan::settings(&cli) {
                 Ok(s) => crate::iscsi::iscsi(&s, a, out, err),

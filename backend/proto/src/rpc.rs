@@ -500,6 +500,8 @@ pub struct Session {
     pub unauthenticated: bool,
     tx: Sender,
     closed: Arc<AtomicBool>,
+    /// Notified by [`Session::close`]: the server stops reading this connection.
+    kill: Arc<tokio::sync::Notify>,
 }
 
 impl Session {
@@ -510,6 +512,14 @@ impl Session {
 
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
+    }
+
+    /// End this session from the server side (a fenced gateway's, for one): no further
+    /// request is read, the requests in flight are answered, then the connection is shut
+    /// and [`Service::closed`] runs (its locks and leases go). The peer sees the connection
+    /// close and must open a new session.
+    pub fn close(&self) {
+        self.kill.notify_one();
     }
 
     pub fn label(&self) -> String {
@@ -699,6 +709,7 @@ pub async fn serve_connection_with<S: Service>(
     // per request in flight (so every reply is written first).
     let tx = Sender::new(writer.clone());
     let unauthenticated = transport.is_tls() && principal.is_none();
+    let kill = Arc::new(tokio::sync::Notify::new());
 
     // HELLO first.
     let session = match frame::read_frame(&mut rd).await {
@@ -725,6 +736,7 @@ pub async fn serve_connection_with<S: Service>(
                     unauthenticated,
                     tx: tx.clone(),
                     closed: closed.clone(),
+                    kill: kill.clone(),
                 })
             }
             Ok(Request::Hello(h))
@@ -791,7 +803,14 @@ pub async fn serve_connection_with<S: Service>(
         if tx.is_full() && tx.room().await.is_err() {
             break;
         }
-        let f = match frame::read_frame(&mut rd).await {
+        let read = tokio::select! {
+            r = frame::read_frame(&mut rd) => r,
+            _ = kill.notified() => {
+                tracing::info!(session = %session.label(), "session closed by the server");
+                break;
+            }
+        };
+        let f = match read {
             Ok(f) => f,
             Err(FrameError::Closed) => break,
             Err(e) => {
