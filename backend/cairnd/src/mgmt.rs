@@ -629,7 +629,7 @@ async fn heal_local(
         }
         let mut ids = std::collections::BTreeSet::new();
         for (peer, _) in sl.brick.pending_counts() {
-            let r = crate::chain::exec_local(
+            let r = crate::exec::exec_local(
                 &sl,
                 cairn_proto::Creds::root(),
                 cairn_proto::msg::Op::PendingList { peer },
