@@ -29,17 +29,25 @@ pub async fn exec_local(
         }
     }
     let brick = slot.brick.clone();
-    let (volume, index) = (slot.volume.clone(), slot.index);
-    let name = op.name();
-    tokio::task::spawn_blocking(move || {
+    blocking(slot, op.name(), move || {
         let mode = if replica { Exec::Replica { result: result.as_ref() } } else { Exec::Primary };
         brick.execute(&creds, &op, &data, mode)
     })
     .await
-    .unwrap_or_else(|e| {
+}
+
+/// Run `f` (brick I/O) on a blocking thread. A task that panicked or was cancelled is
+/// `EIO` naming the volume, the brick and `what`: the one mapping of a failed blocking
+/// task in cairnd.
+pub async fn blocking<T, F>(slot: &BrickSlot, what: &str, f: F) -> Result<T, RemoteError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, RemoteError> + Send + 'static,
+{
+    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
         Err(RemoteError::new(
             Errno::EIO,
-            format!("{volume}: brick {index}: {name} task failed: {e}"),
+            format!("{}: brick {}: {what} task failed: {e}", slot.volume, slot.index),
         ))
     })
 }
@@ -67,18 +75,19 @@ pub(crate) fn is_storage_error(e: &RemoteError) -> bool {
     matches!(e.errno.0, libc::ENOSPC | libc::EDQUOT | libc::EROFS | libc::EIO)
 }
 
-/// Record `ids` as pending for `peer` on this brick, durably, before the client is answered.
-pub(crate) async fn mark_pending(slot: &Arc<BrickSlot>, peer: u32, ids: Vec<Id>) {
+/// Record `ids` as pending for `peer` on this brick, durably (fsynced), before the client
+/// is answered. An error names the brick, the peer and the id (the brick store's
+/// context): the caller decides (a head does not acknowledge the write, see
+/// `cairn_replication::ack`; a replica logs it, the head's record being the one that
+/// counts).
+pub(crate) async fn mark_pending(
+    slot: &Arc<BrickSlot>,
+    peer: u32,
+    ids: Vec<Id>,
+) -> Result<(), RemoteError> {
     let brick = slot.brick.clone();
-    let (volume, index) = (slot.volume.clone(), slot.index);
-    let r = tokio::task::spawn_blocking(move || -> Result<(), RemoteError> {
-        for id in ids {
-            brick.pending_add(peer, id)?;
-        }
-        Ok(())
+    blocking(slot, "pending_add", move || {
+        ids.into_iter().try_for_each(|id| brick.pending_add(peer, id))
     })
-    .await;
-    if !matches!(r, Ok(Ok(()))) {
-        tracing::error!(volume, brick = index, peer, "cannot record pending heal entries: {r:?}");
-    }
+    .await
 }

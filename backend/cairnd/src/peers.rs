@@ -126,6 +126,7 @@ pub async fn replicate(node: &Arc<Node>, req: ReplicateRequest, data: Bytes) -> 
         _ => None,
     };
     let (volume, brick, req_id) = (req.volume.clone(), req.brick, req.req);
+    let is_heal = matches!(req.op, Op::HealApply { .. });
     let out = match (req.req, req.confirm) {
         (Some(id), true) => {
             // The head asks whether this brick applied the op: never apply it now (it
@@ -151,7 +152,7 @@ pub async fn replicate(node: &Arc<Node>, req: ReplicateRequest, data: Bytes) -> 
             // end up the same.
             let touched = changed_ids(&req.op);
             let from = req.from_brick;
-            let is_heal = matches!(req.op, Op::HealApply { .. });
+
             // What this brick must re-copy if it cannot apply the op: what it changes, and
             // for a rename the inode the head moved.
             let mut owed = touched.clone();
@@ -164,7 +165,9 @@ pub async fn replicate(node: &Arc<Node>, req: ReplicateRequest, data: Bytes) -> 
                     if !is_heal {
                         // Recorded here too, before the head hears of it: a catch-up under
                         // way on this brick then copies these inodes before it comes up.
-                        mark_pending(&slot, slot.index, owed).await;
+                        if let Err(pe) = mark_pending(&slot, slot.index, owed).await {
+                            tracing::error!(volume = %slot.volume, brick = slot.index, error = %pe, "cannot flag a missed forward for this brick's own catch-up");
+                        }
                         missed_forward(node, &slot, &e);
                     }
                     return Err(e);
@@ -183,7 +186,15 @@ pub async fn replicate(node: &Arc<Node>, req: ReplicateRequest, data: Bytes) -> 
         }
     };
     for (peer, ids) in records {
-        mark_pending(&slot, peer, ids).await;
+        if let Err(e) = mark_pending(&slot, peer, ids).await {
+            if is_heal {
+                // The copy must carry its source's records (rule 3): the heal tries again.
+                return Err(e);
+            }
+            // The head's own record of the miss gates its acknowledgement; this copy of it
+            // only helps when the head is lost.
+            tracing::error!(volume, brick, peer, error = %e, "cannot record who missed a forwarded write");
+        }
     }
     if let Some(dst_dir) = moved_into {
         recall_moved_into(node, &volume, brick, dst_dir, req_id).await;

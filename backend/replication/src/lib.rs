@@ -19,7 +19,12 @@
 //! 5. When no brick of a set is `Up`, the bricks that are not stale (they missed no
 //!    acknowledged write) agree on one of them as the source ([`heal_plan`]), so a set
 //!    whose bricks all restarted comes back instead of each waiting for the other.
+//!
+//! What a head does once its own apply and the forwards are done (acknowledge, record,
+//! demote, step aside, re-send, fail) is decided by [`ack::AfterWrite`], which `cairnd`
+//! executes and the simulation drives.
 
+pub mod ack;
 pub mod dedupe;
 pub mod range_lock;
 

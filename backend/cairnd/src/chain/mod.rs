@@ -2,9 +2,11 @@
 //! which applies them, forwards mutations to the rest of the replica set, records pending
 //! heals for bricks that are down, and recalls other clients' leases before answering.
 
+mod apply;
 mod copy;
 mod inline;
 mod mutate;
+mod settle;
 
 use crate::exec::{exec_local, stale, OpResult};
 use crate::node::Node;
