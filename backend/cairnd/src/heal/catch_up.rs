@@ -2,7 +2,7 @@
 
 use super::run::PEER_WAIT;
 use super::{brick_call, crawl_count, parallelism, peer_online};
-use crate::exec::exec_local;
+use crate::exec::{blocking, exec_local};
 use crate::node::{BrickSlot, Node};
 use bytes::Bytes;
 use cairn_proto::map::{BrickState, ReplicaSet, VolumeMap};
@@ -216,17 +216,10 @@ async fn sync_from(
 /// Record `id` on this brick as pending for each of `peers`, durably.
 async fn keep_own(slot: &Arc<BrickSlot>, peers: Vec<u32>, id: Id) -> Result<(), RemoteError> {
     let brick = slot.brick.clone();
-    let (volume, index) = (slot.volume.clone(), slot.index);
-    tokio::task::spawn_blocking(move || {
+    blocking(slot, "pending_add", move || {
         peers.into_iter().try_for_each(|p| brick.pending_add(p, id))
     })
     .await
-    .unwrap_or_else(|e| {
-        Err(RemoteError::new(
-            Errno::EIO,
-            format!("{volume}: brick {index}: pending_add task failed: {e}"),
-        ))
-    })
 }
 
 /// Clear the records of `id` for brick `me` held by `recorders`, each only if it still has

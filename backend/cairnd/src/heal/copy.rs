@@ -2,7 +2,7 @@
 //! ranges) and the target side's `HealWrite` with its bandwidth accounting.
 
 use super::bandwidth;
-use crate::exec::{exec_local, OpResult};
+use crate::exec::{blocking, exec_local, OpResult};
 use crate::node::{BrickSlot, Node};
 use bytes::Bytes;
 use cairn_brick::{heal_diff, CSUM_BLOCK as BLOCK};
@@ -140,9 +140,8 @@ async fn copy_range(
 ) -> Result<Duration, RemoteError> {
     let _g = node.lock_inodes(&slot.volume, slot.index, &[id]).await;
     let brick = slot.brick.clone();
-    let (extents, data) = tokio::task::spawn_blocking(move || brick.heal_extents(id, a, b))
-        .await
-        .map_err(|e| RemoteError::new(Errno::EIO, format!("heal_extents task failed: {e}")))??;
+    let (extents, data) =
+        blocking(slot, "heal_extents", move || brick.heal_extents(id, a, b)).await?;
     if extents.is_empty() {
         return Ok(Duration::ZERO);
     }
@@ -159,9 +158,7 @@ async fn copy_range(
 /// The state of `id` on this brick (regular file data left out), as `HealFetch` gives it.
 async fn meta(slot: &Arc<BrickSlot>, id: Id) -> Result<Box<HealState>, RemoteError> {
     let brick = slot.brick.clone();
-    tokio::task::spawn_blocking(move || brick.heal_meta(id).map(Box::new))
-        .await
-        .map_err(|e| RemoteError::new(Errno::EIO, format!("heal_meta task failed: {e}")))?
+    blocking(slot, "heal_meta", move || brick.heal_meta(id).map(Box::new)).await
 }
 
 fn sums(r: OpResult) -> Result<Box<HealSums>, RemoteError> {
