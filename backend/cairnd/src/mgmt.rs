@@ -92,10 +92,24 @@ pub fn changes_access(req: &MgmtRequest) -> Option<(&str, &str)> {
     }
 }
 
-pub fn validate_option(key: &str, value: &str) -> Result<(), String> {
+/// A volume option `cairn volume set` refuses.
+#[derive(Debug, thiserror::Error)]
+pub enum OptionError {
+    #[error("option {key} does not exist")]
+    Unknown { key: String },
+    #[error("invalid value '{value}' for option {key} ({help})")]
+    Invalid { key: String, value: String, help: &'static str },
+    #[error("invalid value '{value}' for option {key}: {why}")]
+    Access { key: String, value: String, why: String },
+}
+
+pub fn validate_option(key: &str, value: &str) -> Result<(), OptionError> {
     if key == crate::access::ALLOW || key == crate::access::REJECT {
-        return crate::access::validate(value)
-            .map_err(|e| format!("invalid value '{value}' for option {key}: {e}"));
+        return crate::access::validate(value).map_err(|why| OptionError::Access {
+            key: key.to_string(),
+            value: value.to_string(),
+            why,
+        });
     }
     let on_off = |v: &str| matches!(v, "on" | "off");
     let ok = match key {
@@ -113,13 +127,13 @@ pub fn validate_option(key: &str, value: &str) -> Result<(), String> {
         "cluster.quorum-count" => {
             value.parse::<u32>().map(|n| (1..=3).contains(&n)).unwrap_or(false)
         }
-        _ => return Err(format!("option {key} does not exist")),
+        _ => return Err(OptionError::Unknown { key: key.to_string() }),
     };
     if ok {
         Ok(())
     } else {
         let help = OPTIONS.iter().find(|(k, _)| *k == key).map(|(_, h)| *h).unwrap_or("");
-        Err(format!("invalid value '{value}' for option {key} ({help})"))
+        Err(OptionError::Invalid { key: key.to_string(), value: value.to_string(), help })
     }
 }
 
@@ -412,17 +426,25 @@ mod tests {
         assert!(validate_option("features.read-only", "on").is_ok());
         assert!(validate_option("features.read-only", "yes")
             .unwrap_err()
+            .to_string()
             .contains("invalid value"));
         assert!(validate_option("performance.cache-timeout", "11").is_err());
-        assert!(validate_option("nfs.disable", "on").unwrap_err().contains("does not exist"));
+        assert!(validate_option("nfs.disable", "on")
+            .unwrap_err()
+            .to_string()
+            .contains("does not exist"));
         assert!(validate_option("auth.allow", "127.0.0.1,10.1.*,10.0.0.0/24,::1").is_ok());
         assert!(validate_option("auth.reject", "*").is_ok());
-        let e = validate_option("auth.allow", "10.0.0.0/40").unwrap_err();
+        let e = validate_option("auth.allow", "10.0.0.0/40").unwrap_err().to_string();
         assert!(e.contains("auth.allow") && e.contains("10.0.0.0/40"), "{e}");
         assert!(validate_option("auth.reject", "").is_err());
         for (k, _) in OPTIONS {
             assert!(
-                !validate_option(k, "").err().unwrap_or_default().contains("does not exist"),
+                !validate_option(k, "")
+                    .err()
+                    .map(|e| e.to_string())
+                    .unwrap_or_default()
+                    .contains("does not exist"),
                 "{k}"
             );
         }
