@@ -7,8 +7,10 @@ mod authz;
 mod chain;
 mod delegs;
 mod enroll;
+mod exec;
 mod fence;
 mod heal;
+mod heal_stats;
 mod identity;
 mod inode_locks;
 mod leases;
@@ -16,6 +18,8 @@ mod locks;
 mod metrics;
 mod mgmt;
 mod node;
+mod ops;
+mod peers;
 mod scrub;
 mod service;
 mod shares;
@@ -279,9 +283,10 @@ async fn main() -> anyhow::Result<()> {
         .register_node(&name, &addr, args.lease_ttl)
         .await
         .context("registering the node lease")?;
-    let mut node = node::Node::new(name.clone(), addr.clone(), store, lease);
+    let (mut node, events) = node::Node::new(name.clone(), addr.clone(), store, lease);
     node.uuid = uuid.clone();
     let node = Arc::new(node);
+    tokio::spawn(route_events(node.clone(), events));
     let audit_path = args.audit_log.clone().unwrap_or_else(|| match &args.log_file {
         Some(f) => f.with_file_name("audit.log"),
         None => args.state_dir.join("audit.log"),
@@ -326,5 +331,25 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = term.recv() => {}
         _ = int.recv() => {}
+    }
+}
+
+/// Route what the node reports to the parts that act on it (`node::Event`).
+async fn route_events(
+    node: Arc<node::Node>,
+    mut events: tokio::sync::mpsc::UnboundedReceiver<node::Event>,
+) {
+    while let Some(e) = events.recv().await {
+        match e {
+            node::Event::BrickOpened(slot) => heal::spawn(node.clone(), slot),
+            node::Event::OpensLeft(opens) => {
+                let node = node.clone();
+                tokio::spawn(async move {
+                    for (volume, brick, id) in opens {
+                        peers::release_everywhere(&node, &volume, brick, id).await;
+                    }
+                });
+            }
+        }
     }
 }

@@ -24,7 +24,17 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 /// An inode a session holds open on a brick: (volume, brick, id).
-type OpenRef = (String, u32, Id);
+pub type OpenRef = (String, u32, Id);
+
+/// What the node reports to the parts above it, on a channel (`main` routes each event):
+/// the node never calls heal or the chain itself, so they may depend on it and not the
+/// other way round.
+pub enum Event {
+    /// A brick was opened and starts out Healing: its heal loop must run.
+    BrickOpened(Arc<BrickSlot>),
+    /// A closed session still held these opens: drop them on the head and every replica.
+    OpensLeft(Vec<OpenRef>),
+}
 
 pub struct BrickSlot {
     pub volume: String,
@@ -35,7 +45,7 @@ pub struct BrickSlot {
     /// Set when the volume stops: the heal task and the syncer end.
     pub stopped: AtomicBool,
     /// Heal crawl statistics (`cairn volume heal VOL statistics`).
-    pub heal: Mutex<crate::heal::HealStats>,
+    pub heal: Mutex<crate::heal_stats::HealStats>,
     /// Request ids of the mutations this brick applied, with their results, so a client's
     /// retry is answered instead of applied twice (`cairn_replication::dedupe`).
     pub dedupe: Mutex<cairn_replication::dedupe::Table<(Reply, bytes::Bytes)>>,
@@ -144,16 +154,25 @@ pub struct Node {
     members: RwLock<(Vec<String>, HashSet<IpAddr>)>,
     /// (volume, address) refusals already logged.
     refused: Mutex<HashSet<(String, IpAddr)>>,
+    /// Where this node reports its [`Event`]s.
+    events: tokio::sync::mpsc::UnboundedSender<Event>,
 }
 
 impl Node {
-    pub fn new(name: String, addr: String, store: Arc<Store>, lease: NodeLease) -> Node {
+    /// The node, and the receiving end of its [`Event`]s (someone must route them).
+    pub fn new(
+        name: String,
+        addr: String,
+        store: Arc<Store>,
+        lease: NodeLease,
+    ) -> (Node, tokio::sync::mpsc::UnboundedReceiver<Event>) {
+        let (events, rx) = tokio::sync::mpsc::unbounded_channel();
         let source = addr
             .parse::<std::net::SocketAddr>()
             .ok()
             .map(|a| a.ip())
             .filter(|ip| !ip.is_unspecified());
-        Node {
+        let node = Node {
             name,
             addr,
             uuid: String::new(),
@@ -174,7 +193,14 @@ impl Node {
             access: RwLock::default(),
             members: RwLock::default(),
             refused: Mutex::default(),
-        }
+            events,
+        };
+        (node, rx)
+    }
+
+    fn report(&self, e: Event) {
+        // Closed only when the router ended, i.e. at shutdown.
+        let _ = self.events.send(e);
     }
 
     /// The node's liveness lease (brick states are published under it).
@@ -340,7 +366,7 @@ impl Node {
                                 tracing::warn!(volume = %v.name, brick = b.index, error = %e, "cannot publish brick state");
                             }
                             tracing::info!(volume = %v.name, brick = b.index, path = %b.path, "brick opened; catching up with peers");
-                            crate::heal::spawn(self.clone(), slot);
+                            self.report(Event::BrickOpened(slot));
                         }
                         Ok(Err(e)) => {
                             // Never served as is: an emptied directory (disk replaced) is
@@ -584,7 +610,7 @@ impl Node {
 
     /// A client connection closed: release its locks, share reservations, leases,
     /// delegations and opens.
-    pub fn session_closed(self: &Arc<Self>, session: u64) {
+    pub fn session_closed(&self, session: u64) {
         self.locks.release_session(session);
         self.shares.release_session(session);
         self.leases.drop_session(session);
@@ -593,11 +619,6 @@ impl Node {
         if opens.is_empty() {
             return;
         }
-        let node = self.clone();
-        tokio::spawn(async move {
-            for (volume, brick, id) in opens {
-                crate::chain::release_everywhere(&node, &volume, brick, id).await;
-            }
-        });
+        self.report(Event::OpensLeft(opens));
     }
 }

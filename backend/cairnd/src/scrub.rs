@@ -2,12 +2,11 @@
 //! every regular file of its `Up` bricks and checks it against its checksums, so corruption
 //! in copies no client reads (a replica that is not the chain head) is found too. A copy
 //! that fails is repaired at once: from a replica when this brick heads the inode
-//! (`chain::repair_from_replica`), else by asking the head to copy its (verified) state
+//! (`heal::repair_from_replica`), else by asking the head to copy its (verified) state
 //! here (`HEAL_SYNC`). Throttled to about `SCRUB_RATE` bytes per second per brick; one line
 //! per pass is logged (files, bytes, corrupt, repaired).
 
-use crate::chain::repair_from_replica;
-use crate::heal::brick_call;
+use crate::heal::{brick_call, repair_from_replica};
 use crate::node::{BrickSlot, Node};
 use cairn_proto::msg::Op;
 use cairn_proto::{Errno, Id, RemoteError};

@@ -129,7 +129,7 @@ async fn dispatch(
         Request::Replicate(r) => {
             let op = r.op.name();
             let t = std::time::Instant::now();
-            let res = chain::replicate(&node, r, data).await;
+            let res = crate::peers::replicate(&node, r, data).await;
             metrics::observe_replica(op, t.elapsed(), res.is_ok());
             res
         }

@@ -24,7 +24,7 @@ pub struct Args {
     pub write_behind: bool,
     /// Let the kernel cache written pages and send them in large writes (FUSE writeback
     /// cache, `writeback_cache` / `wbcache`; on by default). The kernel then keeps its own
-    /// mtime and size of cached files; fs.rs replaces stale inodes (see `entry_generation`).
+    /// mtime and size of cached files; `fs/` replaces stale inodes (see `fs::entries::entry_generation`).
     pub writeback_cache: bool,
     /// Quick-read: files up to this size come with their lookup (0: off).
     pub quick_read: u32,

@@ -627,6 +627,18 @@ mod tests {
     use super::*;
     use crate::frame::{decode, encode};
 
+    #[test]
+    /// (Here rather than in `frame`, which knows no message type: `frame` stays below `msg`.)
+    fn decode_garbage_header_fails_cleanly() {
+        let r: Result<Request, _> = decode(&[0xff, 0xff, 0xff, 0xff, 1, 2, 3]);
+        assert!(r.is_err());
+        // A length prefix claiming 2^60 elements must not allocate.
+        let mut evil = vec![2u8, 0, 0, 0]; // Request::Brick, whose first field is a string
+        evil.extend_from_slice(&(1u64 << 60).to_le_bytes());
+        let r: Result<Request, _> = decode(&evil);
+        assert!(r.is_err());
+    }
+
     /// `BrickRequest` as peers built before request ids encode it.
     #[derive(Debug, PartialEq, Serialize, Deserialize)]
     enum OldRequest {

@@ -19,7 +19,12 @@
 //! 5. When no brick of a set is `Up`, the bricks that are not stale (they missed no
 //!    acknowledged write) agree on one of them as the source ([`heal_plan`]), so a set
 //!    whose bricks all restarted comes back instead of each waiting for the other.
+//!
+//! What a head does once its own apply and the forwards are done (acknowledge, record,
+//! demote, step aside, re-send, fail) is decided by [`ack::AfterWrite`], which `cairnd`
+//! executes and the simulation drives.
 
+pub mod ack;
 pub mod dedupe;
 pub mod range_lock;
 
@@ -141,8 +146,8 @@ impl Quorum {
         }
     }
 
-    /// `Err(why)` if a write to `set` must be refused.
-    pub fn check(self, set: &ReplicaSet) -> Result<(), String> {
+    /// `Err` if a write to `set` must be refused.
+    pub fn check(self, set: &ReplicaSet) -> Result<(), QuorumLost> {
         let n = set.bricks.len();
         let up = set.bricks.iter().filter(|b| b.state == BrickState::Up).count();
         let first_up = set.bricks.first().map(|b| b.state == BrickState::Up).unwrap_or(false);
@@ -162,8 +167,18 @@ impl Quorum {
             Quorum::Fixed(k) => format!("{k} of {n}"),
             Quorum::None => unreachable!(),
         };
-        Err(format!("quorum not met: {up} of {n} bricks up, {need} needed"))
+        Err(QuorumLost { up, of: n, need })
     }
+}
+
+/// A replica set without its write quorum ([`Quorum::check`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("quorum not met: {up} of {of} bricks up, {need} needed")]
+pub struct QuorumLost {
+    pub up: usize,
+    pub of: usize,
+    /// What the quorum type asks for, in words.
+    pub need: String,
 }
 
 #[cfg(test)]
@@ -210,7 +225,7 @@ mod tests {
         // Replica 2, auto: exactly half is enough only with the first brick.
         assert!(Quorum::Auto.check(&set(&[Up, Up])).is_ok());
         assert!(Quorum::Auto.check(&set(&[Up, Down])).is_ok());
-        let e = Quorum::Auto.check(&set(&[Down, Up])).unwrap_err();
+        let e = Quorum::Auto.check(&set(&[Down, Up])).unwrap_err().to_string();
         assert!(e.contains("1 of 2 bricks up") && e.contains("first brick"), "{e}");
         assert!(Quorum::Auto.check(&set(&[Healing, Up])).is_err());
         // Replica 3, auto: two of three.
@@ -218,7 +233,11 @@ mod tests {
         assert!(Quorum::Auto.check(&set(&[Up, Down, Healing])).is_err());
         // Fixed and none.
         assert!(Quorum::Fixed(2).check(&set(&[Up, Down, Up])).is_ok());
-        assert!(Quorum::Fixed(3).check(&set(&[Up, Down, Up])).unwrap_err().contains("3 of 3"));
+        assert!(Quorum::Fixed(3)
+            .check(&set(&[Up, Down, Up]))
+            .unwrap_err()
+            .to_string()
+            .contains("3 of 3"));
         assert!(Quorum::None.check(&set(&[Down, Up])).is_ok());
         assert_eq!(Quorum::from_options(Some("fixed"), Some("2")), Quorum::Fixed(2));
         assert_eq!(Quorum::from_options(None, None), Quorum::None);

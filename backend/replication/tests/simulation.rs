@@ -14,6 +14,7 @@
 use cairn_placement::head;
 use cairn_proto::map::{BrickInfo, BrickState, ReplicaSet};
 use cairn_proto::Id;
+use cairn_replication::ack::{Action, AfterWrite, Forward, Input, Local};
 use cairn_replication::{heal_plan, may_come_up, plan};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -49,6 +50,17 @@ struct World {
     ignore_stale: bool,
     /// Chance that a forward fails, in percent.
     forward_fails: u64,
+    /// Chance that a replica refuses a forward (its map does not show the head up).
+    refuses: u64,
+    /// Chance that the head's own storage fails a write.
+    head_fails: u64,
+    /// Chance that a pending record cannot be written on the head.
+    pending_fails: u64,
+    /// Chance that the config store refuses a stale marker.
+    stale_fails: u64,
+    /// Broken on purpose (checker test): the runtime reports a pending record it could
+    /// not write as written, as `cairnd` did when `mark_pending` returned `()`.
+    pending_failure_ignored: bool,
     log: Vec<String>,
 }
 
@@ -64,6 +76,11 @@ impl World {
             next_v: 0,
             ignore_stale: false,
             forward_fails: 15,
+            refuses: 3,
+            head_fails: 3,
+            pending_fails: 4,
+            stale_fails: 3,
+            pending_failure_ignored: false,
             log: vec![],
         }
     }
@@ -101,10 +118,14 @@ impl World {
             || self.unacked.get(&id).is_some_and(|u| u.contains(&got))
     }
 
-    /// A write; `fenced`: the head's node loses its lease during it (SIGTERM, partition
-    /// from the config store): applied and forwarded, missed bricks recorded and marked,
-    /// but not acknowledged — the head flags the inode for itself to re-copy, and leaves
-    /// service (down, or back to healing with a new lease).
+    /// A write, decided by the real rules: the head applies it (its storage may fail),
+    /// forwards it (a forward may be missed, or refused as from a head the replica does not
+    /// see up), and then executes what `cairn_replication::ack::AfterWrite` asks for,
+    /// each action failing now and then as its I/O would (a pending record the brick
+    /// cannot write, a stale marker the config store refuses). `fenced`: the head's node
+    /// loses its lease during the write (SIGTERM, partition from the config store): its
+    /// check before the acknowledgement fails, and it leaves service (down, or back to
+    /// healing with a new lease).
     fn write(&mut self, id: Id, rng: &mut Rng, fenced: bool) {
         let Some(p) = plan(&self.set(), id) else {
             self.log.push(format!("write {id:?}: unavailable"));
@@ -113,43 +134,112 @@ impl World {
         let h = p.head as usize;
         self.next_v += 1;
         let v = self.next_v;
-        self.bricks[h].data.insert(id, v);
-        let mut applied = vec![p.head];
-        let mut missed = p.pending.clone();
+        let local = if rng.chance(self.head_fails) {
+            Local::StorageFailed
+        } else {
+            self.bricks[h].data.insert(id, v);
+            Local::Applied
+        };
+        // Sent alongside the head's own write, as a data write is.
+        let mut forwards = vec![];
         for &f in &p.forward {
-            if rng.chance(self.forward_fails) {
-                missed.push(f); // the forward failed
-            } else {
-                self.bricks[f as usize].data.insert(id, v);
-                applied.push(f);
-            }
+            let r = self.forward(f, id, v, &p.pending, rng);
+            forwards.push((f, r));
         }
-        // Rule 1: the head and every replica that applied it record who missed it.
-        for &m in &missed {
-            for &a in &applied {
-                self.record(a, m, id);
+        let set = self.set();
+        let takers = p
+            .forward
+            .iter()
+            .copied()
+            .filter(|&f| set.bricks[f as usize].state == BrickState::Up)
+            .collect();
+        let mut after = AfterWrite::new(Input {
+            head: p.head,
+            local,
+            forwards,
+            down: p.pending.clone(),
+            takers,
+            resends: 2,
+        });
+        let mut did = vec![];
+        let end = loop {
+            let a = after.next_action();
+            let ok = match &a {
+                Action::Acknowledge | Action::Fail(_) => break a,
+                Action::Resend(to) => {
+                    for &f in to {
+                        let r = self.forward(f, id, v, &p.pending, rng);
+                        after.resent(f, r);
+                    }
+                    true
+                }
+                Action::MarkPending { peer } => {
+                    let ok = !rng.chance(self.pending_fails);
+                    if ok {
+                        self.record(p.head, *peer, id);
+                    }
+                    // The old runtime: `mark_pending` returned `()`, its failure only logged.
+                    ok || self.pending_failure_ignored
+                }
+                Action::CopyPending { peer, to } => {
+                    for &t in to {
+                        if self.bricks[t as usize].life != Life::Down {
+                            self.record(t, *peer, id);
+                        }
+                    }
+                    true
+                }
+                Action::MarkStale { brick, by } => {
+                    // The config store's rule (`Store::mark_stale`): only a brick that is
+                    // up and not stale itself may demote another.
+                    let by_up = self.set().bricks[*by as usize].state == BrickState::Up;
+                    let ok = by_up && !rng.chance(self.stale_fails);
+                    if ok {
+                        self.stale.insert(*brick);
+                    }
+                    ok
+                }
+                Action::CheckServing => !fenced,
+            };
+            did.push(format!("{a:?}{}", if ok { "" } else { " FAILED" }));
+            after.done(ok);
+        };
+        self.log.push(format!(
+            "write {id:?} v{v} head {} {local:?}: {}; {end:?}",
+            p.head,
+            did.join(", ")
+        ));
+        match end {
+            Action::Acknowledge => {
+                self.acked.insert(id, v);
+                self.unacked.remove(&id);
             }
-            // Rule 2: stale before the ack.
-            self.stale.insert(m);
+            _ => {
+                self.unacked.entry(id).or_default().insert(v);
+            }
         }
         if fenced {
-            self.record(p.head, p.head, id);
-            self.unacked.entry(id).or_default().insert(v);
             let down = rng.chance(50);
             self.bricks[h].life = if down { Life::Down } else { Life::Healing };
-            self.log.push(format!(
-                "fenced write {id:?} v{v} head {} applied {applied:?} missed {missed:?}; head {}",
-                p.head,
-                if down { "down" } else { "healing" }
-            ));
-            return;
+            self.log.push(format!("head {} {}", p.head, if down { "down" } else { "healing" }));
         }
-        self.acked.insert(id, v);
-        self.unacked.remove(&id);
-        self.log.push(format!(
-            "write {id:?} v{v} head {} applied {applied:?} missed {missed:?}",
-            p.head
-        ));
+    }
+
+    /// One forward of write `v` of `id` to brick `f`: missed (`forward_fails`), refused
+    /// (`refuses`: the replica does not see the head up yet), or applied — and then the
+    /// replica records, as it applies it, the bricks the head's plan found down.
+    fn forward(&mut self, f: u32, id: Id, v: u64, down: &[u32], rng: &mut Rng) -> Forward {
+        if rng.chance(self.forward_fails) {
+            return Forward::Missed;
+        }
+        if rng.chance(self.refuses) {
+            return Forward::Refused;
+        }
+        self.bricks[f as usize].data.insert(id, v);
+        for &m in down {
+            self.record(f, m, id);
+        }
+        Forward::Applied
     }
 
     fn read(&self, id: Id) -> Result<(), String> {
@@ -284,8 +374,18 @@ impl World {
 }
 
 fn run(seed: u64, replicas: usize, steps: usize) -> Result<(), String> {
+    run_with(seed, replicas, steps, |_| {})
+}
+
+fn run_with(
+    seed: u64,
+    replicas: usize,
+    steps: usize,
+    setup: impl Fn(&mut World),
+) -> Result<(), String> {
     let mut rng = Rng(seed | 1);
     let mut w = World::new(replicas);
+    setup(&mut w);
     let ids: Vec<Id> = (0..6).map(|i| Id((1u128 << 96) | (i * 7919 + 3))).collect();
     for step in 0..steps {
         let id = ids[rng.below(ids.len() as u64) as usize];
@@ -442,4 +542,27 @@ fn the_simulation_catches_a_broken_rule() {
         (0..200).any(|s| run_head_only(s * 7 + 1).is_err()),
         "a broken protocol must be caught"
     );
+}
+
+/// The runtime must do what the rules say. One that counts a pending record it could not
+/// write as written — `cairnd` before issue 21, whose `mark_pending` returned `()` and only
+/// logged a failure — acknowledges writes that a returning brick never re-copies: it comes
+/// up without them. Some seed must expose that (while the same seeds pass with the runtime
+/// as it is, `acknowledged_writes_survive_random_failures`).
+#[test]
+fn a_runtime_that_ignores_a_failed_pending_record_is_caught() {
+    let broken = |w: &mut World| {
+        w.pending_failure_ignored = true;
+        w.pending_fails = 30;
+    };
+    let caught = (0..200u64)
+        .find_map(|seed| run_with(seed.wrapping_mul(0x9E3779B97F4A7C15) ^ 2, 2, 400, broken).err());
+    let e = caught.expect("a runtime ignoring failed pending records must be caught");
+    assert!(e.contains("is up but holds") || e.contains("returned v"), "{e}");
+    // The same faults with the runtime as it is: nothing lost.
+    let sound = |w: &mut World| w.pending_fails = 30;
+    for seed in 0..200u64 {
+        run_with(seed.wrapping_mul(0x9E3779B97F4A7C15) ^ 2, 2, 400, sound)
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    }
 }
