@@ -316,7 +316,7 @@ impl Volume {
         match &a {
             // One set's copy of a directory: the next getattr merges every set's.
             Ok(a) if a.kind != FileType::Directory => {
-                i.attrs.put_change(token, a);
+                i.put_own(token, a);
             }
             _ => i.attrs.invalidate(id),
         }
