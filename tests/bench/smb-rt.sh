@@ -8,6 +8,9 @@
 # (module function, libcairn call).
 set -uo pipefail
 export SMB_CAIRN_EXTRA="cairn:trace round trips = yes"
+# TLS (docs/security.md): the clusters' CA and the admin credential, as tests/run-all.sh sets them.
+export CAIRN_CA_DIR=${CAIRN_CA_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)/build/bench-tmp/ca}
+export CAIRN_CREDENTIALS=${CAIRN_CREDENTIALS:-$CAIRN_CA_DIR/admin.pem}
 # shellcheck source=tests/smb/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../smb/lib.sh"
 N=${BENCH_FILES:-50}

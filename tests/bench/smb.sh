@@ -5,20 +5,57 @@
 #   - 4 KiB small files: create, read, delete (BENCH_FILES files, one session per phase)
 #   - session setup + teardown (connect, ls, disconnect)
 #   - descriptors of the smbd serving the delete session (a leak would grow them)
-# Prints a table with the vfs_cairn / stock ratio and the Gluster reference (Samba 4.17 +
-# vfs_glusterfs over a 4-brick Gluster volume, measured on this kind of machine; see issue
-# 4), and saves it as tests/bench/results/<date>-smb.md (-2, -3, ... for later runs that day;
+# and, in the same smbd and run, Samba's vfs_glusterfs over a 2 x 2 Gluster volume on the
+# same disk (tests/bench/gluster.sh; needs glusterfs-server, as make bench installs; left
+# out with a note when it cannot start, or with BENCH_GLUSTER=0).
+# Prints a table with the vfs_cairn / stock and vfs_cairn / vfs_glusterfs ratios, and saves
+# it as tests/bench/results/<date>-smb.md (-2, -3, ... for later runs that day;
 # BENCH_SAVE=0: do not save).
-# Env: BENCH_BIG_MIB (1024), BENCH_FILES (2000), BENCH_SESSIONS (20), BENCH_RESULTS
+# Env: BENCH_BIG_MIB (1024), BENCH_FILES (2000), BENCH_SESSIONS (20), BENCH_RESULTS,
+#      BENCH_GLUSTER (1)
 set -uo pipefail
+# TLS (docs/security.md): the clusters' CA and the admin credential, as tests/run-all.sh sets them.
+export CAIRN_CA_DIR=${CAIRN_CA_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)/build/bench-tmp/ca}
+export CAIRN_CREDENTIALS=${CAIRN_CREDENTIALS:-$CAIRN_CA_DIR/admin.pem}
 # shellcheck source=tests/smb/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../smb/lib.sh"
+# shellcheck source=tests/bench/gluster.sh
+. "$(dirname "${BASH_SOURCE[0]}")/gluster.sh"
 BIG_MIB=${BENCH_BIG_MIB:-1024}
 NFILES=${BENCH_FILES:-2000}
 SESSIONS=${BENCH_SESSIONS:-20}
 RESULTS=${BENCH_RESULTS:-$CL_REPO/tests/bench/results}
 
-smb_up 1
+# gluster_share DIR: start Gluster (gl-rep, 2 x 2) and add [gluster], served by
+# vfs_glusterfs through gfapi, to the smb.conf in DIR (before smbd starts).
+gluster_share() {
+    [[ ${BENCH_GLUSTER:-1} == 1 ]] || return 0
+    gl_up "$CL_DIR/gluster" || return 0
+    chmod 0777 "$GL_REP" # as the vfs_cairn share's root
+    {
+        echo "[gluster]"
+        echo "    path = /"
+        echo "    read only = no"
+        echo "    vfs objects = acl_xattr streams_xattr glusterfs"
+        echo "    glusterfs:volume = gl-rep"
+        echo "    glusterfs:volfile_server = $GL_ADDR"
+        echo "    glusterfs:logfile = $GL_DIR/log/vfs-glusterfs.log"
+        echo "    acl_xattr:ignore system acls = yes"
+        echo "    kernel share modes = no"
+        echo "    valid users = $SMB_USER root"
+    } >>"$1/smb.conf"
+}
+bench_cleanup() {
+    local rc=$?
+    gl_down
+    (exit "$rc")
+    smb_cleanup
+}
+
+smb_up 1 gluster_share
+trap bench_cleanup EXIT
+SHARES=(stock vol0)
+[[ -n $GL_REP ]] && SHARES+=(gluster)
 work=$CL_DIR/bench
 mkdir -p "$work/small"
 echo "# preparing a ${BIG_MIB} MiB file and $NFILES 4 KiB files" >&2
@@ -48,7 +85,7 @@ watch_fds() {
     echo "${first:-?} -> $max"
 }
 
-for share in stock vol0; do
+for share in "${SHARES[@]}"; do
     echo "# $share: 1 GiB put/get" >&2
     t0=$(now); smbc "$share" "put $work/big big" >/dev/null || fail "$share: put big"; t1=$(now)
     R[$share,put]=$(rate "$BIG_MIB" "$t0" "$t1")
@@ -94,20 +131,27 @@ build_kind() {
     *) echo "unknown ($1)" ;;
     esac
 }
-ratio() { python3 -c "print('%.2f' % (float('${R[vol0,$1]}') / float('${R[stock,$1]}')))"; }
+# ratio KEY OTHER: vfs_cairn's value over OTHER's ("-" without OTHER's)
+ratio() {
+    [[ -n ${R[$2,$1]:-} ]] || { echo -; return; }
+    python3 -c "print('%.2f' % (float('${R[vol0,$1]}') / float('${R[$2,$1]}')))"
+}
 table() {
-    printf '| %s | %s | %s | %s | %s |\n' "SMB over loopback (smbclient)" vfs_cairn stock \
-        "ratio" "Gluster (vfs_glusterfs / plain)"
-    printf '|---|---:|---:|---:|---|\n'
-    row() { printf '| %s | %s | %s | %s | %s |\n' "$1" "${R[vol0,$2]}" "${R[stock,$2]}" "$(ratio "$2")" "$3"; }
-    row "put ${BIG_MIB} MiB (MiB/s, wall clock)" put "69 wall clock (290 by smbclient)"
-    row "get ${BIG_MIB} MiB (MiB/s, wall clock)" get "69 wall clock (290 by smbclient)"
-    row "create 4 KiB files, one session (files/s)" create "125 / 868"
-    row "read 4 KiB files, one session (files/s)" read "157 / 1912"
-    row "delete 4 KiB files, one session (files/s)" delete "102 / 1605"
-    row "session setup+ls+teardown (ms)" session "~10 000 (client teardown)"
-    printf '| %s | %s | %s | | %s |\n' "smbd descriptors in the $NFILES-file delete session (first -> max)" \
-        "${R[vol0,fds]}" "${R[stock,fds]}" "ran out of handles (leak)"
+    printf '| %s | %s | %s | %s | %s | %s |\n' "SMB over loopback (smbclient)" vfs_cairn stock \
+        "vfs_glusterfs (2 x 2)" "cairn / stock" "cairn / vfs_glusterfs"
+    printf '|---|---:|---:|---:|---:|---:|\n'
+    row() {
+        printf '| %s | %s | %s | %s | %s | %s |\n' "$1" "${R[vol0,$2]}" "${R[stock,$2]}" \
+            "${R[gluster,$2]:--}" "$(ratio "$2" stock)" "$(ratio "$2" gluster)"
+    }
+    row "put ${BIG_MIB} MiB (MiB/s, wall clock)" put
+    row "get ${BIG_MIB} MiB (MiB/s, wall clock)" get
+    row "create 4 KiB files, one session (files/s)" create
+    row "read 4 KiB files, one session (files/s)" read
+    row "delete 4 KiB files, one session (files/s)" delete
+    row "session setup+ls+teardown (ms)" session
+    printf '| %s | %s | %s | %s | | |\n' "smbd descriptors in the $NFILES-file delete session (first -> max)" \
+        "${R[vol0,fds]}" "${R[stock,fds]}" "${R[gluster,fds]:--}"
 }
 echo
 table
@@ -123,7 +167,7 @@ if [[ ${BENCH_SAVE:-1} == 1 ]]; then
             "volume 2 x 2 (replica 2) on the local disk;" \
             "smbd $(smbd --version | awk '{print $2}') with vfs_cairn and a stock share on the" \
             "same disk, same smbd; $NFILES files of 4 KiB; ${BIG_MIB} MiB file"
-        echo "- ratio = vfs_cairn / stock; Gluster = Samba 4.17 + vfs_glusterfs, 4-brick volume"
+        echo "- ratios = vfs_cairn / stock and vfs_cairn / vfs_glusterfs (Gluster $(glusterfs --version 2>/dev/null | head -1 | awk '{print $2}'), gl-rep: replica 2 over 2 sets on the same disk, same smbd, same run; '-' = not measured)"
         echo "- load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) (other work shares the machine)"
         echo
         table
