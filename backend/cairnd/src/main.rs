@@ -4,6 +4,7 @@
 mod access;
 mod audit;
 mod authz;
+mod certs;
 mod chain;
 mod delegs;
 mod heal;
@@ -253,6 +254,11 @@ async fn main() -> anyhow::Result<()> {
     .await
     .with_context(|| format!("cannot reach the config store at {}", args.etcd.join(",")))?;
     let store = Arc::new(store);
+    if let cairn_proto::tls::Transport::Tls(t) = &transport {
+        certs::record_local(&store, &[&args.state_dir.join("node.pem"), &ca_dir.join("admin.pem")])
+            .await;
+        tokio::spawn(certs::run_revocation_sync(store.clone(), t.revoked.clone()));
+    }
     join_pool(&store, &args, &name, &addr, &uuid).await?;
     let lease = store
         .register_node(&name, &addr, args.lease_ttl)

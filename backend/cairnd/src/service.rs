@@ -150,6 +150,11 @@ async fn dispatch(
                     MgmtRequest::AuditLog { since, limit } => audit
                         .read(*since, (*limit).clamp(1, 100_000) as usize)
                         .map(MgmtReply::Audit),
+                    MgmtRequest::CertRecord(_)
+                    | MgmtRequest::CertList
+                    | MgmtRequest::CertRevoke { .. } => {
+                        crate::certs::handle(&node, &session, &m).await
+                    }
                     _ => mgmt::handle(&node, m.clone()).await,
                 },
             };

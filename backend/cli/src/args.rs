@@ -166,7 +166,24 @@ pub enum CertCmd {
     /// Issue a certificate and key for NAME, signed by the cluster CA.
     #[command(long_about = CERT_ISSUE_ABOUT, after_long_help = CERT_ISSUE_EXAMPLES)]
     Issue(CertIssue),
+    /// Every certificate recorded as issued: serial, holder, role, limits, expiry,
+    /// revocation.
+    List,
+    /// Revoke a certificate by serial number, or every certificate of a holder by name:
+    /// every node refuses it at the handshake and closes its live sessions within seconds.
+    #[command(after_long_help = CERT_REVOKE_EXAMPLES)]
+    Revoke {
+        /// A serial number (hex, as `client certificate list` shows it) or a holder's name.
+        #[arg(value_name = "NAME|SERIAL")]
+        what: String,
+    },
 }
+
+const CERT_REVOKE_EXAMPLES: &str = "\
+EXAMPLES:
+  cairn client certificate revoke web1          every certificate issued to web1
+  cairn client certificate revoke 5f0c2e...     one certificate, by serial
+  cairn client certificate revoke node3         a removed peer's node certificate";
 
 const CERT_ISSUE_ABOUT: &str = "\
 Issue a credential (a certificate signed by the cluster CA, with a new private key) for a \
@@ -185,7 +202,10 @@ only. The credential file (certificate, CA certificate, key; mode 0600) is what 
 mount.cairn, libcairn and the gateways read from --credentials / CAIRN_CREDENTIALS / \
 /etc/cairn/credentials.pem. Without --out it is printed on stdout.
 
-There is no revocation yet: keep --days short for credentials that leave your hands.";
+The certificate is recorded in the cluster (serial, holder, role, limits, expiry) so that \
+`cairn client certificate list` shows it and `cairn client certificate revoke` can revoke \
+it; this needs a running cairnd and admin credentials (a warning says when the record \
+failed: the certificate can still be revoked by its serial number).";
 
 const CERT_ISSUE_EXAMPLES: &str = "\
 EXAMPLES:

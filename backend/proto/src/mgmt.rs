@@ -129,6 +129,14 @@ pub enum MgmtRequest {
         since: Option<u64>,
         limit: u32,
     },
+    /// Record a certificate the cluster CA issued (`cairn client certificate issue`).
+    CertRecord(CertInfo),
+    /// Every recorded certificate (`cairn client certificate list`).
+    CertList,
+    /// Revoke the certificates a serial number or a holder's name names.
+    CertRevoke {
+        what: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -269,6 +277,25 @@ pub enum MgmtReply {
     JoinTokens(Vec<JoinTokenInfo>),
     /// Audit records, one JSON object per line, oldest first.
     Audit(Vec<String>),
+    /// Recorded certificates (listed, or revoked by `CertRevoke`).
+    Certs(Vec<CertInfo>),
+}
+
+/// An issued certificate as recorded in the config store (docs/security.md, "Revocation").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CertInfo {
+    /// Serial number, lower-case hex.
+    pub serial: String,
+    pub name: String,
+    /// `admin`, `node`, `gateway`, `client` (empty: revoked by serial, never recorded).
+    pub role: String,
+    pub volumes: Option<Vec<String>>,
+    pub read_only: bool,
+    /// Unix seconds.
+    pub issued: u64,
+    pub expires: u64,
+    pub revoked_at: Option<u64>,
+    pub revoked_by: Option<String>,
 }
 
 /// A join token as listed: never its secret.

@@ -488,8 +488,12 @@ pub struct Session {
     /// Who the peer is, from its TLS certificate; `None` on a plain (`transport = plain`)
     /// connection, which is not authenticated.
     pub principal: Option<Principal>,
+    /// The serial number of the peer's certificate (hex); `None` on a plain connection.
+    pub serial: Option<String>,
     tx: Sender,
     closed: Arc<AtomicBool>,
+    /// Notified to end the session from outside (its certificate was revoked).
+    kill: Arc<tokio::sync::Notify>,
 }
 
 impl Session {
@@ -500,6 +504,12 @@ impl Session {
 
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
+    }
+
+    /// End the session: the server stops reading its requests, answers those in flight
+    /// and closes the connection.
+    pub fn close(&self) {
+        self.kill.notify_one();
     }
 
     pub fn label(&self) -> String {
@@ -524,6 +534,25 @@ pub trait Service: Send + Sync + 'static {
 }
 
 static SESSION_IDS: AtomicU64 = AtomicU64::new(1);
+
+/// The live sessions of this process's servers (for [`close_sessions`]).
+static LIVE: parking_lot::Mutex<Vec<std::sync::Weak<Session>>> =
+    parking_lot::Mutex::new(Vec::new());
+
+/// Close every live session `pred` selects (e.g. those whose certificate was revoked);
+/// returns their labels.
+pub fn close_sessions(pred: impl Fn(&Session) -> bool) -> Vec<String> {
+    let mut live = LIVE.lock();
+    live.retain(|w| w.strong_count() > 0);
+    let mut closed = Vec::new();
+    for s in live.iter().filter_map(|w| w.upgrade()) {
+        if !s.is_closed() && pred(&s) {
+            s.close();
+            closed.push(s.label());
+        }
+    }
+    closed
+}
 
 /// Accept connections forever, over the process's default transport
 /// ([`crate::tls::default_transport`]; none found: logged, and nothing is served).
@@ -622,10 +651,10 @@ pub async fn serve_connection_with<S: Service>(
 ) {
     stream.set_nodelay(true).ok();
     set_keepalive(&stream, &peer);
-    let (rd, wr, principal) = match transport {
+    let (rd, wr, principal, serial) = match transport {
         Transport::Plain => {
             let (rd, wr) = stream::plain(stream);
-            (rd, wr, None)
+            (rd, wr, None, None)
         }
         Transport::Tls(t) => {
             let mut magic = [0u8; 4];
@@ -641,7 +670,7 @@ pub async fn serve_connection_with<S: Service>(
                 stream::tls_server(stream, t.server.clone()),
             );
             match hs.await {
-                Ok(Ok((rd, wr, p))) => (rd, wr, Some(p)),
+                Ok(Ok((rd, wr, p, serial))) => (rd, wr, Some(p), Some(serial)),
                 Ok(Err(e)) => {
                     tracing::warn!(%peer, "refused a connection: TLS handshake failed: {}", crate::tls::explain(&e));
                     return;
@@ -677,14 +706,22 @@ pub async fn serve_connection_with<S: Service>(
                     frame::encode(&resp),
                     Bytes::new(),
                 ));
-                Arc::new(Session {
+                let s = Arc::new(Session {
                     id,
                     peer,
                     hello: h,
                     principal: principal.clone(),
+                    serial: serial.clone(),
                     tx: tx.clone(),
                     closed: closed.clone(),
-                })
+                    kill: Arc::new(tokio::sync::Notify::new()),
+                });
+                {
+                    let mut live = LIVE.lock();
+                    live.retain(|w| w.strong_count() > 0);
+                    live.push(Arc::downgrade(&s));
+                }
+                s
             }
             Ok(Request::Hello(h))
                 if h.version == PROTOCOL_VERSION && !kind_allowed(&h.kind, principal.as_ref()) =>
@@ -746,7 +783,14 @@ pub async fn serve_connection_with<S: Service>(
         if tx.is_full() && tx.room().await.is_err() {
             break;
         }
-        let f = match frame::read_frame(&mut rd).await {
+        let read = tokio::select! {
+            r = frame::read_frame(&mut rd) => r,
+            _ = session.kill.notified() => {
+                tracing::warn!(session = %session.label(), "closing the session: its certificate was revoked");
+                break;
+            }
+        };
+        let f = match read {
             Ok(f) => f,
             Err(FrameError::Closed) => break,
             Err(e) => {
@@ -1457,6 +1501,48 @@ mod tls_tests {
         let c = connect(&addr, &test_ca::transport(&p), PeerKind::Client).await.unwrap();
         let (_, who) = c.call(Request::Ping, Bytes::new()).await.unwrap();
         assert_eq!(&who[..], p.to_uri().as_bytes());
+    }
+
+    #[tokio::test]
+    async fn a_revoked_certificate_is_refused_and_its_live_session_closed() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let server = test_ca::transport(&Principal::new("n1", Role::Node));
+        let Transport::Tls(st) = &server else { unreachable!() };
+        let revoked = st.revoked.clone();
+        tokio::spawn(serve_with(l, Arc::new(Echo), server.clone()));
+
+        let bad = test_ca::credentials(&Principal::new("lost-laptop", Role::Client));
+        let good = test_ca::transport(&Principal::new("c2", Role::Client));
+        let bad_t = Transport::tls(&bad).unwrap();
+        let live = connect(&addr, &bad_t, PeerKind::Client).await.unwrap();
+        let other = connect(&addr, &good, PeerKind::Client).await.unwrap();
+        live.call(Request::Ping, Bytes::new()).await.unwrap();
+
+        revoked.insert(&bad.serial());
+        // New handshakes with the certificate are refused, saying why, on both sides.
+        let e = connect(&addr, &bad_t, PeerKind::Client).await.err().expect("revoked: refused");
+        assert!(e.message.contains("revoked"), "{e}");
+        // The live session of the revoked certificate is closed; the others go on.
+        let closed = close_sessions(|s| s.serial.as_deref().is_some_and(|x| revoked.contains(x)));
+        assert_eq!(closed.len(), 1, "{closed:?}");
+        assert!(closed[0].contains("lost-laptop"), "{closed:?}");
+        let t0 = std::time::Instant::now();
+        while !live.is_closed() {
+            assert!(t0.elapsed() < Duration::from_secs(10), "revoked session still open");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(live.call(Request::Ping, Bytes::new()).await.is_err());
+        other.call(Request::Ping, Bytes::new()).await.unwrap();
+        // A server whose certificate is revoked is refused by a client that knows it.
+        let Transport::Tls(gt) = &good else { unreachable!() };
+        let srv = test_ca::credentials(&Principal::new("removed-node", Role::Node));
+        gt.revoked.insert(&srv.serial());
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr2 = l.local_addr().unwrap().to_string();
+        tokio::spawn(serve_with(l, Arc::new(Echo), Transport::tls(&srv).unwrap()));
+        let e = connect(&addr2, &good, PeerKind::Client).await.err().expect("revoked server");
+        assert!(e.message.contains("revoked"), "{e}");
     }
 
     #[tokio::test]

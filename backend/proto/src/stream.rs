@@ -110,16 +110,22 @@ pub async fn tls_client(
     Ok((r, w, p))
 }
 
-/// TLS handshake as the server; returns the halves and the client's identity.
+/// TLS handshake as the server; returns the halves, the client's identity and its
+/// certificate's serial number (hex, [`crate::tls::serial_of`]).
 pub async fn tls_server(
     tcp: TcpStream,
     cfg: Arc<rustls::ServerConfig>,
-) -> io::Result<(ReadHalf, WriteHalf, Principal)> {
+) -> io::Result<(ReadHalf, WriteHalf, Principal, String)> {
     let s = tokio_rustls::TlsAcceptor::from(cfg).accept(tcp).await?;
     let (tcp, conn) = s.into_inner();
     let p = peer_principal(&conn)?;
+    let serial = conn
+        .peer_certificates()
+        .and_then(|c| c.first())
+        .and_then(crate::tls::serial_of)
+        .unwrap_or_default();
     let (r, w) = shared(tcp, conn.into());
-    Ok((r, w, p))
+    Ok((r, w, p, serial))
 }
 
 /// Push the records rustls holds; Ok(false) if the socket is full before they are all out.

@@ -19,8 +19,13 @@ use parking_lot::RwLock;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::WebPkiClientVerifier;
-use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
+use rustls::{
+    ClientConfig, DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig,
+    SignatureScheme,
+};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -238,6 +243,11 @@ impl Credentials {
         write_private(path, self.pem.as_bytes())
     }
 
+    /// The certificate's serial number (lower-case hex), as the revocation set holds it.
+    pub fn serial(&self) -> String {
+        serial_of(&self.cert).unwrap_or_default()
+    }
+
     /// When the certificate stops being valid (seconds since the epoch).
     pub fn not_after(&self) -> i64 {
         x509_parser::parse_x509_certificate(&self.cert)
@@ -289,6 +299,58 @@ pub fn principal_of(cert: &CertificateDer<'_>) -> Result<Principal, String> {
     Err(format!("certificate of {name} has no cairn: role"))
 }
 
+/// The serial number of a certificate in lower-case hex (no separators, leading zero
+/// bytes kept as encoded): how `cairn client certificate list|revoke` name certificates.
+pub fn serial_of(cert: &CertificateDer<'_>) -> Option<String> {
+    let (_, x) = x509_parser::parse_x509_certificate(cert).ok()?;
+    Some(x.tbs_certificate.raw_serial().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Serial numbers of revoked certificates (docs/security.md, "Revocation"): both ends of
+/// every handshake refuse a certificate whose serial is in it. `cairnd` keeps it equal
+/// to the cluster's revocation records in the config store; changes apply to the next
+/// handshake (live sessions are closed by `cairnd`).
+#[derive(Debug, Default)]
+pub struct Revoked(RwLock<HashSet<String>>);
+
+impl Revoked {
+    pub fn contains(&self, serial: &str) -> bool {
+        self.0.read().contains(serial)
+    }
+
+    /// Replace the set; true if it changed.
+    pub fn replace(&self, serials: HashSet<String>) -> bool {
+        let mut cur = self.0.write();
+        if *cur == serials {
+            return false;
+        }
+        *cur = serials;
+        true
+    }
+
+    pub fn insert(&self, serial: &str) {
+        self.0.write().insert(serial.to_string());
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.read().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.read().is_empty()
+    }
+
+    fn check(&self, cert: &CertificateDer<'_>) -> Result<(), rustls::Error> {
+        if self.is_empty() {
+            return Ok(());
+        }
+        match serial_of(cert) {
+            Some(s) if !self.contains(&s) => Ok(()),
+            _ => Err(rustls::Error::InvalidCertificate(rustls::CertificateError::Revoked)),
+        }
+    }
+}
+
 /// How connections are made: TLS with this process's credentials, or plain TCP.
 #[derive(Clone)]
 pub enum Transport {
@@ -301,6 +363,8 @@ pub struct TlsConfig {
     pub server: Arc<ServerConfig>,
     /// This process's own identity.
     pub me: Principal,
+    /// Certificates both ends refuse (shared by `client` and `server`).
+    pub revoked: Arc<Revoked>,
 }
 
 impl Transport {
@@ -308,27 +372,39 @@ impl Transport {
         let mut roots = RootCertStore::empty();
         roots.add(creds.ca.clone()).map_err(|e| bad(format!("cluster CA certificate: {e}")))?;
         let roots = Arc::new(roots);
+        let revoked = Arc::new(Revoked::default());
         let chain = vec![creds.cert.clone()];
         let key = || PrivateKeyDer::Pkcs8(creds.key.clone_key());
-        let client = ClientConfig::builder_with_provider(provider())
+        let mut client = ClientConfig::builder_with_provider(provider())
             .with_protocol_versions(&[&rustls::version::TLS13])
             .map_err(bad)?
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(NodeVerifier { roots: roots.clone() }))
+            .with_custom_certificate_verifier(Arc::new(NodeVerifier {
+                roots: roots.clone(),
+                revoked: revoked.clone(),
+            }))
             .with_client_auth_cert(chain.clone(), key())
             .map_err(|e| bad(format!("own certificate: {e}")))?;
-        let verifier =
+        let inner =
             WebPkiClientVerifier::builder_with_provider(roots, provider()).build().map_err(bad)?;
-        let server = ServerConfig::builder_with_provider(provider())
+        let verifier = Arc::new(RevocationVerifier { inner, revoked: revoked.clone() });
+        let mut server = ServerConfig::builder_with_provider(provider())
             .with_protocol_versions(&[&rustls::version::TLS13])
             .map_err(bad)?
             .with_client_cert_verifier(verifier)
             .with_single_cert(chain, key())
             .map_err(|e| bad(format!("own certificate: {e}")))?;
+        // No session resumption: a resumed session skips the certificate checks, so a
+        // certificate revoked (or expired) since would still get in. Connections are
+        // long-lived; a full handshake per connection costs little.
+        client.resumption = rustls::client::Resumption::disabled();
+        server.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+        server.send_tls13_tickets = 0;
         Ok(Transport::Tls(Arc::new(TlsConfig {
             client: Arc::new(client),
             server: Arc::new(server),
             me: creds.principal.clone(),
+            revoked,
         })))
     }
 
@@ -342,6 +418,62 @@ impl Transport {
 #[derive(Debug)]
 struct NodeVerifier {
     roots: Arc<RootCertStore>,
+    revoked: Arc<Revoked>,
+}
+
+/// The client certificate check of servers: webpki's (chain to the cluster CA, validity),
+/// then the revocation set.
+#[derive(Debug)]
+struct RevocationVerifier {
+    inner: Arc<dyn ClientCertVerifier>,
+    revoked: Arc<Revoked>,
+}
+
+impl ClientCertVerifier for RevocationVerifier {
+    fn offer_client_auth(&self) -> bool {
+        self.inner.offer_client_auth()
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        self.inner.client_auth_mandatory()
+    }
+
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        self.inner.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        let ok = self.inner.verify_client_cert(end_entity, intermediates, now)?;
+        self.revoked.check(end_entity)?;
+        Ok(ok)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
 }
 
 impl ServerCertVerifier for NodeVerifier {
@@ -361,6 +493,7 @@ impl ServerCertVerifier for NodeVerifier {
             now,
             provider().signature_verification_algorithms.all,
         )?;
+        self.revoked.check(end_entity)?;
         let p = principal_of(end_entity).map_err(rustls::Error::General)?;
         if p.role != Role::Node {
             return Err(rustls::Error::General(format!(
@@ -425,6 +558,11 @@ pub fn explain(e: &std::io::Error) -> String {
         }
         E::InvalidCertificate(C::Expired | C::ExpiredContext { .. }) => {
             "certificate expired".into()
+        }
+        E::InvalidCertificate(C::Revoked) => "certificate revoked".into(),
+        E::AlertReceived(A::CertificateRevoked) => {
+            "the peer refused our certificate: revoked ('cairn client certificate list' shows it)"
+                .into()
         }
         E::InvalidCertificate(C::NotValidYet | C::NotValidYetContext { .. }) => {
             "certificate not valid yet".into()

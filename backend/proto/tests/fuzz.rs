@@ -192,6 +192,20 @@ fn token_info() -> JoinTokenInfo {
     }
 }
 
+fn cert_info() -> CertInfo {
+    CertInfo {
+        serial: "0a1b2c".into(),
+        name: "web1".into(),
+        role: "client".into(),
+        volumes: Some(vec!["www".into()]),
+        read_only: true,
+        issued: 1,
+        expires: 2,
+        revoked_at: Some(2),
+        revoked_by: Some("admin".into()),
+    }
+}
+
 fn every_mgmt_request() -> Vec<MgmtRequest> {
     let mut v = testing::sample_mgmt("vol");
     v.extend([
@@ -204,6 +218,9 @@ fn every_mgmt_request() -> Vec<MgmtRequest> {
         MgmtRequest::PeerTokenList,
         MgmtRequest::PeerTokenRevoke { id: "0123abcd".into() },
         MgmtRequest::AuditLog { since: Some(5), limit: 100 },
+        MgmtRequest::CertRecord(cert_info()),
+        MgmtRequest::CertList,
+        MgmtRequest::CertRevoke { what: "web1".into() },
         MgmtRequest::PeerDetach { name: "n2".into(), force: true },
         MgmtRequest::VolumeStatus { name: None },
         MgmtRequest::BrickPrepare {
@@ -429,6 +446,7 @@ fn every_response() -> Vec<Response> {
         Reply::Mgmt(MgmtReply::JoinToken { token: "a.b".into(), info: token_info() }),
         Reply::Mgmt(MgmtReply::JoinTokens(vec![token_info()])),
         Reply::Mgmt(MgmtReply::Audit(vec!["{}".into()])),
+        Reply::Mgmt(MgmtReply::Certs(vec![cert_info()])),
     ];
     let mut v: Vec<Response> = replies.into_iter().map(Ok).collect();
     v.push(Err(RemoteError::new(Errno::ESTALEMAP, "brick 1 of vol: map epoch 4 < 5")));
