@@ -7,6 +7,10 @@
 //!   revoked serials (read every [`REFRESH`]) and closes the live sessions of revoked
 //!   certificates: a revocation reaches every node within seconds, and the node that
 //!   takes it applies it at once.
+//! - [`run_credentials_watch`] reloads this node's certificate when `node.pem` changes
+//!   (renewed by an operator, or by this node when it holds the CA and the certificate
+//!   nears its end), without a restart: new connections, to and from this node, use the
+//!   new certificate and trust the CA certificate(s) of the new file; open ones go on.
 
 use crate::mgmt::cfg;
 use crate::node::Node;
@@ -146,4 +150,84 @@ pub async fn run_revocation_sync(store: Arc<Store>, revoked: Arc<Revoked>) {
         }
         tokio::time::sleep(REFRESH).await;
     }
+}
+
+/// A file's identity for change detection: modification time and size.
+fn stamp(path: &Path) -> Option<(std::time::SystemTime, u64)> {
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.modified().ok()?, m.len()))
+}
+
+/// Reload `tls` from `node_pem` whenever the file changes; renew it (a new certificate
+/// of the cluster CA in `ca_dir`) when it is within `renew_before` of its end and the CA
+/// is here. Records every new certificate in the store. Runs forever.
+pub async fn run_credentials_watch(
+    store: Arc<Store>,
+    tls: Arc<cairn_proto::tls::TlsConfig>,
+    node_pem: std::path::PathBuf,
+    ca_dir: std::path::PathBuf,
+    renew_before: i64,
+) {
+    let mut seen = stamp(&node_pem);
+    let mut warned = None;
+    loop {
+        tokio::time::sleep(REFRESH).await;
+        if let Err(e) = renew_if_due(&tls, &node_pem, &ca_dir, renew_before) {
+            tracing::warn!(path = %node_pem.display(), error = %e, "cannot renew the node certificate");
+        }
+        let now = stamp(&node_pem);
+        if now == seen {
+            continue;
+        }
+        match Credentials::load(&node_pem).and_then(|c| tls.reload(&c).map(|()| c)) {
+            Ok(c) => {
+                seen = now;
+                warned = None;
+                tracing::info!(
+                    path = %node_pem.display(),
+                    serial = %c.serial(),
+                    "reloaded this node's certificate; new connections use it"
+                );
+                if let Err(e) = store.record_cert(&record_of(&c)).await {
+                    tracing::warn!(error = %e, "cannot record the reloaded certificate");
+                }
+            }
+            // A file being written, or a bad one: keep the current credentials, and
+            // say so once per change.
+            Err(e) => {
+                if warned != now {
+                    tracing::warn!(path = %node_pem.display(), error = %e, "not reloading the node certificate; keeping the current one");
+                    warned = now;
+                }
+            }
+        }
+    }
+}
+
+/// Issue a new node certificate into `node_pem` when the current one ends within
+/// `renew_before` seconds and the cluster CA is in `ca_dir` (it keeps the trusted CA
+/// certificates of the current file).
+fn renew_if_due(
+    tls: &cairn_proto::tls::TlsConfig,
+    node_pem: &Path,
+    ca_dir: &Path,
+    renew_before: i64,
+) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let cur = Credentials::load(node_pem)?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    if cur.not_after() > now + renew_before || !ca_dir.join("ca.key").exists() {
+        return Ok(());
+    }
+    let ca = cairn_proto::tls::Ca::load(ca_dir).context("loading the cluster CA")?;
+    let new = ca
+        .issue(&tls.me, cairn_proto::tls::CERT_DAYS)?
+        .with_cas(&cur.cas_pem())
+        .context("keeping the trusted CA certificates")?;
+    new.save(node_pem)?;
+    tracing::info!(path = %node_pem.display(), serial = %new.serial(), "renewed this node's certificate");
+    Ok(())
 }

@@ -258,6 +258,13 @@ async fn main() -> anyhow::Result<()> {
         certs::record_local(&store, &[&args.state_dir.join("node.pem"), &ca_dir.join("admin.pem")])
             .await;
         tokio::spawn(certs::run_revocation_sync(store.clone(), t.revoked.clone()));
+        tokio::spawn(certs::run_credentials_watch(
+            store.clone(),
+            t.clone(),
+            args.state_dir.join("node.pem"),
+            ca_dir.clone(),
+            identity::RENEW_BEFORE_SECS,
+        ));
     }
     join_pool(&store, &args, &name, &addr, &uuid).await?;
     let lease = store

@@ -1546,6 +1546,51 @@ mod tls_tests {
     }
 
     #[tokio::test]
+    async fn credentials_and_the_ca_rotate_without_a_restart() {
+        let old = crate::tls::Ca::create("old").unwrap();
+        let new = crate::tls::Ca::create("new").unwrap();
+        let bundle = format!("{}{}", old.cert_pem(), new.cert_pem());
+        let n1 = Principal::new("n1", Role::Node);
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let server = Transport::tls(&old.issue(&n1, 1).unwrap()).unwrap();
+        let Transport::Tls(st) = &server else { unreachable!() };
+        let st = st.clone();
+        tokio::spawn(serve_with(l, Arc::new(Echo), server.clone()));
+        let c = Principal::new("c", Role::Client);
+        let old_client = Transport::tls(&old.issue(&c, 1).unwrap()).unwrap();
+        let live = connect(&addr, &old_client, PeerKind::Client).await.unwrap();
+
+        // 1. The node's certificate is renewed under the same CA: reloaded, no restart.
+        let s1 = st.serial();
+        st.reload(&old.issue(&n1, 1).unwrap()).unwrap();
+        assert_ne!(st.serial(), s1);
+        connect(&addr, &old_client, PeerKind::Client).await.unwrap();
+        // 2. Trust bundle: the node trusts both CAs, and presents a certificate of the new
+        //    one; a client of either CA that trusts both connects.
+        let renewed = new.issue(&n1, 1).unwrap().with_cas(&bundle).unwrap();
+        st.reload(&renewed).unwrap();
+        let old_bundled =
+            Transport::tls(&old.issue(&c, 1).unwrap().with_cas(&bundle).unwrap()).unwrap();
+        let new_bundled =
+            Transport::tls(&new.issue(&c, 1).unwrap().with_cas(&bundle).unwrap()).unwrap();
+        connect(&addr, &old_bundled, PeerKind::Client).await.unwrap();
+        connect(&addr, &new_bundled, PeerKind::Client).await.unwrap();
+        // A client that trusts only the old CA refuses the node's new certificate.
+        let e = connect(&addr, &old_client, PeerKind::Client).await.err().expect("old roots");
+        assert!(e.message.contains("not signed by"), "{e}");
+        // 3. The old CA is retired: its certificates are refused.
+        st.reload(&renewed.with_cas(&new.cert_pem()).unwrap()).unwrap();
+        let e = connect(&addr, &old_bundled, PeerKind::Client).await.err().expect("retired CA");
+        assert!(e.message.contains("not signed by"), "{e}");
+        connect(&addr, &new_bundled, PeerKind::Client).await.unwrap();
+        // The session opened before all this goes on.
+        live.call(Request::Ping, Bytes::new()).await.unwrap();
+        // Another holder's credentials are not taken.
+        assert!(st.reload(&new.issue(&c, 1).unwrap()).is_err());
+    }
+
+    #[tokio::test]
     async fn a_plaintext_client_is_refused_with_a_clear_error() {
         let addr = node_server().await;
         let e = connect(&addr, &Transport::Plain, PeerKind::Cli).await.err().expect("refused");

@@ -198,26 +198,32 @@ fn read(path: &Path) -> Result<String, TlsError> {
         .map_err(|source| TlsError::Io { path: path.display().to_string(), source })
 }
 
-/// A holder's certificate, the cluster CA's certificate and the holder's key.
+/// A holder's certificate, the cluster CA's certificate(s) and the holder's key. During a
+/// CA rotation the file holds the old and the new CA certificate (a trust bundle): both
+/// are trusted.
 pub struct Credentials {
     pub principal: Principal,
     cert: CertificateDer<'static>,
-    ca: CertificateDer<'static>,
+    cas: Vec<CertificateDer<'static>>,
     key: PrivatePkcs8KeyDer<'static>,
     pem: String,
 }
 
 impl Credentials {
     pub fn from_pem(pem: &str) -> Result<Credentials, TlsError> {
-        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem.as_bytes())
-            .collect::<Result<_, _>>()
-            .map_err(|e| bad(format!("bad certificate: {e}")))?;
-        let [cert, ca] = <[_; 2]>::try_from(certs).map_err(|c: Vec<_>| {
-            bad(format!(
-                "expected 2 certificates (the holder's, then the cluster CA's), found {}",
-                c.len()
-            ))
-        })?;
+        let mut certs: Vec<CertificateDer<'static>> =
+            CertificateDer::pem_slice_iter(pem.as_bytes())
+                .collect::<Result<_, _>>()
+                .map_err(|e| bad(format!("bad certificate: {e}")))?;
+        if certs.len() < 2 || certs.len() > 4 {
+            return Err(bad(format!(
+                "expected 2 certificates (the holder's, then the cluster CA's; 3 during a CA \
+                 rotation), found {}",
+                certs.len()
+            )));
+        }
+        let cert = certs.remove(0);
+        let cas = certs;
         let key = match PrivateKeyDer::from_pem_slice(pem.as_bytes())
             .map_err(|e| bad(format!("no private key: {e}")))?
         {
@@ -225,12 +231,37 @@ impl Credentials {
             _ => return Err(bad("the private key is not PKCS#8")),
         };
         let principal = principal_of(&cert).map_err(bad)?;
-        Ok(Credentials { principal, cert, ca, key, pem: pem.to_string() })
+        Ok(Credentials { principal, cert, cas, key, pem: pem.to_string() })
     }
 
     pub fn load(path: &Path) -> Result<Credentials, TlsError> {
         let pem = read(path)?;
         Credentials::from_pem(&pem).map_err(|e| bad(format!("{}: {e}", path.display())))
+    }
+
+    /// The same certificate and key trusting the CA certificate(s) in `cas_pem` instead:
+    /// the trust bundle of a CA rotation (old and new), or the new CA alone at its end.
+    pub fn with_cas(&self, cas_pem: &str) -> Result<Credentials, TlsError> {
+        let blocks = pem_blocks(&self.pem);
+        let holder = blocks.iter().find(|b| b.contains("CERTIFICATE-----"));
+        let key = blocks.iter().find(|b| b.contains("PRIVATE KEY-----"));
+        let (Some(holder), Some(key)) = (holder, key) else {
+            return Err(bad("credentials without a certificate or a key"));
+        };
+        let cas: String = pem_blocks(cas_pem)
+            .into_iter()
+            .filter(|b| b.contains("BEGIN CERTIFICATE-----"))
+            .collect();
+        Credentials::from_pem(&format!("{holder}{cas}{key}"))
+    }
+
+    /// The CA certificates it trusts, PEM.
+    pub fn cas_pem(&self) -> String {
+        pem_blocks(&self.pem)
+            .into_iter()
+            .filter(|b| b.contains("BEGIN CERTIFICATE-----"))
+            .skip(1)
+            .collect()
     }
 
     /// The file form (certificate, CA certificate, key).
@@ -254,6 +285,26 @@ impl Credentials {
             .map(|(_, c)| c.validity().not_after.timestamp())
             .unwrap_or(0)
     }
+}
+
+/// The `-----BEGIN ...-----` ... `-----END ...-----` blocks of a PEM text, each with its
+/// final newline.
+pub fn pem_blocks(pem: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur: Option<String> = None;
+    for line in pem.lines() {
+        if line.starts_with("-----BEGIN ") {
+            cur = Some(String::new());
+        }
+        if let Some(c) = cur.as_mut() {
+            c.push_str(line);
+            c.push('\n');
+        }
+        if line.starts_with("-----END ") {
+            out.extend(cur.take());
+        }
+    }
+    out
 }
 
 /// Write a secret file created 0600 (replacing any).
@@ -365,35 +416,119 @@ pub struct TlsConfig {
     pub me: Principal,
     /// Certificates both ends refuse (shared by `client` and `server`).
     pub revoked: Arc<Revoked>,
+    keys: Arc<Keys>,
+}
+
+impl TlsConfig {
+    /// Use `creds` from the next handshake on, as server and as client: its certificate
+    /// and key, and its CA certificate(s) as the trusted roots (docs/security.md,
+    /// "Rotation"). Connections already open keep theirs. The holder must stay the same
+    /// (name and role).
+    pub fn reload(&self, creds: &Credentials) -> Result<(), TlsError> {
+        if creds.principal != self.me {
+            return Err(bad(format!(
+                "new credentials are for {}, not {}",
+                creds.principal, self.me
+            )));
+        }
+        let key = certified_key(creds)?;
+        let roots = roots_of(creds)?;
+        let verifier = client_verifier(roots.clone())?;
+        *self.keys.current.write() = key;
+        *self.keys.roots.write() = roots;
+        *self.keys.client_verifier.write() = verifier;
+        Ok(())
+    }
+
+    /// The serial number of the certificate this process presents now.
+    pub fn serial(&self) -> String {
+        self.keys.current.read().cert.first().and_then(serial_of).unwrap_or_default()
+    }
+}
+
+/// This process's certificate and key, and the roots it trusts: replaced by
+/// [`TlsConfig::reload`], read at every handshake.
+struct Keys {
+    current: RwLock<Arc<rustls::sign::CertifiedKey>>,
+    roots: RwLock<Arc<RootCertStore>>,
+    client_verifier: RwLock<Arc<dyn ClientCertVerifier>>,
+}
+
+impl std::fmt::Debug for Keys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Keys").finish_non_exhaustive()
+    }
+}
+
+impl rustls::server::ResolvesServerCert for Keys {
+    fn resolve(
+        &self,
+        _hello: rustls::server::ClientHello<'_>,
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        Some(self.current.read().clone())
+    }
+}
+
+impl rustls::client::ResolvesClientCert for Keys {
+    fn resolve(
+        &self,
+        _hints: &[&[u8]],
+        _schemes: &[SignatureScheme],
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        Some(self.current.read().clone())
+    }
+
+    fn has_certs(&self) -> bool {
+        true
+    }
+}
+
+fn certified_key(creds: &Credentials) -> Result<Arc<rustls::sign::CertifiedKey>, TlsError> {
+    let key = provider()
+        .key_provider
+        .load_private_key(PrivateKeyDer::Pkcs8(creds.key.clone_key()))
+        .map_err(|e| bad(format!("own key: {e}")))?;
+    let ck = rustls::sign::CertifiedKey::new(vec![creds.cert.clone()], key);
+    ck.keys_match().map_err(|e| bad(format!("own certificate and key: {e}")))?;
+    Ok(Arc::new(ck))
+}
+
+fn roots_of(creds: &Credentials) -> Result<Arc<RootCertStore>, TlsError> {
+    let mut roots = RootCertStore::empty();
+    for ca in &creds.cas {
+        roots.add(ca.clone()).map_err(|e| bad(format!("cluster CA certificate: {e}")))?;
+    }
+    Ok(Arc::new(roots))
+}
+
+fn client_verifier(roots: Arc<RootCertStore>) -> Result<Arc<dyn ClientCertVerifier>, TlsError> {
+    WebPkiClientVerifier::builder_with_provider(roots, provider()).build().map_err(bad)
 }
 
 impl Transport {
     pub fn tls(creds: &Credentials) -> Result<Transport, TlsError> {
-        let mut roots = RootCertStore::empty();
-        roots.add(creds.ca.clone()).map_err(|e| bad(format!("cluster CA certificate: {e}")))?;
-        let roots = Arc::new(roots);
         let revoked = Arc::new(Revoked::default());
-        let chain = vec![creds.cert.clone()];
-        let key = || PrivateKeyDer::Pkcs8(creds.key.clone_key());
+        let keys = Arc::new(Keys {
+            current: RwLock::new(certified_key(creds)?),
+            roots: RwLock::new(roots_of(creds)?),
+            client_verifier: RwLock::new(client_verifier(roots_of(creds)?)?),
+        });
         let mut client = ClientConfig::builder_with_provider(provider())
             .with_protocol_versions(&[&rustls::version::TLS13])
             .map_err(bad)?
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(NodeVerifier {
-                roots: roots.clone(),
+                keys: keys.clone(),
                 revoked: revoked.clone(),
             }))
-            .with_client_auth_cert(chain.clone(), key())
-            .map_err(|e| bad(format!("own certificate: {e}")))?;
-        let inner =
-            WebPkiClientVerifier::builder_with_provider(roots, provider()).build().map_err(bad)?;
-        let verifier = Arc::new(RevocationVerifier { inner, revoked: revoked.clone() });
+            .with_client_cert_resolver(keys.clone());
+        let verifier =
+            Arc::new(RevocationVerifier { keys: keys.clone(), revoked: revoked.clone() });
         let mut server = ServerConfig::builder_with_provider(provider())
             .with_protocol_versions(&[&rustls::version::TLS13])
             .map_err(bad)?
             .with_client_cert_verifier(verifier)
-            .with_single_cert(chain, key())
-            .map_err(|e| bad(format!("own certificate: {e}")))?;
+            .with_cert_resolver(keys.clone());
         // No session resumption: a resumed session skips the certificate checks, so a
         // certificate revoked (or expired) since would still get in. Connections are
         // long-lived; a full handshake per connection costs little.
@@ -405,6 +540,7 @@ impl Transport {
             server: Arc::new(server),
             me: creds.principal.clone(),
             revoked,
+            keys,
         })))
     }
 
@@ -417,7 +553,7 @@ impl Transport {
 /// No host-name check: nodes are recognised by certificate, not by address.
 #[derive(Debug)]
 struct NodeVerifier {
-    roots: Arc<RootCertStore>,
+    keys: Arc<Keys>,
     revoked: Arc<Revoked>,
 }
 
@@ -425,21 +561,28 @@ struct NodeVerifier {
 /// then the revocation set.
 #[derive(Debug)]
 struct RevocationVerifier {
-    inner: Arc<dyn ClientCertVerifier>,
+    keys: Arc<Keys>,
     revoked: Arc<Revoked>,
+}
+
+impl RevocationVerifier {
+    fn inner(&self) -> Arc<dyn ClientCertVerifier> {
+        self.keys.client_verifier.read().clone()
+    }
 }
 
 impl ClientCertVerifier for RevocationVerifier {
     fn offer_client_auth(&self) -> bool {
-        self.inner.offer_client_auth()
+        true
     }
 
     fn client_auth_mandatory(&self) -> bool {
-        self.inner.client_auth_mandatory()
+        true
     }
 
+    // No hints: the roots change on a CA rotation, and Cairn clients hold one certificate.
     fn root_hint_subjects(&self) -> &[DistinguishedName] {
-        self.inner.root_hint_subjects()
+        &[]
     }
 
     fn verify_client_cert(
@@ -448,7 +591,7 @@ impl ClientCertVerifier for RevocationVerifier {
         intermediates: &[CertificateDer<'_>],
         now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
-        let ok = self.inner.verify_client_cert(end_entity, intermediates, now)?;
+        let ok = self.inner().verify_client_cert(end_entity, intermediates, now)?;
         self.revoked.check(end_entity)?;
         Ok(ok)
     }
@@ -459,7 +602,7 @@ impl ClientCertVerifier for RevocationVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
+        self.inner().verify_tls12_signature(message, cert, dss)
     }
 
     fn verify_tls13_signature(
@@ -468,11 +611,11 @@ impl ClientCertVerifier for RevocationVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
+        self.inner().verify_tls13_signature(message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.supported_verify_schemes()
+        self.inner().supported_verify_schemes()
     }
 }
 
@@ -486,9 +629,10 @@ impl ServerCertVerifier for NodeVerifier {
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
         let cert = rustls::server::ParsedCertificate::try_from(end_entity)?;
+        let roots = self.keys.roots.read().clone();
         rustls::client::verify_server_cert_signed_by_trust_anchor(
             &cert,
-            &self.roots,
+            &roots,
             intermediates,
             now,
             provider().signature_verification_algorithms.all,
