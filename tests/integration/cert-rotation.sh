@@ -3,11 +3,17 @@
 # client writes continuously, each node's certificate is re-issued into its node.pem;
 # cairnd reloads it without a restart (a new connection is shown the new certificate;
 # the record is listed); the writer sees no I/O error and every acknowledged byte reads
-# back.
+# back. Then the CA is rotated under the same writer (`cairn cluster ca rotate`: both CAs
+# trusted, the nodes re-issue their certificates under the new one; `--finish`: the old
+# one retired): still no I/O error, and afterwards a certificate of the old CA is refused.
 set -euo pipefail
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
+cl_init
+# A CA of this suite's own: the rotation replaces it.
+export CAIRN_CA_DIR=$CL_DIR/ca
+export CAIRN_CREDENTIALS=$CAIRN_CA_DIR/admin.pem
 cluster_up 2 rot 2 2
 node_serial() {
     cairn_cli --json client certificate list | python3 -c '
@@ -58,6 +64,46 @@ sleep 3
 (($(wc -l <"$acked") > n)) || fail "the writer stalled after the rotation"
 cairn_cli volume status rot >/dev/null || fail "volume status after the rotation"
 pass "the cluster and the writer go on"
+
+# The CA. A client certificate of the old CA, issued before, for the checks below.
+cairn_cli client certificate issue old-client --out "$CL_DIR/old-client.pem" >/dev/null || fail "issue old-client"
+before=$(cat "$CAIRN_CA_DIR/ca.pem")
+out=$("$CAIRN_BIN_DIR/cairn" cluster ca rotate) || fail "cluster ca rotate: $out"
+[[ $(cat "$CAIRN_CA_DIR/ca.pem") != "$before" ]] || fail "cluster ca rotate: ca.pem unchanged"
+retrusted() { grep -q "now trusts the CA certificate" "$CL_DIR/log/cairnd-$1.log"; }
+for n in n1 n2; do
+    wait_until 15 retrusted "$n" || fail "$n did not take the trust bundle"
+done
+sleep 3
+cairn_cli volume status rot >/dev/null || fail "the new admin credential (new CA, bundle) manages"
+# During the transition a certificate of either CA is accepted (a client may not list
+# volumes: what counts is that the handshake passed and the request was judged by role).
+for c in old-client new-client; do
+    [[ $c == old-client ]] || cairn_cli client certificate issue new-client --out "$CL_DIR/new-client.pem" >/dev/null ||
+        fail "issue new-client"
+    out=$("$CAIRN_BIN_DIR/cairn" --host "$(cl_node_addr n2)" --credentials "$CL_DIR/$c.pem" volume list 2>&1) || true
+    grep -q "permission denied for client $c" <<<"$out" || fail "during the transition $c was not judged by role: $out"
+done
+assert_eq 3 "$(grep -c 'BEGIN CERTIFICATE' "$CL_DIR/new-client.pem")" "certificates in a credential issued during the rotation"
+pass "cluster ca rotate: the nodes trust both CAs; certificates of the old and the new CA are accepted"
+
+n=$(wc -l <"$acked")
+out=$("$CAIRN_BIN_DIR/cairn" cluster ca rotate --finish) || fail "cluster ca rotate --finish: $out"
+reissued() { grep -q "re-issued this node's certificate: its CA was retired" "$CL_DIR/log/cairnd-$1.log"; }
+for n2 in n1 n2; do
+    wait_until 15 reissued "$n2" || fail "$n2 did not re-issue its certificate under the new CA"
+done
+sleep 3
+for n2 in n1 n2; do
+    out=$("$CAIRN_BIN_DIR/cairn" --host "$(cl_node_addr "$n2")" --credentials "$CL_DIR/old-client.pem" volume list 2>&1) &&
+        fail "$n2 accepted a certificate of the retired CA: $out"
+    grep -q "not signed by" <<<"$out" || fail "$n2: refusal of the old CA's certificate does not say why: $out"
+    out=$("$CAIRN_BIN_DIR/cairn" --host "$(cl_node_addr "$n2")" --credentials "$CL_DIR/new-client.pem" volume list 2>&1) || true
+    grep -q "permission denied for client new-client" <<<"$out" || fail "$n2: new-client after the rotation: $out"
+done
+cairn_cli volume status rot >/dev/null || fail "the admin credential after the old CA was retired"
+(($(wc -l <"$acked") > n)) || fail "the writer stalled during the CA rotation"
+pass "cluster ca rotate --finish: the nodes re-issued their certificates; a certificate of the old CA is refused by n1 and n2; the admin, new-client and the writer go on"
 
 touch "$stop"
 wait "$writer" || fail "the writer saw an I/O error: $(cat "$CL_DIR/writer-error" 2>/dev/null)"

@@ -204,9 +204,10 @@ pub async fn run_credentials_watch(
     }
 }
 
-/// Issue a new node certificate into `node_pem` when the current one ends within
-/// `renew_before` seconds and the cluster CA is in `ca_dir` (it keeps the trusted CA
-/// certificates of the current file).
+/// When the cluster CA is in `ca_dir`: issue a new node certificate into `node_pem` when
+/// the current one ends within `renew_before` seconds or was issued by a CA the CA dir
+/// no longer trusts (a CA rotation finished), and make it trust what the CA dir trusts
+/// (`ca-bundle.pem` during a rotation and after it, else `ca.pem`).
 fn renew_if_due(
     tls: &cairn_proto::tls::TlsConfig,
     node_pem: &Path,
@@ -219,15 +220,37 @@ fn renew_if_due(
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0);
-    if cur.not_after() > now + renew_before || !ca_dir.join("ca.key").exists() {
+    if !ca_dir.join("ca.key").exists() {
         return Ok(());
     }
-    let ca = cairn_proto::tls::Ca::load(ca_dir).context("loading the cluster CA")?;
-    let new = ca
-        .issue(&tls.me, cairn_proto::tls::CERT_DAYS)?
-        .with_cas(&cur.cas_pem())
-        .context("keeping the trusted CA certificates")?;
-    new.save(node_pem)?;
-    tracing::info!(path = %node_pem.display(), serial = %new.serial(), "renewed this node's certificate");
+    let Ok(ca_pem) = std::fs::read_to_string(ca_dir.join("ca.pem")) else {
+        return Ok(());
+    };
+    let trust = std::fs::read_to_string(ca_dir.join("ca-bundle.pem")).unwrap_or(ca_pem.clone());
+    let certs = |pem: &str| -> Vec<String> {
+        let mut v: Vec<String> = cairn_proto::tls::pem_blocks(pem)
+            .into_iter()
+            .filter(|b| b.contains("BEGIN CERTIFICATE"))
+            .collect();
+        v.sort();
+        v
+    };
+    let due = cur.not_after() <= now + renew_before;
+    // During a rotation a certificate of the old CA stays (clients that trust only the
+    // old CA still reach this node); once the old CA is retired it is re-issued.
+    let other_ca = !certs(&trust).iter().any(|ca| cur.signed_by(ca));
+    if due || other_ca {
+        let ca = cairn_proto::tls::Ca::load(ca_dir).context("loading the cluster CA")?;
+        let new = ca
+            .issue(&tls.me, cairn_proto::tls::CERT_DAYS)?
+            .with_cas(&trust)
+            .context("adding the trusted CA certificates")?;
+        new.save(node_pem)?;
+        let why = if due { "it nears its end" } else { "its CA was retired" };
+        tracing::info!(path = %node_pem.display(), serial = %new.serial(), "re-issued this node's certificate: {why}");
+    } else if certs(&cur.cas_pem()) != certs(&trust) {
+        cur.with_cas(&trust)?.save(node_pem)?;
+        tracing::info!(path = %node_pem.display(), "this node's certificate now trusts the CA certificate(s) of {}", ca_dir.display());
+    }
     Ok(())
 }

@@ -152,6 +152,52 @@ pub enum Command {
     /// Credentials of clients, gateways and nodes (certificates of the cluster CA).
     #[command(subcommand)]
     Client(ClientCmd),
+    /// The cluster itself: its certificate authority.
+    #[command(subcommand)]
+    Cluster(ClusterCmd),
+}
+
+#[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
+pub enum ClusterCmd {
+    /// The cluster CA.
+    #[command(subcommand)]
+    Ca(CaCmd),
+}
+
+#[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
+pub enum CaCmd {
+    /// Replace the cluster CA without downtime, in two steps (docs/security.md,
+    /// "Rotation").
+    #[command(long_about = CA_ROTATE_ABOUT)]
+    Rotate(CaRotate),
+}
+
+const CA_ROTATE_ABOUT: &str = "\
+Replace the cluster CA without downtime, in two steps, on the node that holds the CA, as \
+root (like `ceph orch certmgr` / kubeadm's CA rotation: a transition with both CAs \
+trusted, then the old one retired).
+
+`cairn cluster ca rotate` creates a new CA (ca.pem, ca.key; the old certificate kept as \
+ca-old.pem), writes the trust bundle ca-bundle.pem (new + old), and re-issues the admin \
+credential admin.pem under the new CA with the bundle. Every cairnd whose CA dir holds the \
+CA trusts both within seconds (reloaded, no restart) and keeps its certificate, so \
+clients that trust only the old CA still reach it. Credentials issued from now on \
+(`client certificate issue`) are of the new CA and trust both: re-issue every client, \
+gateway and remote node credential now. Certificates of either CA are accepted meanwhile.
+
+`cairn cluster ca rotate --finish` retires the old CA: the bundle holds the new CA only; \
+admin.pem and every cairnd holding the CA trust only it, and those cairnd re-issue their \
+node certificates under it (within seconds, reloaded). A certificate of the old CA is \
+refused at the next handshake; sessions already open go on until they close.";
+
+#[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
+pub struct CaRotate {
+    /// Retire the old CA (the second step).
+    #[arg(long)]
+    pub finish: bool,
+    /// Directory of the cluster CA. Default: $CAIRN_CA_DIR, else /var/lib/cairn.
+    #[arg(long, value_name = "DIR")]
+    pub ca_dir: Option<std::path::PathBuf>,
 }
 
 #[derive(Subcommand, Debug, Clone, PartialEq, Eq)]

@@ -56,6 +56,9 @@ where
                 Err(e) => usage(err, &e),
             }
         }
+        crate::args::Command::Cluster(crate::args::ClusterCmd::Ca(crate::args::CaCmd::Rotate(
+            a,
+        ))) => return crate::certs::rotate(a, cli.json, out, err),
         crate::args::Command::Nfs(nfs) => {
             return match plan::settings(&cli) {
                 Ok(s) => crate::gateway::nfs(&s, nfs, out, err),

@@ -208,7 +208,8 @@ pub fn plan(command: &Command) -> Result<Plan, UsageError> {
         | Command::Smb(_)
         | Command::Iscsi(_)
         | Command::Gateway(_)
-        | Command::Client(_) => {
+        | Command::Client(_)
+        | Command::Cluster(_) => {
             return Err(UsageError {
                 message: "cairn: gateway and certificate commands are not single requests".into(),
                 usage: None,

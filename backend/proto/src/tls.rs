@@ -255,6 +255,27 @@ impl Credentials {
         Credentials::from_pem(&format!("{holder}{cas}{key}"))
     }
 
+    /// Whether the certificate was issued by the CA whose certificate is `ca_pem` (and is
+    /// valid now).
+    pub fn signed_by(&self, ca_pem: &str) -> bool {
+        let Ok(ca) = CertificateDer::from_pem_slice(ca_pem.as_bytes()) else { return false };
+        let mut roots = RootCertStore::empty();
+        if roots.add(ca).is_err() {
+            return false;
+        }
+        let Ok(cert) = rustls::server::ParsedCertificate::try_from(&self.cert) else {
+            return false;
+        };
+        rustls::client::verify_server_cert_signed_by_trust_anchor(
+            &cert,
+            &roots,
+            &[],
+            UnixTime::now(),
+            provider().signature_verification_algorithms.all,
+        )
+        .is_ok()
+    }
+
     /// The CA certificates it trusts, PEM.
     pub fn cas_pem(&self) -> String {
         pem_blocks(&self.pem)
