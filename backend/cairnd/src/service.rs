@@ -6,6 +6,7 @@ use crate::{authz, chain, metrics, mgmt};
 use bytes::Bytes;
 use cairn_proto::mgmt::{MgmtReply, MgmtRequest};
 use cairn_proto::msg::{Reply, Request, Response, Welcome};
+use cairn_proto::principal::{Principal, Role};
 use cairn_proto::rpc::{Service, Session};
 use cairn_proto::{Errno, RemoteError, PROTOCOL_VERSION};
 use futures::future::BoxFuture;
@@ -16,11 +17,13 @@ pub struct Daemon {
     pub audit: Arc<Audit>,
 }
 
-/// Management is open to any host, except changing who may use a volume, handling join
-/// tokens and reading the audit log: those only from this host (the local CLI) or a node
-/// of the cluster.
+/// With TLS, who may manage is the certificate's role, checked by `authz` (changing
+/// `auth.allow`, join tokens and the audit log need `admin`), from any address. On a
+/// plain connection (no identity) management is open to any host, except changing who
+/// may use a volume, handling join tokens and reading the audit log: those only from this
+/// host (the local CLI) or a node of the cluster.
 fn mgmt_allowed(node: &Node, session: &Session, m: &MgmtRequest) -> Result<(), RemoteError> {
-    if node.may_manage(session) {
+    if session.principal.is_some() || node.may_manage(session) {
         return Ok(());
     }
     let client = session.peer.ip().to_canonical();
@@ -45,6 +48,15 @@ fn mgmt_allowed(node: &Node, session: &Session, m: &MgmtRequest) -> Result<(), R
         Errno::EACCES,
         format!("client {client} may not {what}: only from a node of the cluster (run the cairn CLI there)"),
     ))
+}
+
+/// Whether a session is shown secrets: by the role of its certificate, or (plain
+/// transport) by `by_address`.
+fn sees_secrets(p: Option<&Principal>, by_address: impl FnOnce() -> bool) -> bool {
+    match p {
+        Some(p) => matches!(p.role, Role::Admin | Role::Node | Role::Gateway),
+        None => by_address(),
+    }
 }
 
 /// Gateway documents with every secret masked (`audit::redact`).
@@ -159,8 +171,14 @@ async fn dispatch(
                 },
             };
             audit.record(&session, &m, &res);
-            // Secrets (CHAP passwords) go only to this host and the cluster's nodes.
-            let res = if node.may_manage(&session) { res } else { res.map(mask_secrets) };
+            // Secrets (CHAP passwords) go only to the roles that need them (admin, node,
+            // gateway: `authz` lets no other read gateway documents); on a plain
+            // connection, only to this host and the cluster's nodes.
+            let res = if sees_secrets(session.principal.as_ref(), || node.may_manage(&session)) {
+                res
+            } else {
+                res.map(mask_secrets)
+            };
             res.map(|r| (Reply::Mgmt(r), Bytes::new()))
         }
     }
@@ -189,5 +207,23 @@ impl Service for Daemon {
 
     fn closed(&self, session: &Arc<Session>) {
         self.node.session_closed(session.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_follow_the_role_not_the_address() {
+        let p = |r| Principal::new("x", r);
+        // With a certificate the address does not matter either way.
+        for r in [Role::Admin, Role::Node, Role::Gateway] {
+            assert!(sees_secrets(Some(&p(r)), || false), "{r}");
+        }
+        assert!(!sees_secrets(Some(&p(Role::Client)), || true));
+        // Plain transport: by address.
+        assert!(sees_secrets(None, || true));
+        assert!(!sees_secrets(None, || false));
     }
 }

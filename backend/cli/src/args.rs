@@ -620,17 +620,25 @@ pub enum IscsiAclCmd {
     /// Allow initiator INITIATOR (its iSCSI name) to log in, optionally with CHAP.
     #[command(
         after_help = "EXAMPLES:\n  cairn iscsi target acl add iqn.2024-01.com.example:storage iqn.1994-05.com.redhat:host1\n  \
-cairn iscsi target acl add iqn.2024-01.com.example:storage iqn.1994-05.com.redhat:host2 --chap-user host2 --chap-password 'pa55word-0f-12+'"
+cairn iscsi target acl add iqn.2024-01.com.example:storage iqn.1994-05.com.redhat:host2 --chap-user host2 --chap-password-file /root/host2.chap\n  \
+printf '%s' \"$SECRET\" | cairn iscsi target acl add iqn.2024-01.com.example:storage iqn.1994-05.com.redhat:host3 --chap-user host3 --chap-password-file -",
+        group = clap::ArgGroup::new("chap_secret").args(["chap_password", "chap_password_file"])
     )]
     Add {
         iqn: String,
         initiator: String,
-        /// CHAP user name the initiator presents (needs --chap-password).
-        #[arg(long, value_name = "USER", requires = "chap_password")]
+        /// CHAP user name the initiator presents (needs --chap-password or
+        /// --chap-password-file).
+        #[arg(long, value_name = "USER", requires = "chap_secret")]
         chap_user: Option<String>,
-        /// CHAP secret (12-16 characters for Windows initiators).
+        /// CHAP secret (12-16 characters for Windows initiators). Visible in the process
+        /// list: prefer --chap-password-file.
         #[arg(long, value_name = "SECRET", requires = "chap_user")]
         chap_password: Option<String>,
+        /// Read the CHAP secret from FILE (its first line), or from standard input with
+        /// `-`, so it is not visible in the process list.
+        #[arg(long, value_name = "FILE", requires = "chap_user")]
+        chap_password_file: Option<std::path::PathBuf>,
     },
     /// Remove an initiator's ACL.
     Remove { iqn: String, initiator: String },
