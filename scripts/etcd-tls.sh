@@ -13,6 +13,12 @@
 #                                 certificate's CN is the user), role cairn with read-write
 #                                 on keys under PREFIX only. Idempotent.
 #   etcd_tls_healthy ENDPOINT DIR etcd at ENDPOINT answers /health over TLS as root
+#   etcd_tls_client DIR NAME      a client certificate NAME.pem (CN NAME, key 0600) of DIR's
+#                                 CA: a node's own etcd identity (cairn-NODE), kept if there
+#   etcd_tls_node_user ENDPOINT DIR NAME
+#                                 etcd user NAME (no password: its certificate's CN) with
+#                                 role cairn, so a node's own certificate works and the
+#                                 etcd audit trail names the node. Idempotent.
 #
 # The *_args functions print one argument per line (read them with mapfile).
 
@@ -52,9 +58,39 @@ etcd_tls_server_args() {
         --peer-client-cert-auth --peer-trusted-ca-file "$d/ca.pem"
 }
 
+# etcd_tls_cairnd_args DIR [NAME]: with NAME, the client certificate NAME.pem
+# (etcd_tls_client) instead of the shared cairn.pem.
 etcd_tls_cairnd_args() {
-    local d=$1
-    printf '%s\n' --etcd-ca "$d/ca.pem" --etcd-cert "$d/cairn.pem" --etcd-key "$d/cairn-key.pem"
+    local d=$1 n=${2:-cairn}
+    printf '%s\n' --etcd-ca "$d/ca.pem" --etcd-cert "$d/$n.pem" --etcd-key "$d/$n-key.pem"
+}
+
+etcd_tls_client() {
+    local d=$1 n=$2
+    [[ $n =~ ^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$ ]] || {
+        echo "etcd_tls_client: bad certificate name '$n' (1-63 of A-Z a-z 0-9 . _ -)" >&2
+        return 1
+    }
+    [[ -s $d/$n.pem && -s $d/$n-key.pem ]] && return 0
+    (
+        umask 077
+        set -e
+        openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+            -subj "/CN=$n" -keyout "$d/$n-key.pem" -out "$d/$n.csr" 2>/dev/null
+        printf 'extendedKeyUsage=clientAuth\n' >"$d/$n.ext"
+        openssl x509 -req -in "$d/$n.csr" -CA "$d/ca.pem" -CAkey "$d/ca-key.pem" \
+            -CAcreateserial -days 3650 -extfile "$d/$n.ext" -out "$d/$n.pem" 2>/dev/null
+        rm -f "$d/$n.csr" "$d/$n.ext"
+        chmod 644 "$d/$n.pem"
+    ) || { echo "etcd_tls_client: openssl failed making $d/$n.pem" >&2; return 1; }
+}
+
+etcd_tls_node_user() {
+    local endpoint=$1 d=$2 n=$3
+    etcd_tls_ctl "$endpoint" "$d" user get "$n" >/dev/null 2>&1 ||
+        etcd_tls_ctl "$endpoint" "$d" user add "$n" --no-password >/dev/null || return 1
+    etcd_tls_ctl "$endpoint" "$d" user get "$n" 2>/dev/null | grep -q 'Roles:.*cairn' ||
+        etcd_tls_ctl "$endpoint" "$d" user grant-role "$n" cairn >/dev/null
 }
 
 etcd_tls_ctl() {

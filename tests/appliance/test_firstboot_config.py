@@ -5,6 +5,7 @@ validator (appliance/lib/cairn_appliance/config.py), the machine checks with a f
 message, naming the key. Run: python3 -m unittest tests/appliance/test_firstboot_config.py
 """
 
+import json
 import os
 import shutil
 import subprocess
@@ -60,6 +61,22 @@ class DefaultTest(unittest.TestCase):
         self.assertFalse(cfg.is_gateway)
         self.assertEqual(cfg.to_json()["token"], "********")
 
+    def test_brick_enrolls_with_join_and_ca_hash(self):
+        h = "sha256:" + "AB" * 32
+        cfg = config.parse("cairn:\n  role: brick\n  cluster:\n    etcd: [http://10.0.0.1:2379]\n"
+                           f"    token: t\n    join: 10.0.0.1\n    ca_cert_hash: {h}\n")
+        self.assertEqual(cfg.join, "10.0.0.1:7420")  # the default port added
+        self.assertEqual(cfg.ca_cert_hash, h.lower())
+        env = render.parse_env(render.appliance_env("brick", "n2", "auto", cfg.etcd, cfg.join,
+                                                    cfg.ca_cert_hash))
+        self.assertEqual(env["CAIRN_JOIN"], "10.0.0.1:7420")
+        self.assertEqual(env["CAIRN_CA_CERT_HASH"], h.lower())
+        for text, want in [("node1.example:7421", "node1.example:7421"),
+                           ("[fd00::1]:7420", "[fd00::1]:7420"), ("[fd00::2]", "[fd00::2]:7420")]:
+            self.assertEqual(config.join_address(text), want)
+        # without them, appliance.env names no member
+        self.assertNotIn("CAIRN_JOIN", render.parse_env(render.appliance_env("brick", "n", "auto", [])))
+
     def test_gateway_role(self):
         cfg = config.parse("cairn:\n  role: gateway\n  address: 10.0.0.9\n  smb: false\n"
                            "  cluster: {etcd: [https://etcd.example:2379]}\n")
@@ -106,6 +123,27 @@ class BadInputTest(unittest.TestCase):
     def test_joining_roles_need_etcd(self):
         self.one("cairn:\n  role: brick\n", "cairn.cluster.etcd", "role brick joins a cluster")
         self.one("cairn:\n  role: gateway\n  cluster: {token: x}\n", "cairn.cluster.etcd")
+
+    def test_bad_enrollment_values(self):
+        base = "cairn:\n  role: brick\n  cluster:\n    etcd: [http://e:2379]\n    token: t\n"
+        h = "sha256:" + "0" * 64
+        self.one(base + f"    join: 'h:99999'\n    ca_cert_hash: {h}\n", "cairn.cluster.join",
+                 "port '99999' is not 1-65535")
+        self.one(base + f"    join: 'fd00::1'\n    ca_cert_hash: {h}\n", "cairn.cluster.join",
+                 "[ADDR]:PORT")
+        self.one(base + f"    join: 'bad host!'\n    ca_cert_hash: {h}\n", "cairn.cluster.join",
+                 "not a host name or IP address")
+        self.one(base + f"    join: ''\n    ca_cert_hash: {h}\n", "cairn.cluster.join", "HOST:PORT")
+        self.one(base + "    join: h\n    ca_cert_hash: sha256:12\n", "cairn.cluster.ca_cert_hash",
+                 "not sha256: and 64 hex digits")
+        self.one(base + f"    join: h\n    ca_cert_hash: 'md5:{'0' * 64}'\n",
+                 "cairn.cluster.ca_cert_hash")
+        p = self.one(base + "    join: h\n", "cairn.cluster.ca_cert_hash: cluster.join needs it")
+        self.assertEqual(len(p), 1)
+        self.one(base + f"    ca_cert_hash: {h}\n", "cairn.cluster.join: cluster.ca_cert_hash needs it")
+        self.one("cairn:\n  role: brick\n  cluster:\n    etcd: [http://e:2379]\n    join: h\n"
+                 f"    ca_cert_hash: {h}\n", "cairn.cluster.token: enrolling")
+        self.one(base + "    joins: h\n", "unknown key(s) joins", "known: etcd, token, join, ca_cert_hash")
 
     def test_bad_etcd_urls(self):
         self.one("cairn:\n  role: brick\n  cluster: {etcd: [10.0.0.1]}\n",
@@ -259,6 +297,18 @@ class RenderTest(unittest.TestCase):
         self.assertEqual(three["ETCD_ADVERTISE_CLIENT_URLS"], "http://10.0.0.2:2379")
         self.assertIn("http://127.0.0.1:2379", three["ETCD_LISTEN_CLIENT_URLS"])
 
+    def test_etcd_env_with_tls(self):
+        env = render.parse_env(render.etcd_env("n1", "127.0.0.1", [], "tok", loopback_only=True,
+                                               tls_dir="/etc/cairn/etcd-tls"))
+        self.assertEqual(env["ETCD_LISTEN_CLIENT_URLS"], "https://127.0.0.1:2379")
+        self.assertEqual(env["ETCD_CLIENT_CERT_AUTH"], "true")
+        self.assertEqual(env["ETCD_PEER_CLIENT_CERT_AUTH"], "true")
+        self.assertEqual(env["ETCD_TRUSTED_CA_FILE"], "/etc/cairn/etcd-tls/ca.pem")
+        a = render.parse_env(render.appliance_env("brick", "n1", "auto", ["https://e:2379"],
+                                                  etcd_tls=("/c/ca.pem", "/c/n1.pem", "/c/n1-key.pem")))
+        self.assertEqual((a["CAIRN_ETCD_CA"], a["CAIRN_ETCD_CERT"], a["CAIRN_ETCD_KEY"]),
+                         ("/c/ca.pem", "/c/n1.pem", "/c/n1-key.pem"))
+
     def test_appliance_env_round_trip(self):
         env = render.parse_env(render.appliance_env("brick", "n 1", "auto", ["http://a:2379", "http://b:2379"]))
         self.assertEqual(env, {"CAIRN_ROLE": "brick", "CAIRN_NODE": "n 1", "CAIRN_ADVERTISE": "auto",
@@ -289,6 +339,74 @@ class RenderTest(unittest.TestCase):
         self.assertNotIn("Pw1", motd)
         self.assertIn("/root/cairn-credentials", motd)
         self.assertIn("password Pw1", con)
+
+
+class EtcdTlsRunTest(unittest.TestCase):
+    """The TLS settings etcd_env renders, run by a real etcd: two members on 127.0.0.2 and
+    127.0.0.3 with peer TLS (client certificates both ways), certificates made by
+    scripts/etcd-tls.sh. A client with a certificate of the CA is served; one without a
+    certificate, or over plain HTTP, is not."""
+
+    def test_two_members_with_client_and_peer_tls(self):
+        import ssl
+        import time
+        import urllib.request
+        d = tempfile.mkdtemp(prefix="etcd-tls-render.")
+        procs, logs = [], []
+        try:
+            tls = os.path.join(d, "tls")
+            script = os.path.join(HERE, "..", "..", "scripts", "etcd-tls.sh")
+            subprocess.run(["bash", "-c", f'. "{script}" && etcd_tls_make "$1" 127.0.0.2 127.0.0.3',
+                            "-", tls], check=True)
+            members = [("e2", "127.0.0.2"), ("e3", "127.0.0.3")]
+            for name, ip in members:
+                env = render.parse_env(render.etcd_env(name, ip, members, "tok", tls_dir=tls))
+                # the member's own address only (both share the host's 127.0.0.1)
+                env["ETCD_LISTEN_CLIENT_URLS"] = env["ETCD_ADVERTISE_CLIENT_URLS"]
+                env["ETCD_DATA_DIR"] = os.path.join(d, name)
+                log = open(os.path.join(d, f"{name}.log"), "w")
+                logs.append(log)
+                procs.append(subprocess.Popen(["etcd"], env={**os.environ, **env}, stdout=log,
+                                              stderr=subprocess.STDOUT, start_new_session=True))
+            ctx = ssl.create_default_context(cafile=os.path.join(tls, "ca.pem"))
+            ctx.load_cert_chain(os.path.join(tls, "root.pem"), os.path.join(tls, "root-key.pem"))
+
+            def health(url, context):
+                try:
+                    with urllib.request.urlopen(url + "/health", timeout=2, context=context) as r:
+                        return json.load(r).get("health") == "true"
+                except (OSError, ValueError):
+                    return False
+            deadline = time.time() + 60
+            while not all(health(f"https://{ip}:2379", ctx) for _, ip in members):
+                if time.time() > deadline:
+                    logs = "".join(open(os.path.join(d, f"{n}.log")).read()[-2000:] for n, _ in members)
+                    self.fail(f"a 2-member etcd with TLS did not become healthy:\n{logs}")
+                time.sleep(0.5)
+            nocert = ssl.create_default_context(cafile=os.path.join(tls, "ca.pem"))
+            self.assertFalse(health("https://127.0.0.2:2379", nocert),
+                             "etcd served a client without a certificate")
+            self.assertFalse(health("http://127.0.0.2:2379", None), "etcd served plain HTTP")
+
+            def peer_answers(context):
+                try:
+                    with urllib.request.urlopen("https://127.0.0.2:2380/version", timeout=2,
+                                                context=context) as r:
+                        return r.status == 200
+                except OSError:
+                    return False
+            self.assertTrue(peer_answers(ctx), "the peer port did not answer a certificate of the CA")
+            self.assertFalse(peer_answers(nocert), "the peer port served a client without a certificate")
+        finally:
+            for p in procs:
+                p.terminate()
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+            for f in logs:
+                f.close()
+            shutil.rmtree(d, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -60,6 +60,33 @@ refused "user cairn outside the cluster's prefix" \
     --cert "$tlsdir/cairn.pem" --key "$tlsdir/cairn-key.pem" \
     --dial-timeout 3s --command-timeout 5s put /elsewhere x
 
+# A node's own etcd identity: certificate cairn-n2 (CN = its etcd user, role cairn).
+etcd_tls_client "$tlsdir" cairn-n2 || fail "etcd_tls_client cairn-n2"
+assert_eq 600 "$(stat -c %a "$tlsdir/cairn-n2-key.pem")" "cairn-n2-key.pem is mode 0600"
+mapfile -t n2_args < <(etcd_tls_cairnd_args "$tlsdir" cairn-n2)
+mkdir -p "$CL_DIR/state/n2"
+refused "cairnd with its own certificate before its etcd user exists" \
+    timeout 20 "$CAIRN_BIN_DIR/cairnd" --name n2 --listen "127.0.0.1:$(free_port)" \
+    --etcd "$url" "${n2_args[@]}" --state-dir "$CL_DIR/state/n2"
+etcd_tls_node_user "$url" "$tlsdir" cairn-n2 || fail "etcd_tls_node_user cairn-n2"
+etcd_tls_node_user "$url" "$tlsdir" cairn-n2 || fail "etcd_tls_node_user is not idempotent"
+out=$(ETCDCTL_API=3 etcdctl --endpoints "$url" --cacert "$tlsdir/ca.pem" --cert "$tlsdir/cairn-n2.pem" \
+    --key "$tlsdir/cairn-n2-key.pem" --dial-timeout 3s --command-timeout 5s get /cairn/volumes/tvol \
+    --keys-only 2>&1) || true
+grep -q /cairn/volumes/tvol <<<"$out" || fail "user cairn-n2 cannot read the cluster's keys: $out"
+refused "user cairn-n2 outside the cluster's prefix" \
+    env ETCDCTL_API=3 etcdctl --endpoints "$url" --cacert "$tlsdir/ca.pem" \
+    --cert "$tlsdir/cairn-n2.pem" --key "$tlsdir/cairn-n2-key.pem" \
+    --dial-timeout 3s --command-timeout 5s put /elsewhere x
+"$CAIRN_BIN_DIR/cairnd" --name n2 --listen "127.0.0.1:$(free_port)" --etcd "$url" "${n2_args[@]}" \
+    --state-dir "$CL_DIR/state/n2" >"$CL_DIR/log/cairnd-n2.out" 2>&1 &
+n2_pid=$!
+n2_up() { grep -q "cairnd started" "$CL_DIR/log/cairnd-n2.out"; }
+wait_until 20 n2_up || fail "cairnd n2 with etcd certificate cairn-n2 did not start: $(tail -5 "$CL_DIR/log/cairnd-n2.out")"
+stop_pid "$n2_pid" cairnd 10 || fail "stopping cairnd n2"
+wait "$n2_pid" 2>/dev/null || true
+pass "a node with its own etcd certificate (CN cairn-n2, user cairn-n2, role cairn) works"
+
 mkdir -p "$CL_DIR/state/n9"
 refused "cairnd without a client certificate" \
     timeout 20 "$CAIRN_BIN_DIR/cairnd" --name n9 --listen "127.0.0.1:$(free_port)" \

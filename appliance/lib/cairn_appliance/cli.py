@@ -148,11 +148,14 @@ def parser() -> argparse.ArgumentParser:
     x.add_argument("--member", action="append", default=[], metavar="NAME=IP")
     x.add_argument("--token", required=True)
     x.add_argument("--state", default="new", choices=["new", "existing"])
+    x.add_argument("--tls-dir", help="etcd TLS for clients and peers (scripts/etcd-tls.sh's files)")
     x = rs.add_parser("appliance-env")
     x.add_argument("--role", required=True)
     x.add_argument("--node", required=True)
     x.add_argument("--advertise", default="auto")
     x.add_argument("--etcd", action="append", default=[])
+    x.add_argument("--etcd-tls", nargs=3, metavar=("CA", "CERT", "KEY"),
+                   help="the CA, client certificate and key cairnd presents to etcd")
     x = rs.add_parser("smb-conf")
     x.add_argument("--netbios", required=True)
     rs.add_parser("nfs-conf")
@@ -196,9 +199,10 @@ def main(argv=None) -> int:
                 print(f"cairn-appliance render etcd-env: --member {m!r} is not NAME=IP", file=sys.stderr)
                 return 2
             members.append((n, ip))
-        text = render.etcd_env(a.name, a.ip, members, a.token, a.state)
+        text = render.etcd_env(a.name, a.ip, members, a.token, a.state, tls_dir=a.tls_dir)
     elif a.what == "appliance-env":
-        text = render.appliance_env(a.role, a.node, a.advertise, a.etcd)
+        text = render.appliance_env(a.role, a.node, a.advertise, a.etcd,
+                                    etcd_tls=tuple(a.etcd_tls) if a.etcd_tls else None)
     elif a.what == "smb-conf":
         text = render.smb_conf(a.netbios)
     else:

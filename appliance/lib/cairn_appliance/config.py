@@ -15,6 +15,8 @@ Schema (docs/appliance.md, "User-data"):
       cluster:                 # required for brick and gateway; refused for all-in-one
         etcd: [http://10.0.0.1:2379, ...]   # or one comma-separated string
         token: SECRET          # join token (kept root-only; see docs/appliance.md)
+        join: HOST[:PORT]      # a member holding the cluster CA; with ca_cert_hash, the
+        ca_cert_hash: sha256:HEX   # node enrolls: its certificate comes with the token
       disks: [/dev/vdb, ...]   # data disks, formatted (ext4) if blank; default: autodetect
       volume:                  # all-in-one only; default {name: vol0, replica: 2, bricks: 2}
         name: vol0
@@ -77,6 +79,8 @@ class Config:
     address: Optional[str] = None
     etcd: list[str] = dataclasses.field(default_factory=list)
     token: Optional[str] = None
+    join: Optional[str] = None  # HOST:PORT of the member to enroll through
+    ca_cert_hash: Optional[str] = None  # sha256:HEX, the pinned cluster CA
     disks: Optional[list[str]] = None  # None: autodetect; []: none (root disk folder)
     volume: Optional[Volume] = None
     nfs: bool = True
@@ -103,6 +107,66 @@ class Config:
         if d["token"]:
             d["token"] = "********"
         return d
+
+
+CA_HASH = re.compile(r"sha256:[0-9a-fA-F]{64}")
+HOST = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?")
+
+
+def join_address(value: Any) -> str:
+    """`HOST[:PORT]` (an IP, [IPv6]:PORT, or a DNS name) as `HOST:PORT`, the default port
+    7420 added; ValueError saying what is wrong."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("must be HOST or HOST:PORT of a member (a string)")
+    v = value.strip()
+    host, port = v, "7420"
+    if v.startswith("["):
+        end = v.find("]")
+        if end < 0:
+            raise ValueError(f"{v!r}: unclosed [ of an IPv6 address")
+        host, rest = v[1:end], v[end + 1:]
+        if rest:
+            if not rest.startswith(":"):
+                raise ValueError(f"{v!r}: expected :PORT after ]")
+            port = rest[1:]
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ValueError(f"{v!r}: {host!r} is not an IPv6 address") from None
+        host = f"[{host}]"
+    elif v.count(":") == 1:
+        host, port = v.split(":")
+    elif v.count(":") > 1:
+        raise ValueError(f"{v!r}: write an IPv6 address as [ADDR]:PORT")
+    if not host.startswith("[") and not HOST.fullmatch(host):
+        raise ValueError(f"{v!r}: {host!r} is not a host name or IP address")
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(f"{v!r}: port {port!r} is not 1-65535")
+    return f"{host}:{int(port)}"
+
+
+def _enrollment(problems: list[str], cluster: dict, cfg: "Config") -> None:
+    """cluster.join and cluster.ca_cert_hash: both or neither, and with a token."""
+    join, pin = cluster.get("join"), cluster.get("ca_cert_hash")
+    if join is not None:
+        try:
+            cfg.join = join_address(join)
+        except ValueError as e:
+            problems.append(f"cairn.cluster.join: {e}")
+    if pin is not None:
+        if isinstance(pin, str) and CA_HASH.fullmatch(pin.strip()):
+            cfg.ca_cert_hash = pin.strip().lower()
+        else:
+            problems.append(f"cairn.cluster.ca_cert_hash: {pin!r} is not sha256: and 64 hex "
+                            "digits (as 'cairn peer token create' prints it)")
+    if (join is None) != (pin is None):
+        have, lack = ("join", "ca_cert_hash") if pin is None else ("ca_cert_hash", "join")
+        problems.append(f"cairn.cluster.{lack}: cluster.{have} needs it: the node enrolls "
+                        "with the token through a member (join) whose CA it checks by its "
+                        "hash (ca_cert_hash); 'cairn peer token create' prints both")
+    if (join is not None or pin is not None) and cluster.get("token") is None:
+        problems.append("cairn.cluster.token: enrolling (cluster.join) needs a join token "
+                        "('cairn peer token create' on a member)")
 
 
 def extract_section(text: str, source: str = "user-data") -> Optional[Any]:
@@ -211,9 +275,11 @@ def parse_section(section: Any, source: str = "user-data") -> Config:
         if not isinstance(cluster, dict):
             problems.append("cairn.cluster: must be a mapping with etcd (and token)")
         else:
-            extra = sorted(str(k) for k in cluster if k not in ("etcd", "token"))
+            known = ("etcd", "token", "join", "ca_cert_hash")
+            extra = sorted(str(k) for k in cluster if k not in known)
             if extra:
-                problems.append(f"cairn.cluster: unknown key(s) {', '.join(extra)} (known: etcd, token)")
+                problems.append(f"cairn.cluster: unknown key(s) {', '.join(extra)} (known: {', '.join(known)})")
+            _enrollment(problems, cluster, cfg)
             if "etcd" in cluster:
                 cfg.etcd = _etcd_urls(problems, cluster["etcd"])
             tok = cluster.get("token")

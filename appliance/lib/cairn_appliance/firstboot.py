@@ -250,7 +250,8 @@ def setup(cfg: config.Config, st: dict) -> None:
     etcd = ["http://127.0.0.1:2379"] if cfg.runs_etcd else cfg.etcd
     if cfg.token:
         write(paths.TOKEN_FILE, cfg.token + "\n", 0o600)
-    write(paths.APPLIANCE_ENV, render.appliance_env(cfg.role, node, cfg.address or "auto", etcd))
+    write(paths.APPLIANCE_ENV, render.appliance_env(cfg.role, node, cfg.address or "auto", etcd,
+                                                    cfg.join, cfg.ca_cert_hash))
 
     if cfg.runs_etcd:
         write(paths.ETCD_ENV, render.etcd_env(node, "127.0.0.1", [], secrets.token_hex(8),

@@ -5,7 +5,7 @@ set up by first boot and one set up by site.yml look the same."""
 from __future__ import annotations
 
 import shlex
-from typing import Iterable, Sequence
+from typing import Iterable, Optional, Sequence
 
 from . import paths
 
@@ -66,19 +66,24 @@ def nftables(ports: dict[str, list[int]]) -> str:
 
 
 def etcd_env(name: str, advertise_ip: str, members: Sequence[tuple[str, str]],
-             token: str, state: str = "new", loopback_only: bool = False) -> str:
+             token: str, state: str = "new", loopback_only: bool = False,
+             tls_dir: Optional[str] = None) -> str:
     """/etc/cairn/etcd.env for cairn-etcd.service. MEMBERS: (name, ip) of every member.
-    loopback_only: a single-member etcd serving this node only (all-in-one)."""
+    loopback_only: a single-member etcd serving this node only (all-in-one).
+    tls_dir: TLS for clients and peers, as scripts/etcd-tls.sh makes it (ca.pem, and
+    server.pem / server-key.pem, readable by etcd): https URLs, client certificates
+    required (--client-cert-auth) and checked against ca.pem, peers likewise."""
+    s = "https" if tls_dir else "http"
     if loopback_only:
-        client = f"http://127.0.0.1:{paths.ETCD_CLIENT_PORT}"
-        peer = f"http://127.0.0.1:{paths.ETCD_PEER_PORT}"
+        client = f"{s}://127.0.0.1:{paths.ETCD_CLIENT_PORT}"
+        peer = f"{s}://127.0.0.1:{paths.ETCD_PEER_PORT}"
         listen_client, listen_peer, initial = client, peer, f"{name}={peer}"
     else:
-        client = f"http://{_host(advertise_ip)}:{paths.ETCD_CLIENT_PORT}"
-        peer = f"http://{_host(advertise_ip)}:{paths.ETCD_PEER_PORT}"
-        listen_client = f"{client},http://127.0.0.1:{paths.ETCD_CLIENT_PORT}"
+        client = f"{s}://{_host(advertise_ip)}:{paths.ETCD_CLIENT_PORT}"
+        peer = f"{s}://{_host(advertise_ip)}:{paths.ETCD_PEER_PORT}"
+        listen_client = f"{client},{s}://127.0.0.1:{paths.ETCD_CLIENT_PORT}"
         listen_peer = peer
-        initial = ",".join(f"{n}=http://{_host(ip)}:{paths.ETCD_PEER_PORT}" for n, ip in members)
+        initial = ",".join(f"{n}={s}://{_host(ip)}:{paths.ETCD_PEER_PORT}" for n, ip in members)
     env = {
         "ETCD_NAME": name,
         "ETCD_DATA_DIR": "/var/lib/cairn/etcd",
@@ -92,6 +97,14 @@ def etcd_env(name: str, advertise_ip: str, members: Sequence[tuple[str, str]],
         "ETCD_HEARTBEAT_INTERVAL": "100",
         "ETCD_ELECTION_TIMEOUT": "1000",
     }
+    if tls_dir:
+        cert, key, ca = (f"{tls_dir}/server.pem", f"{tls_dir}/server-key.pem", f"{tls_dir}/ca.pem")
+        env.update({
+            "ETCD_CERT_FILE": cert, "ETCD_KEY_FILE": key,
+            "ETCD_CLIENT_CERT_AUTH": "true", "ETCD_TRUSTED_CA_FILE": ca,
+            "ETCD_PEER_CERT_FILE": cert, "ETCD_PEER_KEY_FILE": key,
+            "ETCD_PEER_CLIENT_CERT_AUTH": "true", "ETCD_PEER_TRUSTED_CA_FILE": ca,
+        })
     return "# Written by cairn-appliance; read by cairn-etcd.service\n" + \
         "".join(f"{k}={v}\n" for k, v in env.items())
 
@@ -100,15 +113,26 @@ def _host(ip: str) -> str:
     return f"[{ip}]" if ":" in ip else ip
 
 
-def appliance_env(role: str, node: str, advertise: str, etcd: Sequence[str]) -> str:
+def appliance_env(role: str, node: str, advertise: str, etcd: Sequence[str],
+                  join: Optional[str] = None, ca_cert_hash: Optional[str] = None,
+                  etcd_tls: Optional[tuple[str, str, str]] = None) -> str:
     """/etc/cairn/appliance.env, read by cairnd.service (through cairnd-start) and the CLI
-    helpers. ADVERTISE may be `auto`: the primary address at each start."""
+    helpers. ADVERTISE may be `auto`: the primary address at each start. JOIN and
+    CA_CERT_HASH (user-data cluster.join, cluster.ca_cert_hash): the member a node without a
+    certificate enrolls through, and the pinned hash of the cluster CA. ETCD_TLS: (CA,
+    client certificate, key) PEM paths cairnd presents to an etcd with client-cert-auth
+    (CAIRN_ETCD_CA, CAIRN_ETCD_CERT, CAIRN_ETCD_KEY; cairnd-start passes them)."""
     env = {
         "CAIRN_ROLE": role,
         "CAIRN_NODE": node,
         "CAIRN_ADVERTISE": advertise,
         "CAIRN_ETCD": ",".join(etcd),
     }
+    if join and ca_cert_hash:
+        env["CAIRN_JOIN"] = join
+        env["CAIRN_CA_CERT_HASH"] = ca_cert_hash
+    if etcd_tls:
+        env["CAIRN_ETCD_CA"], env["CAIRN_ETCD_CERT"], env["CAIRN_ETCD_KEY"] = etcd_tls
     return "# Written by cairn-appliance; read by cairnd.service and cairn-appliance\n" + \
         "".join(f"{k}={shlex.quote(v)}\n" for k, v in env.items())
 

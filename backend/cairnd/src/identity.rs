@@ -58,7 +58,9 @@ pub fn setup(
         anyhow::bail!(
             "{name} joins an existing cluster (--join-token-file) but has no node certificate \
              at {}: issue one on a node holding the cluster CA ('cairn client certificate \
-             issue {name} --role node --out FILE') and place it there (mode 0600)",
+             issue {name} --role node --out FILE') and place it there (mode 0600), or enroll \
+             with the token: --join MEMBER:PORT --ca-cert-hash sha256:HEX (printed by 'cairn \
+             peer token create')",
             node_pem.display()
         );
     }

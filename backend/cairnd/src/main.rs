@@ -7,6 +7,7 @@ mod authz;
 mod certs;
 mod chain;
 mod delegs;
+mod enroll;
 mod heal;
 mod identity;
 mod inode_locks;
@@ -99,6 +100,14 @@ struct Args {
     /// `cairn peer probe HOST --token TOKEN`.
     #[arg(long)]
     join_token_file: Option<PathBuf>,
+    /// Join through the member at HOST:PORT with --join-token-file and --ca-cert-hash: a
+    /// node without a certificate gets its node certificate from the cluster CA and
+    /// becomes a member in one step (`cairn peer token create` prints the command).
+    #[arg(long, value_name = "HOST:PORT", requires_all = ["join_token_file", "ca_cert_hash"])]
+    join: Option<String>,
+    /// The pinned hash of the cluster CA (`sha256:` and 64 hex digits) --join trusts.
+    #[arg(long, value_name = "sha256:HEX", requires = "join")]
+    ca_cert_hash: Option<String>,
 }
 
 fn node_uuid(state_dir: &std::path::Path) -> anyhow::Result<String> {
@@ -228,6 +237,17 @@ async fn main() -> anyhow::Result<()> {
         .clone()
         .or_else(|| std::env::var_os("CAIRN_CA_DIR").filter(|d| !d.is_empty()).map(PathBuf::from))
         .unwrap_or_else(|| args.state_dir.clone());
+    if let (Some(member), Some(pin), Some(file), "tls") =
+        (&args.join, &args.ca_cert_hash, &args.join_token_file, transport.as_str())
+    {
+        let spec = enroll::JoinSpec {
+            member: member.clone(),
+            ca_cert_hash: pin.clone(),
+            token_file: file.clone(),
+        };
+        enroll::join(&spec, &name, &addr, &uuid, &args.state_dir, &ca_dir).await?;
+    }
+    let ca_for_enroll = (transport == "tls").then(|| ca_dir.clone());
     let transport = identity::setup(
         &name,
         &args.state_dir,
@@ -290,7 +310,7 @@ async fn main() -> anyhow::Result<()> {
     tokio::spawn(node.clone().run_lease_keeper(args.lease_ttl));
     tokio::spawn(scrub::run_scrubber(node.clone()));
     tracing::info!(path = %audit.path().unwrap_or(&audit_path).display(), "audit log");
-    let service = Arc::new(service::Daemon { node: node.clone(), audit });
+    let service = Arc::new(service::Daemon { node: node.clone(), audit, ca_dir: ca_for_enroll });
     tokio::select! {
         _ = cairn_proto::rpc::serve_with(listener, service, transport) => {}
         _ = shutdown_signal() => {

@@ -403,9 +403,10 @@ pub async fn handle(node: &Arc<Node>, req: MgmtRequest) -> Result<MgmtReply, Rem
             let rec = node.store.revoke_join_token(&id).await.map_err(cfg)?;
             Ok(done(format!("join token {} revoked", rec.id)))
         }
-        MgmtRequest::AuditLog { .. } => {
-            Err(fail(Errno::EINVAL, "the audit log is read by the service, not here"))
-        }
+        MgmtRequest::AuditLog { .. } | MgmtRequest::Enroll(_) => Err(fail(
+            Errno::EINVAL,
+            "the audit log and enrollment are handled by the service (enroll.rs), not here",
+        )),
         MgmtRequest::CertRecord(_) | MgmtRequest::CertList | MgmtRequest::CertRevoke { .. } => {
             Err(fail(Errno::EINVAL, "certificates are handled by the service (certs.rs), not here"))
         }

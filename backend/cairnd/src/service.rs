@@ -15,6 +15,8 @@ use std::sync::Arc;
 pub struct Daemon {
     pub node: Arc<Node>,
     pub audit: Arc<Audit>,
+    /// The CA dir, with TLS on: enrollment signs with the cluster CA there, if any.
+    pub ca_dir: Option<std::path::PathBuf>,
 }
 
 /// With TLS, who may manage is the certificate's role, checked by `authz` (changing
@@ -85,6 +87,7 @@ fn mask_secrets(r: MgmtReply) -> MgmtReply {
 async fn dispatch(
     node: Arc<Node>,
     audit: Arc<Audit>,
+    ca_dir: Option<std::path::PathBuf>,
     session: Arc<Session>,
     req: Request,
     data: Bytes,
@@ -167,6 +170,9 @@ async fn dispatch(
                     | MgmtRequest::CertRevoke { .. } => {
                         crate::certs::handle(&node, &session, &m).await
                     }
+                    MgmtRequest::Enroll(r) => {
+                        crate::enroll::handle(&node, ca_dir.as_deref(), &session, r.clone()).await
+                    }
                     _ => mgmt::handle(&node, m.clone()).await,
                 },
             };
@@ -197,8 +203,9 @@ impl Service for Daemon {
     ) -> BoxFuture<'static, (Response, Bytes)> {
         let node = self.node.clone();
         let audit = self.audit.clone();
+        let ca_dir = self.ca_dir.clone();
         Box::pin(async move {
-            match dispatch(node, audit, session, req, data).await {
+            match dispatch(node, audit, ca_dir, session, req, data).await {
                 Ok((r, d)) => (Ok(r), d),
                 Err(e) => (Err(e), Bytes::new()),
             }

@@ -237,8 +237,12 @@ fn show(out: &mut dyn Write, err: &mut dyn Write, s: &Settings, p: &Plan, reply:
             }
         }
         (Output::JoinToken, MgmtReply::JoinToken { token, info }) => {
+            let ca_cert_hash = match cairn_proto::tls::default_transport() {
+                Ok(cairn_proto::tls::Transport::Tls(t)) => Some(t.ca_cert_hash.clone()),
+                _ => None,
+            };
             if s.json {
-                json::render(&JoinTokenDoc { token, info })
+                json::render(&JoinTokenDoc { token, info, ca_cert_hash, join: s.addr.clone() })
             } else {
                 // The token alone on stdout, so `T=$(cairn peer token create)` works.
                 let _ = writeln!(
@@ -247,6 +251,16 @@ fn show(out: &mut dyn Write, err: &mut dyn Write, s: &Settings, p: &Plan, reply:
                     info.id,
                     format::utc(info.expires)
                 );
+                if let Some(h) = ca_cert_hash {
+                    let _ = writeln!(
+                        err,
+                        "a new node joins with it (the token in FILE, mode 0600):\n  \
+                         cairnd --name NAME --join {} --ca-cert-hash {h} --join-token-file FILE\n\
+                         or, on an appliance, user-data:\n  cairn:\n    cluster:\n      \
+                         join: {}\n      ca_cert_hash: {h}\n      token: <the token>",
+                        s.addr, s.addr
+                    );
+                }
                 format!("{token}\n")
             }
         }

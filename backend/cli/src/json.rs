@@ -172,6 +172,11 @@ pub struct JoinTokenDoc {
     pub token: String,
     #[serde(flatten)]
     pub info: JoinTokenInfo,
+    /// The pin of the cluster CA (`cairnd --ca-cert-hash`), with TLS on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca_cert_hash: Option<String>,
+    /// The member a new node enrolls through (`cairnd --join`): the node cairn talked to.
+    pub join: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

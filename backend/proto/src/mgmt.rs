@@ -129,6 +129,10 @@ pub enum MgmtRequest {
         since: Option<u64>,
         limit: u32,
     },
+    /// Enrollment of a new node (`cairnd --join`): a join token and a certificate request,
+    /// answered with a node certificate of the cluster CA. The one request a connection
+    /// without a certificate may make (docs/security.md, "Joining a node").
+    Enroll(EnrollRequest),
     /// Record a certificate the cluster CA issued (`cairn client certificate issue`).
     CertRecord(CertInfo),
     /// Every recorded certificate (`cairn client certificate list`).
@@ -137,6 +141,36 @@ pub enum MgmtRequest {
     CertRevoke {
         what: String,
     },
+}
+
+/// What a joining node presents to a member: its token and the request for its node
+/// certificate (its key never leaves it). The member makes it a member of the pool under
+/// `name`, `addr` and `uuid` in the same step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnrollRequest {
+    /// `ID.SECRET`, from `cairn peer token create`.
+    pub token: String,
+    /// PKCS#10 certificate request (PEM): subject CN = `name`, SAN `cairn:role=node`.
+    pub csr: String,
+    pub name: String,
+    /// The address other nodes reach the joining node at (its `--advertise`).
+    pub addr: String,
+    /// Its node uuid (`STATE_DIR/node-uuid`).
+    pub uuid: String,
+    /// Set by a member without the CA key that passes the request on to the members that
+    /// may hold it (they do not pass it on again).
+    pub forwarded: bool,
+}
+
+/// A member's answer to [`EnrollRequest`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnrollReply {
+    /// The node certificate (PEM), signed by the cluster CA.
+    pub cert: String,
+    /// The cluster CA's certificate (PEM): the joining node checks it against its pin.
+    pub ca: String,
+    /// The member that answered.
+    pub by: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -277,6 +311,7 @@ pub enum MgmtReply {
     JoinTokens(Vec<JoinTokenInfo>),
     /// Audit records, one JSON object per line, oldest first.
     Audit(Vec<String>),
+    Enrolled(EnrollReply),
     /// Recorded certificates (listed, or revoked by `CertRevoke`).
     Certs(Vec<CertInfo>),
 }

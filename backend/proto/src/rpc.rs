@@ -177,8 +177,13 @@ impl Connection {
         stream.set_nodelay(true).ok();
         let (rd, wr) = match transport {
             Transport::Plain => stream::plain(stream),
-            Transport::Tls(t) => {
-                let hs = stream::tls_client(stream, t.client.clone());
+            Transport::Tls(_) | Transport::Enroll(_) => {
+                let cfg = match transport {
+                    Transport::Tls(t) => t.client.clone(),
+                    Transport::Enroll(c) => c.clone(),
+                    Transport::Plain => unreachable!(),
+                };
+                let hs = stream::tls_client(stream, cfg);
                 let (rd, wr, _server) = tokio::time::timeout(timeout, hs)
                     .await
                     .map_err(|_| {
@@ -486,10 +491,15 @@ pub struct Session {
     pub peer: SocketAddr,
     pub hello: Hello,
     /// Who the peer is, from its TLS certificate; `None` on a plain (`transport = plain`)
-    /// connection, which is not authenticated.
+    /// connection, which is not authenticated, and on a TLS connection without a client
+    /// certificate (`unauthenticated`).
     pub principal: Option<Principal>,
     /// The serial number of the peer's certificate (hex); `None` on a plain connection.
     pub serial: Option<String>,
+    /// A TLS connection whose client presented no certificate: a node joining with a
+    /// token. The server answers its `Enroll` request only; every other request is
+    /// refused with EACCES before the service sees it.
+    pub unauthenticated: bool,
     tx: Sender,
     closed: Arc<AtomicBool>,
     /// Notified to end the session from outside (its certificate was revoked).
@@ -515,6 +525,9 @@ impl Session {
     pub fn label(&self) -> String {
         match &self.principal {
             Some(p) => format!("{}({})@{}#{}", self.hello.name, p, self.peer, self.id),
+            None if self.unauthenticated => {
+                format!("{}(no certificate)@{}#{}", self.hello.name, self.peer, self.id)
+            }
             None => format!("{}@{}#{}", self.hello.name, self.peer, self.id),
         }
     }
@@ -605,12 +618,34 @@ fn reply_frame(id: u64, resp: &Response, data: Bytes) -> Frame {
 }
 
 /// Whether a peer with certificate `p` may say HELLO as `kind`: only nodes speak as
-/// `Daemon` (plain connections carry no identity and are not checked).
-fn kind_allowed(kind: &PeerKind, p: Option<&Principal>) -> bool {
+/// `Daemon` (plain connections carry no identity and are not checked; a TLS client
+/// without a certificate is no node).
+fn kind_allowed(kind: &PeerKind, p: Option<&Principal>, unauthenticated: bool) -> bool {
     match (kind, p) {
         (PeerKind::Daemon, Some(p)) => p.role == crate::principal::Role::Node,
+        (PeerKind::Daemon, None) => !unauthenticated,
         _ => true,
     }
+}
+
+/// Whether a connection without a certificate may make request `r`: enrollment only.
+fn allowed_unauthenticated(r: &Request) -> bool {
+    matches!(r, Request::Mgmt(crate::mgmt::MgmtRequest::Enroll(_)))
+}
+
+/// The refusal of any other request on such a connection.
+fn unauthenticated_refusal(r: &Request) -> RemoteError {
+    let what = match r {
+        Request::Mgmt(m) => format!("{m:?}"),
+        other => format!("{other:?}"),
+    };
+    let what = what.split([' ', '(', '{']).next().unwrap_or_default().to_string();
+    RemoteError::new(
+        Errno::EACCES,
+        format!(
+            "permission denied: {what} needs a certificate of the cluster CA; this connection              presented none, and before authentication a node accepts only enrollment (a join              token and a certificate request: cairnd --join)"
+        ),
+    )
 }
 
 /// Longest a TLS handshake may take on the server side.
@@ -656,6 +691,10 @@ pub async fn serve_connection_with<S: Service>(
             let (rd, wr) = stream::plain(stream);
             (rd, wr, None, None)
         }
+        Transport::Enroll(_) => {
+            tracing::error!(%peer, "cannot serve: an enrollment transport has no certificate");
+            return;
+        }
         Transport::Tls(t) => {
             let mut magic = [0u8; 4];
             let peeked = tokio::time::timeout(HANDSHAKE_TIMEOUT, stream.peek(&mut magic)).await;
@@ -670,7 +709,8 @@ pub async fn serve_connection_with<S: Service>(
                 stream::tls_server(stream, t.server.clone()),
             );
             match hs.await {
-                Ok(Ok((rd, wr, p, serial))) => (rd, wr, Some(p), Some(serial)),
+                Ok(Ok((rd, wr, Some((p, serial))))) => (rd, wr, Some(p), Some(serial)),
+                Ok(Ok((rd, wr, None))) => (rd, wr, None, None),
                 Ok(Err(e)) => {
                     tracing::warn!(%peer, "refused a connection: TLS handshake failed: {}", crate::tls::explain(&e));
                     return;
@@ -688,6 +728,7 @@ pub async fn serve_connection_with<S: Service>(
     // The write half is shut when the last sender goes: this one, the session's, and one
     // per request in flight (so every reply is written first).
     let tx = Sender::new(writer.clone());
+    let unauthenticated = transport.is_tls() && principal.is_none();
 
     // HELLO first.
     let session = match frame::read_frame(&mut rd).await {
@@ -695,7 +736,7 @@ pub async fn serve_connection_with<S: Service>(
             Ok(Request::Hello(h))
                 if h.version == PROTOCOL_VERSION
                     && f.kind == FrameKind::Request
-                    && kind_allowed(&h.kind, principal.as_ref()) =>
+                    && kind_allowed(&h.kind, principal.as_ref(), unauthenticated) =>
             {
                 let id = SESSION_IDS.fetch_add(1, Ordering::Relaxed);
                 let welcome = service.welcome(id);
@@ -712,6 +753,7 @@ pub async fn serve_connection_with<S: Service>(
                     hello: h,
                     principal: principal.clone(),
                     serial: serial.clone(),
+                    unauthenticated,
                     tx: tx.clone(),
                     closed: closed.clone(),
                     kill: Arc::new(tokio::sync::Notify::new()),
@@ -724,10 +766,14 @@ pub async fn serve_connection_with<S: Service>(
                 s
             }
             Ok(Request::Hello(h))
-                if h.version == PROTOCOL_VERSION && !kind_allowed(&h.kind, principal.as_ref()) =>
+                if h.version == PROTOCOL_VERSION
+                    && !kind_allowed(&h.kind, principal.as_ref(), unauthenticated) =>
             {
                 // The certificate says who the peer is: only a node may speak as one.
-                let p = principal.as_ref().map(|p| p.to_string()).unwrap_or_default();
+                let p = principal
+                    .as_ref()
+                    .map(|p| p.to_string())
+                    .unwrap_or_else(|| "a client without a certificate".into());
                 tracing::warn!(%peer, principal = %p, "refused HELLO: claims to be a cluster node");
                 let _ = tx.send_now(error_frame(
                     f.id,
@@ -821,6 +867,12 @@ pub async fn serve_connection_with<S: Service>(
                 break;
             }
         };
+        if session.unauthenticated && !allowed_unauthenticated(&req) {
+            let e = unauthenticated_refusal(&req);
+            tracing::warn!(session = %session.label(), error = %e, "request refused");
+            let _ = tx.send_now(error_frame(f.id, e.errno, e.message));
+            continue;
+        }
         let fut = service.call(session.clone(), req, f.data);
         let tx = tx.clone();
         let id = f.id;
@@ -1501,6 +1553,68 @@ mod tls_tests {
         let c = connect(&addr, &test_ca::transport(&p), PeerKind::Client).await.unwrap();
         let (_, who) = c.call(Request::Ping, Bytes::new()).await.unwrap();
         assert_eq!(&who[..], p.to_uri().as_bytes());
+    }
+
+    fn enroll_request() -> Request {
+        Request::Mgmt(crate::mgmt::MgmtRequest::Enroll(crate::mgmt::EnrollRequest {
+            token: "0123abcd.0123456789abcdef0123456789abcdef".into(),
+            csr: String::new(),
+            name: "n2".into(),
+            addr: "127.0.0.1:7421".into(),
+            uuid: "u".into(),
+            forwarded: false,
+        }))
+    }
+
+    #[tokio::test]
+    async fn a_client_without_certificate_may_only_enroll() {
+        let addr = node_server().await;
+        let pin = crate::tls::ca_cert_hash(&test_ca::ca().cert_pem()).unwrap();
+        let t = crate::tls::enroll_transport(&pin).unwrap();
+        let c = connect(&addr, &t, PeerKind::Cli).await.expect("enrollment connection");
+        // Enrollment reaches the service, which sees no principal.
+        let (_, who) = c.call(enroll_request(), Bytes::new()).await.unwrap();
+        assert!(who.is_empty());
+        // Anything else is refused before the service, and the connection stays usable.
+        for r in [Request::Ping, Request::GetMap { volume: "v".into() }] {
+            let e = c.call(r, Bytes::new()).await.expect_err("refused");
+            assert_eq!(e.errno, Errno::EACCES, "{e}");
+            assert!(e.message.contains("accepts only enrollment"), "{e}");
+        }
+        let e = c
+            .call(Request::Mgmt(crate::mgmt::MgmtRequest::PeerStatus), Bytes::new())
+            .await
+            .expect_err("refused");
+        assert!(e.message.contains("PeerStatus needs a certificate of the cluster CA"), "{e}");
+        c.call(enroll_request(), Bytes::new()).await.unwrap();
+        // Nor may it speak as a node.
+        let e = connect(&addr, &t, PeerKind::Daemon).await.err().expect("refused");
+        assert_eq!(e.errno, Errno::EACCES, "{e}");
+        assert!(e.message.contains("without a certificate"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn enrollment_checks_the_pinned_ca_hash() {
+        let addr = node_server().await;
+        let other = crate::tls::Ca::create("other").unwrap();
+        let pin = crate::tls::ca_cert_hash(&other.cert_pem()).unwrap();
+        let t = crate::tls::enroll_transport(&pin).unwrap();
+        let e = connect(&addr, &t, PeerKind::Cli).await.err().expect("refused");
+        assert_eq!(e.errno, Errno::EACCES, "{e}");
+        assert!(e.message.contains("wrong CA hash"), "{e}");
+        assert!(e.message.contains(&pin), "{e}");
+        // A server of the right CA whose certificate is not a node's is refused too.
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let a2 = l.local_addr().unwrap().to_string();
+        tokio::spawn(serve_with(
+            l,
+            Arc::new(Echo),
+            test_ca::transport(&Principal::new("c", Role::Client)),
+        ));
+        let pin = crate::tls::ca_cert_hash(&test_ca::ca().cert_pem()).unwrap();
+        let t = crate::tls::enroll_transport(&pin).unwrap();
+        let e = connect(&a2, &t, PeerKind::Cli).await.err().expect("refused");
+        assert!(e.message.contains("not a node of the cluster"), "{e}");
     }
 
     #[tokio::test]

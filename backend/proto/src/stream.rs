@@ -111,21 +111,22 @@ pub async fn tls_client(
 }
 
 /// TLS handshake as the server; returns the halves, the client's identity and its
-/// certificate's serial number (hex, [`crate::tls::serial_of`]).
+/// certificate's serial number (hex, [`crate::tls::serial_of`]), `None` for a client that
+/// presented no certificate (it may only enroll: `rpc::Session`).
 pub async fn tls_server(
     tcp: TcpStream,
     cfg: Arc<rustls::ServerConfig>,
-) -> io::Result<(ReadHalf, WriteHalf, Principal, String)> {
+) -> io::Result<(ReadHalf, WriteHalf, Option<(Principal, String)>)> {
     let s = tokio_rustls::TlsAcceptor::from(cfg).accept(tcp).await?;
     let (tcp, conn) = s.into_inner();
-    let p = peer_principal(&conn)?;
-    let serial = conn
-        .peer_certificates()
-        .and_then(|c| c.first())
-        .and_then(crate::tls::serial_of)
-        .unwrap_or_default();
+    let p = match conn.peer_certificates().and_then(|c| c.first()) {
+        Some(cert) => {
+            Some((peer_principal(&conn)?, crate::tls::serial_of(cert).unwrap_or_default()))
+        }
+        None => None,
+    };
     let (r, w) = shared(tcp, conn.into());
-    Ok((r, w, p, serial))
+    Ok((r, w, p))
 }
 
 /// Push the records rustls holds; Ok(false) if the socket is full before they are all out.

@@ -428,6 +428,10 @@ impl Revoked {
 pub enum Transport {
     Plain,
     Tls(Arc<TlsConfig>),
+    /// A joining node's connection to a member, before it has a certificate: no client
+    /// certificate, and the server is trusted by the pinned hash of its cluster CA
+    /// ([`enroll_transport`]). Client side only.
+    Enroll(Arc<ClientConfig>),
 }
 
 pub struct TlsConfig {
@@ -438,6 +442,9 @@ pub struct TlsConfig {
     /// Certificates both ends refuse (shared by `client` and `server`).
     pub revoked: Arc<Revoked>,
     keys: Arc<Keys>,
+    /// The pin of the cluster CA ([`ca_cert_hash_der`]): what a joining node is given
+    /// (of the first CA the credentials trust, as loaded at start).
+    pub ca_cert_hash: String,
 }
 
 impl TlsConfig {
@@ -509,7 +516,11 @@ fn certified_key(creds: &Credentials) -> Result<Arc<rustls::sign::CertifiedKey>,
         .key_provider
         .load_private_key(PrivateKeyDer::Pkcs8(creds.key.clone_key()))
         .map_err(|e| bad(format!("own key: {e}")))?;
-    let ck = rustls::sign::CertifiedKey::new(vec![creds.cert.clone()], key);
+    // The server sends the CA certificate(s) after its own: a joining node checks one
+    // against its pinned hash ([`enroll_transport`]).
+    let mut chain = vec![creds.cert.clone()];
+    chain.extend(creds.cas.iter().cloned());
+    let ck = rustls::sign::CertifiedKey::new(chain, key);
     ck.keys_match().map_err(|e| bad(format!("own certificate and key: {e}")))?;
     Ok(Arc::new(ck))
 }
@@ -522,8 +533,13 @@ fn roots_of(creds: &Credentials) -> Result<Arc<RootCertStore>, TlsError> {
     Ok(Arc::new(roots))
 }
 
+/// A client without a certificate completes the handshake but may only enroll
+/// (`rpc::Session::unauthenticated`): a joining node has none yet.
 fn client_verifier(roots: Arc<RootCertStore>) -> Result<Arc<dyn ClientCertVerifier>, TlsError> {
-    WebPkiClientVerifier::builder_with_provider(roots, provider()).build().map_err(bad)
+    WebPkiClientVerifier::builder_with_provider(roots, provider())
+        .allow_unauthenticated()
+        .build()
+        .map_err(bad)
 }
 
 impl Transport {
@@ -562,11 +578,12 @@ impl Transport {
             me: creds.principal.clone(),
             revoked,
             keys,
+            ca_cert_hash: creds.ca_cert_hash(),
         })))
     }
 
     pub fn is_tls(&self) -> bool {
-        matches!(self, Transport::Tls(_))
+        matches!(self, Transport::Tls(_) | Transport::Enroll(_))
     }
 }
 
@@ -598,7 +615,7 @@ impl ClientCertVerifier for RevocationVerifier {
     }
 
     fn client_auth_mandatory(&self) -> bool {
-        true
+        self.inner().client_auth_mandatory()
     }
 
     // No hints: the roots change on a CA rotation, and Cairn clients hold one certificate.
@@ -699,6 +716,262 @@ impl ServerCertVerifier for NodeVerifier {
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         provider().signature_verification_algorithms.supported_schemes()
     }
+}
+
+/// Prefix of a pinned CA hash.
+pub const CA_HASH_PREFIX: &str = "sha256:";
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The pin of a CA certificate (DER): `sha256:` and the SHA-256 of its
+/// SubjectPublicKeyInfo in hex, as `kubeadm join --discovery-token-ca-cert-hash`.
+pub fn ca_cert_hash_der(der: &[u8]) -> Result<String, TlsError> {
+    use sha2::Digest;
+    let (_, x) = x509_parser::parse_x509_certificate(der)
+        .map_err(|e| bad(format!("CA certificate: {e}")))?;
+    Ok(format!("{CA_HASH_PREFIX}{}", hex(&sha2::Sha256::digest(x.public_key().raw))))
+}
+
+/// [`ca_cert_hash_der`] of the first certificate of a PEM text.
+pub fn ca_cert_hash(pem: &str) -> Result<String, TlsError> {
+    let der = CertificateDer::from_pem_slice(pem.as_bytes())
+        .map_err(|e| bad(format!("CA certificate: {e}")))?;
+    ca_cert_hash_der(&der)
+}
+
+/// Checks the form of a CA pin (`sha256:` and 64 hex digits); returns it in lower case.
+pub fn parse_ca_cert_hash(s: &str) -> Result<String, TlsError> {
+    let s = s.trim();
+    let hexpart = s.strip_prefix(CA_HASH_PREFIX).ok_or_else(|| {
+        bad(format!(
+            "CA hash {s:?} does not start with {CA_HASH_PREFIX} (expected sha256:<64 hex digits>,              as 'cairn peer token create' prints)"
+        ))
+    })?;
+    if hexpart.len() != 64 || !hexpart.bytes().all(|c| c.is_ascii_hexdigit()) {
+        return Err(bad(format!(
+            "CA hash {s:?}: expected sha256: and 64 hex digits, found {} characters",
+            hexpart.len()
+        )));
+    }
+    Ok(format!("{CA_HASH_PREFIX}{}", hexpart.to_ascii_lowercase()))
+}
+
+impl Credentials {
+    /// The pin of the cluster CA these credentials trust.
+    pub fn ca_cert_hash(&self) -> String {
+        self.cas.first().and_then(|ca| ca_cert_hash_der(ca).ok()).unwrap_or_default()
+    }
+}
+
+/// The transport of a joining node's enrollment: no client certificate; the server must
+/// present a node certificate signed by a CA whose hash is `pin` (sent in its chain).
+pub fn enroll_transport(pin: &str) -> Result<Transport, TlsError> {
+    let pin = parse_ca_cert_hash(pin)?;
+    let client = ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(bad)?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(PinnedVerifier { pin }))
+        .with_no_client_auth();
+    Ok(Transport::Enroll(Arc::new(client)))
+}
+
+/// Trusts a server whose chain holds a CA certificate of the pinned hash, that CA signed
+/// the server's certificate, and that certificate is a node's.
+#[derive(Debug)]
+struct PinnedVerifier {
+    pin: String,
+}
+
+impl ServerCertVerifier for PinnedVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let ca = intermediates
+            .iter()
+            .find(|c| ca_cert_hash_der(c).is_ok_and(|h| h == self.pin))
+            .ok_or_else(|| {
+                let seen: Vec<String> =
+                    intermediates.iter().filter_map(|c| ca_cert_hash_der(c).ok()).collect();
+                rustls::Error::General(if seen.is_empty() {
+                    "the server sent no cluster CA certificate to check the CA hash against".into()
+                } else {
+                    format!(
+                        "wrong CA hash: the server's cluster CA is {}, not the pinned {}                          (another cluster, or a mistyped --ca-cert-hash)",
+                        seen.join(" or "),
+                        self.pin
+                    )
+                })
+            })?;
+        let mut roots = RootCertStore::empty();
+        roots
+            .add(ca.clone().into_owned())
+            .map_err(|e| rustls::Error::General(format!("cluster CA certificate: {e}")))?;
+        let cert = rustls::server::ParsedCertificate::try_from(end_entity)?;
+        rustls::client::verify_server_cert_signed_by_trust_anchor(
+            &cert,
+            &roots,
+            &[],
+            now,
+            provider().signature_verification_algorithms.all,
+        )?;
+        let p = principal_of(end_entity).map_err(rustls::Error::General)?;
+        if p.role != Role::Node {
+            return Err(rustls::Error::General(format!(
+                "the server's certificate is for {p}, not a node of the cluster"
+            )));
+        }
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &provider().signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &provider().signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        provider().signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// A joining node's key and its certificate request (CN = its name, SAN
+/// `cairn:role=node`). The key stays here; the request goes to a member.
+pub struct NodeRequest {
+    name: String,
+    key: rcgen::KeyPair,
+    /// The request, PEM.
+    pub csr_pem: String,
+}
+
+impl NodeRequest {
+    pub fn new(name: &str) -> Result<NodeRequest, TlsError> {
+        NodeRequest::for_principal(&Principal::new(name, Role::Node))
+    }
+
+    /// A request for any principal (tests: a request asking for another role).
+    pub fn for_principal(p: &Principal) -> Result<NodeRequest, TlsError> {
+        let key = rcgen::KeyPair::generate().map_err(bad)?;
+        let mut params = rcgen::CertificateParams::default();
+        params.distinguished_name.push(rcgen::DnType::CommonName, p.name.clone());
+        let uri = rcgen::Ia5String::try_from(p.to_uri()).map_err(bad)?;
+        params.subject_alt_names = vec![rcgen::SanType::URI(uri)];
+        let csr_pem = params
+            .serialize_request(&key)
+            .and_then(|c| c.pem())
+            .map_err(|e| bad(format!("certificate request of {}: {e}", p.name)))?;
+        Ok(NodeRequest { name: p.name.clone(), key, csr_pem })
+    }
+
+    /// The credentials from a member's answer: `ca_pem` must have hash `pin`, and
+    /// `cert_pem` must be a node certificate for this name and key, signed by that CA.
+    pub fn credentials(
+        &self,
+        cert_pem: &str,
+        ca_pem: &str,
+        pin: &str,
+    ) -> Result<Credentials, TlsError> {
+        let pin = parse_ca_cert_hash(pin)?;
+        let got = ca_cert_hash(ca_pem)?;
+        if got != pin {
+            return Err(bad(format!(
+                "the member sent a cluster CA of hash {got}, not the pinned {pin}"
+            )));
+        }
+        let cert = CertificateDer::from_pem_slice(cert_pem.as_bytes())
+            .map_err(|e| bad(format!("node certificate: {e}")))?;
+        let ca = CertificateDer::from_pem_slice(ca_pem.as_bytes())
+            .map_err(|e| bad(format!("CA certificate: {e}")))?;
+        let mut roots = RootCertStore::empty();
+        roots.add(ca).map_err(|e| bad(format!("cluster CA certificate: {e}")))?;
+        let parsed = rustls::server::ParsedCertificate::try_from(&cert).map_err(bad)?;
+        rustls::client::verify_server_cert_signed_by_trust_anchor(
+            &parsed,
+            &roots,
+            &[],
+            UnixTime::now(),
+            provider().signature_verification_algorithms.all,
+        )
+        .map_err(|e| bad(format!("node certificate not signed by the pinned CA: {e}")))?;
+        let (_, x) = x509_parser::parse_x509_certificate(&cert)
+            .map_err(|e| bad(format!("node certificate: {e}")))?;
+        if x.public_key().raw != self.key.public_key_der() {
+            return Err(bad("the node certificate is not for this node's key"));
+        }
+        let c = Credentials::from_pem(&format!(
+            "{}\n{}\n{}",
+            cert_pem.trim(),
+            ca_pem.trim(),
+            self.key.serialize_pem()
+        ))?;
+        if c.principal != Principal::new(&self.name, Role::Node) {
+            return Err(bad(format!(
+                "the certificate is for {}, not node {}",
+                c.principal, self.name
+            )));
+        }
+        Ok(c)
+    }
+}
+
+/// What a certificate request asks for: its subject CN and, when it states one, the
+/// principal of its `cairn:` SAN URI. Fails for a request whose signature is bad.
+pub fn csr_subject(csr_pem: &str) -> Result<(String, Option<Principal>), TlsError> {
+    let csr = rcgen::CertificateSigningRequestParams::from_pem(csr_pem)
+        .map_err(|e| bad(format!("bad certificate request: {e}")))?;
+    let name = csr
+        .params
+        .distinguished_name
+        .get(&rcgen::DnType::CommonName)
+        .and_then(|v| match v {
+            rcgen::DnValue::Utf8String(s) => Some(s.clone()),
+            rcgen::DnValue::PrintableString(s) => Some(s.as_str().to_string()),
+            rcgen::DnValue::Ia5String(s) => Some(s.as_str().to_string()),
+            _ => None,
+        })
+        .ok_or_else(|| bad("certificate request has no subject common name"))?;
+    let mut asked = None;
+    for san in &csr.params.subject_alt_names {
+        if let rcgen::SanType::URI(u) = san {
+            let u = u.as_str();
+            if u.starts_with(crate::principal::URI_SCHEME) {
+                asked = Some(
+                    Principal::from_uri(&name, u)
+                        .map_err(|e| bad(format!("certificate request of {name}: {e}")))?,
+                );
+            }
+        }
+    }
+    Ok((name, asked))
 }
 
 /// [`explain`] for an error that TLS raised (an alert, a bad record), `None` for others.
@@ -860,6 +1133,60 @@ mod tests {
         ca2.issue(&p, 1).unwrap();
         let other = Ca::create("u").unwrap();
         assert!(Ca::from_pem(&ca.cert_pem(), &other.key_pem()).is_err());
+    }
+
+    #[test]
+    fn ca_hash_format() {
+        let ca = Ca::create("t").unwrap();
+        let h = ca_cert_hash(&ca.cert_pem()).unwrap();
+        assert!(h.starts_with("sha256:") && h.len() == 7 + 64, "{h}");
+        assert_eq!(parse_ca_cert_hash(&h.to_uppercase().replace("SHA256:", "sha256:")).unwrap(), h);
+        let c = ca.issue(&Principal::new("n", Role::Node), 1).unwrap();
+        assert_eq!(c.ca_cert_hash(), h);
+        for (bad, why) in [
+            ("abc", "does not start with sha256:"),
+            ("sha256:12", "found 2 characters"),
+            (&format!("sha1:{}", &h[7..]), "does not start with sha256:"),
+            (&format!("sha256:{}", "g".repeat(64)), "64 hex digits"),
+        ] {
+            let e = parse_ca_cert_hash(bad).unwrap_err().to_string();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_node_request_becomes_credentials_only_from_the_pinned_ca() {
+        let ca = Ca::create("t").unwrap();
+        let pin = ca_cert_hash(&ca.cert_pem()).unwrap();
+        let r = NodeRequest::new("n2").unwrap();
+        let (name, asked) = csr_subject(&r.csr_pem).unwrap();
+        assert_eq!(name, "n2");
+        assert_eq!(asked, Some(Principal::new("n2", Role::Node)));
+        let cert = issue_node_cert(&ca, "n2", &r.csr_pem).unwrap();
+        let c = r.credentials(&cert, &ca.cert_pem(), &pin).unwrap();
+        assert_eq!(c.principal, Principal::new("n2", Role::Node));
+        Transport::tls(&c).unwrap();
+        // Another CA (the pin says which one is right).
+        let other = Ca::create("u").unwrap();
+        let e = r.credentials(&cert, &other.cert_pem(), &pin).err().unwrap().to_string();
+        assert!(e.contains("not the pinned"), "{e}");
+        let cert_other = issue_node_cert(&other, "n2", &r.csr_pem).unwrap();
+        let e = r.credentials(&cert_other, &ca.cert_pem(), &pin).err().unwrap().to_string();
+        assert!(e.contains("not signed by the pinned CA"), "{e}");
+        // A certificate for another key, or another name.
+        let r2 = NodeRequest::new("n2").unwrap();
+        let e = r2.credentials(&cert, &ca.cert_pem(), &pin).err().unwrap().to_string();
+        assert!(e.contains("not for this node's key"), "{e}");
+        let cert3 = issue_node_cert(&ca, "n3", &r.csr_pem).unwrap();
+        let e = r.credentials(&cert3, &ca.cert_pem(), &pin).err().unwrap().to_string();
+        assert!(e.contains("not node n2"), "{e}");
+        // A request asking for the admin role says so.
+        let adm = NodeRequest::for_principal(&Principal::new("x", Role::Admin)).unwrap();
+        assert_eq!(csr_subject(&adm.csr_pem).unwrap().1.unwrap().role, Role::Admin);
+        assert!(csr_subject(
+            "-----BEGIN CERTIFICATE REQUEST-----\nAAAA\n-----END CERTIFICATE REQUEST-----\n"
+        )
+        .is_err());
     }
 
     #[test]

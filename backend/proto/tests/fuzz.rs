@@ -120,6 +120,7 @@ fn decode_all(b: &[u8]) {
     one::<Op>("Op", b);
     one::<MgmtRequest>("MgmtRequest", b);
     one::<MgmtReply>("MgmtReply", b);
+    one::<EnrollRequest>("EnrollRequest", b);
     one::<VolumeMap>("VolumeMap", b);
     one::<HealState>("HealState", b);
     one::<HealSums>("HealSums", b);
@@ -206,9 +207,24 @@ fn cert_info() -> CertInfo {
     }
 }
 
+/// A real enrollment request (a joining node's CSR), made once.
+fn enroll_request() -> EnrollRequest {
+    static CSR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let csr = CSR.get_or_init(|| cairn_proto::tls::NodeRequest::new("n2").unwrap().csr_pem.clone());
+    EnrollRequest {
+        token: "0123abcd.0123456789abcdef0123456789abcdef".into(),
+        csr: csr.clone(),
+        name: "n2".into(),
+        addr: "10.0.0.2:7420".into(),
+        uuid: "0b8f1c2e-0000-4000-8000-000000000001".into(),
+        forwarded: true,
+    }
+}
+
 fn every_mgmt_request() -> Vec<MgmtRequest> {
     let mut v = testing::sample_mgmt("vol");
     v.extend([
+        MgmtRequest::Enroll(enroll_request()),
         MgmtRequest::PeerProbe {
             addr: "10.0.0.2:7420".into(),
             token: Some("0123abcd.0123456789abcdef0123456789abcdef".into()),
@@ -446,6 +462,11 @@ fn every_response() -> Vec<Response> {
         Reply::Mgmt(MgmtReply::JoinToken { token: "a.b".into(), info: token_info() }),
         Reply::Mgmt(MgmtReply::JoinTokens(vec![token_info()])),
         Reply::Mgmt(MgmtReply::Audit(vec!["{}".into()])),
+        Reply::Mgmt(MgmtReply::Enrolled(EnrollReply {
+            cert: "-----BEGIN CERTIFICATE-----\n...".into(),
+            ca: "-----BEGIN CERTIFICATE-----\n...".into(),
+            by: "n1".into(),
+        })),
         Reply::Mgmt(MgmtReply::Certs(vec![cert_info()])),
     ];
     let mut v: Vec<Response> = replies.into_iter().map(Ok).collect();
@@ -738,6 +759,25 @@ fn response() -> impl Strategy<Value = Response> {
     ]
 }
 
+/// Standard base64 with padding (a test needs no crate for it).
+fn base64_encode(b: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut s = String::new();
+    for c in b.chunks(3) {
+        let n = (c[0] as u32) << 16
+            | (*c.get(1).unwrap_or(&0) as u32) << 8
+            | *c.get(2).unwrap_or(&0) as u32;
+        for i in 0..4 {
+            if i <= c.len() {
+                s.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                s.push('=');
+            }
+        }
+    }
+    s
+}
+
 // --- properties ---------------------------------------------------------------------------
 
 proptest! {
@@ -802,6 +842,29 @@ proptest! {
         for f in read_all(&stream, step).into_iter().flatten() {
             decode_all(&f.header);
         }
+    }
+
+    /// The certificate request inside an enrollment (read by a member before the peer has
+    /// any certificate), mutated in its PEM text and in its DER: a name and role or an
+    /// error, never a panic.
+    #[test]
+    fn mutated_enrollment_csrs_parse_or_fail(muts in mutations(), der in any::<bool>()) {
+        use rustls::pki_types::pem::PemObject;
+        let pem = enroll_request().csr;
+        let text = if der {
+            let mut d = rustls::pki_types::CertificateSigningRequestDer::from_pem_slice(pem.as_bytes())
+                .unwrap()
+                .as_ref()
+                .to_vec();
+            apply(&mut d, &muts);
+            let b64 = base64_encode(&d);
+            format!("-----BEGIN CERTIFICATE REQUEST-----\n{b64}\n-----END CERTIFICATE REQUEST-----\n")
+        } else {
+            let mut b = pem.into_bytes();
+            apply(&mut b, &muts);
+            String::from_utf8_lossy(&b).into_owned()
+        };
+        let _ = cairn_proto::tls::csr_subject(&text);
     }
 
     /// Generated requests round-trip.

@@ -82,6 +82,18 @@ EOF
 
 # deploy_run N: ansible-playbook site.yml; output in site-N.log; sets deploy_recap to the
 # PLAY RECAP lines
+# On a failed run: each guest's journal of the Cairn and etcd units, kept in its log dir
+# (copied to build/vm-logs/), and the last lines of cairnd's on stderr.
+deploy_journals() {
+    local g
+    for g in a b; do
+        vm_ssh "$g" "journalctl -b --no-pager -u 'cairn*' -u etcd -u smbd -u nfs-ganesha" \
+            >"$VM_DIR/$g/journal.log" 2>&1 || true
+        printf '%s: journalctl -u cairnd (last 15 lines)\n' "$g" >&2
+        grep -E 'cairnd' "$VM_DIR/$g/journal.log" | tail -n 15 >&2 || true
+    done
+}
+
 deploy_run() {
     local n=$1 t0=$SECONDS rc=0
     vm_step "ansible-playbook site.yml, run $n"
@@ -94,6 +106,7 @@ deploy_run() {
     printf '    %s\n' "$deploy_recap"
     ((rc == 0)) || {
         grep -E -B2 -A12 '^(fatal|failed):' "$VM_DIR/site-$n.log" | tail -n 60 >&2
+        deploy_journals
         vm_fail "site.yml run $n failed (log: $VM_DIR/site-$n.log)"
     }
 }

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Joining a node with a token alone (docs/security.md, "Joining a node"): a second node
+# with no certificate, no CA and no admin credential starts with `--join MEMBER
+# --ca-cert-hash sha256:H --join-token-file F`, gets its node certificate from the
+# cluster CA through the member, becomes a member, and serves a brick of a replicated
+# volume. A wrong CA hash, a used, expired or revoked token, or a malformed hash make it
+# exit saying which, with no certificate written and the pool unchanged.
+set -euo pipefail
+# shellcheck source=tests/integration/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+cl_init
+cl_start_etcd
+cl_start_node n1
+
+in_pool() { cairn_cli --json pool list | python3 -c 'import json,sys; sys.exit(0 if sys.argv[1] in [p["name"] for p in json.load(sys.stdin)["peers"]] else 1)' "$1"; }
+new_token() { cairn_cli peer token create "$@" 2>/dev/null; }
+
+# The token and the CA hash, as `cairn peer token create` prints them.
+token=$(cairn_cli peer token create --ttl 10m 2>"$CL_DIR/token.err") || fail "peer token create"
+pin=$(grep -o 'ca-cert-hash sha256:[0-9a-f]\{64\}' "$CL_DIR/token.err" | head -1 | cut -d' ' -f2) || true
+[[ -n $pin ]] || fail "peer token create printed no --ca-cert-hash: $(cat "$CL_DIR/token.err")"
+grep -qF -- "--join $(cl_node_addr n1)" "$CL_DIR/token.err" || fail "no ready --join command: $(cat "$CL_DIR/token.err")"
+grep -qF "ca_cert_hash: $pin" "$CL_DIR/token.err" || fail "no user-data snippet: $(cat "$CL_DIR/token.err")"
+json_pin=$(cairn_cli --json peer token create --ttl 1m | python3 -c 'import json,sys; print(json.load(sys.stdin)["ca_cert_hash"])')
+assert_eq "$pin" "$json_pin" "the CA hash in --json"
+ossl_pin=sha256:$(openssl x509 -in "$CAIRN_CA_DIR/ca.pem" -pubkey -noout |
+    openssl pkey -pubin -outform der | sha256sum | cut -d' ' -f1)
+assert_eq "$pin" "$ossl_pin" "the CA hash is kubeadm's (SHA-256 of the CA's SubjectPublicKeyInfo, as openssl computes it)"
+pass "peer token create prints the token, the CA hash and a ready join command"
+
+etcd_tls=()
+[[ $CL_ETCD_TLS != 1 ]] || mapfile -t etcd_tls < <(etcd_tls_cairnd_args "$CL_DIR/etcd-tls")
+
+# join_refused NAME WHY HASH TOKEN: cairnd NAME (no certificate, an empty CA dir) started
+# with --join (through JOIN_VIA, default n1) exits, saying WHY; no certificate is written;
+# NAME is not in the pool.
+join_refused() {
+    local name=$1 why=$2 hash=$3 tok=$4
+    mkdir -p "$CL_DIR/state/$name" "$CL_DIR/ca-$name"
+    printf '%s\n' "$tok" >"$CL_DIR/$name.token"
+    chmod 600 "$CL_DIR/$name.token"
+    if timeout 30 "$CAIRN_BIN_DIR/cairnd" --name "$name" --listen "$CL_HOST:$(free_port)" \
+        --etcd "$(cl_etcd_url)" "${etcd_tls[@]}" --state-dir "$CL_DIR/state/$name" \
+        --ca-dir "$CL_DIR/ca-$name" --join "$(cl_node_addr "${JOIN_VIA:-n1}")" --ca-cert-hash "$hash" \
+        --join-token-file "$CL_DIR/$name.token" >"$CL_DIR/log/cairnd-$name.out" 2>&1; then
+        fail "cairnd $name joined; expected a refusal ($why)"
+    fi
+    grep -qF -- "$why" "$CL_DIR/log/cairnd-$name.out" ||
+        fail "cairnd $name: expected '$why' in: $(cat "$CL_DIR/log/cairnd-$name.out")"
+    [[ ! -e $CL_DIR/state/$name/node.pem ]] || fail "cairnd $name wrote a node certificate"
+    [[ ! -e $CL_DIR/ca-$name/ca.key ]] || fail "cairnd $name founded a CA"
+    in_pool "$name" && fail "$name is in the pool after a refused join"
+    pass "cairnd --join refused ($why)"
+}
+
+other_pin=sha256:$(printf '%s' other | sha256sum | cut -d' ' -f1)
+join_refused bad1 "wrong CA hash" "$other_pin" "$token"
+cairn_cli peer token list | grep -q "^${token%%.*} .*valid" ||
+    fail "a join to a server of the wrong CA used up the token"
+pass "the token was not sent to a server whose CA does not match the pin"
+join_refused bad2 "does not start with sha256:" "md5:1234" "$token"
+revoked=$(new_token --ttl 10m)
+cairn_cli peer token revoke "${revoked%%.*}" >/dev/null || fail "peer token revoke"
+join_refused bad3 "revoked" "$pin" "$revoked"
+expiring=$(new_token --ttl 1s)
+sleep 2
+join_refused bad4 "expired" "$pin" "$expiring"
+
+# The good join: n2 has nothing but the token, the hash and n1's address.
+printf '%s\n' "$token" >"$CL_DIR/n2.token"
+chmod 600 "$CL_DIR/n2.token"
+mkdir -p "$CL_DIR/ca-n2"
+start=$SECONDS
+CL_CAIRND_ARGS=(--ca-dir "$CL_DIR/ca-n2" --join "$(cl_node_addr n1)" --ca-cert-hash "$pin"
+    --join-token-file "$CL_DIR/n2.token")
+cl_start_node n2
+in_pool n2 || fail "n2 enrolled but is not in the pool"
+echo "# n2 enrolled and listening in $((SECONDS - start)) s"
+assert_eq 600 "$(stat -c %a "$CL_DIR/state/n2/node.pem")" "mode of n2's node.pem"
+[[ -s $CL_DIR/ca-n2/ca.pem && -s $CL_DIR/state/n2/ca.pem ]] || fail "n2 stored no ca.pem"
+[[ ! -e $CL_DIR/ca-n2/ca.key && ! -e $CL_DIR/ca-n2/admin.pem ]] || fail "n2 got the CA key or the admin credential"
+cmp -s "$CL_DIR/ca-n2/ca.pem" "$CAIRN_CA_DIR/ca.pem" || fail "n2's ca.pem is not the cluster CA's"
+cairn_cli peer token list | grep -q "^${token%%.*} .*used .* by n2" || fail "token not listed as used by n2"
+pass "n2 joined with the token alone: node.pem (0600), ca.pem, a member; no CA key"
+
+join_refused bad5 "already used" "$pin" "$token"
+
+# n2 serves a brick of a replicated volume: bricks b0 on n1 and b1 on n2.
+cl_create_volume ev 2 2
+cl_mount ev
+head -c 3000000 /dev/urandom >"$CL_DIR/payload"
+cp "$CL_DIR/payload" "$CL_MNT/f" || fail "writing through the mount"
+sync
+wait_until 10 cmp -s "$CL_DIR/payload" "$CL_DIR/bricks/ev-b1/data/f" ||
+    fail "n2's brick does not hold the replicated file"
+cmp -s "$CL_DIR/payload" "$CL_DIR/bricks/ev-b0/data/f" || fail "n1's brick does not hold the file"
+cairn_cli --json volume status ev | python3 -c '
+import json, sys
+b = [x for v in json.load(sys.stdin)["volumes"] for x in v["bricks"] if x["node"] == "n2"]
+sys.exit(0 if b and all(x["state"].lower() == "up" for x in b) else 1)' || fail "n2's brick is not online: $(cairn_cli volume status ev)"
+pass "n2 serves brick 1 of replicated volume ev: a file written through the mount is on both bricks"
+
+# Through a member without the CA key: n2 passes the request on to n1, which holds it.
+new_token --ttl 10m >"$CL_DIR/n3.token"
+chmod 600 "$CL_DIR/n3.token"
+mkdir -p "$CL_DIR/ca-n3"
+CL_CAIRND_ARGS=(--ca-dir "$CL_DIR/ca-n3" --join "$(cl_node_addr n2)" --ca-cert-hash "$pin"
+    --join-token-file "$CL_DIR/n3.token")
+cl_start_node n3
+in_pool n3 || fail "n3 enrolled through n2 but is not in the pool"
+[[ -s $CL_DIR/state/n3/node.pem && ! -e $CL_DIR/ca-n3/ca.key ]] || fail "n3: no node.pem, or a CA key"
+grep -q "passed on to the member holding the cluster CA" "$CL_DIR/log/cairnd-n2.log" ||
+    fail "n2 did not say it passed the enrollment on"
+pass "n3 enrolled through n2, which holds no CA key: n2 passed the request on to n1"
+JOIN_VIA=n2 join_refused bad6 "already used" "$pin" "$(cat "$CL_DIR/n3.token")"
+
+# A restart needs neither the token nor the member: it has its certificate.
+CL_CAIRND_ARGS=(--ca-dir "$CL_DIR/ca-n2" --join "$(cl_node_addr n1)" --ca-cert-hash "$pin"
+    --join-token-file "$CL_DIR/n2.token")
+cl_restart_node n2
+in_pool n2 || fail "n2 left the pool after a restart"
+cmp -s "$CL_DIR/payload" "$CL_MNT/f" || fail "reading back after n2's restart"
+pass "n2 restarts with its certificate (the used token is not needed again)"
+
+# No token secret in logs or state.
+for t in "$token" "$revoked" "$expiring" "$(cat "$CL_DIR/n3.token")"; do
+    if grep -rqF "${t#*.}" "$CL_DIR/log" "$CL_DIR/state"; then
+        fail "the secret of join token ${t%%.*} is in $(grep -rlF "${t#*.}" "$CL_DIR/log" "$CL_DIR/state" | head -1)"
+    fi
+done
+pass "no join token secret in the daemons' logs or state dirs"
+finish
