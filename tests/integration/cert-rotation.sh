@@ -46,12 +46,15 @@ acked=$CL_DIR/acked stop=$CL_DIR/stop
 writer=$!
 wait_until 30 test -s "$acked" || fail "the writer wrote nothing"
 
-rotated() { grep -q "reloaded this node's certificate" "$CL_DIR/log/cairnd-$1.log"; }
+rotated() { grep -q "reloaded this node's certificate.*serial=$2" "$CL_DIR/log/cairnd-$1.log"; }
 for n in n1 n2; do
-    cairn_cli client certificate issue "$n" --role node --out "$CL_DIR/state/$n/node.pem" >/dev/null ||
-        fail "re-issue $n's node certificate"
-    wait_until 15 rotated "$n" || fail "$n did not reload its node.pem: $(tail -3 "$CL_DIR/log/cairnd-$n.log")"
+    out=$(cairn_cli client certificate issue "$n" --role node --out "$CL_DIR/state/$n/node.pem") ||
+        fail "re-issue $n's node certificate: $out"
+    issued=$(grep -o 'serial [0-9a-f]*' <<<"$out" | cut -d' ' -f2)
+    wait_until 15 rotated "$n" "$issued" || fail "$n did not reload its node.pem ($issued): $(tail -3 "$CL_DIR/log/cairnd-$n.log")"
     new=$(node_serial "$n")
+    assert_eq "$issued" "$new" "$n's newest recorded node certificate"
+
     [[ -n $new && $new != "${old[$n]}" ]] || fail "$n: no new node certificate recorded (old ${old[$n]}, now $new)"
     # What a new connection is shown (the server's certificate comes before the client's).
     shown=$(openssl s_client -connect "$(cl_node_addr "$n")" -cert "$CAIRN_CREDENTIALS" -key "$CAIRN_CREDENTIALS" \

@@ -228,9 +228,17 @@ fn renew_if_due(
     };
     let trust = std::fs::read_to_string(ca_dir.join("ca-bundle.pem")).unwrap_or(ca_pem.clone());
     let certs = |pem: &str| -> Vec<String> {
-        let mut v: Vec<String> = cairn_proto::tls::pem_blocks(pem)
+        cairn_proto::tls::pem_blocks(pem)
             .into_iter()
             .filter(|b| b.contains("BEGIN CERTIFICATE"))
+            .collect()
+    };
+    // CAs compared by key (the pin hash): a CA certificate re-encoded by an issuer is
+    // the same CA.
+    let keys = |pem: &str| -> Vec<String> {
+        let mut v: Vec<String> = certs(pem)
+            .iter()
+            .map(|c| cairn_proto::tls::ca_cert_hash(c).unwrap_or_else(|_| c.clone()))
             .collect();
         v.sort();
         v
@@ -248,7 +256,7 @@ fn renew_if_due(
         new.save(node_pem)?;
         let why = if due { "it nears its end" } else { "its CA was retired" };
         tracing::info!(path = %node_pem.display(), serial = %new.serial(), "re-issued this node's certificate: {why}");
-    } else if certs(&cur.cas_pem()) != certs(&trust) {
+    } else if keys(&cur.cas_pem()) != keys(&trust) {
         cur.with_cas(&trust)?.save(node_pem)?;
         tracing::info!(path = %node_pem.display(), "this node's certificate now trusts the CA certificate(s) of {}", ca_dir.display());
     }
