@@ -97,6 +97,10 @@ async fn dispatch(
     if let Some(p) = &session.principal {
         if let Err(e) = authz::authorize(p, &req) {
             tracing::warn!(session = %session.label(), error = %e, "request refused");
+            // A refused management request is audited like any other outcome.
+            if let Request::Mgmt(m) = &req {
+                audit.record(&session, m, &Err(e.clone()));
+            }
             return Err(e);
         }
     }
