@@ -48,6 +48,7 @@ struct cairn_export {
 	cairn_fs_t *fs;			/* one libcairn mount per export */
 	char *volume;			/* FSAL { Volume = ... } */
 	char *servers;			/* FSAL { Servers = "host:port,..." } */
+	char *credentials;		/* FSAL { Credentials = "/etc/cairn/gateway.pem" } */
 	bool acl;			/* FSAL { ACL = true; }: NFSv4 ACLs */
 	uint8_t volume_id[16];
 	struct cairn_handle *root;

@@ -94,6 +94,7 @@ static struct config_item export_params[] = {
 	CONF_ITEM_STR("servers", 1, 4096, "127.0.0.1:7420", cairn_export,
 		      servers),
 	CONF_ITEM_BOOL("acl", false, cairn_export, acl),
+	CONF_ITEM_PATH("credentials", 1, 4096, NULL, cairn_export, credentials),
 	CONFIG_EOL
 };
 
@@ -112,6 +113,7 @@ static void free_export(struct cairn_export *export)
 		(void) cairn_unmount(export->fs);
 	gsh_free(export->volume);
 	gsh_free(export->servers);
+	gsh_free(export->credentials);
 	gsh_free(export);
 }
 
@@ -148,6 +150,7 @@ static fsal_status_t create_export(struct fsal_module *module_in,
 	(void) snprintf(label, sizeof(label), "ganesha-export-%u",
 			(unsigned int) op_ctx->ctx_export->export_id);
 	opts.client_name = label;
+	opts.credentials = export->credentials; /* NULL: CAIRN_CREDENTIALS or defaults */
 	rc = cairn_mount(export->servers, export->volume, &opts, &export->fs);
 	if (rc < 0) {
 		LogCrit(COMPONENT_FSAL,

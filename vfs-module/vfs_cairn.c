@@ -12,6 +12,7 @@
  *     vfs objects = acl_xattr streams_xattr cairn
  *     cairn:servers = 127.0.0.1:7420
  *     cairn:volume = vol0
+ *     cairn:credentials = /etc/cairn/gateway.pem   (optional: a gateway-role credential)
  *     kernel share modes = no       ; yes: share modes seen by NFS and other gateways
  *     kernel oplocks = no
  *
@@ -1403,6 +1404,9 @@ static int cairn_connect(struct vfs_handle_struct *handle,
 			snum, CAIRN_MODULE, "cache timeout ms", 1000);
 		opts.client_name = talloc_asprintf(talloc_tos(), "smbd@%d",
 						   (int)getpid());
+		/* cairn:credentials = /etc/cairn/gateway.pem (NULL: defaults) */
+		opts.credentials = lp_parm_const_string(snum, CAIRN_MODULE,
+							 "credentials", NULL);
 		ret = cairn_mount(servers, volume, &opts, &fs);
 		if (ret < 0) {
 			DBG_ERR("cairn: share [%s]: cannot mount volume '%s' "

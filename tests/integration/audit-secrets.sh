@@ -37,7 +37,11 @@ cluster_up 2 avol 2 2
 n1=$(cl_node_addr n1)
 audit=$CL_DIR/log/audit.log   # beside n1's --log-file (all nodes share $CL_DIR/log here)
 # from_client ARGS: the cairn CLI run by the host that is not a node.
-from_client() { ip netns exec "$NS" "$CAIRN_BIN_DIR/cairn" --host "$n1" "$@"; }
+# With TLS, rights follow the certificate's role, not the address: the other host holds a
+# client certificate (an admin one would be allowed from anywhere, security.sh).
+from_client() {
+    ip netns exec "$NS" "$CAIRN_BIN_DIR/cairn" --credentials "$CL_DIR/outsider.pem" --host "$n1" "$@"
+}
 # audit_has PY_CONDITION: some record `r` of n1's audit log satisfies it.
 audit_has() {
     python3 -c '
@@ -60,6 +64,7 @@ audit_has "r['what'] == 'VolumeStop' and r['result'].get('errno') == 'ENOENT'" |
 pass "a failed action is recorded with its errno and message"
 
 # Refused: join tokens, audit log and auth.allow from a host that is not a node.
+cairn_cli client certificate issue outsider --out "$CL_DIR/outsider.pem" >/dev/null || fail "issue outsider"
 out=$(from_client --json peer token create 2>/dev/null) && fail "a non-node created a join token: $out"
 grep -q EACCES <<<"$out" || fail "peer token create from $CLIENT_ADDR: expected EACCES, got $out"
 from_client audit log >/dev/null 2>&1 && fail "a non-node read the audit log"

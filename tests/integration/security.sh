@@ -72,6 +72,14 @@ refused "another host, non-root, with the admin credential's path" "permission d
 out=$(ip netns exec "$ns" "$cli" --host "$addr" volume info sec 2>&1) ||
     fail "another host with the admin credential cannot read volume info: $out"
 pass "another host with the admin credential manages"
+# What only a node's address allowed before is the admin role's now, from any host:
+# join tokens and changing auth.allow / auth.reject.
+out=$(ip netns exec "$ns" "$cli" --host "$addr" peer token create --ttl 1m 2>&1) ||
+    fail "another host with the admin credential cannot create a join token: $out"
+out=$(ip netns exec "$ns" "$cli" --host "$addr" volume set sec auth.reject 192.0.2.7 2>&1) ||
+    fail "another host with the admin credential cannot change auth.reject: $out"
+cairn_cli volume reset sec auth.reject >/dev/null || fail "volume reset sec auth.reject"
+pass "another host with the admin credential creates join tokens and changes auth.reject (role, not address)"
 
 # A credential of another cluster CA.
 mkdir -p "$CL_DIR/other-ca"

@@ -16,7 +16,7 @@
 . "$CL_REPO/scripts/nfs-ganesha.sh"
 
 NFS_VENV=${NFS_VENV:-$CL_REPO/build/nfs-venv}
-NFS_PLUGINS=$CL_REPO/build/fsal/plugins
+NFS_PLUGINS=${NFS_PLUGINS:-$CL_REPO/build/fsal/plugins}
 declare -A NFS_PORT=() NFS_MNT_PORT=() NFS_DIR=()
 NFS_GWS=()
 

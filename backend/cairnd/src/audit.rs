@@ -126,6 +126,7 @@ fn is_read(req: &MgmtRequest) -> bool {
             | M::HealStatistics { .. }
             | M::HealLocal { full: false, .. }
             | M::AuditLog { .. }
+            | M::CertList
     )
 }
 

@@ -87,10 +87,10 @@ fn mgmt(p: &Principal, m: &MgmtRequest) -> Result<(), RemoteError> {
         | M::ResetBrick { .. }
         | M::ReplaceBrick { .. }
         | M::PeerTokenCreate { .. }
-        | M::PeerTokenRevoke { .. } => {
-            need(p, &[Admin], || format!("{} changes the cluster", what()))
-        }
-        M::PeerTokenList | M::AuditLog { .. } => {
+        | M::PeerTokenRevoke { .. }
+        | M::CertRecord(_)
+        | M::CertRevoke { .. } => need(p, &[Admin], || format!("{} changes the cluster", what())),
+        M::PeerTokenList | M::AuditLog { .. } | M::CertList => {
             need(p, &[Admin], || format!("{} is for admins", what()))
         }
         // The join token is the authorization (checked by `enroll::handle`); it is also
@@ -198,6 +198,14 @@ mod tests {
         let prep = Request::Mgmt(MgmtRequest::HealLocal { name: "v".into(), full: false });
         assert!(authorize(&p(Role::Node), &prep).is_ok());
         assert!(authorize(&p(Role::Admin), &prep).is_err());
+        // Certificates: listed, recorded and revoked by admins only.
+        for m in [MgmtRequest::CertList, MgmtRequest::CertRevoke { what: "web1".into() }] {
+            let r = Request::Mgmt(m);
+            assert!(authorize(&p(Role::Admin), &r).is_ok());
+            for role in [Role::Node, Role::Gateway, Role::Client] {
+                assert_eq!(authorize(&p(role), &r).unwrap_err().errno, Errno::EACCES);
+            }
+        }
     }
 
     #[test]

@@ -15,8 +15,9 @@ use cairn_proto::tls::{self, Ca, Credentials, Transport};
 use std::os::fd::AsRawFd;
 use std::path::Path;
 
-/// A node certificate this close to its end is renewed at start (when the CA is here).
-const RENEW_BEFORE_SECS: i64 = 30 * 86400;
+/// A node certificate this close to its end is renewed (at start, and by the running
+/// node: `certs::run_credentials_watch`) when the CA is here.
+pub const RENEW_BEFORE_SECS: i64 = 30 * 86400;
 
 pub fn setup(
     name: &str,

@@ -4,6 +4,7 @@
 mod access;
 mod audit;
 mod authz;
+mod certs;
 mod chain;
 mod delegs;
 mod enroll;
@@ -278,6 +279,18 @@ async fn main() -> anyhow::Result<()> {
     .await
     .with_context(|| format!("cannot reach the config store at {}", args.etcd.join(",")))?;
     let store = Arc::new(store);
+    if let cairn_proto::tls::Transport::Tls(t) = &transport {
+        certs::record_local(&store, &[&args.state_dir.join("node.pem"), &ca_dir.join("admin.pem")])
+            .await;
+        tokio::spawn(certs::run_revocation_sync(store.clone(), t.revoked.clone()));
+        tokio::spawn(certs::run_credentials_watch(
+            store.clone(),
+            t.clone(),
+            args.state_dir.join("node.pem"),
+            ca_dir.clone(),
+            identity::RENEW_BEFORE_SECS,
+        ));
+    }
     join_pool(&store, &args, &name, &addr, &uuid).await?;
     let lease = store
         .register_node(&name, &addr, args.lease_ttl)

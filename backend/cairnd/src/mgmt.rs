@@ -25,7 +25,7 @@ fn fail(errno: Errno, msg: impl Into<String>) -> RemoteError {
     RemoteError::new(errno, msg)
 }
 
-fn cfg(e: cairn_config::ConfigError) -> RemoteError {
+pub(crate) fn cfg(e: cairn_config::ConfigError) -> RemoteError {
     use cairn_config::ConfigError as C;
     let errno = match &e {
         C::Conflict(_) => Errno::EEXIST,
@@ -233,6 +233,9 @@ pub async fn handle(node: &Arc<Node>, req: MgmtRequest) -> Result<MgmtReply, Rem
             Errno::EINVAL,
             "the audit log and enrollment are handled by the service (enroll.rs), not here",
         )),
+        MgmtRequest::CertRecord(_) | MgmtRequest::CertList | MgmtRequest::CertRevoke { .. } => {
+            Err(fail(Errno::EINVAL, "certificates are handled by the service (certs.rs), not here"))
+        }
         MgmtRequest::PeerDetach { name, force } => {
             if name == node.name {
                 return Err(fail(Errno::EINVAL, format!("{name} is localhost")));

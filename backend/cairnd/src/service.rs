@@ -6,6 +6,7 @@ use crate::{authz, chain, metrics, mgmt};
 use bytes::Bytes;
 use cairn_proto::mgmt::{MgmtReply, MgmtRequest};
 use cairn_proto::msg::{Reply, Request, Response, Welcome};
+use cairn_proto::principal::{Principal, Role};
 use cairn_proto::rpc::{Service, Session};
 use cairn_proto::{Errno, RemoteError, PROTOCOL_VERSION};
 use futures::future::BoxFuture;
@@ -20,11 +21,13 @@ pub struct Daemon {
     pub fences: Arc<crate::fence::Fences>,
 }
 
-/// Management is open to any host, except changing who may use a volume, handling join
-/// tokens and reading the audit log: those only from this host (the local CLI) or a node
-/// of the cluster.
+/// With TLS, who may manage is the certificate's role, checked by `authz` (changing
+/// `auth.allow`, join tokens and the audit log need `admin`), from any address. On a
+/// plain connection (no identity) management is open to any host, except changing who
+/// may use a volume, handling join tokens and reading the audit log: those only from this
+/// host (the local CLI) or a node of the cluster.
 fn mgmt_allowed(node: &Node, session: &Session, m: &MgmtRequest) -> Result<(), RemoteError> {
-    if node.may_manage(session) {
+    if session.principal.is_some() || node.may_manage(session) {
         return Ok(());
     }
     let client = session.peer.ip().to_canonical();
@@ -49,6 +52,15 @@ fn mgmt_allowed(node: &Node, session: &Session, m: &MgmtRequest) -> Result<(), R
         Errno::EACCES,
         format!("client {client} may not {what}: only from a node of the cluster (run the cairn CLI there)"),
     ))
+}
+
+/// Whether a session is shown secrets: by the role of its certificate, or (plain
+/// transport) by `by_address`.
+fn sees_secrets(p: Option<&Principal>, by_address: impl FnOnce() -> bool) -> bool {
+    match p {
+        Some(p) => matches!(p.role, Role::Admin | Role::Node | Role::Gateway),
+        None => by_address(),
+    }
 }
 
 /// Gateway documents with every secret masked (`audit::redact`).
@@ -87,6 +99,10 @@ async fn dispatch(
     if let Some(p) = &session.principal {
         if let Err(e) = authz::authorize(p, &req) {
             tracing::warn!(session = %session.label(), error = %e, "request refused");
+            // A refused management request is audited like any other outcome.
+            if let Request::Mgmt(m) = &req {
+                audit.record(&session, m, &Err(e.clone()));
+            }
             return Err(e);
         }
     }
@@ -155,6 +171,11 @@ async fn dispatch(
                     MgmtRequest::AuditLog { since, limit } => audit
                         .read(*since, (*limit).clamp(1, 100_000) as usize)
                         .map(MgmtReply::Audit),
+                    MgmtRequest::CertRecord(_)
+                    | MgmtRequest::CertList
+                    | MgmtRequest::CertRevoke { .. } => {
+                        crate::certs::handle(&node, &session, &m).await
+                    }
                     MgmtRequest::Enroll(r) => {
                         crate::enroll::handle(&node, ca_dir.as_deref(), &session, r.clone()).await
                     }
@@ -162,8 +183,14 @@ async fn dispatch(
                 },
             };
             audit.record(&session, &m, &res);
-            // Secrets (CHAP passwords) go only to this host and the cluster's nodes.
-            let res = if node.may_manage(&session) { res } else { res.map(mask_secrets) };
+            // Secrets (CHAP passwords) go only to the roles that need them (admin, node,
+            // gateway: `authz` lets no other read gateway documents); on a plain
+            // connection, only to this host and the cluster's nodes.
+            let res = if sees_secrets(session.principal.as_ref(), || node.may_manage(&session)) {
+                res
+            } else {
+                res.map(mask_secrets)
+            };
             res.map(|r| (Reply::Mgmt(r), Bytes::new()))
         }
     }
@@ -199,5 +226,23 @@ impl Service for Daemon {
     fn closed(&self, session: &Arc<Session>) {
         self.fences.forget(session);
         self.node.session_closed(session.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_follow_the_role_not_the_address() {
+        let p = |r| Principal::new("x", r);
+        // With a certificate the address does not matter either way.
+        for r in [Role::Admin, Role::Node, Role::Gateway] {
+            assert!(sees_secrets(Some(&p(r)), || false), "{r}");
+        }
+        assert!(!sees_secrets(Some(&p(Role::Client)), || true));
+        // Plain transport: by address.
+        assert!(sees_secrets(None, || true));
+        assert!(!sees_secrets(None, || false));
     }
 }

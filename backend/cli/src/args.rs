@@ -152,6 +152,52 @@ pub enum Command {
     /// Credentials of clients, gateways and nodes (certificates of the cluster CA).
     #[command(subcommand)]
     Client(ClientCmd),
+    /// The cluster itself: its certificate authority.
+    #[command(subcommand)]
+    Cluster(ClusterCmd),
+}
+
+#[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
+pub enum ClusterCmd {
+    /// The cluster CA.
+    #[command(subcommand)]
+    Ca(CaCmd),
+}
+
+#[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
+pub enum CaCmd {
+    /// Replace the cluster CA without downtime, in two steps (docs/security.md,
+    /// "Rotation").
+    #[command(long_about = CA_ROTATE_ABOUT)]
+    Rotate(CaRotate),
+}
+
+const CA_ROTATE_ABOUT: &str = "\
+Replace the cluster CA without downtime, in two steps, on the node that holds the CA, as \
+root (like `ceph orch certmgr` / kubeadm's CA rotation: a transition with both CAs \
+trusted, then the old one retired).
+
+`cairn cluster ca rotate` creates a new CA (ca.pem, ca.key; the old certificate kept as \
+ca-old.pem), writes the trust bundle ca-bundle.pem (new + old), and re-issues the admin \
+credential admin.pem under the new CA with the bundle. Every cairnd whose CA dir holds the \
+CA trusts both within seconds (reloaded, no restart) and keeps its certificate, so \
+clients that trust only the old CA still reach it. Credentials issued from now on \
+(`client certificate issue`) are of the new CA and trust both: re-issue every client, \
+gateway and remote node credential now. Certificates of either CA are accepted meanwhile.
+
+`cairn cluster ca rotate --finish` retires the old CA: the bundle holds the new CA only; \
+admin.pem and every cairnd holding the CA trust only it, and those cairnd re-issue their \
+node certificates under it (within seconds, reloaded). A certificate of the old CA is \
+refused at the next handshake; sessions already open go on until they close.";
+
+#[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
+pub struct CaRotate {
+    /// Retire the old CA (the second step).
+    #[arg(long)]
+    pub finish: bool,
+    /// Directory of the cluster CA. Default: $CAIRN_CA_DIR, else /var/lib/cairn.
+    #[arg(long, value_name = "DIR")]
+    pub ca_dir: Option<std::path::PathBuf>,
 }
 
 #[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
@@ -166,7 +212,24 @@ pub enum CertCmd {
     /// Issue a certificate and key for NAME, signed by the cluster CA.
     #[command(long_about = CERT_ISSUE_ABOUT, after_long_help = CERT_ISSUE_EXAMPLES)]
     Issue(CertIssue),
+    /// Every certificate recorded as issued: serial, holder, role, limits, expiry,
+    /// revocation.
+    List,
+    /// Revoke a certificate by serial number, or every certificate of a holder by name:
+    /// every node refuses it at the handshake and closes its live sessions within seconds.
+    #[command(after_long_help = CERT_REVOKE_EXAMPLES)]
+    Revoke {
+        /// A serial number (hex, as `client certificate list` shows it) or a holder's name.
+        #[arg(value_name = "NAME|SERIAL")]
+        what: String,
+    },
 }
+
+const CERT_REVOKE_EXAMPLES: &str = "\
+EXAMPLES:
+  cairn client certificate revoke web1          every certificate issued to web1
+  cairn client certificate revoke 5f0c2e...     one certificate, by serial
+  cairn client certificate revoke node3         a removed peer's node certificate";
 
 const CERT_ISSUE_ABOUT: &str = "\
 Issue a credential (a certificate signed by the cluster CA, with a new private key) for a \
@@ -185,7 +248,10 @@ only. The credential file (certificate, CA certificate, key; mode 0600) is what 
 mount.cairn, libcairn and the gateways read from --credentials / CAIRN_CREDENTIALS / \
 /etc/cairn/credentials.pem. Without --out it is printed on stdout.
 
-There is no revocation yet: keep --days short for credentials that leave your hands.";
+The certificate is recorded in the cluster (serial, holder, role, limits, expiry) so that \
+`cairn client certificate list` shows it and `cairn client certificate revoke` can revoke \
+it; this needs a running cairnd and admin credentials (a warning says when the record \
+failed: the certificate can still be revoked by its serial number).";
 
 const CERT_ISSUE_EXAMPLES: &str = "\
 EXAMPLES:
@@ -603,17 +669,25 @@ pub enum IscsiAclCmd {
     /// Allow initiator INITIATOR (its iSCSI name) to log in, optionally with CHAP.
     #[command(
         after_help = "EXAMPLES:\n  cairn iscsi target acl add iqn.2024-01.com.example:storage iqn.1994-05.com.redhat:host1\n  \
-cairn iscsi target acl add iqn.2024-01.com.example:storage iqn.1994-05.com.redhat:host2 --chap-user host2 --chap-password 'pa55word-0f-12+'"
+cairn iscsi target acl add iqn.2024-01.com.example:storage iqn.1994-05.com.redhat:host2 --chap-user host2 --chap-password-file /root/host2.chap\n  \
+printf '%s' \"$SECRET\" | cairn iscsi target acl add iqn.2024-01.com.example:storage iqn.1994-05.com.redhat:host3 --chap-user host3 --chap-password-file -",
+        group = clap::ArgGroup::new("chap_secret").args(["chap_password", "chap_password_file"])
     )]
     Add {
         iqn: String,
         initiator: String,
-        /// CHAP user name the initiator presents (needs --chap-password).
-        #[arg(long, value_name = "USER", requires = "chap_password")]
+        /// CHAP user name the initiator presents (needs --chap-password or
+        /// --chap-password-file).
+        #[arg(long, value_name = "USER", requires = "chap_secret")]
         chap_user: Option<String>,
-        /// CHAP secret (12-16 characters for Windows initiators).
+        /// CHAP secret (12-16 characters for Windows initiators). Visible in the process
+        /// list: prefer --chap-password-file.
         #[arg(long, value_name = "SECRET", requires = "chap_user")]
         chap_password: Option<String>,
+        /// Read the CHAP secret from FILE (its first line), or from standard input with
+        /// `-`, so it is not visible in the process list.
+        #[arg(long, value_name = "FILE", requires = "chap_user")]
+        chap_password_file: Option<std::path::PathBuf>,
     },
     /// Remove an initiator's ACL.
     Remove { iqn: String, initiator: String },

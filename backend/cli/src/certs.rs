@@ -1,24 +1,59 @@
 //! `cairn client certificate issue`: certificates of the cluster CA for clients, gateways,
-//! admins and joining nodes, issued locally on the node that holds the CA
-//! (docs/security.md).
+//! admins and joining nodes, issued locally on the node that holds the CA, then recorded
+//! in the cluster so they can be listed and revoked (docs/security.md).
 
-use crate::args::{CertIssue, IssueRole};
+use crate::args::{CaRotate, CertIssue, IssueRole};
+use crate::client;
 use crate::exit;
+use crate::plan::Settings;
+use cairn_proto::mgmt::{CertInfo, MgmtRequest};
 use cairn_proto::principal::{Principal, Role};
-use cairn_proto::tls::{Ca, ENV_CREDENTIALS};
+use cairn_proto::tls::{Ca, Credentials, ENV_CREDENTIALS};
 use std::io::Write;
 use std::path::PathBuf;
 
 /// Where the cluster CA is looked for: `--ca-dir`, `CAIRN_CA_DIR`, cairnd's default state
 /// dir.
 fn ca_dir(a: &CertIssue) -> PathBuf {
-    a.ca_dir
-        .clone()
+    ca_dir_of(&a.ca_dir)
+}
+
+fn ca_dir_of(d: &Option<PathBuf>) -> PathBuf {
+    d.clone()
         .or_else(|| std::env::var_os("CAIRN_CA_DIR").filter(|d| !d.is_empty()).map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from("/var/lib/cairn"))
 }
 
-pub fn issue(a: &CertIssue, json: bool, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+/// Record the issued certificate through the cairnd at `s.addr` (admin credentials); the
+/// error in words when that fails.
+fn record(s: &Settings, creds: &Credentials, days: u32) -> Result<(), String> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let p = &creds.principal;
+    let info = CertInfo {
+        serial: creds.serial(),
+        name: p.name.clone(),
+        role: p.role.as_str().into(),
+        volumes: p.volumes.clone(),
+        read_only: p.read_only,
+        issued: now,
+        expires: now + u64::from(days) * 86400,
+        revoked_at: None,
+        revoked_by: None,
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the I/O runtime: {e}"))?;
+    rt.block_on(client::call(&s.addr, MgmtRequest::CertRecord(info), s.timeout))
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+pub fn issue(a: &CertIssue, s: &Settings, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    let json = s.json;
     let role = match a.role {
         IssueRole::Client => Role::Client,
         IssueRole::Gateway => Role::Gateway,
@@ -56,10 +91,25 @@ pub fn issue(a: &CertIssue, json: bool, out: &mut dyn Write, err: &mut dyn Write
             )
         }
     };
-    let creds = match ca.issue(&p, a.days) {
+    // During a CA rotation a credential trusts both CAs (the bundle).
+    let creds = match ca.issue(&p, a.days).and_then(|c| match bundle(&dir) {
+        Some(b) => c.with_cas(&b),
+        None => Ok(c),
+    }) {
         Ok(c) => c,
         Err(e) => return fail(err, &e),
     };
+    let serial = creds.serial();
+    let recorded = record(s, &creds, a.days);
+    if let Err(e) = &recorded {
+        let _ = writeln!(
+            err,
+            "client certificate issue: {}: warning: certificate {serial} issued but not recorded \
+             in the cluster ({e}); 'client certificate list' will not show it; revoke it with \
+             'cairn client certificate revoke {serial}'",
+            a.name
+        );
+    }
     match &a.out {
         Some(path) => {
             if let Err(e) = creds.save(path) {
@@ -68,15 +118,17 @@ pub fn issue(a: &CertIssue, json: bool, out: &mut dyn Write, err: &mut dyn Write
             if json {
                 let _ = writeln!(
                     out,
-                    "{{\"name\":{:?},\"identity\":{:?},\"file\":{:?}}}",
+                    "{{\"name\":{:?},\"identity\":{:?},\"serial\":{:?},\"recorded\":{},\"file\":{:?}}}",
                     p.name,
                     p.to_uri(),
+                    serial,
+                    recorded.is_ok(),
                     path.display().to_string()
                 );
             } else {
                 let _ = writeln!(
                     out,
-                    "issued {p} ({}), valid {} days: {} (mode 0600; point {ENV_CREDENTIALS} or --credentials at it)",
+                    "issued {p} ({}), serial {serial}, valid {} days: {} (mode 0600; point {ENV_CREDENTIALS} or --credentials at it)",
                     p.to_uri(),
                     a.days,
                     path.display()
@@ -88,4 +140,84 @@ pub fn issue(a: &CertIssue, json: bool, out: &mut dyn Write, err: &mut dyn Write
         }
     }
     exit::OK
+}
+
+/// The trust bundle of a CA rotation in progress (`ca-bundle.pem`), if any.
+fn bundle(dir: &std::path::Path) -> Option<String> {
+    std::fs::read_to_string(dir.join("ca-bundle.pem")).ok()
+}
+
+/// `cairn cluster ca rotate [--finish]` (docs/security.md, "Rotation").
+pub fn rotate(a: &CaRotate, json: bool, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    let dir = ca_dir_of(&a.ca_dir);
+    let step = if a.finish { "cluster ca rotate --finish" } else { "cluster ca rotate" };
+    match rotate_step(&dir, a.finish) {
+        Ok(msg) => {
+            if json {
+                let _ = writeln!(
+                    out,
+                    "{{\"command\":{step:?},\"result\":\"success\",\"message\":{msg:?}}}"
+                );
+            } else {
+                let _ = writeln!(out, "{step}: success: {msg}");
+            }
+            exit::OK
+        }
+        Err(e) => {
+            let _ = writeln!(err, "{step}: {}: failed: {e}", dir.display());
+            exit::FAILED
+        }
+    }
+}
+
+fn rotate_step(dir: &std::path::Path, finish: bool) -> Result<String, String> {
+    use cairn_proto::tls::{pem_blocks, write_private, Credentials};
+    let io = |p: &std::path::Path, e: &dyn std::fmt::Display| format!("{}: {e}", p.display());
+    let ca = Ca::load(dir).map_err(|e| {
+        format!("cannot load the cluster CA ({e}); run this on the node that holds it, as root, or pass --ca-dir")
+    })?;
+    let bundle_path = dir.join("ca-bundle.pem");
+    let admin_path = dir.join("admin.pem");
+    let in_progress = bundle(dir).is_some_and(|b| {
+        pem_blocks(&b).iter().filter(|x| x.contains("BEGIN CERTIFICATE")).count() > 1
+    });
+    let admin = Credentials::load(&admin_path).map_err(|e| e.to_string())?;
+    if finish {
+        if !in_progress {
+            return Err("no CA rotation in progress (run 'cairn cluster ca rotate' first)".into());
+        }
+        let new = ca.cert_pem();
+        std::fs::write(&bundle_path, &new).map_err(|e| io(&bundle_path, &e))?;
+        admin.with_cas(&new).and_then(|c| c.save(&admin_path)).map_err(|e| e.to_string())?;
+        let _ = std::fs::remove_file(dir.join("ca-old.pem"));
+        return Ok("the old CA is retired: nodes holding the CA trust only the new one within \
+                   seconds; certificates of the old CA are refused from then on"
+            .into());
+    }
+    if in_progress {
+        return Err(
+            "a CA rotation is in progress: finish it first ('cairn cluster ca rotate --finish')"
+                .into(),
+        );
+    }
+    let old_pem = ca.cert_pem();
+    let new = Ca::create(&dir.display().to_string()).map_err(|e| e.to_string())?;
+    let both = format!("{}{}", new.cert_pem(), old_pem);
+    // The bundle first: a node that reads the new CA must already find both trusted.
+    std::fs::write(dir.join("ca-old.pem"), &old_pem)
+        .map_err(|e| io(&dir.join("ca-old.pem"), &e))?;
+    std::fs::write(&bundle_path, &both).map_err(|e| io(&bundle_path, &e))?;
+    let new_admin = new
+        .issue(&admin.principal, cairn_proto::tls::CERT_DAYS)
+        .and_then(|c| c.with_cas(&both))
+        .map_err(|e| e.to_string())?;
+    write_private(&dir.join("ca.key"), new.key_pem().as_bytes()).map_err(|e| e.to_string())?;
+    std::fs::write(dir.join("ca.pem"), new.cert_pem()).map_err(|e| io(&dir.join("ca.pem"), &e))?;
+    new_admin.save(&admin_path).map_err(|e| e.to_string())?;
+    Ok(format!(
+        "new cluster CA in {}; both CAs are trusted (ca-bundle.pem); admin.pem re-issued; nodes \
+         holding the CA re-issue their certificates within seconds; re-issue the other \
+         credentials ('cairn client certificate issue'), then run 'cairn cluster ca rotate --finish'",
+        dir.display()
+    ))
 }

@@ -4,8 +4,8 @@ use crate::args::Cli;
 use crate::client::{self, CallError};
 use crate::grammar::{failed_message, UsageError};
 use crate::json::{
-    self, AuditDoc, HealDoc, HealStatsDoc, JoinTokenDoc, JoinTokensDoc, PeersDoc, ResultDoc,
-    VolumeListDoc, VolumeStatusDoc,
+    self, AuditDoc, CertsDoc, HealDoc, HealStatsDoc, JoinTokenDoc, JoinTokensDoc, PeersDoc,
+    ResultDoc, VolumeListDoc, VolumeStatusDoc,
 };
 use crate::plan::{self, Output, Plan, Settings};
 use crate::{exit, format};
@@ -36,12 +36,6 @@ where
             return e.exit_code();
         }
     };
-    if let crate::args::Command::Client(crate::args::ClientCmd::Certificate(
-        crate::args::CertCmd::Issue(a),
-    )) = &cli.command
-    {
-        return crate::certs::issue(a, cli.json, out, err);
-    }
     // How to connect: plain, or TLS with the credentials given (or found by default),
     // loaded when connecting.
     match (cli.transport, &cli.credentials) {
@@ -54,6 +48,17 @@ where
         (crate::args::TransportArg::Tls, None) => {}
     }
     match &cli.command {
+        crate::args::Command::Client(crate::args::ClientCmd::Certificate(
+            crate::args::CertCmd::Issue(a),
+        )) => {
+            return match plan::settings(&cli) {
+                Ok(s) => crate::certs::issue(a, &s, out, err),
+                Err(e) => usage(err, &e),
+            }
+        }
+        crate::args::Command::Cluster(crate::args::ClusterCmd::Ca(crate::args::CaCmd::Rotate(
+            a,
+        ))) => return crate::certs::rotate(a, cli.json, out, err),
         crate::args::Command::Nfs(nfs) => {
             return match plan::settings(&cli) {
                 Ok(s) => crate::gateway::nfs(&s, nfs, out, err),
@@ -274,6 +279,29 @@ fn show(out: &mut dyn Write, err: &mut dyn Write, s: &Settings, p: &Plan, reply:
                 json::render(&JoinTokensDoc { tokens })
             } else {
                 format::join_tokens(&tokens)
+            }
+        }
+        (Output::Certs, MgmtReply::Certs(certs)) => {
+            if s.json {
+                json::render(&CertsDoc { certificates: certs })
+            } else if p.command == "client certificate revoke" {
+                certs
+                    .iter()
+                    .map(|c| {
+                        format!(
+                            "client certificate revoke: {}: success: serial {} revoked{}\n",
+                            p.name.as_deref().unwrap_or_default(),
+                            c.serial,
+                            if c.name.is_empty() {
+                                String::new()
+                            } else {
+                                format!(" ({} {})", c.role, c.name)
+                            }
+                        )
+                    })
+                    .collect()
+            } else {
+                format::certs(&certs)
             }
         }
         (Output::Audit, MgmtReply::Audit(lines)) => {

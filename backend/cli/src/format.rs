@@ -252,6 +252,37 @@ pub fn join_tokens(tokens: &[JoinTokenInfo]) -> String {
     table(&["ID", "Created", "Expires", "State"], &rows)
 }
 
+/// `cairn client certificate list`.
+pub fn certs(certs: &[cairn_proto::mgmt::CertInfo]) -> String {
+    if certs.is_empty() {
+        return "No certificates recorded\n".into();
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let rows: Vec<Vec<String>> = certs
+        .iter()
+        .map(|c| {
+            let mut limits = c.volumes.as_ref().map(|v| v.join(",")).unwrap_or_else(|| "-".into());
+            if c.read_only {
+                limits.push_str(" ro");
+            }
+            let state = match (&c.revoked_at, &c.revoked_by) {
+                (Some(at), by) => {
+                    format!("revoked {} by {}", utc(*at), by.as_deref().unwrap_or("?"))
+                }
+                (None, _) if c.expires <= now => "expired".into(),
+                (None, _) => "valid".into(),
+            };
+            let name = if c.name.is_empty() { "?".into() } else { c.name.clone() };
+            let role = if c.role.is_empty() { "?".into() } else { c.role.clone() };
+            vec![c.serial.clone(), name, role, limits, utc(c.expires), state]
+        })
+        .collect();
+    table(&["Serial", "Name", "Role", "Volumes", "Expires", "State"], &rows)
+}
+
 /// `cairn audit log`: one line per record: time, who, what and arguments, result.
 pub fn audit(lines: &[String]) -> String {
     let mut o = String::new();

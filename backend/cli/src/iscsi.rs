@@ -25,6 +25,25 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The first line of `path` (standard input for `-`), without its line end: a secret
+/// given out of the process list (`--chap-password-file`, as targetcli and iscsiadm take
+/// secrets from files).
+fn read_secret(path: &std::path::Path) -> Result<String, String> {
+    use std::io::Read;
+    let mut text = String::new();
+    let read = if path.as_os_str() == "-" {
+        std::io::stdin().read_to_string(&mut text)
+    } else {
+        std::fs::File::open(path).and_then(|mut f| f.read_to_string(&mut text))
+    };
+    read.map_err(|e| format!("cannot read the CHAP secret from {}: {e}", path.display()))?;
+    let line = text.lines().next().unwrap_or_default().to_string();
+    if line.is_empty() {
+        return Err(format!("{}: no CHAP secret in it (empty first line)", path.display()));
+    }
+    Ok(line)
+}
+
 /// Run `cairn iscsi ...`; returns the exit code.
 pub fn iscsi(s: &Settings, a: &IscsiArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     use IscsiCmd as C;
@@ -822,8 +841,19 @@ async fn target_cmd(g: &Gw<'_>, t: &IscsiTargetCmd, out: &mut dyn Write) -> Resu
             })
             .await
         }
-        IscsiTargetCmd::Acl(IscsiAclCmd::Add { iqn, initiator, chap_user, chap_password }) => {
+        IscsiTargetCmd::Acl(IscsiAclCmd::Add {
+            iqn,
+            initiator,
+            chap_user,
+            chap_password,
+            chap_password_file,
+        }) => {
             iscsi::check_iqn(initiator, "initiator name").map_err(Failure::usage)?;
+            let from_file = match chap_password_file {
+                Some(f) => Some(read_secret(f).map_err(Failure::usage)?),
+                None => None,
+            };
+            let chap_password = &from_file.or_else(|| chap_password.clone());
             if let (Some(u), Some(p)) = (chap_user, chap_password) {
                 iscsi::check_chap("user", u).map_err(Failure::usage)?;
                 iscsi::check_chap("password", p).map_err(Failure::usage)?;
@@ -1107,5 +1137,44 @@ mod tests {
         assert_eq!(&a[14..15], "4");
         assert!(matches!(&a[19..20], "8" | "9" | "a" | "b"), "{a}");
         assert_ne!(a, new_wwn());
+    }
+
+    #[test]
+    fn chap_secrets_come_from_a_file_not_argv() {
+        use crate::args::{Cli, Command, IscsiAclCmd, IscsiCmd, IscsiTargetCmd};
+        use clap::Parser;
+        let dir = std::env::temp_dir().join(format!("cairn-chap-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("secret");
+        std::fs::write(&f, "S3cret-pass.12\nignored\n").unwrap();
+        assert_eq!(read_secret(&f).unwrap(), "S3cret-pass.12");
+        std::fs::write(&f, "\n").unwrap();
+        assert!(read_secret(&f).unwrap_err().contains("no CHAP secret"));
+        assert!(read_secret(&dir.join("missing")).unwrap_err().contains("cannot read"));
+        let _ = std::fs::remove_dir_all(&dir);
+
+        let base = [
+            "cairn",
+            "iscsi",
+            "target",
+            "acl",
+            "add",
+            "iqn.2024-01.com.example:t",
+            "iqn.1994-05.com.redhat:h",
+        ];
+        let parse = |extra: &[&str]| Cli::try_parse_from(base.iter().chain(extra));
+        let cli = parse(&["--chap-user", "h", "--chap-password-file", "-"]).unwrap();
+        let Command::Iscsi(a) = cli.command else { panic!() };
+        let IscsiCmd::Target(IscsiTargetCmd::Acl(IscsiAclCmd::Add { chap_password_file, .. })) =
+            a.command
+        else {
+            panic!()
+        };
+        assert_eq!(chap_password_file.as_deref(), Some(std::path::Path::new("-")));
+        // A user needs a secret; one secret only.
+        assert!(parse(&["--chap-user", "h"]).is_err());
+        assert!(parse(&["--chap-user", "h", "--chap-password", "x", "--chap-password-file", "f"])
+            .is_err());
+        assert!(parse(&["--chap-password-file", "f"]).is_err());
     }
 }

@@ -184,6 +184,12 @@ pub struct JoinTokensDoc {
     pub tokens: Vec<JoinTokenInfo>,
 }
 
+/// `client certificate list|revoke --json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CertsDoc {
+    pub certificates: Vec<cairn_proto::mgmt::CertInfo>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AuditDoc {
     pub records: Vec<serde_json::Value>,

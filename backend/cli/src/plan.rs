@@ -2,7 +2,9 @@
 //! in messages, how to print the reply, and whether to ask first. Pure, so the whole
 //! grammar is unit-tested without a server.
 
-use crate::args::{AuditCmd, Cli, Command, HealAction, PeerCmd, PoolCmd, TokenCmd, VolumeCmd};
+use crate::args::{
+    AuditCmd, CertCmd, Cli, ClientCmd, Command, HealAction, PeerCmd, PoolCmd, TokenCmd, VolumeCmd,
+};
 use crate::grammar::{self, UsageError};
 use cairn_proto::mgmt::MgmtRequest;
 use std::time::Duration;
@@ -22,6 +24,8 @@ pub enum Output {
     JoinToken,
     JoinTokens,
     Audit,
+    /// Certificate records (`client certificate list|revoke`).
+    Certs,
 }
 
 impl Output {
@@ -158,6 +162,20 @@ pub fn plan(command: &Command) -> Result<Plan, UsageError> {
         Command::Peer(PeerCmd::Token(TokenCmd::Revoke { id })) => {
             done("peer token revoke", id.clone(), MgmtRequest::PeerTokenRevoke { id: id.clone() })
         }
+        Command::Client(ClientCmd::Certificate(CertCmd::List)) => {
+            read("client certificate list", None, MgmtRequest::CertList, Output::Certs)
+        }
+        Command::Client(ClientCmd::Certificate(CertCmd::Revoke { what })) => {
+            if what.trim().is_empty() {
+                return Err(UsageError::new(
+                    "client certificate revoke",
+                    what,
+                    "empty name or serial",
+                ));
+            }
+            let req = MgmtRequest::CertRevoke { what: what.trim().to_string() };
+            Plan { output: Output::Certs, ..done("client certificate revoke", what.clone(), req) }
+        }
         Command::Audit(AuditCmd::Log { since, limit }) => {
             let since = match since {
                 None => None,
@@ -190,7 +208,8 @@ pub fn plan(command: &Command) -> Result<Plan, UsageError> {
         | Command::Smb(_)
         | Command::Iscsi(_)
         | Command::Gateway(_)
-        | Command::Client(_) => {
+        | Command::Client(_)
+        | Command::Cluster(_) => {
             return Err(UsageError {
                 message: "cairn: gateway and certificate commands are not single requests".into(),
                 usage: None,

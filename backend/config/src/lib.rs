@@ -8,6 +8,7 @@
 //! /cairn/live/<node>                       node address, under the node's lease
 //! /cairn/bricks/<volume>/<index>           "up" | "healing", under the serving node's lease
 //! /cairn/join-tokens/<id>                JoinTokenRecord: a join token's hash, expiry, use
+//! /cairn/certs/<serial>                    CertRecord: an issued certificate; revoked or not
 //! /cairn/gateway/<kind>/<name>             a gateway object (NFS export, SMB share, iSCSI
 //!                                          LUN/target): JSON of the cairn-gateway crate
 //! ```
@@ -35,12 +36,14 @@
 // every fallible call here is an etcd round trip, so the size of the error does not matter.
 #![allow(clippy::result_large_err)]
 
+mod certs;
 mod records;
 mod store;
 #[doc(hidden)]
 pub mod testing;
 mod tokens;
 
+pub use certs::{valid_serial, CertRecord};
 pub use records::{BrickRecord, PeerRecord, SetRecord, VolumeRecord};
 pub use store::{build_map, ConfigError, EtcdSecurity, NodeLease, Store, DEFAULT_CONNECT_TIMEOUT};
 pub use tokens::{

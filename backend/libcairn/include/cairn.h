@@ -41,7 +41,7 @@
 /**
  * Version of `cairn_options_t` this header describes (set by `cairn_options_init`).
  */
-#define CAIRN_OPTIONS_VERSION 1
+#define CAIRN_OPTIONS_VERSION 2
 
 /**
  * `cairn_create` flag: fail with -EEXIST if the name exists.
@@ -167,6 +167,13 @@ typedef struct cairn_options_t {
    * Label in the servers' logs (e.g. "ganesha@gw1"); NULL = "libcairn". Copied.
    */
   const char *client_name;
+  /**
+   * (Options version 2.) Credentials file (PEM: certificate, cluster CA, key) the
+   * process connects with, e.g. a gateway-role certificate; NULL = `CAIRN_CREDENTIALS`
+   * or the default paths. One credential per process: a later mount naming another
+   * file fails with -EINVAL. Copied.
+   */
+  const char *credentials;
 } cairn_options_t;
 
 /**

@@ -123,6 +123,7 @@ pub unsafe extern "C" fn cairn_options_init(opts: *mut cairn_options_t) {
                 connect_timeout_ms: d.connect_timeout.as_millis() as u32,
                 runtime_threads: 0,
                 client_name: std::ptr::null(),
+                credentials: std::ptr::null(),
             },
         )
     };
@@ -153,19 +154,34 @@ pub unsafe extern "C" fn cairn_mount(
             .ok_or_else(|| Error::inval(format!("bad volume name {:?}", show(volume))))?
             .to_string();
         let mut defaults = std::mem::MaybeUninit::<cairn_options_t>::uninit();
-        let o = match unsafe { opts.as_ref() } {
-            Some(o) => *o,
+        // SAFETY: opts is NULL or points to options of the version its first field says:
+        // only that version's layout is read.
+        let o = match unsafe { (opts as *const u32).as_ref() } {
             None => unsafe {
                 cairn_options_init(defaults.as_mut_ptr());
                 defaults.assume_init()
             },
+            Some(&CAIRN_OPTIONS_VERSION) => unsafe { *opts },
+            Some(&1) => {
+                let v1 = unsafe { *(opts as *const types::cairn_options_v1_t) };
+                cairn_options_t {
+                    version: CAIRN_OPTIONS_VERSION,
+                    write_behind: v1.write_behind,
+                    write_behind_bytes: v1.write_behind_bytes,
+                    cache_timeout_ms: v1.cache_timeout_ms,
+                    connect_timeout_ms: v1.connect_timeout_ms,
+                    runtime_threads: v1.runtime_threads,
+                    client_name: v1.client_name,
+                    credentials: std::ptr::null(),
+                }
+            }
+            Some(v) => {
+                return Err(Error::inval(format!(
+                    "options version {v} (expected 1 or {CAIRN_OPTIONS_VERSION}): call cairn_options_init"
+                )))
+            }
         };
-        if o.version != CAIRN_OPTIONS_VERSION {
-            return Err(Error::inval(format!(
-                "options version {} (expected {CAIRN_OPTIONS_VERSION}): call cairn_options_init",
-                o.version
-            )));
-        }
+        runtime::use_credentials(o.credentials)?;
         let label = format!("volume {volume:?} on {}", servers.join(","));
         let mo = runtime::mount_options(servers.clone(), volume.clone(), &o)?;
         runtime::init_logging();

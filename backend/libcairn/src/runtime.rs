@@ -174,6 +174,37 @@ pub(crate) fn probe_servers(servers: &[String], volume: &str, timeout: Duration)
     ))
 }
 
+/// The credentials file of `cairn_options_t.credentials` (NULL: nothing to do): made the
+/// process's (`cairn_proto::tls::set_credentials_path`), once; another file later is
+/// refused.
+pub(crate) fn use_credentials(path: *const std::ffi::c_char) -> Res<()> {
+    static CHOSEN: parking_lot::Mutex<Option<std::path::PathBuf>> = parking_lot::Mutex::new(None);
+    if path.is_null() {
+        return Ok(());
+    }
+    // SAFETY: the caller passes a NUL-terminated string.
+    let bytes = unsafe { std::ffi::CStr::from_ptr(path) }.to_bytes();
+    if bytes.is_empty() {
+        return Ok(());
+    }
+    use std::os::unix::ffi::OsStrExt;
+    let p = std::path::PathBuf::from(std::ffi::OsStr::from_bytes(bytes));
+    let mut chosen = CHOSEN.lock();
+    match chosen.as_ref() {
+        Some(c) if *c == p => Ok(()),
+        Some(c) => Err(Error::inval(format!(
+            "options: credentials {}: this process already uses {} (one credential per process)",
+            p.display(),
+            c.display()
+        ))),
+        None => {
+            cairn_proto::tls::set_credentials_path(&p);
+            *chosen = Some(p);
+            Ok(())
+        }
+    }
+}
+
 pub(crate) fn mount_options(
     servers: Vec<String>,
     volume: String,
@@ -207,6 +238,18 @@ pub(crate) fn mount_options(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_credential_per_process() {
+        let a = c"/etc/cairn/gateway.pem";
+        let b = c"/etc/cairn/other.pem";
+        use_credentials(std::ptr::null()).unwrap();
+        use_credentials(a.as_ptr()).unwrap();
+        use_credentials(a.as_ptr()).unwrap();
+        let e = use_credentials(b.as_ptr()).unwrap_err();
+        assert_eq!(e.errno, libc::EINVAL);
+        assert!(e.message.contains("one credential per process"), "{}", e.message);
+    }
 
     #[test]
     fn server_lists() {

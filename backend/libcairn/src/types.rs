@@ -13,7 +13,7 @@ use libc::{c_char, c_int, c_void};
 pub const CAIRN_ABI_VERSION: u32 = 1;
 
 /// Version of `cairn_options_t` this header describes (set by `cairn_options_init`).
-pub const CAIRN_OPTIONS_VERSION: u32 = 1;
+pub const CAIRN_OPTIONS_VERSION: u32 = 2;
 
 /// `cairn_create` flag: fail with -EEXIST if the name exists.
 pub const CAIRN_CREATE_EXCL: u32 = 1;
@@ -293,6 +293,24 @@ pub struct cairn_options_t {
     /// of a process decides.
     pub runtime_threads: u32,
     /// Label in the servers' logs (e.g. "ganesha@gw1"); NULL = "libcairn". Copied.
+    pub client_name: *const c_char,
+    /// (Options version 2.) Credentials file (PEM: certificate, cluster CA, key) the
+    /// process connects with, e.g. a gateway-role certificate; NULL = `CAIRN_CREDENTIALS`
+    /// or the default paths. One credential per process: a later mount naming another
+    /// file fails with -EINVAL. Copied.
+    pub credentials: *const c_char,
+}
+
+/// The options as version 1 callers lay them out (no `credentials`): still accepted.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct cairn_options_v1_t {
+    pub version: u32,
+    pub write_behind: bool,
+    pub write_behind_bytes: usize,
+    pub cache_timeout_ms: u32,
+    pub connect_timeout_ms: u32,
+    pub runtime_threads: u32,
     pub client_name: *const c_char,
 }
 

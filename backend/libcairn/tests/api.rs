@@ -86,6 +86,34 @@ fn options_must_come_from_options_init() {
     assert_eq!(mount("127.0.0.1:7420", "vol", &o).0, -libc::EINVAL);
 }
 
+/// A program built against options version 1 (no `credentials` field) still mounts: only
+/// the version 1 layout is read.
+#[test]
+fn options_version_1_are_still_accepted() {
+    #[repr(C)]
+    struct V1 {
+        version: u32,
+        write_behind: bool,
+        write_behind_bytes: usize,
+        cache_timeout_ms: u32,
+        connect_timeout_ms: u32,
+        runtime_threads: u32,
+        client_name: *const libc::c_char,
+    }
+    let v1 = Box::new(V1 {
+        version: 1,
+        write_behind: true,
+        write_behind_bytes: 1 << 20,
+        cache_timeout_ms: 1000,
+        connect_timeout_ms: 500,
+        runtime_threads: 0,
+        client_name: std::ptr::null(),
+    });
+    let o = &*v1 as *const V1 as *const cairn_options_t;
+    let (rc, _) = mount(&format!("127.0.0.1:{}", closed_port()), "vol", o);
+    assert_eq!(rc, -libc::ENOTCONN, "{}", last_error());
+}
+
 #[test]
 fn unreachable_cluster_is_enotconn_naming_every_address() {
     let (p1, p2) = (closed_port(), closed_port());

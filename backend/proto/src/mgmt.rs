@@ -133,6 +133,14 @@ pub enum MgmtRequest {
     /// answered with a node certificate of the cluster CA. The one request a connection
     /// without a certificate may make (docs/security.md, "Joining a node").
     Enroll(EnrollRequest),
+    /// Record a certificate the cluster CA issued (`cairn client certificate issue`).
+    CertRecord(CertInfo),
+    /// Every recorded certificate (`cairn client certificate list`).
+    CertList,
+    /// Revoke the certificates a serial number or a holder's name names.
+    CertRevoke {
+        what: String,
+    },
 }
 
 /// What a joining node presents to a member: its token and the request for its node
@@ -304,6 +312,25 @@ pub enum MgmtReply {
     /// Audit records, one JSON object per line, oldest first.
     Audit(Vec<String>),
     Enrolled(EnrollReply),
+    /// Recorded certificates (listed, or revoked by `CertRevoke`).
+    Certs(Vec<CertInfo>),
+}
+
+/// An issued certificate as recorded in the config store (docs/security.md, "Revocation").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CertInfo {
+    /// Serial number, lower-case hex.
+    pub serial: String,
+    pub name: String,
+    /// `admin`, `node`, `gateway`, `client` (empty: revoked by serial, never recorded).
+    pub role: String,
+    pub volumes: Option<Vec<String>>,
+    pub read_only: bool,
+    /// Unix seconds.
+    pub issued: u64,
+    pub expires: u64,
+    pub revoked_at: Option<u64>,
+    pub revoked_by: Option<String>,
 }
 
 /// A join token as listed: never its secret.

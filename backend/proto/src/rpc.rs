@@ -494,6 +494,8 @@ pub struct Session {
     /// connection, which is not authenticated, and on a TLS connection without a client
     /// certificate (`unauthenticated`).
     pub principal: Option<Principal>,
+    /// The serial number of the peer's certificate (hex); `None` on a plain connection.
+    pub serial: Option<String>,
     /// A TLS connection whose client presented no certificate: a node joining with a
     /// token. The server answers its `Enroll` request only; every other request is
     /// refused with EACCES before the service sees it.
@@ -547,6 +549,25 @@ pub trait Service: Send + Sync + 'static {
 }
 
 static SESSION_IDS: AtomicU64 = AtomicU64::new(1);
+
+/// The live sessions of this process's servers (for [`close_sessions`]).
+static LIVE: parking_lot::Mutex<Vec<std::sync::Weak<Session>>> =
+    parking_lot::Mutex::new(Vec::new());
+
+/// Close every live session `pred` selects (e.g. those whose certificate was revoked);
+/// returns their labels.
+pub fn close_sessions(pred: impl Fn(&Session) -> bool) -> Vec<String> {
+    let mut live = LIVE.lock();
+    live.retain(|w| w.strong_count() > 0);
+    let mut closed = Vec::new();
+    for s in live.iter().filter_map(|w| w.upgrade()) {
+        if !s.is_closed() && pred(&s) {
+            s.close();
+            closed.push(s.label());
+        }
+    }
+    closed
+}
 
 /// Accept connections forever, over the process's default transport
 /// ([`crate::tls::default_transport`]; none found: logged, and nothing is served).
@@ -667,10 +688,10 @@ pub async fn serve_connection_with<S: Service>(
 ) {
     stream.set_nodelay(true).ok();
     set_keepalive(&stream, &peer);
-    let (rd, wr, principal) = match transport {
+    let (rd, wr, principal, serial) = match transport {
         Transport::Plain => {
             let (rd, wr) = stream::plain(stream);
-            (rd, wr, None)
+            (rd, wr, None, None)
         }
         Transport::Enroll(_) => {
             tracing::error!(%peer, "cannot serve: an enrollment transport has no certificate");
@@ -690,7 +711,8 @@ pub async fn serve_connection_with<S: Service>(
                 stream::tls_server(stream, t.server.clone()),
             );
             match hs.await {
-                Ok(Ok((rd, wr, p))) => (rd, wr, p),
+                Ok(Ok((rd, wr, Some((p, serial))))) => (rd, wr, Some(p), Some(serial)),
+                Ok(Ok((rd, wr, None))) => (rd, wr, None, None),
                 Ok(Err(e)) => {
                     tracing::warn!(%peer, "refused a connection: TLS handshake failed: {}", crate::tls::explain(&e));
                     return;
@@ -728,16 +750,23 @@ pub async fn serve_connection_with<S: Service>(
                     frame::encode(&resp),
                     Bytes::new(),
                 ));
-                Arc::new(Session {
+                let s = Arc::new(Session {
                     id,
                     peer,
                     hello: h,
                     principal: principal.clone(),
+                    serial: serial.clone(),
                     unauthenticated,
                     tx: tx.clone(),
                     closed: closed.clone(),
                     kill: kill.clone(),
-                })
+                });
+                {
+                    let mut live = LIVE.lock();
+                    live.retain(|w| w.strong_count() > 0);
+                    live.push(Arc::downgrade(&s));
+                }
+                s
             }
             Ok(Request::Hello(h))
                 if h.version == PROTOCOL_VERSION
@@ -806,7 +835,7 @@ pub async fn serve_connection_with<S: Service>(
         let read = tokio::select! {
             r = frame::read_frame(&mut rd) => r,
             _ = kill.notified() => {
-                tracing::info!(session = %session.label(), "session closed by the server");
+                tracing::info!(session = %session.label(), "session closed by the server (fenced gateway or revoked certificate)");
                 break;
             }
         };
@@ -1589,6 +1618,93 @@ mod tls_tests {
         let t = crate::tls::enroll_transport(&pin).unwrap();
         let e = connect(&a2, &t, PeerKind::Cli).await.err().expect("refused");
         assert!(e.message.contains("not a node of the cluster"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_revoked_certificate_is_refused_and_its_live_session_closed() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let server = test_ca::transport(&Principal::new("n1", Role::Node));
+        let Transport::Tls(st) = &server else { unreachable!() };
+        let revoked = st.revoked.clone();
+        tokio::spawn(serve_with(l, Arc::new(Echo), server.clone()));
+
+        let bad = test_ca::credentials(&Principal::new("lost-laptop", Role::Client));
+        let good = test_ca::transport(&Principal::new("c2", Role::Client));
+        let bad_t = Transport::tls(&bad).unwrap();
+        let live = connect(&addr, &bad_t, PeerKind::Client).await.unwrap();
+        let other = connect(&addr, &good, PeerKind::Client).await.unwrap();
+        live.call(Request::Ping, Bytes::new()).await.unwrap();
+
+        revoked.insert(&bad.serial());
+        // New handshakes with the certificate are refused, saying why, on both sides.
+        let e = connect(&addr, &bad_t, PeerKind::Client).await.err().expect("revoked: refused");
+        assert!(e.message.contains("revoked"), "{e}");
+        // The live session of the revoked certificate is closed; the others go on.
+        let closed = close_sessions(|s| s.serial.as_deref().is_some_and(|x| revoked.contains(x)));
+        assert_eq!(closed.len(), 1, "{closed:?}");
+        assert!(closed[0].contains("lost-laptop"), "{closed:?}");
+        let t0 = std::time::Instant::now();
+        while !live.is_closed() {
+            assert!(t0.elapsed() < Duration::from_secs(10), "revoked session still open");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(live.call(Request::Ping, Bytes::new()).await.is_err());
+        other.call(Request::Ping, Bytes::new()).await.unwrap();
+        // A server whose certificate is revoked is refused by a client that knows it.
+        let Transport::Tls(gt) = &good else { unreachable!() };
+        let srv = test_ca::credentials(&Principal::new("removed-node", Role::Node));
+        gt.revoked.insert(&srv.serial());
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr2 = l.local_addr().unwrap().to_string();
+        tokio::spawn(serve_with(l, Arc::new(Echo), Transport::tls(&srv).unwrap()));
+        let e = connect(&addr2, &good, PeerKind::Client).await.err().expect("revoked server");
+        assert!(e.message.contains("revoked"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn credentials_and_the_ca_rotate_without_a_restart() {
+        let old = crate::tls::Ca::create("old").unwrap();
+        let new = crate::tls::Ca::create("new").unwrap();
+        let bundle = format!("{}{}", old.cert_pem(), new.cert_pem());
+        let n1 = Principal::new("n1", Role::Node);
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let server = Transport::tls(&old.issue(&n1, 1).unwrap()).unwrap();
+        let Transport::Tls(st) = &server else { unreachable!() };
+        let st = st.clone();
+        tokio::spawn(serve_with(l, Arc::new(Echo), server.clone()));
+        let c = Principal::new("c", Role::Client);
+        let old_client = Transport::tls(&old.issue(&c, 1).unwrap()).unwrap();
+        let live = connect(&addr, &old_client, PeerKind::Client).await.unwrap();
+
+        // 1. The node's certificate is renewed under the same CA: reloaded, no restart.
+        let s1 = st.serial();
+        st.reload(&old.issue(&n1, 1).unwrap()).unwrap();
+        assert_ne!(st.serial(), s1);
+        connect(&addr, &old_client, PeerKind::Client).await.unwrap();
+        // 2. Trust bundle: the node trusts both CAs, and presents a certificate of the new
+        //    one; a client of either CA that trusts both connects.
+        let renewed = new.issue(&n1, 1).unwrap().with_cas(&bundle).unwrap();
+        st.reload(&renewed).unwrap();
+        let old_bundled =
+            Transport::tls(&old.issue(&c, 1).unwrap().with_cas(&bundle).unwrap()).unwrap();
+        let new_bundled =
+            Transport::tls(&new.issue(&c, 1).unwrap().with_cas(&bundle).unwrap()).unwrap();
+        connect(&addr, &old_bundled, PeerKind::Client).await.unwrap();
+        connect(&addr, &new_bundled, PeerKind::Client).await.unwrap();
+        // A client that trusts only the old CA refuses the node's new certificate.
+        let e = connect(&addr, &old_client, PeerKind::Client).await.err().expect("old roots");
+        assert!(e.message.contains("not signed by"), "{e}");
+        // 3. The old CA is retired: its certificates are refused.
+        st.reload(&renewed.with_cas(&new.cert_pem()).unwrap()).unwrap();
+        let e = connect(&addr, &old_bundled, PeerKind::Client).await.err().expect("retired CA");
+        assert!(e.message.contains("not signed by"), "{e}");
+        connect(&addr, &new_bundled, PeerKind::Client).await.unwrap();
+        // The session opened before all this goes on.
+        live.call(Request::Ping, Bytes::new()).await.unwrap();
+        // Another holder's credentials are not taken.
+        assert!(st.reload(&new.issue(&c, 1).unwrap()).is_err());
     }
 
     #[tokio::test]

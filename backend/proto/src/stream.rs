@@ -110,18 +110,20 @@ pub async fn tls_client(
     Ok((r, w, p))
 }
 
-/// TLS handshake as the server; returns the halves and the client's identity.
-/// TLS handshake as the server; returns the halves and the client's identity, `None` for
-/// a client that presented no certificate (it may only enroll: `rpc::Session`).
+/// TLS handshake as the server; returns the halves, the client's identity and its
+/// certificate's serial number (hex, [`crate::tls::serial_of`]), `None` for a client that
+/// presented no certificate (it may only enroll: `rpc::Session`).
 pub async fn tls_server(
     tcp: TcpStream,
     cfg: Arc<rustls::ServerConfig>,
-) -> io::Result<(ReadHalf, WriteHalf, Option<Principal>)> {
+) -> io::Result<(ReadHalf, WriteHalf, Option<(Principal, String)>)> {
     let s = tokio_rustls::TlsAcceptor::from(cfg).accept(tcp).await?;
     let (tcp, conn) = s.into_inner();
-    let p = match conn.peer_certificates().is_some_and(|c| !c.is_empty()) {
-        true => Some(peer_principal(&conn)?),
-        false => None,
+    let p = match conn.peer_certificates().and_then(|c| c.first()) {
+        Some(cert) => {
+            Some((peer_principal(&conn)?, crate::tls::serial_of(cert).unwrap_or_default()))
+        }
+        None => None,
     };
     let (r, w) = shared(tcp, conn.into());
     Ok((r, w, p))

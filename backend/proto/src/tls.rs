@@ -19,8 +19,13 @@ use parking_lot::RwLock;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::WebPkiClientVerifier;
-use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
+use rustls::{
+    ClientConfig, DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig,
+    SignatureScheme,
+};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -193,26 +198,32 @@ fn read(path: &Path) -> Result<String, TlsError> {
         .map_err(|source| TlsError::Io { path: path.display().to_string(), source })
 }
 
-/// A holder's certificate, the cluster CA's certificate and the holder's key.
+/// A holder's certificate, the cluster CA's certificate(s) and the holder's key. During a
+/// CA rotation the file holds the old and the new CA certificate (a trust bundle): both
+/// are trusted.
 pub struct Credentials {
     pub principal: Principal,
     cert: CertificateDer<'static>,
-    ca: CertificateDer<'static>,
+    cas: Vec<CertificateDer<'static>>,
     key: PrivatePkcs8KeyDer<'static>,
     pem: String,
 }
 
 impl Credentials {
     pub fn from_pem(pem: &str) -> Result<Credentials, TlsError> {
-        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem.as_bytes())
-            .collect::<Result<_, _>>()
-            .map_err(|e| bad(format!("bad certificate: {e}")))?;
-        let [cert, ca] = <[_; 2]>::try_from(certs).map_err(|c: Vec<_>| {
-            bad(format!(
-                "expected 2 certificates (the holder's, then the cluster CA's), found {}",
-                c.len()
-            ))
-        })?;
+        let mut certs: Vec<CertificateDer<'static>> =
+            CertificateDer::pem_slice_iter(pem.as_bytes())
+                .collect::<Result<_, _>>()
+                .map_err(|e| bad(format!("bad certificate: {e}")))?;
+        if certs.len() < 2 || certs.len() > 4 {
+            return Err(bad(format!(
+                "expected 2 certificates (the holder's, then the cluster CA's; 3 during a CA \
+                 rotation), found {}",
+                certs.len()
+            )));
+        }
+        let cert = certs.remove(0);
+        let cas = certs;
         let key = match PrivateKeyDer::from_pem_slice(pem.as_bytes())
             .map_err(|e| bad(format!("no private key: {e}")))?
         {
@@ -220,12 +231,58 @@ impl Credentials {
             _ => return Err(bad("the private key is not PKCS#8")),
         };
         let principal = principal_of(&cert).map_err(bad)?;
-        Ok(Credentials { principal, cert, ca, key, pem: pem.to_string() })
+        Ok(Credentials { principal, cert, cas, key, pem: pem.to_string() })
     }
 
     pub fn load(path: &Path) -> Result<Credentials, TlsError> {
         let pem = read(path)?;
         Credentials::from_pem(&pem).map_err(|e| bad(format!("{}: {e}", path.display())))
+    }
+
+    /// The same certificate and key trusting the CA certificate(s) in `cas_pem` instead:
+    /// the trust bundle of a CA rotation (old and new), or the new CA alone at its end.
+    pub fn with_cas(&self, cas_pem: &str) -> Result<Credentials, TlsError> {
+        let blocks = pem_blocks(&self.pem);
+        let holder = blocks.iter().find(|b| b.contains("CERTIFICATE-----"));
+        let key = blocks.iter().find(|b| b.contains("PRIVATE KEY-----"));
+        let (Some(holder), Some(key)) = (holder, key) else {
+            return Err(bad("credentials without a certificate or a key"));
+        };
+        let cas: String = pem_blocks(cas_pem)
+            .into_iter()
+            .filter(|b| b.contains("BEGIN CERTIFICATE-----"))
+            .collect();
+        Credentials::from_pem(&format!("{holder}{cas}{key}"))
+    }
+
+    /// Whether the certificate was issued by the CA whose certificate is `ca_pem` (and is
+    /// valid now).
+    pub fn signed_by(&self, ca_pem: &str) -> bool {
+        let Ok(ca) = CertificateDer::from_pem_slice(ca_pem.as_bytes()) else { return false };
+        let mut roots = RootCertStore::empty();
+        if roots.add(ca).is_err() {
+            return false;
+        }
+        let Ok(cert) = rustls::server::ParsedCertificate::try_from(&self.cert) else {
+            return false;
+        };
+        rustls::client::verify_server_cert_signed_by_trust_anchor(
+            &cert,
+            &roots,
+            &[],
+            UnixTime::now(),
+            provider().signature_verification_algorithms.all,
+        )
+        .is_ok()
+    }
+
+    /// The CA certificates it trusts, PEM.
+    pub fn cas_pem(&self) -> String {
+        pem_blocks(&self.pem)
+            .into_iter()
+            .filter(|b| b.contains("BEGIN CERTIFICATE-----"))
+            .skip(1)
+            .collect()
     }
 
     /// The file form (certificate, CA certificate, key).
@@ -238,12 +295,37 @@ impl Credentials {
         write_private(path, self.pem.as_bytes())
     }
 
+    /// The certificate's serial number (lower-case hex), as the revocation set holds it.
+    pub fn serial(&self) -> String {
+        serial_of(&self.cert).unwrap_or_default()
+    }
+
     /// When the certificate stops being valid (seconds since the epoch).
     pub fn not_after(&self) -> i64 {
         x509_parser::parse_x509_certificate(&self.cert)
             .map(|(_, c)| c.validity().not_after.timestamp())
             .unwrap_or(0)
     }
+}
+
+/// The `-----BEGIN ...-----` ... `-----END ...-----` blocks of a PEM text, each with its
+/// final newline.
+pub fn pem_blocks(pem: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur: Option<String> = None;
+    for line in pem.lines() {
+        if line.starts_with("-----BEGIN ") {
+            cur = Some(String::new());
+        }
+        if let Some(c) = cur.as_mut() {
+            c.push_str(line);
+            c.push('\n');
+        }
+        if line.starts_with("-----END ") {
+            out.extend(cur.take());
+        }
+    }
+    out
 }
 
 /// Write a secret file created 0600 (replacing any).
@@ -289,6 +371,58 @@ pub fn principal_of(cert: &CertificateDer<'_>) -> Result<Principal, String> {
     Err(format!("certificate of {name} has no cairn: role"))
 }
 
+/// The serial number of a certificate in lower-case hex (no separators, leading zero
+/// bytes kept as encoded): how `cairn client certificate list|revoke` name certificates.
+pub fn serial_of(cert: &CertificateDer<'_>) -> Option<String> {
+    let (_, x) = x509_parser::parse_x509_certificate(cert).ok()?;
+    Some(x.tbs_certificate.raw_serial().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Serial numbers of revoked certificates (docs/security.md, "Revocation"): both ends of
+/// every handshake refuse a certificate whose serial is in it. `cairnd` keeps it equal
+/// to the cluster's revocation records in the config store; changes apply to the next
+/// handshake (live sessions are closed by `cairnd`).
+#[derive(Debug, Default)]
+pub struct Revoked(RwLock<HashSet<String>>);
+
+impl Revoked {
+    pub fn contains(&self, serial: &str) -> bool {
+        self.0.read().contains(serial)
+    }
+
+    /// Replace the set; true if it changed.
+    pub fn replace(&self, serials: HashSet<String>) -> bool {
+        let mut cur = self.0.write();
+        if *cur == serials {
+            return false;
+        }
+        *cur = serials;
+        true
+    }
+
+    pub fn insert(&self, serial: &str) {
+        self.0.write().insert(serial.to_string());
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.read().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.read().is_empty()
+    }
+
+    fn check(&self, cert: &CertificateDer<'_>) -> Result<(), rustls::Error> {
+        if self.is_empty() {
+            return Ok(());
+        }
+        match serial_of(cert) {
+            Some(s) if !self.contains(&s) => Ok(()),
+            _ => Err(rustls::Error::InvalidCertificate(rustls::CertificateError::Revoked)),
+        }
+    }
+}
+
 /// How connections are made: TLS with this process's credentials, or plain TCP.
 #[derive(Clone)]
 pub enum Transport {
@@ -305,43 +439,145 @@ pub struct TlsConfig {
     pub server: Arc<ServerConfig>,
     /// This process's own identity.
     pub me: Principal,
-    /// The pin of the cluster CA ([`ca_cert_hash_der`]): what a joining node is given.
+    /// Certificates both ends refuse (shared by `client` and `server`).
+    pub revoked: Arc<Revoked>,
+    keys: Arc<Keys>,
+    /// The pin of the cluster CA ([`ca_cert_hash_der`]): what a joining node is given
+    /// (of the first CA the credentials trust, as loaded at start).
     pub ca_cert_hash: String,
+}
+
+impl TlsConfig {
+    /// Use `creds` from the next handshake on, as server and as client: its certificate
+    /// and key, and its CA certificate(s) as the trusted roots (docs/security.md,
+    /// "Rotation"). Connections already open keep theirs. The holder must stay the same
+    /// (name and role).
+    pub fn reload(&self, creds: &Credentials) -> Result<(), TlsError> {
+        if creds.principal != self.me {
+            return Err(bad(format!(
+                "new credentials are for {}, not {}",
+                creds.principal, self.me
+            )));
+        }
+        let key = certified_key(creds)?;
+        let roots = roots_of(creds)?;
+        let verifier = client_verifier(roots.clone())?;
+        *self.keys.current.write() = key;
+        *self.keys.roots.write() = roots;
+        *self.keys.client_verifier.write() = verifier;
+        Ok(())
+    }
+
+    /// The serial number of the certificate this process presents now.
+    pub fn serial(&self) -> String {
+        self.keys.current.read().cert.first().and_then(serial_of).unwrap_or_default()
+    }
+}
+
+/// This process's certificate and key, and the roots it trusts: replaced by
+/// [`TlsConfig::reload`], read at every handshake.
+struct Keys {
+    current: RwLock<Arc<rustls::sign::CertifiedKey>>,
+    roots: RwLock<Arc<RootCertStore>>,
+    client_verifier: RwLock<Arc<dyn ClientCertVerifier>>,
+}
+
+impl std::fmt::Debug for Keys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Keys").finish_non_exhaustive()
+    }
+}
+
+impl rustls::server::ResolvesServerCert for Keys {
+    fn resolve(
+        &self,
+        _hello: rustls::server::ClientHello<'_>,
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        Some(self.current.read().clone())
+    }
+}
+
+impl rustls::client::ResolvesClientCert for Keys {
+    fn resolve(
+        &self,
+        _hints: &[&[u8]],
+        _schemes: &[SignatureScheme],
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        Some(self.current.read().clone())
+    }
+
+    fn has_certs(&self) -> bool {
+        true
+    }
+}
+
+fn certified_key(creds: &Credentials) -> Result<Arc<rustls::sign::CertifiedKey>, TlsError> {
+    let key = provider()
+        .key_provider
+        .load_private_key(PrivateKeyDer::Pkcs8(creds.key.clone_key()))
+        .map_err(|e| bad(format!("own key: {e}")))?;
+    // The server sends the CA certificate(s) after its own: a joining node checks one
+    // against its pinned hash ([`enroll_transport`]).
+    let mut chain = vec![creds.cert.clone()];
+    chain.extend(creds.cas.iter().cloned());
+    let ck = rustls::sign::CertifiedKey::new(chain, key);
+    ck.keys_match().map_err(|e| bad(format!("own certificate and key: {e}")))?;
+    Ok(Arc::new(ck))
+}
+
+fn roots_of(creds: &Credentials) -> Result<Arc<RootCertStore>, TlsError> {
+    let mut roots = RootCertStore::empty();
+    for ca in &creds.cas {
+        roots.add(ca.clone()).map_err(|e| bad(format!("cluster CA certificate: {e}")))?;
+    }
+    Ok(Arc::new(roots))
+}
+
+/// A client without a certificate completes the handshake but may only enroll
+/// (`rpc::Session::unauthenticated`): a joining node has none yet.
+fn client_verifier(roots: Arc<RootCertStore>) -> Result<Arc<dyn ClientCertVerifier>, TlsError> {
+    WebPkiClientVerifier::builder_with_provider(roots, provider())
+        .allow_unauthenticated()
+        .build()
+        .map_err(bad)
 }
 
 impl Transport {
     pub fn tls(creds: &Credentials) -> Result<Transport, TlsError> {
-        let mut roots = RootCertStore::empty();
-        roots.add(creds.ca.clone()).map_err(|e| bad(format!("cluster CA certificate: {e}")))?;
-        let roots = Arc::new(roots);
-        let chain = vec![creds.cert.clone()];
-        let key = || PrivateKeyDer::Pkcs8(creds.key.clone_key());
-        let client = ClientConfig::builder_with_provider(provider())
+        let revoked = Arc::new(Revoked::default());
+        let keys = Arc::new(Keys {
+            current: RwLock::new(certified_key(creds)?),
+            roots: RwLock::new(roots_of(creds)?),
+            client_verifier: RwLock::new(client_verifier(roots_of(creds)?)?),
+        });
+        let mut client = ClientConfig::builder_with_provider(provider())
             .with_protocol_versions(&[&rustls::version::TLS13])
             .map_err(bad)?
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(NodeVerifier { roots: roots.clone() }))
-            .with_client_auth_cert(chain.clone(), key())
-            .map_err(|e| bad(format!("own certificate: {e}")))?;
-        // A client without a certificate completes the handshake but may only enroll
-        // (`rpc::Session::unauthenticated`): a joining node has none yet.
-        let verifier = WebPkiClientVerifier::builder_with_provider(roots, provider())
-            .allow_unauthenticated()
-            .build()
-            .map_err(bad)?;
-        // The server sends the CA's certificate after its own: a joining node checks it
-        // against its pinned hash ([`enroll_transport`]).
-        let server_chain = vec![creds.cert.clone(), creds.ca.clone()];
-        let server = ServerConfig::builder_with_provider(provider())
+            .with_custom_certificate_verifier(Arc::new(NodeVerifier {
+                keys: keys.clone(),
+                revoked: revoked.clone(),
+            }))
+            .with_client_cert_resolver(keys.clone());
+        let verifier =
+            Arc::new(RevocationVerifier { keys: keys.clone(), revoked: revoked.clone() });
+        let mut server = ServerConfig::builder_with_provider(provider())
             .with_protocol_versions(&[&rustls::version::TLS13])
             .map_err(bad)?
             .with_client_cert_verifier(verifier)
-            .with_single_cert(server_chain, key())
-            .map_err(|e| bad(format!("own certificate: {e}")))?;
+            .with_cert_resolver(keys.clone());
+        // No session resumption: a resumed session skips the certificate checks, so a
+        // certificate revoked (or expired) since would still get in. Connections are
+        // long-lived; a full handshake per connection costs little.
+        client.resumption = rustls::client::Resumption::disabled();
+        server.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+        server.send_tls13_tickets = 0;
         Ok(Transport::Tls(Arc::new(TlsConfig {
             client: Arc::new(client),
             server: Arc::new(server),
             me: creds.principal.clone(),
+            revoked,
+            keys,
             ca_cert_hash: creds.ca_cert_hash(),
         })))
     }
@@ -355,7 +591,70 @@ impl Transport {
 /// No host-name check: nodes are recognised by certificate, not by address.
 #[derive(Debug)]
 struct NodeVerifier {
-    roots: Arc<RootCertStore>,
+    keys: Arc<Keys>,
+    revoked: Arc<Revoked>,
+}
+
+/// The client certificate check of servers: webpki's (chain to the cluster CA, validity),
+/// then the revocation set.
+#[derive(Debug)]
+struct RevocationVerifier {
+    keys: Arc<Keys>,
+    revoked: Arc<Revoked>,
+}
+
+impl RevocationVerifier {
+    fn inner(&self) -> Arc<dyn ClientCertVerifier> {
+        self.keys.client_verifier.read().clone()
+    }
+}
+
+impl ClientCertVerifier for RevocationVerifier {
+    fn offer_client_auth(&self) -> bool {
+        true
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        self.inner().client_auth_mandatory()
+    }
+
+    // No hints: the roots change on a CA rotation, and Cairn clients hold one certificate.
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        &[]
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        let ok = self.inner().verify_client_cert(end_entity, intermediates, now)?;
+        self.revoked.check(end_entity)?;
+        Ok(ok)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner().verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner().verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner().supported_verify_schemes()
+    }
 }
 
 impl ServerCertVerifier for NodeVerifier {
@@ -368,13 +667,15 @@ impl ServerCertVerifier for NodeVerifier {
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
         let cert = rustls::server::ParsedCertificate::try_from(end_entity)?;
+        let roots = self.keys.roots.read().clone();
         rustls::client::verify_server_cert_signed_by_trust_anchor(
             &cert,
-            &self.roots,
+            &roots,
             intermediates,
             now,
             provider().signature_verification_algorithms.all,
         )?;
+        self.revoked.check(end_entity)?;
         let p = principal_of(end_entity).map_err(rustls::Error::General)?;
         if p.role != Role::Node {
             return Err(rustls::Error::General(format!(
@@ -460,7 +761,7 @@ pub fn parse_ca_cert_hash(s: &str) -> Result<String, TlsError> {
 impl Credentials {
     /// The pin of the cluster CA these credentials trust.
     pub fn ca_cert_hash(&self) -> String {
-        ca_cert_hash_der(&self.ca).unwrap_or_default()
+        self.cas.first().and_then(|ca| ca_cert_hash_der(ca).ok()).unwrap_or_default()
     }
 }
 
@@ -536,8 +837,12 @@ impl ServerCertVerifier for PinnedVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        NodeVerifier { roots: Arc::new(RootCertStore::empty()) }
-            .verify_tls12_signature(message, cert, dss)
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &provider().signature_verification_algorithms,
+        )
     }
 
     fn verify_tls13_signature(
@@ -546,8 +851,12 @@ impl ServerCertVerifier for PinnedVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        NodeVerifier { roots: Arc::new(RootCertStore::empty()) }
-            .verify_tls13_signature(message, cert, dss)
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &provider().signature_verification_algorithms,
+        )
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
@@ -687,6 +996,11 @@ pub fn explain(e: &std::io::Error) -> String {
         }
         E::InvalidCertificate(C::Expired | C::ExpiredContext { .. }) => {
             "certificate expired".into()
+        }
+        E::InvalidCertificate(C::Revoked) => "certificate revoked".into(),
+        E::AlertReceived(A::CertificateRevoked) => {
+            "the peer refused our certificate: revoked ('cairn client certificate list' shows it)"
+                .into()
         }
         E::InvalidCertificate(C::NotValidYet | C::NotValidYetContext { .. }) => {
             "certificate not valid yet".into()

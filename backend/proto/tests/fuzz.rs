@@ -193,6 +193,20 @@ fn token_info() -> JoinTokenInfo {
     }
 }
 
+fn cert_info() -> CertInfo {
+    CertInfo {
+        serial: "0a1b2c".into(),
+        name: "web1".into(),
+        role: "client".into(),
+        volumes: Some(vec!["www".into()]),
+        read_only: true,
+        issued: 1,
+        expires: 2,
+        revoked_at: Some(2),
+        revoked_by: Some("admin".into()),
+    }
+}
+
 /// A real enrollment request (a joining node's CSR), made once.
 fn enroll_request() -> EnrollRequest {
     static CSR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
@@ -220,6 +234,9 @@ fn every_mgmt_request() -> Vec<MgmtRequest> {
         MgmtRequest::PeerTokenList,
         MgmtRequest::PeerTokenRevoke { id: "0123abcd".into() },
         MgmtRequest::AuditLog { since: Some(5), limit: 100 },
+        MgmtRequest::CertRecord(cert_info()),
+        MgmtRequest::CertList,
+        MgmtRequest::CertRevoke { what: "web1".into() },
         MgmtRequest::PeerDetach { name: "n2".into(), force: true },
         MgmtRequest::VolumeStatus { name: None },
         MgmtRequest::BrickPrepare {
@@ -450,6 +467,7 @@ fn every_response() -> Vec<Response> {
             ca: "-----BEGIN CERTIFICATE-----\n...".into(),
             by: "n1".into(),
         })),
+        Reply::Mgmt(MgmtReply::Certs(vec![cert_info()])),
     ];
     let mut v: Vec<Response> = replies.into_iter().map(Ok).collect();
     v.push(Err(RemoteError::new(Errno::ESTALEMAP, "brick 1 of vol: map epoch 4 < 5")));

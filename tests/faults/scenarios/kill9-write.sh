@@ -7,16 +7,19 @@ set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 fx_cluster 3 2 3
-# Who may use the volume is changed only from a node of the cluster: c1 is a client host.
-said=$(fx_cli volume set "$FX_VOLUME" auth.reject "${FX_IP[c2]}" 2>&1) &&
-    fx_fail "c1, not a node, changed auth.reject: $said"
-grep -q "volume $FX_VOLUME: client ${FX_IP[c1]} may not change auth.reject" <<<"$said" ||
+# Who may use the volume is changed only by an admin (the certificate's role, not the
+# address): c1 with a client certificate is refused.
+"$CAIRN_BIN_DIR/cairn" client certificate issue c1 --out "$FX_DIR/c1.pem" >/dev/null ||
+    fx_fail "issue c1's client certificate"
+said=$(fx_cli --credentials "$FX_DIR/c1.pem" volume set "$FX_VOLUME" auth.reject "${FX_IP[c2]}" 2>&1) &&
+    fx_fail "c1 with a client certificate changed auth.reject: $said"
+grep -q "permission denied for client c1.*needs role admin" <<<"$said" ||
     fx_fail "auth.reject set from c1 said: $said"
 said=$(fx_in n1 timeout 30 "$CAIRN_BIN_DIR/cairn" --host "${FX_IP[n1]}:7420" \
     volume set "$FX_VOLUME" auth.reject 10.9.9.9 2>&1) || fx_fail "auth.reject set on n1: $said"
 said=$(fx_in n1 timeout 30 "$CAIRN_BIN_DIR/cairn" --host "${FX_IP[n1]}:7420" \
     volume reset "$FX_VOLUME" auth.reject 2>&1) || fx_fail "auth.reject reset on n1: $said"
-fx_pass "auth.allow / auth.reject are changed only from a node (refused from c1, done on n1)"
+fx_pass "auth.allow / auth.reject are changed only by an admin (a client certificate refused on c1, done on n1)"
 fx_workload c1 writes c1 20
 W1=$FX_WL_PID
 fx_workload c2 writes c2 20
