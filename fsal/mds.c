@@ -356,8 +356,8 @@ static nfsstat4 layoutcommit(struct fsal_obj_handle *obj_pub, XDR *lou_body,
 		mask |= CAIRN_SETATTR_SIZE;
 	}
 	if (arg->time_changed &&
-	    (arg->new_time.seconds > (uint64_t)ca.mtime.tv_sec ||
-	     (arg->new_time.seconds == (uint64_t)ca.mtime.tv_sec &&
+	    ((int64_t)arg->new_time.seconds > (int64_t)ca.mtime.tv_sec ||
+	     ((int64_t)arg->new_time.seconds == (int64_t)ca.mtime.tv_sec &&
 	      arg->new_time.nseconds > (uint32_t)ca.mtime.tv_nsec))) {
 		in.mtime.tv_sec = arg->new_time.seconds;
 		in.mtime.tv_nsec = arg->new_time.nseconds;

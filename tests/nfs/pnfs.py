@@ -354,6 +354,22 @@ def main():
             with open(args.keep_fh, "w") as f:
                 f.write(f"{name} {dport} {dsfh.hex()} {data.hex()}\n")
 
+    # LAYOUTCOMMIT's size reaches the backend: 100 bytes written at the DS, a last
+    # write offset of 65535 reported (a write the client says it made further on)
+    o = mds.open("grown", "both", "none", create=True)
+    _, lsid, segs = layoutget(mds, o.fh, o.stateid)
+    dsfh = decode_file_layout(segs[0]["body"])["fh_list"][0]
+    dev = decode_ds_addr(getdeviceinfo(mds, decode_file_layout(segs[0]["body"])["deviceid"])[1])
+    dport = dev["multipath_ds_list"][0][0][2]
+    if dport not in ds_clients:
+        ds_clients[dport] = Client(dport, 1, "", f"pnfs-ds-{dport}")
+    ds_write(ds_clients[dport], dsfh, lsid, 0, b"g" * 100, stable=2)
+    newsize = layoutcommit(mds, o.fh, lsid, last_write=65535)
+    check(newsize == 65536, f"grown: LAYOUTCOMMIT last write 65535 after 100 bytes: new size "
+          f"{newsize}")
+    layoutreturn(mds, o.fh, lsid)
+    mds.close(o)
+
     lnk, fifo, d = args.special.split(",")
     o = mds.open(args.files.split(",")[0].split(":")[0], "read", "none")
     for what, name, want in ((f"directory {d}", d, "NFS4ERR_ISDIR"),

@@ -67,8 +67,11 @@ for spec in "${specs[@]}"; do
     name=${spec%%:*}
     cmp "$PNFS_OUT/$name" "$CL_MNT/$name" || fail "$name through FUSE differs from what the DS wrote"
     assert_eq "$(stat -c %s "$CL_MNT/$name")" "${spec#*:}" "$name: size through FUSE"
+    # pnfs.py's LAYOUTCOMMIT reported mtime 2000000000.000000005 (later than now)
+    assert_eq "$(stat -c %Y "$CL_MNT/$name")" 2000000000 "$name: LAYOUTCOMMIT's mtime through FUSE"
 done
-pass "the data written at the DSs reads back identical through FUSE (${#specs[@]} files)"
+assert_eq "$(stat -c %s "$CL_MNT/grown")" 65536 "grown: LAYOUTCOMMIT's size through FUSE"
+pass "the data written at the DSs reads back identical through FUSE (${#specs[@]} files); LAYOUTCOMMIT's size and mtime are the backend's"
 
 # DS handles survive a restart of the DS (they carry the volume and inode ids only)
 read -r _ kept_port _ <"$CL_DIR/kept-fh"
