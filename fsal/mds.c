@@ -425,6 +425,11 @@ static nfsstat4 encode_ds_addr(XDR *xdr, const struct cairn_export *export,
 				hosts[n++] = h;
 		}
 	}
+	/* RFC 8881 §13.5: a multipath list names addresses of ONE data server (the Linux
+	 * client tries to trunk them onto one session, "Session trunking failed"); the
+	 * other replicas' DSs are different servers: only the head's DS is listed. */
+	if (n > 1)
+		n = 1;
 	if (n == 0)
 		return NFS4ERR_NOENT;
 	if (!inline_xdr_u_int32_t(xdr, &one) ||

@@ -155,6 +155,12 @@ nfs_render_ds_config() {
         echo "    RecoveryRoot = \"$dir/recovery\";"
         echo "    PNFS_MDS = false;"
         echo "    PNFS_DS = true;"
+        # A DS must not look like the same server as the MDS (or another DS): Linux
+        # compares EXCHANGE_ID's server owner and scope, tries session trunking onto the
+        # MDS's session when they match ("Session trunking failed") and never uses the DS.
+        # Ganesha's default owner is the host name, the same for every instance on a host.
+        echo "    Server_Owner = \"${NFS_SERVER_OWNER:-$(hostname)-ds-$port}\";"
+        echo "    Server_Scope = \"${NFS_SERVER_OWNER:-$(hostname)-ds-$port}\";"
         echo "}"
         echo "NFS_KRB5 { Active_krb5 = false; }"
         echo "LOG { Default_Log_Level = ${NFS_LOG_LEVEL:-EVENT}; }"

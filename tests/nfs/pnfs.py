@@ -284,9 +284,9 @@ def main():
         rotation = ino_of(mwire[16:]) % len(head_node)
         want_head = head_node[rotation]
         check(all(n == "tcp" and h == "127.0.0.1" for n, h, _ in paths) and
-              sorted(ports) == sorted(ds_port.values()) and ports[0] == ds_port[want_head],
-              f"{name}: multipath {paths}: every node's DS, the chain head's ({want_head}, "
-              f"rotation {rotation}) first")
+              ports == [ds_port[want_head]],
+              f"{name}: multipath {paths}: the chain head's DS ({want_head}, rotation "
+              f"{rotation}) only (a multipath list is one server's addresses)")
         dport = ports[0]
         if dport not in ds_clients:
             ds_clients[dport] = Client(dport, 1, "", f"pnfs-ds-{dport}")

@@ -54,7 +54,11 @@ run)
     sync
     echo 3 >/proc/sys/vm/drop_caches
     for s in $sizes; do
-        cmp "/tmp/f$s" "$dir/f$s" || die "f$s ($s bytes) read back differs"
+        cmp "/tmp/f$s" "$dir/f$s" || {
+            say "MDS mount: LAYOUTGET $(op_count LAYOUTGET) GETDEVICEINFO $(op_count GETDEVICEINFO) LAYOUTCOMMIT $(op_count LAYOUTCOMMIT) WRITE $(op_count WRITE) COMMIT $(op_count COMMIT); all: READ +$(($(proc4 1) - r0)) WRITE +$(($(proc4 2) - w0))"
+            stat -c "guest: %n %s bytes" "$dir"/f*
+            die "f$s ($s bytes) read back differs"
+        }
         md5sum <"/tmp/f$s" | cut -d' ' -f1 >"/tmp/f$s.md5"
     done
     say "v$vers: wrote and read back (cold cache) files of $sizes bytes"
