@@ -3,9 +3,9 @@
  * SPDX-License-Identifier: LGPL-3.0-or-later
  *
  * A file's layout is one stripe: the whole file on its replica set. The device of a layout
- * names (export, replica set, chain rotation); GETDEVICEINFO answers it with the set's
- * bricks' DS addresses in the file's chain order, the chain head first (multipath list,
- * RFC 8881 §13.5), so a client sends its I/O to the head's node, where the DS (a Ganesha
+ * names (export, replica set, chain rotation); GETDEVICEINFO answers it with the DS address
+ * of the chain head's node (a multipath list is one server's addresses, RFC 8881 §13.5),
+ * so a client sends its I/O to the head's node, where the DS (a Ganesha
  * with FSAL_CAIRN in DS mode, ds.c) hands it to libcairn. Where a file lives comes from
  * libcairn's cairn_layout (docs/libcairn.md), without a round trip.
  *
@@ -396,8 +396,8 @@ static size_t fs_da_addr_size(struct fsal_module *fsal_hdl)
 }
 
 /* Encode nfsv4_1_file_layout_ds_addr4 for one stripe: stripe_indices <0>, and one
- * multipath list: the DS addresses of the set's bricks in chain order, up bricks first
- * (the head leads), each node once. */
+ * multipath list: the DS of the first brick in chain order that is up (the head), else
+ * of the first one with an address. */
 static nfsstat4 encode_ds_addr(XDR *xdr, const struct cairn_export *export,
 			       const cairn_layout_t *lo)
 {
