@@ -43,6 +43,14 @@ struct cairn_handle_key {
 	uint16_t export_id;
 } __attribute__ ((__packed__));
 
+/* FSAL { DS_Addrs = "NODE=IPV4:PORT,..." }: where each brick node's pNFS DS listens. */
+#define CAIRN_MAX_DS_ADDRS 64
+struct cairn_ds_addr {
+	char node[64];
+	uint32_t addr;			/* IPv4, host order */
+	uint16_t port;
+};
+
 struct cairn_export {
 	struct fsal_export export;
 	cairn_fs_t *fs;			/* one libcairn mount per export */
@@ -50,6 +58,11 @@ struct cairn_export {
 	char *servers;			/* FSAL { Servers = "host:port,..." } */
 	char *credentials;		/* FSAL { Credentials = "/etc/cairn/gateway.pem" } */
 	bool acl;			/* FSAL { ACL = true; }: NFSv4 ACLs */
+	bool pnfs;			/* FSAL { PNFS = true; }: FILES layouts (mds.c) */
+	bool ds_role;			/* FSAL { DS = true; }: a pNFS DS (ds.c) */
+	char *ds_addrs;			/* FSAL { DS_Addrs = ... } as given */
+	struct cairn_ds_addr ds[CAIRN_MAX_DS_ADDRS];
+	size_t nds;
 	uint8_t volume_id[16];
 	struct cairn_handle *root;
 	const struct fsal_up_vector *up_ops;
@@ -137,6 +150,20 @@ struct state_t *cairn_alloc_state(struct fsal_export *exp_hdl,
 				  enum state_type state_type,
 				  struct state_t *related_state);
 void cairn_free_state(struct fsal_export *exp_hdl, struct state_t *state);
+
+/* mds.c: pNFS metadata server (FILES layouts) */
+int cairn_pnfs_parse_ds_addrs(struct cairn_export *export);
+void cairn_mds_export_ops_init(struct export_ops *ops);
+void cairn_mds_handle_ops_init(struct fsal_obj_ops *ops);
+void cairn_mds_module_ops_init(struct fsal_ops *ops);
+nfsstat4 cairn_layoutget_check(object_file_type_t type, layouttype4 ltype,
+			       layoutiomode4 iomode, uint64_t offset,
+			       uint64_t length, uint64_t minlength);
+nfsstat4 cairn_layoutcommit_check(const struct fsal_layoutcommit_arg *arg);
+
+/* ds.c: pNFS data server */
+void cairn_ds_module_ops_init(struct fsal_ops *ops);
+int cairn_ds_export_init(struct cairn_export *export);
 
 /* up.c */
 int cairn_up_register(struct cairn_export *export);

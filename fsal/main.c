@@ -2,7 +2,7 @@
  * FSAL_CAIRN: module registration, configuration and export creation.
  * SPDX-License-Identifier: LGPL-3.0-or-later
  *
- * Configuration (see docs/nfs.md):
+ * Configuration (see docs/nfs.md; pNFS: mds.c, ds.c):
  *
  *   EXPORT {
  *       Export_Id = 1; Path = "/"; Pseudo = "/vol0";
@@ -49,6 +49,8 @@ struct cairn_fsal_module CairnFSM = {
 			.readdir_plus = true,
 			.xattr_support = true,
 			.expire_time_parent = -1,
+			.pnfs_mds = true,
+			.pnfs_ds = true,
 		}
 	}
 };
@@ -95,6 +97,9 @@ static struct config_item export_params[] = {
 		      servers),
 	CONF_ITEM_BOOL("acl", false, cairn_export, acl),
 	CONF_ITEM_PATH("credentials", 1, 4096, NULL, cairn_export, credentials),
+	CONF_ITEM_BOOL("pnfs", false, cairn_export, pnfs),
+	CONF_ITEM_BOOL("ds", false, cairn_export, ds_role),
+	CONF_ITEM_STR("ds_addrs", 1, 8192, NULL, cairn_export, ds_addrs),
 	CONFIG_EOL
 };
 
@@ -114,6 +119,7 @@ static void free_export(struct cairn_export *export)
 	gsh_free(export->volume);
 	gsh_free(export->servers);
 	gsh_free(export->credentials);
+	gsh_free(export->ds_addrs);
 	gsh_free(export);
 }
 
@@ -133,6 +139,7 @@ static fsal_status_t create_export(struct fsal_module *module_in,
 
 	fsal_export_init(&export->export);
 	cairn_export_ops_init(&export->export.exp_ops);
+	cairn_mds_export_ops_init(&export->export.exp_ops);
 
 	if (parse_node) {
 		rc = load_config_from_node(parse_node, &export_param_block,
@@ -144,6 +151,11 @@ static fsal_status_t create_export(struct fsal_module *module_in,
 			free_export(export);
 			return fsalstat(ERR_FSAL_INVAL, 0);
 		}
+	}
+
+	if (cairn_pnfs_parse_ds_addrs(export) < 0) {
+		status = fsalstat(ERR_FSAL_INVAL, EINVAL);
+		goto error;
 	}
 
 	cairn_options_init(&opts);
@@ -198,6 +210,12 @@ static fsal_status_t create_export(struct fsal_module *module_in,
 		status = fsalstat(ERR_FSAL_SERVERFAULT, 0);
 		goto error;
 	}
+	if (export->ds_role && cairn_ds_export_init(export) < 0) {
+		fsal_detach_export(module_in, &export->export.exports);
+		cairn_deconstruct_handle(export->root);
+		status = fsalstat(ERR_FSAL_EXIST, EEXIST);
+		goto error;
+	}
 	if (cairn_up_register(export) < 0)
 		LogWarn(COMPONENT_FSAL,
 			"CAIRN: export %s: no invalidation upcalls: %s",
@@ -224,6 +242,10 @@ MODULE_INIT void init(void)
 	myself->m_ops.create_export = create_export;
 	myself->m_ops.init_config = init_config;
 	cairn_handle_ops_init(&CairnFSM.handle_ops);
+	/* pNFS: layouts per export (PNFS = true), the DS role per DS block */
+	cairn_mds_handle_ops_init(&CairnFSM.handle_ops);
+	cairn_mds_module_ops_init(&myself->m_ops);
+	cairn_ds_module_ops_init(&myself->m_ops);
 }
 
 MODULE_FINI void finish(void)

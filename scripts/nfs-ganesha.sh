@@ -61,11 +61,21 @@ nfs_render_config() {
 }
 
 # nfs_export_block ID VOLUME SERVERS PSEUDO [CLIENTS] [PATH] [ACCESS] [SQUASH] [DELEGATIONS]
+#                  [DS_ADDRS]
 # DELEGATIONS: none, read, write or readwrite (default $NFS_DELEGATIONS, else readwrite,
-# as `cairn nfs export add`).
+# as `cairn nfs export add`). DS_ADDRS given (may be "-" for none): the export hands out
+# pNFS FILES layouts (PNFS = true), its DSs at DS_ADDRS "NODE=IPV4:PORT,..." (docs/nfs.md
+# "pNFS"; a node not listed: its cairnd's host, port 2049).
 nfs_export_block() {
     local id=$1 volume=$2 servers=$3 pseudo=$4 clients=${5:-127.0.0.1} path=${6:-/}
     local access=${7:-RW} squash=${8:-No_Root_Squash} deleg=${9:-${NFS_DELEGATIONS:-readwrite}}
+    local pnfs=""
+    if [[ -n ${10:-} ]]; then
+        pnfs="
+        PNFS = true;"
+        [[ ${10} != - ]] && pnfs+="
+        DS_Addrs = \"${10}\";"
+    fi
     cat <<CONF
 EXPORT {
     Export_Id = $id;
@@ -85,10 +95,78 @@ EXPORT {
     FSAL {
         Name = CAIRN;
         Volume = "$volume";
-        Servers = "$servers";
+        Servers = "$servers";$pnfs
     }
 }
 CONF
+}
+
+# nfs_ds_export_block ID VOLUME SERVERS PSEUDO [CLIENTS]: the export that makes a DS
+# Ganesha serve the pNFS data of the MDS export ID of VOLUME (the DS file handles of that
+# export's layouts carry ID; Ganesha's DS I/O path needs an export of that id). SERVERS
+# is this brick node's own cairnd.
+nfs_ds_export_block() {
+    cat <<CONF
+EXPORT {
+    Export_Id = $1;
+    Path = "/";
+    Pseudo = "$4";
+    Protocols = 4;
+    Transports = TCP;
+    SecType = sys;
+    Access_Type = None;
+    Squash = No_Root_Squash;
+    Delegations = none;
+    CLIENT {
+        Clients = ${5:-127.0.0.1};
+        Access_Type = RW;
+    }
+    FSAL {
+        Name = CAIRN;
+        Volume = "$2";
+        Servers = "$3";
+        DS = true;
+    }
+}
+CONF
+}
+
+# nfs_render_ds_config DIR PORT DS_FILE [PLUGINS_DIR]: a Ganesha that is a pNFS data
+# server (NFSv4.1+ only, no NFSv3/MOUNT/NLM) with the DS exports in DS_FILE
+# (nfs_ds_export_block).
+nfs_render_ds_config() {
+    local dir=$1 port=$2 ds=$3 plugins=${4:-}
+    mkdir -p "$dir/recovery"
+    {
+        echo "# rendered by scripts/nfs-ganesha.sh; do not edit"
+        echo "NFS_CORE_PARAM {"
+        echo "    Bind_Addr = ${NFS_BIND_ADDR:-127.0.0.1};"
+        echo "    NFS_Port = $port;"
+        echo "    Enable_NLM = false;"
+        echo "    Enable_RQUOTA = false;"
+        echo "    Enable_UDP = false;"
+        echo "    Protocols = 4;"
+        [[ -n $plugins ]] && echo "    Plugins_Dir = \"$plugins\";"
+        echo "}"
+        echo "NFSV4 {"
+        echo "    Graceless = true;"
+        echo "    Minor_Versions = 1, 2;"
+        echo "    RecoveryBackend = fs;"
+        echo "    RecoveryRoot = \"$dir/recovery\";"
+        echo "    PNFS_MDS = false;"
+        echo "    PNFS_DS = true;"
+        # A DS must not look like the same server as the MDS (or another DS): Linux
+        # compares EXCHANGE_ID's server owner and scope, tries session trunking onto the
+        # MDS's session when they match ("Session trunking failed") and never uses the DS.
+        # Ganesha's default owner is the host name, the same for every instance on a host.
+        echo "    Server_Owner = \"${NFS_SERVER_OWNER:-$(hostname)-ds-$port}\";"
+        echo "    Server_Scope = \"${NFS_SERVER_OWNER:-$(hostname)-ds-$port}\";"
+        echo "}"
+        echo "NFS_KRB5 { Active_krb5 = false; }"
+        echo "LOG { Default_Log_Level = ${NFS_LOG_LEVEL:-EVENT}; }"
+        echo "CAIRN { }"
+        echo "%include \"$(realpath "$ds")\""
+    } >"$dir/ganesha.conf"
 }
 
 # nfs_ensure_rpcbind: start rpcbind if none runs (Debian's rpcbind crashes with

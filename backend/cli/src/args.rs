@@ -861,7 +861,8 @@ still refuses it, it is removed again and the other exports are untouched.",
         after_help = "EXAMPLES:\n  \
 cairn nfs export add vol0 --path /vol0 --clients '*'\n  \
 cairn nfs export add vol0/projects --path /projects --clients 10.0.0.0/24,backup1 --access ro\n  \
-cairn nfs export add vol0 --path /vol0-root --clients 10.0.0.5 --squash no_root_squash"
+cairn nfs export add vol0 --path /vol0-root --clients 10.0.0.5 --squash no_root_squash\n  \
+cairn nfs export add vol0 --path /vol0 --clients '*' --pnfs --ds-addrs n1=10.0.0.11:2049,n2=10.0.0.12:2049"
     )]
     Add {
         /// VOLUME or VOLUME/SUBDIR.
@@ -894,6 +895,14 @@ cairn nfs export add vol0 --path /vol0-root --clients 10.0.0.5 --squash no_root_
         /// (another gateway, a FUSE mount, SMB) needs the file.
         #[arg(long, value_name = "KIND", default_value = "readwrite")]
         delegations: String,
+        /// pNFS: hand out NFSv4.1 FILES layouts so that clients read and write at the
+        /// brick nodes' data servers (a Ganesha with FSAL_CAIRN in DS mode on each).
+        #[arg(long)]
+        pnfs: bool,
+        /// With --pnfs: where each brick node's DS listens, NODE=IPV4:PORT, comma-separated
+        /// (a node not listed: its cairnd's host, port 2049).
+        #[arg(long, value_name = "LIST", requires = "pnfs")]
+        ds_addrs: Option<String>,
         /// Export id (1-65535); the lowest free one by default.
         #[arg(long, value_name = "ID")]
         id: Option<u16>,

@@ -107,6 +107,14 @@ pub struct NfsExport {
     /// NFSv4 delegations (absent in documents stored before the option: readwrite).
     #[serde(default)]
     pub delegations: Delegations,
+    /// pNFS: the export hands out NFSv4.1 FILES layouts, so clients do their I/O at the
+    /// brick nodes' DSs (docs/nfs.md "pNFS"). Absent in documents stored before: off.
+    #[serde(default)]
+    pub pnfs: bool,
+    /// Where each brick node's DS listens, `NODE=IPV4:PORT` (FSAL `DS_Addrs`); a node not
+    /// listed: the host of its cairnd address, port 2049.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ds_addrs: Vec<String>,
 }
 
 impl NfsExport {
@@ -126,6 +134,15 @@ impl NfsExport {
         }
         if self.protocols.is_empty() || self.protocols.iter().any(|p| *p != 3 && *p != 4) {
             return Err(format!("invalid protocols {:?}: expected 3, 4 or 3,4", self.protocols));
+        }
+        if !self.ds_addrs.is_empty() && !self.pnfs {
+            return Err("--ds-addrs needs --pnfs".into());
+        }
+        if self.pnfs && !self.protocols.contains(&4) {
+            return Err("--pnfs needs NFSv4 (pNFS is NFSv4.1 and later)".into());
+        }
+        for d in &self.ds_addrs {
+            check_ds_addr(d)?;
         }
         Ok(())
     }
@@ -162,7 +179,7 @@ impl NfsExport {
              \x20   FSAL {{\n\
              \x20       Name = CAIRN;\n\
              \x20       Volume = \"{volume}\";\n\
-             \x20       Servers = \"{servers}\";\n\
+             \x20       Servers = \"{servers}\";\n{pnfs}\
              \x20   }}\n\
              }}\n",
             id = self.export_id,
@@ -177,7 +194,40 @@ impl NfsExport {
             clients = self.clients.join(", "),
             volume = self.volume,
             servers = servers.join(","),
+            pnfs = self.render_pnfs(),
         )
+    }
+
+    /// The FSAL block's pNFS lines (none without `pnfs`).
+    fn render_pnfs(&self) -> String {
+        let mut s = String::new();
+        if self.pnfs {
+            s.push_str("        PNFS = true;\n");
+            if !self.ds_addrs.is_empty() {
+                s.push_str(&format!("        DS_Addrs = \"{}\";\n", self.ds_addrs.join(",")));
+            }
+        }
+        s
+    }
+}
+
+/// One `--ds-addrs` entry: `NODE=IPV4:PORT` (FSAL_CAIRN's DS_Addrs takes IPv4 only).
+pub fn check_ds_addr(d: &str) -> Result<(), String> {
+    let bad = || {
+        Err(format!(
+            "invalid DS address '{d}': expected NODE=IPV4:PORT (e.g. node1=10.0.0.11:2049)"
+        ))
+    };
+    let Some((node, addr)) = d.split_once('=') else { return bad() };
+    if node.is_empty()
+        || node.len() > 63
+        || !node.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+    {
+        return bad();
+    }
+    match addr.parse::<std::net::SocketAddr>() {
+        Ok(std::net::SocketAddr::V4(a)) if a.port() != 0 => Ok(()),
+        _ => bad(),
     }
 }
 
@@ -481,7 +531,40 @@ mod tests {
             anon_gid: 65534,
             protocols: vec![3, 4],
             delegations: Delegations::Read,
+            pnfs: false,
+            ds_addrs: vec![],
         }
+    }
+
+    /// pNFS: off for a document stored before the option; --pnfs renders PNFS and the
+    /// DS addresses into the FSAL block; bad DS addresses are refused.
+    #[test]
+    fn pnfs_renders_into_the_fsal_block() {
+        let mut doc = serde_json::to_value(export()).unwrap();
+        doc.as_object_mut().unwrap().remove("pnfs");
+        let old: NfsExport = serde_json::from_value(doc).unwrap();
+        assert!(!old.pnfs && !old.render(&[]).contains("PNFS"));
+        let mut e = export();
+        e.pnfs = true;
+        assert!(e.validate().is_ok());
+        assert!(e.render(&[]).contains("        PNFS = true;\n    }"), "{}", e.render(&[]));
+        e.ds_addrs = vec!["n1=10.0.0.11:2049".into(), "n2=10.0.0.12:20490".into()];
+        assert!(e.validate().is_ok());
+        let b = e.render(&[]);
+        assert!(b.contains("DS_Addrs = \"n1=10.0.0.11:2049,n2=10.0.0.12:20490\";"), "{b}");
+        assert_eq!(b.matches('{').count(), b.matches('}').count());
+        for bad in
+            ["n1", "=1.2.3.4:5", "n1=1.2.3.4", "n1=[::1]:2049", "n 1=1.2.3.4:5", "n1=1.2.3.4:0"]
+        {
+            e.ds_addrs = vec![bad.into()];
+            assert!(e.validate().is_err(), "{bad} accepted");
+        }
+        e.ds_addrs = vec!["n1=10.0.0.11:2049".into()];
+        e.pnfs = false;
+        assert!(e.validate().unwrap_err().contains("--pnfs"));
+        e.pnfs = true;
+        e.protocols = vec![3];
+        assert!(e.validate().unwrap_err().contains("NFSv4"));
     }
 
     /// Delegations: parsed in Ganesha's spellings, readwrite for a document stored before

@@ -109,6 +109,8 @@ fn export() -> impl Strategy<Value = NfsExport> {
             anon_gid: gid,
             protocols,
             delegations: Default::default(),
+            pnfs: false,
+            ds_addrs: vec![],
         });
     let one_bad =
         (base.clone(), 0..5usize, either(VOLUMES), either(CLIENTS), subdir(), any::<u8>())

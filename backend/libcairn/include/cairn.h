@@ -119,6 +119,31 @@
 #define CAIRN_SHARE_WRITE 2
 
 /**
+ * Most bricks `cairn_layout` reports for one replica set.
+ */
+#define CAIRN_LAYOUT_MAX_BRICKS 8
+
+/**
+ * Size of the NUL-terminated `node` and `addr` strings of a `cairn_layout_brick_t`.
+ */
+#define CAIRN_LAYOUT_NAME_MAX 64
+
+/**
+ * `cairn_layout_brick_t.state`: not running, or its node's lease expired.
+ */
+#define CAIRN_BRICK_DOWN 0
+
+/**
+ * `cairn_layout_brick_t.state`: catching up (takes forwarded writes, serves no reads).
+ */
+#define CAIRN_BRICK_HEALING 1
+
+/**
+ * `cairn_layout_brick_t.state`: in sync; may serve reads and head chains.
+ */
+#define CAIRN_BRICK_UP 2
+
+/**
  * A mounted volume (`cairn_fs_t` in C; opaque).
  */
 typedef struct cairn_fs_t cairn_fs_t;
@@ -175,6 +200,54 @@ typedef struct cairn_options_t {
    */
   const char *credentials;
 } cairn_options_t;
+
+/**
+ * One brick of a replica set, as `cairn_layout` reports it.
+ */
+typedef struct cairn_layout_brick_t {
+  /**
+   * The brick's index in the volume (stable for its life).
+   */
+  uint32_t index;
+  /**
+   * CAIRN_BRICK_DOWN, CAIRN_BRICK_HEALING or CAIRN_BRICK_UP.
+   */
+  uint32_t state;
+  /**
+   * Name of the node (peer) serving it, NUL-terminated (truncated to fit).
+   */
+  char node[CAIRN_LAYOUT_NAME_MAX];
+  /**
+   * `host:port` of that node's cairnd, NUL-terminated (truncated to fit).
+   */
+  char addr[CAIRN_LAYOUT_NAME_MAX];
+} cairn_layout_brick_t;
+
+/**
+ * Where a file's data lives: its replica set and the set's bricks in the file's chain
+ * order (the first brick in `bricks` that is CAIRN_BRICK_UP is the chain head).
+ */
+typedef struct cairn_layout_t {
+  /**
+   * Volume map epoch the answer was read from (moves on every membership or liveness
+   * change: a caller that cached an answer asks again when it changes).
+   */
+  uint64_t epoch;
+  /**
+   * The replica set's id.
+   */
+  uint32_t set;
+  /**
+   * Where the chain order starts in the set's brick list (0 .. nbricks - 1);
+   * `cairn_set_layout(fs, set, rotation, ...)` gives the same order back.
+   */
+  uint32_t rotation;
+  /**
+   * Number of valid entries in `bricks`.
+   */
+  uint32_t nbricks;
+  struct cairn_layout_brick_t bricks[CAIRN_LAYOUT_MAX_BRICKS];
+} cairn_layout_t;
 
 /**
  * Called once per request kind by `cairn_stats`, with the kind's name (valid only during
@@ -385,6 +458,25 @@ int cairn_unmount(struct cairn_fs_t *fs);
  * Copy the volume's 16-byte id into `out` (16 bytes).
  */
 int cairn_volume_id(struct cairn_fs_t *fs, uint8_t *id_out);
+
+/**
+ * Where `id`'s data lives, for pNFS layouts: its replica set and the set's bricks in
+ * `id`'s chain order (the first CAIRN_BRICK_UP one is the chain head, which serves its
+ * reads and takes its writes), from the volume map this mount holds: no round trip, and
+ * `id` need not exist (the set is the one its id names). Ask again when `out->epoch`
+ * moves. A set of more than CAIRN_LAYOUT_MAX_BRICKS bricks is cut to that many.
+ */
+int cairn_layout(struct cairn_fs_t *fs, struct cairn_id_t id, struct cairn_layout_t *layout);
+
+/**
+ * The bricks of replica set `set` in the chain order that starts at position `rotation`
+ * (what `cairn_layout` reported for a file of that set as `set` and `rotation`); -ENOENT
+ * for a set the volume does not have, -EINVAL for a rotation past its bricks.
+ */
+int cairn_set_layout(struct cairn_fs_t *fs,
+                     uint32_t set,
+                     uint32_t rotation,
+                     struct cairn_layout_t *layout);
 
 /**
  * Backend round trips (requests sent to bricks) this mount has made so far: returns the

@@ -252,6 +252,49 @@ pub unsafe extern "C" fn cairn_volume_id(fs: *mut cairn_fs_t, id_out: *mut u8) -
     })
 }
 
+/// Where `id`'s data lives, for pNFS layouts: its replica set and the set's bricks in
+/// `id`'s chain order (the first CAIRN_BRICK_UP one is the chain head, which serves its
+/// reads and takes its writes), from the volume map this mount holds: no round trip, and
+/// `id` need not exist (the set is the one its id names). Ask again when `out->epoch`
+/// moves. A set of more than CAIRN_LAYOUT_MAX_BRICKS bricks is cut to that many.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_layout(
+    fs: *mut cairn_fs_t,
+    id: cairn_id_t,
+    layout: *mut cairn_layout_t,
+) -> c_int {
+    guard_int("cairn_layout", || {
+        // SAFETY: forwarded contract.
+        let fs = unsafe { fs_ref(fs) }?;
+        let layout = unsafe { out(layout, "layout") }?;
+        layout.fill(&fs.vol.placement(Id::from(id)));
+        Ok(())
+    })
+}
+
+/// The bricks of replica set `set` in the chain order that starts at position `rotation`
+/// (what `cairn_layout` reported for a file of that set as `set` and `rotation`); -ENOENT
+/// for a set the volume does not have, -EINVAL for a rotation past its bricks.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_set_layout(
+    fs: *mut cairn_fs_t,
+    set: u32,
+    rotation: u32,
+    layout: *mut cairn_layout_t,
+) -> c_int {
+    guard_int("cairn_set_layout", || {
+        // SAFETY: forwarded contract.
+        let fs = unsafe { fs_ref(fs) }?;
+        let layout = unsafe { out(layout, "layout") }?;
+        let p = fs
+            .vol
+            .set_placement(set, rotation)
+            .map_err(|e| Error::remote(e, format!("{}: set layout", fs.label)))?;
+        layout.fill(&p);
+        Ok(())
+    })
+}
+
 /// Backend round trips (requests sent to bricks) this mount has made so far: returns the
 /// total (or a negative errno) and, when `cb` is not NULL, calls it once per request kind
 /// (in name order) on the calling thread. For tracing and benchmarks; counters never reset.

@@ -336,3 +336,75 @@ pub type cairn_invalidate_cb =
 /// Delegation-recall upcall: another client needs `id`; give back the delegation taken
 /// with `cairn_delegate` (`cairn_deleg_return`). Runs on a library thread.
 pub type cairn_recall_cb = Option<unsafe extern "C" fn(id: cairn_id_t, arg: *mut c_void)>;
+
+/// Most bricks `cairn_layout` reports for one replica set.
+pub const CAIRN_LAYOUT_MAX_BRICKS: usize = 8;
+/// Size of the NUL-terminated `node` and `addr` strings of a `cairn_layout_brick_t`.
+pub const CAIRN_LAYOUT_NAME_MAX: usize = 64;
+
+/// `cairn_layout_brick_t.state`: not running, or its node's lease expired.
+pub const CAIRN_BRICK_DOWN: u32 = 0;
+/// `cairn_layout_brick_t.state`: catching up (takes forwarded writes, serves no reads).
+pub const CAIRN_BRICK_HEALING: u32 = 1;
+/// `cairn_layout_brick_t.state`: in sync; may serve reads and head chains.
+pub const CAIRN_BRICK_UP: u32 = 2;
+
+/// One brick of a replica set, as `cairn_layout` reports it.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct cairn_layout_brick_t {
+    /// The brick's index in the volume (stable for its life).
+    pub index: u32,
+    /// CAIRN_BRICK_DOWN, CAIRN_BRICK_HEALING or CAIRN_BRICK_UP.
+    pub state: u32,
+    /// Name of the node (peer) serving it, NUL-terminated (truncated to fit).
+    pub node: [c_char; CAIRN_LAYOUT_NAME_MAX],
+    /// `host:port` of that node's cairnd, NUL-terminated (truncated to fit).
+    pub addr: [c_char; CAIRN_LAYOUT_NAME_MAX],
+}
+
+/// Where a file's data lives: its replica set and the set's bricks in the file's chain
+/// order (the first brick in `bricks` that is CAIRN_BRICK_UP is the chain head).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct cairn_layout_t {
+    /// Volume map epoch the answer was read from (moves on every membership or liveness
+    /// change: a caller that cached an answer asks again when it changes).
+    pub epoch: u64,
+    /// The replica set's id.
+    pub set: u32,
+    /// Where the chain order starts in the set's brick list (0 .. nbricks - 1);
+    /// `cairn_set_layout(fs, set, rotation, ...)` gives the same order back.
+    pub rotation: u32,
+    /// Number of valid entries in `bricks`.
+    pub nbricks: u32,
+    pub bricks: [cairn_layout_brick_t; CAIRN_LAYOUT_MAX_BRICKS],
+}
+
+impl cairn_layout_t {
+    pub(crate) fn fill(&mut self, p: &cairn_client::Placement) {
+        self.epoch = p.epoch;
+        self.set = p.set;
+        self.rotation = p.rotation;
+        self.nbricks = p.bricks.len().min(CAIRN_LAYOUT_MAX_BRICKS) as u32;
+        for (slot, b) in self.bricks.iter_mut().zip(&p.bricks) {
+            slot.index = b.index;
+            slot.state = match b.state {
+                cairn_proto::map::BrickState::Down => CAIRN_BRICK_DOWN,
+                cairn_proto::map::BrickState::Healing => CAIRN_BRICK_HEALING,
+                cairn_proto::map::BrickState::Up => CAIRN_BRICK_UP,
+            };
+            copy_cstr(&mut slot.node, &b.node);
+            copy_cstr(&mut slot.addr, &b.addr);
+        }
+    }
+}
+
+/// Copy `s` into `dst` NUL-terminated, truncated to fit.
+fn copy_cstr(dst: &mut [c_char], s: &str) {
+    let n = s.len().min(dst.len() - 1);
+    for (d, &b) in dst.iter_mut().zip(&s.as_bytes()[..n]) {
+        *d = b as c_char;
+    }
+    dst[n] = 0;
+}

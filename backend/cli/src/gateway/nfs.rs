@@ -40,6 +40,8 @@ pub fn nfs(s: &Settings, a: &NfsArgs, out: &mut dyn Write, err: &mut dyn Write) 
                 anon_gid,
                 protocols,
                 delegations,
+                pnfs,
+                ds_addrs,
                 id,
             }) => {
                 let (volume, subdir) =
@@ -59,6 +61,11 @@ pub fn nfs(s: &Settings, a: &NfsArgs, out: &mut dyn Write, err: &mut dyn Write) 
                     anon_gid: *anon_gid,
                     protocols: parse_protocols(protocols).map_err(Failure::usage)?,
                     delegations: Delegations::parse(delegations).map_err(Failure::usage)?,
+                    pnfs: *pnfs,
+                    ds_addrs: ds_addrs
+                        .as_deref()
+                        .map(|l| l.split(',').map(|d| d.trim().to_string()).collect())
+                        .unwrap_or_default(),
                 };
                 new.validate().map_err(Failure::usage)?;
                 if id.is_none() {
@@ -189,7 +196,7 @@ impl Managed for NfsExport {
         format!(
             "Export Id: {}\nPseudo path: {}\nVolume: {}\nDirectory: {}\nClients: {}\n\
              Access: {}\nSquash: {} (anonymous uid {}, gid {})\nProtocols: {}\n\
-             Delegations: {}\n\n\
+             Delegations: {}\npNFS: {}\n\n\
              Ganesha configuration:\n{block}",
             self.export_id,
             self.pseudo,
@@ -201,7 +208,16 @@ impl Managed for NfsExport {
             self.anon_uid,
             self.anon_gid,
             self.protocols.iter().map(|p| format!("NFSv{p}")).collect::<Vec<_>>().join(", "),
-            self.delegations.as_str()
+            self.delegations.as_str(),
+            if self.pnfs {
+                if self.ds_addrs.is_empty() {
+                    "FILES layouts (DSs at each node's cairnd host, port 2049)".to_string()
+                } else {
+                    format!("FILES layouts (DSs {})", self.ds_addrs.join(", "))
+                }
+            } else {
+                "off".to_string()
+            }
         )
     }
 }

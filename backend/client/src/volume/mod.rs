@@ -12,6 +12,7 @@
 //! | `lookup.rs` | lookups, path resolution, `getattr`/`setattr` |
 //! | `namespace.rs` | create, mkdir, link, unlink, rmdir, rename |
 //! | `io.rs` | opens, reads, writes, fsync, copy |
+//! | `placement.rs` | a file's replica set and chain order (pNFS layouts) |
 //! | `readdir.rs`, `xattr.rs`, `locks.rs` | listing, extended attributes, locks and delegations |
 
 mod call;
@@ -21,6 +22,7 @@ mod locks;
 mod lookup;
 mod namespace;
 mod options;
+mod placement;
 mod push;
 mod readdir;
 mod stats;
@@ -28,6 +30,7 @@ mod writebehind;
 mod xattr;
 
 pub use options::MountOptions;
+pub use placement::Placement;
 pub use push::{InvalidateDone, InvalidateFn, RecallFn, INVALIDATE_ACK_WAIT};
 pub use stats::Stats;
 

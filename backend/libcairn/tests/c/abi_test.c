@@ -156,6 +156,7 @@ static void offline(void)
 
 	/* NULL handles */
 	CHECK_RC(cairn_getattr(NULL, NULL, root, &attr), -EINVAL);
+	CHECK_RC(cairn_layout(NULL, root, NULL), -EINVAL);
 	CHECK_RC(cairn_lookup(NULL, NULL, root, "x", &attr), -EINVAL);
 	CHECK_RC(cairn_read(NULL, NULL, root, 0, small, sizeof(small)), -EINVAL);
 	CHECK_RC(cairn_aio_read(NULL, NULL, root, 0, small, sizeof(small), never_called, &called), -EINVAL);
@@ -244,6 +245,41 @@ static void online(const char *servers, const char *volume)
 	CHECK(S_ISREG(f.mode) && f.size == 0 && f.nlink == 1, "new file mode %o size %llu",
 	      f.mode, (unsigned long long)f.size);
 	CHECK_RC(cairn_create(fs, &me, dir.id, "f", 0644, CAIRN_CREATE_EXCL, &a), -EEXIST);
+	{
+		/* pNFS placement: the file's home set (the top 32 bits of its id), its
+		 * bricks in chain order, the same order again by set and rotation. */
+		cairn_layout_t lo, lo2;
+		uint32_t home = (uint32_t)f.id.bytes[0] << 24 | (uint32_t)f.id.bytes[1] << 16 |
+				(uint32_t)f.id.bytes[2] << 8 | f.id.bytes[3];
+		uint32_t k;
+
+		CHECK_RC(cairn_layout(fs, f.id, &lo), 0);
+		CHECK(lo.set == home, "layout set %u, id's home set %u", lo.set, home);
+		CHECK(lo.nbricks >= 1 && lo.nbricks <= CAIRN_LAYOUT_MAX_BRICKS &&
+		      lo.rotation < lo.nbricks, "layout of %u bricks, rotation %u",
+		      lo.nbricks, lo.rotation);
+		CHECK(lo.epoch > 0, "layout epoch %llu", (unsigned long long)lo.epoch);
+		for (k = 0; k < lo.nbricks; k++)
+			CHECK(lo.bricks[k].state == CAIRN_BRICK_UP && lo.bricks[k].node[0] &&
+			      strchr(lo.bricks[k].addr, ':') != NULL,
+			      "brick %u: state %u node '%s' addr '%s'", k, lo.bricks[k].state,
+			      lo.bricks[k].node, lo.bricks[k].addr);
+		CHECK_RC(cairn_set_layout(fs, lo.set, lo.rotation, &lo2), 0);
+		CHECK(lo2.nbricks == lo.nbricks && lo2.set == lo.set, "set layout size");
+		for (k = 0; k < lo.nbricks && k < lo2.nbricks; k++)
+			CHECK(lo2.bricks[k].index == lo.bricks[k].index,
+			      "set layout order: brick %u is %u, not %u", k,
+			      lo2.bricks[k].index, lo.bricks[k].index);
+		if (lo.nbricks > 1) {
+			CHECK_RC(cairn_set_layout(fs, lo.set, (lo.rotation + 1) % lo.nbricks, &lo2), 0);
+			CHECK(lo2.bricks[0].index == lo.bricks[1].index, "rotated order");
+		}
+		CHECK_RC(cairn_set_layout(fs, lo.set, lo.nbricks, &lo2), -EINVAL);
+		CHECK_RC(cairn_set_layout(fs, 0xfffffff0u, 0, &lo2), -ENOENT);
+		CHECK(strstr(cairn_last_error_message(), "4294967280") != NULL,
+		      "message names the set: %s", cairn_last_error_message());
+		CHECK_RC(cairn_layout(fs, f.id, NULL), -EINVAL);
+	}
 	CHECK_RC(cairn_lookup(fs, &me, dir.id, "nosuchfile", &a), -ENOENT);
 	CHECK(strstr(cairn_last_error_message(), "nosuchfile") != NULL, "message names the file: %s",
 	      cairn_last_error_message());

@@ -1,0 +1,485 @@
+/*
+ * FSAL_CAIRN as a pNFS metadata server (MDS): NFSv4.1 FILES layouts (RFC 8881 §13).
+ * SPDX-License-Identifier: LGPL-3.0-or-later
+ *
+ * A file's layout is one stripe: the whole file on its replica set. The device of a layout
+ * names (export, replica set, chain rotation); GETDEVICEINFO answers it with the DS address
+ * of the chain head's node (a multipath list is one server's addresses, RFC 8881 §13.5),
+ * so a client sends its I/O to the head's node, where the DS (a Ganesha
+ * with FSAL_CAIRN in DS mode, ds.c) hands it to libcairn. Where a file lives comes from
+ * libcairn's cairn_layout (docs/libcairn.md), without a round trip.
+ *
+ * Enabled per export: FSAL { Name = CAIRN; ...; PNFS = true; DS_Addrs = "n1=ADDR:PORT,..."; }
+ * DS_Addrs maps a brick node's name to its DS's IPv4 address; an unlisted node's DS is
+ * taken to listen on the host of its cairnd address, port 2049. See docs/nfs.md "pNFS".
+ */
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <stdlib.h>
+#include <string.h>
+#include "fsal.h"
+#include "fsal_api.h"
+#include "FSAL/fsal_commonlib.h"
+#include "pnfs_utils.h"
+#include "nfs_convert.h"
+#include "nfs_exports.h"
+#include "internal.h"
+
+/* The stripe unit of a one-stripe layout only bounds the client's request sizes. */
+#define CAIRN_STRIPE_UNIT (1 << 20)
+#define CAIRN_DS_DEFAULT_PORT 2049
+/* RFC 8881 §3.3.13 netaddr4 of an IPv4 DS: "tcp" and "a.b.c.d.p1.p2". */
+#define CAIRN_DA_ADDR_SIZE 0x1000
+#define CAIRN_LOC_BODY_SIZE 0x100
+
+/* ---- DS_Addrs ------------------------------------------------------------------ */
+
+/* Parse "HOST:PORT" (HOST an IPv4 address or a name resolving to one). */
+static int parse_ipv4_port(const char *s, size_t len, uint32_t *addr,
+			   uint16_t *port)
+{
+	char host[256];
+	const char *colon = memrchr(s, ':', len);
+	struct in_addr in;
+	char *end;
+	unsigned long p;
+	size_t hl;
+
+	if (colon == NULL)
+		return -EINVAL;
+	hl = colon - s;
+	if (hl == 0 || hl >= sizeof(host))
+		return -EINVAL;
+	memcpy(host, s, hl);
+	host[hl] = '\0';
+	errno = 0;
+	p = strtoul(colon + 1, &end, 10);
+	if (end != s + len || end == colon + 1 || p == 0 || p > 65535 ||
+	    errno != 0)
+		return -EINVAL;
+	if (inet_pton(AF_INET, host, &in) != 1) {
+		struct addrinfo hints = { .ai_family = AF_INET,
+					  .ai_socktype = SOCK_STREAM };
+		struct addrinfo *res = NULL;
+
+		if (getaddrinfo(host, NULL, &hints, &res) != 0 || res == NULL)
+			return -ENOENT;
+		in = ((struct sockaddr_in *)res->ai_addr)->sin_addr;
+		freeaddrinfo(res);
+	}
+	*addr = ntohl(in.s_addr);
+	*port = (uint16_t)p;
+	return 0;
+}
+
+int cairn_pnfs_parse_ds_addrs(struct cairn_export *export)
+{
+	const char *s = export->ds_addrs;
+	size_t n = 0;
+
+	export->nds = 0;
+	if (s == NULL)
+		return 0;
+	while (*s != '\0') {
+		const char *comma = strchrnul(s, ',');
+		const char *eq = memchr(s, '=', comma - s);
+		struct cairn_ds_addr *d;
+		size_t nl;
+
+		while (*s == ' ')
+			s++;
+		if (eq == NULL || eq == s || n >= CAIRN_MAX_DS_ADDRS) {
+			LogCrit(COMPONENT_FSAL,
+				"CAIRN: volume %s: DS_Addrs entry '%.*s' is not NODE=ADDR:PORT (at most %d entries)",
+				export->volume, (int)(comma - s), s,
+				CAIRN_MAX_DS_ADDRS);
+			return -EINVAL;
+		}
+		d = &export->ds[n];
+		nl = eq - s;
+		if (nl >= sizeof(d->node)) {
+			LogCrit(COMPONENT_FSAL,
+				"CAIRN: volume %s: DS_Addrs node name '%.*s' too long",
+				export->volume, (int)nl, s);
+			return -EINVAL;
+		}
+		memcpy(d->node, s, nl);
+		d->node[nl] = '\0';
+		if (parse_ipv4_port(eq + 1, comma - eq - 1, &d->addr,
+				    &d->port) < 0) {
+			LogCrit(COMPONENT_FSAL,
+				"CAIRN: volume %s: DS_Addrs address '%.*s' of node %s is not IPV4:PORT",
+				export->volume, (int)(comma - eq - 1), eq + 1,
+				d->node);
+			return -EINVAL;
+		}
+		n++;
+		s = *comma ? comma + 1 : comma;
+	}
+	export->nds = n;
+	return 0;
+}
+
+/* The DS address of a brick's node: DS_Addrs, else its cairnd host at port 2049. */
+static int ds_addr_of(const struct cairn_export *export,
+		      const cairn_layout_brick_t *b,
+		      fsal_multipath_member_t *out)
+{
+	size_t i;
+	uint16_t port;
+
+	for (i = 0; i < export->nds; i++) {
+		if (strcmp(export->ds[i].node, b->node) == 0) {
+			out->proto = IPPROTO_TCP;
+			out->addr = export->ds[i].addr;
+			out->port = export->ds[i].port;
+			return 0;
+		}
+	}
+	if (parse_ipv4_port(b->addr, strlen(b->addr), &out->addr, &port) < 0)
+		return -EINVAL;
+	out->proto = IPPROTO_TCP;
+	out->port = CAIRN_DS_DEFAULT_PORT;
+	return 0;
+}
+
+/* ---- export operations ------------------------------------------------------------ */
+
+static void fs_layouttypes(struct fsal_export *export_pub, int32_t *count,
+			   const layouttype4 **types)
+{
+	static const layouttype4 files = LAYOUT4_NFSV4_1_FILES;
+	struct cairn_export *export =
+		container_of(export_pub, struct cairn_export, export);
+
+	*types = &files;
+	*count = export->pnfs ? 1 : 0;
+}
+
+static uint32_t fs_layout_blocksize(struct fsal_export *export_pub)
+{
+	return CAIRN_STRIPE_UNIT;
+}
+
+/* 0 tells Ganesha the export hands out no layouts (LAYOUTGET: LAYOUTUNAVAILABLE). */
+static uint32_t fs_maximum_segments(struct fsal_export *export_pub)
+{
+	struct cairn_export *export =
+		container_of(export_pub, struct cairn_export, export);
+
+	return export->pnfs ? 1 : 0;
+}
+
+static size_t fs_loc_body_size(struct fsal_export *export_pub)
+{
+	return CAIRN_LOC_BODY_SIZE;
+}
+
+/* Devices are per (set, rotation) and found from layouts; none are listed. */
+static nfsstat4 getdevicelist(struct fsal_export *export_pub, layouttype4 type,
+			      void *opaque,
+			      bool (*cb)(void *opaque, const uint64_t id),
+			      struct fsal_getdevicelist_res *res)
+{
+	res->eof = true;
+	return NFS4_OK;
+}
+
+void cairn_mds_export_ops_init(struct export_ops *ops)
+{
+	ops->fs_layouttypes = fs_layouttypes;
+	ops->fs_layout_blocksize = fs_layout_blocksize;
+	ops->fs_maximum_segments = fs_maximum_segments;
+	ops->fs_loc_body_size = fs_loc_body_size;
+	ops->getdevicelist = getdevicelist;
+}
+
+/* ---- object operations ----------------------------------------------------------- */
+
+static bool has_up_brick(const cairn_layout_t *lo)
+{
+	uint32_t i;
+
+	for (i = 0; i < lo->nbricks; i++)
+		if (lo->bricks[i].state == CAIRN_BRICK_UP)
+			return true;
+	return false;
+}
+
+nfsstat4 cairn_layoutget_check(object_file_type_t type, layouttype4 ltype,
+			       layoutiomode4 iomode, uint64_t offset,
+			       uint64_t length, uint64_t minlength)
+{
+	if (ltype != LAYOUT4_NFSV4_1_FILES)
+		return NFS4ERR_UNKNOWN_LAYOUTTYPE;
+	if (type == DIRECTORY)
+		return NFS4ERR_ISDIR;
+	if (type != REGULAR_FILE)
+		return NFS4ERR_WRONG_TYPE;
+	if (iomode != LAYOUTIOMODE4_READ && iomode != LAYOUTIOMODE4_RW)
+		return NFS4ERR_BADIOMODE;
+	/* RFC 8881 §18.43.3: a zero length, a range past 2^64 - 1 or a minlength beyond
+	 * length is INVAL (NFS4_UINT64_MAX means "to the end of file"). */
+	if (length == 0)
+		return NFS4ERR_INVAL;
+	if (length != NFS4_UINT64_MAX && offset > NFS4_UINT64_MAX - length)
+		return NFS4ERR_INVAL;
+	if (length != NFS4_UINT64_MAX && minlength > length)
+		return NFS4ERR_INVAL;
+	if (minlength != NFS4_UINT64_MAX && minlength != 0 &&
+	    offset > NFS4_UINT64_MAX - minlength)
+		return NFS4ERR_INVAL;
+	return NFS4_OK;
+}
+
+static nfsstat4 layoutget(struct fsal_obj_handle *obj_pub, XDR *loc_body,
+			  const struct fsal_layoutget_arg *arg,
+			  struct fsal_layoutget_res *res)
+{
+	struct cairn_handle *obj =
+		container_of(obj_pub, struct cairn_handle, handle);
+	struct cairn_export *export = obj->export;
+	struct pnfs_deviceid deviceid =
+				DEVICE_ID_INIT_ZERO(FSAL_ID_EXPERIMENTAL);
+	struct gsh_buffdesc fh = { .addr = &obj->key.wire,
+				   .len = sizeof(obj->key.wire) };
+	uint16_t ds_id = export->export.export_id;
+	cairn_layout_t lo;
+	nfsstat4 st;
+	int rc;
+
+	if (!export->pnfs)
+		return NFS4ERR_LAYOUTUNAVAILABLE;
+	st = cairn_layoutget_check(obj_pub->type, arg->type,
+				   res->segment.io_mode, res->segment.offset,
+				   res->segment.length, arg->minlength);
+	if (st != NFS4_OK) {
+		LogDebug(COMPONENT_PNFS,
+			 "CAIRN: volume %s: LAYOUTGET type %d iomode %d offset %" PRIu64
+			 " length %" PRIu64 " minlength %" PRIu64 ": %s",
+			 export->volume, arg->type, res->segment.io_mode,
+			 res->segment.offset, res->segment.length,
+			 arg->minlength, nfsstat4_to_str(st));
+		return st;
+	}
+	rc = cairn_layout(export->fs, obj->key.wire.inode, &lo);
+	if (rc < 0) {
+		LogMajor(COMPONENT_PNFS, "CAIRN: volume %s: cairn_layout: %s",
+			 export->volume, cairn_last_error_message());
+		return posix2nfs4_error(-rc);
+	}
+	if (!has_up_brick(&lo))	/* nobody can serve it now, the MDS neither */
+		return NFS4ERR_LAYOUTTRYLATER;
+
+	deviceid.device_id1 = (uint8_t)lo.rotation;
+	deviceid.device_id2 = export->export.export_id;
+	deviceid.device_id4 = lo.set;
+	/* sparse striping over one stripe: DS offsets are file offsets; COMMIT goes
+	 * to the DS (no NFL4_UFLG_COMMIT_THRU_MDS) */
+	st = FSAL_encode_file_layout(loc_body, &deviceid, CAIRN_STRIPE_UNIT, 0,
+				     0, &ds_id, 1, &fh);
+	if (st != NFS4_OK) {
+		LogMajor(COMPONENT_PNFS,
+			 "CAIRN: volume %s: cannot encode a FILES layout: %s",
+			 export->volume, nfsstat4_to_str(st));
+		return st;
+	}
+	/* The whole file, in the mode asked for; returned on close. */
+	res->segment.offset = 0;
+	res->segment.length = NFS4_UINT64_MAX;
+	res->return_on_close = true;
+	res->last_segment = true;
+	return NFS4_OK;
+}
+
+static nfsstat4 layoutreturn(struct fsal_obj_handle *obj_pub, XDR *lrf_body,
+			     const struct fsal_layoutreturn_arg *arg)
+{
+	if (arg->lo_type != LAYOUT4_NFSV4_1_FILES)
+		return NFS4ERR_UNKNOWN_LAYOUTTYPE;
+	return NFS4_OK;
+}
+
+nfsstat4 cairn_layoutcommit_check(const struct fsal_layoutcommit_arg *arg)
+{
+	const struct pnfs_segment *seg = &arg->segment;
+
+	if (arg->type != LAYOUT4_NFSV4_1_FILES)
+		return NFS4ERR_UNKNOWN_LAYOUTTYPE;
+	if (!arg->new_offset)
+		return NFS4_OK;
+	/* RFC 8881 §18.42.3: a last write offset outside the layout is INVAL; so is one
+	 * no file can reach (the largest offset is 2^63 - 2). */
+	if (arg->last_write >= INT64_MAX)
+		return NFS4ERR_INVAL;
+	if (arg->last_write < seg->offset ||
+	    (seg->length != NFS4_UINT64_MAX &&
+	     arg->last_write - seg->offset >= seg->length))
+		return NFS4ERR_INVAL;
+	return NFS4_OK;
+}
+
+/* LAYOUTCOMMIT: the DSs wrote through libcairn, so the bricks already have the data and
+ * its size; a size the client reports past the backend's (a write the DS has not made
+ * visible yet cannot exist: DS writes go to the chain head) or a later mtime is set. */
+static nfsstat4 layoutcommit(struct fsal_obj_handle *obj_pub, XDR *lou_body,
+			     const struct fsal_layoutcommit_arg *arg,
+			     struct fsal_layoutcommit_res *res)
+{
+	struct cairn_handle *obj =
+		container_of(obj_pub, struct cairn_handle, handle);
+	struct cairn_export *export = obj->export;
+	cairn_attr_t ca, in;
+	uint32_t mask = 0;
+	nfsstat4 st;
+	int rc;
+
+	st = cairn_layoutcommit_check(arg);
+	if (st != NFS4_OK) {
+		LogDebug(COMPONENT_PNFS,
+			 "CAIRN: volume %s: LAYOUTCOMMIT last write %" PRIu64 " (new %d) outside segment %" PRIu64
+			 "+%" PRIu64 ": %s", export->volume, arg->last_write,
+			 arg->new_offset, arg->segment.offset,
+			 arg->segment.length, nfsstat4_to_str(st));
+		return st;
+	}
+	rc = cairn_getattr(export->fs, NULL, obj->key.wire.inode, &ca);
+	if (rc < 0) {
+		LogMajor(COMPONENT_PNFS, "CAIRN: volume %s: LAYOUTCOMMIT: %s",
+			 export->volume, cairn_last_error_message());
+		return posix2nfs4_error(-rc);
+	}
+	memset(&in, 0, sizeof(in));
+	if (arg->new_offset && arg->last_write + 1 > ca.size) {
+		in.size = arg->last_write + 1;
+		mask |= CAIRN_SETATTR_SIZE;
+	}
+	if (arg->time_changed &&
+	    ((int64_t)arg->new_time.seconds > (int64_t)ca.mtime.tv_sec ||
+	     ((int64_t)arg->new_time.seconds == (int64_t)ca.mtime.tv_sec &&
+	      arg->new_time.nseconds > (uint32_t)ca.mtime.tv_nsec))) {
+		in.mtime.tv_sec = arg->new_time.seconds;
+		in.mtime.tv_nsec = arg->new_time.nseconds;
+		mask |= CAIRN_SETATTR_MTIME;
+	}
+	if (mask != 0) {
+		rc = cairn_setattr(export->fs, NULL, obj->key.wire.inode, &in,
+				   mask, &ca);
+		if (rc < 0) {
+			LogMajor(COMPONENT_PNFS,
+				 "CAIRN: volume %s: LAYOUTCOMMIT setattr: %s",
+				 export->volume, cairn_last_error_message());
+			return posix2nfs4_error(-rc);
+		}
+	}
+	if (arg->new_offset) {
+		res->size_supplied = true;
+		res->new_size = ca.size;
+	}
+	res->commit_done = true;
+	return NFS4_OK;
+}
+
+void cairn_mds_handle_ops_init(struct fsal_obj_ops *ops)
+{
+	ops->layoutget = layoutget;
+	ops->layoutreturn = layoutreturn;
+	ops->layoutcommit = layoutcommit;
+}
+
+/* ---- GETDEVICEINFO (module operation) ------------------------------------------ */
+
+static size_t fs_da_addr_size(struct fsal_module *fsal_hdl)
+{
+	return CAIRN_DA_ADDR_SIZE;
+}
+
+/* Encode nfsv4_1_file_layout_ds_addr4 for one stripe: stripe_indices <0>, and one
+ * multipath list: the DS of the first brick in chain order that is up (the head), else
+ * of the first one with an address. */
+static nfsstat4 encode_ds_addr(XDR *xdr, const struct cairn_export *export,
+			       const cairn_layout_t *lo)
+{
+	fsal_multipath_member_t hosts[CAIRN_LAYOUT_MAX_BRICKS];
+	uint32_t one = 1, zero = 0, n = 0, pass, i, j;
+
+	for (pass = 0; pass < 2; pass++) {
+		for (i = 0; i < lo->nbricks; i++) {
+			const cairn_layout_brick_t *b = &lo->bricks[i];
+			fsal_multipath_member_t h;
+			bool dup = false;
+
+			if ((b->state == CAIRN_BRICK_UP) != (pass == 0))
+				continue;
+			if (ds_addr_of(export, b, &h) < 0) {
+				LogMajor(COMPONENT_PNFS,
+					 "CAIRN: volume %s: no DS address for node %s (cairnd %s): add it to DS_Addrs",
+					 export->volume, b->node, b->addr);
+				continue;
+			}
+			for (j = 0; j < n; j++)
+				dup |= hosts[j].addr == h.addr &&
+				       hosts[j].port == h.port;
+			if (!dup)
+				hosts[n++] = h;
+		}
+	}
+	/* RFC 8881 §13.5: a multipath list names addresses of ONE data server (the Linux
+	 * client tries to trunk them onto one session, "Session trunking failed"); the
+	 * other replicas' DSs are different servers: only the head's DS is listed. */
+	if (n > 1)
+		n = 1;
+	if (n == 0)
+		return NFS4ERR_NOENT;
+	if (!inline_xdr_u_int32_t(xdr, &one) ||
+	    !inline_xdr_u_int32_t(xdr, &zero) ||
+	    !inline_xdr_u_int32_t(xdr, &one))
+		return NFS4ERR_SERVERFAULT;
+	return FSAL_encode_v4_multipath(xdr, n, hosts);
+}
+
+static nfsstat4 getdeviceinfo(struct fsal_module *fsal_hdl, XDR *da_addr_body,
+			      const layouttype4 type,
+			      const struct pnfs_deviceid *deviceid)
+{
+	struct glist_head *g;
+	nfsstat4 st = NFS4ERR_NOENT;
+
+	if (type != LAYOUT4_NFSV4_1_FILES)
+		return NFS4ERR_UNKNOWN_LAYOUTTYPE;
+
+	PTHREAD_RWLOCK_rdlock(&fsal_hdl->lock);
+	glist_for_each(g, &fsal_hdl->exports) {
+		struct fsal_export *e =
+			glist_entry(g, struct fsal_export, exports);
+		struct cairn_export *export =
+			container_of(e, struct cairn_export, export);
+		cairn_layout_t lo;
+		int rc;
+
+		if (e->export_id != deviceid->device_id2 || !export->pnfs)
+			continue;
+		rc = cairn_set_layout(export->fs, deviceid->device_id4,
+				      deviceid->device_id1, &lo);
+		if (rc < 0) {
+			LogInfo(COMPONENT_PNFS,
+				"CAIRN: volume %s: GETDEVICEINFO set %u rotation %u: %s",
+				export->volume, deviceid->device_id4,
+				deviceid->device_id1,
+				cairn_last_error_message());
+			st = NFS4ERR_NOENT;
+			break;
+		}
+		st = encode_ds_addr(da_addr_body, export, &lo);
+		break;
+	}
+	PTHREAD_RWLOCK_unlock(&fsal_hdl->lock);
+	return st;
+}
+
+void cairn_mds_module_ops_init(struct fsal_ops *ops)
+{
+	ops->getdeviceinfo = getdeviceinfo;
+	ops->fs_da_addr_size = fs_da_addr_size;
+}

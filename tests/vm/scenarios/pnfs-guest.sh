@@ -1,0 +1,84 @@
+#!/bin/bash
+# Guest side of scenario pnfs: mount the host's MDS (FSAL_CAIRN with PNFS = true) and do
+# I/O that must go to the DSs. Runs as root in the guest:
+#
+#   pnfs-guest.sh run VERS PORT SIZES    mount 10.0.2.2:/vol0 with VERS on /mnt/pnfs-VERS,
+#                                        write files of SIZES (bytes, space-separated),
+#                                        read them back with a cold cache, check the
+#                                        counters (below), leave NAME.md5 next to each
+#   pnfs-guest.sh umount VERS
+#
+# Counters: this mount's per-op statistics in /proc/self/mountstats count the RPCs sent
+# to the MDS only: LAYOUTGET and GETDEVICEINFO must be > 0 and READ and WRITE 0. The
+# client-wide NFSv4 counts in /proc/net/rpc/nfs (every connection, the DSs' too) must
+# show the READs and WRITEs: so they went to the DSs.
+set -euo pipefail
+
+say() { echo "guest: $*"; }
+die() {
+    echo "guest FAIL: $*" >&2
+    exit 1
+}
+
+cmd=$1 vers=$2
+mnt=/mnt/pnfs-$vers
+
+# op_count OP: this mount's count of OP (first number of its per-op line)
+op_count() {
+    awk -v m=" $mnt " -v op="$1:" '
+        /^device / { on = index($0, m) > 0 }
+        on && $1 == op { print $2; found = 1; exit }
+        END { if (!found) print 0 }' /proc/self/mountstats
+}
+
+# proc4 N: the client-wide count of NFSv4 procedure N (1 READ, 2 WRITE, 3 COMMIT)
+proc4() { awk -v n="$1" '$1 == "proc4" { print $(n + 3) }' /proc/net/rpc/nfs; }
+
+case $cmd in
+run)
+    port=$3 sizes=$4
+    modprobe nfs_layout_nfsv41_files 2>/dev/null || true
+    mkdir -p "$mnt"
+    mount -t nfs -o "vers=$vers,proto=tcp,port=$port,hard,timeo=100,retrans=3" \
+        10.0.2.2:/vol0 "$mnt" || die "mount vers=$vers"
+    grep " $mnt " /proc/mounts | sed 's/^/guest: /'
+    grep -A2 "^device 10.0.2.2:/vol0 mounted on $mnt " /proc/self/mountstats |
+        grep -i pnfs | sed 's/^/guest: /' || true
+    dir=$mnt/pnfs-$vers
+    mkdir -p "$dir"
+    r0=$(proc4 1) w0=$(proc4 2)
+    for s in $sizes; do
+        head -c "$s" /dev/urandom >"/tmp/f$s"
+        cp "/tmp/f$s" "$dir/f$s"
+    done
+    sync
+    echo 3 >/proc/sys/vm/drop_caches
+    for s in $sizes; do
+        cmp "/tmp/f$s" "$dir/f$s" || {
+            say "MDS mount: LAYOUTGET $(op_count LAYOUTGET) GETDEVICEINFO $(op_count GETDEVICEINFO) LAYOUTCOMMIT $(op_count LAYOUTCOMMIT) WRITE $(op_count WRITE) COMMIT $(op_count COMMIT); all: READ +$(($(proc4 1) - r0)) WRITE +$(($(proc4 2) - w0))"
+            stat -c "guest: %n %s bytes" "$dir"/f*
+            die "f$s ($s bytes) read back differs"
+        }
+        md5sum <"/tmp/f$s" | cut -d' ' -f1 >"/tmp/f$s.md5"
+    done
+    say "v$vers: wrote and read back (cold cache) files of $sizes bytes"
+    lg=$(op_count LAYOUTGET) gd=$(op_count GETDEVICEINFO) lc=$(op_count LAYOUTCOMMIT)
+    mr=$(op_count READ) mw=$(op_count WRITE)
+    r=$(($(proc4 1) - r0)) w=$(($(proc4 2) - w0))
+    say "v$vers: MDS mount: LAYOUTGET $lg GETDEVICEINFO $gd LAYOUTCOMMIT $lc READ $mr WRITE $mw; all connections: READ +$r WRITE +$w"
+    ((lg > 0)) || die "no LAYOUTGET sent to the MDS"
+    ((gd > 0)) || die "no GETDEVICEINFO sent to the MDS"
+    ((mr == 0 && mw == 0)) || die "READ $mr / WRITE $mw went to the MDS, not the DSs"
+    ((r > 0 && w > 0)) || die "no READ/WRITE sent at all (+$r/+$w)?"
+    for s in $sizes; do cp "/tmp/f$s.md5" "$dir/f$s.md5"; done
+    # the .md5 files are small writes too: still no WRITE at the MDS
+    sync
+    mw=$(op_count WRITE)
+    ((mw == 0)) || die "WRITE $mw at the MDS after the md5 files"
+    echo "COUNTS lg=$lg gd=$gd lc=$lc mds_read=$mr mds_write=$mw all_read=$r all_write=$w"
+    ;;
+umount)
+    umount "$mnt" || die "umount $mnt"
+    ;;
+*) die "unknown command $cmd" ;;
+esac
