@@ -162,14 +162,7 @@ impl AttrCache {
             cached.is_none_or(|c| c <= a.change)
         };
         if install {
-            // Keep when the replaced value was fetched: it was leased then, and this
-            // client's own changes do not renew that lease, so they must not extend how
-            // long the value is trusted either.
-            let fetched = m.entries.get(&a.id).filter(|c| c.at.elapsed() < ttl).map(|c| c.at);
             Self::insert(&mut m, a);
-            if let (Some(at), Some(c)) = (fetched, m.entries.get_mut(&a.id)) {
-                c.at = at;
-            }
         } else if cached.is_none_or(|c| c <= a.change) {
             m.entries.remove(&a.id);
         }
@@ -429,14 +422,6 @@ mod tests {
         assert!(c.amend(Id(2), t, |_| true));
         std::thread::sleep(Duration::from_millis(30));
         assert!(c.get(Id(2)).is_none(), "amending does not extend the lease-bound lifetime");
-        // Nor does an own change (its reply replaces the leased value, not the lease).
-        let c = AttrCache::new(Duration::from_millis(50));
-        c.put(c.begin(), &attr(3));
-        std::thread::sleep(Duration::from_millis(30));
-        assert!(c.put_change(c.begin(), &Attr { change: 1, ..attr(3) }));
-        assert_eq!(c.get(Id(3)).map(|a| a.change), Some(1));
-        std::thread::sleep(Duration::from_millis(30));
-        assert!(c.get(Id(3)).is_none(), "an own change extended the lease-bound lifetime");
     }
 
     /// The hole an own change left: a fetch (getattr, lookup, readdirplus) in flight
