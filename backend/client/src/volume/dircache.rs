@@ -71,8 +71,8 @@ impl Inner {
         Tokens { entry: self.entries.begin(), attr: self.attrs.begin() }
     }
 
-    /// What a lookup begun with `t` (taken before it left) found: `name` in `dir` is `a`
-    /// (the lookup leased both at the head of `dir`). The entry is not cached if a recall of `dir`'s entries, or this
+    /// What a request begun with `t` (taken before it left) found or made: `name` in
+    /// `dir` is `a`. The entry is not cached if a recall of `dir`'s entries, or this
     /// client's change of the name, came since; the attributes are not if a recall of
     /// `a.id`, or this client's change of it, came since (`cache/src/guard.rs`).
     ///
@@ -90,36 +90,13 @@ impl Inner {
         self.remember_kind(a);
     }
 
-    /// A name this client made (create, mkdir) or listed with attributes (readdirplus):
-    /// the entry and the type are kept, not the attributes. The bricks lease what a
-    /// getattr or lookup read, not what a create made or a listing carried, so another
-    /// client's change of the inode would recall nothing here; the next getattr fetches
-    /// them and takes that lease.
-    pub(super) fn remember_unleased(&self, t: Tokens, dir: Id, name: &[u8], a: &Attr) {
-        self.entries.put(t.entry, dir, name, a.id);
-        self.remember_kind(a);
-    }
-
-    /// This client's own change of inode `a.id` (setattr, write, copy, link) replied `a`,
-    /// the change begun with attribute token `token`. Kept only over attributes already
-    /// cached, i.e. under a lease this session holds (the bricks do not recall the
-    /// session that made a change, so it keeps that lease); otherwise dropped, and fetches
-    /// in flight voided, as [`AttrCache::put_change`] does.
-    pub(super) fn put_own(&self, token: u64, a: &Attr) {
-        if self.attrs.get(a.id).is_some() {
-            self.attrs.put_change(token, a);
-        } else {
-            self.attrs.invalidate(a.id);
-        }
-    }
-
     /// As [`remember`](Self::remember), for an op that changed the existing inode `a` (a
     /// link: its nlink and ctime): its attributes are installed as this client's change
     /// ([`AttrCache::put_change`]), so a fetch of them in flight across it is refused.
     pub(super) fn remember_changed(&self, t: Tokens, set: u32, dir: Id, name: &[u8], a: &Attr) {
         self.entries.put(t.entry, dir, name, a.id);
         if a.kind == FileType::Directory || self.read_at_head(set, dir, a.id) {
-            self.put_own(t.attr, a);
+            self.attrs.put_change(t.attr, a);
         } else {
             self.attrs.invalidate(a.id);
         }

@@ -93,19 +93,15 @@ impl Volume {
             return Ok(r);
         }
         let len = len.min(MAX_IO as u32);
-        let r = i
+        match i
             .call(
                 Target { set: i.home(id), key: id },
                 c,
                 Op::Read { id, offset, len },
                 Bytes::new(),
             )
-            .await;
-        // The read may have moved the file's atime on the bricks (relatime: the first read
-        // after a change): the cached attributes would now differ from what a getattr
-        // reads there (an SMB durable reconnect compares atime too).
-        i.attrs.invalidate(id);
-        match r? {
+            .await?
+        {
             (Reply::Data { eof }, data) => Ok((data, eof)),
             (other, _) => Err(unexpected("read", &other)),
         }
@@ -270,7 +266,7 @@ impl Volume {
                 let t = Target { set: i.home(dst), key: dst };
                 match i.call(t, c, op, Bytes::new()).await {
                     Ok((Reply::Written { count, attr }, _)) => {
-                        i.put_own(token, &attr);
+                        i.attrs.put_change(token, &attr);
                         count
                     }
                     Ok((other, _)) => return Err(unexpected("copy_range", &other)),

@@ -316,7 +316,7 @@ impl Volume {
         match &a {
             // One set's copy of a directory: the next getattr merges every set's.
             Ok(a) if a.kind != FileType::Directory => {
-                i.put_own(token, a);
+                i.attrs.put_change(token, a);
             }
             _ => i.attrs.invalidate(id),
         }

@@ -35,7 +35,7 @@ impl Volume {
         match r {
             Ok((r, _)) => {
                 let a = attr_of("create", r)?;
-                i.remember_unleased(made, dir, name, &a);
+                i.remember(made, set, dir, name, &a);
                 change.finish(i);
                 Ok(a)
             }
@@ -134,7 +134,7 @@ impl Volume {
                 }
             }
         }
-        i.remember_unleased(made, dir, name, &a);
+        i.remember_found(made, hashed, dir, name, &a);
         change.finish(i);
         Ok(a)
     }

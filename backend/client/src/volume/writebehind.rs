@@ -76,7 +76,7 @@ impl Inner {
                     // This client's own change: voids fetches in flight (which may have
                     // been served before it); writes of one file in flight together
                     // answer in any order, and the newest is kept (`AttrCache::put_change`).
-                    self.put_own(token, &attr);
+                    self.attrs.put_change(token, &attr);
                     done += count as usize;
                     if (count as usize) < n {
                         break;
