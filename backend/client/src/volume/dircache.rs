@@ -75,31 +75,18 @@ impl Inner {
     /// `dir` is `a`. The entry is not cached if a recall of `dir`'s entries, or this
     /// client's change of the name, came since; the attributes are not if a recall of
     /// `a.id`, or this client's change of it, came since (`cache/src/guard.rs`).
-    ///
-    /// `set` is the replica set whose head of `dir` answered. A non-directory's attributes
-    /// are cached only when that brick heads the inode too ([`Inner::read_at_head`]):
-    /// another brick's copy has its own ctime, so a cached copy would disagree with what
-    /// every getattr (this client's after expiry, another gateway's) reads. New inodes
-    /// are made so (`new_id`); older ids and names moved by rename or link between
-    /// directories may not be, and their next getattr fetches them.
-    pub(super) fn remember(&self, t: Tokens, set: u32, dir: Id, name: &[u8], a: &Attr) {
+    pub(super) fn remember(&self, t: Tokens, dir: Id, name: &[u8], a: &Attr) {
         self.entries.put(t.entry, dir, name, a.id);
-        if a.kind == FileType::Directory || self.read_at_head(set, dir, a.id) {
-            self.attrs.put(t.attr, a);
-        }
+        self.attrs.put(t.attr, a);
         self.remember_kind(a);
     }
 
     /// As [`remember`](Self::remember), for an op that changed the existing inode `a` (a
     /// link: its nlink and ctime): its attributes are installed as this client's change
     /// ([`AttrCache::put_change`]), so a fetch of them in flight across it is refused.
-    pub(super) fn remember_changed(&self, t: Tokens, set: u32, dir: Id, name: &[u8], a: &Attr) {
+    pub(super) fn remember_changed(&self, t: Tokens, dir: Id, name: &[u8], a: &Attr) {
         self.entries.put(t.entry, dir, name, a.id);
-        if a.kind == FileType::Directory || self.read_at_head(set, dir, a.id) {
-            self.attrs.put_change(t.attr, a);
-        } else {
-            self.attrs.invalidate(a.id);
-        }
+        self.attrs.put_change(t.attr, a);
         self.remember_kind(a);
     }
 
@@ -108,12 +95,12 @@ impl Inner {
     /// set's copy (the others' may be newer) and only that set leased them, so a change
     /// through another set would recall nothing; the next `getattr` fetches them merged
     /// from every set (and leased by each), and namespace ops amend only those.
-    pub(super) fn remember_found(&self, t: Tokens, set: u32, dir: Id, name: &[u8], a: &Attr) {
+    pub(super) fn remember_found(&self, t: Tokens, dir: Id, name: &[u8], a: &Attr) {
         if a.kind == FileType::Directory && self.map().sets.len() > 1 {
             self.entries.put(t.entry, dir, name, a.id);
             self.remember_kind(a);
         } else {
-            self.remember(t, set, dir, name, a);
+            self.remember(t, dir, name, a);
         }
     }
 

@@ -23,7 +23,7 @@ impl Volume {
         valid_name(name)?;
         let i = &self.inner;
         let set = i.hashed(dir, name);
-        let id = i.new_id(set, dir);
+        let id = Id::new_on_set(set);
         let op =
             Op::Create { dir, name: name.to_vec(), id, kind, perm, rdev, target, exclusive: true };
         let mut change = i.begin_dirs(&[dir]);
@@ -35,7 +35,7 @@ impl Volume {
         match r {
             Ok((r, _)) => {
                 let a = attr_of("create", r)?;
-                i.remember(made, set, dir, name, &a);
+                i.remember(made, dir, name, &a);
                 change.finish(i);
                 Ok(a)
             }
@@ -97,7 +97,7 @@ impl Volume {
         valid_name(name)?;
         let i = &self.inner;
         let hashed = i.hashed(dir, name);
-        let id = i.new_id(hashed, dir);
+        let id = Id::new_on_set(hashed);
         let op = Op::Mkdir { dir, name: name.to_vec(), id, perm };
         let mut change = i.begin_dirs(&[dir]);
         i.complete.touch(dir);
@@ -134,7 +134,7 @@ impl Volume {
                 }
             }
         }
-        i.remember_found(made, hashed, dir, name, &a);
+        i.remember(made, dir, name, &a);
         change.finish(i);
         Ok(a)
     }
@@ -195,7 +195,7 @@ impl Volume {
                 return Err(e);
             }
         }
-        i.remember_changed(made, home, dir, name, &a);
+        i.remember_changed(made, dir, name, &a);
         change.finish(i);
         Ok(a)
     }
