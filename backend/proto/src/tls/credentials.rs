@@ -73,17 +73,7 @@ impl Credentials {
         if roots.add(ca).is_err() {
             return false;
         }
-        let Ok(cert) = rustls::server::ParsedCertificate::try_from(&self.cert) else {
-            return false;
-        };
-        rustls::client::verify_server_cert_signed_by_trust_anchor(
-            &cert,
-            &roots,
-            &[],
-            UnixTime::now(),
-            provider().signature_verification_algorithms.all,
-        )
-        .is_ok()
+        chains_to(&self.cert, &roots, &[], UnixTime::now()).is_ok()
     }
 
     /// The CA certificates it trusts, PEM.

@@ -1,7 +1,7 @@
 //! A joining node's side: its enrollment transport (no certificate; the server trusted
 //! by the pinned CA hash), its key and certificate request, and what a request asks for.
 
-use super::verify::PinnedVerifier;
+use super::verify::{Checked, PinnedNode};
 use super::*;
 use crate::principal::{Principal, Role};
 use rustls::pki_types::pem::PemObject;
@@ -17,7 +17,7 @@ pub fn enroll_transport(pin: &str) -> Result<Transport, TlsError> {
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(bad)?
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(PinnedVerifier { pin }))
+        .with_custom_certificate_verifier(Arc::new(Checked(PinnedNode { pin })))
         .with_no_client_auth();
     Ok(Transport::Enroll(Arc::new(client)))
 }
@@ -71,15 +71,8 @@ impl NodeRequest {
             .map_err(|e| bad(format!("CA certificate: {e}")))?;
         let mut roots = RootCertStore::empty();
         roots.add(ca).map_err(|e| bad(format!("cluster CA certificate: {e}")))?;
-        let parsed = rustls::server::ParsedCertificate::try_from(&cert).map_err(bad)?;
-        rustls::client::verify_server_cert_signed_by_trust_anchor(
-            &parsed,
-            &roots,
-            &[],
-            UnixTime::now(),
-            provider().signature_verification_algorithms.all,
-        )
-        .map_err(|e| bad(format!("node certificate not signed by the pinned CA: {e}")))?;
+        chains_to(&cert, &roots, &[], UnixTime::now())
+            .map_err(|e| bad(format!("node certificate not signed by the pinned CA: {e}")))?;
         let (_, x) = x509_parser::parse_x509_certificate(&cert)
             .map_err(|e| bad(format!("node certificate: {e}")))?;
         if x.public_key().raw != self.key.public_key_der() {

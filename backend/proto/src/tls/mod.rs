@@ -15,9 +15,10 @@
 //!
 //! The module by idea: [`ca`] the cluster CA and what it issues; [`credentials`] a
 //! holder's certificate, CA certificate(s) and key, and what a certificate states;
-//! [`revoked`] the revocation set; [`transport`] the rustls configurations a process
-//! connects and serves with (reloadable keys); [`verify`] the certificate checks of both
-//! ends; [`pin`] the CA pin a joining node is given; [`enroll`] a joining node's side;
+//! [`revoked`] the revocation set; [`keys`] the certificate, key and roots a process
+//! presents and trusts (replaced on a reload); [`transport`] the rustls configurations
+//! it connects and serves with; [`verify`] the certificate checks of both ends (one
+//! verifier, three policies); [`pin`] the CA pin a joining node is given; [`enroll`] a joining node's side;
 //! [`explain`] handshake errors in words; [`default`] which transport a process uses.
 
 mod ca;
@@ -25,6 +26,7 @@ mod credentials;
 mod default;
 mod enroll;
 mod explain;
+mod keys;
 mod pin;
 mod revoked;
 mod transport;
@@ -72,6 +74,23 @@ fn bad(what: impl std::fmt::Display) -> TlsError {
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// `end_entity` chains to one of `roots` (through `intermediates`) and is valid `now`.
+fn chains_to(
+    end_entity: &rustls::pki_types::CertificateDer<'_>,
+    roots: &rustls::RootCertStore,
+    intermediates: &[rustls::pki_types::CertificateDer<'_>],
+    now: rustls::pki_types::UnixTime,
+) -> Result<(), rustls::Error> {
+    let cert = rustls::server::ParsedCertificate::try_from(end_entity)?;
+    rustls::client::verify_server_cert_signed_by_trust_anchor(
+        &cert,
+        roots,
+        intermediates,
+        now,
+        provider().signature_verification_algorithms.all,
+    )
 }
 
 fn read(path: &Path) -> Result<String, TlsError> {

@@ -1,14 +1,11 @@
 //! How connections are made ([`Transport`]) and the rustls configurations of a TLS one,
 //! whose keys and trusted roots are replaced on a reload.
 
-use super::verify::{NodeVerifier, RevocationVerifier};
+use super::keys::Keys;
+use super::verify::{Checked, ClusterClient, ClusterNode};
 use super::*;
 use crate::principal::Principal;
-use parking_lot::RwLock;
-use rustls::pki_types::PrivateKeyDer;
-use rustls::server::danger::ClientCertVerifier;
-use rustls::server::WebPkiClientVerifier;
-use rustls::{ClientConfig, RootCertStore, ServerConfig, SignatureScheme};
+use rustls::{ClientConfig, ServerConfig};
 use std::sync::Arc;
 
 /// How connections are made: TLS with this process's credentials, or plain TCP.
@@ -47,13 +44,7 @@ impl TlsConfig {
                 creds.principal, self.me
             )));
         }
-        let key = certified_key(creds)?;
-        let roots = roots_of(creds)?;
-        let verifier = client_verifier(roots.clone())?;
-        *self.keys.current.write() = key;
-        *self.keys.roots.write() = roots;
-        *self.keys.client_verifier.write() = verifier;
-        Ok(())
+        self.keys.reload(creds)
     }
 
     /// The serial number of the certificate this process presents now.
@@ -62,93 +53,21 @@ impl TlsConfig {
     }
 }
 
-/// This process's certificate and key, and the roots it trusts: replaced by
-/// [`TlsConfig::reload`], read at every handshake.
-pub(super) struct Keys {
-    pub(super) current: RwLock<Arc<rustls::sign::CertifiedKey>>,
-    pub(super) roots: RwLock<Arc<RootCertStore>>,
-    pub(super) client_verifier: RwLock<Arc<dyn ClientCertVerifier>>,
-}
-
-impl std::fmt::Debug for Keys {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Keys").finish_non_exhaustive()
-    }
-}
-
-impl rustls::server::ResolvesServerCert for Keys {
-    fn resolve(
-        &self,
-        _hello: rustls::server::ClientHello<'_>,
-    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
-        Some(self.current.read().clone())
-    }
-}
-
-impl rustls::client::ResolvesClientCert for Keys {
-    fn resolve(
-        &self,
-        _hints: &[&[u8]],
-        _schemes: &[SignatureScheme],
-    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
-        Some(self.current.read().clone())
-    }
-
-    fn has_certs(&self) -> bool {
-        true
-    }
-}
-
-fn certified_key(creds: &Credentials) -> Result<Arc<rustls::sign::CertifiedKey>, TlsError> {
-    let key = provider()
-        .key_provider
-        .load_private_key(PrivateKeyDer::Pkcs8(creds.key.clone_key()))
-        .map_err(|e| bad(format!("own key: {e}")))?;
-    // The server sends the CA certificate(s) after its own: a joining node checks one
-    // against its pinned hash ([`enroll_transport`]).
-    let mut chain = vec![creds.cert.clone()];
-    chain.extend(creds.cas.iter().cloned());
-    let ck = rustls::sign::CertifiedKey::new(chain, key);
-    ck.keys_match().map_err(|e| bad(format!("own certificate and key: {e}")))?;
-    Ok(Arc::new(ck))
-}
-
-fn roots_of(creds: &Credentials) -> Result<Arc<RootCertStore>, TlsError> {
-    let mut roots = RootCertStore::empty();
-    for ca in &creds.cas {
-        roots.add(ca.clone()).map_err(|e| bad(format!("cluster CA certificate: {e}")))?;
-    }
-    Ok(Arc::new(roots))
-}
-
-/// A client without a certificate completes the handshake but may only enroll
-/// (`rpc::Session::unauthenticated`): a joining node has none yet.
-fn client_verifier(roots: Arc<RootCertStore>) -> Result<Arc<dyn ClientCertVerifier>, TlsError> {
-    WebPkiClientVerifier::builder_with_provider(roots, provider())
-        .allow_unauthenticated()
-        .build()
-        .map_err(bad)
-}
-
 impl Transport {
     pub fn tls(creds: &Credentials) -> Result<Transport, TlsError> {
         let revoked = Arc::new(Revoked::default());
-        let keys = Arc::new(Keys {
-            current: RwLock::new(certified_key(creds)?),
-            roots: RwLock::new(roots_of(creds)?),
-            client_verifier: RwLock::new(client_verifier(roots_of(creds)?)?),
-        });
+        let keys = Arc::new(Keys::new(creds)?);
         let mut client = ClientConfig::builder_with_provider(provider())
             .with_protocol_versions(&[&rustls::version::TLS13])
             .map_err(bad)?
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(NodeVerifier {
+            .with_custom_certificate_verifier(Arc::new(Checked(ClusterNode {
                 keys: keys.clone(),
                 revoked: revoked.clone(),
-            }))
+            })))
             .with_client_cert_resolver(keys.clone());
         let verifier =
-            Arc::new(RevocationVerifier { keys: keys.clone(), revoked: revoked.clone() });
+            Arc::new(Checked(ClusterClient { keys: keys.clone(), revoked: revoked.clone() }));
         let mut server = ServerConfig::builder_with_provider(provider())
             .with_protocol_versions(&[&rustls::version::TLS13])
             .map_err(bad)?

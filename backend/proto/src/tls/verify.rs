@@ -1,7 +1,18 @@
-//! The certificate checks: a server's (cluster CA, node role), a client's (cluster CA,
-//! revocation), and a joining node's check of a server by the pinned CA hash.
+//! The certificate checks of both ends: one verifier, three policies.
+//!
+//! [`Checked`] is what rustls calls. It checks the handshake signatures the same way for
+//! every policy (the ring provider's algorithms) and asks its policy whether the peer's
+//! certificate is acceptable. A policy says only that:
+//! - [`ClusterNode`]: a server as members and clients check it: it chains to a trusted
+//!   cluster CA and is valid now, is not revoked, and is a node's (no host-name check:
+//!   nodes are recognised by certificate, not by address);
+//! - [`ClusterClient`]: a client as a server checks it: webpki's client check against the
+//!   trusted CA(s) (chain, validity; a client without a certificate is let through, to
+//!   enroll only: `rpc::Session::unauthenticated`), then the revocation set;
+//! - [`PinnedNode`]: a server as a joining node checks it: its chain holds a CA
+//!   certificate of the pinned hash, that CA signed it, and it is a node's.
 
-use super::transport::Keys;
+use super::keys::Keys;
 use super::*;
 use crate::principal::Role;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -10,35 +21,103 @@ use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureScheme};
 use std::sync::Arc;
 
-/// Checks a server's certificate: issued by the cluster CA, valid now, and of role node.
-/// No host-name check: nodes are recognised by certificate, not by address.
-#[derive(Debug)]
-pub(super) struct NodeVerifier {
-    pub(super) keys: Arc<Keys>,
-    pub(super) revoked: Arc<Revoked>,
+/// Whether a peer's certificate (`end_entity`, with the chain it sent) is acceptable
+/// `now`. A policy of the server's certificate is a [`ServerPolicy`], of the client's a
+/// [`ClientPolicy`].
+pub(super) trait Policy: std::fmt::Debug + Send + Sync {
+    fn check(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<(), rustls::Error>;
 }
 
-/// The client certificate check of servers: webpki's (chain to the cluster CA, validity),
-/// then the revocation set.
-#[derive(Debug)]
-pub(super) struct RevocationVerifier {
-    pub(super) keys: Arc<Keys>,
-    pub(super) revoked: Arc<Revoked>,
+/// A policy for the certificate a server presents.
+pub(super) trait ServerPolicy: Policy {}
+
+/// A policy for the certificate a client presents.
+pub(super) trait ClientPolicy: Policy {
+    /// Whether a client must present one (else the handshake completes without).
+    fn mandatory(&self) -> bool;
 }
 
-impl RevocationVerifier {
-    fn inner(&self) -> Arc<dyn ClientCertVerifier> {
-        self.keys.client_verifier.read().clone()
+/// The verifier of a policy.
+#[derive(Debug)]
+pub(super) struct Checked<P>(pub(super) P);
+
+/// The server's certificate is a node's.
+fn is_node(end_entity: &CertificateDer<'_>) -> Result<(), rustls::Error> {
+    let p = principal_of(end_entity).map_err(rustls::Error::General)?;
+    if p.role != Role::Node {
+        return Err(rustls::Error::General(format!(
+            "the server's certificate is for {p}, not a node of the cluster"
+        )));
     }
+    Ok(())
 }
 
-impl ClientCertVerifier for RevocationVerifier {
+/// The handshake signature checks, the same for every policy and in both verifier traits:
+/// the ring provider's algorithms.
+macro_rules! signatures {
+    () => {
+        fn verify_tls12_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            rustls::crypto::verify_tls12_signature(
+                message,
+                cert,
+                dss,
+                &provider().signature_verification_algorithms,
+            )
+        }
+
+        fn verify_tls13_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            rustls::crypto::verify_tls13_signature(
+                message,
+                cert,
+                dss,
+                &provider().signature_verification_algorithms,
+            )
+        }
+
+        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+            provider().signature_verification_algorithms.supported_schemes()
+        }
+    };
+}
+
+impl<P: ServerPolicy> ServerCertVerifier for Checked<P> {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        self.0.check(end_entity, intermediates, now)?;
+        Ok(ServerCertVerified::assertion())
+    }
+
+    signatures!();
+}
+
+impl<P: ClientPolicy> ClientCertVerifier for Checked<P> {
     fn offer_client_auth(&self) -> bool {
         true
     }
 
     fn client_auth_mandatory(&self) -> bool {
-        self.inner().client_auth_mandatory()
+        self.0.mandatory()
     }
 
     // No hints: the roots change on a CA rotation, and Cairn clients hold one certificate.
@@ -52,111 +131,81 @@ impl ClientCertVerifier for RevocationVerifier {
         intermediates: &[CertificateDer<'_>],
         now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
-        let ok = self.inner().verify_client_cert(end_entity, intermediates, now)?;
-        self.revoked.check(end_entity)?;
-        Ok(ok)
+        self.0.check(end_entity, intermediates, now)?;
+        Ok(ClientCertVerified::assertion())
     }
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner().verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner().verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner().supported_verify_schemes()
-    }
+    signatures!();
 }
 
-impl ServerCertVerifier for NodeVerifier {
-    fn verify_server_cert(
+/// A server of this cluster (see the module's text).
+#[derive(Debug)]
+pub(super) struct ClusterNode {
+    pub(super) keys: Arc<Keys>,
+    pub(super) revoked: Arc<Revoked>,
+}
+
+impl Policy for ClusterNode {
+    fn check(
         &self,
         end_entity: &CertificateDer<'_>,
         intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp: &[u8],
         now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        let cert = rustls::server::ParsedCertificate::try_from(end_entity)?;
+    ) -> Result<(), rustls::Error> {
         let roots = self.keys.roots.read().clone();
-        rustls::client::verify_server_cert_signed_by_trust_anchor(
-            &cert,
-            &roots,
-            intermediates,
-            now,
-            provider().signature_verification_algorithms.all,
-        )?;
+        chains_to(end_entity, &roots, intermediates, now)?;
         self.revoked.check(end_entity)?;
-        let p = principal_of(end_entity).map_err(rustls::Error::General)?;
-        if p.role != Role::Node {
-            return Err(rustls::Error::General(format!(
-                "the server's certificate is for {p}, not a node of the cluster"
-            )));
-        }
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &provider().signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &provider().signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        provider().signature_verification_algorithms.supported_schemes()
+        is_node(end_entity)
     }
 }
 
-/// Trusts a server whose chain holds a CA certificate of the pinned hash, that CA signed
-/// the server's certificate, and that certificate is a node's.
+impl ServerPolicy for ClusterNode {}
+
+/// A client of this cluster (see the module's text).
 #[derive(Debug)]
-pub(super) struct PinnedVerifier {
+pub(super) struct ClusterClient {
+    pub(super) keys: Arc<Keys>,
+    pub(super) revoked: Arc<Revoked>,
+}
+
+impl ClusterClient {
+    /// webpki's client check against the roots trusted now.
+    fn webpki(&self) -> Arc<dyn ClientCertVerifier> {
+        self.keys.client_verifier.read().clone()
+    }
+}
+
+impl Policy for ClusterClient {
+    fn check(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<(), rustls::Error> {
+        self.webpki().verify_client_cert(end_entity, intermediates, now)?;
+        self.revoked.check(end_entity)
+    }
+}
+
+impl ClientPolicy for ClusterClient {
+    fn mandatory(&self) -> bool {
+        self.webpki().client_auth_mandatory()
+    }
+}
+
+/// A server whose cluster CA has the pinned hash (see the module's text).
+#[derive(Debug)]
+pub(super) struct PinnedNode {
     pub(super) pin: String,
 }
 
-impl ServerCertVerifier for PinnedVerifier {
-    fn verify_server_cert(
+impl Policy for PinnedNode {
+    fn check(
         &self,
         end_entity: &CertificateDer<'_>,
         intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp: &[u8],
         now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
+    ) -> Result<(), rustls::Error> {
         let ca = intermediates
             .iter()
             .find(|c| ca_cert_hash_der(c).is_ok_and(|h| h == self.pin))
@@ -177,52 +226,9 @@ impl ServerCertVerifier for PinnedVerifier {
         roots
             .add(ca.clone().into_owned())
             .map_err(|e| rustls::Error::General(format!("cluster CA certificate: {e}")))?;
-        let cert = rustls::server::ParsedCertificate::try_from(end_entity)?;
-        rustls::client::verify_server_cert_signed_by_trust_anchor(
-            &cert,
-            &roots,
-            &[],
-            now,
-            provider().signature_verification_algorithms.all,
-        )?;
-        let p = principal_of(end_entity).map_err(rustls::Error::General)?;
-        if p.role != Role::Node {
-            return Err(rustls::Error::General(format!(
-                "the server's certificate is for {p}, not a node of the cluster"
-            )));
-        }
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &provider().signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &provider().signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        provider().signature_verification_algorithms.supported_schemes()
+        chains_to(end_entity, &roots, &[], now)?;
+        is_node(end_entity)
     }
 }
+
+impl ServerPolicy for PinnedNode {}
