@@ -15,9 +15,13 @@
 //!
 //! Nothing here talks to the config store: callers pass documents in and out.
 
+mod error;
 pub mod iscsi;
 pub mod nfs;
 pub mod smb;
+
+use error::invalid;
+pub use error::Error;
 
 /// Config-store kind of NFS exports (key `/cairn/gateway/nfs-export/<export id>`).
 pub const NFS_EXPORT: &str = "nfs-export";
@@ -33,7 +37,7 @@ pub const ISCSI_GATEWAY: &str = "iscsi-gateway";
 
 /// Split `VOLUME[/SUBDIR]` into the volume name and an absolute, normalised directory
 /// inside it (`/` for the root). `..` is refused; `.` and repeated slashes are dropped.
-pub fn split_volume_path(spec: &str) -> Result<(String, String), String> {
+pub fn split_volume_path(spec: &str) -> Result<(String, String), Error> {
     let (vol, rest) = match spec.split_once('/') {
         Some((v, r)) => (v, r),
         None => (spec, ""),
@@ -42,23 +46,25 @@ pub fn split_volume_path(spec: &str) -> Result<(String, String), String> {
         || vol.len() > 64
         || !vol.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
     {
-        return Err(format!(
+        return Err(invalid(format!(
             "invalid volume name '{vol}' in '{spec}': expected VOLUME[/SUBDIR], volume names \
              are 1 to 64 characters of A-Z a-z 0-9 _ -"
-        ));
+        )));
     }
     let mut parts = vec![];
     for p in rest.split('/') {
         match p {
             "" | "." => {}
-            ".." => return Err(format!("'{spec}': '..' is not allowed in a subdirectory")),
+            ".." => {
+                return Err(invalid(format!("'{spec}': '..' is not allowed in a subdirectory")))
+            }
             // '\' escapes the next character in Ganesha's quoted strings and continues
             // the line in smb.conf
             p if p.chars().any(|c| c.is_control() || c == '"' || c == '\\') => {
-                return Err(format!(
+                return Err(invalid(format!(
                     "'{spec}': subdirectory names may not contain quotes, backslashes or \
                      control characters"
-                ))
+                )))
             }
             p => parts.push(p),
         }
@@ -69,17 +75,17 @@ pub fn split_volume_path(spec: &str) -> Result<(String, String), String> {
 /// A stored `volume` and `subdir` pair (as [`split_volume_path`] makes them): the volume a
 /// name alone, the subdirectory absolute and in normal form. Both go into rendered configs,
 /// so a document edited by hand must not smuggle text through either.
-pub fn check_volume_subdir(volume: &str, subdir: &str) -> Result<(), String> {
+pub fn check_volume_subdir(volume: &str, subdir: &str) -> Result<(), Error> {
     if volume.contains('/') {
-        return Err(format!("invalid volume name '{volume}': a volume name has no '/'"));
+        return Err(invalid(format!("invalid volume name '{volume}': a volume name has no '/'")));
     }
     split_volume_path(volume)?;
     let (_, normal) = split_volume_path(&format!("{volume}{subdir}"))?;
     if !subdir.starts_with('/') || normal != subdir {
-        return Err(format!(
+        return Err(invalid(format!(
             "invalid subdirectory '{subdir}' of volume {volume}: it must be absolute, without \
              empty or '.' components or a trailing '/' (e.g. {normal})"
-        ));
+        )));
     }
     Ok(())
 }
@@ -135,8 +141,8 @@ mod tests {
         assert_eq!(split_volume_path("vol0").unwrap(), ("vol0".into(), "/".into()));
         assert_eq!(split_volume_path("vol0/").unwrap(), ("vol0".into(), "/".into()));
         assert_eq!(split_volume_path("vol0//a/./b/").unwrap(), ("vol0".into(), "/a/b".into()));
-        assert!(split_volume_path("vol0/a/../b").unwrap_err().contains(".."));
-        assert!(split_volume_path("/a").unwrap_err().contains("invalid volume name"));
+        assert!(split_volume_path("vol0/a/../b").unwrap_err().to_string().contains(".."));
+        assert!(split_volume_path("/a").unwrap_err().to_string().contains("invalid volume name"));
         assert!(split_volume_path("v ol").is_err());
         assert!(split_volume_path("vol0/a\"b").is_err());
         assert!(split_volume_path("vol0/a\\").is_err());

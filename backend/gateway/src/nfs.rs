@@ -7,6 +7,7 @@
 //! Ganesha is changed through its DBus export manager, one export at a time, so an export
 //! Ganesha refuses (say, of a volume that does not exist) never disturbs the others.
 
+use crate::error::{invalid, Error};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -30,14 +31,14 @@ pub enum Squash {
 }
 
 impl Squash {
-    pub fn parse(s: &str) -> Result<Squash, String> {
+    pub fn parse(s: &str) -> Result<Squash, Error> {
         match s.to_ascii_lowercase().replace('-', "_").as_str() {
             "root_squash" | "root" => Ok(Squash::RootSquash),
             "no_root_squash" | "none" | "no_squash" => Ok(Squash::NoRootSquash),
             "all_squash" | "all" => Ok(Squash::AllSquash),
-            _ => Err(format!(
+            _ => Err(invalid(format!(
                 "invalid squash '{s}': expected root_squash, no_root_squash or all_squash"
-            )),
+            ))),
         }
     }
 
@@ -65,13 +66,15 @@ pub enum Delegations {
 }
 
 impl Delegations {
-    pub fn parse(s: &str) -> Result<Delegations, String> {
+    pub fn parse(s: &str) -> Result<Delegations, Error> {
         match s.to_ascii_lowercase().replace(['-', '_'], "").as_str() {
             "none" | "off" => Ok(Delegations::None),
             "read" | "r" => Ok(Delegations::Read),
             "write" | "w" => Ok(Delegations::Write),
             "readwrite" | "rw" | "on" => Ok(Delegations::Readwrite),
-            _ => Err(format!("invalid delegations '{s}': expected none, read, write or readwrite")),
+            _ => Err(invalid(format!(
+                "invalid delegations '{s}': expected none, read, write or readwrite"
+            ))),
         }
     }
 
@@ -120,26 +123,31 @@ pub struct NfsExport {
 impl NfsExport {
     /// The checks that need no cluster: a document that passes renders to a block Ganesha
     /// parses.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), Error> {
         if self.export_id == 0 {
-            return Err("export id 0 is Ganesha's pseudo-fs root; use 1 to 65535".into());
+            return Err(invalid("export id 0 is Ganesha's pseudo-fs root; use 1 to 65535".into()));
         }
         crate::check_volume_subdir(&self.volume, &self.subdir)?;
         check_pseudo(&self.pseudo)?;
         if self.clients.is_empty() {
-            return Err("no clients: give --clients SPEC (e.g. '*' or 10.0.0.0/24)".into());
+            return Err(invalid(
+                "no clients: give --clients SPEC (e.g. '*' or 10.0.0.0/24)".into(),
+            ));
         }
         for c in &self.clients {
             check_client(c)?;
         }
         if self.protocols.is_empty() || self.protocols.iter().any(|p| *p != 3 && *p != 4) {
-            return Err(format!("invalid protocols {:?}: expected 3, 4 or 3,4", self.protocols));
+            return Err(invalid(format!(
+                "invalid protocols {:?}: expected 3, 4 or 3,4",
+                self.protocols
+            )));
         }
         if !self.ds_addrs.is_empty() && !self.pnfs {
-            return Err("--ds-addrs needs --pnfs".into());
+            return Err(invalid("--ds-addrs needs --pnfs".into()));
         }
         if self.pnfs && !self.protocols.contains(&4) {
-            return Err("--pnfs needs NFSv4 (pNFS is NFSv4.1 and later)".into());
+            return Err(invalid("--pnfs needs NFSv4 (pNFS is NFSv4.1 and later)".into()));
         }
         for d in &self.ds_addrs {
             check_ds_addr(d)?;
@@ -212,11 +220,11 @@ impl NfsExport {
 }
 
 /// One `--ds-addrs` entry: `NODE=IPV4:PORT` (FSAL_CAIRN's DS_Addrs takes IPv4 only).
-pub fn check_ds_addr(d: &str) -> Result<(), String> {
+pub fn check_ds_addr(d: &str) -> Result<(), Error> {
     let bad = || {
-        Err(format!(
+        Err(invalid(format!(
             "invalid DS address '{d}': expected NODE=IPV4:PORT (e.g. node1=10.0.0.11:2049)"
-        ))
+        )))
     };
     let Some((node, addr)) = d.split_once('=') else { return bad() };
     if node.is_empty()
@@ -231,20 +239,20 @@ pub fn check_ds_addr(d: &str) -> Result<(), String> {
     }
 }
 
-fn check_pseudo(p: &str) -> Result<(), String> {
+fn check_pseudo(p: &str) -> Result<(), Error> {
     if !p.starts_with('/') || p == "/" {
-        return Err(format!(
+        return Err(invalid(format!(
             "invalid pseudo path '{p}': must be absolute and not '/' (e.g. /vol0)"
-        ));
+        )));
     }
     if p.len() > 1024
         || p.split('/').skip(1).any(|c| c.is_empty() || c == "." || c == "..")
         || p.chars().any(|c| c.is_control() || c == '"' || c == '\\' || c.is_whitespace())
     {
-        return Err(format!(
+        return Err(invalid(format!(
             "invalid pseudo path '{p}': components must be non-empty, not . or .., without \
              quotes, backslashes or whitespace"
-        ));
+        )));
     }
     Ok(())
 }
@@ -255,8 +263,8 @@ fn check_pseudo(p: &str) -> Result<(), String> {
 /// (src/config_parsing/conf_lex.l): a prefix length of 1 to 99 without leading zeros, a
 /// netgroup or host name starting with a letter or '_' (a name with a wildcard may start
 /// with a digit: `10.0.0.*`), and not one of its boolean words.
-pub fn check_client(c: &str) -> Result<(), String> {
-    let bad = |why: &str| Err(format!("invalid client '{c}': {why}"));
+pub fn check_client(c: &str) -> Result<(), Error> {
+    let bad = |why: &str| Err(invalid(format!("invalid client '{c}': {why}")));
     if c == "*" {
         return Ok(());
     }
@@ -310,11 +318,11 @@ pub fn check_client(c: &str) -> Result<(), String> {
 }
 
 /// Split a `--clients` list (commas and/or spaces) and check each entry.
-pub fn parse_clients(spec: &str) -> Result<Vec<String>, String> {
+pub fn parse_clients(spec: &str) -> Result<Vec<String>, Error> {
     let out: Vec<String> =
         spec.split([',', ' ']).map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
     if out.is_empty() {
-        return Err("empty client list".into());
+        return Err(invalid("empty client list".into()));
     }
     for c in &out {
         check_client(c)?;
@@ -324,15 +332,15 @@ pub fn parse_clients(spec: &str) -> Result<Vec<String>, String> {
 
 /// Checks across the set of exports before `new` is stored: pseudo paths and ids are
 /// unique. `existing` excludes the export being replaced.
-pub fn check_unique(new: &NfsExport, existing: &[NfsExport]) -> Result<(), String> {
+pub fn check_unique(new: &NfsExport, existing: &[NfsExport]) -> Result<(), Error> {
     if let Some(e) = existing.iter().find(|e| e.pseudo == new.pseudo) {
-        return Err(format!(
+        return Err(invalid(format!(
             "pseudo path {} is already used by export {} ({}{})",
             new.pseudo, e.export_id, e.volume, e.subdir
-        ));
+        )));
     }
     if existing.iter().any(|e| e.export_id == new.export_id) {
-        return Err(format!("export id {} is already used", new.export_id));
+        return Err(invalid(format!("export id {} is already used", new.export_id)));
     }
     Ok(())
 }
@@ -384,22 +392,22 @@ impl Ganesha {
     /// Render `exports` into the config directory and bring the running Ganesha (if any)
     /// to exactly that set: add new ones, update changed ones, remove the others (export
     /// id 0, the pseudo root, is never touched).
-    pub fn apply(&self, exports: &[NfsExport], servers: &[String]) -> std::io::Result<ApplyReport> {
+    pub fn apply(&self, exports: &[NfsExport], servers: &[String]) -> Result<ApplyReport, Error> {
         let dir = self.exports_dir();
-        std::fs::create_dir_all(&dir)?;
+        std::fs::create_dir_all(&dir).map_err(Error::file("create", &dir))?;
         let mut want: BTreeMap<u16, (String, bool)> = BTreeMap::new();
         for e in exports {
             let text = e.render(servers);
             let path = self.export_file(e.export_id);
             let changed = std::fs::read_to_string(&path).map(|old| old != text).unwrap_or(true);
             if changed {
-                crate::write_atomic(&path, &text)?;
+                crate::write_atomic(&path, &text).map_err(Error::file("write", &path))?;
             }
             want.insert(e.export_id, (text, changed));
         }
         // Files of exports that are gone.
-        for entry in std::fs::read_dir(&dir)? {
-            let entry = entry?;
+        for entry in std::fs::read_dir(&dir).map_err(Error::file("read", &dir))? {
+            let entry = entry.map_err(Error::file("read", &dir))?;
             let name = entry.file_name().to_string_lossy().into_owned();
             let id = name
                 .strip_prefix("export.")
@@ -407,7 +415,8 @@ impl Ganesha {
                 .and_then(|n| n.parse::<u16>().ok());
             if let Some(id) = id {
                 if !want.contains_key(&id) {
-                    std::fs::remove_file(entry.path())?;
+                    std::fs::remove_file(entry.path())
+                        .map_err(Error::file("remove", entry.path()))?;
                 }
             }
         }
@@ -415,13 +424,14 @@ impl Ganesha {
         for id in want.keys() {
             include.push_str(&format!("%include \"{}\"\n", self.export_file(*id).display()));
         }
-        crate::write_atomic(&self.include_file(), &include)?;
+        crate::write_atomic(&self.include_file(), &include)
+            .map_err(Error::file("write", self.include_file()))?;
 
         let mut report = ApplyReport::default();
         let running = match self.running_ids() {
             Ok(r) => r,
             Err(why) => {
-                report.offline_reason = Some(why);
+                report.offline_reason = Some(why.to_string());
                 return Ok(report);
             }
         };
@@ -438,14 +448,14 @@ impl Ganesha {
             };
             match self.call(method, &[&format!("string:{file}"), &format!("string:{expr}")]) {
                 Ok(_) => list.push(id),
-                Err(e) => report.failed.push((id, e)),
+                Err(e) => report.failed.push((id, e.to_string())),
             }
         }
         for id in running {
             if id != 0 && !want.contains_key(&id) {
                 match self.call("RemoveExport", &[&format!("uint16:{id}")]) {
                     Ok(_) => report.removed.push(id),
-                    Err(e) => report.failed.push((id, e)),
+                    Err(e) => report.failed.push((id, e.to_string())),
                 }
             }
         }
@@ -453,14 +463,14 @@ impl Ganesha {
     }
 
     /// Export ids Ganesha serves now; Err if it cannot be reached.
-    pub fn running_ids(&self) -> Result<Vec<u16>, String> {
+    pub fn running_ids(&self) -> Result<Vec<u16>, Error> {
         let out = self.call("ShowExports", &[])?;
         Ok(parse_show_exports(&out))
     }
 
     /// One method call on the export manager through `dbus-send`; stdout, or Ganesha's
     /// (or DBus') error message.
-    fn call(&self, method: &str, args: &[&str]) -> Result<String, String> {
+    fn call(&self, method: &str, args: &[&str]) -> Result<String, Error> {
         let mut cmd = Command::new("dbus-send");
         match &self.bus {
             Some(addr) => cmd.arg(format!("--bus={addr}")),
@@ -474,14 +484,19 @@ impl Ganesha {
             &format!("{IFACE}.{method}"),
         ]);
         cmd.args(args);
-        let out = cmd
-            .output()
-            .map_err(|e| format!("cannot run dbus-send: {e} (install the dbus package)"))?;
+        let out = cmd.output().map_err(|source| Error::Spawn {
+            program: "dbus-send".into(),
+            hint: " (install the dbus package)",
+            source,
+        })?;
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {
             let msg = String::from_utf8_lossy(&out.stderr).trim().to_string();
-            Err(msg.strip_prefix("Error ").unwrap_or(&msg).to_string())
+            Err(Error::Program {
+                program: "dbus-send",
+                message: msg.strip_prefix("Error ").unwrap_or(&msg).to_string(),
+            })
         }
     }
 }
@@ -561,19 +576,19 @@ mod tests {
         }
         e.ds_addrs = vec!["n1=10.0.0.11:2049".into()];
         e.pnfs = false;
-        assert!(e.validate().unwrap_err().contains("--pnfs"));
+        assert!(e.validate().unwrap_err().to_string().contains("--pnfs"));
         e.pnfs = true;
         e.protocols = vec![3];
-        assert!(e.validate().unwrap_err().contains("NFSv4"));
+        assert!(e.validate().unwrap_err().to_string().contains("NFSv4"));
     }
 
     /// Delegations: parsed in Ganesha's spellings, readwrite for a document stored before
     /// the option, kept through a store round trip.
     #[test]
     fn delegations_default_to_readwrite() {
-        assert_eq!(Delegations::parse("RW"), Ok(Delegations::Readwrite));
-        assert_eq!(Delegations::parse("none"), Ok(Delegations::None));
-        assert_eq!(Delegations::parse("read"), Ok(Delegations::Read));
+        assert_eq!(Delegations::parse("RW").ok(), Some(Delegations::Readwrite));
+        assert_eq!(Delegations::parse("none").ok(), Some(Delegations::None));
+        assert_eq!(Delegations::parse("read").ok(), Some(Delegations::Read));
         assert!(Delegations::parse("sometimes").is_err());
         let mut doc = serde_json::to_value(export()).unwrap();
         assert_eq!(doc["delegations"], "read");
@@ -617,7 +632,7 @@ mod tests {
         assert!(export().validate().is_ok());
         let mut e = export();
         e.export_id = 0;
-        assert!(e.validate().unwrap_err().contains("pseudo-fs root"));
+        assert!(e.validate().unwrap_err().to_string().contains("pseudo-fs root"));
         for bad in ["rel", "/", "/a//b", "/a/../b", "/a b", "/a\"b", "/a\\"] {
             let mut e = export();
             e.pseudo = bad.into();
@@ -640,7 +655,7 @@ mod tests {
         assert!(e.validate().is_err());
         let mut e = export();
         e.clients.clear();
-        assert!(e.validate().unwrap_err().contains("--clients"));
+        assert!(e.validate().unwrap_err().to_string().contains("--clients"));
     }
 
     #[test]
@@ -681,11 +696,15 @@ mod tests {
         b.export_id = 8;
         assert!(check_unique(&b, std::slice::from_ref(&a))
             .unwrap_err()
+            .to_string()
             .contains("already used by export 7"));
         b.pseudo = "/other".into();
         assert!(check_unique(&b, std::slice::from_ref(&a)).is_ok());
         b.export_id = 7;
-        assert!(check_unique(&b, std::slice::from_ref(&a)).unwrap_err().contains("id 7"));
+        assert!(check_unique(&b, std::slice::from_ref(&a))
+            .unwrap_err()
+            .to_string()
+            .contains("id 7"));
         assert_eq!(next_id(&[]), Some(1));
         let mut one = export();
         one.export_id = 1;
@@ -738,5 +757,23 @@ mod tests {
         assert!(!g.export_file(7).exists(), "the file of a removed export must go");
         assert!(g.export_file(9).exists());
         assert!(!std::fs::read_to_string(g.include_file()).unwrap().contains("export.7.conf"));
+    }
+
+    /// A config directory that cannot be made: the error names the directory (the old
+    /// `std::io::Error` said only "Not a directory (os error 20)").
+    #[test]
+    fn an_apply_that_cannot_write_names_the_directory() {
+        let d = tempfile::tempdir().unwrap();
+        let conf = d.path().join("not-a-dir");
+        std::fs::write(&conf, "").unwrap();
+        let g = Ganesha { conf_dir: conf.clone(), bus: None };
+        let e = g.apply(&[export()], &["127.0.0.1:7420".into()]).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains(&format!("cannot create {}", conf.join("exports").display())),
+            "{msg}"
+        );
+        let enotdir = std::fs::read_dir(&conf).unwrap_err().raw_os_error();
+        assert_eq!(e.errno(), enotdir, "{msg}");
     }
 }

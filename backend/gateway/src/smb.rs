@@ -7,6 +7,7 @@
 //! `testparm` (and puts the old file back if it fails), then asks smbd to reload
 //! (`smbcontrol smbd reload-config`): no restart, sessions on other shares are untouched.
 
+use crate::error::{invalid, Error};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -29,22 +30,22 @@ pub struct SmbShare {
 const RESERVED: &[&str] = &["global", "homes", "printers", "print$", "ipc$"];
 
 /// A share name: 1 to 80 characters, none of smb.conf's or Windows' special ones.
-pub fn check_name(name: &str) -> Result<(), String> {
+pub fn check_name(name: &str) -> Result<(), Error> {
     if name.is_empty() || name.chars().count() > 80 {
-        return Err(format!("invalid share name '{name}': must be 1 to 80 characters"));
+        return Err(invalid(format!("invalid share name '{name}': must be 1 to 80 characters")));
     }
     if let Some(c) = name.chars().find(|c| "[]/\\:;|=,+*?<>\"%".contains(*c) || c.is_control()) {
-        return Err(format!("invalid share name '{name}': '{c}' is not allowed"));
+        return Err(invalid(format!("invalid share name '{name}': '{c}' is not allowed")));
     }
     if name.starts_with(' ') || name.ends_with(' ') {
-        return Err(format!("invalid share name '{name}': leading or trailing space"));
+        return Err(invalid(format!("invalid share name '{name}': leading or trailing space")));
     }
     // smb.conf's reader makes a run of spaces one: "a  b" would be share "a b"
     if name.contains("  ") {
-        return Err(format!("invalid share name '{name}': two spaces in a row"));
+        return Err(invalid(format!("invalid share name '{name}': two spaces in a row")));
     }
     if RESERVED.iter().any(|r| r.eq_ignore_ascii_case(name)) {
-        return Err(format!("invalid share name '{name}': reserved by Samba"));
+        return Err(invalid(format!("invalid share name '{name}': reserved by Samba")));
     }
     Ok(())
 }
@@ -64,7 +65,7 @@ pub fn same_name(a: &str, b: &str) -> bool {
 }
 
 /// One `--users` entry: a user name (`DOMAIN\\user` allowed) or `@group` / `+group`.
-pub fn check_user(u: &str) -> Result<(), String> {
+pub fn check_user(u: &str) -> Result<(), Error> {
     let bare = u.trim_start_matches(['@', '+', '&']);
     // '\' only between a domain and a user: at the end it would continue the smb.conf line
     if bare.is_empty()
@@ -73,13 +74,13 @@ pub fn check_user(u: &str) -> Result<(), String> {
         || bare.len() > 256
         || bare.chars().any(|c| c.is_control() || c.is_whitespace() || ",;\"=[]".contains(c))
     {
-        return Err(format!("invalid user or group '{u}'"));
+        return Err(invalid(format!("invalid user or group '{u}'")));
     }
     Ok(())
 }
 
 /// Split a `--users` list (commas and/or spaces) and check each entry.
-pub fn parse_users(spec: &str) -> Result<Vec<String>, String> {
+pub fn parse_users(spec: &str) -> Result<Vec<String>, Error> {
     let out: Vec<String> =
         spec.split([',', ' ']).map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
     for u in &out {
@@ -89,27 +90,30 @@ pub fn parse_users(spec: &str) -> Result<Vec<String>, String> {
 }
 
 impl SmbShare {
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), Error> {
         check_name(&self.name)?;
         crate::check_volume_subdir(&self.volume, &self.subdir)?;
         // smb.conf's reader makes a run of spaces one and trims the value's end, and smbd
         // expands %U, %m, ... in a share's path: any of these would serve another directory
         if self.subdir.contains("  ") || self.subdir.ends_with(' ') || self.subdir.contains('%') {
-            return Err(format!(
+            return Err(invalid(format!(
                 "invalid subdirectory '{}' for an SMB share: no '%', no two spaces in a row, \
                  no space at the end",
                 self.subdir
-            ));
+            )));
         }
         for u in &self.users {
             check_user(u)?;
         }
         if self.comment.chars().any(|c| c.is_control()) || self.comment.len() > 256 {
-            return Err("the comment must be one line of at most 256 characters".into());
+            return Err(invalid("the comment must be one line of at most 256 characters".into()));
         }
         // smb.conf continues a line that ends with '\' (or '\ ') onto the next one
         if self.comment.trim_end().ends_with('\\') {
-            return Err(format!("invalid comment '{}': it must not end with '\\'", self.comment));
+            return Err(invalid(format!(
+                "invalid comment '{}': it must not end with '\\'",
+                self.comment
+            )));
         }
         Ok(())
     }
@@ -185,23 +189,24 @@ impl Smbd {
         shares: &[SmbShare],
         servers: &[String],
         reload_unchanged: bool,
-    ) -> Result<ApplyReport, String> {
+    ) -> Result<ApplyReport, Error> {
         let path = self.shares_file();
-        std::fs::create_dir_all(&self.conf_dir)
-            .map_err(|e| format!("cannot create {}: {e}", self.conf_dir.display()))?;
+        std::fs::create_dir_all(&self.conf_dir).map_err(Error::file("create", &self.conf_dir))?;
         let text = render_all(shares, servers);
         let old = std::fs::read_to_string(&path).ok();
         let mut report =
             ApplyReport { changed: old.as_deref() != Some(text.as_str()), ..Default::default() };
         if report.changed {
-            crate::write_atomic(&path, &text)
-                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            crate::write_atomic(&path, &text).map_err(Error::file("write", &path))?;
             if let Err(why) = self.testparm() {
                 let _ = match &old {
                     Some(o) => crate::write_atomic(&path, o),
                     None => std::fs::remove_file(&path),
                 };
-                return Err(format!("testparm refused the configuration (not applied): {why}"));
+                return Err(Error::Program {
+                    program: "testparm",
+                    message: format!("testparm refused the configuration (not applied): {why}"),
+                });
             }
         }
         if !report.changed && !reload_unchanged {
@@ -209,12 +214,12 @@ impl Smbd {
         }
         match self.reload() {
             Ok(()) => report.reloaded = true,
-            Err(why) => report.offline_reason = Some(why),
+            Err(why) => report.offline_reason = Some(why.to_string()),
         }
         Ok(report)
     }
 
-    fn testparm(&self) -> Result<(), String> {
+    fn testparm(&self) -> Result<(), Error> {
         if !self.smb_conf.exists() {
             return Ok(());
         }
@@ -222,7 +227,7 @@ impl Smbd {
             .args(["-s", "--suppress-prompt"])
             .arg(&self.smb_conf)
             .output()
-            .map_err(|e| format!("cannot run testparm: {e}"))?;
+            .map_err(|source| Error::Spawn { program: "testparm".into(), hint: "", source })?;
         let stderr = String::from_utf8_lossy(&out.stderr);
         // testparm exits 0 on warnings; it reports unknown parameters and bad values on
         // stderr with these words.
@@ -233,17 +238,18 @@ impl Smbd {
             })
             .collect();
         if !out.status.success() || !bad.is_empty() {
-            return Err(if bad.is_empty() { stderr.trim().to_string() } else { bad.join("; ") });
+            let message = if bad.is_empty() { stderr.trim().to_string() } else { bad.join("; ") };
+            return Err(Error::Program { program: "testparm", message });
         }
         Ok(())
     }
 
-    fn reload(&self) -> Result<(), String> {
+    fn reload(&self) -> Result<(), Error> {
         let out = Command::new("smbcontrol")
             .arg(format!("--configfile={}", self.smb_conf.display()))
             .args(["smbd", "reload-config"])
             .output()
-            .map_err(|e| format!("cannot run smbcontrol: {e}"))?;
+            .map_err(|source| Error::Spawn { program: "smbcontrol".into(), hint: "", source })?;
         if out.status.success() {
             Ok(())
         } else {
@@ -252,7 +258,8 @@ impl Smbd {
                 String::from_utf8_lossy(&out.stdout).trim(),
                 String::from_utf8_lossy(&out.stderr).trim()
             );
-            Err(if msg.is_empty() { "smbd is not running".into() } else { msg })
+            let message = if msg.is_empty() { "smbd is not running".into() } else { msg };
+            Err(Error::Program { program: "smbcontrol", message })
         }
     }
 }

@@ -36,12 +36,12 @@ pub(crate) struct Failure {
 }
 
 impl Failure {
-    pub(crate) fn usage(message: impl Into<String>) -> Failure {
-        Failure { code: exit::USAGE, message: message.into(), errno: None }
+    pub(crate) fn usage(message: impl std::fmt::Display) -> Failure {
+        Failure { code: exit::USAGE, message: message.to_string(), errno: None }
     }
 
-    pub(crate) fn failed(message: impl Into<String>) -> Failure {
-        Failure { code: exit::FAILED, message: message.into(), errno: None }
+    pub(crate) fn failed(message: impl std::fmt::Display) -> Failure {
+        Failure { code: exit::FAILED, message: message.to_string(), errno: None }
     }
 }
 

@@ -36,19 +36,19 @@ async fn apply_lio(g: &Gw<'_>) -> Result<(SyncReport, BTreeSet<String>), Failure
     tokio::task::spawn_blocking(move || {
         std::fs::create_dir_all(&tcli.conf_dir)
             .map_err(|e| format!("cannot create {}: {e}", tcli.conf_dir.display()))?;
-        let cur = tcli.read()?;
+        let cur = tcli.read().map_err(|e| e.to_string())?;
         let mut managed = tcli.applied();
         let cmds = iscsi::plan(&cur, &want, &managed);
         if cmds.is_empty() {
             let held = cur.sos.keys().cloned().collect();
             return Ok((SyncReport { commands: vec![], dry_run: false, removed: vec![] }, held));
         }
-        let log = tcli.run(&cmds)?;
+        let log = tcli.run(&cmds).map_err(|e| e.to_string())?;
         managed.extend(iqns.iter().cloned());
-        let after = tcli.read_saved(&log)?;
+        let after = tcli.read_saved(&log).map_err(|e| e.to_string())?;
         let left = iscsi::plan(&after, &want, &managed);
         // What is gone for good need not be remembered.
-        tcli.set_applied(&iqns)?;
+        tcli.set_applied(&iqns).map_err(|e| e.to_string())?;
         if !left.is_empty() {
             let errors: Vec<&str> = log
                 .lines()

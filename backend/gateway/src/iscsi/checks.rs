@@ -1,6 +1,7 @@
 //! The checks of what a user gives: LUN names, IQNs, sizes, backing file paths, portals,
 //! CHAP secrets.
 
+use crate::error::{invalid, Error};
 use cairn_proto::{HostPort, Size};
 
 /// Default iSCSI port.
@@ -8,8 +9,8 @@ pub const ISCSI_PORT: u16 = 3260;
 
 /// A LUN name: 1 to 64 of `A-Z a-z 0-9 _ -`, starting with a letter or digit (it names the
 /// storage object and the default backing file).
-pub fn check_lun_name(name: &str) -> Result<(), String> {
-    let bad = |why: &str| Err(format!("invalid LUN name '{name}': {why}"));
+pub fn check_lun_name(name: &str) -> Result<(), Error> {
+    let bad = |why: &str| Err(invalid(format!("invalid LUN name '{name}': {why}")));
     if name.is_empty() || name.len() > 64 {
         return bad("must be 1 to 64 characters");
     }
@@ -25,8 +26,8 @@ pub fn check_lun_name(name: &str) -> Result<(), String> {
 /// An iSCSI name (RFC 3720 3.2.6): `iqn.YYYY-MM.reversed.domain[:anything]`,
 /// `eui.` + 16 hex digits, or `naa.` + 16 or 32 hex digits. `what` names it in messages
 /// ("target IQN", "initiator name").
-pub fn check_iqn(iqn: &str, what: &str) -> Result<(), String> {
-    let bad = |why: String| Err(format!("invalid {what} '{iqn}': {why}"));
+pub fn check_iqn(iqn: &str, what: &str) -> Result<(), Error> {
+    let bad = |why: String| Err(invalid(format!("invalid {what} '{iqn}': {why}")));
     if iqn.len() > 223 {
         return bad("longer than 223 bytes".into());
     }
@@ -77,9 +78,9 @@ pub fn check_iqn(iqn: &str, what: &str) -> Result<(), String> {
 
 /// A LUN size: a [`Size`] (bytes, or a number with a K, M, G, T or P suffix, powers of
 /// 1024 like targetcli), at least 1 MiB, at most 1 EiB and a multiple of 512.
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let bad = |why: &str| Err(format!("invalid size '{s}': {why}"));
-    let bytes = s.parse::<Size>().map_err(|e| e.to_string())?.bytes();
+pub fn parse_size(s: &str) -> Result<u64, Error> {
+    let bad = |why: &str| Err(invalid(format!("invalid size '{s}': {why}")));
+    let bytes = s.parse::<Size>().map_err(|e| invalid(e.to_string()))?.bytes();
     if bytes > 1 << 60 {
         return bad("too large (at most 1 EiB)");
     }
@@ -100,8 +101,8 @@ pub fn format_size(b: u64) -> String {
 /// A backing file path inside the volume: relative, no empty, `.` or `..` components, and
 /// nothing LIO's config string cannot carry (`,` `:` whitespace, control characters).
 /// Returns it without leading slashes.
-pub fn check_path(p: &str) -> Result<String, String> {
-    let bad = |why: &str| Err(format!("invalid backing file path '{p}': {why}"));
+pub fn check_path(p: &str) -> Result<String, Error> {
+    let bad = |why: &str| Err(invalid(format!("invalid backing file path '{p}': {why}")));
     let t = p.trim_start_matches('/');
     if t.is_empty() || t.ends_with('/') {
         return bad("it must name a file inside the volume");
@@ -121,15 +122,15 @@ pub fn check_path(p: &str) -> Result<String, String> {
 
 /// A portal: `IP[:PORT]` or `[IPv6][:PORT]` (a [`HostPort`] whose host is an IP address),
 /// port 3260 by default. Returns (ip, port).
-pub fn parse_portal(p: &str) -> Result<(String, u16), String> {
-    let hp =
-        HostPort::parse(p, ISCSI_PORT).map_err(|e| format!("invalid portal '{p}': {}", e.why))?;
+pub fn parse_portal(p: &str) -> Result<(String, u16), Error> {
+    let hp = HostPort::parse(p, ISCSI_PORT)
+        .map_err(|e| invalid(format!("invalid portal '{p}': {}", e.why)))?;
     match hp.ip() {
         Some(ip) => Ok((ip.to_string(), hp.port())),
-        None => Err(format!(
+        None => Err(invalid(format!(
             "invalid portal '{p}': expected IP[:PORT] or [IPv6][:PORT] (e.g. 0.0.0.0:3260, \
              10.0.0.5)"
-        )),
+        ))),
     }
 }
 
@@ -144,14 +145,14 @@ pub fn portal_string(ip: &str, port: u16) -> String {
 
 /// CHAP user name or secret: 1 to 255 printable ASCII characters without whitespace,
 /// quotes, `=` or `\` (targetcli parses `key=value`).
-pub fn check_chap(what: &str, v: &str) -> Result<(), String> {
+pub fn check_chap(what: &str, v: &str) -> Result<(), Error> {
     if v.is_empty() || v.len() > 255 {
-        return Err(format!("invalid CHAP {what}: must be 1 to 255 characters"));
+        return Err(invalid(format!("invalid CHAP {what}: must be 1 to 255 characters")));
     }
     if v.chars().any(|c| !c.is_ascii_graphic() || "\"'=\\".contains(c)) {
-        return Err(format!(
+        return Err(invalid(format!(
             "invalid CHAP {what}: printable ASCII only, no whitespace, quotes, '=' or '\\'"
-        ));
+        )));
     }
     Ok(())
 }

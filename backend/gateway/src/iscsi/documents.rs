@@ -1,6 +1,7 @@
 //! The documents kept in the config store: LUNs, targets, gateway records, and their checks.
 
 use super::checks::{check_chap, check_iqn, check_lun_name, check_path, parse_portal, parse_size};
+use crate::error::{invalid, Error};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
@@ -78,56 +79,59 @@ pub struct IscsiTarget {
 }
 
 impl IscsiLun {
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), Error> {
         check_lun_name(&self.name)?;
         crate::split_volume_path(&self.volume)?;
         if self.volume.contains('/') {
-            return Err(format!("invalid volume name '{}'", self.volume));
+            return Err(invalid(format!("invalid volume name '{}'", self.volume)));
         }
         // the handler's config string cannot start with '-' (iscsi/cairn_cfg.h)
         if self.volume.starts_with('-') {
-            return Err(format!(
+            return Err(invalid(format!(
                 "volume '{}': the iSCSI handler takes no volume name starting with '-'",
                 self.volume
-            ));
+            )));
         }
         if check_path(&self.path)? != self.path {
-            return Err(format!("backing file path '{}' must not start with '/'", self.path));
+            return Err(invalid(format!(
+                "backing file path '{}' must not start with '/'",
+                self.path
+            )));
         }
         parse_size(&self.size.to_string())?;
         if self.wwn.is_empty() || !self.wwn.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
-            return Err(format!("invalid WWN '{}'", self.wwn));
+            return Err(invalid(format!("invalid WWN '{}'", self.wwn)));
         }
         Ok(())
     }
 
     /// The handler's config string (without the `cairn/` prefix targetcli adds), in LIO's
     /// spelling: `VOLUME@HOST~PORT+HOST~PORT/PATH` (iscsi/cairn_cfg.h).
-    pub fn cfgstring(&self, servers: &[String]) -> Result<String, String> {
+    pub fn cfgstring(&self, servers: &[String]) -> Result<String, Error> {
         let mut lio = vec![];
         for s in servers {
             if s.starts_with('[') || s.matches(':').count() > 1 {
-                return Err(format!(
+                return Err(invalid(format!(
                     "server {s}: LIO's config string cannot carry IPv6 addresses; give the \
                      nodes host names or IPv4 addresses"
-                ));
+                )));
             }
             lio.push(s.replace(':', "~"));
         }
         if lio.is_empty() {
-            return Err("no servers for the config string".into());
+            return Err(invalid("no servers for the config string".into()));
         }
         Ok(format!("{}@{}/{}", self.volume, lio.join("+"), self.path))
     }
 }
 
 impl IscsiTarget {
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), Error> {
         check_iqn(&self.iqn, "target IQN")?;
         let mut seen = BTreeSet::new();
         for p in &self.portals {
             if !seen.insert(parse_portal(p)?) {
-                return Err(format!("portal {p} is listed twice"));
+                return Err(invalid(format!("portal {p} is listed twice")));
             }
         }
         let mut nums = BTreeSet::new();
@@ -135,20 +139,20 @@ impl IscsiTarget {
         for l in &self.luns {
             check_lun_name(&l.name)?;
             if l.lun > 255 {
-                return Err(format!("LUN number {} is out of range 0-255", l.lun));
+                return Err(invalid(format!("LUN number {} is out of range 0-255", l.lun)));
             }
             if !nums.insert(l.lun) {
-                return Err(format!("LUN number {} is used twice", l.lun));
+                return Err(invalid(format!("LUN number {} is used twice", l.lun)));
             }
             if !names.insert(&l.name) {
-                return Err(format!("LUN {} is mapped twice", l.name));
+                return Err(invalid(format!("LUN {} is mapped twice", l.name)));
             }
         }
         let mut inits = BTreeSet::new();
         for a in &self.acls {
             check_iqn(&a.initiator, "initiator name")?;
             if !inits.insert(&a.initiator) {
-                return Err(format!("initiator {} is listed twice", a.initiator));
+                return Err(invalid(format!("initiator {} is listed twice", a.initiator)));
             }
             match (&a.chap_user, &a.chap_password) {
                 (Some(u), Some(p)) => {
@@ -156,16 +160,16 @@ impl IscsiTarget {
                     check_chap("password", p)?;
                 }
                 (None, None) => {}
-                _ => return Err("CHAP needs both a user and a password".into()),
+                _ => return Err(invalid("CHAP needs both a user and a password".into())),
             }
         }
         let with_chap = self.acls.iter().filter(|a| a.chap_user.is_some()).count();
         if with_chap != 0 && with_chap != self.acls.len() {
-            return Err(format!(
+            return Err(invalid(format!(
                 "target {}: either every ACL has CHAP credentials or none (LIO turns \
                  authentication on for the whole portal group)",
                 self.iqn
-            ));
+            )));
         }
         Ok(())
     }

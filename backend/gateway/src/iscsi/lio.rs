@@ -3,6 +3,7 @@
 
 use super::checks::parse_portal;
 use super::documents::{IscsiLun, IscsiTarget};
+use crate::error::{invalid, Error};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A `user:cairn` storage object.
@@ -65,7 +66,7 @@ pub fn desired(
     targets: &[IscsiTarget],
     servers: &[String],
     alua_tag: u16,
-) -> Result<Lio, String> {
+) -> Result<Lio, Error> {
     let group = alua_group(alua_tag);
     let mut lio = Lio::default();
     for l in luns.iter().filter(|l| !l.deleting) {
@@ -91,7 +92,7 @@ pub fn desired(
                 } else {
                     "which does not exist"
                 };
-                return Err(format!("target {} maps LUN {}, {why}", t.iqn, m.name));
+                return Err(invalid(format!("target {} maps LUN {}, {why}", t.iqn, m.name)));
             }
             tg.luns.insert(m.lun, (so_ref(&m.name), group.clone()));
         }
@@ -119,12 +120,13 @@ pub fn desired(
 
 /// The running state from `targetcli saveconfig` JSON (rtslib's dump): every `user:cairn`
 /// storage object and every iSCSI target.
-pub fn parse_saveconfig(text: &str) -> Result<Lio, String> {
+pub fn parse_saveconfig(text: &str) -> Result<Lio, Error> {
     use serde_json::Value;
     let v: Value = if text.trim().is_empty() {
         Value::Object(Default::default())
     } else {
-        serde_json::from_str(text).map_err(|e| format!("not a targetcli saveconfig file: {e}"))?
+        serde_json::from_str(text)
+            .map_err(|e| invalid(format!("not a targetcli saveconfig file: {e}")))?
     };
     let arr = |v: &Value, k: &str| v.get(k).and_then(Value::as_array).cloned().unwrap_or_default();
     let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();

@@ -2,6 +2,7 @@
 //! gateway applied before.
 
 use super::lio::{parse_saveconfig, Lio};
+use crate::error::Error;
 use std::collections::BTreeSet;
 
 /// targetcli preferences [`plan`] relies on, set first in every batch (targetcli runs with
@@ -42,13 +43,13 @@ impl Targetcli {
     }
 
     /// LIO's running configuration, through `targetcli saveconfig` into a file of ours.
-    pub fn read(&self) -> Result<Lio, String> {
+    pub fn read(&self) -> Result<Lio, Error> {
         let _ = std::fs::remove_file(self.running_file());
         let out = self
             .command()
             .arg(format!("saveconfig savefile={}", self.running_file().display()))
             .output()
-            .map_err(|e| format!("cannot run {}: {e}", self.program.display()))?;
+            .map_err(|source| Error::Spawn { program: self.program.clone(), hint: "", source })?;
         self.read_saved(&format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout).trim(),
@@ -59,9 +60,11 @@ impl Targetcli {
     /// The configuration the last [`Targetcli::run`] saved when it finished (what it left
     /// LIO with: no second targetcli start, which takes seconds). `said`: targetcli's
     /// output, for the error.
-    pub fn read_saved(&self, said: &str) -> Result<Lio, String> {
-        let text = std::fs::read_to_string(self.running_file())
-            .map_err(|_| format!("targetcli could not read LIO's configuration: {said}"))?;
+    pub fn read_saved(&self, said: &str) -> Result<Lio, Error> {
+        let text = std::fs::read_to_string(self.running_file()).map_err(|_| Error::Program {
+            program: "targetcli",
+            message: format!("targetcli could not read LIO's configuration: {said}"),
+        })?;
         parse_saveconfig(&text)
     }
 
@@ -70,10 +73,10 @@ impl Targetcli {
     /// configuration survives a reboot) and by a `saveconfig` into our `running.json`.
     /// targetcli goes on after a failed command, so the caller checks the outcome by
     /// reading that state ([`Targetcli::read_saved`]). Returns targetcli's output.
-    pub fn run(&self, cmds: &[String]) -> Result<String, String> {
+    pub fn run(&self, cmds: &[String]) -> Result<String, Error> {
         use std::io::Write;
         std::fs::create_dir_all(self.conf_dir.join("targetcli"))
-            .map_err(|e| format!("cannot create {}: {e}", self.conf_dir.display()))?;
+            .map_err(Error::file("create", &self.conf_dir))?;
         let _ = std::fs::remove_file(self.running_file());
         let mut child = self
             .command()
@@ -81,7 +84,7 @@ impl Targetcli {
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
-            .map_err(|e| format!("cannot run {}: {e}", self.program.display()))?;
+            .map_err(|source| Error::Spawn { program: self.program.clone(), hint: "", source })?;
         let mut script = format!("{TARGETCLI_PREFS}\n");
         for c in cmds {
             script.push_str(c);
@@ -96,8 +99,10 @@ impl Targetcli {
             .take()
             .expect("piped")
             .write_all(script.as_bytes())
-            .map_err(|e| format!("cannot talk to targetcli: {e}"))?;
-        let out = child.wait_with_output().map_err(|e| format!("targetcli: {e}"))?;
+            .map_err(|source| Error::Pipe { what: "cannot talk to targetcli".into(), source })?;
+        let out = child
+            .wait_with_output()
+            .map_err(|source| Error::Pipe { what: "targetcli".into(), source })?;
         Ok(format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),
@@ -118,9 +123,9 @@ impl Targetcli {
             .unwrap_or_default()
     }
 
-    pub fn set_applied(&self, iqns: &BTreeSet<String>) -> Result<(), String> {
+    pub fn set_applied(&self, iqns: &BTreeSet<String>) -> Result<(), Error> {
         let text = serde_json::to_string(iqns).expect("strings serialize");
         crate::write_atomic(&self.applied_file(), &text)
-            .map_err(|e| format!("cannot write {}: {e}", self.applied_file().display()))
+            .map_err(Error::file("write", self.applied_file()))
     }
 }

@@ -52,7 +52,7 @@ fn deleting_luns_leave_lio_and_go_when_no_gateway_holds_them() {
     // a target may not map a LUN being deleted
     let mut t = target();
     t.luns = vec![TargetLun { lun: 0, name: "a".into() }];
-    let e = desired(&luns, &[t], &["h:7420".into()], 1).unwrap_err();
+    let e = desired(&luns, &[t], &["h:7420".into()], 1).unwrap_err().to_string();
     assert!(e.contains("being deleted"), "{e}");
 }
 
@@ -95,7 +95,7 @@ fn names_sizes_portals() {
         ("target1", "must start with iqn."),
         ("eui.123", "16 hex digits"),
     ] {
-        let e = check_iqn(bad, "target IQN").unwrap_err();
+        let e = check_iqn(bad, "target IQN").unwrap_err().to_string();
         assert!(e.contains(why) && e.contains(bad), "{bad}: {e}");
     }
     assert_eq!(parse_size("10G").unwrap(), 10 << 30);
@@ -110,7 +110,7 @@ fn names_sizes_portals() {
         ("-1G", "number"),
         ("99999999999P", "too large"),
     ] {
-        let e = parse_size(bad).unwrap_err();
+        let e = parse_size(bad).unwrap_err().to_string();
         assert!(e.contains(why), "{bad}: {e}");
     }
     assert_eq!(format_size(10 << 30), "10G");
@@ -137,23 +137,23 @@ fn validation() {
     // by the render fuzz tests)
     let mut l = lun("db");
     l.volume = "-vol".into();
-    assert!(l.validate().unwrap_err().contains("starting with '-'"));
+    assert!(l.validate().unwrap_err().to_string().contains("starting with '-'"));
     let mut t = target();
     t.acls.push(Acl {
         initiator: "iqn.2024-01.io.cairn:c2".into(),
         chap_user: None,
         chap_password: None,
     });
-    assert!(t.validate().unwrap_err().contains("every ACL has CHAP"));
+    assert!(t.validate().unwrap_err().to_string().contains("every ACL has CHAP"));
     let mut t = target();
     t.acls[0].chap_password = None;
-    assert!(t.validate().unwrap_err().contains("both a user and a password"));
+    assert!(t.validate().unwrap_err().to_string().contains("both a user and a password"));
     let mut t = target();
     t.luns.push(TargetLun { lun: 0, name: "other".into() });
-    assert!(t.validate().unwrap_err().contains("LUN number 0 is used twice"));
+    assert!(t.validate().unwrap_err().to_string().contains("LUN number 0 is used twice"));
     let mut t = target();
     t.acls[0].chap_user = Some("a b".into());
-    assert!(t.validate().unwrap_err().contains("CHAP user"));
+    assert!(t.validate().unwrap_err().to_string().contains("CHAP user"));
 }
 
 #[test]
@@ -162,7 +162,7 @@ fn cfgstring_is_lio_safe() {
         lun("db").cfgstring(&servers()).unwrap(),
         "vol0@10.0.0.1~7420+10.0.0.2~7420/luns/db.img"
     );
-    assert!(lun("db").cfgstring(&["[::1]:7420".into()]).unwrap_err().contains("IPv6"));
+    assert!(lun("db").cfgstring(&["[::1]:7420".into()]).unwrap_err().to_string().contains("IPv6"));
 }
 
 fn want() -> Lio {
@@ -323,12 +323,12 @@ fn run_saves_the_state_it_leaves() {
     );
     assert_eq!(t.read_saved(&log).unwrap(), parse_saveconfig(&saveconfig(false)).unwrap());
     std::fs::remove_file(&running).unwrap();
-    assert!(t.read_saved("boom").unwrap_err().contains("boom"));
+    assert!(t.read_saved("boom").unwrap_err().to_string().contains("boom"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn desired_needs_mapped_luns() {
-    let e = desired(&[], &[target()], &servers(), 1).unwrap_err();
+    let e = desired(&[], &[target()], &servers(), 1).unwrap_err().to_string();
     assert!(e.contains("maps LUN db, which does not exist"), "{e}");
 }
