@@ -15,6 +15,23 @@ use std::net::IpAddr;
 pub const ALLOW: &str = "auth.allow";
 pub const REJECT: &str = "auth.reject";
 
+/// Why a value of `auth.allow` / `auth.reject` is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AccessError {
+    /// One entry is not an address pattern: the entry, and what a pattern looks like.
+    #[error("'{pattern}' is not an address pattern ({why})")]
+    Pattern { pattern: String, why: String },
+    #[error("the list is empty (use * for every address)")]
+    Empty,
+    /// A stored option that does not parse (the config store edited by hand).
+    #[error("{key}: {source}")]
+    Option {
+        key: &'static str,
+        #[source]
+        source: Box<AccessError>,
+    },
+}
+
 /// One address pattern.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Pattern {
@@ -29,8 +46,9 @@ enum Pattern {
 }
 
 impl Pattern {
-    fn parse(s: &str) -> Result<Pattern, String> {
-        let bad = |why: &str| Err(format!("'{s}' is not an address pattern ({why})"));
+    fn parse(s: &str) -> Result<Pattern, AccessError> {
+        let bad =
+            |why: &str| Err(AccessError::Pattern { pattern: s.to_string(), why: why.to_string() });
         if s == "*" {
             return Ok(Pattern::Any);
         }
@@ -100,16 +118,16 @@ impl Pattern {
 }
 
 /// A comma-separated list of patterns (blanks around entries ignored).
-fn parse_list(value: &str) -> Result<Vec<Pattern>, String> {
+fn parse_list(value: &str) -> Result<Vec<Pattern>, AccessError> {
     let entries: Vec<&str> = value.split(',').map(str::trim).collect();
     if entries.iter().all(|e| e.is_empty()) {
-        return Err("the list is empty (use * for every address)".into());
+        return Err(AccessError::Empty);
     }
     entries.into_iter().filter(|e| !e.is_empty()).map(Pattern::parse).collect()
 }
 
 /// Check a value of `auth.allow` / `auth.reject`.
-pub fn validate(value: &str) -> Result<(), String> {
+pub fn validate(value: &str) -> Result<(), AccessError> {
     parse_list(value).map(|_| ())
 }
 
@@ -130,7 +148,7 @@ impl Default for Rules {
 impl Rules {
     /// From a volume's options. An option that does not parse (the config store edited by
     /// hand: `volume set` validates) lets no client in, rather than every client.
-    pub fn from_options(options: &BTreeMap<String, String>) -> Result<Rules, (Rules, String)> {
+    pub fn from_options(options: &BTreeMap<String, String>) -> Result<Rules, (Rules, AccessError)> {
         let mut r = Rules::default();
         for (key, list) in [(ALLOW, &mut r.allow), (REJECT, &mut r.reject)] {
             if let Some(v) = options.get(key) {
@@ -139,7 +157,7 @@ impl Rules {
                     Err(e) => {
                         return Err((
                             Rules { allow: vec![], reject: vec![] },
-                            format!("{key}: {e}"),
+                            AccessError::Option { key, source: Box::new(e) },
                         ))
                     }
                 }
@@ -255,7 +273,7 @@ mod tests {
             "-1.2.3.4",
             "1.2.3.4:80",
         ] {
-            let e = validate(bad).expect_err(bad);
+            let e = validate(bad).expect_err(bad).to_string();
             assert!(e.contains("pattern") || e.contains("empty"), "{bad}: {e}");
         }
         assert!(validate("10.0.0.0/24, *").is_ok());
@@ -267,7 +285,9 @@ mod tests {
         let mut o = BTreeMap::new();
         o.insert(REJECT.to_string(), "nonsense".to_string());
         let (r, e) = Rules::from_options(&o).unwrap_err();
-        assert!(e.contains("auth.reject"), "{e}");
+        assert!(matches!(&e, AccessError::Option { key: REJECT, .. }), "{e:?}");
+        let msg = e.to_string();
+        assert!(msg.starts_with("auth.reject: 'nonsense' is not an address pattern"), "{msg}");
         assert!(!r.allows(ip("127.0.0.1")));
     }
 }

@@ -100,7 +100,7 @@ pub enum OptionError {
     #[error("invalid value '{value}' for option {key} ({help})")]
     Invalid { key: String, value: String, help: &'static str },
     #[error("invalid value '{value}' for option {key}: {why}")]
-    Access { key: String, value: String, why: String },
+    Access { key: String, value: String, why: crate::access::AccessError },
 }
 
 pub fn validate_option(key: &str, value: &str) -> Result<(), OptionError> {
