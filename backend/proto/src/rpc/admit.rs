@@ -31,7 +31,9 @@ pub(super) fn unauthenticated_refusal(r: &Request) -> RemoteError {
     RemoteError::new(
         Errno::EACCES,
         format!(
-            "permission denied: {what} needs a certificate of the cluster CA; this connection              presented none, and before authentication a node accepts only enrollment (a join              token and a certificate request: cairnd --join)"
+            "permission denied: {what} needs a certificate of the cluster CA; this connection \
+             presented none, and before authentication a node accepts only enrollment (a join \
+             token and a certificate request: cairnd --join)"
         ),
     )
 }

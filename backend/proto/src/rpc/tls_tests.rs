@@ -82,6 +82,8 @@ async fn a_client_without_certificate_may_only_enroll() {
         let e = c.call(r, Bytes::new()).await.expect_err("refused");
         assert_eq!(e.errno, Errno::EACCES, "{e}");
         assert!(e.message.contains("accepts only enrollment"), "{e}");
+        // One sentence, not one with the source's indentation in it.
+        assert!(!e.message.contains("  "), "{e}");
     }
     let e = c
         .call(Request::Mgmt(crate::mgmt::MgmtRequest::PeerStatus), Bytes::new())

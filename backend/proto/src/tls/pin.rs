@@ -32,7 +32,8 @@ pub fn parse_ca_cert_hash(s: &str) -> Result<String, TlsError> {
     let s = s.trim();
     let hexpart = s.strip_prefix(CA_HASH_PREFIX).ok_or_else(|| {
         bad(format!(
-            "CA hash {s:?} does not start with {CA_HASH_PREFIX} (expected sha256:<64 hex digits>,              as 'cairn peer token create' prints)"
+            "CA hash {s:?} does not start with {CA_HASH_PREFIX} (expected sha256:<64 hex digits>, \
+             as 'cairn peer token create' prints)"
         ))
     })?;
     if hexpart.len() != 64 || !hexpart.bytes().all(|c| c.is_ascii_hexdigit()) {

@@ -40,6 +40,7 @@ fn ca_hash_format() {
     ] {
         let e = parse_ca_cert_hash(bad).unwrap_err().to_string();
         assert!(e.contains(why), "{bad}: {e}");
+        assert!(!e.contains("  "), "{bad}: {e}");
     }
 }
 

@@ -216,7 +216,8 @@ impl Policy for PinnedNode {
                     "the server sent no cluster CA certificate to check the CA hash against".into()
                 } else {
                     format!(
-                        "wrong CA hash: the server's cluster CA is {}, not the pinned {}                          (another cluster, or a mistyped --ca-cert-hash)",
+                        "wrong CA hash: the server's cluster CA is {}, not the pinned {} \
+                         (another cluster, or a mistyped --ca-cert-hash)",
                         seen.join(" or "),
                         self.pin
                     )
