@@ -4,7 +4,8 @@
 //! request id. Whoever sends a frame writes it to the socket itself when nobody else is
 //! writing, and queues it for the current writer otherwise ([`crate::outq`]), so a request
 //! or a reply costs no hand-off to a writer task. The server side spawns a task per
-//! request (pipelining) and answers in completion order. The first request on a connection must be HELLO with a matching major version.
+//! request (pipelining) and answers in completion order. The first request on a
+//! connection must be HELLO with a matching major version.
 //!
 //! The module by idea: [`client`] is the calling side ([`Connection`]: connect, call,
 //! close, and the reader that matches replies to callers); [`liveness`] how each side

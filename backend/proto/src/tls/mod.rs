@@ -18,8 +18,9 @@
 //! [`revoked`] the revocation set; [`keys`] the certificate, key and roots a process
 //! presents and trusts (replaced on a reload); [`transport`] the rustls configurations
 //! it connects and serves with; [`verify`] the certificate checks of both ends (one
-//! verifier, three policies); [`pin`] the CA pin a joining node is given; [`enroll`] a joining node's side;
-//! [`explain`] handshake errors in words; [`default`] which transport a process uses.
+//! verifier, three policies); [`pin`] the CA pin a joining node is given; [`enroll`] a
+//! joining node's side; [`explain`] handshake errors in words; [`default`] which
+//! transport a process uses.
 
 mod ca;
 mod credentials;
