@@ -397,6 +397,7 @@ pub(crate) mod fixtures {
             epoch: 7,
             layout_epoch: 1,
             rebalancing: false,
+            layout: vec![],
             status: VolumeStatus::Started,
             replica: 2,
             sets: vec![
@@ -431,6 +432,7 @@ pub(crate) mod fixtures {
             id: 42,
             epoch: 1,
             layout_epoch: 0,
+            layout: vec![],
             rebalancing: false,
             status: VolumeStatus::Created,
             replica: 1,

@@ -129,6 +129,7 @@ fn volume_map() -> VolumeMap {
         epoch: 3,
         layout_epoch: 1,
         rebalancing: false,
+        layout: vec![],
         status: VolumeStatus::Started,
         replica: 2,
         sets: vec![ReplicaSet { id: 1, bricks: vec![brick(0, "node1"), brick(1, "node2")] }],

@@ -23,6 +23,19 @@ impl Volume {
         valid_name(name)?;
         let i = &self.inner;
         let set = i.hashed(dir, name);
+        if i.map().rebalancing {
+            // Since an add-brick the name may still be on the set it hashed to before:
+            // creating it on its new set would make a second file of that name.
+            if let Some(a) = self.lookup_elsewhere(c, dir, name, set).await? {
+                if !exclusive && kind == FileType::Regular && a.kind == FileType::Regular {
+                    return Ok(a);
+                }
+                return Err(err(
+                    Errno::EEXIST,
+                    format!("{}: exists (on another replica set)", String::from_utf8_lossy(name)),
+                ));
+            }
+        }
         let id = Id::new_on_set(set);
         let op =
             Op::Create { dir, name: name.to_vec(), id, kind, perm, rdev, target, exclusive: true };
@@ -67,6 +80,36 @@ impl Volume {
         }
     }
 
+    /// While the volume is `rebalancing`: `name` in `dir` as found on a set other than
+    /// `hashed` (all asked at once), if any.
+    async fn lookup_elsewhere(
+        &self,
+        c: &Creds,
+        dir: Id,
+        name: &[u8],
+        hashed: u32,
+    ) -> Result<Option<Attr>> {
+        let i = &self.inner;
+        let map = i.map();
+        let look = |set: u32| {
+            let op = Op::Lookup { dir, name: name.to_vec() };
+            i.call(Target { set, key: dir }, c, op, Bytes::new())
+        };
+        let others = map.sets.iter().filter(|s| s.id != hashed).map(|s| look(s.id));
+        for r in futures::future::join_all(others).await {
+            match r {
+                Ok((Reply::Entry { attr, linkto: None }, _)) => return Ok(Some(attr)),
+                Ok((Reply::Entry { linkto: Some(target), .. }, _)) => {
+                    return self.getattr_remote(c, target).await.map(Some)
+                }
+                Ok((other, _)) => return Err(unexpected("lookup", &other)),
+                Err(e) if e.errno == Errno::ENOENT || e.errno == Errno::ESTALE => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(None)
+    }
+
     pub async fn create(
         &self,
         c: &Creds,
@@ -97,6 +140,12 @@ impl Volume {
         valid_name(name)?;
         let i = &self.inner;
         let hashed = i.hashed(dir, name);
+        if i.map().rebalancing && self.lookup_elsewhere(c, dir, name, hashed).await?.is_some() {
+            return Err(err(
+                Errno::EEXIST,
+                format!("{}: exists (on another replica set)", String::from_utf8_lossy(name)),
+            ));
+        }
         let id = Id::new_on_set(hashed);
         let op = Op::Mkdir { dir, name: name.to_vec(), id, perm };
         let mut change = i.begin_dirs(&[dir]);
