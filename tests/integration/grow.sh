@@ -35,7 +35,7 @@ vinfo() {
     cairn_cli --json volume info "${VOL:-gv}" | python3 -c '
 import json, sys
 v = json.load(sys.stdin)["volumes"][0]
-print(" ".join(json.dumps(v[k], separators=(",", ":")) for k in sys.argv[1:]))' "$@"
+print(" ".join(json.dumps(v.get(k), separators=(",", ":")) for k in sys.argv[1:]))' "$@"
 }
 
 # --- a tree made before the growth ---------------------------------------------------------
@@ -89,6 +89,8 @@ with open(state + ".errors", "w") as f:
     f.write("\n".join(errors))
 EOF
 writer=$!
+# On a failure, stop the writer before the harness unmounts (keeping the exit status).
+trap 'rc=$?; touch "$CL_DIR/writer.stop"; kill "$writer" 2>/dev/null; wait "$writer" 2>/dev/null; (exit "$rc"); cl_cleanup' EXIT
 
 # --- bad input: refused, nothing changed ----------------------------------------------------
 before=$(vinfo layout_epoch brick_count layout rebalancing)
