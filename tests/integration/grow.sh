@@ -90,7 +90,16 @@ with open(state + ".errors", "w") as f:
 EOF
 writer=$!
 # On a failure, stop the writer before the harness unmounts (keeping the exit status).
-trap 'rc=$?; touch "$CL_DIR/writer.stop"; kill "$writer" 2>/dev/null; wait "$writer" 2>/dev/null; (exit "$rc"); cl_cleanup' EXIT
+stop_writer() {
+    local rc=$?
+    touch "$CL_DIR/writer.stop"
+    if kill -0 "$writer" 2>/dev/null; then
+        kill "$writer" 2>/dev/null
+        wait "$writer" 2>/dev/null || true
+    fi
+    return "$rc"
+}
+trap 'stop_writer; cl_cleanup' EXIT
 
 # --- bad input: refused, nothing changed ----------------------------------------------------
 before=$(vinfo layout_epoch brick_count layout rebalancing)

@@ -12,11 +12,10 @@
 //! If step 1 fails, the new sets are taken out of the record again: nothing changed.
 
 use super::*;
-use crate::peers;
 use bytes::Bytes;
 use cairn_proto::map::VolumeMap;
-use cairn_proto::msg::Op;
-use cairn_proto::{Attr, DirEntry, FileType, Id, SetAttr, SetTime};
+use cairn_proto::msg::{BrickRequest, Op};
+use cairn_proto::{Attr, Creds, DirEntry, FileType, Id, SetAttr, SetTime};
 
 /// How long a new brick may take to come up after it is in the record.
 const BRICK_UP_WAIT: Duration = Duration::from_secs(30);
@@ -398,7 +397,21 @@ async fn on_head(
     loop {
         let map = node.map(name).ok_or_else(|| fail(Errno::ENOENT, format!("no map of {name}")))?;
         let r = match map.set_by_id(set).and_then(|s| cairn_placement::head(s, key)) {
-            Some(b) => peers::call(node, &map, b.index, op.clone(), Bytes::new()).await,
+            // Through the head's service even when the head is a brick of this node
+            // (`peers::call` would apply a local op on the brick alone, unreplicated).
+            Some(b) => {
+                let req = BrickRequest {
+                    volume: name.to_string(),
+                    brick: b.index,
+                    epoch: map.epoch,
+                    creds: Creds::root(),
+                    op: op.clone(),
+                    req: None,
+                    parents: false,
+                    inline: 0,
+                };
+                node.peers.call(&b.addr, &node.name, Request::Brick(req), Bytes::new()).await
+            }
             None => Err(fail(Errno::EHOSTDOWN, format!("no brick of replica set {set} is up"))),
         };
         match r {
