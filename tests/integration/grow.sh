@@ -192,6 +192,15 @@ n2=$(sed -n 's/.*2:\([0-9]*\).*/\1/p' <<<"$spread")
 ((${n2:-0} >= 60 && ${n2:-0} <= 140)) || fail "of 200 new files ${n2:-0} went to the new set 2 (want about half)"
 pass "new files go to the new set at once: $spread"
 
+# Hard links made on 2 sets: a link whose name hashes to the other set than its file's
+# leaves a linkto there.
+python3 - "$m" <<'EOF' || fail "hard links on the 2 x 2 volume"
+import os, sys
+m = sys.argv[1]
+for i in range(0, 120, 4):
+    os.link(f"{m}/d0/f{i}", f"{m}/d1/hl{i}")
+EOF
+
 # --- 2 x 2 -> 3 x 2 --------------------------------------------------------------------------
 grow s3a s3b
 assert_eq '3 6 [1,3,2] true' "$(vinfo layout_epoch brick_count layout rebalancing)" \
@@ -202,6 +211,35 @@ echo "new files after the second add-brick: $spread"
 n3=$(sed -n 's/.*3:\([0-9]*\).*/\1/p' <<<"$spread")
 ((${n3:-0} >= 35 && ${n3:-0} <= 100)) || fail "of 200 new files ${n3:-0} went to the new set 3 (want about a third)"
 pass "new files go to the newest set at once: $spread"
+
+# Unlink the hard links and rename some first-tree files after the layout changed: no name
+# comes back (a linkto left on the set a name hashed to before would bring it back), the
+# files keep their content and inode number.
+python3 - "$m" "$b" "$CL_DIR/before.json" <<'EOF' || fail "unlink and rename after the growth (see above)"
+import hashlib, json, os, sys
+m, b, before = sys.argv[1:4]
+rec = json.load(open(before))
+for i in range(0, 120, 4):
+    os.unlink(f"{m}/d1/hl{i}")
+for i in range(1, 120, 8):
+    os.rename(f"{m}/d1/f{i}", f"{m}/d1/r{i}")
+for mnt in (m, b):
+    names = set(os.listdir(f"{mnt}/d1"))
+    for i in range(0, 120, 4):
+        assert not os.path.lexists(f"{mnt}/d1/hl{i}"), f"{mnt}: d1/hl{i} still there after unlink"
+        assert f"hl{i}" not in names, f"{mnt}: d1/hl{i} listed after unlink"
+        assert os.stat(f"{mnt}/d0/f{i}").st_nlink == 1, f"{mnt}: d0/f{i} nlink"
+    for i in range(1, 120, 8):
+        assert not os.path.lexists(f"{mnt}/d1/f{i}"), f"{mnt}: d1/f{i} still there after rename"
+        with open(f"{mnt}/d1/r{i}", "rb") as f:
+            assert hashlib.sha256(f.read()).hexdigest() == rec[f"d1/f{i}"][0], f"{mnt}: d1/r{i}"
+        assert os.stat(f"{mnt}/d1/r{i}").st_ino == rec[f"d1/f{i}"][1], f"{mnt}: d1/r{i} inode"
+# The renamed files are checked under their new names from here on.
+for i in range(1, 120, 8):
+    rec[f"d1/r{i}"] = rec.pop(f"d1/f{i}")
+json.dump(rec, open(before, "w"))
+EOF
+pass "after the growth: 30 hard links unlinked, 15 files renamed; no name comes back, contents and inode numbers kept (both mounts)"
 
 # --- the writer and everything made before ---------------------------------------------------
 sleep 2

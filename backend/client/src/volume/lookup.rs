@@ -27,7 +27,8 @@ impl Volume {
         };
         let r = look(hashed).await;
         let r = match r {
-            Err(e) if e.errno == Errno::ENOENT && map.rebalancing => {
+            // ESTALE: a set added by add-brick that does not have the directory yet.
+            Err(e) if (e.errno == Errno::ENOENT || e.errno == Errno::ESTALE) && map.rebalancing => {
                 // The layout changed (add-brick) and a rebalance has not settled it: the
                 // name may be on the set it hashed to before, or moving. Ask every other
                 // set at once (one more round trip, not one per set).

@@ -286,18 +286,27 @@ impl Volume {
             i.attrs.invalidate(dir);
             return Err(e);
         }
-        if !is_dir && hashed != home {
-            let r = i
-                .call_ns(
-                    Target { set: hashed, key: dir },
-                    &Creds::root(),
-                    Op::Unlink { dir, name: name.to_vec() },
-                )
-                .await;
-            change.step(hashed, &[dir], &r);
+        // The name's linkto, if it has one: on its hashed set, or, since an add-brick
+        // changed the layout (rebalancing), on the set it hashed to before: any set.
+        let linktos: Vec<u32> = if is_dir {
+            vec![]
+        } else if i.map().rebalancing {
+            i.set_ids().into_iter().filter(|s| *s != home).collect()
+        } else if hashed != home {
+            vec![hashed]
+        } else {
+            vec![]
+        };
+        let root = Creds::root();
+        let calls = linktos.iter().map(|s| {
+            let op = Op::Unlink { dir, name: name.to_vec() };
+            i.call_ns(Target { set: *s, key: dir }, &root, op)
+        });
+        for (s, r) in linktos.iter().zip(futures::future::join_all(calls).await) {
+            change.step(*s, &[dir], &r);
             if let Err(e) = r {
-                if e.errno != Errno::ENOENT {
-                    tracing::warn!(%dir, name = %String::from_utf8_lossy(name), error = %e, "stale linkto left behind");
+                if e.errno != Errno::ENOENT && e.errno != Errno::ESTALE {
+                    tracing::warn!(%dir, name = %String::from_utf8_lossy(name), set = s, error = %e, "stale linkto left behind");
                 }
             }
         }
