@@ -219,16 +219,22 @@ python3 - "$m" "$b" "$CL_DIR/before.json" <<'EOF' || fail "unlink and rename aft
 import hashlib, json, os, sys
 m, b, before = sys.argv[1:4]
 rec = json.load(open(before))
-for i in range(0, 120, 4):
+# Half the links are unlinked, half renamed (a rename leaves no linkto of its old name).
+for i in range(0, 120, 8):
     os.unlink(f"{m}/d1/hl{i}")
+for i in range(4, 120, 8):
+    os.rename(f"{m}/d1/hl{i}", f"{m}/d1/mv{i}")
 for i in range(1, 120, 8):
     os.rename(f"{m}/d1/f{i}", f"{m}/d1/r{i}")
 for mnt in (m, b):
     names = set(os.listdir(f"{mnt}/d1"))
     for i in range(0, 120, 4):
-        assert not os.path.lexists(f"{mnt}/d1/hl{i}"), f"{mnt}: d1/hl{i} still there after unlink"
-        assert f"hl{i}" not in names, f"{mnt}: d1/hl{i} listed after unlink"
-        assert os.stat(f"{mnt}/d0/f{i}").st_nlink == 1, f"{mnt}: d0/f{i} nlink"
+        assert not os.path.lexists(f"{mnt}/d1/hl{i}"), f"{mnt}: d1/hl{i} still there after unlink or rename"
+        assert f"hl{i}" not in names, f"{mnt}: d1/hl{i} listed after unlink or rename"
+        links = 1 if i % 8 == 0 else 2
+        assert os.stat(f"{mnt}/d0/f{i}").st_nlink == links, f"{mnt}: d0/f{i} nlink"
+        if i % 8 == 4:
+            assert os.stat(f"{mnt}/d1/mv{i}").st_ino == rec[f"d0/f{i}"][1], f"{mnt}: d1/mv{i}"
     for i in range(1, 120, 8):
         assert not os.path.lexists(f"{mnt}/d1/f{i}"), f"{mnt}: d1/f{i} still there after rename"
         with open(f"{mnt}/d1/r{i}", "rb") as f:
@@ -239,7 +245,7 @@ for i in range(1, 120, 8):
     rec[f"d1/r{i}"] = rec.pop(f"d1/f{i}")
 json.dump(rec, open(before, "w"))
 EOF
-pass "after the growth: 30 hard links unlinked, 15 files renamed; no name comes back, contents and inode numbers kept (both mounts)"
+pass "after the growth: 15 hard links unlinked, 15 renamed, 15 files renamed; no name comes back, contents and inode numbers kept (both mounts)"
 
 # --- the writer and everything made before ---------------------------------------------------
 sleep 2

@@ -526,9 +526,20 @@ impl Volume {
             change.step(hd, &[dst_dir], &r);
             r?;
         }
-        if hs != home {
-            let r = i.call_ns(Target { set: hs, key: src_dir }, &root, unlink(src_dir, src)).await;
-            change.step(hs, &[src_dir], &r);
+        // The source name's linkto: on its hashed set, or, while rebalancing (the name may
+        // have hashed to another set before add-brick), on any set but the file's.
+        let src_linktos: Vec<u32> = if i.map().rebalancing {
+            i.set_ids().into_iter().filter(|x| *x != home).collect()
+        } else if hs != home {
+            vec![hs]
+        } else {
+            vec![]
+        };
+        let calls = src_linktos
+            .iter()
+            .map(|x| i.call_ns(Target { set: *x, key: src_dir }, &root, unlink(src_dir, src)));
+        for (x, r) in src_linktos.iter().zip(futures::future::join_all(calls).await) {
+            change.step(*x, &[src_dir], &r);
         }
         Ok(())
     }
