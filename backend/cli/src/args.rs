@@ -1202,6 +1202,7 @@ cairn volume add-brick vol0 replica 2 n1:/b/2 n2:/b/2 n3:/b/2 n4:/b/2\n  \
 cairn --json volume info vol0   # layout_epoch, rebalancing"
     )]
     AddBrick {
+        /// Name of the volume to grow.
         name: String,
         /// `[replica N] HOST:/PATH... [force]`
         #[arg(value_name = "ARGS", required = true, num_args = 1.., allow_hyphen_values = true)]
