@@ -39,7 +39,9 @@ impl Volume {
                 // A set added to the volume that does not have this directory yet (add-brick
                 // makes every directory on it; one made meanwhile may be late): it holds no
                 // entry of it. The first set always has it.
-                Err(e) if idx != 0 && e.errno == Errno::ESTALE => (vec![], true),
+                Err(e) if idx != 0 && e.errno == Errno::ESTALE && grown(&i.map(), sets[idx]) => {
+                    (vec![], true)
+                }
                 Err(e) => return Err(e),
                 Ok((other, _)) => return Err(unexpected("readdir", &other)),
             };
@@ -68,4 +70,10 @@ impl Volume {
         }
         Ok((out, idx >= sets.len()))
     }
+}
+
+/// Whether set `set` may lack a directory: the volume's layout changed (`rebalancing`), or
+/// the set is not in the layout yet (add-brick is making its directories).
+fn grown(map: &cairn_proto::map::VolumeMap, set: u32) -> bool {
+    map.rebalancing || (!map.layout.is_empty() && !map.layout.contains(&set))
 }
