@@ -70,7 +70,10 @@ fn mgmt(p: &Principal, m: &MgmtRequest) -> Result<(), RemoteError> {
         M::GatewayList { kind } => {
             need(p, &[Admin, Node, Gateway], || format!("{kind} gateway documents hold secrets"))
         }
-        M::BrickPrepare { .. } | M::BrickReset { .. } | M::HealLocal { .. } => {
+        M::BrickPrepare { .. }
+        | M::BrickReset { .. }
+        | M::BrickAdd { .. }
+        | M::HealLocal { .. } => {
             need(p, &[Node], || format!("{} is sent between cluster nodes", what()))
         }
         M::PeerProbe { .. }
@@ -86,6 +89,7 @@ fn mgmt(p: &Principal, m: &MgmtRequest) -> Result<(), RemoteError> {
         | M::HealFull { .. }
         | M::ResetBrick { .. }
         | M::ReplaceBrick { .. }
+        | M::VolumeAddBrick { .. }
         | M::PeerTokenCreate { .. }
         | M::PeerTokenRevoke { .. }
         | M::CertRecord(_)

@@ -2,10 +2,12 @@
 //! the other nodes. Messages follow the `gluster` CLI's wording where one exists.
 
 mod bricks;
+mod grow;
 mod heal;
 mod volume;
 
 use bricks::*;
+use grow::*;
 use heal::*;
 use volume::*;
 
@@ -418,6 +420,10 @@ pub async fn handle(node: &Arc<Node>, req: MgmtRequest) -> Result<MgmtReply, Rem
             replace_brick(node, &name, &old, &new).await
         }
         req @ MgmtRequest::BrickReset { .. } => brick_reset(node, req).await,
+        MgmtRequest::VolumeAddBrick { name, replica, bricks, force } => {
+            add_brick(node, &name, replica, &bricks, force).await
+        }
+        req @ MgmtRequest::BrickAdd { .. } => brick_add(node, req).await,
     }
 }
 

@@ -1189,4 +1189,23 @@ gluster. OLD's directory is left as it is.",
         /// `force`
         force: String,
     },
+    /// Grow a live volume by whole replica sets; new files use them at once.
+    #[command(
+        name = "add-brick",
+        override_usage = "cairn volume add-brick NAME [replica N] HOST:/PATH... [force]",
+        long_about = "Add whole replica sets to volume NAME while it serves: consecutive groups of the volume's replica count (`replica N`, if given, must equal it) form the new sets, so the brick count must be a multiple of it. Each brick is checked and prepared on its node like `volume create` does, and the volume's directories are made on the new sets (same ids, owners, modes, times and xattrs). Then the layout changes: the layout epoch moves, new names hash over the new sets too, and creates whose names hash there go there at once, with no fix-layout step. Existing files stay where they are and are still found (the volume is `rebalancing`: a name missed on the set it hashes to is looked up on the others) until a rebalance moves them. Clients with an older layout are refused by the bricks and catch up.
+
+Refused, with nothing changed: a wrong number of bricks, a brick already in a volume (this one or another), a host that is not a peer or is down, a stopped volume (start it first), and, unless `force` is given last, two bricks of one new set on the same host, a non-empty brick directory, or a brick on its node's root filesystem (as gluster refuses).",
+        after_help = "EXAMPLES:\n  \
+cairn volume add-brick vol0 node3:/bricks/b1 node4:/bricks/b1\n  \
+cairn volume add-brick vol0 replica 2 n1:/b/2 n2:/b/2 n3:/b/2 n4:/b/2\n  \
+cairn --json volume info vol0   # layout_epoch, rebalancing"
+    )]
+    AddBrick {
+        /// Name of the volume to grow.
+        name: String,
+        /// `[replica N] HOST:/PATH... [force]`
+        #[arg(value_name = "ARGS", required = true, num_args = 1.., allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }

@@ -68,7 +68,9 @@ pub fn volume_info(vols: &[VolumeMap]) -> String {
         let _ = writeln!(o, "Number of Bricks: {}", bricks_line(v));
         let _ = writeln!(o, "Transport-type: tcp");
         if v.rebalancing {
-            let _ = writeln!(o, "Rebalance: in progress");
+            // No rebalance runs yet (docs/rebalance.md): the layout changed and files
+            // whose names hash to another set are found there by looking everywhere.
+            let _ = writeln!(o, "Rebalance: needed (layout epoch {})", v.layout_epoch);
         }
         let _ = writeln!(o, "Bricks:");
         for (i, b) in v.sets.iter().flat_map(|s| s.bricks.iter()).enumerate() {
@@ -397,6 +399,7 @@ pub(crate) mod fixtures {
             epoch: 7,
             layout_epoch: 1,
             rebalancing: false,
+            layout: vec![],
             status: VolumeStatus::Started,
             replica: 2,
             sets: vec![
@@ -431,6 +434,7 @@ pub(crate) mod fixtures {
             id: 42,
             epoch: 1,
             layout_epoch: 0,
+            layout: vec![],
             rebalancing: false,
             status: VolumeStatus::Created,
             replica: 1,
@@ -622,6 +626,11 @@ Options Reconfigured:
 ";
         assert_eq!(volume_info(&[dist_rep(), single()]), expected);
         assert_eq!(volume_info(&[]), "No volumes present\n");
+        let mut grown = single();
+        grown.layout_epoch = 2;
+        grown.rebalancing = true;
+        assert!(volume_info(&[grown])
+            .contains("Transport-type: tcp\nRebalance: needed (layout epoch 2)\nBricks:\n"));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! grammar (`NAME [replica N] HOST:/PATH... [force]`). Messages follow gluster's
 //! `<command>: <name>: failed: <reason>` shape so scripts written for gluster read them.
 
-use cairn_proto::mgmt::VolumeCreate;
+use cairn_proto::mgmt::{MgmtRequest, VolumeCreate};
 use cairn_proto::HostPort;
 
 /// The usage line printed after grammar errors of `volume create`.
@@ -203,6 +203,70 @@ pub fn parse_replace_brick(
     })
 }
 
+pub const ADD_BRICK_USAGE: &str =
+    "Usage: cairn volume add-brick NAME [replica N] HOST:/PATH... [force]";
+
+/// Parse `volume add-brick NAME [replica N] BRICK... [force]` (gluster's grammar). The
+/// brick count against the volume's replica count, the hosts and the paths are checked
+/// by cairnd, which knows the volume.
+pub fn parse_add_brick(name: &str, args: &[String]) -> Result<MgmtRequest, UsageError> {
+    const CMD: &str = "volume add-brick";
+    let err = |reason: String| UsageError::new(CMD, name, reason);
+    check_volume_name(name).map_err(err)?;
+    let mut rest: &[String] = args;
+    let mut replica = None;
+    if rest.first().map(|s| s == "replica").unwrap_or(false) {
+        let Some(n) = rest.get(1) else {
+            return Err(err("'replica' needs a count".into()).with_usage(ADD_BRICK_USAGE));
+        };
+        let n: u32 = n.parse().map_err(|_| {
+            err(format!("replica count '{n}' is not a number")).with_usage(ADD_BRICK_USAGE)
+        })?;
+        if !(1..=MAX_REPLICA).contains(&n) {
+            return Err(err(format!("replica count ({n}) must be between 1 and {MAX_REPLICA}")));
+        }
+        replica = Some(n);
+        rest = &rest[2..];
+    }
+    let force = rest.last().map(|s| s == "force").unwrap_or(false);
+    if force {
+        rest = &rest[..rest.len() - 1];
+    }
+    if rest.is_empty() {
+        return Err(err("no bricks given".into()).with_usage(ADD_BRICK_USAGE));
+    }
+    let mut bricks: Vec<Brick> = Vec::with_capacity(rest.len());
+    for spec in rest {
+        if spec == "force" {
+            return Err(err("'force' must come last".into()).with_usage(ADD_BRICK_USAGE));
+        }
+        if spec == "replica" {
+            return Err(
+                err("'replica N' must come before the bricks".into()).with_usage(ADD_BRICK_USAGE)
+            );
+        }
+        let b = parse_brick(spec).map_err(err)?;
+        if let Some(prev) = bricks.iter().find(|p| p.same_host(&b) && p.path == b.path) {
+            return Err(err(format!("brick {prev} is given more than once")));
+        }
+        bricks.push(b);
+    }
+    if let Some(r) = replica {
+        if !bricks.len().is_multiple_of(r as usize) {
+            return Err(err(format!(
+                "number of bricks ({}) is not a multiple of replica count ({r})",
+                bricks.len()
+            )));
+        }
+    }
+    Ok(MgmtRequest::VolumeAddBrick {
+        name: name.to_string(),
+        replica,
+        bricks: bricks.iter().map(|b| b.to_string()).collect(),
+        force,
+    })
+}
+
 /// Keywords of gluster's `volume create` that Cairn does not implement.
 const UNSUPPORTED: &[&str] =
     &["stripe", "arbiter", "disperse", "disperse-data", "redundancy", "replica-count"];
@@ -393,6 +457,29 @@ mod tests {
         assert!(create_err("v", "n1:/b/c n1:/b").contains("n1:/b/c is inside brick n1:/b"));
         // Same path on different hosts, and sibling paths, are fine.
         create("v", "n1:/b n2:/b n1:/bc").unwrap();
+    }
+
+    #[test]
+    fn add_brick_grammar() {
+        let args = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
+        assert_eq!(
+            parse_add_brick("v", &args("replica 2 n1:/b/3 n2:/b/3 force")).unwrap(),
+            MgmtRequest::VolumeAddBrick {
+                name: "v".into(),
+                replica: Some(2),
+                bricks: vec!["n1:/b/3".into(), "n2:/b/3".into()],
+                force: true,
+            }
+        );
+        let r = parse_add_brick("v", &args("n1:/b/3")).unwrap();
+        assert!(matches!(r, MgmtRequest::VolumeAddBrick { replica: None, force: false, .. }));
+        let e = |s: &str| parse_add_brick("v", &args(s)).unwrap_err().to_string();
+        assert!(e("replica 2 n1:/b/3").contains("not a multiple of replica count (2)"));
+        assert!(e("replica 4 n1:/a n2:/a n3:/a n4:/a").contains("between 1 and"));
+        assert!(e("force").contains("no bricks"));
+        assert!(e("n1:/a force n2:/a").contains("'force' must come last"));
+        assert!(e("n1:/a n1:/a").contains("more than once"));
+        assert!(e("n1:relative").contains("n1:relative"));
     }
 
     #[test]

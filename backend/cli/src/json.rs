@@ -49,6 +49,9 @@ pub struct VolumeJson {
     pub epoch: u64,
     pub layout_epoch: u64,
     pub rebalancing: bool,
+    /// Ids of the sets new names hash over, in ring order (empty: every set).
+    #[serde(default)]
+    pub layout: Vec<u32>,
     pub sets: Vec<SetJson>,
     pub options: BTreeMap<String, String>,
 }
@@ -65,6 +68,7 @@ impl From<&VolumeMap> for VolumeJson {
             epoch: v.epoch,
             layout_epoch: v.layout_epoch,
             rebalancing: v.rebalancing,
+            layout: v.layout.clone(),
             sets: v
                 .sets
                 .iter()
@@ -126,6 +130,7 @@ impl TryFrom<&VolumeJson> for VolumeMap {
             epoch: v.epoch,
             layout_epoch: v.layout_epoch,
             rebalancing: v.rebalancing,
+            layout: v.layout.clone(),
             status,
             replica: v.replica,
             sets,

@@ -292,6 +292,11 @@ fn plan_volume(cmd: &VolumeCmd) -> Result<Plan, UsageError> {
             let req = grammar::parse_replace_brick(&name, old, new, commit, force)?;
             done("volume replace-brick", name, req)
         }
+        VolumeCmd::AddBrick { name, args } => {
+            let name = volume("volume add-brick", name)?;
+            let req = grammar::parse_add_brick(&name, args)?;
+            done("volume add-brick", name, req)
+        }
     })
 }
 

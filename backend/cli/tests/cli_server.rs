@@ -129,6 +129,7 @@ fn volume_map() -> VolumeMap {
         epoch: 3,
         layout_epoch: 1,
         rebalancing: false,
+        layout: vec![],
         status: VolumeStatus::Started,
         replica: 2,
         sets: vec![ReplicaSet { id: 1, bricks: vec![brick(0, "node1"), brick(1, "node2")] }],
@@ -178,6 +179,15 @@ fn sends_the_right_requests() {
         (
             &["peer", "detach", "node2", "force"],
             MgmtRequest::PeerDetach { name: "node2".into(), force: true },
+        ),
+        (
+            &["volume", "add-brick", "vol0", "replica", "2", "n3:/b/1", "n4:/b/1/"],
+            MgmtRequest::VolumeAddBrick {
+                name: "vol0".into(),
+                replica: Some(2),
+                bricks: vec!["n3:/b/1".into(), "n4:/b/1".into()],
+                force: false,
+            },
         ),
     ];
     for (args, expected) in &cases {
@@ -312,6 +322,14 @@ fn usage_errors_exit_2_and_send_nothing() {
     let out = cairn(&srv.addr, &["volume", "create", "vol0", "replica", "2", "a:/b", "a:/c"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("same host"));
+    let out = cairn(&srv.addr, &["volume", "add-brick", "vol0", "replica", "2", "a:/b"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr),
+        "volume add-brick: vol0: failed: number of bricks (1) is not a multiple of replica count (2)\n"
+    );
+    let out = cairn(&srv.addr, &["volume", "add-brick", "vol0", "force"]);
+    assert_eq!(out.status.code(), Some(2));
     let out = cairn(&srv.addr, &["volume", "frobnicate"]);
     assert_eq!(out.status.code(), Some(2));
     let out = cairn(&srv.addr, &["volume", "start", "a.b"]);

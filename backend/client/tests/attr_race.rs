@@ -109,6 +109,7 @@ async fn start() -> (tempfile::TempDir, Arc<TestBrick>, Arc<Volume>) {
         epoch: 1,
         layout_epoch: 1,
         rebalancing: false,
+        layout: vec![],
         status: VolumeStatus::Started,
         replica: 1,
         sets: vec![ReplicaSet {

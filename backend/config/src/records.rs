@@ -34,6 +34,11 @@ pub struct VolumeRecord {
     pub options: BTreeMap<String, String>,
     pub layout_epoch: u64,
     pub rebalancing: bool,
+    /// Ids of the sets names hash over, in ring order; empty: every set in `sets` order.
+    /// A set not in it takes no new names (add-brick's new sets until their directories
+    /// are made, `cairn_placement::grow_layout`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub layout: Vec<u32>,
     /// Bricks taken out of service by `reset-brick start`: their node closes them (they
     /// show `Down`) until `reset-brick commit`.
     #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]

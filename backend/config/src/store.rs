@@ -560,6 +560,7 @@ pub fn build_map(
         epoch,
         layout_epoch: v.layout_epoch,
         rebalancing: v.rebalancing,
+        layout: v.layout.clone(),
         status: v.status,
         replica: v.replica,
         sets,
@@ -1315,6 +1316,7 @@ mod fuzz {
             options: BTreeMap::from([("performance.cache-timeout".into(), "1".into())]),
             layout_epoch: 3,
             rebalancing: false,
+            layout: vec![],
             reset_bricks: Default::default(),
         }
     }

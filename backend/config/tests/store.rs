@@ -32,6 +32,7 @@ fn volume(name: &str, bricks: &[(&str, &str)]) -> VolumeRecord {
         options: BTreeMap::new(),
         layout_epoch: 1,
         rebalancing: false,
+        layout: vec![],
         reset_bricks: Default::default(),
     }
 }
@@ -440,6 +441,11 @@ fn build_map_fills_addresses_and_states() {
     assert_eq!((m.status, m.replica), (VolumeStatus::Started, 2));
     assert_eq!(m.option("cache.size"), Some("1G"));
     assert_eq!(m.sets.iter().map(|s| s.id).collect::<Vec<_>>(), [1, 7]);
+    assert!(m.layout.is_empty(), "names hash over every set");
+    // A set left out of the layout (add-brick filling it with directories) stays out.
+    v.layout = vec![1];
+    assert_eq!(build_map(&v, &peers, &states, 43).layout, [1]);
+    v.layout.clear();
     let b = |i| m.brick(i).unwrap().1.clone();
     assert_eq!(
         (b(0).addr.as_str(), b(0).state, b(0).path.as_str()),

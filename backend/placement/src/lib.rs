@@ -3,8 +3,10 @@
 //! *Elastic hashing.* A name in directory `d` hashes (xxh3-64 seeded by `d`'s id, top 32
 //! bits) into a 32-bit ring split into one contiguous range per replica set. Seeding by
 //! the directory spreads each directory's files differently over the sets. Nothing is
-//! stored per directory: the layout is a function of the volume map (`layout_epoch` tells
-//! when it changed, and while `rebalancing` a miss must be looked up on every set).
+//! stored per directory: the layout is a function of the volume map — its `layout` (the
+//! sets names hash over, in ring order; `grow_layout` places new sets where they move
+//! the fewest names), `layout_epoch` tells when it changed, and while `rebalancing` a
+//! miss must be looked up on every set.
 //!
 //! *Chains.* Within a set the bricks form a chain whose order is rotated by the inode id,
 //! so each brick heads an equal share of the inodes. The head (first brick in the chain
@@ -34,9 +36,72 @@ pub fn range_index(hash: u32, n: usize) -> usize {
     ((hash as u64 * n as u64) >> 32) as usize
 }
 
-/// The replica set a name hashes to.
+/// The replica set a name hashes to: one of the map's layout sets (`VolumeMap::layout`,
+/// every set when it is empty), each owning an equal range of the ring in layout order.
 pub fn hashed_set<'a>(map: &'a VolumeMap, dir: Id, name: &[u8]) -> &'a ReplicaSet {
-    &map.sets[range_index(name_hash(dir, name), map.sets.len())]
+    let h = name_hash(dir, name);
+    if !map.layout.is_empty() {
+        let ring = map.layout_sets();
+        if !ring.is_empty() {
+            return ring[range_index(h, ring.len())];
+        }
+    }
+    &map.sets[range_index(h, map.sets.len())]
+}
+
+/// Share of the ring (of names) whose set differs between layouts `old` and `new` (set
+/// ids in ring order, equal ranges each), as `(numerator, denominator)`: what a rebalance
+/// from `old` to `new` moves.
+pub fn moved_share(old: &[u32], new: &[u32]) -> (u64, u64) {
+    let (n, m) = (old.len() as u64, new.len() as u64);
+    if n == 0 || m == 0 {
+        return (0, 1);
+    }
+    // Work in units of 1/(n*m) of the ring: old range i is [i*m, (i+1)*m), new range j is
+    // [j*n, (j+1)*n). Walk the boundaries of both.
+    let total = n * m;
+    let (mut pos, mut moved) = (0u64, 0u64);
+    let (mut i, mut j) = (0usize, 0usize);
+    while pos < total {
+        let end = ((i as u64 + 1) * m).min((j as u64 + 1) * n);
+        if old[i] != new[j] {
+            moved += end - pos;
+        }
+        pos = end;
+        if pos == (i as u64 + 1) * m {
+            i += 1;
+        }
+        if pos == (j as u64 + 1) * n {
+            j += 1;
+        }
+    }
+    (moved, total)
+}
+
+/// The layout after adding sets `added` to layout `old`: each new set goes, one after the
+/// other, into the ring position that moves the fewest names (`moved_share`). Existing
+/// sets keep their relative order, so a file's set changes only when its range moves to
+/// a neighbour or to a new set. Deterministic: the same inputs give the same layout.
+pub fn grow_layout(old: &[u32], added: &[u32]) -> Vec<u32> {
+    let mut cur = old.to_vec();
+    for &s in added {
+        let mut best: Option<((u64, u64), Vec<u32>)> = None;
+        for pos in 0..=cur.len() {
+            let mut cand = cur.clone();
+            cand.insert(pos, s);
+            let (num, den) = moved_share(old, &cand);
+            // Exact comparison of the fractions; a tie goes to the later position (so one
+            // set added to one is appended).
+            let better = best.as_ref().map(|((bn, bd), _)| {
+                (num as u128) * (*bd as u128) <= (*bn as u128) * (den as u128)
+            });
+            if better.unwrap_or(true) {
+                best = Some(((num, den), cand));
+            }
+        }
+        cur = best.map(|(_, c)| c).unwrap_or(cur);
+    }
+    cur
 }
 
 /// The set an inode id is homed on; falls back to the first set for ids whose home is
@@ -74,6 +139,7 @@ mod tests {
             epoch: 1,
             layout_epoch: 1,
             rebalancing: false,
+            layout: vec![],
             status: VolumeStatus::Started,
             replica: replica as u32,
             sets: (0..sets)
@@ -149,6 +215,83 @@ mod tests {
             b.state = BrickState::Down;
         }
         assert!(head(&m.sets[0], Id(5)).is_none(), "no Up brick: no head");
+    }
+
+    #[test]
+    fn layout_limits_the_sets_names_hash_to() {
+        let mut m = map(3, 2);
+        m.layout = vec![1, 2];
+        for i in 0..5000 {
+            let s = hashed_set(&m, Id(99), format!("f{i}").as_bytes()).id;
+            assert_ne!(s, 3, "set 3 is not in the layout yet");
+        }
+        // The same ring split as a two-set volume's: names do not move while a set joins.
+        let two = map(2, 2);
+        for i in 0..5000 {
+            let n = format!("f{i}");
+            assert_eq!(
+                hashed_set(&m, Id(99), n.as_bytes()).id,
+                hashed_set(&two, Id(99), n.as_bytes()).id
+            );
+        }
+        // Layout order is ring order.
+        m.layout = vec![3, 1, 2];
+        let mut counts = [0u32; 3];
+        for i in 0..30_000 {
+            counts[(hashed_set(&m, Id(5), format!("g{i}").as_bytes()).id - 1) as usize] += 1;
+        }
+        assert!(counts.iter().all(|c| (9_000..11_000).contains(c)), "{counts:?}");
+        // A layout naming no set of the map falls back to every set.
+        m.layout = vec![9];
+        assert_eq!(hashed_set(&m, Id(5), b"x").id, hashed_set(&map(3, 2), Id(5), b"x").id);
+    }
+
+    #[test]
+    fn moved_share_is_exact() {
+        assert_eq!(moved_share(&[1], &[1, 2]), (1, 2));
+        assert_eq!(moved_share(&[1, 2], &[1, 2, 3]), (3, 6), "appending moves half");
+        assert_eq!(moved_share(&[1, 2], &[1, 3, 2]), (2, 6), "in the middle: a third");
+        assert_eq!(moved_share(&[1, 2], &[1, 2]), (0, 4));
+        assert_eq!(moved_share(&[1, 2], &[2, 1]), (4, 4));
+    }
+
+    #[test]
+    fn grow_layout_moves_the_least() {
+        assert_eq!(grow_layout(&[1], &[2]), [1, 2]);
+        // 2 -> 3 sets: a third of the names move (the new set's share), not half.
+        let l = grow_layout(&[1, 2], &[3]);
+        assert_eq!(l, [1, 3, 2]);
+        assert_eq!(moved_share(&[1, 2], &l), (2, 6));
+        // Existing sets keep their order, whatever is added.
+        for n in 1..8u32 {
+            let old: Vec<u32> = (1..=n).collect();
+            let added: Vec<u32> = (n + 1..=n + 3).collect();
+            let new = grow_layout(&old, &added);
+            let kept: Vec<u32> = new.iter().copied().filter(|s| *s <= n).collect();
+            assert_eq!(kept, old);
+            assert_eq!(new.len(), old.len() + added.len());
+            // Never worse than appending.
+            let mut appended = old.clone();
+            appended.extend(&added);
+            let (a, b) = moved_share(&old, &new);
+            let (c, d) = moved_share(&old, &appended);
+            assert!(a * d <= c * b, "n={n}: {new:?} moves {a}/{b}, appending {c}/{d}");
+        }
+        // Checked against a count of real names.
+        let mut before = map(3, 2);
+        before.layout = vec![1, 3, 2];
+        let mut after = map(4, 2);
+        after.layout = grow_layout(&[1, 3, 2], &[4]);
+        let moved = (0..40_000)
+            .filter(|i| {
+                let n = format!("h{i}");
+                hashed_set(&before, Id(7), n.as_bytes()).id
+                    != hashed_set(&after, Id(7), n.as_bytes()).id
+            })
+            .count();
+        let (a, b) = moved_share(&[1, 3, 2], &after.layout);
+        let want = 40_000 * a / b;
+        assert!((moved as u64).abs_diff(want) < 800, "moved {moved}, share {a}/{b}");
     }
 
     #[test]

@@ -64,6 +64,12 @@ pub struct VolumeMap {
     /// `rebalancing` is set, a name missed on its hashed set is looked up everywhere.
     pub layout_epoch: u64,
     pub rebalancing: bool,
+    /// Ids of the sets names hash over, in ring order (`cairn_placement::hashed_set`);
+    /// empty: every set of `sets`, in order. A set missing from it is *joining* (being
+    /// filled with the volume's directories by add-brick) or *draining*: it still holds
+    /// and serves what it has and receives directory-wide operations, but takes no new
+    /// names.
+    pub layout: Vec<u32>,
     pub status: VolumeStatus,
     pub replica: u32,
     pub sets: Vec<ReplicaSet>,
@@ -77,6 +83,14 @@ impl VolumeMap {
 
     pub fn brick(&self, index: u32) -> Option<(&ReplicaSet, &BrickInfo)> {
         self.sets.iter().find_map(|s| s.bricks.iter().find(|b| b.index == index).map(|b| (s, b)))
+    }
+
+    /// The sets names hash over, in ring order (see `layout`).
+    pub fn layout_sets(&self) -> Vec<&ReplicaSet> {
+        if self.layout.is_empty() {
+            return self.sets.iter().collect();
+        }
+        self.layout.iter().filter_map(|id| self.set_by_id(*id)).collect()
     }
 
     pub fn option(&self, key: &str) -> Option<&str> {

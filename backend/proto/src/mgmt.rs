@@ -141,6 +141,25 @@ pub enum MgmtRequest {
     CertRevoke {
         what: String,
     },
+    /// `add-brick VOL [replica N] BRICK... [force]`: add whole replica sets of the
+    /// volume's replica count (`replica`, when given, must equal it). New names hash to
+    /// the new sets at once; the layout epoch moves and the volume is `rebalancing`
+    /// (a name missed on its hashed set is looked up on the others) until a rebalance.
+    VolumeAddBrick {
+        name: String,
+        replica: Option<u32>,
+        bricks: Vec<String>,
+        force: bool,
+    },
+    /// Node to node: check a brick directory of add-brick on this node (not on the root
+    /// filesystem unless `force`, empty unless `force`) and prepare it as brick `index`.
+    BrickAdd {
+        volume: String,
+        volume_id: u128,
+        index: u32,
+        path: String,
+        force: bool,
+    },
 }
 
 /// What a joining node presents to a member: its token and the request for its node

@@ -157,6 +157,7 @@ fn map() -> VolumeMap {
         epoch: 5,
         layout_epoch: 2,
         rebalancing: true,
+        layout: vec![],
         status: VolumeStatus::Started,
         replica: 2,
         sets: vec![ReplicaSet {
@@ -237,6 +238,19 @@ fn every_mgmt_request() -> Vec<MgmtRequest> {
         MgmtRequest::CertRecord(cert_info()),
         MgmtRequest::CertList,
         MgmtRequest::CertRevoke { what: "web1".into() },
+        MgmtRequest::VolumeAddBrick {
+            name: "vol".into(),
+            replica: Some(2),
+            bricks: vec!["n1:/b/5".into(), "n2:/b/5".into()],
+            force: false,
+        },
+        MgmtRequest::BrickAdd {
+            volume: "vol".into(),
+            volume_id: 7,
+            index: 5,
+            path: "/b/5".into(),
+            force: true,
+        },
         MgmtRequest::PeerDetach { name: "n2".into(), force: true },
         MgmtRequest::VolumeStatus { name: None },
         MgmtRequest::BrickPrepare {
@@ -715,6 +729,7 @@ fn volume_map() -> impl Strategy<Value = VolumeMap> {
                 epoch,
                 layout_epoch,
                 rebalancing,
+                layout: vec![],
                 status: [VolumeStatus::Created, VolumeStatus::Started, VolumeStatus::Stopped]
                     [s as usize],
                 replica,

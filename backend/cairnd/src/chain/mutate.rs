@@ -87,6 +87,23 @@ fn admit(node: &Node, map: &VolumeMap, req: &BrickRequest) -> Result<ChainPlan, 
             &format!("not the chain head of {key} (brick {} is)", plan.head),
         ));
     }
+    if let Op::Create { dir, name, .. } = &req.op {
+        // A client routing by an older layout (before an add-brick) would put the new
+        // name on a set it no longer hashes to: it refreshes its map and retries.
+        let hashed = cairn_placement::hashed_set(map, *dir, name).id;
+        if hashed != set.id {
+            return Err(stale(
+                &req.volume,
+                req.brick,
+                &format!(
+                    "{} in {dir} hashes to replica set {hashed} in layout epoch {}, not {}",
+                    String::from_utf8_lossy(name),
+                    map.layout_epoch,
+                    set.id
+                ),
+            ));
+        }
+    }
     if !node.lease_alive() {
         // Self-fencing: the config store may already have declared this node dead and
         // promoted another head; accepting the write could fork the replica set.

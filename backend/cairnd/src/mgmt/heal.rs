@@ -82,6 +82,7 @@ pub(super) async fn call_node(
                 Ok(MgmtReply::HealLocal(heal_local(node, &name, full).await?))
             }
             req @ MgmtRequest::BrickReset { .. } => brick_reset(node, req).await,
+            req @ MgmtRequest::BrickAdd { .. } => brick_add(node, req).await,
             _ => Err(fail(Errno::EINVAL, "not a node-to-node request")),
         };
     }

@@ -138,6 +138,7 @@ pub(super) async fn volume_create(
         options: BTreeMap::new(),
         layout_epoch: 1,
         rebalancing: false,
+        layout: vec![],
         reset_bricks: Default::default(),
     };
     node.store.create_volume(&rec).await.map_err(|e| fail(Errno::EEXIST, format!("{e}")))?;

@@ -27,14 +27,21 @@ impl Volume {
         };
         let r = look(hashed).await;
         let r = match r {
-            Err(e) if e.errno == Errno::ENOENT && map.rebalancing => {
-                // A rebalance may have moved the name: look everywhere.
+            // ESTALE: a set added by add-brick that does not have the directory yet.
+            Err(e) if (e.errno == Errno::ENOENT || e.errno == Errno::ESTALE) && map.rebalancing => {
+                // The layout changed (add-brick) and a rebalance has not settled it: the
+                // name may be on the set it hashed to before, or moving. Ask every other
+                // set at once (one more round trip, not one per set).
+                let others = map.sets.iter().filter(|s| s.id != hashed).map(|s| look(s.id));
                 let mut found = Err(e);
-                for s in map.sets.iter().filter(|s| s.id != hashed) {
-                    let r = look(s.id).await;
-                    if r.is_ok() {
-                        found = r;
-                        break;
+                for r in futures::future::join_all(others).await {
+                    match r {
+                        Ok(r) if found.is_err() => found = Ok(r),
+                        Ok(_) => {}
+                        Err(e) if e.errno == Errno::ENOENT || e.errno == Errno::ESTALE => {}
+                        // Not knowing is not "no such name".
+                        Err(e) if found.is_err() => found = Err(e),
+                        Err(_) => {}
                     }
                 }
                 found

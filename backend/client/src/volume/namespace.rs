@@ -23,6 +23,19 @@ impl Volume {
         valid_name(name)?;
         let i = &self.inner;
         let set = i.hashed(dir, name);
+        if i.map().rebalancing {
+            // Since an add-brick the name may still be on the set it hashed to before:
+            // creating it on its new set would make a second file of that name.
+            if let Some(a) = self.lookup_elsewhere(c, dir, name, set).await? {
+                if !exclusive && kind == FileType::Regular && a.kind == FileType::Regular {
+                    return Ok(a);
+                }
+                return Err(err(
+                    Errno::EEXIST,
+                    format!("{}: exists (on another replica set)", String::from_utf8_lossy(name)),
+                ));
+            }
+        }
         let id = Id::new_on_set(set);
         let op =
             Op::Create { dir, name: name.to_vec(), id, kind, perm, rdev, target, exclusive: true };
@@ -67,6 +80,36 @@ impl Volume {
         }
     }
 
+    /// While the volume is `rebalancing`: `name` in `dir` as found on a set other than
+    /// `hashed` (all asked at once), if any.
+    async fn lookup_elsewhere(
+        &self,
+        c: &Creds,
+        dir: Id,
+        name: &[u8],
+        hashed: u32,
+    ) -> Result<Option<Attr>> {
+        let i = &self.inner;
+        let map = i.map();
+        let look = |set: u32| {
+            let op = Op::Lookup { dir, name: name.to_vec() };
+            i.call(Target { set, key: dir }, c, op, Bytes::new())
+        };
+        let others = map.sets.iter().filter(|s| s.id != hashed).map(|s| look(s.id));
+        for r in futures::future::join_all(others).await {
+            match r {
+                Ok((Reply::Entry { attr, linkto: None }, _)) => return Ok(Some(attr)),
+                Ok((Reply::Entry { linkto: Some(target), .. }, _)) => {
+                    return self.getattr_remote(c, target).await.map(Some)
+                }
+                Ok((other, _)) => return Err(unexpected("lookup", &other)),
+                Err(e) if e.errno == Errno::ENOENT || e.errno == Errno::ESTALE => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(None)
+    }
+
     pub async fn create(
         &self,
         c: &Creds,
@@ -97,6 +140,12 @@ impl Volume {
         valid_name(name)?;
         let i = &self.inner;
         let hashed = i.hashed(dir, name);
+        if i.map().rebalancing && self.lookup_elsewhere(c, dir, name, hashed).await?.is_some() {
+            return Err(err(
+                Errno::EEXIST,
+                format!("{}: exists (on another replica set)", String::from_utf8_lossy(name)),
+            ));
+        }
         let id = Id::new_on_set(hashed);
         let op = Op::Mkdir { dir, name: name.to_vec(), id, perm };
         let mut change = i.begin_dirs(&[dir]);
@@ -237,18 +286,27 @@ impl Volume {
             i.attrs.invalidate(dir);
             return Err(e);
         }
-        if !is_dir && hashed != home {
-            let r = i
-                .call_ns(
-                    Target { set: hashed, key: dir },
-                    &Creds::root(),
-                    Op::Unlink { dir, name: name.to_vec() },
-                )
-                .await;
-            change.step(hashed, &[dir], &r);
+        // The name's linkto, if it has one: on its hashed set, or, since an add-brick
+        // changed the layout (rebalancing), on the set it hashed to before: any set.
+        let linktos: Vec<u32> = if is_dir {
+            vec![]
+        } else if i.map().rebalancing {
+            i.set_ids().into_iter().filter(|s| *s != home).collect()
+        } else if hashed != home {
+            vec![hashed]
+        } else {
+            vec![]
+        };
+        let root = Creds::root();
+        let calls = linktos.iter().map(|s| {
+            let op = Op::Unlink { dir, name: name.to_vec() };
+            i.call_ns(Target { set: *s, key: dir }, &root, op)
+        });
+        for (s, r) in linktos.iter().zip(futures::future::join_all(calls).await) {
+            change.step(*s, &[dir], &r);
             if let Err(e) = r {
-                if e.errno != Errno::ENOENT {
-                    tracing::warn!(%dir, name = %String::from_utf8_lossy(name), error = %e, "stale linkto left behind");
+                if e.errno != Errno::ENOENT && e.errno != Errno::ESTALE {
+                    tracing::warn!(%dir, name = %String::from_utf8_lossy(name), set = s, error = %e, "stale linkto left behind");
                 }
             }
         }
@@ -468,9 +526,20 @@ impl Volume {
             change.step(hd, &[dst_dir], &r);
             r?;
         }
-        if hs != home {
-            let r = i.call_ns(Target { set: hs, key: src_dir }, &root, unlink(src_dir, src)).await;
-            change.step(hs, &[src_dir], &r);
+        // The source name's linkto: on its hashed set, or, while rebalancing (the name may
+        // have hashed to another set before add-brick), on any set but the file's.
+        let src_linktos: Vec<u32> = if i.map().rebalancing {
+            i.set_ids().into_iter().filter(|x| *x != home).collect()
+        } else if hs != home {
+            vec![hs]
+        } else {
+            vec![]
+        };
+        let calls = src_linktos
+            .iter()
+            .map(|x| i.call_ns(Target { set: *x, key: src_dir }, &root, unlink(src_dir, src)));
+        for (x, r) in src_linktos.iter().zip(futures::future::join_all(calls).await) {
+            change.step(*x, &[src_dir], &r);
         }
         Ok(())
     }

@@ -4,7 +4,7 @@ use super::{unexpected, Target, Volume};
 use crate::Result;
 use bytes::Bytes;
 use cairn_proto::msg::{Op, Reply};
-use cairn_proto::{Creds, DirEntry, FileType, Id};
+use cairn_proto::{Creds, DirEntry, Errno, FileType, Id};
 
 impl Volume {
     /// List a directory from `cookie` (0 = start). Cookies are stable across calls and
@@ -33,10 +33,17 @@ impl Volume {
             let want = max - out.len() as u32;
             let op = Op::ReadDir { dir, cookie: sub, max: want, plus };
             let found = i.begin_tokens();
-            let (r, _) = i.call(Target { set: sets[idx], key: dir }, c, op, Bytes::new()).await?;
+            let r = i.call(Target { set: sets[idx], key: dir }, c, op, Bytes::new()).await;
             let (entries, eof) = match r {
-                Reply::Dir { entries, eof } => (entries, eof),
-                other => return Err(unexpected("readdir", &other)),
+                Ok((Reply::Dir { entries, eof }, _)) => (entries, eof),
+                // A set added to the volume that does not have this directory yet (add-brick
+                // makes every directory on it; one made meanwhile may be late): it holds no
+                // entry of it. The first set always has it.
+                Err(e) if idx != 0 && e.errno == Errno::ESTALE && grown(&i.map(), sets[idx]) => {
+                    (vec![], true)
+                }
+                Err(e) => return Err(e),
+                Ok((other, _)) => return Err(unexpected("readdir", &other)),
             };
             let last_cookie = entries.last().map(|e| e.cookie);
             for mut e in entries {
@@ -63,4 +70,10 @@ impl Volume {
         }
         Ok((out, idx >= sets.len()))
     }
+}
+
+/// Whether set `set` may lack a directory: the volume's layout changed (`rebalancing`), or
+/// the set is not in the layout yet (add-brick is making its directories).
+fn grown(map: &cairn_proto::map::VolumeMap, set: u32) -> bool {
+    map.rebalancing || (!map.layout.is_empty() && !map.layout.contains(&set))
 }

@@ -1,0 +1,134 @@
+//! add-brick against a real `cairnd` (docs/rebalance.md): after a 1-set volume grows to
+//! 2 sets, a client that was mounted before still finds every old file, cannot create a
+//! second file of a name that now hashes to the new set, and a brick refuses a create of a
+//! name that does not hash to its set (what a client with the old layout would send).
+
+mod common;
+
+use bytes::Bytes;
+use cairn_client::{Creds, Errno, Id};
+use cairn_proto::mgmt::MgmtRequest;
+use cairn_proto::msg::{BrickRequest, Op, Request};
+use cairn_proto::FileType;
+use common::Cluster;
+use std::time::{Duration, Instant};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grown_volume_finds_old_files_and_refuses_duplicates() {
+    let c = Cluster::start();
+    let (b0, b1) = (c.path("b0"), c.path("b1"));
+    std::fs::create_dir_all(&b0).unwrap();
+    c.volume("v", 1, &[&b0]).await;
+    let vol = c.mount("v").await.unwrap();
+    let root = Creds::root();
+    let d = vol.mkdir(&root, Id::ROOT, b"d", 0o755).await.unwrap();
+    let mut old = vec![];
+    for i in 0..40 {
+        let name = format!("f{i}");
+        old.push((
+            name.clone(),
+            vol.create(&root, d.id, name.as_bytes(), 0o644, true).await.unwrap(),
+        ));
+    }
+
+    // Bad input first: nothing changes.
+    let e = c
+        .mgmt(MgmtRequest::VolumeAddBrick {
+            name: "v".into(),
+            replica: Some(2),
+            bricks: vec![format!("t1:{}", b1.display()), format!("t1:{}/x", b1.display())],
+            force: true,
+        })
+        .await
+        .unwrap_err();
+    assert!(e.message.contains("replica count"), "{e}");
+    let e = c
+        .mgmt(MgmtRequest::VolumeAddBrick {
+            name: "v".into(),
+            replica: None,
+            bricks: vec![format!("t1:{}", b0.display())],
+            force: true,
+        })
+        .await
+        .unwrap_err();
+    assert!(e.message.contains("already a brick of volume v"), "{e}");
+    assert_eq!(vol.map().sets.len(), 1);
+
+    std::fs::create_dir_all(&b1).unwrap();
+    c.mgmt(MgmtRequest::VolumeAddBrick {
+        name: "v".into(),
+        replica: None,
+        bricks: vec![format!("t1:{}", b1.display())],
+        force: true,
+    })
+    .await
+    .unwrap();
+    // The mounted client gets the new map pushed.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while vol.map().layout_epoch < 2 {
+        assert!(Instant::now() < deadline, "the client never got layout epoch 2");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let map = vol.map();
+    assert!(map.rebalancing);
+    assert_eq!(map.layout, [1, 2]);
+    assert!(b1.join("data/d").is_dir(), "directory d made on the new set");
+
+    let moved: Vec<_> = old
+        .iter()
+        .filter(|(n, _)| cairn_placement::hashed_set(&map, d.id, n.as_bytes()).id == 2)
+        .collect();
+    assert!(moved.len() >= 5, "{} of 40 names hash to the new set", moved.len());
+    for (name, a) in &old {
+        let found = vol.lookup(&root, d.id, name.as_bytes()).await.unwrap();
+        assert_eq!(found.id, a.id, "{name}");
+    }
+    for (name, a) in &moved {
+        // Exclusive: EEXIST, though the name is not on the set it hashes to now.
+        let e = vol.create(&root, d.id, name.as_bytes(), 0o644, true).await.unwrap_err();
+        assert_eq!(e.errno, Errno::EEXIST, "{name}: {e}");
+        // Not exclusive: the existing file.
+        let got = vol.create(&root, d.id, name.as_bytes(), 0o644, false).await.unwrap();
+        assert_eq!(got.id, a.id, "{name}");
+        let e = vol.mkdir(&root, d.id, name.as_bytes(), 0o755).await.unwrap_err();
+        assert_eq!(e.errno, Errno::EEXIST, "mkdir {name}: {e}");
+        assert!(!b1.join("data/d").join(name).exists(), "{name} made on the new set");
+    }
+    let (entries, _) = vol.readdir(&root, d.id, 0, 4096, false).await.unwrap();
+    let files = entries.iter().filter(|e| e.kind == FileType::Regular).count();
+    assert_eq!(files, 40, "each name listed once");
+
+    // A create by a client routing by the old layout (every name to set 1) is refused
+    // by set 1's head: the client refreshes its map and retries.
+    let conn = c.cli().await;
+    let name = (0..1000)
+        .map(|i| format!("new{i}"))
+        .find(|n| cairn_placement::hashed_set(&map, d.id, n.as_bytes()).id == 2)
+        .unwrap();
+    let req = BrickRequest {
+        volume: "v".into(),
+        brick: 0,
+        epoch: map.epoch,
+        creds: Creds::root(),
+        op: Op::Create {
+            dir: d.id,
+            name: name.clone().into_bytes(),
+            id: Id::new_on_set(1),
+            kind: FileType::Regular,
+            perm: 0o644,
+            rdev: 0,
+            target: None,
+            exclusive: true,
+        },
+        req: None,
+        parents: false,
+        inline: 0,
+    };
+    let e = conn.call(Request::Brick(req), Bytes::new()).await.unwrap_err();
+    assert_eq!(e.errno, Errno::ESTALEMAP, "{e}");
+    assert!(e.message.contains("hashes to replica set 2"), "{e}");
+    // Through the client it lands on the new set.
+    vol.create(&root, d.id, name.as_bytes(), 0o644, true).await.unwrap();
+    assert!(b1.join("data/d").join(&name).is_file());
+    assert!(!b0.join("data/d").join(&name).exists());
+}
