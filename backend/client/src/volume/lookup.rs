@@ -25,6 +25,7 @@ impl Volume {
             let op = Op::Lookup { dir, name: name.to_vec() };
             i.call_with(Target { set, key: dir }, c, op, Bytes::new(), false, inline)
         };
+        let mut at = hashed;
         let r = look(hashed).await;
         let r = match r {
             Err(e) if e.errno == Errno::ENOENT && map.rebalancing => {
@@ -34,6 +35,7 @@ impl Volume {
                     let r = look(s.id).await;
                     if r.is_ok() {
                         found = r;
+                        at = s.id;
                         break;
                     }
                 }
@@ -43,7 +45,7 @@ impl Volume {
         };
         let attr = match r? {
             (Reply::EntryData { attr }, data) => {
-                i.remember_found(found, dir, name, &attr);
+                i.remember_found(found, at, dir, name, &attr);
                 i.data.put(token, &attr, c, data);
                 return Ok(attr);
             }
@@ -51,10 +53,14 @@ impl Volume {
         };
         let attr = match attr {
             Reply::Entry { attr, linkto: None } => attr,
-            Reply::Entry { linkto: Some(target), .. } => self.getattr_remote(c, target).await?,
+            Reply::Entry { linkto: Some(target), .. } => {
+                // Fetched (and cached) at its own head: only the name is learnt here.
+                at = u32::MAX;
+                self.getattr_remote(c, target).await?
+            }
             other => return Err(unexpected("lookup", &other)),
         };
-        i.remember_found(found, dir, name, &attr);
+        i.remember_found(found, at, dir, name, &attr);
         Ok(attr)
     }
 
@@ -195,7 +201,7 @@ impl Volume {
             };
             cur = Id::ROOT;
             for (d, a) in dirs.iter().zip(attrs.iter()) {
-                i.remember_found(found, cur, d, a);
+                i.remember_found(found, first, cur, d, a);
                 cur = a.id;
             }
             if attrs.len() < dirs.len() {
