@@ -140,8 +140,6 @@ struct cairn_mount {
 	uint64_t dev;
 	struct cairn_nidx *nidx;	/* case-insensitive name indexes */
 	struct cairn_dslot *dcache;	/* directory lookups of path walks */
-	struct cairn_dattr *dattr;	/* directories' attributes and xattrs */
-	struct cairn_fattr *fattr;	/* regular files' attributes */
 	struct cairn_xslot *xcache;	/* extended attributes */
 	int nidx_count;
 	int nidx_ms;			/* how long an index is trusted */
@@ -161,8 +159,11 @@ struct cairn_fh {
 	bool opened;		/* cairn_open done, cairn_release due at close */
 	bool is_dir;
 	/*
-	 * Attributes fetched by openat, handed to the fstat smbd issues right after
-	 * the open (one use only), saving a round trip per open.
+	 * Attributes this open just fetched (a create's, a lookup's, a listing's), handed
+	 * to the fstat smbd issues right after it (one use only; not a cache: any other
+	 * operation on the handle ends it), saving a call into libcairn per open (which
+	 * caches a create's or a listing's attributes too, under the lease its brick
+	 * granted, when they are the inode's head's copy).
 	 */
 	bool attr_fresh;
 	cairn_attr_t attr;
@@ -323,10 +324,6 @@ static void cairn_nidx_drop(struct cairn_mount *m, struct cairn_nidx *x)
 	TALLOC_FREE(x);
 }
 
-static void cairn_dattr_drop(struct cairn_mount *m, const cairn_id_t *id);
-static void cairn_dattr_clear(struct cairn_mount *m);
-static void cairn_fattr_drop(struct cairn_mount *m, const cairn_id_t *id);
-static void cairn_fattr_clear(struct cairn_mount *m);
 static struct timespec cairn_xcache_drop(struct cairn_mount *m,
 					 const cairn_id_t *id);
 static void cairn_xcache_clear(struct cairn_mount *m);
@@ -358,13 +355,9 @@ static void cairn_nidx_drain(void)
 		struct cairn_nidx *x = NULL, *next = NULL;
 
 		if (all) {
-			cairn_dattr_clear(m);
-			cairn_fattr_clear(m);
 			cairn_xcache_clear(m);
 		}
 		for (i = 0; i < n; i++) {
-			cairn_dattr_drop(m, &ids[i]);
-			cairn_fattr_drop(m, &ids[i]);
 			cairn_xcache_drop(m, &ids[i]);
 		}
 		if (!all && !entries) {
@@ -481,7 +474,6 @@ static void cairn_nidx_added(struct vfs_handle_struct *handle,
 {
 	struct cairn_nidx *x = cairn_nidx_find(cairn_cc(handle)->m, dir);
 
-	cairn_dattr_drop(cairn_cc(handle)->m, dir);
 	if (x != NULL) {
 		cairn_nidx_insert(x, name);
 	}
@@ -492,7 +484,6 @@ static void cairn_nidx_removed(struct vfs_handle_struct *handle,
 {
 	struct cairn_nidx *x = cairn_nidx_find(cairn_cc(handle)->m, dir);
 
-	cairn_dattr_drop(cairn_cc(handle)->m, dir);
 	if (x != NULL) {
 		cairn_nidx_remove(x, name);
 	}
@@ -693,220 +684,18 @@ static void cairn_dcache_put(struct cairn_mount *m, const cairn_creds_t *cr,
 }
 
 /*
- * Directories' attributes. smbd stats the parent directory several times per create; a
- * directory's attributes take a round trip to every replica set. Each smbd process keeps
- * them for a few directories, under the same rules as the name index: the getattr took a
- * lease on the directory on every set, any other client's change to it recalls that
- * lease and the upcall drops the entry; this process's own changes drop it too (its
- * times moved); nothing is kept longer than cairn:name cache ms. Their extended
- * attributes (security.NTACL, read on the parent at every create) are in the xattr
- * cache below, which a create in the directory leaves alone.
+ * Attributes of files and directories come from libcairn's cache (cairn_getattr): it
+ * keeps only the copy the inode's own chain head holds (a new file is headed by its
+ * directory's head, so a create's or lookup's reply is that copy), under a lease that
+ * another client's change recalls before it completes, and it merges a directory's
+ * times over every replica set. This process's own changes update it (each renews the
+ * lease); a read that moved the atime (relatime) drops it. smbd's durable reconnects compare the stat taken at disconnect
+ * with one another process reads, so the cache must never hold another copy.
  */
-#define CAIRN_DATTR_SLOTS 1024
-
-struct cairn_dattr {
-	bool used;
-	cairn_id_t id;
-	cairn_attr_t attr;
-	struct timespec when;
-};
-
-static struct cairn_dattr *cairn_dattr_slot(struct cairn_mount *m,
-					    const cairn_id_t *id, bool create)
+static int cairn_attr(struct cairn_mount *m, const cairn_creds_t *cr,
+		      cairn_id_t id, cairn_attr_t *a)
 {
-	uint32_t h = 2166136261u;
-	size_t i;
-
-	if (m->dattr == NULL) {
-		if (!create || m->nidx_ms <= 0) {
-			return NULL;
-		}
-		m->dattr = talloc_zero_array(m, struct cairn_dattr,
-					     CAIRN_DATTR_SLOTS);
-		if (m->dattr == NULL) {
-			return NULL;
-		}
-	}
-	for (i = 0; i < sizeof(id->bytes); i++) {
-		h = (h ^ id->bytes[i]) * 16777619u;
-	}
-	return &m->dattr[h % CAIRN_DATTR_SLOTS];
-}
-
-static void cairn_dattr_reset(struct cairn_dattr *d)
-{
-	d->used = false;
-}
-
-static void cairn_dattr_drop(struct cairn_mount *m, const cairn_id_t *id)
-{
-	struct cairn_dattr *d = cairn_dattr_slot(m, id, false);
-
-	if (d != NULL && d->used && cairn_id_eq(&d->id, id)) {
-		cairn_dattr_reset(d);
-	}
-}
-
-static void cairn_dattr_clear(struct cairn_mount *m)
-{
-	TALLOC_FREE(m->dattr);
-}
-
-/* The cached entry of directory id, if still trusted. */
-static struct cairn_dattr *cairn_dattr_get(struct cairn_mount *m,
-					   const cairn_id_t *id)
-{
-	struct cairn_dattr *d = NULL;
-	struct timespec now;
-
-	cairn_nidx_drain();
-	d = cairn_dattr_slot(m, id, false);
-	if (d == NULL || !d->used || !cairn_id_eq(&d->id, id)) {
-		return NULL;
-	}
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	if (nsec_time_diff(&now, &d->when) / 1000000 >= m->nidx_ms) {
-		cairn_dattr_reset(d);
-		return NULL;
-	}
-	return d;
-}
-
-/* getattr of a directory through the cache. */
-static int cairn_dir_getattr(struct cairn_mount *m, const cairn_creds_t *cr,
-			     cairn_id_t id, cairn_attr_t *a)
-{
-	struct cairn_dattr *d = cairn_dattr_get(m, &id);
-	uint64_t gen;
-	struct timespec t0;
-	int ret;
-
-	if (d != NULL) {
-		*a = d->attr;
-		return 0;
-	}
-	gen = cairn_inval_generation();
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	ret = cairn_getattr(m->fs, cr, id, a);
-	if (ret < 0 || a->type != DT_DIR || cairn_inval_generation() != gen) {
-		return ret;	/* a recall raced: do not keep it */
-	}
-	d = cairn_dattr_slot(m, &id, true);
-	if (d != NULL) {
-		cairn_dattr_reset(d);
-		d->used = true;
-		d->id = id;
-		d->attr = *a;
-		d->when = t0;
-	}
-	return ret;
-}
-
-/*
- * Regular files' attributes, for the fstats smbd repeats on an open handle (a delete is
- * four of them). Same lease rules as the directory cache: the getattr took a lease on the
- * file, another client's change recalls it and the upcall drops the entry. This
- * process's own reads (atime), writes, setattrs, fallocates and xattr changes drop it
- * before and after the call; nothing is stored while one of this process's writes is in
- * flight on the thread pool, or when a recall raced with the getattr. Durable handles
- * compare the stat taken at disconnect with the one read at reconnect by another
- * process: a cached stat is only ever one no change has been made since.
- */
-#define CAIRN_FATTR_SLOTS 256
-
-struct cairn_fattr {
-	bool used;
-	cairn_id_t id;
-	cairn_attr_t attr;
-	struct timespec when;
-};
-
-static int cairn_writes_inflight;
-
-static struct cairn_fattr *cairn_fattr_slot(struct cairn_mount *m,
-					    const cairn_id_t *id, bool create)
-{
-	uint32_t h = 2166136261u;
-	size_t i;
-
-	if (m->fattr == NULL) {
-		if (!create || m->nidx_ms <= 0) {
-			return NULL;
-		}
-		m->fattr = talloc_zero_array(m, struct cairn_fattr,
-					     CAIRN_FATTR_SLOTS);
-		if (m->fattr == NULL) {
-			return NULL;
-		}
-	}
-	for (i = 0; i < sizeof(id->bytes); i++) {
-		h = (h ^ id->bytes[i]) * 16777619u;
-	}
-	return &m->fattr[h % CAIRN_FATTR_SLOTS];
-}
-
-static void cairn_fattr_drop(struct cairn_mount *m, const cairn_id_t *id)
-{
-	struct cairn_fattr *f = cairn_fattr_slot(m, id, false);
-
-	if (f != NULL && f->used && cairn_id_eq(&f->id, id)) {
-		f->used = false;
-	}
-}
-
-static void cairn_fattr_clear(struct cairn_mount *m)
-{
-	TALLOC_FREE(m->fattr);
-}
-
-/* The cached attributes of regular file id, if trusted (no round trip). */
-static bool cairn_fattr_peek(struct cairn_mount *m, const cairn_id_t *id,
-			     cairn_attr_t *a)
-{
-	struct cairn_fattr *f = NULL;
-	struct timespec now;
-
-	cairn_nidx_drain();
-	f = cairn_fattr_slot(m, id, false);
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	if (f != NULL && f->used && cairn_id_eq(&f->id, id) &&
-	    nsec_time_diff(&now, &f->when) / 1000000 < m->nidx_ms) {
-		*a = f->attr;
-		return true;
-	}
-	return false;
-}
-
-static int cairn_file_getattr(struct cairn_mount *m, const cairn_creds_t *cr,
-			      cairn_id_t id, cairn_attr_t *a)
-{
-	struct cairn_fattr *f = NULL;
-	struct timespec now;
-	uint64_t gen;
-	int ret;
-
-	cairn_nidx_drain();
-	f = cairn_fattr_slot(m, &id, false);
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	if (f != NULL && f->used && cairn_id_eq(&f->id, &id) &&
-	    nsec_time_diff(&now, &f->when) / 1000000 < m->nidx_ms) {
-		*a = f->attr;
-		return 0;
-	}
-	gen = cairn_inval_generation();
-	ret = cairn_getattr(m->fs, cr, id, a);
-	if (ret < 0 || a->type != DT_REG || cairn_writes_inflight > 0 ||
-	    cairn_inval_generation() != gen) {
-		return ret;
-	}
-	f = cairn_fattr_slot(m, &id, true);
-	if (f != NULL) {
-		f->used = true;
-		f->id = id;
-		f->attr = *a;
-		f->when = now;
-	}
-	return ret;
+	return cairn_getattr(m->fs, cr, id, a);
 }
 
 /*
@@ -1277,7 +1066,7 @@ static int cairn_lookup_cached(struct vfs_handle_struct *handle,
 {
 	struct cairn_mount *m = cairn_cc(handle)->m;
 	struct cairn_nidx *x = cairn_nidx_find(m, &dir);
-	struct cairn_dattr *d = NULL;
+	cairn_attr_t d;
 	struct timespec t0;
 	cairn_id_t child;
 	uint8_t type;
@@ -1285,32 +1074,25 @@ static int cairn_lookup_cached(struct vfs_handle_struct *handle,
 	int ret;
 
 	if (x != NULL && cairn_nidx_lookup(x, name) == NULL) {
-		d = cairn_dattr_get(m, &dir);
-		if (d != NULL && cairn_may_search(&d->attr, cr)) {
+		if (cairn_attr(m, cr, dir, &d) == 0 &&
+		    cairn_may_search(&d, cr)) {
 			return -ENOENT;
 		}
 	}
-	/* a name this caller looked up before, whose inode's attributes are cached */
-	if (cairn_dcache_get(m, cr, &dir, name, &child, &type)) {
-		if (type == DT_DIR) {
-			/* its merged attributes, which a caller needs anyway */
-			return cairn_dir_getattr(m, cr, child, a);
-		}
-		if (type == DT_REG && cairn_fattr_peek(m, &child, a)) {
-			return 0;
-		}
+	/*
+	 * A name this caller looked up before: its attributes (a directory's merged over
+	 * every set, which a caller needs anyway) from libcairn's cache.
+	 */
+	if (cairn_dcache_get(m, cr, &dir, name, &child, &type) &&
+	    (type == DT_DIR || type == DT_REG) &&
+	    cairn_attr(m, cr, child, a) == 0) {
+		return 0;
 	}
 	gen = cairn_inval_generation();
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	ret = cairn_lookup(m->fs, cr, dir, name, a);
 	if (ret == 0 && cairn_inval_generation() == gen) {
-		/*
-		 * The lookup took a lease on the directory's entries where they change.
-		 * Its attributes are not kept: they are the copy on the directory's
-		 * chain head, whose ctime may differ from the copy every getattr
-		 * reads (each copy keeps its own), and the lease it takes on the
-		 * inode is at that head, which may not be the inode's.
-		 */
+		/* The lookup took a lease on the directory's entries where they change. */
 		cairn_dcache_put(m, cr, &dir, name, &a->id, a->type, &t0);
 	}
 	return ret;
@@ -1327,7 +1109,7 @@ static int cairn_dir_attr(struct cairn_mount *m, const cairn_creds_t *cr,
 	if (a->type != DT_DIR) {
 		return 0;
 	}
-	return cairn_dir_getattr(m, cr, a->id, a);
+	return cairn_attr(m, cr, a->id, a);
 }
 
 /*
@@ -1357,7 +1139,7 @@ again:
 		a.id = cairn_id_root();
 		a.type = DT_DIR;
 		if (strspn(p, "/") == strlen(p)) {
-			ret = cairn_dir_getattr(cairn_cc(handle)->m, cr,
+			ret = cairn_attr(cairn_cc(handle)->m, cr,
 						cairn_id_root(), &a);
 			if (ret < 0) {
 				goto out;
@@ -1613,12 +1395,14 @@ static int cairn_connect(struct vfs_handle_struct *handle,
 		opts.write_behind = lp_parm_bool(snum, CAIRN_MODULE,
 						 "write behind", false);
 		/*
-		 * Several smbd processes serve the same files: cached attributes
-		 * must not outlive a change made by another process (durable
-		 * reconnects compare stat data). Default: no attribute cache.
+		 * libcairn's attribute and entry cache, kept exact by lease recalls
+		 * (another smbd process's or gateway's change recalls before it
+		 * completes) and holding only the copy of an inode its chain head
+		 * keeps, the one every other process reads (durable reconnects
+		 * compare stat data): the module has no attribute cache of its own.
 		 */
 		opts.cache_timeout_ms = (uint32_t)lp_parm_int(
-			snum, CAIRN_MODULE, "cache timeout ms", 0);
+			snum, CAIRN_MODULE, "cache timeout ms", 1000);
 		opts.client_name = talloc_asprintf(talloc_tos(), "smbd@%d",
 						   (int)getpid());
 		/* cairn:credentials = /etc/cairn/gateway.pem (NULL: defaults) */
@@ -2093,7 +1877,6 @@ static int cairn_openat(struct vfs_handle_struct *handle,
 	if ((flags & O_TRUNC) && a.type == DT_REG &&
 	    (flags & O_ACCMODE) != O_RDONLY && a.size != 0) {
 		cairn_attr_t in = { .size = 0 };
-		cairn_fattr_drop(cairn_cc(handle)->m, &a.id);
 		ret = cairn_setattr(fs, &cr, a.id, &in, CAIRN_SETATTR_SIZE,
 				    &a);
 		if (ret < 0) {
@@ -2166,11 +1949,9 @@ static ssize_t cairn_pread(struct vfs_handle_struct *handle,
 	cairn_creds_t cr;
 	ssize_t ret;
 	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
-	cairn_fattr_drop(cairn_cc(handle)->m, &fh->id);
 
 	cairn_creds(handle, &cr);
 	ret = cairn_read(CAIRN_FS(handle), &cr, fh->id, offset, data, n);
-	cairn_fattr_drop(cairn_cc(handle)->m, &fh->id);
 	return cairn_sret(ret);
 }
 
@@ -2181,11 +1962,9 @@ static ssize_t cairn_pwrite(struct vfs_handle_struct *handle,
 	cairn_creds_t cr;
 	ssize_t ret;
 	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
-	cairn_fattr_drop(cairn_cc(handle)->m, &fh->id);
 
 	cairn_creds(handle, &cr);
 	ret = cairn_write(CAIRN_FS(handle), &cr, fh->id, offset, data, n);
-	cairn_fattr_drop(cairn_cc(handle)->m, &fh->id);
 	return cairn_sret(ret);
 }
 
@@ -2207,7 +1986,6 @@ struct cairn_job_state {
 	ssize_t ret;
 	struct vfs_aio_state aio;
 	struct cairn_mount *m;
-	bool counted;	/* in cairn_writes_inflight */
 };
 
 static void cairn_job_do(void *private_data)
@@ -2267,10 +2045,7 @@ static struct tevent_req *cairn_job_send(struct vfs_handle_struct *handle,
 		return tevent_req_post(req, ev);
 	}
 	fh->attr_fresh = false;
-	cairn_fattr_drop(cairn_cc(handle)->m, &fh->id);
 	s->m = cairn_cc(handle)->m;
-	cairn_writes_inflight++;
-	s->counted = true;
 	s->op = op;
 	s->fs = CAIRN_FS(handle);
 	s->id = fh->id;
@@ -2308,11 +2083,6 @@ static void cairn_job_done(struct tevent_req *subreq)
 
 	TALLOC_FREE(subreq);
 	talloc_set_destructor(s, NULL);
-	if (s->counted) {
-		cairn_writes_inflight--;
-		s->counted = false;
-	}
-	cairn_fattr_drop(s->m, &s->id);
 	if (ret != 0) {
 		if (ret != EAGAIN) {
 			tevent_req_error(req, ret);
@@ -2498,7 +2268,6 @@ struct cairn_offload_write_state {
 	ssize_t ret;
 	char err[256];	/* the library's message, taken on the job's thread */
 	off_t copied;
-	bool counted;	/* in cairn_writes_inflight */
 };
 
 static void cairn_offload_write_cleanup(struct tevent_req *req,
@@ -2736,14 +2505,9 @@ static struct tevent_req *cairn_offload_write_send(
 			return tevent_req_post(req, ev);
 		}
 	}
-	cairn_fattr_drop(s->m, &s->dst);
-	cairn_writes_inflight++;
-	s->counted = true;
 	subreq = pthreadpool_tevent_job_send(s, ev, handle->conn->sconn->pool,
 					     cairn_offload_job, s);
 	if (subreq == NULL) {
-		cairn_writes_inflight--;
-		s->counted = false;
 		tevent_req_oom(req);
 		return tevent_req_post(req, ev);
 	}
@@ -2762,10 +2526,6 @@ static void cairn_offload_job_done(struct tevent_req *subreq)
 
 	TALLOC_FREE(subreq);
 	talloc_set_destructor(s, NULL);
-	if (s->counted) {
-		cairn_writes_inflight--;
-		s->counted = false;
-	}
 	if (ret != 0) {
 		if (ret != EAGAIN) {
 			tevent_req_nterror(req, map_nt_error_from_unix(ret));
@@ -2773,7 +2533,6 @@ static void cairn_offload_job_done(struct tevent_req *subreq)
 		}
 		cairn_offload_job(s);	/* no thread available: run inline */
 	}
-	cairn_fattr_drop(s->m, &s->dst);
 	if (s->ret < 0) {
 		DBG_NOTICE("copy of %" PRIu64 " bytes failed: %s (%s)\n",
 			   s->len, strerror((int)-s->ret), s->err);
@@ -2834,8 +2593,6 @@ static int cairn_renameat(struct vfs_handle_struct *handle,
 	}
 	if (ret == 0) {
 		cairn_dcache_clear(cairn_cc(handle)->m);
-		cairn_dattr_clear(cairn_cc(handle)->m);
-		cairn_fattr_clear(cairn_cc(handle)->m);
 		cairn_nidx_removed(handle, &sdir, sleaf);
 		cairn_nidx_added(handle, &ddir, dleaf);
 	}
@@ -2893,11 +2650,7 @@ static int cairn_fstat(struct vfs_handle_struct *handle, files_struct *fsp,
 		return 0;
 	}
 	cairn_creds(handle, &cr);
-	if (fh->is_dir) {
-		ret = cairn_dir_getattr(cairn_cc(handle)->m, &cr, fh->id, &a);
-	} else {
-		ret = cairn_file_getattr(cairn_cc(handle)->m, &cr, fh->id, &a);
-	}
+	ret = cairn_attr(cairn_cc(handle)->m, &cr, fh->id, &a);
 	if (ret < 0) {
 		return cairn_ret(ret);
 	}
@@ -2976,7 +2729,6 @@ static int cairn_unlinkat(struct vfs_handle_struct *handle,
 			cairn_dcache_forget(cairn_cc(handle)->m, &parent,
 					    leaf);
 		}
-		cairn_fattr_clear(cairn_cc(handle)->m);
 		cairn_nidx_removed(handle, &parent, leaf);
 	}
 	return cairn_ret(ret);
@@ -2989,14 +2741,11 @@ static int cairn_setattr_fsp(struct vfs_handle_struct *handle,
 	cairn_creds_t cr;
 	int ret;
 	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
-	cairn_fattr_drop(cairn_cc(handle)->m, &fh->id);
 
 	cairn_creds(handle, &cr);
 	if (fh->is_dir) {
-		cairn_dattr_drop(cairn_cc(handle)->m, &fh->id);
 	}
 	ret = cairn_setattr(CAIRN_FS(handle), &cr, fh->id, in, mask, NULL);
-	cairn_fattr_drop(cairn_cc(handle)->m, &fh->id);
 	return cairn_ret(ret);
 }
 
@@ -3036,8 +2785,6 @@ static int cairn_lchown(struct vfs_handle_struct *handle,
 	ret = cairn_resolve_at(handle, &cr, NULL, smb_fname->base_name, false,
 			       &a);
 	if (ret == 0) {
-		cairn_dattr_drop(cairn_cc(handle)->m, &a.id);
-		cairn_fattr_drop(cairn_cc(handle)->m, &a.id);
 		ret = cairn_setattr(CAIRN_FS(handle), &cr, a.id, &in,
 				    cairn_owner_mask(uid, gid), NULL);
 	}
@@ -3130,7 +2877,6 @@ static int cairn_fallocate_fn(struct vfs_handle_struct *handle,
 {
 	cairn_creds_t cr;
 	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
-	cairn_fattr_drop(cairn_cc(handle)->m, &fh->id);
 
 	cairn_creds(handle, &cr);
 	return cairn_ret(cairn_fallocate(CAIRN_FS(handle), &cr, fh->id, mode,
@@ -3350,7 +3096,6 @@ static int cairn_linkat(struct vfs_handle_struct *handle,
 	if (ret == 0) {
 		ret = cairn_link(CAIRN_FS(handle), &cr, a.id, parent, leaf,
 				 NULL);
-		cairn_fattr_drop(cairn_cc(handle)->m, &a.id);
 	}
 	if (ret == 0) {
 		cairn_nidx_added(handle, &parent, leaf);
@@ -3521,9 +3266,7 @@ static int cairn_fremovexattr(struct vfs_handle_struct *handle,
 	int ret;
 	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
 
-	cairn_fattr_drop(m, &fh->id);
 	cairn_creds(handle, &cr);
-	cairn_dattr_drop(m, &fh->id);
 	gen = cairn_inval_generation();
 	leased = cairn_xcache_leased(m, &fh->id, &when);
 	ret = cairn_removexattr(m->fs, &cr, fh->id, name);
@@ -3545,7 +3288,6 @@ static int cairn_fsetxattr(struct vfs_handle_struct *handle,
 	int ret;
 	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
 
-	cairn_fattr_drop(m, &fh->id);
 	if (flags & XATTR_CREATE) {
 		cf |= CAIRN_XATTR_CREATE;
 	}
@@ -3553,7 +3295,6 @@ static int cairn_fsetxattr(struct vfs_handle_struct *handle,
 		cf |= CAIRN_XATTR_REPLACE;
 	}
 	cairn_creds(handle, &cr);
-	cairn_dattr_drop(m, &fh->id);
 	gen = cairn_inval_generation();
 	leased = cairn_xcache_leased(m, &fh->id, &when);
 	ret = cairn_setxattr(m->fs, &cr, fh->id, name, value, size, cf);

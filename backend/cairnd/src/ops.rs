@@ -76,6 +76,27 @@ pub fn changed_ids(op: &Op) -> Vec<Id> {
     }
 }
 
+/// The inode whose attributes (or extended attributes) a mutation's reply tells the
+/// session that made it, which that session may cache under a lease of its own
+/// (`chain/settle.rs`): the one a create or mkdir made, or a link, setattr, write or
+/// xattr change changed. A namespace op's directories are not: their copies in the reply
+/// are one set's, and the client holds them under the leases its getattr took.
+pub(crate) fn lease_on_change(op: &Op) -> Option<Id> {
+    match op {
+        Op::Create { id, .. }
+        | Op::Mkdir { id, .. }
+        | Op::Link { id, .. }
+        | Op::SetAttr { id, .. }
+        | Op::Write { id, .. }
+        | Op::Fallocate { id, .. }
+        | Op::CompareAndWrite { id, .. }
+        | Op::SetXattr { id, .. }
+        | Op::RemoveXattr { id, .. } => Some(*id),
+        Op::CopyRange { dst, .. } => Some(*dst),
+        _ => None,
+    }
+}
+
 /// What a data write locks at the head instead of its whole inode: the checksummed blocks
 /// (`cairn_brick::CSUM_BLOCK`, 4 KiB) it touches, as one range (a 1 MiB write is one lock
 /// entry, not 256), so writes into different blocks of one file

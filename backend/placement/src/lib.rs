@@ -121,6 +121,32 @@ pub fn chain(set: &ReplicaSet, id: Id) -> Vec<&BrickInfo> {
     (0..n).map(|i| &set.bricks[(r + i) % n]).collect()
 }
 
+/// Whether inodes `a` and `b` have the same chain order in `set` (so the same head
+/// brick, whichever bricks are down).
+pub fn same_chain(set: &ReplicaSet, a: Id, b: Id) -> bool {
+    let n = set.bricks.len();
+    n <= 1 || rotation(a, n) == rotation(b, n)
+}
+
+/// A fresh id homed on `set` whose chain order there is that of directory `dir`: the
+/// brick that heads `dir` (and so orders the create of a name in it on this set) heads
+/// the new inode too. Its create's reply, a lookup or listing of it and every later
+/// getattr then read the same copy of the inode (each copy has its own ctime: it cannot
+/// be set), and the lease a lookup takes on it is held where its attributes change.
+pub fn new_id_like(set: &ReplicaSet, dir: Id) -> Id {
+    // An id's rotation is its 64-bit fold modulo the set's size: draw until it matches
+    // (n draws on average, n = the replica count). Bounded, in case of a broken random
+    // source; the fallback is only a spread-out id.
+    let mut id = Id::new_on_set(set.id);
+    for _ in 0..1024 {
+        if same_chain(set, id, dir) {
+            break;
+        }
+        id = Id::new_on_set(set.id);
+    }
+    id
+}
+
 /// The brick that heads `id`'s chain: the first `Up` brick in chain order.
 pub fn head(set: &ReplicaSet, id: Id) -> Option<&BrickInfo> {
     chain(set, id).into_iter().find(|b| b.state == BrickState::Up)
@@ -194,6 +220,33 @@ mod tests {
         }
         for c in counts {
             assert!((9_000..11_000).contains(&c), "{counts:?}");
+        }
+    }
+
+    #[test]
+    fn new_ids_share_their_directory_s_head() {
+        for replica in 1..=4 {
+            let mut m = map(2, replica);
+            for _ in 0..50 {
+                let dir = Id::new_on_set(1);
+                let set = &m.sets[1];
+                let id = new_id_like(set, dir);
+                assert_eq!(id.home_set(), set.id);
+                assert!(same_chain(set, id, dir));
+                assert_eq!(head(set, id).unwrap().index, head(set, dir).unwrap().index);
+            }
+            // Still the same head with the first brick of the chain down.
+            let dir = Id::new_on_set(1);
+            let id = new_id_like(&m.sets[0], dir);
+            let first = chain(&m.sets[0], dir)[0].index;
+            for b in m.sets[0].bricks.iter_mut().filter(|b| b.index == first) {
+                b.state = BrickState::Down;
+            }
+            if replica > 1 {
+                let h = head(&m.sets[0], dir).unwrap().index;
+                assert_ne!(h, first);
+                assert_eq!(head(&m.sets[0], id).unwrap().index, h);
+            }
         }
     }
 

@@ -12,6 +12,7 @@ use crate::exec::{exec_local, stale, OpResult};
 use crate::node::Node;
 use crate::ops::{key_id, read_range};
 use bytes::Bytes;
+use cairn_proto::map::ReplicaSet;
 use cairn_proto::msg::{BrickRequest, Op, Reply};
 use cairn_proto::rpc::Session;
 use cairn_proto::{Creds, Errno, RemoteError};
@@ -44,6 +45,32 @@ pub(super) fn grant_leases(
             }
         }
         _ => {}
+    }
+}
+
+/// A listing with attributes (readdirplus), served at the head of its directory on
+/// `set`: a lease on each entry this brick heads too (homed on `set` with the directory's
+/// chain order there: new inodes are made so, `cairn_placement::new_id_like`), whose
+/// attributes the client may then cache; other entries' copies here are not the ones
+/// their heads keep, and the client fetches those by getattr.
+fn grant_listed(
+    node: &Node,
+    session: &Arc<Session>,
+    volume: &str,
+    set: &ReplicaSet,
+    op: &Op,
+    reply: &Reply,
+) {
+    let (Op::ReadDir { dir, plus: true, .. }, Reply::Dir { entries, .. }) = (op, reply) else {
+        return;
+    };
+    for e in entries {
+        if e.attr.is_some()
+            && e.id.home_set() == set.id
+            && cairn_placement::same_chain(set, e.id, *dir)
+        {
+            node.leases.grant(volume, e.id, session);
+        }
     }
 }
 
@@ -253,7 +280,10 @@ async fn serve_op(
             }
             let r = exec_local(&slot, req.creds.clone(), req.op.clone(), data, None, false).await;
             match (&r, &req.op) {
-                (Ok((reply, _)), op) => grant_leases(node, session, &req.volume, op, reply),
+                (Ok((reply, _)), op) => {
+                    grant_leases(node, session, &req.volume, op, reply);
+                    grant_listed(node, session, &req.volume, set, op, reply);
+                }
                 // "no such attribute" is an answer a client may cache too
                 (Err(e), Op::GetXattr { id, .. }) if e.errno == Errno::ENODATA => {
                     node.leases.grant(&req.volume, *id, session)

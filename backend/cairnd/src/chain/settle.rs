@@ -6,7 +6,7 @@
 use super::apply::{Applied, Write};
 use crate::exec::{mark_pending, stale, OpResult};
 use crate::inode_locks::InodeGuard;
-use crate::ops::recalls;
+use crate::ops::{lease_on_change, recalls};
 use crate::peers::copy_pending;
 use cairn_proto::map::{BrickState, VolumeMap};
 use cairn_proto::msg::Reply;
@@ -129,10 +129,27 @@ impl Write<'_> {
         }
         drop(guards);
         node.leases.recall(volume, &recalls(&req.op), session.id).await;
+        self.grant_own(session);
         if parents.is_empty() {
             return Ok((reply, out));
         }
         Ok((Reply::WithParents { reply: Box::new(reply), parents }, out))
+    }
+
+    /// The session that made the change gets (or renews) a lease on the inode whose
+    /// attributes the reply carries, when this brick heads that inode, so the client may
+    /// cache them: what a create or mkdir made (ordered at the directory's head, which
+    /// heads the new inode when its id was drawn with `cairn_placement::new_id_like`),
+    /// what a link, setattr, write or xattr change left. Another session's later change
+    /// recalls it here before it completes. Without it a create's reply was leased
+    /// nowhere, and an own change renewed nothing.
+    fn grant_own(&self, session: &Arc<Session>) {
+        let (node, req) = (self.node, self.req);
+        let Some(id) = lease_on_change(&req.op) else { return };
+        let Some((set, _)) = self.map.brick(req.brick) else { return };
+        if cairn_placement::head(set, id).map(|h| h.index) == Some(req.brick) {
+            node.leases.grant(&req.volume, id, session);
+        }
     }
 
     /// `Some(current map)` while this brick is still up in this node's current map, with

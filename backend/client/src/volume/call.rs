@@ -199,6 +199,27 @@ impl Inner {
         home_set(&self.map(), id).id
     }
 
+    /// A fresh id for an entry made in `dir` on set `set`, headed by the brick that heads
+    /// `dir` there (`cairn_placement::new_id_like`): the create's reply is then the copy of
+    /// the inode every later getattr reads.
+    pub(super) fn new_id(&self, set: u32, dir: Id) -> Id {
+        match self.map().set_by_id(set) {
+            Some(s) => cairn_placement::new_id_like(s, dir),
+            None => Id::new_on_set(set),
+        }
+    }
+
+    /// Whether attributes of inode `id` that the head of `dir` on `id`'s hashed set `set`
+    /// answered (a create, lookup or listing in `dir`) are the copy the head of `id` keeps,
+    /// leased where they change: `id` is homed on `set` and has `dir`'s chain order there.
+    /// Older ids, and names linked or renamed into another directory, may be headed by
+    /// another brick of the set, whose copy has its own ctime; those are fetched by getattr.
+    pub(super) fn read_at_head(&self, set: u32, dir: Id, id: Id) -> bool {
+        let map = self.map();
+        id.home_set() == set
+            && map.set_by_id(set).is_some_and(|s| cairn_placement::same_chain(s, dir, id))
+    }
+
     pub(super) fn hashed(&self, dir: Id, name: &[u8]) -> u32 {
         hashed_set(&self.map(), dir, name).id
     }

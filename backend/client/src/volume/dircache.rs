@@ -75,18 +75,31 @@ impl Inner {
     /// `dir` is `a`. The entry is not cached if a recall of `dir`'s entries, or this
     /// client's change of the name, came since; the attributes are not if a recall of
     /// `a.id`, or this client's change of it, came since (`cache/src/guard.rs`).
-    pub(super) fn remember(&self, t: Tokens, dir: Id, name: &[u8], a: &Attr) {
+    ///
+    /// `set` is the replica set whose head of `dir` answered. A non-directory's attributes
+    /// are cached only when that brick heads the inode too ([`Inner::read_at_head`]):
+    /// another brick's copy has its own ctime, so a cached copy would disagree with what
+    /// every getattr (this client's after expiry, another gateway's) reads. New inodes
+    /// are made so (`new_id`); older ids and names moved by rename or link between
+    /// directories may not be, and their next getattr fetches them.
+    pub(super) fn remember(&self, t: Tokens, set: u32, dir: Id, name: &[u8], a: &Attr) {
         self.entries.put(t.entry, dir, name, a.id);
-        self.attrs.put(t.attr, a);
+        if a.kind == FileType::Directory || self.read_at_head(set, dir, a.id) {
+            self.attrs.put(t.attr, a);
+        }
         self.remember_kind(a);
     }
 
     /// As [`remember`](Self::remember), for an op that changed the existing inode `a` (a
     /// link: its nlink and ctime): its attributes are installed as this client's change
     /// ([`AttrCache::put_change`]), so a fetch of them in flight across it is refused.
-    pub(super) fn remember_changed(&self, t: Tokens, dir: Id, name: &[u8], a: &Attr) {
+    pub(super) fn remember_changed(&self, t: Tokens, set: u32, dir: Id, name: &[u8], a: &Attr) {
         self.entries.put(t.entry, dir, name, a.id);
-        self.attrs.put_change(t.attr, a);
+        if a.kind == FileType::Directory || self.read_at_head(set, dir, a.id) {
+            self.attrs.put_change(t.attr, a);
+        } else {
+            self.attrs.invalidate(a.id);
+        }
         self.remember_kind(a);
     }
 
@@ -95,12 +108,12 @@ impl Inner {
     /// set's copy (the others' may be newer) and only that set leased them, so a change
     /// through another set would recall nothing; the next `getattr` fetches them merged
     /// from every set (and leased by each), and namespace ops amend only those.
-    pub(super) fn remember_found(&self, t: Tokens, dir: Id, name: &[u8], a: &Attr) {
+    pub(super) fn remember_found(&self, t: Tokens, set: u32, dir: Id, name: &[u8], a: &Attr) {
         if a.kind == FileType::Directory && self.map().sets.len() > 1 {
             self.entries.put(t.entry, dir, name, a.id);
             self.remember_kind(a);
         } else {
-            self.remember(t, dir, name, a);
+            self.remember(t, set, dir, name, a);
         }
     }
 
@@ -142,8 +155,66 @@ impl Inner {
         self.complete.touch(dir);
     }
 
+    /// After a read of `id` at its head: the read moved the file's atime there if the
+    /// brick's filesystem updates it (relatime, Linux's default: when the atime is not
+    /// after the mtime or ctime, or is a day old), so cached attributes that say so are
+    /// dropped; otherwise they still equal what a getattr reads (an SMB durable
+    /// reconnect compares the atime too). Only the first read after a change costs a
+    /// getattr, not every read.
+    pub(super) fn after_read(&self, id: Id) {
+        if self.attrs.get(id).is_some_and(|a| atime_moves(&a, std::time::SystemTime::now())) {
+            self.attrs.invalidate(id);
+        }
+    }
+
     pub(super) fn forget_entry(&self, dir: Id, name: &[u8]) {
         self.entries.remove(dir, name);
         self.attrs.invalidate(dir);
+    }
+}
+
+/// Whether a read at `now` moves `a`'s atime under relatime (Linux `relatime_need_update`).
+fn atime_moves(a: &Attr, now: std::time::SystemTime) -> bool {
+    let t = |ts: cairn_proto::Timespec| (ts.sec, ts.nsec);
+    let day_old = now
+        .duration_since(std::time::UNIX_EPOCH)
+        .is_ok_and(|d| d.as_secs() as i64 - a.atime.sec >= 24 * 3600 - 60);
+    t(a.mtime) >= t(a.atime) || t(a.ctime) >= t(a.atime) || day_old
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cairn_proto::Timespec;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn relatime_moves_the_atime_once_after_a_change() {
+        let ts = |sec| Timespec { sec, nsec: 0 };
+        let now = UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let mut a = Attr {
+            id: Id(1),
+            kind: FileType::Regular,
+            perm: 0o644,
+            nlink: 1,
+            uid: 0,
+            gid: 0,
+            size: 0,
+            blocks: 0,
+            rdev: 0,
+            atime: ts(999_000),
+            mtime: ts(999_000),
+            ctime: ts(999_000),
+            change: 0,
+        };
+        assert!(atime_moves(&a, now), "atime not after mtime");
+        a.atime = ts(999_500);
+        assert!(!atime_moves(&a, now), "atime after mtime and ctime, less than a day old");
+        a.ctime = ts(999_600);
+        assert!(atime_moves(&a, now), "changed since the last read");
+        a.ctime = ts(900_000);
+        a.atime = ts(900_001);
+        a.mtime = ts(900_000);
+        assert!(atime_moves(&a, now), "a day old");
     }
 }

@@ -93,15 +93,16 @@ impl Volume {
             return Ok(r);
         }
         let len = len.min(MAX_IO as u32);
-        match i
+        let r = i
             .call(
                 Target { set: i.home(id), key: id },
                 c,
                 Op::Read { id, offset, len },
                 Bytes::new(),
             )
-            .await?
-        {
+            .await;
+        i.after_read(id);
+        match r? {
             (Reply::Data { eof }, data) => Ok((data, eof)),
             (other, _) => Err(unexpected("read", &other)),
         }

@@ -25,6 +25,7 @@ impl Volume {
             let op = Op::Lookup { dir, name: name.to_vec() };
             i.call_with(Target { set, key: dir }, c, op, Bytes::new(), false, inline)
         };
+        let mut at = hashed;
         let r = look(hashed).await;
         let r = match r {
             // ESTALE: a set added by add-brick that does not have the directory yet.
@@ -32,11 +33,16 @@ impl Volume {
                 // The layout changed (add-brick) and a rebalance has not settled it: the
                 // name may be on the set it hashed to before, or moving. Ask every other
                 // set at once (one more round trip, not one per set).
-                let others = map.sets.iter().filter(|s| s.id != hashed).map(|s| look(s.id));
+                let sets: Vec<u32> =
+                    map.sets.iter().filter(|s| s.id != hashed).map(|s| s.id).collect();
+                let answers = futures::future::join_all(sets.iter().map(|&s| look(s))).await;
                 let mut found = Err(e);
-                for r in futures::future::join_all(others).await {
+                for (s, r) in sets.into_iter().zip(answers) {
                     match r {
-                        Ok(r) if found.is_err() => found = Ok(r),
+                        Ok(r) if found.is_err() => {
+                            found = Ok(r);
+                            at = s;
+                        }
                         Ok(_) => {}
                         Err(e) if e.errno == Errno::ENOENT || e.errno == Errno::ESTALE => {}
                         // Not knowing is not "no such name".
@@ -50,7 +56,7 @@ impl Volume {
         };
         let attr = match r? {
             (Reply::EntryData { attr }, data) => {
-                i.remember_found(found, dir, name, &attr);
+                i.remember_found(found, at, dir, name, &attr);
                 i.data.put(token, &attr, c, data);
                 return Ok(attr);
             }
@@ -58,10 +64,14 @@ impl Volume {
         };
         let attr = match attr {
             Reply::Entry { attr, linkto: None } => attr,
-            Reply::Entry { linkto: Some(target), .. } => self.getattr_remote(c, target).await?,
+            Reply::Entry { linkto: Some(target), .. } => {
+                // Fetched (and cached) at its own head: only the name is learnt here.
+                at = u32::MAX;
+                self.getattr_remote(c, target).await?
+            }
             other => return Err(unexpected("lookup", &other)),
         };
-        i.remember_found(found, dir, name, &attr);
+        i.remember_found(found, at, dir, name, &attr);
         Ok(attr)
     }
 
@@ -202,7 +212,7 @@ impl Volume {
             };
             cur = Id::ROOT;
             for (d, a) in dirs.iter().zip(attrs.iter()) {
-                i.remember_found(found, cur, d, a);
+                i.remember_found(found, first, cur, d, a);
                 cur = a.id;
             }
             if attrs.len() < dirs.len() {

@@ -5,6 +5,7 @@ use super::dircache::DirChange;
 use super::{attr_of, err, unexpected, Target, Volume};
 use crate::Result;
 use bytes::Bytes;
+use cairn_cache::merge_dir_copy;
 use cairn_proto::msg::{Op, Reply};
 use cairn_proto::{rename_flags, valid_name, Attr, Creds, Errno, FileType, Id, Name};
 
@@ -36,7 +37,7 @@ impl Volume {
                 ));
             }
         }
-        let id = Id::new_on_set(set);
+        let id = i.new_id(set, dir);
         let op =
             Op::Create { dir, name: name.to_vec(), id, kind, perm, rdev, target, exclusive: true };
         let mut change = i.begin_dirs(&[dir]);
@@ -48,7 +49,7 @@ impl Volume {
         match r {
             Ok((r, _)) => {
                 let a = attr_of("create", r)?;
-                i.remember(made, dir, name, &a);
+                i.remember(made, set, dir, name, &a);
                 change.finish(i);
                 Ok(a)
             }
@@ -146,7 +147,7 @@ impl Volume {
                 format!("{}: exists (on another replica set)", String::from_utf8_lossy(name)),
             ));
         }
-        let id = Id::new_on_set(hashed);
+        let id = i.new_id(hashed, dir);
         let op = Op::Mkdir { dir, name: name.to_vec(), id, perm };
         let mut change = i.begin_dirs(&[dir]);
         i.complete.touch(dir);
@@ -172,18 +173,38 @@ impl Volume {
         // The directory and its new entry exist on every set: each set's copy of the
         // parent changed (times, nlink).
         let others: Vec<u32> = i.set_ids().into_iter().filter(|s| *s != hashed).collect();
+        let a_hashed = a.clone();
+        // The new directory's attributes merged over every set's copy, as a getattr
+        // merges them (each copy has its own times): cached when every set answered with
+        // its copy, each set's head having leased it to this session (the new id has the
+        // parent's chain order, so the parent's head on each set heads it).
+        let mut merged = Some(a);
         let calls = others.iter().map(|s| i.call_ns(Target { set: *s, key: dir }, c, op.clone()));
         for (s, r) in others.iter().zip(futures::future::join_all(calls).await) {
             change.step(*s, &[dir], &r);
             match r {
-                Ok(_) => {}
-                Err(e) if e.errno == Errno::EEXIST => {}
+                Ok((r, _)) => match (attr_of("mkdir", r), merged.as_mut()) {
+                    (Ok(copy), Some(m)) if copy.id == id => merge_dir_copy(m, &copy, false),
+                    _ => merged = None,
+                },
                 Err(e) => {
-                    tracing::warn!(%dir, set = s, error = %e, "mkdir did not reach one replica set")
+                    merged = None;
+                    if e.errno != Errno::EEXIST {
+                        tracing::warn!(%dir, set = s, error = %e, "mkdir did not reach one replica set")
+                    }
                 }
             }
         }
-        i.remember(made, dir, name, &a);
+        let a = match merged {
+            Some(m) => {
+                i.remember(made, hashed, dir, name, &m);
+                m
+            }
+            None => {
+                i.remember_found(made, hashed, dir, name, &a_hashed);
+                a_hashed
+            }
+        };
         change.finish(i);
         Ok(a)
     }
@@ -244,7 +265,7 @@ impl Volume {
                 return Err(e);
             }
         }
-        i.remember_changed(made, dir, name, &a);
+        i.remember_changed(made, home, dir, name, &a);
         change.finish(i);
         Ok(a)
     }

@@ -52,7 +52,7 @@ impl Volume {
                     continue;
                 }
                 if let Some(a) = &e.attr {
-                    i.remember_found(found, dir, &e.name, a);
+                    i.remember_found(found, sets[idx], dir, &e.name, a);
                 }
                 e.cookie = ((idx as u64 + 1) << 56) | (e.cookie & ((1 << 56) - 1));
                 out.push(e);
