@@ -393,7 +393,8 @@ ha_configure() {
         --vips "$(ha_vip gw1),$(ha_vip gw2),$(ha_vip gw3)" --cidr 24 --nic eth0 \
         --recovery-root /srv/cairn-ha/.cairn-ha --servers "$(ha_servers)" --volume "$HA_VOLUME" \
         --resources-out "$xml" --constraints-out "$cons" ${HA_FENCE_XML:+--fencing "$HA_FENCE_XML"} \
-        --smb "${HA_SMB:-false}" ${HA_BACKEND_FENCE:+--unfence-credentials "$CAIRN_CREDENTIALS"} ||
+        --smb "${HA_SMB:-false}" ${HA_BACKEND_FENCE:+--unfence-credentials "$CAIRN_CREDENTIALS"} \
+        --tickle-sync "$HA_REPO/appliance/ha/bin/cairn-tickle-sync" ||
         ha_fail "rendering the CIB resources"
     ha_gw gw1 cibadmin -C -o resources -x "$xml" || ha_fail "cibadmin: loading resources"
     ha_gw gw1 cibadmin -C -o constraints -x "$cons" || ha_fail "cibadmin: loading constraints"

@@ -18,6 +18,12 @@
 //!   (best effort: it survives the head).
 //! - Each brick that missed it is marked stale in the config store before the answer;
 //!   if that fails the write fails with `EIO`, and the head flags the inode for itself.
+//! - A forward whose connection dropped before the replica answered (a TCP reset, a peer
+//!   session closed by a certificate reload or revocation) is not a missed write: both
+//!   nodes may be alive. It is sent again on a new connection, a few times, asking first
+//!   whether the replica applied it (so it applies once); only if that fails too does it
+//!   count as missed. Demoting a live replica for it made the two bricks of a replica-2
+//!   set, each heading some inodes, race to demote each other.
 //! - A replica refusing the forward because this head is not up in its map is asked
 //!   again a few times (maps converge); still refused, the write is not acknowledged and
 //!   nobody is demoted for it (the head flags the inode for itself).
@@ -47,6 +53,9 @@ pub enum Forward {
     Applied,
     /// Refused because this head is not up in the replica's map (`ESTALEMAP`).
     Refused,
+    /// The connection dropped before the replica answered: it may or may not have
+    /// applied it, and may well be alive.
+    Dropped,
     /// Any other failure: the replica missed the write.
     Missed,
 }
@@ -68,6 +77,8 @@ pub struct Input {
     pub takers: Vec<u32>,
     /// How many times refused forwards may be sent again.
     pub resends: u32,
+    /// How many times dropped forwards may be sent again on a new connection.
+    pub redials: u32,
 }
 
 /// A command for the runtime. Every one but the two terminal ones is reported back with
@@ -78,6 +89,10 @@ pub enum Action {
     /// its current map with its lease held (else report failure: nothing was sent); the
     /// new results are reported with [`AfterWrite::resent`] before `done`.
     Resend(Vec<u32>),
+    /// Send the forward again to these replicas on a new connection, at once, asking each
+    /// first whether it applied the request (its request id) and sending it only if not;
+    /// the results are reported with [`AfterWrite::resent`] before `done`.
+    Redial(Vec<u32>),
     /// Record durably on the head's brick that `peer` must re-copy the changed inodes.
     MarkPending { peer: u32 },
     /// Record the same on each brick of `to` (best effort, per brick).
@@ -142,7 +157,7 @@ impl Step {
 enum Phase {
     /// Nothing decided yet.
     Start,
-    /// Re-sending refused forwards.
+    /// Re-sending dropped or refused forwards.
     Resending,
     /// The queue holds the rest; once it is empty, the write is acknowledged (or fails
     /// with the deferred failure).
@@ -158,6 +173,7 @@ pub struct AfterWrite {
     down: Vec<u32>,
     takers: Vec<u32>,
     resends: u32,
+    redials: u32,
     phase: Phase,
     queue: VecDeque<Step>,
     current: Option<Step>,
@@ -173,6 +189,7 @@ impl AfterWrite {
             down: i.down,
             takers: i.takers,
             resends: i.resends,
+            redials: i.redials,
             phase: Phase::Start,
             queue: VecDeque::new(),
             current: None,
@@ -212,6 +229,14 @@ impl AfterWrite {
                     self.phase = Phase::Settling;
                 }
                 Phase::Start | Phase::Resending => {
+                    let dropped = self.with(Forward::Dropped);
+                    if !dropped.is_empty() && self.redials > 0 {
+                        self.redials -= 1;
+                        self.phase = Phase::Resending;
+                        self.current =
+                            Some(Step::new(Action::Redial(dropped.clone()), OnFail::Ignore));
+                        return Action::Redial(dropped);
+                    }
                     let refused = self.with(Forward::Refused);
                     if !refused.is_empty() && self.resends > 0 {
                         self.resends -= 1;
@@ -228,7 +253,8 @@ impl AfterWrite {
         }
     }
 
-    /// The result of re-sending to `brick` (during an [`Action::Resend`]).
+    /// The result of re-sending to `brick` (during an [`Action::Resend`] or
+    /// [`Action::Redial`]).
     pub fn resent(&mut self, brick: u32, f: Forward) {
         if let Some(r) = self.forwards.get_mut(&brick) {
             *r = f;
@@ -286,6 +312,9 @@ impl AfterWrite {
     fn head_failed(&mut self) {
         let me = self.head;
         let took = self.with(Forward::Applied);
+        // A replica whose connection dropped may hold the bytes too: never a taker, but
+        // demoted with those that took it.
+        let maybe: Vec<u32> = took.iter().copied().chain(self.with(Forward::Dropped)).collect();
         if self.local == Local::StorageFailed {
             let candidates: Vec<u32> = if self.forwards.is_empty() {
                 self.takers.clone()
@@ -301,7 +330,7 @@ impl AfterWrite {
             }
         }
         // No step aside: the replicas that took the write hold bytes nobody acknowledged.
-        for t in took {
+        for t in maybe {
             self.queue.push_back(Step::new(Action::MarkPending { peer: t }, OnFail::Ignore));
             self.queue.push_back(Step::new(Action::MarkStale { brick: t, by: me }, OnFail::Ignore));
         }
@@ -315,7 +344,9 @@ impl AfterWrite {
             self.flag_self_then_fail(Failure::Refused { brick });
             return;
         }
-        let failed = self.with(Forward::Missed);
+        // Still dropped after the new connections: missed, as far as anyone can tell.
+        let failed: Vec<u32> =
+            self.with(Forward::Missed).into_iter().chain(self.with(Forward::Dropped)).collect();
         let applied = self.with(Forward::Applied);
         let missed: Vec<u32> = self.down.iter().chain(failed.iter()).copied().collect();
         for &peer in &missed {
@@ -370,6 +401,7 @@ mod tests {
             down: down.to_vec(),
             takers: vec![],
             resends: 3,
+            redials: 2,
         }
     }
 
@@ -433,6 +465,41 @@ mod tests {
         // The head is no longer up: no more re-sends.
         let (done, _) = run(i, |a| matches!(a, Action::Resend(_)));
         assert_eq!(done.iter().filter(|a| matches!(a, Action::Resend(_))).count(), 1);
+    }
+
+    #[test]
+    fn a_dropped_forward_is_sent_again_on_a_new_connection_before_anyone_is_demoted() {
+        let i = input(Local::Applied, &[(1, Forward::Dropped), (2, Forward::Applied)], &[]);
+        let mut w = AfterWrite::new(i.clone());
+        assert_eq!(w.next_action(), Action::Redial(vec![1]));
+        w.resent(1, Forward::Applied);
+        w.done(true);
+        assert_eq!(w.next_action(), Action::CheckServing);
+        w.done(true);
+        assert_eq!(w.next_action(), Action::Acknowledge);
+        // Dropped on every new connection too: missed, recorded and demoted by the head.
+        let (done, end) = run(i, |_| false);
+        assert_eq!(
+            done,
+            vec![
+                Action::Redial(vec![1]),
+                Action::Redial(vec![1]),
+                Action::MarkPending { peer: 1 },
+                Action::CopyPending { peer: 1, to: vec![2] },
+                Action::MarkStale { brick: 1, by: 0 },
+                Action::CheckServing,
+            ]
+        );
+        assert_eq!(end, Action::Acknowledge);
+        // A head whose own write failed does not re-send; the dropped replica may hold
+        // the bytes, so it is demoted like one that took them.
+        let i = input(Local::Failed, &[(1, Forward::Dropped)], &[]);
+        let (done, end) = run(i, |_| false);
+        assert_eq!(
+            done,
+            vec![Action::MarkPending { peer: 1 }, Action::MarkStale { brick: 1, by: 0 }]
+        );
+        assert_eq!(end, Action::Fail(Failure::Head));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use cairn_brick::Exec;
 use cairn_proto::map::{BrickState, VolumeMap};
 use cairn_proto::msg::{BrickRequest, Op, ReplicateRequest, Reply};
-use cairn_proto::{Attr, Creds, Id, RemoteError};
+use cairn_proto::{Attr, Creds, Errno, Id, RemoteError};
 use cairn_replication::ack::Local;
 use cairn_replication::ChainPlan;
 use std::sync::Arc;
@@ -55,6 +55,28 @@ impl Write<'_> {
             let r = ReplicateRequest { brick: t, ..self.rreq.clone() };
             let data = self.data.clone();
             async move { (t, forward(self.node, map, t, r, data).await) }
+        });
+        futures::future::join_all(sends).await
+    }
+
+    /// Send the forward again to `to` on new connections, at once: the old ones dropped
+    /// before the replicas answered, so each may or may not have applied it. A forward
+    /// with a request id asks the replica first whether it applied it (`confirm`), and is
+    /// sent only if not, so it is applied once. (A forward the replica is still applying
+    /// when the question arrives is applied twice: a write or a setattr lands the same
+    /// again; a create, link, unlink or rename fails there, and the replica flags itself
+    /// for heal, as for any forward it cannot apply.)
+    pub async fn redial(&self, to: &[u32]) -> Results {
+        let sends = to.iter().map(|&t| async move {
+            let r = ReplicateRequest { brick: t, confirm: false, ..self.rreq.clone() };
+            if r.req.is_some() {
+                let ask = ReplicateRequest { confirm: true, ..r.clone() };
+                match forward(self.node, self.map, t, ask, Bytes::new()).await {
+                    Err(e) if e.errno == Errno::ENOENT => {}
+                    answered => return (t, answered),
+                }
+            }
+            (t, forward(self.node, self.map, t, r, self.data.clone()).await)
         });
         futures::future::join_all(sends).await
     }

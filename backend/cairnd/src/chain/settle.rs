@@ -25,10 +25,20 @@ use std::sync::Arc;
 /// already applied (and may have let a reader see), which could land after a newer one.
 const FORWARD_REFUSED_RETRIES: u32 = 5;
 
+/// How many times a head sends a forward again on a new connection when the connection
+/// dropped before the replica answered (a TCP reset, a peer session closed by a
+/// certificate reload or revocation): at once, each time, since both nodes may be alive.
+/// Still dropped, the replica counts as having missed the write.
+const FORWARD_DROPPED_REDIALS: u32 = 2;
+
 fn forward_result(r: &Result<(), RemoteError>) -> Forward {
     match r {
         Ok(()) => Forward::Applied,
         Err(e) if e.errno == Errno::ESTALEMAP => Forward::Refused,
+        // The connection was lost or closed with the request in flight, or it could not be
+        // sent on it (`cairn_proto::rpc`: ENOTCONN); a peer that cannot be dialled gives
+        // ECONNREFUSED or a handshake error, and one that does not answer ETIMEDOUT.
+        Err(e) if e.errno == Errno::ENOTCONN => Forward::Dropped,
         Err(_) => Forward::Missed,
     }
 }
@@ -63,6 +73,7 @@ impl Write<'_> {
             down: self.plan.pending.clone(),
             takers,
             resends: FORWARD_REFUSED_RETRIES,
+            redials: FORWARD_DROPPED_REDIALS,
         });
         let mut backoff = cairn_proto::Backoff::linear(
             std::time::Duration::from_millis(100),
@@ -87,6 +98,18 @@ impl Write<'_> {
                         true
                     }
                 },
+                Action::Redial(to) => {
+                    for (t, r) in self.redial(&to).await {
+                        let f = forward_result(&r);
+                        tracing::info!(volume = %volume, brick = me, peer = t, op = req.op.name(), result = ?f, "forward sent again on a new connection after its connection dropped");
+                        after.resent(t, f);
+                        match r {
+                            Ok(()) => errors.remove(&t),
+                            Err(e) => errors.insert(t, e),
+                        };
+                    }
+                    true
+                }
                 Action::MarkPending { peer } => {
                     match mark_pending(slot, peer, changed.clone()).await {
                         Ok(()) => true,
