@@ -1566,6 +1566,7 @@ mod tls_tests {
             addr: "127.0.0.1:7421".into(),
             uuid: "u".into(),
             forwarded: false,
+            etcd_csr: None,
         }))
     }
 
