@@ -314,6 +314,13 @@ def setup(cfg: config.Config, st: dict) -> None:
         if cfg.smb:
             ensure.smb_share(v.name, v.name)
             step(f"smb: share {v.name}")
+        # The gateway daemons connect with their own certificate (role gateway, this
+        # volume only), not admin.pem: restart those already running to load it.
+        if ensure.gateway_credential(node, [v.name]):
+            for u in ("cairn-nfs.service", "smbd.service", "tcmu-runner.service"):
+                if _active(u):
+                    systemctl("restart", u)
+        step(f"gateway certificate: {node}, role gateway, volume {v.name} only ({paths.GATEWAY_PEM})")
 
 
 def gateway_setup(cfg: config.Config, node: str, st: dict) -> bool:
