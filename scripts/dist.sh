@@ -51,8 +51,8 @@ install -d "$lib/cairn_appliance" "$lib/scripts" "$stage/usr/local/lib/systemd/s
 install -m 0644 "$repo"/appliance/lib/cairn_appliance/*.py "$lib/cairn_appliance/"
 install -m 0755 "$repo/appliance/bin/cairnd-start" "$repo/appliance/bin/cairn-wait-port" "$lib/"
 install -m 0755 "$repo/appliance/bin/cairn-appliance" "$stage/usr/local/sbin/cairn-appliance"
-# first boot renders ganesha.conf as `make up` does
-install -m 0644 "$repo/scripts/common.sh" "$repo/scripts/nfs-ganesha.sh" "$lib/scripts/"
+# first boot renders ganesha.conf as `make up` does, and makes etcd's certificates with etcd-tls.sh
+install -m 0644 "$repo/scripts/common.sh" "$repo/scripts/nfs-ganesha.sh" "$repo/scripts/etcd-tls.sh" "$lib/scripts/"
 cp -r "$repo"/appliance/systemd/. "$stage/usr/local/lib/systemd/system/"
 find "$stage/usr/local/lib/systemd/system" -type f -exec chmod 0644 {} +
 [[ ! -f $repo/docs/appliance.md ]] || install -m 0644 "$repo/docs/appliance.md" "$stage/usr/local/share/doc/cairn/"

@@ -409,5 +409,156 @@ class EtcdTlsRunTest(unittest.TestCase):
             shutil.rmtree(d, ignore_errors=True)
 
 
+class EtcdTlsFilesTest(unittest.TestCase):
+    """`cairn-appliance etcd-tls` under a scratch root: the CA, etcd's files and a node's
+    client identity, with their modes and owners; a second run changes nothing."""
+
+    def test_ca_server_and_client_files(self):
+        d = tempfile.mkdtemp(prefix="etcd-tls-files.")
+        try:
+            tool = os.path.join(HERE, "..", "..", "appliance", "bin", "cairn-appliance")
+            env = {**os.environ, "CAIRN_APPLIANCE_ROOT": d}
+
+            def run(*args):
+                p = subprocess.run([tool, "etcd-tls", *args], capture_output=True, text=True, env=env)
+                self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+                return json.loads(p.stdout)["changed"]
+            for first in (True, False):
+                self.assertEqual(run("ca", "--ip", "10.0.0.1"), first)
+                self.assertEqual(run("client", "cairn-n2"), first)
+                self.assertEqual(run("install-server"), first)
+                self.assertEqual(run("install-client", "cairn-n2"), first)
+            etc = os.path.join(d, "etc", "cairn")
+            gid = __import__("grp").getgrnam("etcd").gr_gid
+            want = {"etcd-ca": (0o700, 0), "etcd-ca/ca-key.pem": (0o600, 0),
+                    "etcd-server": (0o750, gid), "etcd-server/server-key.pem": (0o640, gid),
+                    "etcd-server/server.pem": (0o644, gid),
+                    "etcd-client": (0o700, 0), "etcd-client/client-key.pem": (0o600, 0),
+                    "etcd-client/client.pem": (0o644, 0)}
+            for f, (mode, g) in want.items():
+                st = os.stat(os.path.join(etc, f))
+                self.assertEqual((oct(st.st_mode & 0o7777), st.st_uid, st.st_gid), (oct(mode), 0, g), f)
+            out = subprocess.run(["openssl", "x509", "-noout", "-subject", "-ext", "subjectAltName", "-in",
+                                  os.path.join(etc, "etcd-server", "server.pem")],
+                                 capture_output=True, text=True).stdout
+            self.assertIn("IP Address:10.0.0.1", out)
+            self.assertIn("IP Address:127.0.0.1", out)
+            out = subprocess.run(["openssl", "x509", "-noout", "-subject", "-in",
+                                  os.path.join(etc, "etcd-client", "client.pem")],
+                                 capture_output=True, text=True).stdout
+            self.assertIn("CN = cairn-n2", out)
+            p = subprocess.run([tool, "etcd-tls", "client", "bad/name"], capture_output=True, text=True, env=env)
+            self.assertEqual(p.returncode, 1)
+            self.assertIn("bad certificate name", json.loads(p.stdout)["msg"])
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+class ReclockTlsTest(unittest.TestCase):
+    """appliance/ha/ctdb-etcd-reclock against a real etcd with TLS and client-cert-auth, as
+    the appliance and site.yml run it: with the node's certificate it takes the lock ('0'),
+    a second helper sees contention ('1'); without a certificate, over plain HTTP, or with a
+    certificate of another CA it answers '3' with the reason."""
+
+    def test_reclock_over_tls(self):
+        import ssl
+        import time
+        import urllib.request
+        d = tempfile.mkdtemp(prefix="reclock-tls.")
+        proc = log = holder = None
+        try:
+            tls = os.path.join(d, "tls")
+            other = os.path.join(d, "other")
+            script = os.path.join(HERE, "..", "..", "scripts", "etcd-tls.sh")
+            for t in (tls, other):
+                subprocess.run(["bash", "-c", f'. "{script}" && etcd_tls_make "$1"', "-", t], check=True)
+            port = _free_port()
+            env = render.parse_env(render.etcd_env("r1", "127.0.0.1", [], "tok", loopback_only=True,
+                                                   tls_dir=tls))
+            url = f"https://127.0.0.1:{port}"
+            env.update(ETCD_LISTEN_CLIENT_URLS=url, ETCD_ADVERTISE_CLIENT_URLS=url,
+                       ETCD_LISTEN_PEER_URLS=f"https://127.0.0.1:{_free_port()}",
+                       ETCD_DATA_DIR=os.path.join(d, "data"))
+            env["ETCD_INITIAL_ADVERTISE_PEER_URLS"] = env["ETCD_LISTEN_PEER_URLS"]
+            env["ETCD_INITIAL_CLUSTER"] = "r1=" + env["ETCD_LISTEN_PEER_URLS"]
+            log = open(os.path.join(d, "etcd.log"), "w")
+            proc = subprocess.Popen(["etcd"], env={**os.environ, **env}, stdout=log,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+            ctx = ssl.create_default_context(cafile=os.path.join(tls, "ca.pem"))
+            ctx.load_cert_chain(os.path.join(tls, "cairn.pem"), os.path.join(tls, "cairn-key.pem"))
+            deadline = time.time() + 60
+            while True:
+                try:
+                    with urllib.request.urlopen(url + "/health", timeout=2, context=ctx) as r:
+                        if json.load(r).get("health") == "true":
+                            break
+                except (OSError, ValueError):
+                    pass
+                if time.time() > deadline:
+                    self.fail("etcd with TLS did not start: " + open(os.path.join(d, "etcd.log")).read()[-2000:])
+                time.sleep(0.3)
+            helper = os.path.join(HERE, "..", "..", "appliance", "ha", "ctdb-etcd-reclock")
+            mine = ["--tls", os.path.join(tls, "ca.pem"), os.path.join(tls, "cairn.pem"),
+                    os.path.join(tls, "cairn-key.pem")]
+            key = "/cairn/ha/ctdb/reclock"
+            holder = subprocess.Popen([helper, *mine, url, key, "3"], stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE)
+            self.assertEqual(holder.stdout.read(1), b"0", "the helper with the node's certificate did not take the lock")
+
+            def once(*args, env=None):
+                p = subprocess.run([helper, *args], capture_output=True, text=True, timeout=30,
+                                   env={**os.environ, **(env or {})})
+                return p.stdout, p.stderr
+            self.assertEqual(once(*mine, url, key, "3")[0], "1", "contention over TLS")
+            # etcd's refusals: no client certificate, plain HTTP, another CA's certificate
+            nocert = os.path.join(d, "no-cert.env")
+            with open(nocert, "w") as f:
+                f.write(f"CAIRN_ETCD_CA={tls}/ca.pem\n")
+            out, err = once(url, key, "3", env={"CAIRN_APPLIANCE_ENV": nocert})
+            self.assertEqual(out, "3", err)
+            self.assertIn("--tls", err)
+            out, err = once(*mine, f"http://127.0.0.1:{port}", key, "3")
+            self.assertEqual(out, "3", "plain HTTP to a TLS etcd must fail: " + err)
+            out, err = once("--tls", os.path.join(tls, "ca.pem"), os.path.join(other, "cairn.pem"),
+                            os.path.join(other, "cairn-key.pem"), url, key, "3")
+            self.assertEqual(out, "3", "a certificate of another CA must be refused: " + err)
+            self.assertIn("cannot take lock", err)
+            # the lock is released on SIGTERM: the next helper takes it
+            holder.terminate()
+            holder.wait(20)
+            holder.stdout.close()
+            holder.stderr.close()
+            holder = subprocess.Popen([helper, *mine, url, key, "3"], stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE)
+            self.assertEqual(holder.stdout.read(1), b"0", "the lock was not released on SIGTERM")
+            # and with the node's identity from appliance.env (no --tls), as on a node
+            env_file = os.path.join(d, "appliance.env")
+            with open(env_file, "w") as f:
+                f.write(render.appliance_env("gateway", "g1", "auto", [url], etcd_tls=tuple(mine[1:])))
+            self.assertEqual(once(url, key, "3", env={"CAIRN_APPLIANCE_ENV": env_file})[0], "1",
+                             "the helper with appliance.env's certificate")
+        finally:
+            for p in (holder, proc):
+                if p and p.poll() is None:
+                    p.terminate()
+                    try:
+                        p.wait(10)
+                    except subprocess.TimeoutExpired:
+                        p.kill()
+            if holder:
+                holder.stdout.close()
+                holder.stderr.close()
+            if log:
+                log.close()
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def _free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -201,6 +201,37 @@ class EnsureTest(unittest.TestCase):
             ensure.volume_root_mode("nosuchvol", 0o1777)
         self.assertIn("nosuchvol", str(cm.exception))
 
+    def test_8_gateway_credential(self):
+        """First boot's gateway certificate: role gateway, CN = the node, vol0 only, 0600,
+        named by gateway.env; kept when the volumes are the same, re-issued when not."""
+        d = os.path.join(self.tmp, "gw")
+        os.makedirs(d)
+        pem, env = os.path.join(d, "gateway.pem"), os.path.join(d, "gateway.env")
+        ca_dir = os.environ.get("CAIRN_CA_DIR") or os.path.join(self.tmp, "state")
+        gw = lambda vols: ensure.gateway_credential("ensure-gw", vols, pem=pem, env_file=env, ca_dir=ca_dir)
+        self.assertTrue(gw(["vol0"]))
+        self.assertEqual(os.stat(pem).st_mode & 0o777, 0o600)
+        with open(env) as f:
+            self.assertIn(f"CAIRN_CREDENTIALS={pem}\n", f.read())
+        out = subprocess.run(["openssl", "x509", "-noout", "-subject", "-ext", "subjectAltName", "-in", pem],
+                             capture_output=True, text=True, check=True).stdout
+        self.assertIn("CN = ensure-gw", out)
+        self.assertIn("role=gateway", out)
+        self.assertIn("volumes=vol0", out)
+        certs = ensure.cairn_json(["client", "certificate", "list"])["certificates"]
+        self.assertTrue(any(c["name"] == "ensure-gw" and c["role"] == "gateway" and c["volumes"] == ["vol0"]
+                            for c in certs), certs)
+        serial = out
+        self.assertFalse(gw(["vol0"]))
+        self.assertTrue(gw(["vol0", "vol1"]))
+        out = subprocess.run(["openssl", "x509", "-noout", "-subject", "-ext", "subjectAltName", "-in", pem],
+                             capture_output=True, text=True, check=True).stdout
+        self.assertNotEqual(out, serial)
+        self.assertIn("vol0", out)
+        self.assertIn("vol1", out)
+        with self.assertRaises(ensure.CairnError):
+            gw([])
+
 
 if __name__ == "__main__":
     unittest.main()

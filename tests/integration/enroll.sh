@@ -4,7 +4,9 @@
 # --ca-cert-hash sha256:H --join-token-file F`, gets its node certificate from the
 # cluster CA through the member, becomes a member, and serves a brick of a replicated
 # volume. A wrong CA hash, a used, expired or revoked token, or a malformed hash make it
-# exit saying which, with no certificate written and the pool unchanged.
+# exit saying which, with no certificate written and the pool unchanged. With etcd over TLS
+# (the default) a node joining with --etcd-cert gets its etcd client certificate in the
+# enrollment answer, or is refused before the token is used when the CA node has no etcd CA.
 set -euo pipefail
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -123,8 +125,42 @@ in_pool n2 || fail "n2 left the pool after a restart"
 cmp -s "$CL_DIR/payload" "$CL_MNT/f" || fail "reading back after n2's restart"
 pass "n2 restarts with its certificate (the used token is not needed again)"
 
+# etcd with client certificates (docs/security.md, "etcd"): a joining node without an etcd
+# certificate gets one in the enrollment answer, signed by the etcd CA in the CA node's CA
+# dir (etcd-ca/, as /etc/cairn/etcd-ca on the appliance), and connects to etcd with it.
+if [[ $CL_ETCD_TLS == 1 ]]; then
+    tlsdir=$CL_DIR/etcd-tls
+    # Without an etcd CA on the CA node: refused before the token is used.
+    t5=$(new_token --ttl 10m)
+    mapfile -t etcd_tls < <(etcd_tls_cairnd_args "$tlsdir" cairn-bad7)
+    join_refused bad7 "holds no etcd CA" "$pin" "$t5"
+    [[ ! -e $tlsdir/cairn-bad7.pem && ! -e $tlsdir/cairn-bad7-key.pem ]] || fail "bad7 wrote an etcd certificate"
+    cairn_cli peer token list | grep -q "^${t5%%.*} .*valid" || fail "the refused etcd request used up the token"
+    pass "enrolling with an etcd request when the CA node holds no etcd CA is refused, the token kept"
+
+    ln -sfn "$tlsdir" "$CAIRN_CA_DIR/etcd-ca"
+    etcd_tls_node_user "$(cl_etcd_url)" "$tlsdir" cairn-n4 || fail "etcd user cairn-n4"
+    printf '%s\n' "$t5" >"$CL_DIR/n4.token"
+    chmod 600 "$CL_DIR/n4.token"
+    mkdir -p "$CL_DIR/ca-n4"
+    # through n2 (no CA key): the request goes on to n1 with the etcd request in it
+    CL_CAIRND_ARGS=(--ca-dir "$CL_DIR/ca-n4" --join "$(cl_node_addr n2)"
+        --ca-cert-hash "$pin" --join-token-file "$CL_DIR/n4.token")
+    CL_ETCD_CLIENT=cairn-n4 cl_start_node n4
+    rm -f "$CAIRN_CA_DIR/etcd-ca"
+    in_pool n4 || fail "n4 enrolled with an etcd request but is not in the pool"
+    assert_eq 600 "$(stat -c %a "$tlsdir/cairn-n4-key.pem")" "mode of n4's etcd key"
+    openssl x509 -in "$tlsdir/cairn-n4.pem" -noout -subject | grep -q 'CN *= *cairn-n4' ||
+        fail "n4's etcd certificate is not for cairn-n4: $(openssl x509 -in "$tlsdir/cairn-n4.pem" -noout -subject)"
+    openssl verify -CAfile "$tlsdir/ca.pem" "$tlsdir/cairn-n4.pem" >/dev/null ||
+        fail "n4's etcd certificate is not of the etcd CA"
+    grep -q "etcd client certificate issued by the etcd CA" "$CL_DIR/log/cairnd-n4.log" ||
+        fail "n4 did not say it stored its etcd certificate"
+    pass "n4 enrolled through n2 and got its etcd client certificate (CN cairn-n4, key 0600) with it; etcd takes it"
+fi
+
 # No token secret in logs or state.
-for t in "$token" "$revoked" "$expiring" "$(cat "$CL_DIR/n3.token")"; do
+for t in "$token" "$revoked" "$expiring" "$(cat "$CL_DIR/n3.token")" ${t5:+"$t5"}; do
     if grep -rqF "${t#*.}" "$CL_DIR/log" "$CL_DIR/state"; then
         fail "the secret of join token ${t%%.*} is in $(grep -rlF "${t#*.}" "$CL_DIR/log" "$CL_DIR/state" | head -1)"
     fi

@@ -208,7 +208,8 @@ cl_start_node() {
     fi
     mkdir -p "$CL_DIR/state/$name"
     local metrics=() etcd_tls=()
-    [[ $CL_ETCD_TLS != 1 ]] || mapfile -t etcd_tls < <(etcd_tls_cairnd_args "$CL_DIR/etcd-tls")
+    # CL_ETCD_CLIENT=NAME: the etcd client certificate NAME.pem instead of the shared one
+    [[ $CL_ETCD_TLS != 1 ]] || mapfile -t etcd_tls < <(etcd_tls_cairnd_args "$CL_DIR/etcd-tls" "${CL_ETCD_CLIENT:-cairn}")
     if [[ ${CL_METRICS:-0} == 1 ]]; then
         [[ -n ${CL_METRICS_PORT[$name]:-} ]] || CL_METRICS_PORT[$name]=$(free_port)
         metrics=(--metrics-listen "127.0.0.1:${CL_METRICS_PORT[$name]}")

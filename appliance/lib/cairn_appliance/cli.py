@@ -13,13 +13,17 @@
     cairn-appliance ensure smb-user NAME          (password on stdin)
     cairn-appliance prepare-disks [DEVICE...]     (format blank, mount at /srv/cairn/diskN)
     cairn-appliance setup-gateway --node NAME [--no-nfs] [--no-smb] [--no-iscsi]
+    cairn-appliance etcd-tls ca [--ip IP]...      (the etcd CA and server certificate, kept)
+    cairn-appliance etcd-tls client NAME          (a client certificate NAME of the etcd CA)
+    cairn-appliance etcd-tls install-server       (etcd's files from the CA dir, this node)
+    cairn-appliance etcd-tls install-client NAME  (this node's etcd identity from the CA dir)
     cairn-appliance render firewall ROLE... [--etcd-member]
     cairn-appliance render etcd-env --name N --ip IP --member NAME=IP... --token T [--state new|existing]
     cairn-appliance render appliance-env --role R --node N --advertise IP|auto --etcd URL...
     cairn-appliance render smb-conf --netbios NAME
     cairn-appliance render nfs-conf
 
-`ensure` prints one JSON line {"changed": BOOL} (or {"failed": true, "msg": ...} and exit
+`ensure`, `etcd-tls` print one JSON line {"changed": BOOL} (or {"failed": true, "msg": ...} and exit
 1), for Ansible's changed_when. `render` prints the file on stdout.
 """
 
@@ -29,7 +33,7 @@ import argparse
 import json
 import sys
 
-from . import config, ensure, firstboot, render, status
+from . import config, ensure, etcdtls, firstboot, render, status
 
 
 def _ensure(a) -> bool:
@@ -137,6 +141,15 @@ def parser() -> argparse.ArgumentParser:
     x.add_argument("--no-smb", action="store_true")
     x.add_argument("--no-iscsi", action="store_true")
 
+    t = sub.add_parser("etcd-tls")
+    ts = t.add_subparsers(dest="tls", required=True)
+    x = ts.add_parser("ca")
+    x.add_argument("--ip", action="append", default=[], help="an etcd member's address (server certificate SAN)")
+    x = ts.add_parser("client")
+    x.add_argument("name")
+    ts.add_parser("install-server")
+    x = ts.add_parser("install-client")
+    x.add_argument("name")
     r = sub.add_parser("render")
     rs = r.add_subparsers(dest="what", required=True)
     x = rs.add_parser("firewall")
@@ -168,11 +181,16 @@ def main(argv=None) -> int:
         return status.main(["--json"] if a.json else [])
     if a.cmd == "firstboot":
         return firstboot.main(["--force"] if a.force else [])
-    if a.cmd in ("ensure", "prepare-disks", "setup-gateway"):
+    if a.cmd in ("ensure", "prepare-disks", "setup-gateway", "etcd-tls"):
         extra = {}
         try:
             if a.cmd == "ensure":
                 changed = _ensure(a)
+            elif a.cmd == "etcd-tls":
+                changed = {"ca": lambda: etcdtls.make_ca(a.ip),
+                           "client": lambda: etcdtls.issue_client(a.name),
+                           "install-server": etcdtls.install_server,
+                           "install-client": lambda: etcdtls.install_client(a.name)}[a.tls]()
             elif a.cmd == "prepare-disks":
                 changes: list = []
                 extra["mounts"] = firstboot.prepare_disks(a.disks, changes)
@@ -184,7 +202,7 @@ def main(argv=None) -> int:
                 st = {"steps": []}
                 changed = firstboot.gateway_setup(cfg, a.node, st)
                 extra["steps"] = st["steps"]
-        except (ensure.CairnError, firstboot.StepError, OSError) as e:
+        except (ensure.CairnError, firstboot.StepError, etcdtls.EtcdTlsError, OSError) as e:
             print(json.dumps({"failed": True, "msg": str(e)}))
             return 1
         print(json.dumps({"changed": changed, **extra}))

@@ -13,6 +13,8 @@ import subprocess
 import tempfile
 from typing import Optional, Sequence
 
+from . import paths
+
 CAIRN = os.environ.get("CAIRN_CLI", "/usr/local/bin/cairn")
 MOUNT_CAIRN = os.environ.get("CAIRN_MOUNT", "/usr/local/sbin/mount.cairn")
 
@@ -203,3 +205,46 @@ def iscsi_target(iqn: str, luns: Sequence[str], portals: Sequence[str] = (),
             cairn(["iscsi", "target", "lun", "add", iqn, lun], host=host)
             changed = True
     return changed
+
+
+def gateway_credential(node: str, volumes: Sequence[str], pem: str = paths.GATEWAY_PEM,
+                       env_file: str = paths.GATEWAY_ENV, ca_dir: str = paths.ETC) -> bool:
+    """The gateway daemons' own certificate at PEM (0600): role gateway, CN NODE (the name
+    HA fencing uses), limited to VOLUMES, issued with the cluster CA in CA_DIR; and ENV_FILE
+    naming it (CAIRN_CREDENTIALS, which cairn-nfs, smbd and tcmu-runner read), so that they
+    do not use admin.pem. Re-issued when the volumes differ (PEM's `.volumes` file). True
+    if something changed. (ansible/roles/gateway does the same on a cluster.)"""
+    want = ",".join(sorted(set(volumes)))
+    if not want:
+        raise CairnError(f"gateway certificate of {node}: no volumes to limit it to")
+    marker = os.path.splitext(pem)[0] + ".volumes"
+    changed = False
+    if not os.path.exists(pem) or _read_text(marker) != want + "\n":
+        cairn(["client", "certificate", "issue", node, "--role", "gateway", "--volumes", want,
+               "--ca-dir", ca_dir, "--out", pem])
+        os.chmod(pem, 0o600)
+        _write_text(marker, want + "\n", 0o644)
+        changed = True
+    text = ("# Written by cairn-appliance: the gateway daemons' credential (role gateway)\n"
+            f"CAIRN_CREDENTIALS={pem}\n")
+    if _read_text(env_file) != text:
+        _write_text(env_file, text, 0o644)
+        changed = True
+    return changed
+
+
+def _read_text(path: str) -> Optional[str]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _write_text(path: str, text: str, mode: int) -> None:
+    tmp = f"{path}.new"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import ssl
 import stat
 import subprocess
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Optional
 
+from . import etcdtls, paths
 from .config import Config
 
 
@@ -54,9 +58,29 @@ class Probe:
         return None
 
     def etcd_health(self, url: str, timeout: float = 3.0) -> Optional[str]:
-        """None if the etcd at URL answers /health healthy, else why not."""
+        """None if the etcd at URL answers /health healthy, else why not. An https etcd
+        requires a client certificate: with this node's (etcdtls.CLIENT) it must answer
+        healthy; a node that has none yet (its enrollment brings it) checks that the port
+        answers."""
+        if url.startswith("https://"):
+            ca, cert, key = (paths.ROOT + p for p in etcdtls.CLIENT)
+            if not os.path.exists(cert):
+                u = urllib.parse.urlsplit(url)
+                try:
+                    socket.create_connection((u.hostname, u.port or 2379), timeout=timeout).close()
+                    return None
+                except OSError as e:
+                    return f"cannot be reached: {e.strerror or e}"
+            try:
+                ctx = ssl.create_default_context(cafile=ca)
+                ctx.load_cert_chain(cert, key)
+            except (OSError, ssl.SSLError) as e:
+                return f"this node's etcd client certificate {cert}: {e}"
+        else:
+            ctx = None
         try:
-            with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=timeout) as r:
+            with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=timeout,
+                                        context=ctx) as r:
                 body = r.read(4096).decode("utf-8", "replace")
         except urllib.error.HTTPError as e:
             return f"answered HTTP {e.code}"

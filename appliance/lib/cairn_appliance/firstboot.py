@@ -19,7 +19,7 @@ import sys
 import time
 from typing import Optional, Sequence
 
-from . import config, ensure, facts, paths, render
+from . import config, ensure, etcdtls, facts, paths, render
 
 
 class StepError(Exception):
@@ -247,17 +247,27 @@ def setup(cfg: config.Config, st: dict) -> None:
         step("role managed: nothing else to do here; ansible/site.yml configures the node")
         return
 
-    etcd = ["http://127.0.0.1:2379"] if cfg.runs_etcd else cfg.etcd
+    # etcd over TLS with client certificates (etcdtls.py): an all-in-one node makes the
+    # etcd CA and its own certificates; a node joining an https etcd gets its client
+    # certificate in the enrollment answer (cairnd --join writes etcdtls.CLIENT).
+    etcd = ["https://127.0.0.1:2379"] if cfg.runs_etcd else cfg.etcd
+    etcd_tls = etcdtls.CLIENT if etcdtls.uses_tls(etcd) else None
     if cfg.token:
         write(paths.TOKEN_FILE, cfg.token + "\n", 0o600)
     write(paths.APPLIANCE_ENV, render.appliance_env(cfg.role, node, cfg.address or "auto", etcd,
-                                                    cfg.join, cfg.ca_cert_hash))
+                                                    cfg.join, cfg.ca_cert_hash, etcd_tls))
 
     if cfg.runs_etcd:
+        try:
+            etcdtls.make_ca()
+            etcdtls.install_server()
+            etcdtls.install_client("cairn")
+        except (etcdtls.EtcdTlsError, OSError) as e:
+            raise StepError(f"etcd certificates: {e}")
         write(paths.ETCD_ENV, render.etcd_env(node, "127.0.0.1", [], secrets.token_hex(8),
-                                              loopback_only=True))
+                                              loopback_only=True, tls_dir=etcdtls.SERVER_PATH))
         systemctl("enable", "--now", "cairn-etcd.service")
-        step("etcd: single member on 127.0.0.1:2379")
+        step("etcd: single member on https://127.0.0.1:2379 (client certificates required)")
 
     bricks_root = []
     if cfg.has_bricks:
@@ -304,6 +314,13 @@ def setup(cfg: config.Config, st: dict) -> None:
         if cfg.smb:
             ensure.smb_share(v.name, v.name)
             step(f"smb: share {v.name}")
+        # The gateway daemons connect with their own certificate (role gateway, this
+        # volume only), not admin.pem: restart those already running to load it.
+        if ensure.gateway_credential(node, [v.name]):
+            for u in ("cairn-nfs.service", "smbd.service", "tcmu-runner.service"):
+                if _active(u):
+                    systemctl("restart", u)
+        step(f"gateway certificate: {node}, role gateway, volume {v.name} only ({paths.GATEWAY_PEM})")
 
 
 def gateway_setup(cfg: config.Config, node: str, st: dict) -> bool:

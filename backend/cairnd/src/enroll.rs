@@ -10,6 +10,10 @@
 //! The joining node checks both against its key and its pin, stores `node.pem` (0600) and
 //! `ca.pem`, and starts as a member.
 //!
+//! With `--etcd-cert` (an etcd that requires client certificates) the request also
+//! carries a request for the node's etcd client certificate, which the member holding the
+//! etcd CA (`CA_DIR/etcd-ca`) signs in the same step (`etcd_cert.rs`).
+//!
 //! The CA key stays on the node(s) holding `ca.key` in their CA dir (the first node): a
 //! member without it passes the request on ([`forward`]) to the other members over its
 //! node connections, and the one that holds the key answers; the key never travels.
@@ -17,7 +21,7 @@
 use crate::node::Node;
 use anyhow::Context;
 use cairn_config::PeerRecord;
-use cairn_proto::mgmt::{EnrollReply, EnrollRequest, MgmtReply, MgmtRequest};
+use cairn_proto::mgmt::{EnrollReply, EnrollRequest, EtcdClientCert, MgmtReply, MgmtRequest};
 use cairn_proto::msg::{PeerKind, Reply, Request};
 use cairn_proto::principal::Role;
 use cairn_proto::rpc::{Connection, Session};
@@ -115,6 +119,29 @@ pub async fn handle(
         }
         _ => {}
     }
+    // The etcd client certificate first: a bad request, or no etcd CA here, is refused
+    // before the token is used up.
+    let etcd = match &r.etcd_csr {
+        Some(csr) => {
+            let signed = crate::etcd_cert::sign(ca_dir, &r.name, csr).map_err(|e| {
+                fail(Errno::EINVAL, what(format!("etcd client certificate: {e:#}")))
+            })?;
+            let Some((cert, ca)) = signed else {
+                return Err(fail(
+                    Errno::EINVAL,
+                    what(format!(
+                        "it asks for an etcd client certificate, but {} holds no etcd CA \
+                         ({}); make it there with 'cairn-appliance etcd-tls ca' (the token \
+                         is not used up)",
+                        node.name,
+                        ca_dir.join(crate::etcd_cert::ETCD_CA_SUBDIR).display()
+                    )),
+                ));
+            };
+            Some(EtcdClientCert { cert, ca })
+        }
+        None => None,
+    };
     let by =
         format!("{} at {} (enrolled from {})", r.name, r.addr, session.peer.ip().to_canonical());
     let grant = cairn_config::consume_join_token(store, &r.token, &by).await.map_err(|e| {
@@ -125,9 +152,9 @@ pub async fn handle(
         .map_err(|e| fail(Errno::EINVAL, what(e.to_string())))?;
     let rec = PeerRecord { name: r.name.clone(), addr: r.addr.clone(), uuid: r.uuid.clone() };
     store.add_peer(rec).await.map_err(|e| fail(Errno::EEXIST, what(e.to_string())))?;
-    tracing::info!(peer = %r.name, addr = %r.addr, token = grant.token_id, "node enrolled with a join token: certificate issued, added to the pool");
+    tracing::info!(peer = %r.name, addr = %r.addr, token = grant.token_id, etcd_cert = etcd.is_some(), "node enrolled with a join token: certificate issued, added to the pool");
     node.kick.notify_one();
-    Ok(MgmtReply::Enrolled(EnrollReply { cert, ca: ca_pem, by: node.name.clone() }))
+    Ok(MgmtReply::Enrolled(EnrollReply { cert, ca: ca_pem, by: node.name.clone(), etcd }))
 }
 
 /// A member without the CA key: ask each other member in turn (over node connections);
@@ -177,6 +204,15 @@ pub struct JoinSpec {
     pub member: String,
     pub ca_cert_hash: String,
     pub token_file: PathBuf,
+    /// Where to store the etcd client certificate the enrollment brings (`--etcd-ca`,
+    /// `--etcd-cert`, `--etcd-key`); `None`: ask for none.
+    pub etcd: Option<EtcdPaths>,
+}
+
+pub struct EtcdPaths {
+    pub ca: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 /// Transient failures worth waiting out (a member still booting).
@@ -211,6 +247,10 @@ pub async fn join(
         .to_string();
     let req = NodeRequest::new(name).with_context(|| format!("certificate request of {name}"))?;
     let t = tls::enroll_transport(&pin)?;
+    let etcd_req = match &spec.etcd {
+        Some(_) => Some(crate::etcd_cert::EtcdRequest::new(name)?),
+        None => None,
+    };
     let enroll = EnrollRequest {
         token,
         csr: req.csr_pem.clone(),
@@ -218,6 +258,7 @@ pub async fn join(
         addr: addr.into(),
         uuid: uuid.into(),
         forwarded: false,
+        etcd_csr: etcd_req.as_ref().map(|r| r.csr_pem.clone()),
     };
     let member = &spec.member;
     let deadline = std::time::Instant::now() + REACH_FOR;
@@ -253,6 +294,22 @@ pub async fn join(
     let creds = req
         .credentials(&reply.cert, &reply.ca, &pin)
         .with_context(|| format!("the certificate {member} issued"))?;
+    // Checked before anything is stored: a node with node.pem does not enroll again.
+    let etcd = match (&spec.etcd, &etcd_req) {
+        (Some(paths), Some(er)) => {
+            let Some(e) = &reply.etcd else {
+                anyhow::bail!(
+                    "enrolling through {member}: {} sent no etcd client certificate",
+                    reply.by
+                );
+            };
+            let key = er
+                .check(&e.cert, &e.ca)
+                .with_context(|| format!("the etcd client certificate {member} issued"))?;
+            Some((paths, e, key))
+        }
+        _ => None,
+    };
     std::fs::create_dir_all(state_dir)
         .with_context(|| format!("creating state dir {}", state_dir.display()))?;
     creds.save(&node_pem).with_context(|| format!("writing {}", node_pem.display()))?;
@@ -266,6 +323,11 @@ pub async fn join(
         {
             tracing::warn!(path = %p.display(), "cannot write the cluster CA certificate there: {e}");
         }
+    }
+    if let Some((paths, e, key)) = etcd {
+        crate::etcd_cert::save(&paths.ca, &paths.cert, &paths.key, &e.ca, &e.cert, &key)
+            .context("storing the etcd client certificate")?;
+        tracing::info!(node = %name, path = %paths.cert.display(), "etcd client certificate issued by the etcd CA");
     }
     tracing::info!(node = %name, member = %reply.by, path = %node_pem.display(), "enrolled: node certificate issued by the cluster CA; a member of the pool");
     Ok(())

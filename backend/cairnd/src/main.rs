@@ -8,6 +8,7 @@ mod certs;
 mod chain;
 mod delegs;
 mod enroll;
+mod etcd_cert;
 mod exec;
 mod fence;
 mod heal;
@@ -249,6 +250,14 @@ async fn main() -> anyhow::Result<()> {
             member: member.clone(),
             ca_cert_hash: pin.clone(),
             token_file: file.clone(),
+            // etcd with client certificates (--etcd-cert): the enrollment brings this
+            // node's, unless it has one
+            etcd: match (&args.etcd_ca, &args.etcd_cert, &args.etcd_key) {
+                (Some(ca), Some(cert), Some(key)) if !cert.exists() => {
+                    Some(enroll::EtcdPaths { ca: ca.clone(), cert: cert.clone(), key: key.clone() })
+                }
+                _ => None,
+            },
         };
         enroll::join(&spec, &name, &addr, &uuid, &args.state_dir, &ca_dir).await?;
     }

@@ -43,6 +43,7 @@ fn request(token: &str, req: &NodeRequest, name: &str) -> EnrollRequest {
         addr: "127.0.0.1:7999".into(),
         uuid: format!("uuid-{name}"),
         forwarded: false,
+        etcd_csr: None,
     }
 }
 
@@ -132,4 +133,148 @@ async fn a_node_enrolls_with_a_token_alone() {
     let r = EnrollRequest { uuid: "another".into(), ..request(&fresh, &dup, "n2") };
     refused(enroll(&c, r).await, Errno::EEXIST, "already used by member");
     assert!(!peers(&c).await.contains(&"n3".to_string()));
+}
+
+// --- the etcd client certificate in the enrollment answer (docs/security.md, "etcd") ----
+
+/// The etcd CA, server and client certificates `scripts/etcd-tls.sh` makes, in `dir`.
+fn etcd_ca(dir: &std::path::Path) {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/etcd-tls.sh");
+    let ok = std::process::Command::new("bash")
+        .args(["-c", ". \"$0\" && etcd_tls_make \"$1\""])
+        .arg(&script)
+        .arg(dir)
+        .status()
+        .expect("bash");
+    assert!(ok.success(), "etcd_tls_make {}", dir.display());
+}
+
+/// A request for an etcd client certificate with common name `cn`, and its key (PEM).
+fn etcd_csr(cn: &str) -> (String, String) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::default();
+    params.distinguished_name.push(rcgen::DnType::CommonName, cn);
+    (params.serialize_request(&key).unwrap().pem().unwrap(), key.serialize_pem())
+}
+
+/// A real etcd with TLS as the appliance runs it: https only, client certificates of the
+/// etcd CA required.
+struct TlsEtcd {
+    child: std::process::Child,
+    url: String,
+}
+
+impl TlsEtcd {
+    fn start(tls: &std::path::Path, data: &std::path::Path) -> TlsEtcd {
+        let (cp, pp) = (common::free_port(), common::free_port());
+        let url = format!("https://127.0.0.1:{cp}");
+        let peer = format!("https://127.0.0.1:{pp}");
+        let f = |n: &str| tls.join(n).display().to_string();
+        let child = std::process::Command::new("etcd")
+            .args(["--name", "e", "--data-dir", &data.display().to_string()])
+            .args(["--listen-client-urls", &url, "--advertise-client-urls", &url])
+            .args(["--listen-peer-urls", &peer, "--initial-advertise-peer-urls", &peer])
+            .args(["--initial-cluster", &format!("e={peer}")])
+            .args(["--cert-file", &f("server.pem"), "--key-file", &f("server-key.pem")])
+            .args(["--client-cert-auth", "--trusted-ca-file", &f("ca.pem")])
+            .args(["--peer-cert-file", &f("server.pem"), "--peer-key-file", &f("server-key.pem")])
+            .args(["--peer-client-cert-auth", "--peer-trusted-ca-file", &f("ca.pem")])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn etcd");
+        TlsEtcd { child, url }
+    }
+
+    async fn connect(&self, sec: &cairn_config::EtcdSecurity) -> Result<(), String> {
+        cairn_config::Store::connect_secure(
+            std::slice::from_ref(&self.url),
+            "/cairn",
+            std::time::Duration::from_secs(5),
+            sec,
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+    }
+}
+
+impl Drop for TlsEtcd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_enrollment_brings_the_etcd_client_certificate() {
+    let c = Cluster::start();
+    let good = token(&c).await;
+    let req = NodeRequest::new("n2").unwrap();
+    let (csr, key) = etcd_csr("cairn-n2");
+    let with_etcd =
+        |csr: &str| EnrollRequest { etcd_csr: Some(csr.into()), ..request(&good, &req, "n2") };
+
+    // No etcd CA on the CA node: refused, saying so, and the token is not used up.
+    refused(enroll(&c, with_etcd(&csr)).await, Errno::EINVAL, "holds no etcd CA");
+    assert_eq!(peers(&c).await, vec!["t1".to_string()]);
+
+    let ca_dir = c.path("ca/etcd-ca");
+    etcd_ca(&ca_dir);
+    // A request for another etcd user, or garbage: refused, the token kept.
+    let (other, _) = etcd_csr("cairn-n3");
+    refused(enroll(&c, with_etcd(&other)).await, Errno::EINVAL, "not \"cairn-n2\"");
+    refused(enroll(&c, with_etcd("garbage")).await, Errno::EINVAL, "bad etcd certificate request");
+    assert_eq!(peers(&c).await, vec!["t1".to_string()]);
+
+    let reply = match enroll(&c, with_etcd(&csr)).await.expect("enroll n2 with an etcd request") {
+        MgmtReply::Enrolled(r) => r,
+        other => panic!("{other:?}"),
+    };
+    let creds = req.credentials(&reply.cert, &reply.ca, &pin()).expect("node credentials");
+    let etcd = reply.etcd.expect("an etcd client certificate in the answer");
+    assert_eq!(etcd.ca, std::fs::read_to_string(ca_dir.join("ca.pem")).unwrap());
+    let (_, x) = x509_parser::pem::parse_x509_pem(etcd.cert.as_bytes()).unwrap();
+    let x = x.parse_x509().unwrap();
+    assert_eq!(x.subject().iter_common_name().next().unwrap().as_str().unwrap(), "cairn-n2");
+
+    // A real etcd over TLS takes it, and refuses a client without a certificate or with
+    // only a cluster certificate.
+    let d = tempfile::tempdir().unwrap();
+    let e = TlsEtcd::start(&ca_dir, &d.path().join("etcd"));
+    std::fs::write(d.path().join("ca.pem"), &etcd.ca).unwrap();
+    std::fs::write(d.path().join("n2.pem"), &etcd.cert).unwrap();
+    cairn_proto::tls::write_private(&d.path().join("n2-key.pem"), key.as_bytes()).unwrap();
+    let sec = cairn_config::EtcdSecurity {
+        ca: Some(d.path().join("ca.pem")),
+        cert: Some(d.path().join("n2.pem")),
+        key: Some(d.path().join("n2-key.pem")),
+    };
+    let mut ok = Err(String::new());
+    for _ in 0..60 {
+        ok = e.connect(&sec).await;
+        if ok.is_ok() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    ok.expect("etcd over TLS with the enrolled etcd certificate");
+    let nocert =
+        cairn_config::EtcdSecurity { ca: Some(d.path().join("ca.pem")), ..Default::default() };
+    assert!(e.connect(&nocert).await.is_err(), "etcd served a client without a certificate");
+    // (node.pem holds the certificate, the cluster CA and the key)
+    let node_pem = d.path().join("node.pem");
+    creds.save(&node_pem).unwrap();
+    let wrong =
+        cairn_config::EtcdSecurity { cert: Some(node_pem.clone()), key: Some(node_pem), ..sec };
+    assert!(e.connect(&wrong).await.is_err(), "etcd took a certificate of the cluster CA");
+
+    // A request without an etcd request gets none.
+    let fresh = token(&c).await;
+    let n4 = NodeRequest::new("n4").unwrap();
+    let r = EnrollRequest { addr: "127.0.0.1:7998".into(), ..request(&fresh, &n4, "n4") };
+    match enroll(&c, r).await.expect("enroll n4") {
+        MgmtReply::Enrolled(r) => assert!(r.etcd.is_none()),
+        other => panic!("{other:?}"),
+    }
 }

@@ -268,7 +268,7 @@ pub struct CertIssue {
     /// node (a cairnd joining the cluster).
     #[arg(long, value_enum, default_value_t = IssueRole::Client)]
     pub role: IssueRole,
-    /// Only these volumes (comma separated); default: every volume.
+    /// Only these volumes (comma separated; roles client and gateway); default: every volume.
     #[arg(long, value_name = "VOLUME,...", value_delimiter = ',')]
     pub volumes: Option<Vec<String>>,
     /// Read-only: the holder may read but not change volume data.

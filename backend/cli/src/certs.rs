@@ -60,10 +60,15 @@ pub fn issue(a: &CertIssue, s: &Settings, out: &mut dyn Write, err: &mut dyn Wri
         IssueRole::Admin => Role::Admin,
         IssueRole::Node => Role::Node,
     };
-    if role != Role::Client && (a.volumes.is_some() || a.read_only) {
+    // A gateway may be held to the volumes it serves (cairnd checks a certificate's volume
+    // list for every role); read-only is for clients only.
+    if (a.volumes.is_some() && !matches!(role, Role::Client | Role::Gateway))
+        || (a.read_only && role != Role::Client)
+    {
         let _ = writeln!(
             err,
-            "client certificate issue: {}: --volumes and --read-only apply to --role client only",
+            "client certificate issue: {}: --volumes applies to --role client and gateway only, \
+             --read-only to --role client only",
             a.name
         );
         return exit::USAGE;

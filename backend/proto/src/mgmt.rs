@@ -179,6 +179,10 @@ pub struct EnrollRequest {
     /// Set by a member without the CA key that passes the request on to the members that
     /// may hold it (they do not pass it on again).
     pub forwarded: bool,
+    /// A PKCS#10 request (PEM, CN `cairn-NAME`) for the node's etcd client certificate,
+    /// when it talks to an etcd that requires one (docs/security.md, "etcd"). The member
+    /// holding the etcd CA signs it; its key stays on the joining node too.
+    pub etcd_csr: Option<String>,
 }
 
 /// A member's answer to [`EnrollRequest`].
@@ -190,6 +194,17 @@ pub struct EnrollReply {
     pub ca: String,
     /// The member that answered.
     pub by: String,
+    /// The node's etcd client certificate, when the request carried `etcd_csr` and the
+    /// member holds the etcd CA.
+    pub etcd: Option<EtcdClientCert>,
+}
+
+/// An etcd client certificate (PEM) and the etcd CA's certificate (PEM), which also signed
+/// etcd's server certificate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EtcdClientCert {
+    pub cert: String,
+    pub ca: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

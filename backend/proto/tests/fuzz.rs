@@ -219,6 +219,7 @@ fn enroll_request() -> EnrollRequest {
         addr: "10.0.0.2:7420".into(),
         uuid: "0b8f1c2e-0000-4000-8000-000000000001".into(),
         forwarded: true,
+        etcd_csr: Some(csr.clone()),
     }
 }
 
@@ -480,6 +481,16 @@ fn every_response() -> Vec<Response> {
             cert: "-----BEGIN CERTIFICATE-----\n...".into(),
             ca: "-----BEGIN CERTIFICATE-----\n...".into(),
             by: "n1".into(),
+            etcd: None,
+        })),
+        Reply::Mgmt(MgmtReply::Enrolled(EnrollReply {
+            cert: "-----BEGIN CERTIFICATE-----\n...".into(),
+            ca: "-----BEGIN CERTIFICATE-----\n...".into(),
+            by: "n1".into(),
+            etcd: Some(EtcdClientCert {
+                cert: "-----BEGIN CERTIFICATE-----\netcd".into(),
+                ca: "-----BEGIN CERTIFICATE-----\netcd ca".into(),
+            }),
         })),
         Reply::Mgmt(MgmtReply::Certs(vec![cert_info()])),
     ];

@@ -10,8 +10,10 @@
 # over a brick on each guest; an NFSv4.1 client (nfs-rs) on the host writes through a's
 # forwarded port and the file is on both bricks; smbclient puts and gets through a's SMB
 # share as the inventory's user; guest a's kernel NFS client, as root (squashed), creates
-# and appends in vol0's root. Last, site.yml runs again and its PLAY RECAP must say
-# changed=0 for every host. Progress and timings on stdout; docs/appliance.md ("Tests").
+# and appends in vol0's root. etcd runs over TLS: it refuses plain HTTP and a client without
+# a certificate, each node has its own etcd client certificate, the CTDB lock helper works
+# over TLS, and the gateway daemons run with a's own gateway certificate (vol0 only). Last,
+# site.yml runs again and its PLAY RECAP must say changed=0 for every host. Progress and timings on stdout; docs/appliance.md ("Tests").
 #
 # Env: DEPLOY_KEEP_TARBALL=PATH (use that dist tarball instead of packing one).
 # Run it under the machine's VM lock: flock /work/vm.lock make vm-test SCENARIO=deploy
@@ -172,6 +174,56 @@ PY
             vm_fail "vol0's root is not 1777 and 65534's (the inventory's mode and owner) on $g's brick"
     done
     vm_step "ok: vol0 is started, replica 2 over node-a and node-b (both up), its root 1777 and 65534's"
+
+    # --- etcd over TLS (docs/security.md, "etcd") ------------------------------------------
+    vm_step "checks: etcd over TLS with client certificates, per-node and per-gateway certificates"
+    local e=https://$deploy_net.11:2379 range='{"key":"L2NhaXJu","range_end":"L2NhaXJv"}' out
+    vm_ssh b "curl -sS --max-time 5 http://$deploy_net.11:2379/health" >"$VM_DIR/etcd-plain.out" 2>&1 &&
+        vm_fail "etcd answered plain HTTP: $(cat "$VM_DIR/etcd-plain.out")"
+    vm_ssh a "curl -sS --max-time 5 http://127.0.0.1:2379/health" >"$VM_DIR/etcd-plain.out" 2>&1 &&
+        vm_fail "etcd answered plain HTTP on 127.0.0.1: $(cat "$VM_DIR/etcd-plain.out")"
+    vm_ssh b "curl -fsS --max-time 5 --cacert /etc/cairn/etcd-client/ca.pem -X POST -d '$range' $e/v3/kv/range" \
+        >"$VM_DIR/etcd-nocert.out" 2>&1 &&
+        vm_fail "etcd served a client without a certificate: $(head -c 300 "$VM_DIR/etcd-nocert.out")"
+    out=$(vm_ssh b "curl -fsS --max-time 5 --cacert /etc/cairn/etcd-client/ca.pem \
+        --cert /etc/cairn/etcd-client/client.pem --key /etc/cairn/etcd-client/client-key.pem \
+        -X POST -d '$range' $e/v3/kv/range") || vm_fail "b's etcd client certificate was refused: $out"
+    grep -q '"count"' <<<"$out" || vm_fail "b read nothing from etcd with its certificate: $out"
+    grep -q 'https://' <<<"$(vm_ssh b cat /etc/cairn/appliance.env)" || vm_fail "b's cairnd does not use https for etcd"
+    [[ $(vm_ssh a stat -c %a:%U:%G /etc/cairn/etcd-server/server-key.pem) == 640:root:etcd ]] ||
+        vm_fail "etcd's key is not 0640 root:etcd"
+    for g in a b; do
+        [[ $(vm_ssh "$g" stat -c %a:%U /etc/cairn/etcd-client/client-key.pem /etc/cairn/etcd-client) == $'600:root\n700:root' ]] ||
+            vm_fail "$g's etcd client key or its directory is not root's, 0600/0700"
+        vm_ssh "$g" "openssl x509 -noout -subject -in /etc/cairn/etcd-client/client.pem" | grep -q "CN = cairn-node-$g" ||
+            vm_fail "$g's etcd client certificate is not its own (CN cairn-node-$g)"
+    done
+    vm_ssh b "test ! -e /etc/cairn/etcd-ca" || vm_fail "the etcd CA is on b (only bricks[0] keeps it)"
+    vm_ssh b "journalctl -b --no-pager -u 'cairn*' -u etcd" | grep -q 'BEGIN .*PRIVATE KEY' &&
+        vm_fail "a private key is in b's journal"
+    vm_ssh a "journalctl -b --no-pager -u 'cairn*' -u etcd" | grep -q 'BEGIN .*PRIVATE KEY' &&
+        vm_fail "a private key is in a's journal"
+    grep -q 'BEGIN .*PRIVATE KEY' "$VM_DIR/site-1.log" && vm_fail "a private key is in the ansible log"
+    # the CTDB cluster lock helper over TLS, with the node's etcd identity (appliance.env)
+    vm_ssh b "cat >/tmp/ctdb-etcd-reclock && chmod 0755 /tmp/ctdb-etcd-reclock" <"$VM_REPO/appliance/ha/ctdb-etcd-reclock" ||
+        vm_fail "copying ctdb-etcd-reclock to b"
+    out=$(vm_ssh b "timeout 8 /tmp/ctdb-etcd-reclock $e /cairn/ha/ctdb/deploy-test 3 2>&1; true")
+    [[ $out == 0* ]] || vm_fail "ctdb-etcd-reclock over TLS with b's etcd identity: '$out' (want '0', the lock taken)"
+    # the gateway's own certificate: role gateway, vol0 only; Ganesha and smbd run with it
+    [[ $(vm_ssh a stat -c %a:%U /etc/cairn/gateway.pem) == 600:root ]] || vm_fail "a's gateway.pem is not 0600 root's"
+    out=$(vm_ssh a /usr/local/bin/cairn --json client certificate list) || vm_fail "cairn client certificate list: $out"
+    python3 - "$out" <<'PY' || vm_fail "no gateway certificate node-a limited to vol0 is recorded: $out"
+import json, sys
+d = json.loads(sys.argv[1])
+certs = d["certificates"] if isinstance(d, dict) else d
+assert any(c.get("name") == "node-a" and c.get("role") == "gateway" and c.get("volumes") == ["vol0"]
+           and not c.get("revoked_at") for c in certs), certs
+PY
+    for unit in cairn-nfs smbd; do
+        vm_ssh a "tr '\\0' '\\n' </proc/\$(systemctl show -p MainPID --value $unit)/environ" |
+            grep -qx 'CAIRN_CREDENTIALS=/etc/cairn/gateway.pem' || vm_fail "$unit does not run with the gateway's certificate"
+    done
+    vm_step "ok: etcd refuses plain HTTP and a client without a certificate; nodes use their own etcd certificates (keys 0600, CA on node-a only); ctdb-etcd-reclock works over TLS; Ganesha and smbd use a's gateway certificate (vol0 only)"
 
     local nfs_port smb_port
     nfs_port=$(vm_port a 2049)

@@ -65,6 +65,7 @@ fn enroll_request() -> Request {
         addr: "127.0.0.1:7421".into(),
         uuid: "u".into(),
         forwarded: false,
+        etcd_csr: None,
     }))
 }
 

@@ -1,0 +1,176 @@
+//! The etcd client certificate a joining node gets in its enrollment answer
+//! (docs/security.md, "etcd"). etcd requires a client certificate of the **etcd CA**, a CA
+//! of its own (not the cluster CA: a FUSE client's or a gateway's cluster certificate must
+//! not open etcd), kept like `ca.key` on the node holding the cluster CA, in
+//! `CA_DIR/etcd-ca/` (`ca.pem`, `ca-key.pem`; made by `scripts/etcd-tls.sh` or
+//! `cairn-appliance etcd-tls ca`).
+//!
+//! The joining node makes a key and a request for CN `cairn-NAME` ([`EtcdRequest`]); the
+//! member holding the etcd CA signs it ([`sign`]) for client authentication only; the
+//! joining node checks the answer ([`EtcdRequest::check`]) and writes the certificate, the
+//! etcd CA and its key where `--etcd-cert`, `--etcd-ca` and `--etcd-key` say, before it
+//! connects to etcd with them. The key never leaves the joining node.
+
+use anyhow::{bail, Context};
+use std::path::Path;
+
+/// Where the etcd CA lives under a CA dir.
+pub const ETCD_CA_SUBDIR: &str = "etcd-ca";
+/// Validity of an etcd client certificate (as `etcd_tls_client` issues them).
+const DAYS: i64 = 3650;
+
+/// The etcd user a node's certificate names (its CN).
+pub fn common_name(node: &str) -> String {
+    format!("cairn-{node}")
+}
+
+/// A joining node's etcd key and its certificate request.
+pub struct EtcdRequest {
+    key: rcgen::KeyPair,
+    cn: String,
+    pub csr_pem: String,
+}
+
+impl EtcdRequest {
+    pub fn new(node: &str) -> anyhow::Result<EtcdRequest> {
+        let key = rcgen::KeyPair::generate().context("etcd client key")?;
+        let cn = common_name(node);
+        let mut params = rcgen::CertificateParams::default();
+        params.distinguished_name.push(rcgen::DnType::CommonName, cn.clone());
+        let csr_pem = params
+            .serialize_request(&key)
+            .and_then(|c| c.pem())
+            .with_context(|| format!("etcd certificate request of {cn}"))?;
+        Ok(EtcdRequest { key, cn, csr_pem })
+    }
+
+    /// The member's answer checked: `cert` is for this key and CN, and `ca` is a
+    /// certificate. (The answer comes over the enrollment connection, whose member proved
+    /// itself with the pinned cluster CA.) Returns the key (PEM) to store with it.
+    pub fn check(&self, cert: &str, ca: &str) -> anyhow::Result<String> {
+        let der = pem_der(cert).context("etcd client certificate")?;
+        let (_, x) = x509_parser::parse_x509_certificate(&der)
+            .map_err(|e| anyhow::anyhow!("etcd client certificate: {e}"))?;
+        if x.public_key().raw != self.key.public_key_der() {
+            bail!("the etcd client certificate is not for this node's etcd key");
+        }
+        let cn = x.subject().iter_common_name().next().and_then(|c| c.as_str().ok());
+        if cn != Some(self.cn.as_str()) {
+            bail!("the etcd client certificate is for {cn:?}, not {}", self.cn);
+        }
+        let ca_der = pem_der(ca).context("etcd CA certificate")?;
+        let (_, cax) = x509_parser::parse_x509_certificate(&ca_der)
+            .map_err(|e| anyhow::anyhow!("etcd CA certificate: {e}"))?;
+        if x.issuer() != cax.subject() {
+            bail!(
+                "the etcd client certificate is issued by {}, not by the etcd CA {}",
+                x.issuer(),
+                cax.subject()
+            );
+        }
+        Ok(self.key.serialize_pem())
+    }
+}
+
+fn pem_der(pem: &str) -> anyhow::Result<Vec<u8>> {
+    let (_, p) = x509_parser::pem::parse_x509_pem(pem.as_bytes())
+        .map_err(|e| anyhow::anyhow!("not a PEM certificate: {e}"))?;
+    Ok(p.contents)
+}
+
+/// The member's side: an etcd client certificate for node `node` from its request, and
+/// the etcd CA's certificate; `None` when this node holds no etcd CA under `ca_dir`.
+pub fn sign(ca_dir: &Path, node: &str, csr_pem: &str) -> anyhow::Result<Option<(String, String)>> {
+    let dir = ca_dir.join(ETCD_CA_SUBDIR);
+    let (cert_path, key_path) = (dir.join("ca.pem"), dir.join("ca-key.pem"));
+    if !key_path.exists() {
+        return Ok(None);
+    }
+    let ca_pem = std::fs::read_to_string(&cert_path)
+        .with_context(|| format!("etcd CA {}", cert_path.display()))?;
+    let key_pem = std::fs::read_to_string(&key_path)
+        .with_context(|| format!("etcd CA key {}", key_path.display()))?;
+    let key = rcgen::KeyPair::from_pem(&key_pem)
+        .with_context(|| format!("etcd CA key {}", key_path.display()))?;
+    let issuer = rcgen::CertificateParams::from_ca_cert_pem(&ca_pem)
+        .with_context(|| format!("etcd CA {}", cert_path.display()))?
+        .self_signed(&key)
+        .with_context(|| {
+            format!("etcd CA key {} does not fit {}", key_path.display(), cert_path.display())
+        })?;
+    let csr = rcgen::CertificateSigningRequestParams::from_pem(csr_pem)
+        .context("bad etcd certificate request")?;
+    let want = common_name(node);
+    let cn = csr.params.distinguished_name.get(&rcgen::DnType::CommonName).and_then(|v| match v {
+        rcgen::DnValue::Utf8String(s) => Some(s.clone()),
+        rcgen::DnValue::PrintableString(s) => Some(s.as_str().to_string()),
+        _ => None,
+    });
+    if cn.as_deref() != Some(want.as_str()) {
+        bail!("the etcd certificate request is for {cn:?}, not {want:?}");
+    }
+    // Only the CN of the request is taken: no SAN, client authentication only.
+    let mut params = rcgen::CertificateParams::default();
+    params.distinguished_name.push(rcgen::DnType::CommonName, want);
+    params.key_usages =
+        vec![rcgen::KeyUsagePurpose::DigitalSignature, rcgen::KeyUsagePurpose::KeyEncipherment];
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let now = time::OffsetDateTime::now_utc();
+    params.not_before = now - time::Duration::hours(1);
+    params.not_after = now + time::Duration::days(DAYS);
+    let mut serial = [0u8; 16];
+    getrandom(&mut serial);
+    serial[0] &= 0x7f;
+    params.serial_number = Some(rcgen::SerialNumber::from_slice(&serial));
+    let cert = params
+        .signed_by(&csr.public_key, &issuer, &key)
+        .context("signing the etcd client certificate")?;
+    Ok(Some((cert.pem(), ca_pem)))
+}
+
+fn getrandom(b: &mut [u8]) {
+    use std::io::Read;
+    std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(b)).expect("/dev/urandom");
+}
+
+/// Store what the enrollment brought: the certificate and the etcd CA (0644) and the key
+/// (0600), each written atomically, the key never readable by others.
+pub fn save(
+    ca: &Path,
+    cert: &Path,
+    key: &Path,
+    ca_pem: &str,
+    cert_pem: &str,
+    key_pem: &str,
+) -> anyhow::Result<()> {
+    for p in [ca, cert, key] {
+        if let Some(d) = p.parent() {
+            if !d.exists() {
+                std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700))
+                    .with_context(|| format!("chmod 0700 {}", d.display()))?;
+            }
+        }
+    }
+    cairn_proto::tls::write_private(key, key_pem.as_bytes())
+        .with_context(|| format!("writing {}", key.display()))?;
+    for (p, text) in [(cert, cert_pem), (ca, ca_pem)] {
+        let tmp = p.with_extension("new");
+        std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(&tmp, p).with_context(|| format!("writing {}", p.display()))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_etcd_ca_no_certificate() {
+        let d = tempfile::tempdir().unwrap();
+        let r = EtcdRequest::new("n2").unwrap();
+        assert!(sign(d.path(), "n2", &r.csr_pem).unwrap().is_none());
+    }
+}
