@@ -3,10 +3,13 @@
 # I/O that must go to the DSs. Runs as root in the guest:
 #
 #   pnfs-guest.sh run VERS PORT SIZES    mount 10.0.2.2:/vol0 with VERS on /mnt/pnfs-VERS,
-#                                        write files of SIZES (bytes, space-separated),
+#                                        write files of SIZES (bytes, comma-separated),
 #                                        read them back with a cold cache, check the
 #                                        counters (below), leave NAME.md5 next to each
 #   pnfs-guest.sh umount VERS
+#   pnfs-guest.sh debug VERS             the kernel's pNFS/RPC debug messages (dmesg,
+#                                        rpcdebug -m nfs -s pnfs, -m rpc -s call, on from
+#                                        the mount of `run`) and this mount's mountstats
 #
 # Counters: this mount's per-op statistics in /proc/self/mountstats count the RPCs sent
 # to the MDS only: LAYOUTGET and GETDEVICEINFO must be > 0 and READ and WRITE 0. The
@@ -36,8 +39,14 @@ proc4() { awk -v n="$1" '$1 == "proc4" { print $(n + 3) }' /proc/net/rpc/nfs; }
 
 case $cmd in
 run)
-    port=$3 sizes=$4
+    # SIZES comes comma-separated: ssh joins its arguments into one command line, so
+    # a space-separated list would arrive as several arguments (only the first used)
+    port=$3 sizes=${4//,/ }
     modprobe nfs_layout_nfsv41_files 2>/dev/null || true
+    # debugging aids, printed by `debug` (the host asks for them when a run fails)
+    dmesg -C
+    rpcdebug -m nfs -s pnfs >/dev/null
+    rpcdebug -m rpc -s call >/dev/null
     mkdir -p "$mnt"
     mount -t nfs -o "vers=$vers,proto=tcp,port=$port,hard,timeo=100,retrans=3" \
         10.0.2.2:/vol0 "$mnt" || die "mount vers=$vers"
@@ -79,6 +88,16 @@ run)
     ;;
 umount)
     umount "$mnt" || die "umount $mnt"
+    ;;
+debug)
+    echo "== /proc/self/mountstats"
+    cat /proc/self/mountstats
+    echo "== /proc/net/rpc/nfs"
+    cat /proc/net/rpc/nfs
+    echo "== dmesg"
+    dmesg
+    rpcdebug -m nfs -c all >/dev/null
+    rpcdebug -m rpc -c all >/dev/null
     ;;
 *) die "unknown command $cmd" ;;
 esac

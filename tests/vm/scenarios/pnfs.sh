@@ -19,8 +19,14 @@ PNFS_VM_SIZES=${PNFS_VM_SIZES:-4096 200000 1048576 3145728}
 declare -A DS_PORT=()
 
 scenario_cleanup() {
+    local g
+    [[ -z ${PNFS_CAPTURE_PID:-} ]] || kill "$PNFS_CAPTURE_PID" 2>/dev/null || true
     nfs_cleanup_all || true
     [[ -n ${CL_DIR:-} ]] || return 0
+    # the Ganeshas' logs (NFS4 and PNFS at FULL_DEBUG) go with the run's logs
+    for g in "${NFS_GWS[@]}"; do
+        cp "${NFS_DIR[$g]}/ganesha.log" "$VM_DIR/ganesha-$g.log" 2>/dev/null || true
+    done
     cl_stop_all || return 1
     [[ ${VM_KEEP:-} == 1 ]] || rm -rf "$CL_DIR"
 }
@@ -75,6 +81,8 @@ scenario_main() {
     export CAIRN_CA_DIR=${CAIRN_CA_DIR:-$VM_DIR/ca}
     export CAIRN_CREDENTIALS=${CAIRN_CREDENTIALS:-$CAIRN_CA_DIR/admin.pem}
     mkdir -p "$CAIRN_CA_DIR"
+    # Ganesha's NFS4 and PNFS components at FULL_DEBUG (in ganesha-*.log of the run)
+    export NFS_LOG_COMPONENTS=${NFS_LOG_COMPONENTS:-NFS4 = FULL_DEBUG; PNFS = FULL_DEBUG;}
     cluster_up 2 vol0 2 4 >"$VM_DIR/cluster.log" 2>&1
     trap vm_cleanup EXIT # lib.sh's cluster trap replaced ours: ours stops both
     ds_start n1
@@ -93,11 +101,24 @@ scenario_main() {
         sleep 5
     done
 
+    # a capture of the guest's traffic to the MDS and the DSs (headers and the start of
+    # each RPC; tcpdump -r, or wireshark, decodes it): kept with the logs on failure
+    if command -v tcpdump >/dev/null; then
+        tcpdump -i lo -s 512 -U -w "$VM_DIR/pnfs.pcap" \
+            "tcp port ${NFS_PORT[mds]} or tcp port ${DS_PORT[n1]} or tcp port ${DS_PORT[n2]}" \
+            >"$VM_DIR/tcpdump.log" 2>&1 &
+        PNFS_CAPTURE_PID=$!
+    fi
+
     for v in $PNFS_VM_VERSIONS; do
         t0=$SECONDS
         vm_step "NFSv$v with pNFS: write and read back $PNFS_VM_SIZES bytes in the guest"
-        out=$(guest run "$v" "${NFS_PORT[mds]}" "$PNFS_VM_SIZES") ||
-            { echo "$out" >&2; vm_fail "NFSv$v: pNFS I/O in the guest"; }
+        out=$(guest run "$v" "${NFS_PORT[mds]}" "${PNFS_VM_SIZES// /,}") || {
+            echo "$out" >&2
+            guest debug "$v" >"$VM_DIR/guest-debug-$v.log" 2>&1 || true
+            cp "$VM_DIR/pnfs.pcap" "$VM_DIR/pnfs.pcap.out" 2>/dev/null || true
+            vm_fail "NFSv$v: pNFS I/O in the guest (kernel debug messages: guest-debug-$v.log)"
+        }
         echo "$out"
         pass "NFSv$v kernel client: $(grep '^COUNTS' <<<"$out")"
         (($(ds_conns) > 0)) || vm_fail "NFSv$v: no connection to a DS port on the host"
