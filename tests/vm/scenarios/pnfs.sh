@@ -6,8 +6,9 @@
 # 12 guest mounts the MDS with vers=4.1 and vers=4.2, writes and reads back files of
 # several sizes (cold cache; pnfs-guest.sh checks GETDEVICEINFO and LAYOUTCOMMIT in
 # /proc/self/mountstats). The Ganeshas log their NFSv4 ops (NFS4 at FULL_DEBUG): the MDS
-# must have seen LAYOUTGETs and no READ or WRITE, the DSs the READs and WRITEs. The host
-# reads the same data through FUSE. Then (PNFS_VM_KILL_DS=1, the default) the guest
+# must have seen LAYOUTGETs and no READ or WRITE, the DSs the READs and WRITEs (the
+# client's DS connections close once it returned the layouts: their count proves
+# nothing). The host reads the same data through FUSE. Then (PNFS_VM_KILL_DS=1, the default) the guest
 # writes a file 1 MiB at a time with fsync while the host kills the DS that gets its
 # WRITEs: the client goes on through the MDS and the whole file reads back the same, in
 # the guest and through FUSE. Guest I/O stays small (TCG). About 3-4 minutes.
@@ -120,15 +121,6 @@ kill_ds_during_write() {
         "NFSv$v: big, written while its DS died, reads back the same through FUSE"
 }
 
-# ds_conns: established TCP connections to the DS ports (the guest's, through slirp)
-ds_conns() {
-    local n=0 node
-    for node in "${!DS_PORT[@]}"; do
-        n=$((n + $(ss -Htn state established "( sport = :${DS_PORT[$node]} )" | wc -l)))
-    done
-    echo "$n"
-}
-
 scenario_main() {
     local here=$VM_REPO/tests/vm/scenarios v s out t0
     command -v ganesha.nfsd >/dev/null || vm_fail "nfs-ganesha missing (apt-get install nfs-ganesha)"
@@ -194,8 +186,6 @@ scenario_main() {
         ((mr == 0 && mw == 0)) || vm_fail "NFSv$v: $mr READs and $mw WRITEs went to the MDS"
         ((dr > 0 && dw > 0)) || vm_fail "NFSv$v: the DSs saw $dr READs and $dw WRITEs"
         pass "NFSv$v: the MDS saw $ml LAYOUTGETs and no READ or WRITE; the DSs $dr READs and $dw WRITEs"
-        (($(ds_conns) > 0)) || vm_fail "NFSv$v: no connection to a DS port on the host"
-        pass "NFSv$v: the guest holds $(ds_conns) connection(s) to the DS ports"
         for s in $PNFS_VM_SIZES; do
             assert_eq "$(cat "$CL_MNT/pnfs-$v/f$s.md5")" \
                 "$(md5sum <"$CL_MNT/pnfs-$v/f$s" | cut -d' ' -f1)" \
