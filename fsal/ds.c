@@ -11,7 +11,8 @@
  * own cairnd. A DS file handle carries the MDS's wire handle (volume id + inode id,
  * internal.h), so it is the same on every DS and survives restarts of the DS, the MDS and
  * cairnd. READ, WRITE and COMMIT become cairn_read, cairn_write (UNSTABLE) /
- * cairn_write_through + cairn_fsync (DATA_SYNC, FILE_SYNC) and cairn_fsync, run as root:
+ * cairn_write_through + cairn_fsync (DATA_SYNC, FILE_SYNC; answered DATA_SYNC4, so that the
+ * client sends LAYOUTCOMMIT: see dsh_write) and cairn_fsync, run as root:
  * the MDS checked the client's access when it handed out the layout (the DS checks no
  * stateid; see docs/nfs.md "pNFS").
  */
@@ -192,7 +193,14 @@ static nfsstat4 dsh_write(struct fsal_ds_handle *const ds_pub,
 		rc = cairn_fsync(h->export->fs, NULL, h->id, false);
 		if (rc < 0)
 			return ds_error("write(fsync)", h, rc);
-		*stability_got = FILE_SYNC4;
+		/* The data and the file's size are on the bricks now, but not in the MDS's
+		 * view: its mdcache (and libcairn's cache there) still holds the size from
+		 * before. A FILE_SYNC4 answer would tell the client that the metadata is
+		 * committed too (RFC 5661 erratum 2751), and Linux then sends no LAYOUTCOMMIT:
+		 * the file reads back at its old size. DATA_SYNC4 makes the client send
+		 * LAYOUTCOMMIT with the last byte written, which the MDS applies
+		 * (mds.c layoutcommit) and which drops its cached attributes. */
+		*stability_got = DATA_SYNC4;
 	}
 	*written_length = n;
 	return NFS4_OK;

@@ -54,7 +54,11 @@ nfs_render_config() {
         echo "}"
         echo "NFS_KRB5 { Active_krb5 = false; }"
         echo "MDCACHE { Entries_HWMark = 100000; }"
-        echo "LOG { Default_Log_Level = ${NFS_LOG_LEVEL:-EVENT}; }"
+        echo "LOG {"
+        echo "    Default_Log_Level = ${NFS_LOG_LEVEL:-EVENT};"
+        # e.g. NFS_LOG_COMPONENTS="NFS4 = FULL_DEBUG; PNFS = FULL_DEBUG;"
+        [[ -n ${NFS_LOG_COMPONENTS:-} ]] && echo "    Components { $NFS_LOG_COMPONENTS }"
+        echo "}"
         echo "CAIRN { }"
         echo "%include \"$(realpath "$exports")\""
     } >"$dir/ganesha.conf"
@@ -163,10 +167,29 @@ nfs_render_ds_config() {
         echo "    Server_Scope = \"${NFS_SERVER_OWNER:-$(hostname)-ds-$port}\";"
         echo "}"
         echo "NFS_KRB5 { Active_krb5 = false; }"
-        echo "LOG { Default_Log_Level = ${NFS_LOG_LEVEL:-EVENT}; }"
+        echo "LOG {"
+        echo "    Default_Log_Level = ${NFS_LOG_LEVEL:-EVENT};"
+        # e.g. NFS_LOG_COMPONENTS="NFS4 = FULL_DEBUG; PNFS = FULL_DEBUG;"
+        [[ -n ${NFS_LOG_COMPONENTS:-} ]] && echo "    Components { $NFS_LOG_COMPONENTS }"
+        echo "}"
         echo "CAIRN { }"
         echo "%include \"$(realpath "$ds")\""
     } >"$dir/ganesha.conf"
+}
+
+# nfs_detached CMD...: run CMD (a daemon that outlives the caller) without the caller's
+# file descriptors above 2. A daemon keeps what it inherits: started under
+# `flock /work/vm.lock make vm-test ...`, rpcbind kept the lock's descriptor and with it
+# the VM lock, for every later VM run, long after the scenario ended.
+nfs_detached() {
+    (
+        local fd
+        for fd in "/proc/$BASHPID/fd/"*; do
+            fd=${fd##*/}
+            ((fd > 2)) && eval "exec $fd>&-"
+        done
+        exec "$@"
+    )
 }
 
 # nfs_ensure_rpcbind: start rpcbind if none runs (Debian's rpcbind crashes with
@@ -179,7 +202,7 @@ nfs_ensure_rpcbind() {
     fi
     command -v rpcbind >/dev/null || { log "rpcbind is not installed"; return 1; }
     mkdir -p /run/rpcbind
-    rpcbind -w || { log "rpcbind failed to start"; return 1; }
+    nfs_detached rpcbind -w || { log "rpcbind failed to start"; return 1; }
     wait_port 127.0.0.1 111 10
 }
 
@@ -205,7 +228,7 @@ nfs_start_bus() {
   </policy>
 </busconfig>
 CONF
-    pid=$(dbus-daemon --config-file="$dir/dbus.conf" --fork --print-pid) ||
+    pid=$(nfs_detached dbus-daemon --config-file="$dir/dbus.conf" --fork --print-pid) ||
         { log "dbus-daemon failed to start for $dir"; return 1; }
     echo "$pid" >"$dir/dbus.pid"
     echo "unix:path=$dir/dbus.sock" >"$dir/dbus.address"
@@ -224,7 +247,7 @@ nfs_ensure_statd() {
         return 0
     fi
     command -v rpc.statd >/dev/null || { log "rpc.statd is not installed (nfs-common)"; return 1; }
-    rpc.statd --no-notify || { log "rpc.statd failed to start"; return 1; }
+    nfs_detached rpc.statd --no-notify || { log "rpc.statd failed to start"; return 1; }
 }
 
 # nfs_start_ganesha DIR PORT: start ganesha.nfsd on DIR/ganesha.conf; wait for PORT.

@@ -363,7 +363,13 @@ def main():
     dport = dev["multipath_ds_list"][0][0][2]
     if dport not in ds_clients:
         ds_clients[dport] = Client(dport, 1, "", f"pnfs-ds-{dport}")
-    ds_write(ds_clients[dport], dsfh, lsid, 0, b"g" * 100, stable=2)
+    # FILE_SYNC asked, DATA_SYNC4 answered: the data is stable but the MDS does not
+    # know the new size until LAYOUTCOMMIT, and a FILE_SYNC4 answer tells a client it
+    # need not send one (RFC 5661 erratum 2751; Linux then sent none and the file read
+    # back at its old size)
+    n, how, _ = ds_write(ds_clients[dport], dsfh, lsid, 0, b"g" * 100, stable=2)
+    check(n == 100 and how == 1, f"grown: FILE_SYNC WRITE of 100 bytes at the DS: wrote {n}, "
+          f"committed {how} (want 1, DATA_SYNC4: the client must LAYOUTCOMMIT)")
     newsize = layoutcommit(mds, o.fh, lsid, last_write=65535)
     check(newsize == 65536, f"grown: LAYOUTCOMMIT last write 65535 after 100 bytes: new size "
           f"{newsize}")

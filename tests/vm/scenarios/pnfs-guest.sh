@@ -3,15 +3,24 @@
 # I/O that must go to the DSs. Runs as root in the guest:
 #
 #   pnfs-guest.sh run VERS PORT SIZES    mount 10.0.2.2:/vol0 with VERS on /mnt/pnfs-VERS,
-#                                        write files of SIZES (bytes, space-separated),
+#                                        write files of SIZES (bytes, comma-separated),
 #                                        read them back with a cold cache, check the
 #                                        counters (below), leave NAME.md5 next to each
 #   pnfs-guest.sh umount VERS
+#   pnfs-guest.sh debug VERS             the kernel's pNFS/RPC debug messages (dmesg,
+#                                        rpcdebug -m nfs -s pnfs, -m rpc -s call, on from
+#                                        the mount of `run`) and this mount's mountstats
+#   pnfs-guest.sh big VERS MIB           write file big, 1 MiB at a time with fsync (each
+#                                        MiB acknowledged; the host kills its DS on the
+#                                        way), read it back with a cold cache, leave
+#                                        big.md5 next to it
 #
-# Counters: this mount's per-op statistics in /proc/self/mountstats count the RPCs sent
-# to the MDS only: LAYOUTGET and GETDEVICEINFO must be > 0 and READ and WRITE 0. The
-# client-wide NFSv4 counts in /proc/net/rpc/nfs (every connection, the DSs' too) must
-# show the READs and WRITEs: so they went to the DSs.
+# Counters: this mount's per-op statistics in /proc/self/mountstats: GETDEVICEINFO and
+# LAYOUTCOMMIT go to the MDS only and must be > 0 (LAYOUTGET rides in the OPEN compound
+# on Linux 6.1 and is then counted as OPEN: the host counts it in the MDS's log). The
+# files layout driver counts the READs and WRITEs it sends to a DS under the MDS mount
+# too (filelayout_{read,write}_count_stats), so that the I/O went to the DSs and not to
+# the MDS is checked on the host, in the op logs of the MDS's and the DSs' Ganeshas.
 set -euo pipefail
 
 say() { echo "guest: $*"; }
@@ -36,8 +45,14 @@ proc4() { awk -v n="$1" '$1 == "proc4" { print $(n + 3) }' /proc/net/rpc/nfs; }
 
 case $cmd in
 run)
-    port=$3 sizes=$4
+    # SIZES comes comma-separated: ssh joins its arguments into one command line, so
+    # a space-separated list would arrive as several arguments (only the first used)
+    port=$3 sizes=${4//,/ }
     modprobe nfs_layout_nfsv41_files 2>/dev/null || true
+    # debugging aids, printed by `debug` (the host asks for them when a run fails)
+    dmesg -C
+    rpcdebug -m nfs -s pnfs >/dev/null
+    rpcdebug -m rpc -s call >/dev/null
     mkdir -p "$mnt"
     mount -t nfs -o "vers=$vers,proto=tcp,port=$port,hard,timeo=100,retrans=3" \
         10.0.2.2:/vol0 "$mnt" || die "mount vers=$vers"
@@ -62,23 +77,42 @@ run)
         md5sum <"/tmp/f$s" | cut -d' ' -f1 >"/tmp/f$s.md5"
     done
     say "v$vers: wrote and read back (cold cache) files of $sizes bytes"
+    for s in $sizes; do cp "/tmp/f$s.md5" "$dir/f$s.md5"; done
+    sync
     lg=$(op_count LAYOUTGET) gd=$(op_count GETDEVICEINFO) lc=$(op_count LAYOUTCOMMIT)
     mr=$(op_count READ) mw=$(op_count WRITE)
     r=$(($(proc4 1) - r0)) w=$(($(proc4 2) - w0))
-    say "v$vers: MDS mount: LAYOUTGET $lg GETDEVICEINFO $gd LAYOUTCOMMIT $lc READ $mr WRITE $mw; all connections: READ +$r WRITE +$w"
-    ((lg > 0)) || die "no LAYOUTGET sent to the MDS"
+    say "v$vers: MDS mount: LAYOUTGET $lg GETDEVICEINFO $gd LAYOUTCOMMIT $lc READ $mr WRITE $mw (DS I/O included); all connections: READ +$r WRITE +$w"
     ((gd > 0)) || die "no GETDEVICEINFO sent to the MDS"
-    ((mr == 0 && mw == 0)) || die "READ $mr / WRITE $mw went to the MDS, not the DSs"
+    ((lc > 0)) || die "no LAYOUTCOMMIT sent to the MDS (the DSs' writes never reach its view)"
     ((r > 0 && w > 0)) || die "no READ/WRITE sent at all (+$r/+$w)?"
-    for s in $sizes; do cp "/tmp/f$s.md5" "$dir/f$s.md5"; done
-    # the .md5 files are small writes too: still no WRITE at the MDS
-    sync
-    mw=$(op_count WRITE)
-    ((mw == 0)) || die "WRITE $mw at the MDS after the md5 files"
-    echo "COUNTS lg=$lg gd=$gd lc=$lc mds_read=$mr mds_write=$mw all_read=$r all_write=$w"
+    echo "COUNTS lg=$lg gd=$gd lc=$lc read=$mr write=$mw all_read=$r all_write=$w"
+    ;;
+big)
+    mib=$3 dir=$mnt/pnfs-$vers
+    head -c "$((mib << 20))" /dev/urandom >/tmp/big
+    for ((i = 0; i < mib; i++)); do
+        dd if=/tmp/big of="$dir/big" bs=1M skip="$i" seek="$i" count=1 \
+            conv=notrunc,fsync status=none || die "writing MiB $i of big"
+        sleep 0.5
+    done
+    echo 3 >/proc/sys/vm/drop_caches
+    cmp /tmp/big "$dir/big" || die "big ($mib MiB) read back differs"
+    md5sum </tmp/big | cut -d' ' -f1 >"$dir/big.md5"
+    say "v$vers: big ($mib MiB, each fsynced) read back the same (cold cache)"
     ;;
 umount)
     umount "$mnt" || die "umount $mnt"
+    ;;
+debug)
+    echo "== /proc/self/mountstats"
+    cat /proc/self/mountstats
+    echo "== /proc/net/rpc/nfs"
+    cat /proc/net/rpc/nfs
+    echo "== dmesg"
+    dmesg
+    rpcdebug -m nfs -c all >/dev/null
+    rpcdebug -m rpc -c all >/dev/null
     ;;
 *) die "unknown command $cmd" ;;
 esac

@@ -4,23 +4,39 @@
 # a DS Ganesha per node (FSAL_CAIRN in DS mode over that node's cairnd, each on its own
 # port; the device lists them as 10.0.2.2:PORT, the host as the guest sees it). A Debian
 # 12 guest mounts the MDS with vers=4.1 and vers=4.2, writes and reads back files of
-# several sizes (cold cache), and checks that LAYOUTGET and GETDEVICEINFO went to the MDS
-# while no READ or WRITE did (pnfs-guest.sh: /proc/self/mountstats against the
-# client-wide counts). The host sees the guest's connections on the DS ports and reads the
-# same data through FUSE. Guest I/O stays small (TCG).
+# several sizes (cold cache; pnfs-guest.sh checks GETDEVICEINFO and LAYOUTCOMMIT in
+# /proc/self/mountstats). The Ganeshas log their NFSv4 ops (NFS4 at FULL_DEBUG): the MDS
+# must have seen LAYOUTGETs and no READ or WRITE, the DSs the READs and WRITEs (the
+# client's DS connections close once it returned the layouts: their count proves
+# nothing). The host reads the same data through FUSE. Then (PNFS_VM_KILL_DS=1, the default) the guest
+# writes a file 1 MiB at a time with fsync while the host kills the DS that gets its
+# WRITEs: the client goes on through the MDS and the whole file reads back the same, in
+# the guest and through FUSE. Guest I/O stays small (TCG). About 3-4 minutes.
 #
-#   flock /work/vm.lock make vm-test SCENARIO=pnfs
+#   flock -o /work/vm.lock make vm-test SCENARIO=pnfs   (-o: no daemon inherits the lock)
+#
+# On failure the run's logs (build/vm-logs/pnfs.*) hold the Ganeshas' logs, the guest's
+# kernel pNFS/RPC debug messages (guest-debug-VERS.log) and a capture of the guest's
+# traffic to the MDS and DS ports (pnfs.pcap.out, with tcpdump where installed).
 
 # shellcheck source=tests/nfs/lib.sh
 . "$VM_REPO/tests/nfs/lib.sh"
 
 PNFS_VM_VERSIONS=${PNFS_VM_VERSIONS:-4.1 4.2}
 PNFS_VM_SIZES=${PNFS_VM_SIZES:-4096 200000 1048576 3145728}
+PNFS_VM_KILL_DS=${PNFS_VM_KILL_DS:-1}
+PNFS_VM_BIG_MIB=${PNFS_VM_BIG_MIB:-12}
 declare -A DS_PORT=()
 
 scenario_cleanup() {
+    local g
+    [[ -z ${PNFS_CAPTURE_PID:-} ]] || kill "$PNFS_CAPTURE_PID" 2>/dev/null || true
     nfs_cleanup_all || true
     [[ -n ${CL_DIR:-} ]] || return 0
+    # the Ganeshas' logs (NFS4 and PNFS at FULL_DEBUG) go with the run's logs
+    for g in "${NFS_GWS[@]}"; do
+        cp "${NFS_DIR[$g]}/ganesha.log" "$VM_DIR/ganesha-$g.log" 2>/dev/null || true
+    done
     cl_stop_all || return 1
     [[ ${VM_KEEP:-} == 1 ]] || rm -rf "$CL_DIR"
 }
@@ -52,13 +68,57 @@ guest() {
     return "$rc"
 }
 
-# ds_conns: established TCP connections to the DS ports (the guest's, through slirp)
-ds_conns() {
-    local n=0 node
-    for node in "${!DS_PORT[@]}"; do
-        n=$((n + $(ss -Htn state established "( sport = :${DS_PORT[$node]} )" | wc -l)))
+# ops NAME OP: how many OP requests Ganesha instance NAME (mds, ds-n1, ds-n2) has logged
+# (its NFS4 component at FULL_DEBUG logs each op of each compound)
+ops() {
+    local n
+    n=$(grep -c ": opcode [0-9]* is OP_$2\$" "${NFS_DIR[$1]}/ganesha.log" || true)
+    echo "${n:-0}"
+}
+
+# ds_ops OP: OP requests at both DSs
+ds_ops() { echo $(($(ops ds-n1 "$1") + $(ops ds-n2 "$1"))); }
+
+# kill_ds_during_write VERS: the guest writes file big 1 MiB at a time with fsync; once
+# a DS has taken two of its WRITEs, that DS's Ganesha is killed (SIGKILL). The client
+# must go on (Linux marks the device unavailable and sends the I/O through the MDS) and
+# every acknowledged MiB must be there.
+kill_ds_during_write() {
+    local v=$1 node hit='' pid t mw0 rc=0
+    local -A w0=()
+    for node in n1 n2; do w0[$node]=$(ops "ds-$node" WRITE); done
+    mw0=$(ops mds WRITE)
+    guest big "$v" "$PNFS_VM_BIG_MIB" >"$VM_DIR/big-$v.out" 2>&1 &
+    pid=$!
+    for ((t = 0; t < 600; t++)); do
+        for node in n1 n2; do
+            if (($(ops "ds-$node" WRITE) >= w0[$node] + 2)); then
+                hit=$node
+                break 2
+            fi
+        done
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.2
     done
-    echo "$n"
+    if [[ -z $hit ]]; then
+        wait "$pid" || true
+        cat "$VM_DIR/big-$v.out" >&2
+        vm_fail "NFSv$v: the big write sent no WRITE to a DS"
+    fi
+    kill -9 "$(cat "${NFS_DIR[ds-$hit]}/ganesha.pid.self")" ||
+        vm_fail "killing the DS on $hit"
+    vm_step "NFSv$v: killed the DS on $hit after $(($(ops "ds-$hit" WRITE) - w0[$hit])) WRITEs of big"
+    t=$SECONDS
+    wait "$pid" || rc=$?
+    cat "$VM_DIR/big-$v.out"
+    ((rc == 0)) || {
+        guest debug "$v" >"$VM_DIR/guest-debug-big-$v.log" 2>&1 || true
+        vm_fail "NFSv$v: writing big while its DS died (guest-debug-big-$v.log)"
+    }
+    pass "NFSv$v: $PNFS_VM_BIG_MIB MiB written (each MiB fsynced) while the DS on $hit died: finished $((SECONDS - t)) s after the kill, $(($(ops mds WRITE) - mw0)) WRITEs went to the MDS, read back the same in the guest"
+    assert_eq "$(cat "$CL_MNT/pnfs-$v/big.md5")" \
+        "$(md5sum <"$CL_MNT/pnfs-$v/big" | cut -d' ' -f1)" \
+        "NFSv$v: big, written while its DS died, reads back the same through FUSE"
 }
 
 scenario_main() {
@@ -75,6 +135,8 @@ scenario_main() {
     export CAIRN_CA_DIR=${CAIRN_CA_DIR:-$VM_DIR/ca}
     export CAIRN_CREDENTIALS=${CAIRN_CREDENTIALS:-$CAIRN_CA_DIR/admin.pem}
     mkdir -p "$CAIRN_CA_DIR"
+    # Ganesha's NFS4 and PNFS components at FULL_DEBUG (in ganesha-*.log of the run)
+    export NFS_LOG_COMPONENTS=${NFS_LOG_COMPONENTS:-NFS4 = FULL_DEBUG; PNFS = FULL_DEBUG;}
     cluster_up 2 vol0 2 4 >"$VM_DIR/cluster.log" 2>&1
     trap vm_cleanup EXIT # lib.sh's cluster trap replaced ours: ours stops both
     ds_start n1
@@ -93,20 +155,45 @@ scenario_main() {
         sleep 5
     done
 
+    # a capture of the guest's traffic to the MDS and the DSs (headers and the start of
+    # each RPC; tcpdump -r, or wireshark, decodes it): kept with the logs on failure
+    if command -v tcpdump >/dev/null; then
+        tcpdump -i lo -s 512 -U -w "$VM_DIR/pnfs.pcap" \
+            "tcp port ${NFS_PORT[mds]} or tcp port ${DS_PORT[n1]} or tcp port ${DS_PORT[n2]}" \
+            >"$VM_DIR/tcpdump.log" 2>&1 &
+        PNFS_CAPTURE_PID=$!
+    fi
+
+    local last=${PNFS_VM_VERSIONS##* } ml0 mr0 mw0 dr0 dw0
     for v in $PNFS_VM_VERSIONS; do
         t0=$SECONDS
+        ml0=$(ops mds LAYOUTGET) mr0=$(ops mds READ) mw0=$(ops mds WRITE)
+        dr0=$(ds_ops READ) dw0=$(ds_ops WRITE)
         vm_step "NFSv$v with pNFS: write and read back $PNFS_VM_SIZES bytes in the guest"
-        out=$(guest run "$v" "${NFS_PORT[mds]}" "$PNFS_VM_SIZES") ||
-            { echo "$out" >&2; vm_fail "NFSv$v: pNFS I/O in the guest"; }
+        out=$(guest run "$v" "${NFS_PORT[mds]}" "${PNFS_VM_SIZES// /,}") || {
+            echo "$out" >&2
+            guest debug "$v" >"$VM_DIR/guest-debug-$v.log" 2>&1 || true
+            cp "$VM_DIR/pnfs.pcap" "$VM_DIR/pnfs.pcap.out" 2>/dev/null || true
+            vm_fail "NFSv$v: pNFS I/O in the guest (kernel debug messages: guest-debug-$v.log)"
+        }
         echo "$out"
         pass "NFSv$v kernel client: $(grep '^COUNTS' <<<"$out")"
-        (($(ds_conns) > 0)) || vm_fail "NFSv$v: no connection to a DS port on the host"
-        pass "NFSv$v: the guest holds $(ds_conns) connection(s) to the DS ports"
+        # what each server saw (the Ganeshas' op logs)
+        local ml=$(($(ops mds LAYOUTGET) - ml0)) mr=$(($(ops mds READ) - mr0))
+        local mw=$(($(ops mds WRITE) - mw0)) dr=$(($(ds_ops READ) - dr0))
+        local dw=$(($(ds_ops WRITE) - dw0))
+        ((ml > 0)) || vm_fail "NFSv$v: the MDS saw no LAYOUTGET"
+        ((mr == 0 && mw == 0)) || vm_fail "NFSv$v: $mr READs and $mw WRITEs went to the MDS"
+        ((dr > 0 && dw > 0)) || vm_fail "NFSv$v: the DSs saw $dr READs and $dw WRITEs"
+        pass "NFSv$v: the MDS saw $ml LAYOUTGETs and no READ or WRITE; the DSs $dr READs and $dw WRITEs"
         for s in $PNFS_VM_SIZES; do
             assert_eq "$(cat "$CL_MNT/pnfs-$v/f$s.md5")" \
                 "$(md5sum <"$CL_MNT/pnfs-$v/f$s" | cut -d' ' -f1)" \
                 "NFSv$v: f$s written through the DSs reads back the same through FUSE"
         done
+        if [[ $PNFS_VM_KILL_DS == 1 && $v == "$last" ]]; then
+            kill_ds_during_write "$v"
+        fi
         guest umount "$v" || vm_fail "NFSv$v umount"
         vm_step "NFSv$v: done in $((SECONDS - t0)) s"
     done
