@@ -17,37 +17,37 @@ pub(super) fn decode_value<T: Record>(key: &[u8], value: &[u8]) -> Result<T, Con
     let key = String::from_utf8_lossy(key).into_owned();
     let r: T = match serde_json::from_slice(value) {
         Ok(r) => r,
-        Err(source) => return Err(ConfigError::BadRecord { key, source }),
+        Err(e) => return Err(ConfigError::BadRecord { key, source: e.into() }),
     };
     match r.check(&key) {
         Ok(()) => Ok(r),
-        Err(why) => Err(ConfigError::BadRecord { key, source: serde::de::Error::custom(why) }),
+        Err(source) => Err(ConfigError::BadRecord { key, source }),
     }
 }
 
 /// What a stored record must hold; `key` is where it was read from.
 pub(crate) trait Record: serde::de::DeserializeOwned {
-    fn check(&self, key: &str) -> Result<(), String>;
+    fn check(&self, key: &str) -> Result<(), RecordError>;
 }
 
 /// The record's name is the last component of its key.
-pub(super) fn named_at(what: &str, name: &str, key: &str) -> Result<(), String> {
+pub(crate) fn named_at(what: &'static str, name: &str, key: &str) -> Result<(), RecordError> {
     match key.rsplit_once('/') {
         Some((_, last)) if last == name => Ok(()),
-        _ => Err(format!("it names {what} {name:?}, not the one of its key")),
+        _ => Err(RecordError::NotItsKey { what, name: name.to_string() }),
     }
 }
 
 impl Record for PeerRecord {
-    fn check(&self, key: &str) -> Result<(), String> {
-        check_name("peer", &self.name).map_err(|e| e.to_string())?;
+    fn check(&self, key: &str) -> Result<(), RecordError> {
+        check_name("peer", &self.name)?;
         named_at("peer", &self.name, key)
     }
 }
 
 impl Record for VolumeRecord {
-    fn check(&self, key: &str) -> Result<(), String> {
-        check_volume(self).map_err(|e| e.to_string())?;
+    fn check(&self, key: &str) -> Result<(), RecordError> {
+        check_volume(self)?;
         named_at("volume", &self.name, key)
     }
 }

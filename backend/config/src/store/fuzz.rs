@@ -199,3 +199,61 @@ proptest! {
         check_read(PEER_KEY, &serde_json::to_vec(&v).unwrap(), peer_rules(PEER_KEY))?;
     }
 }
+
+/// Records refused for their content keep the messages they had when the rules returned
+/// strings, and carry the typed reason (`RecordError`).
+#[test]
+fn refused_records_keep_their_messages() {
+    fn refused<T: Record + std::fmt::Debug>(key: &str, json: &str) -> (RecordError, String) {
+        match decode_value::<T>(key.as_bytes(), json.as_bytes()) {
+            Err(ConfigError::BadRecord { key: k, source }) => {
+                assert_eq!(k, key);
+                let msg = ConfigError::BadRecord { key: k, source }.to_string();
+                match decode_value::<T>(key.as_bytes(), json.as_bytes()) {
+                    Err(ConfigError::BadRecord { source, .. }) => (source, msg),
+                    other => panic!("{other:?}"),
+                }
+            }
+            other => panic!("{key}: {other:?}"),
+        }
+    }
+    use crate::{CertRecord, JoinTokenRecord};
+    let cert = r#"{"serial":"ab","name":"n","role":"node","issued":1,"expires":2}"#;
+    let (e, msg) = refused::<CertRecord>("/cairn/certs/cd", cert);
+    assert!(matches!(e, RecordError::NotItsKey { what: "certificate", .. }), "{e:?}");
+    assert_eq!(
+        msg,
+        r#"bad record at /cairn/certs/cd: it names certificate "ab", not the one of its key"#
+    );
+    let cert = r#"{"serial":"AB","name":"n","role":"node","issued":1,"expires":2}"#;
+    let (e, msg) = refused::<CertRecord>("/cairn/certs/AB", cert);
+    assert!(matches!(e, RecordError::CertSerial(_)), "{e:?}");
+    assert_eq!(
+        msg,
+        r#"bad record at /cairn/certs/AB: certificate serial "AB" is not lower-case hex"#
+    );
+    let tok = r#"{"id":"0123456z","hash":"00","created":1,"expires":2}"#;
+    let (e, msg) = refused::<JoinTokenRecord>("/cairn/join-tokens/0123456z", tok);
+    assert!(matches!(e, RecordError::TokenId(_)), "{e:?}");
+    assert_eq!(
+        msg,
+        r#"bad record at /cairn/join-tokens/0123456z: join token id "0123456z" is not 8 hex digits"#
+    );
+    let tok = r#"{"id":"01234567","hash":"00","created":1,"expires":2}"#;
+    let (e, msg) = refused::<JoinTokenRecord>("/cairn/join-tokens/01234567", tok);
+    assert!(matches!(e, RecordError::TokenHash(_)), "{e:?}");
+    assert_eq!(
+        msg,
+        "bad record at /cairn/join-tokens/01234567: join token 01234567: hash is not a SHA-256 in hex"
+    );
+    let peer = r#"{"name":"a/b","addr":"x:1","uuid":"u"}"#;
+    let (e, msg) = refused::<PeerRecord>("/cairn/peers/a/b", peer);
+    assert!(matches!(e, RecordError::Invalid(_)), "{e:?}");
+    assert!(
+        msg.starts_with(r#"bad record at /cairn/peers/a/b: invalid peer name "a/b": must be"#),
+        "{msg}"
+    );
+    let (e, msg) = refused::<PeerRecord>("/cairn/peers/x", "{");
+    assert!(matches!(e, RecordError::Json(_)), "{e:?}");
+    assert!(msg.starts_with("bad record at /cairn/peers/x: EOF"), "{msg}");
+}

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tracing::info;
 
-pub(crate) use check::{decode, encode, Record};
+pub(crate) use check::{decode, encode, named_at, Record};
 pub use lease::NodeLease;
 pub use map::build_map;
 pub use security::EtcdSecurity;
@@ -54,7 +54,33 @@ pub enum ConfigError {
     #[error("lease {lease:x} of node {node} is lost or expired")]
     LeaseLost { node: String, lease: i64 },
     #[error("bad record at {key}: {source}")]
-    BadRecord { key: String, source: serde_json::Error },
+    BadRecord { key: String, source: RecordError },
+}
+
+/// Why a record read back from etcd is refused (`ConfigError::BadRecord` names its key).
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// Not JSON of the record's type.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    /// It names another record than the one its key names.
+    #[error("it names {what} {name:?}, not the one of its key")]
+    NotItsKey { what: &'static str, name: String },
+    #[error("certificate serial {0:?} is not lower-case hex")]
+    CertSerial(String),
+    #[error("join token id {0:?} is not 8 hex digits")]
+    TokenId(String),
+    #[error("join token {0}: hash is not a SHA-256 in hex")]
+    TokenHash(String),
+    /// A name or volume that could never have been stored (`ConfigError::Invalid`).
+    #[error(transparent)]
+    Invalid(Box<ConfigError>),
+}
+
+impl From<ConfigError> for RecordError {
+    fn from(e: ConfigError) -> RecordError {
+        RecordError::Invalid(Box::new(e))
+    }
 }
 
 /// Connection and key layout shared by a `Store`, its leases and its watch task.
