@@ -132,3 +132,54 @@ async fn a_grown_volume_finds_old_files_and_refuses_duplicates() {
     assert!(b1.join("data/d").join(&name).is_file());
     assert!(!b0.join("data/d").join(&name).exists());
 }
+
+/// A client that creates by the layout of before an add-brick (the map push has not reached
+/// it yet) is refused by the old set's head (ESTALEMAP); it must send the create again to
+/// the set the name hashes to now, not resend it to the old set until its retry budget runs
+/// out (ESTALEMAP, turned into EIO by the mount: the grow.sh writer's "Input/output error").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_by_the_old_layout_goes_to_the_new_set() {
+    let c = Cluster::start();
+    let (b0, b1) = (c.path("b0"), c.path("b1"));
+    std::fs::create_dir_all(&b0).unwrap();
+    c.volume("v", 1, &[&b0]).await;
+    let vol = c.mount("v").await.unwrap();
+    let root = Creds::root();
+    let d = vol.mkdir(&root, Id::ROOT, b"d", 0o755).await.unwrap();
+    let old = (*vol.map()).clone();
+    std::fs::create_dir_all(&b1).unwrap();
+    c.mgmt(MgmtRequest::VolumeAddBrick {
+        name: "v".into(),
+        replica: None,
+        bricks: vec![format!("t1:{}", b1.display())],
+        force: true,
+    })
+    .await
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while vol.map().layout_epoch < 2 {
+        assert!(Instant::now() < deadline, "the client never got layout epoch 2");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let map = vol.map();
+    let names: Vec<String> = (0..1000)
+        .map(|i| format!("late{i}"))
+        .filter(|n| cairn_placement::hashed_set(&map, d.id, n.as_bytes()).id == 2)
+        .take(3)
+        .collect();
+    for name in &names {
+        // Every name hashes to set 1 in the old map.
+        vol.set_map_for_test(old.clone());
+        let t = Instant::now();
+        let a = vol
+            .create(&root, d.id, name.as_bytes(), 0o644, true)
+            .await
+            .unwrap_or_else(|e| panic!("create {name} by the old layout: {e}"));
+        assert!(t.elapsed() < Duration::from_secs(5), "create {name} took {:?}", t.elapsed());
+        assert_eq!(cairn_placement::home_set(&vol.map(), a.id).id, 2, "{name}: id on set 2");
+        assert!(b1.join("data/d").join(name).is_file(), "{name} on the new set");
+        assert!(!b0.join("data/d").join(name).exists(), "{name} not on the old set");
+        let found = vol.lookup(&root, d.id, name.as_bytes()).await.unwrap();
+        assert_eq!(found.id, a.id, "{name}");
+    }
+}

@@ -7,7 +7,7 @@
 //! certificate is refused at the handshake, and its live sessions are closed. Records are
 //! pruned a day after the certificate expired (it is refused as expired from then on).
 
-use crate::store::{decode, encode, ConfigError, Record, Store};
+use crate::store::{decode, encode, named_at, ConfigError, Record, RecordError, Store};
 use etcd_client::{Compare, CompareOp, Txn, TxnOp};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
@@ -47,14 +47,11 @@ pub fn valid_serial(s: &str) -> bool {
 }
 
 impl Record for CertRecord {
-    fn check(&self, key: &str) -> Result<(), String> {
+    fn check(&self, key: &str) -> Result<(), RecordError> {
         if !valid_serial(&self.serial) {
-            return Err(format!("certificate serial {:?} is not lower-case hex", self.serial));
+            return Err(RecordError::CertSerial(self.serial.clone()));
         }
-        match key.rsplit_once('/') {
-            Some((_, last)) if last == self.serial => Ok(()),
-            _ => Err(format!("it names certificate {:?}, not the one of its key", self.serial)),
-        }
+        named_at("certificate", &self.serial, key)
     }
 }
 

@@ -45,7 +45,9 @@ mod tokens;
 
 pub use certs::{valid_serial, CertRecord};
 pub use records::{BrickRecord, PeerRecord, SetRecord, VolumeRecord};
-pub use store::{build_map, ConfigError, EtcdSecurity, NodeLease, Store, DEFAULT_CONNECT_TIMEOUT};
+pub use store::{
+    build_map, ConfigError, EtcdSecurity, NodeLease, RecordError, Store, DEFAULT_CONNECT_TIMEOUT,
+};
 pub use tokens::{
     consume_join_token, token_id, JoinGrant, JoinTokenError, JoinTokenRecord,
     DEFAULT_TTL as DEFAULT_JOIN_TOKEN_TTL, MAX_TTL as MAX_JOIN_TOKEN_TTL,

@@ -7,7 +7,7 @@
 //! the same compare-and-swap that checks it, so two joins racing with one token cannot both
 //! win. Records are pruned a day after they expire.
 
-use crate::store::{decode, encode, ConfigError, Record, Store};
+use crate::store::{decode, encode, named_at, ConfigError, Record, RecordError, Store};
 use etcd_client::{Compare, CompareOp, Txn, TxnOp};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -42,17 +42,14 @@ pub struct JoinTokenRecord {
 }
 
 impl Record for JoinTokenRecord {
-    fn check(&self, key: &str) -> Result<(), String> {
+    fn check(&self, key: &str) -> Result<(), RecordError> {
         if !valid_id(&self.id) {
-            return Err(format!("join token id {:?} is not 8 hex digits", self.id));
+            return Err(RecordError::TokenId(self.id.clone()));
         }
         if self.hash.len() != 64 || !self.hash.bytes().all(|c| c.is_ascii_hexdigit()) {
-            return Err(format!("join token {}: hash is not a SHA-256 in hex", self.id));
+            return Err(RecordError::TokenHash(self.id.clone()));
         }
-        match key.rsplit_once('/') {
-            Some((_, last)) if last == self.id => Ok(()),
-            _ => Err(format!("it names join token {:?}, not the one of its key", self.id)),
-        }
+        named_at("join token", &self.id, key)
     }
 }
 

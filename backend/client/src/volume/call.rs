@@ -31,6 +31,16 @@ fn is_retryable(e: &RemoteError) -> bool {
     )
 }
 
+/// A create refused (ESTALEMAP) by the head of `set` whose name hashes to another set in
+/// the map we have now (an add-brick changed the layout and this client routed by the old
+/// one): resending it to `set` can only be refused again until the retry budget runs out
+/// (ESTALEMAP, which the mount turns into EIO). The caller routes it again, with a new id
+/// on the set the name hashes to now (`make_entry`).
+pub(super) fn rerouted(map: &VolumeMap, op: &Op, set: u32, e: &RemoteError) -> bool {
+    e.errno == Errno::ESTALEMAP
+        && matches!(op, Op::Create { dir, name, .. } if hashed_set(map, *dir, name).id != set)
+}
+
 impl Inner {
     pub(super) fn set_map(&self, m: VolumeMap) {
         let mut cur = self.map.write();
@@ -176,6 +186,9 @@ impl Inner {
             };
             match res {
                 Err(e) if is_retryable(&e) && !last => {
+                    if rerouted(&self.map(), &op, t.set, &e) {
+                        return Err(e);
+                    }
                     let wait = backoff.next_delay();
                     let attempt = backoff.attempts();
                     tracing::debug!(error = %e, attempt, "retrying after map refresh");
@@ -184,6 +197,9 @@ impl Inner {
                         _ = tokio::time::sleep(wait) => {}
                     }
                     self.refresh_map().await;
+                    if rerouted(&self.map(), &op, t.set, &e) {
+                        return Err(e);
+                    }
                 }
                 other => return other,
             }

@@ -223,6 +223,14 @@ impl Volume {
         self.inner.map()
     }
 
+    /// Route by `m` from now on, even if it is older than the map this client has (tests:
+    /// a client that has not received a layout change yet). A map push or refresh replaces
+    /// it as usual.
+    #[doc(hidden)]
+    pub fn set_map_for_test(&self, m: VolumeMap) {
+        *self.inner.map.write() = Arc::new(m);
+    }
+
     pub fn volume_id(&self) -> u128 {
         self.inner.map().id
     }

@@ -9,6 +9,10 @@ use cairn_cache::merge_dir_copy;
 use cairn_proto::msg::{Op, Reply};
 use cairn_proto::{rename_flags, valid_name, Attr, Creds, Errno, FileType, Id, Name};
 
+/// How many times one create is routed again after a layout change (each one needs
+/// another add-brick while it is in flight).
+const MAX_REROUTES: u32 = 4;
+
 impl Volume {
     pub(super) async fn make_entry(
         &self,
@@ -23,29 +27,60 @@ impl Volume {
     ) -> Result<Attr> {
         valid_name(name)?;
         let i = &self.inner;
-        let set = i.hashed(dir, name);
-        if i.map().rebalancing {
-            // Since an add-brick the name may still be on the set it hashed to before:
-            // creating it on its new set would make a second file of that name.
-            if let Some(a) = self.lookup_elsewhere(c, dir, name, set).await? {
-                if !exclusive && kind == FileType::Regular && a.kind == FileType::Regular {
-                    return Ok(a);
+        // A create sent by a layout this client no longer has (refused ESTALEMAP by a
+        // head with the new map, `call::rerouted`) goes again to the set the name hashes to
+        // now, with an id on that set: a few times at most (each needs a layout change).
+        let mut reroutes = 0;
+        let (set, id, change, made, r) = loop {
+            let set = i.hashed(dir, name);
+            if i.map().rebalancing {
+                // Since an add-brick the name may still be on the set it hashed to before:
+                // creating it on its new set would make a second file of that name.
+                if let Some(a) = self.lookup_elsewhere(c, dir, name, set).await? {
+                    if !exclusive && kind == FileType::Regular && a.kind == FileType::Regular {
+                        return Ok(a);
+                    }
+                    return Err(err(
+                        Errno::EEXIST,
+                        format!(
+                            "{}: exists (on another replica set)",
+                            String::from_utf8_lossy(name)
+                        ),
+                    ));
                 }
-                return Err(err(
-                    Errno::EEXIST,
-                    format!("{}: exists (on another replica set)", String::from_utf8_lossy(name)),
-                ));
             }
-        }
-        let id = i.new_id(set, dir);
-        let op =
-            Op::Create { dir, name: name.to_vec(), id, kind, perm, rdev, target, exclusive: true };
-        let mut change = i.begin_dirs(&[dir]);
-        i.complete.touch(dir);
-        let made = i.begin_tokens();
-        let r = i.call_ns(Target { set, key: dir }, c, op).await;
-        i.named(dir, name, &r);
-        change.step(set, &[dir], &r);
+            let id = i.new_id(set, dir);
+            let op = Op::Create {
+                dir,
+                name: name.to_vec(),
+                id,
+                kind,
+                perm,
+                rdev,
+                target: target.clone(),
+                exclusive: true,
+            };
+            let mut change = i.begin_dirs(&[dir]);
+            i.complete.touch(dir);
+            let made = i.begin_tokens();
+            let r = i.call_ns(Target { set, key: dir }, c, op).await;
+            i.named(dir, name, &r);
+            change.step(set, &[dir], &r);
+            match &r {
+                Err(e) if e.errno == Errno::ESTALEMAP && i.hashed(dir, name) != set => {
+                    reroutes += 1;
+                    let to = i.hashed(dir, name);
+                    let n = String::from_utf8_lossy(name);
+                    let why = "create routed by an old layout; sending it again";
+                    tracing::debug!(%dir, name = %n, from = set, to, reroutes, "{why}");
+                    change.finish(i);
+                    if reroutes >= MAX_REROUTES {
+                        return Err(e.clone());
+                    }
+                }
+                _ => break (set, id, change, made, r),
+            }
+        };
         match r {
             Ok((r, _)) => {
                 let a = attr_of("create", r)?;
