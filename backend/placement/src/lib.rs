@@ -133,6 +133,7 @@ pub fn same_chain(set: &ReplicaSet, a: Id, b: Id) -> bool {
 /// the new inode too. Its create's reply, a lookup or listing of it and every later
 /// getattr then read the same copy of the inode (each copy has its own ctime: it cannot
 /// be set), and the lease a lookup takes on it is held where its attributes change.
+/// For files only: a directory made so would pass its parent's head down the whole tree.
 pub fn new_id_like(set: &ReplicaSet, dir: Id) -> Id {
     // An id's rotation is its 64-bit fold modulo the set's size: draw until it matches
     // (n draws on average, n = the replica count). Bounded, in case of a broken random

@@ -182,7 +182,11 @@ impl Volume {
                 format!("{}: exists (on another replica set)", String::from_utf8_lossy(name)),
             ));
         }
-        let id = i.new_id(hashed, dir);
+        // A directory gets a spread-out chain order, not its parent's: the files made in
+        // it follow *it* (`new_id`), so if directories followed their parents every inode
+        // of the volume would have the root's head on each set, one brick serving all
+        // reads, locks and leases and the other replicas only following.
+        let id = Id::new_on_set(hashed);
         let op = Op::Mkdir { dir, name: name.to_vec(), id, perm };
         let mut change = i.begin_dirs(&[dir]);
         i.complete.touch(dir);
@@ -211,8 +215,11 @@ impl Volume {
         let a_hashed = a.clone();
         // The new directory's attributes merged over every set's copy, as a getattr
         // merges them (each copy has its own times): cached when every set answered with
-        // its copy, each set's head having leased it to this session (the new id has the
-        // parent's chain order, so the parent's head on each set heads it).
+        // its copy and each set's head of the parent, which served the mkdir, heads the
+        // new directory too and so leased it to this session (the new id happened to draw
+        // the parent's chain order). Otherwise only the name is cached, and the first
+        // getattr fetches the directory, leased where it is headed.
+        let leased = i.read_at_head(hashed, dir, id);
         let mut merged = Some(a);
         let calls = others.iter().map(|s| i.call_ns(Target { set: *s, key: dir }, c, op.clone()));
         for (s, r) in others.iter().zip(futures::future::join_all(calls).await) {
@@ -231,12 +238,20 @@ impl Volume {
             }
         }
         let a = match merged {
-            Some(m) => {
+            Some(m) if leased => {
                 i.remember(made, hashed, dir, name, &m);
                 m
             }
-            None => {
+            Some(m) => {
+                i.remember_name(made, dir, name, &m);
+                m
+            }
+            None if leased => {
                 i.remember_found(made, hashed, dir, name, &a_hashed);
+                a_hashed
+            }
+            None => {
+                i.remember_name(made, dir, name, &a_hashed);
                 a_hashed
             }
         };
