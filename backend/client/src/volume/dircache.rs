@@ -90,14 +90,6 @@ impl Inner {
         self.remember_kind(a);
     }
 
-    /// As [`remember`](Self::remember), but only the name and kind: `a`'s attributes were
-    /// not leased to this session by the brick that answered (a new directory whose head
-    /// is another brick than its parent's).
-    pub(super) fn remember_name(&self, t: Tokens, dir: Id, name: &[u8], a: &Attr) {
-        self.entries.put(t.entry, dir, name, a.id);
-        self.remember_kind(a);
-    }
-
     /// As [`remember`](Self::remember), for an op that changed the existing inode `a` (a
     /// link: its nlink and ctime): its attributes are installed as this client's change
     /// ([`AttrCache::put_change`]), so a fetch of them in flight across it is refused.

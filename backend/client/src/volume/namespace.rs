@@ -215,11 +215,11 @@ impl Volume {
         let a_hashed = a.clone();
         // The new directory's attributes merged over every set's copy, as a getattr
         // merges them (each copy has its own times): cached when every set answered with
-        // its copy and each set's head of the parent, which served the mkdir, heads the
-        // new directory too and so leased it to this session (the new id happened to draw
-        // the parent's chain order). Otherwise only the name is cached, and the first
-        // getattr fetches the directory, leased where it is headed.
-        let leased = i.read_at_head(hashed, dir, id);
+        // its copy. Leased to this session only when each set's head of the parent, which
+        // served the mkdir, heads the new directory too (the id drew the parent's chain
+        // order); otherwise they are held for the cache timeout unleased, as a directory's
+        // attributes were before leases at create: the mount answers the kernel's
+        // permission checks on a new directory from memory (`integration/fuse-threads`).
         let mut merged = Some(a);
         let calls = others.iter().map(|s| i.call_ns(Target { set: *s, key: dir }, c, op.clone()));
         for (s, r) in others.iter().zip(futures::future::join_all(calls).await) {
@@ -238,20 +238,12 @@ impl Volume {
             }
         }
         let a = match merged {
-            Some(m) if leased => {
+            Some(m) => {
                 i.remember(made, hashed, dir, name, &m);
                 m
             }
-            Some(m) => {
-                i.remember_name(made, dir, name, &m);
-                m
-            }
-            None if leased => {
-                i.remember_found(made, hashed, dir, name, &a_hashed);
-                a_hashed
-            }
             None => {
-                i.remember_name(made, dir, name, &a_hashed);
+                i.remember_found(made, hashed, dir, name, &a_hashed);
                 a_hashed
             }
         };
