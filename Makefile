@@ -14,6 +14,7 @@ DEB_PACKAGES += fuse3             # fusermount3, /dev/fuse for mount.cairn
 DEB_PACKAGES += libfuse3-dev      # FUSE headers/library the mount crate links against
 DEB_PACKAGES += protobuf-compiler # protoc, for etcd-client's gRPC code at build time
 DEB_PACKAGES += cbindgen          # generates cairn.h from libcairn
+DEB_PACKAGES += tcpdump           # the pnfs VM scenario captures MDS/DS traffic (tests/vm/scenarios/pnfs.sh)
 DEB_PACKAGES += attr              # getfattr/setfattr: xattr checks on bricks and mounts
 DEB_PACKAGES += pkg-config        # finds fuse3 (and cairn.pc for the C modules)
 DEB_PACKAGES += build-essential   # cc, ld, make for the C parts and build scripts

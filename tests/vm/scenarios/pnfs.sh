@@ -17,7 +17,7 @@
 #
 # On failure the run's logs (build/vm-logs/pnfs.*) hold the Ganeshas' logs, the guest's
 # kernel pNFS/RPC debug messages (guest-debug-VERS.log) and a capture of the guest's
-# traffic to the MDS and DS ports (pnfs.pcap.out, with tcpdump where installed).
+# traffic to the MDS and DS ports (pnfs.pcap.out, by tcpdump).
 
 # shellcheck source=tests/nfs/lib.sh
 . "$VM_REPO/tests/nfs/lib.sh"
@@ -157,12 +157,11 @@ scenario_main() {
 
     # a capture of the guest's traffic to the MDS and the DSs (headers and the start of
     # each RPC; tcpdump -r, or wireshark, decodes it): kept with the logs on failure
-    if command -v tcpdump >/dev/null; then
-        tcpdump -i lo -s 512 -U -w "$VM_DIR/pnfs.pcap" \
-            "tcp port ${NFS_PORT[mds]} or tcp port ${DS_PORT[n1]} or tcp port ${DS_PORT[n2]}" \
-            >"$VM_DIR/tcpdump.log" 2>&1 &
-        PNFS_CAPTURE_PID=$!
-    fi
+    # (tcpdump is in the Makefile's DEB_PACKAGES)
+    tcpdump -i lo -s 512 -U -w "$VM_DIR/pnfs.pcap" \
+        "tcp port ${NFS_PORT[mds]} or tcp port ${DS_PORT[n1]} or tcp port ${DS_PORT[n2]}" \
+        >"$VM_DIR/tcpdump.log" 2>&1 &
+    PNFS_CAPTURE_PID=$!
 
     local last=${PNFS_VM_VERSIONS##* } ml0 mr0 mw0 dr0 dw0
     for v in $PNFS_VM_VERSIONS; do
