@@ -92,11 +92,21 @@ async fn cached_replies_of_own_changes_and_listings_are_recalled() {
         // A new directory draws its own chain order (placement spreads the heads): its
         // mkdir's attributes are leased only when its head is the parent's, which served
         // the mkdir; otherwise they are cached unleased for the timeout, as before.
-        let map = a.map();
-        let set = map.set_by_id(d.id.home_set()).unwrap();
-        if cairn_placement::same_chain(set, Id::ROOT, d.id) {
-            check(&a, &b, &mut stale, round, "mkdir", d.id).await;
+        // Each round checks one directory that drew it (more mkdirs until one does).
+        let same = |id: Id| {
+            let map = a.map();
+            cairn_placement::same_chain(map.set_by_id(id.home_set()).unwrap(), Id::ROOT, id)
+        };
+        let mut leased = d.clone();
+        for k in 0..64 {
+            if same(leased.id) {
+                break;
+            }
+            let name = format!("d{round}-{k}");
+            leased = a.mkdir(&root, Id::ROOT, name.as_bytes(), 0o755).await.unwrap();
         }
+        assert!(same(leased.id), "64 mkdirs drew no directory with the root's chain order");
+        check(&a, &b, &mut stale, round, "mkdir", leased.id).await;
         check(&a, &b, &mut stale, round, "create", f.id).await;
         check(&a, &b, &mut stale, round, "write", w.id).await;
         // b's create recalls a's lease on d's entries and attributes, not on what is in d.
