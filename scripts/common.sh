@@ -65,13 +65,46 @@ wait_mount() {
 # port_in_use PORT: true if something on 127.0.0.1 accepts connections on PORT.
 port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-# free_port: print a TCP port on 127.0.0.1 that nothing listens on right now.
+# free_port: print a TCP port on 127.0.0.1 that nothing listens on right now and that no
+# other free_port call handed out in the last 10 minutes (a suite asks for several ports
+# before it starts the servers that bind them: the kernel's bind(0) could return the same
+# port twice). Ports come from below the ephemeral range, so the outgoing connections of
+# other tests cannot take them before their server binds; handed-out ports are recorded
+# (with a lock) in ${TMPDIR:-/tmp}/cairn-free-ports.
 free_port() {
-    python3 -c 'import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])
-s.close()'
+    python3 -c 'import fcntl, os, random, socket, time
+path = os.path.join(os.environ.get("TMPDIR", "/tmp"), "cairn-free-ports")
+now = time.time()
+with open(path, "a+") as f:
+    fcntl.flock(f, fcntl.LOCK_EX)
+    f.seek(0)
+    recent = {}
+    for line in f:
+        try:
+            port, when = line.split()
+            if now - float(when) < 600:
+                recent[int(port)] = float(when)
+        except ValueError:
+            pass
+    for _ in range(1000):
+        port = random.randint(10000, 32000)
+        if port in recent:
+            continue
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            s.close()
+        break
+    else:
+        raise SystemExit("free_port: no free port in 10000-32000")
+    recent[port] = now
+    f.seek(0)
+    f.truncate()
+    f.writelines(f"{p} {w}\n" for p, w in recent.items())
+print(port)'
 }
 
 # wait_until TIMEOUT_SECONDS CMD...: run CMD every 0.2 s until it succeeds.
