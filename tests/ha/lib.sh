@@ -664,3 +664,100 @@ ha_report() {
     grep '^failover' <<<"$summary"
     HA_REPORT_JSON=$(tail -n 1 <<<"$summary")
 }
+
+# --- the suites' common steps -------------------------------------------------------------------
+
+# ha_cluster_up: the Cairn cluster, two clients, three gateways, fencing on and the
+# resources loaded, VIPs on their home gateways. HA_BACKEND_FENCE=1: each gateway has a
+# fencing level of fence_cairn + fence_cairn_ns (then fence_cairn_ns alone); HA_FENCE_MODE
+# (kill, freeze) is fence_cairn_ns's mode.
+ha_cluster_up() {
+    ha_init
+    ha_cairn_up
+    ha_clients_up
+    ha_gateways_up
+    ha_fencing_xml >"$HA_DIR/fencing.xml"
+    HA_STONITH=true HA_FENCE_XML=$HA_DIR/fencing.xml ha_configure
+}
+
+# ha_writers_wait NAME...: wait (30 s) until every writer NAME acknowledged 10 records.
+ha_writers_wait() {
+    local i w n
+    for ((i = 0; i < 30; i++)); do
+        n=0
+        for w in "$@"; do (($(acked "$w") >= 10)) && n=$((n + 1)); done
+        ((n == $#)) && return 0
+        sleep 1
+    done
+    ha_fail "writers not all writing after 30s: $(for w in "$@"; do printf '%s=%s ' "$w" "$(acked "$w")"; done)($(tail -n 3 "$HA_DIR"/log/writer-*.log))"
+}
+
+# ha_writers_stop: tell the writers to stop, wait (10 s each) until they have.
+ha_writers_stop() {
+    local pid i
+    touch "$HA_DIR/res/stop"
+    for pid in "${HA_BG_PIDS[@]}"; do
+        for ((i = 0; i < 100; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    done
+}
+
+# ha_holders VIP: the live gateways that have VIP on eth0 (one line each).
+ha_holders() {
+    local gw
+    for gw in "${HA_GWS[@]}"; do
+        ha_alive "$gw" || continue
+        [[ $(ha_gw "$gw" timeout 5 ip -o addr show dev eth0 2>/dev/null) == *" $1/"* ]] && echo "$gw"
+    done
+    return 0
+}
+
+# ha_one_holder_each: fail when a VIP is held by two gateways.
+ha_one_holder_each() {
+    local k h
+    for k in 1 2 3; do
+        h=$(ha_holders "$(ha_vip "gw$k")" | tr '\n' ' ')
+        (($(wc -w <<<"$h") <= 1)) || ha_fail "VIP $(ha_vip "gw$k") is held by two gateways: $h"
+    done
+}
+
+# ha_verify CLIENT VIP NAME:PROTOCOL:VIPNAME...: read back every acknowledged record of
+# each NFS writer NAME (protocol nfs3, nfs4.0, nfs4.1) through VIP from CLIENT; fails on
+# a lost record. Leaves report.py's --writer arguments in HA_WRITERS.
+ha_verify() {
+    local client=$1 vip=$2 spec w proto vipname out lost
+    shift 2
+    HA_WRITERS=()
+    for spec in "$@"; do
+        IFS=: read -r w proto vipname <<<"$spec"
+        out=$(ha_in "$client" "$HA_VENV/bin/python" "$HA_LIB/writer.py" verify --host "$vip" \
+            --version "${proto#nfs}" --export "/$HA_VOLUME" --path "/ha-$w" --log "$HA_DIR/res/$w.jsonl" 2>&1) ||
+            ha_fail "writer $w: acknowledged writes lost: $out"
+        lost=$(sed -n 's/.*lost=\([0-9]*\).*/\1/p' <<<"$out")
+        HA_WRITERS+=(--writer "$w:$proto:$vipname:$HA_DIR/res/$w.jsonl:${lost:-0}")
+    done
+}
+
+# ha_report_check TABLE START:END:VIP MAX_STALL: report.py over HA_WRITERS for one
+# unplanned event; prints the failover lines, saves results/TABLE, and fails on ESTALE, a
+# lost record, a writer that never resumed, or (MAX_STALL > 0) a writer whose VIP did not
+# move and that paused longer than MAX_STALL seconds.
+ha_report_check() {
+    local table=$1 event=$2 stall=$3 summary
+    mkdir -p "$HA_LIB/results"
+    summary=$("$HA_VENV/bin/python" "$HA_LIB/report.py" --event "unplanned:$event" "${HA_WRITERS[@]}" \
+        --table "$HA_LIB/results/$table") || ha_fail "report.py failed"
+    grep '^failover' <<<"$summary"
+    python3 - "$(tail -n 1 <<<"$summary")" "$stall" <<'PY' || ha_fail "failover checks failed (above)"
+import json, sys
+bad, stall = [], float(sys.argv[2])
+for r in json.loads(sys.argv[1]):
+    who = f'{r["protocol"]} writer {r["writer"]} on {r["vip"]}'
+    if r["estale"] or r["lost"] or r["resumed_s"] is None:
+        bad.append(f"{who}: estale={r['estale']} lost={r['lost']} resumed_s={r['resumed_s']}")
+    if stall > 0 and not r["moved"] and (r["max_gap_s"] or 0) > stall:
+        bad.append(f"{who}: its VIP did not move but it stalled {r['max_gap_s']}s")
+for b in bad:
+    print("not ok - " + b, file=sys.stderr)
+sys.exit(1 if bad else 0)
+PY
+}
