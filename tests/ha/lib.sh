@@ -394,6 +394,7 @@ ha_configure() {
         --recovery-root /srv/cairn-ha/.cairn-ha --servers "$(ha_servers)" --volume "$HA_VOLUME" \
         --resources-out "$xml" --constraints-out "$cons" ${HA_FENCE_XML:+--fencing "$HA_FENCE_XML"} \
         --smb "${HA_SMB:-false}" ${HA_BACKEND_FENCE:+--unfence-credentials "$CAIRN_CREDENTIALS"} \
+        --services-ctl "$HA_LIB/gw-services $HA_DIR" \
         --tickle-sync "$HA_REPO/appliance/ha/bin/cairn-tickle-sync" ||
         ha_fail "rendering the CIB resources"
     ha_gw gw1 cibadmin -C -o resources -x "$xml" || ha_fail "cibadmin: loading resources"
