@@ -762,3 +762,60 @@ for b in bad:
 sys.exit(1 if bad else 0)
 PY
 }
+
+# ha_grace_timeline T0 [T1]: where an NFSv4 failover's time went, from the gateways'
+# Ganesha logs (whole seconds): one line per grace period that started between epochs T0
+# and T1 (default: now), with its start and end relative to T0, its kind (startup,
+# take:IP a takeover of IP, release:IP a planned move away; several joined by "+" when a
+# second one came during the same grace period, which restarts it), how many client
+# records it held and how many of them had sent RECLAIM_COMPLETE at its last check:
+#   failover-grace gw=gw2 event=take:10.78.0.31 start_s=12 lifted_s=22 held_s=10 clid_count=2 reclaimed=0
+ha_grace_timeline() {
+    local t0=$1 t1=${2:-$(date +%s.%N)} gw
+    for gw in "${HA_GWS[@]}"; do
+        [[ -f $HA_DIR/$gw/ganesha.log ]] || continue
+        python3 - "$HA_DIR/$gw/ganesha.log" "$gw" "$t0" "$t1" <<'PY'
+import re, sys, time, datetime
+path, gw, t0, t1 = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+def ts(line):
+    m = re.match(r"(\d\d)/(\d\d)/(\d{4}) (\d\d):(\d\d):(\d\d) ", line)
+    if not m:
+        return None
+    d, mo, y, h, mi, s = map(int, m.groups())
+    return datetime.datetime(y, mo, d, h, mi, s).timestamp()  # the log's local time
+cur = None
+def emit(c):
+    if c is None or not (t0 - 1 <= c["start"] <= t1):
+        return
+    end = c.get("lifted")
+    print(f"failover-grace gw={gw} event={c['event']} start_s={c['start'] - t0:.0f} "
+          + (f"lifted_s={end - t0:.0f} held_s={end - c['start']:.0f} " if end else "lifted_s=- held_s=- ")
+          + f"clid_count={c.get('count', '-')} reclaimed={c.get('rc', '-')}")
+for line in open(path, errors="replace"):
+    t = ts(line)
+    if t is None:
+        continue
+    if "nfs-ganesha Starting" in line:
+        emit(cur); cur = {"start": t, "event": "startup"}
+    elif "NFS Server Now IN GRACE" in line:
+        if cur is None or "lifted" in cur:
+            emit(cur); cur = {"start": t, "event": "startup"}
+    elif "NFS Server recovery event" in line and cur is not None:
+        m = re.search(r"event (\d+) nodeid \S+ ip (\S+)", line)
+        if m:
+            kind = {"5": "take", "2": "release"}.get(m.group(1), "event" + m.group(1))
+            if "lifted" in cur:
+                emit(cur); cur = {"start": t, "event": "startup"}
+            # another event during the same grace period extends it: both are named
+            ev = f"{kind}:{m.group(2)}"
+            cur["event"] = ev if cur["event"] == "startup" else cur["event"] + "+" + ev
+    elif "check grace:" in line and cur is not None and "lifted" not in cur:
+        m = re.search(r"reclaim complete\((\d+)\) clid count\((\d+)\)", line)
+        if m:
+            cur["rc"], cur["count"] = int(m.group(1)), int(m.group(2))
+    elif "NOT IN GRACE" in line and cur is not None:
+        cur["lifted"] = t
+emit(cur)
+PY
+    done
+}

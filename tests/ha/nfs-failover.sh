@@ -14,7 +14,9 @@
 #     writers on it: zero client errors, drain names where the VIPs went; `undrain`
 #     returns the node to service; a drain of an unknown node fails clearly;
 #   - no VIP is ever held by two gateways.
-# Prints `failover <protocol> <kind> resumed_s=.. errors=.. lost=.. estale=..` lines and
+# Prints `failover <protocol> <kind> resumed_s=.. errors=.. lost=.. estale=..` lines, and
+# `failover-grace <kind> gw=.. event=.. start_s=.. lifted_s=..` lines (each Ganesha grace
+# period of the event, from the gateways' logs: where the NFSv4 writers' time went), and
 # saves them to tests/ha/results/last-run.txt.
 set -euo pipefail
 # shellcheck source=tests/ha/lib.sh
@@ -208,6 +210,12 @@ done
 ha_pass "every acknowledged write reads back byte for byte through $vip3"
 
 ha_report last-run.txt "$t_kill:$t_planned:vip1" "$t_planned:$t_end:$moving" "${writers[@]}"
+# where the NFSv4 writers' time went: each Ganesha grace period of the two events, from the
+# gateways' logs (seconds from the kill / from the start of the planned move; docs/ha.md)
+{
+    ha_grace_timeline "$t_kill" "$t_planned" | sed 's/^failover-grace /failover-grace unplanned /'
+    ha_grace_timeline "$t_planned" "$t_end" | sed 's/^failover-grace /failover-grace planned /'
+} | tee -a "$HA_LIB/results/last-run.txt"
 python3 - "$HA_REPORT_JSON" <<'PY' || ha_fail "failover checks failed (above)"
 import json, sys
 bad = []
