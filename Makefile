@@ -152,7 +152,7 @@ SHELL_FILES = $(shell find scripts tests .ci -type f \( -name '*.sh' -o -path .c
 	-not -path 'tests/vm/cache/*' 2>/dev/null | sort)
 # gateway HA: OCF/fence agents and renderers (shell scripts without a .sh suffix)
 SHELL_FILES += $(wildcard appliance/ha/ocf/* appliance/ha/bin/* appliance/ha/cib-resources \
-	appliance/ha/ganesha-ha-conf appliance/ha/fence_cairn tests/ha/fence_cairn_ns)
+	appliance/ha/ganesha-ha-conf appliance/ha/fence_cairn tests/ha/fence_cairn_ns tests/ha/gw-services)
 
 shellcheck: deps
 	shellcheck -x $(SHELL_FILES)

@@ -394,6 +394,7 @@ ha_configure() {
         --recovery-root /srv/cairn-ha/.cairn-ha --servers "$(ha_servers)" --volume "$HA_VOLUME" \
         --resources-out "$xml" --constraints-out "$cons" ${HA_FENCE_XML:+--fencing "$HA_FENCE_XML"} \
         --smb "${HA_SMB:-false}" ${HA_BACKEND_FENCE:+--unfence-credentials "$CAIRN_CREDENTIALS"} \
+        --services-ctl "$HA_LIB/gw-services $HA_DIR" \
         --tickle-sync "$HA_REPO/appliance/ha/bin/cairn-tickle-sync" ||
         ha_fail "rendering the CIB resources"
     ha_gw gw1 cibadmin -C -o resources -x "$xml" || ha_fail "cibadmin: loading resources"
@@ -663,4 +664,158 @@ ha_report() {
         ha_fail "report.py failed"
     grep '^failover' <<<"$summary"
     HA_REPORT_JSON=$(tail -n 1 <<<"$summary")
+}
+
+# --- the suites' common steps -------------------------------------------------------------------
+
+# ha_cluster_up: the Cairn cluster, two clients, three gateways, fencing on and the
+# resources loaded, VIPs on their home gateways. HA_BACKEND_FENCE=1: each gateway has a
+# fencing level of fence_cairn + fence_cairn_ns (then fence_cairn_ns alone); HA_FENCE_MODE
+# (kill, freeze) is fence_cairn_ns's mode.
+ha_cluster_up() {
+    ha_init
+    ha_cairn_up
+    ha_clients_up
+    ha_gateways_up
+    ha_fencing_xml >"$HA_DIR/fencing.xml"
+    HA_STONITH=true HA_FENCE_XML=$HA_DIR/fencing.xml ha_configure
+}
+
+# ha_writers_wait NAME...: wait (30 s) until every writer NAME acknowledged 10 records.
+ha_writers_wait() {
+    local i w n
+    for ((i = 0; i < 30; i++)); do
+        n=0
+        for w in "$@"; do (($(acked "$w") >= 10)) && n=$((n + 1)); done
+        ((n == $#)) && return 0
+        sleep 1
+    done
+    ha_fail "writers not all writing after 30s: $(for w in "$@"; do printf '%s=%s ' "$w" "$(acked "$w")"; done)($(tail -n 3 "$HA_DIR"/log/writer-*.log))"
+}
+
+# ha_writers_stop: tell the writers to stop, wait (10 s each) until they have.
+ha_writers_stop() {
+    local pid i
+    touch "$HA_DIR/res/stop"
+    for pid in "${HA_BG_PIDS[@]}"; do
+        for ((i = 0; i < 100; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    done
+}
+
+# ha_holders VIP: the live gateways that have VIP on eth0 (one line each).
+ha_holders() {
+    local gw
+    for gw in "${HA_GWS[@]}"; do
+        ha_alive "$gw" || continue
+        [[ $(ha_gw "$gw" timeout 5 ip -o addr show dev eth0 2>/dev/null) == *" $1/"* ]] && echo "$gw"
+    done
+    return 0
+}
+
+# ha_one_holder_each: fail when a VIP is held by two gateways.
+ha_one_holder_each() {
+    local k h
+    for k in 1 2 3; do
+        h=$(ha_holders "$(ha_vip "gw$k")" | tr '\n' ' ')
+        (($(wc -w <<<"$h") <= 1)) || ha_fail "VIP $(ha_vip "gw$k") is held by two gateways: $h"
+    done
+}
+
+# ha_verify CLIENT VIP NAME:PROTOCOL:VIPNAME...: read back every acknowledged record of
+# each NFS writer NAME (protocol nfs3, nfs4.0, nfs4.1) through VIP from CLIENT; fails on
+# a lost record. Leaves report.py's --writer arguments in HA_WRITERS.
+ha_verify() {
+    local client=$1 vip=$2 spec w proto vipname out lost
+    shift 2
+    HA_WRITERS=()
+    for spec in "$@"; do
+        IFS=: read -r w proto vipname <<<"$spec"
+        out=$(ha_in "$client" "$HA_VENV/bin/python" "$HA_LIB/writer.py" verify --host "$vip" \
+            --version "${proto#nfs}" --export "/$HA_VOLUME" --path "/ha-$w" --log "$HA_DIR/res/$w.jsonl" 2>&1) ||
+            ha_fail "writer $w: acknowledged writes lost: $out"
+        lost=$(sed -n 's/.*lost=\([0-9]*\).*/\1/p' <<<"$out")
+        HA_WRITERS+=(--writer "$w:$proto:$vipname:$HA_DIR/res/$w.jsonl:${lost:-0}")
+    done
+}
+
+# ha_report_check TABLE START:END:VIP MAX_STALL: report.py over HA_WRITERS for one
+# unplanned event; prints the failover lines, saves results/TABLE, and fails on ESTALE, a
+# lost record, a writer that never resumed, or (MAX_STALL > 0) a writer whose VIP did not
+# move and that paused longer than MAX_STALL seconds.
+ha_report_check() {
+    local table=$1 event=$2 stall=$3 summary
+    mkdir -p "$HA_LIB/results"
+    summary=$("$HA_VENV/bin/python" "$HA_LIB/report.py" --event "unplanned:$event" "${HA_WRITERS[@]}" \
+        --table "$HA_LIB/results/$table") || ha_fail "report.py failed"
+    grep '^failover' <<<"$summary"
+    python3 - "$(tail -n 1 <<<"$summary")" "$stall" <<'PY' || ha_fail "failover checks failed (above)"
+import json, sys
+bad, stall = [], float(sys.argv[2])
+for r in json.loads(sys.argv[1]):
+    who = f'{r["protocol"]} writer {r["writer"]} on {r["vip"]}'
+    if r["estale"] or r["lost"] or r["resumed_s"] is None:
+        bad.append(f"{who}: estale={r['estale']} lost={r['lost']} resumed_s={r['resumed_s']}")
+    if stall > 0 and not r["moved"] and (r["max_gap_s"] or 0) > stall:
+        bad.append(f"{who}: its VIP did not move but it stalled {r['max_gap_s']}s")
+for b in bad:
+    print("not ok - " + b, file=sys.stderr)
+sys.exit(1 if bad else 0)
+PY
+}
+
+# ha_grace_timeline T0 [T1]: where an NFSv4 failover's time went, from the gateways'
+# Ganesha logs (whole seconds): one line per grace period that started between epochs T0
+# and T1 (default: now), with its start and end relative to T0, its kind (startup,
+# take:IP a takeover of IP, release:IP a planned move away; several joined by "+" when a
+# second one came during the same grace period, which restarts it), how many client
+# records it held and how many of them had sent RECLAIM_COMPLETE at its last check:
+#   failover-grace gw=gw2 event=take:10.78.0.31 start_s=12 lifted_s=22 held_s=10 clid_count=2 reclaimed=0
+ha_grace_timeline() {
+    local t0=$1 t1=${2:-$(date +%s.%N)} gw
+    for gw in "${HA_GWS[@]}"; do
+        [[ -f $HA_DIR/$gw/ganesha.log ]] || continue
+        python3 - "$HA_DIR/$gw/ganesha.log" "$gw" "$t0" "$t1" <<'PY'
+import re, sys, time, datetime
+path, gw, t0, t1 = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+def ts(line):
+    m = re.match(r"(\d\d)/(\d\d)/(\d{4}) (\d\d):(\d\d):(\d\d) ", line)
+    if not m:
+        return None
+    d, mo, y, h, mi, s = map(int, m.groups())
+    return datetime.datetime(y, mo, d, h, mi, s).timestamp()  # the log's local time
+cur = None
+def emit(c):
+    if c is None or not (t0 - 1 <= c["start"] <= t1):
+        return
+    end = c.get("lifted")
+    print(f"failover-grace gw={gw} event={c['event']} start_s={c['start'] - t0:.0f} "
+          + (f"lifted_s={end - t0:.0f} held_s={end - c['start']:.0f} " if end else "lifted_s=- held_s=- ")
+          + f"clid_count={c.get('count', '-')} reclaimed={c.get('rc', '-')}")
+for line in open(path, errors="replace"):
+    t = ts(line)
+    if t is None:
+        continue
+    if "nfs-ganesha Starting" in line:
+        emit(cur); cur = {"start": t, "event": "startup"}
+    elif "NFS Server Now IN GRACE" in line:
+        if cur is None or "lifted" in cur:
+            emit(cur); cur = {"start": t, "event": "startup"}
+    elif "NFS Server recovery event" in line and cur is not None:
+        m = re.search(r"event (\d+) nodeid \S+ ip (\S+)", line)
+        if m:
+            kind = {"5": "take", "2": "release"}.get(m.group(1), "event" + m.group(1))
+            if "lifted" in cur:
+                emit(cur); cur = {"start": t, "event": "startup"}
+            # another event during the same grace period extends it: both are named
+            ev = f"{kind}:{m.group(2)}"
+            cur["event"] = ev if cur["event"] == "startup" else cur["event"] + "+" + ev
+    elif "check grace:" in line and cur is not None and "lifted" not in cur:
+        m = re.search(r"reclaim complete\((\d+)\) clid count\((\d+)\)", line)
+        if m:
+            cur["rc"], cur["count"] = int(m.group(1)), int(m.group(2))
+    elif "NOT IN GRACE" in line and cur is not None:
+        cur["lifted"] = t
+emit(cur)
+PY
+    done
 }

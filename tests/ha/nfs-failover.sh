@@ -14,7 +14,9 @@
 #     writers on it: zero client errors, drain names where the VIPs went; `undrain`
 #     returns the node to service; a drain of an unknown node fails clearly;
 #   - no VIP is ever held by two gateways.
-# Prints `failover <protocol> <kind> resumed_s=.. errors=.. lost=.. estale=..` lines and
+# Prints `failover <protocol> <kind> resumed_s=.. errors=.. lost=.. estale=..` lines, and
+# `failover-grace <kind> gw=.. event=.. start_s=.. lifted_s=..` lines (each Ganesha grace
+# period of the event, from the gateways' logs: where the NFSv4 writers' time went), and
 # saves them to tests/ha/results/last-run.txt.
 set -euo pipefail
 # shellcheck source=tests/ha/lib.sh
@@ -208,6 +210,39 @@ done
 ha_pass "every acknowledged write reads back byte for byte through $vip3"
 
 ha_report last-run.txt "$t_kill:$t_planned:vip1" "$t_planned:$t_end:$moving" "${writers[@]}"
+# where the NFSv4 writers' time went: each Ganesha grace period of the two events, from the
+# gateways' logs (seconds from the kill / from the start of the planned move; docs/ha.md)
+{
+    ha_grace_timeline "$t_kill" "$t_planned" | sed 's/^failover-grace /failover-grace unplanned /'
+    ha_grace_timeline "$t_planned" "$t_end" | sed 's/^failover-grace /failover-grace planned /'
+} | tee -a "$HA_LIB/results/last-run.txt"
+# A gateway that took two VIPs of the drained gateway loaded that gateway's records once:
+# a second takeover within 10 s from the same unchanged records is not sent to Ganesha
+# (cairn-nfs-grace: each load would count every client again and restart the grace).
+for gw in "${HA_GWS[@]}"; do
+    python3 - "$HA_DIR/$gw/ganesha.log" "$HA_DIR/$gw/log/pacemaker.log" "$t_planned" "$t_end" <<'PY' ||
+import datetime, re, sys
+log, pcmk, t0, t1 = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+takes = []
+for line in open(log, errors="replace"):
+    m = re.match(r"(\d\d)/(\d\d)/(\d{4}) (\d\d):(\d\d):(\d\d) .*recovery event 5 nodeid \S+ ip (\S+)", line)
+    if m:
+        d, mo, y, h, mi, sec = map(int, m.groups()[:6])
+        t = datetime.datetime(y, mo, d, h, mi, sec).timestamp()
+        if t0 - 1 <= t <= t1:
+            takes.append((t, m.group(7)))
+twice = [(a[1], b[1], b[0] - a[0]) for a, b in zip(takes, takes[1:]) if b[0] - a[0] < 9]
+try:
+    changed = "records changed since this Ganesha loaded them" in open(pcmk, errors="replace").read()
+except OSError:
+    changed = False
+if twice and not changed:
+    print(f"not ok - {log}: takeovers loaded records again within 10 s: {twice}", file=sys.stderr)
+    sys.exit(1)
+PY
+        ha_fail "$gw: a second takeover from the same gateway's unchanged records was sent to Ganesha (cairn-nfs-grace)"
+done
+ha_pass "no gateway loaded the drained gateway's unchanged NFSv4 records twice"
 python3 - "$HA_REPORT_JSON" <<'PY' || ha_fail "failover checks failed (above)"
 import json, sys
 bad = []

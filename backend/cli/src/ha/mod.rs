@@ -5,7 +5,9 @@
 //! Runs `crm_mon --one-shot --output-as=xml` on this gateway and summarises it: quorum,
 //! fencing, the gateways (online, standby, unclean), where each virtual IP (IPaddr2
 //! resource) runs, which gateways pass the `cairn-gateway` health check, and the failed
-//! actions with their exit reasons. Where CTDB (clustered Samba) runs on the gateway, it
+//! actions with their exit reasons, and Pacemaker's fence history (who was fenced, when, by
+//! which gateway, with what result: `crm_mon --fence-history=3`, the fencer's history that
+//! `stonith_admin --history '*'` shows). Where CTDB (clustered Samba) runs on the gateway, it
 //! adds CTDB's view from `ctdb -X status` and `ctdb leader`: each node's state and which
 //! node is the leader (the holder of the cluster lock). CTDB owns no address here: the
 //! VIPs above serve SMB too. The summaries are pure ([`summarize`], [`parse_ctdb_status`])
@@ -29,4 +31,4 @@ mod xml;
 pub use ctdb::{parse_ctdb_status, HaCtdb, HaCtdbNode};
 pub use drain::{check_node, drain, drain_done, undrain_done, vips_on, HaDrain, HaMove};
 pub use fence::{fence, fence_next, FenceRecord, FENCE_KIND};
-pub use status::{status, summarize, HaFailure, HaNode, HaStatus, HaVip};
+pub use status::{status, summarize, HaFailure, HaFence, HaNode, HaStatus, HaVip};

@@ -21,6 +21,9 @@ pub struct HaStatus {
     /// Gateways where the `cairn-gateway` health clone runs (healthy stack).
     pub healthy: Vec<String>,
     pub failures: Vec<HaFailure>,
+    /// Pacemaker's fence history (the fencer's, as `stonith_admin --history '*'` shows it),
+    /// oldest first: who was fenced, when, by whom, with what result.
+    pub fences: Vec<HaFence>,
     /// CTDB's view, when ctdbd runs on this gateway (clustered Samba).
     pub ctdb: Option<HaCtdb>,
     /// Why the cluster is not fine (empty when it is).
@@ -50,6 +53,25 @@ pub struct HaFailure {
     pub operation: String,
     pub node: String,
     pub exit_reason: String,
+}
+
+/// One fencing operation of Pacemaker's fence history (`<fence_event>`).
+#[derive(Serialize, Debug, Default, PartialEq, Eq)]
+pub struct HaFence {
+    /// The gateway fenced.
+    pub target: String,
+    /// `off`, `reboot` or `on`.
+    pub action: String,
+    /// `success`, `failed` or `pending`.
+    pub status: String,
+    /// The gateway whose fencer ran the fence devices.
+    pub executed_by: String,
+    /// The gateway whose Pacemaker asked for it.
+    pub requested_by: String,
+    /// When it completed, as Pacemaker prints it ("" while pending).
+    pub completed: String,
+    /// Why it failed, when it did: the fencer's extended status and exit reason.
+    pub reason: String,
 }
 
 /// Summarise `crm_mon --output-as=xml`. `Err` when it is not crm_mon's XML.
@@ -117,6 +139,23 @@ pub fn summarize(xml: &str) -> Result<HaStatus, String> {
                     }
                 }
             }
+            ("fence_event", false) => {
+                let a = |k: &str| t.attrs.get(k).cloned().unwrap_or_default();
+                let reason = [a("extended-status"), a("exit-reason")]
+                    .into_iter()
+                    .filter(|r| !r.is_empty())
+                    .collect::<Vec<_>>()
+                    .join(": ");
+                st.fences.push(HaFence {
+                    target: a("target"),
+                    action: a("action"),
+                    status: a("status"),
+                    executed_by: a("delegate"),
+                    requested_by: a("origin"),
+                    completed: a("completed"),
+                    reason,
+                });
+            }
             ("failure", false) => st.failures.push(HaFailure {
                 operation: t.attrs.get("op_key").cloned().unwrap_or_default(),
                 node: t.attrs.get("node").cloned().unwrap_or_default(),
@@ -127,6 +166,10 @@ pub fn summarize(xml: &str) -> Result<HaStatus, String> {
     }
     st.healthy.sort();
     st.healthy.dedup();
+    // oldest first; pending operations (not completed) last
+    st.fences.sort_by(|a, b| {
+        (a.completed.is_empty(), &a.completed).cmp(&(b.completed.is_empty(), &b.completed))
+    });
     if !st.quorum {
         st.problems.push("no quorum: this gateway's partition runs no resources".into());
     }
@@ -192,6 +235,19 @@ pub(super) fn render(st: &HaStatus) -> String {
             s.push_str(&format!("  pnn {:<3} {:<16} {}{}\n", n.pnn, n.address, n.state, me));
         }
     }
+    if !st.fences.is_empty() {
+        s.push_str("Fencing history:\n");
+        for f in &st.fences {
+            let by = if f.executed_by.is_empty() { "?" } else { f.executed_by.as_str() };
+            let at =
+                if f.completed.is_empty() { String::new() } else { format!(" at {}", f.completed) };
+            let why = if f.reason.is_empty() { String::new() } else { format!(" ({})", f.reason) };
+            s.push_str(&format!(
+                "  {:<16} {} by {} for {}: {}{}{}\n",
+                f.target, f.action, by, f.requested_by, f.status, why, at
+            ));
+        }
+    }
     for f in &st.failures {
         s.push_str(&format!("Failed: {} on {}: {}\n", f.operation, f.node, f.exit_reason));
     }
@@ -208,7 +264,7 @@ pub fn status(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> i32 {
-    let mut st = match crm_status(crm_mon) {
+    let mut st = match crm_status_with(crm_mon, true) {
         Ok(st) => st,
         Err(e) => {
             let _ = writeln!(err, "cairn gateway ha status: {e}");
@@ -233,8 +289,16 @@ pub fn status(
 }
 /// Run crm_mon and summarise it; the error names the program and what it said.
 pub(super) fn crm_status(crm_mon: &Path) -> Result<HaStatus, String> {
-    let o =
-        Command::new(crm_mon).args(["--one-shot", "--output-as=xml"]).output().map_err(|e| {
+    crm_status_with(crm_mon, false)
+}
+
+/// [`crm_status`], with the whole fence history when `fences` (`--fence-history=3`).
+fn crm_status_with(crm_mon: &Path, fences: bool) -> Result<HaStatus, String> {
+    let history = if fences { "--fence-history=3" } else { "--fence-history=0" };
+    let o = Command::new(crm_mon)
+        .args(["--one-shot", "--output-as=xml", history])
+        .output()
+        .map_err(|e| {
             format!(
                 "cannot run {}: {e} (is pacemaker installed on this gateway?)",
                 crm_mon.display()

@@ -203,3 +203,48 @@ fn a_fence_raises_the_generation_and_an_unfence_keeps_it() {
     assert!(e.contains("fenced again since generation 1 (now generation 2)"), "{e}");
     assert!(!fence_next("gw1", Some(&f2), false, None, "", 8).unwrap().fenced);
 }
+
+#[test]
+fn lists_the_fence_history_oldest_first() {
+    let xml = XML.replace(
+        "  <status code=\"0\"",
+        r#"  <fence_history status="0">
+<fence_event action="off" target="gw1" client="pacemaker-controld.812" origin="gw2" status="success" delegate="gw3" completed="2026-11-27 20:31:07 +00:00"/>
+<fence_event action="reboot" target="gw2" client="stonith_admin.77" origin="gw3" status="failed" delegate="gw1" extended-status="No fence device" exit-reason="gw2 &amp; co" completed="2026-11-27 20:01:02 +00:00"/>
+<fence_event action="off" target="gw3" client="pacemaker-controld.812" origin="gw2" status="pending"/>
+  </fence_history>
+  <status code="0""#,
+    );
+    let st = summarize(&xml).unwrap();
+    let got: Vec<_> = st
+        .fences
+        .iter()
+        .map(|f| (f.target.as_str(), f.action.as_str(), f.status.as_str(), f.executed_by.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("gw2", "reboot", "failed", "gw1"),
+            ("gw1", "off", "success", "gw3"),
+            ("gw3", "off", "pending", "")
+        ]
+    );
+    assert_eq!(st.fences[0].reason, "No fence device: gw2 & co");
+    assert_eq!(st.fences[1].requested_by, "gw2");
+    assert_eq!(st.fences[1].completed, "2026-11-27 20:31:07 +00:00");
+    let text = render(&st);
+    assert!(
+        text.contains("gw1              off by gw3 for gw2: success at 2026-11-27 20:31:07 +00:00"),
+        "{text}"
+    );
+    assert!(
+        text.contains("gw2              reboot by gw1 for gw3: failed (No fence device: gw2 & co)"),
+        "{text}"
+    );
+    assert!(text.contains("gw3              off by ? for gw2: pending\n"), "{text}");
+    let json = serde_json::to_value(&st).unwrap();
+    assert_eq!(json["fences"][1]["executed_by"], "gw3");
+    // no history: an empty list, nothing printed
+    let st = summarize(XML).unwrap();
+    assert!(st.fences.is_empty() && !render(&st).contains("Fencing history"));
+}
