@@ -88,6 +88,13 @@ pub struct BrickRequest {
     /// built before it never gets the new reply.
     #[serde(default, deserialize_with = "trailing")]
     pub inline: u32,
+    /// The layout epoch ([`crate::map::VolumeMap::layout_epoch`]) of the map the client
+    /// routed this op by. A head refuses an op that makes a name ([`Op::makes_name`])
+    /// routed by an older layout than its own (ESTALEMAP): the client fetches the map and
+    /// routes the op again (docs/rebalance.md). Decoded as `None` from a client built
+    /// before it (only a `Create`'s name is then checked, by its hash).
+    #[serde(default, deserialize_with = "trailing")]
+    pub layout_epoch: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -456,6 +463,20 @@ impl Op {
         )
     }
 
+    /// True for operations that put a name in a directory, routed by the name's hash
+    /// (the entry, its linkto, or a directory's home): the ones a head refuses when the
+    /// client routed them by an older layout.
+    pub fn makes_name(&self) -> bool {
+        matches!(
+            self,
+            Op::Create { .. }
+                | Op::Mkdir { .. }
+                | Op::MkLinkto { .. }
+                | Op::Link { .. }
+                | Op::Rename { .. }
+        )
+    }
+
     /// Directories whose entries a namespace op changes (the parent attributes a
     /// [`Reply::WithParents`] carries), each once.
     pub fn parent_dirs(&self) -> Vec<Id> {
@@ -714,6 +735,7 @@ mod tests {
         });
         let Request::Brick(plain) = decode::<Request>(&encode(&old)).unwrap() else { panic!() };
         assert_eq!(plain.inline, 0, "absent: the client did not ask for inline data");
+        assert_eq!(plain.layout_epoch, None, "absent: a client built before layout epochs");
         for (req, parents) in [(None, false), (Some(ReqId { client: 1, seq: 2 }), true)] {
             let ask = BrickRequest { req, parents, inline: 65536, ..plain.clone() };
             let Request::Brick(back) =

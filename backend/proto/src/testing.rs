@@ -402,6 +402,7 @@ pub fn sample_requests() -> Vec<crate::msg::Request> {
             req: None,
             parents: false,
             inline: 0,
+            layout_epoch: None,
         }));
         if op.is_mutation() {
             v.push(Request::Replicate(ReplicateRequest {
