@@ -239,7 +239,10 @@ impl Volume {
         // attributes were before leases at create: the mount answers the kernel's
         // permission checks on a new directory from memory (`integration/fuse-threads`).
         let mut merged = Some(a);
-        let calls = others.iter().map(|s| i.call_ns(Target { set: *s, key: dir }, c, op.clone()));
+        // The other sets as the map has them now (an add-brick since the first step
+        // added sets), each sent again if a head with a newer layout refuses it.
+        let calls =
+            others.iter().map(|s| self.resend_on_new_layout(Target { set: *s, key: dir }, c, &op));
         for (s, r) in others.iter().zip(futures::future::join_all(calls).await) {
             change.step(*s, &[dir], &r);
             match r {
@@ -639,8 +642,9 @@ impl Volume {
             change.step(first, &dirs, &r);
             r?;
             let others: Vec<u32> = i.set_ids().into_iter().filter(|x| *x != first).collect();
-            let calls =
-                others.iter().map(|x| i.call_ns(Target { set: *x, key: src_dir }, c, op.clone()));
+            let calls = others
+                .iter()
+                .map(|x| self.resend_on_new_layout(Target { set: *x, key: src_dir }, c, op));
             for (x, r) in others.iter().zip(futures::future::join_all(calls).await) {
                 change.step(*x, &dirs, &r);
                 if let Err(e) = r {
