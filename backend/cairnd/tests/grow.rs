@@ -224,6 +224,32 @@ async fn every_name_made_by_the_old_layout_follows_the_new_one() {
     let on_b1 = |n: &str| b1.join("data/d").join(n).symlink_metadata().ok();
     let (dname, sname, mname, lname, rname) = (next(), next(), next(), next(), next());
 
+    // The head's check itself: a mkdir routed by layout epoch 1 is refused; one from a
+    // client that sends no layout epoch (built before it) is not; a linkto whose name
+    // hashes to another set is refused whatever the client sends.
+    let conn = c.cli().await;
+    let raw = |op: Op, layout_epoch: Option<u64>| BrickRequest {
+        volume: "v".into(),
+        brick: 0,
+        epoch: map.epoch,
+        creds: Creds::root(),
+        op,
+        req: None,
+        parents: false,
+        inline: 0,
+        layout_epoch,
+    };
+    let mkdir =
+        |name: &str| Op::Mkdir { dir: d.id, name: name.into(), id: Id::new_on_set(1), perm: 0o755 };
+    let e = conn.call(Request::Brick(raw(mkdir("raw1"), Some(1))), Bytes::new()).await.unwrap_err();
+    assert_eq!(e.errno, Errno::ESTALEMAP, "{e}");
+    assert!(e.message.contains("routed by layout epoch 1"), "{e}");
+    conn.call(Request::Brick(raw(mkdir("raw2"), None)), Bytes::new()).await.unwrap();
+    let mk = Op::MkLinkto { dir: d.id, name: lname.clone().into_bytes(), target: f.id };
+    let e = conn.call(Request::Brick(raw(mk, Some(2))), Bytes::new()).await.unwrap_err();
+    assert_eq!(e.errno, Errno::ESTALEMAP, "{e}");
+    assert!(e.message.contains("hashes to replica set 2"), "{e}");
+
     vol.set_map_for_test(old.clone());
     let t = Instant::now();
     let sub = vol.mkdir(&root, d.id, dname.as_bytes(), 0o755).await.unwrap();
