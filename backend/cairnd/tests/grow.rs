@@ -291,3 +291,89 @@ async fn every_name_made_by_the_old_layout_follows_the_new_one() {
         "the source name is gone"
     );
 }
+
+/// While rebalancing, an unlink removes the name's linkto on every set but the file's,
+/// and a rename the source name's: only a linkto (`Op::UnlinkLinkto`). A real file of
+/// that name on another set (here an old file the new layout hashes elsewhere, and a
+/// second file of its name that a client made on the new set, which a racing create can
+/// leave) stays; before, it was removed as if it were a linkto.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removing_linktos_never_removes_a_real_file() {
+    let c = Cluster::start();
+    let (b0, b1) = (c.path("b0"), c.path("b1"));
+    std::fs::create_dir_all(&b0).unwrap();
+    c.volume("v", 1, &[&b0]).await;
+    let vol = c.mount("v").await.unwrap();
+    let root = Creds::root();
+    let d = vol.mkdir(&root, Id::ROOT, b"d", 0o755).await.unwrap();
+    let mut old = vec![];
+    for i in 0..40 {
+        let name = format!("f{i}");
+        old.push((
+            name.clone(),
+            vol.create(&root, d.id, name.as_bytes(), 0o644, true).await.unwrap(),
+        ));
+    }
+    std::fs::create_dir_all(&b1).unwrap();
+    c.mgmt(MgmtRequest::VolumeAddBrick {
+        name: "v".into(),
+        replica: None,
+        bricks: vec![format!("t1:{}", b1.display())],
+        force: true,
+    })
+    .await
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while vol.map().layout_epoch < 2 {
+        assert!(Instant::now() < deadline, "the client never got layout epoch 2");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let map = vol.map();
+    let set2 = map.sets.iter().find(|s| s.id == 2).unwrap();
+    let conn = c.cli().await;
+    let mut twins: Vec<_> = old
+        .iter()
+        .filter(|(n, _)| cairn_placement::hashed_set(&map, d.id, n.as_bytes()).id == 2)
+        .take(2)
+        .collect();
+    assert_eq!(twins.len(), 2);
+    // A second file of each name, made on the new set past the client's duplicate check.
+    for (name, _) in &twins {
+        let req = BrickRequest {
+            volume: "v".into(),
+            brick: cairn_placement::head(set2, d.id).unwrap().index,
+            epoch: map.epoch,
+            creds: Creds::root(),
+            op: Op::Create {
+                dir: d.id,
+                name: name.clone().into_bytes(),
+                id: Id::new_on_set(2),
+                kind: FileType::Regular,
+                perm: 0o644,
+                rdev: 0,
+                target: None,
+                exclusive: true,
+            },
+            req: None,
+            parents: false,
+            inline: 0,
+            layout_epoch: Some(map.layout_epoch),
+        };
+        conn.call(Request::Brick(req), Bytes::new()).await.unwrap();
+        assert!(b1.join("data/d").join(name).is_file());
+    }
+    // Unlink finds the file on the set the name hashes to (the new one) and removes it;
+    // the old file of that name on set 1 is no linkto and stays.
+    let (uname, uold) = twins.remove(0);
+    vol.drop_caches();
+    vol.unlink(&root, d.id, uname.as_bytes()).await.unwrap();
+    assert!(!b1.join("data/d").join(uname).exists(), "{uname}: unlinked on the new set");
+    assert!(b0.join("data/d").join(uname).is_file(), "{uname}: the real file on set 1 removed");
+    vol.drop_caches();
+    assert_eq!(vol.lookup(&root, d.id, uname.as_bytes()).await.unwrap().id, uold.id);
+    // Rename likewise removes only the source name's linktos.
+    let (rname, _) = twins.remove(0);
+    vol.drop_caches();
+    vol.rename(&root, d.id, rname.as_bytes(), d.id, b"renamed", 0).await.unwrap();
+    assert!(b0.join("data/d").join(rname).is_file(), "{rname}: the real file on set 1 removed");
+}

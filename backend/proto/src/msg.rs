@@ -397,6 +397,17 @@ pub enum Op {
     DelegReturn {
         id: Id,
     },
+    /// Remove `name` from `dir` only if it is a linkto (a pointer to an inode on another
+    /// replica set); `ENOENT` if the name is missing or anything else (a real file of that
+    /// name that another client made meanwhile stays). Sent by clients removing the
+    /// linkto of an unlinked or renamed name on the sets that do not hold the file.
+    /// Added without a version change (a new variant at the end): an older brick refuses
+    /// it as undecodable (`EPROTO`), and the client falls back to `Unlink`.
+    UnlinkLinkto {
+        dir: Id,
+        #[serde(with = "serde_bytes")]
+        name: Name,
+    },
 }
 
 /// Bits of [`Op::Share`]'s `access` and `deny`.
@@ -460,6 +471,7 @@ impl Op {
                 | Op::Open { .. }
                 | Op::Release { .. }
                 | Op::CopyRange { .. }
+                | Op::UnlinkLinkto { .. }
         )
     }
 
@@ -486,6 +498,7 @@ impl Op {
             | Op::MkLinkto { dir, .. }
             | Op::Link { dir, .. }
             | Op::Unlink { dir, .. }
+            | Op::UnlinkLinkto { dir, .. }
             | Op::Rmdir { dir, .. } => vec![*dir],
             Op::Rename { src_dir, dst_dir, .. } if src_dir == dst_dir => vec![*src_dir],
             Op::Rename { src_dir, dst_dir, .. } => vec![*src_dir, *dst_dir],
@@ -536,6 +549,7 @@ impl Op {
             Op::Share { .. } => "share",
             Op::Delegate { .. } => "delegate",
             Op::DelegReturn { .. } => "deleg_return",
+            Op::UnlinkLinkto { .. } => "unlink_linkto",
         }
     }
 }

@@ -361,8 +361,7 @@ impl Volume {
                 return Ok(());
             }
             if replace {
-                let un = Op::Unlink { dir, name: name.to_vec() };
-                let r = i.call_ns(Target { set: hashed, key: dir }, c, un).await;
+                let r = self.unlink_linkto(hashed, dir, name).await;
                 change.step(hashed, &[dir], &r);
             }
             let mk = Op::MkLinkto { dir, name: name.to_vec(), target };
@@ -375,6 +374,26 @@ impl Volume {
                 }
                 r => return r.map(|_| ()),
             }
+        }
+    }
+
+    /// Remove `name` in `dir` on set `set` if it is a linkto (`Op::UnlinkLinkto`, as
+    /// root): a real file of that name another client made there meanwhile stays
+    /// (ENOENT). A brick built before the op refuses it as undecodable (EPROTO): then a
+    /// plain unlink, as before.
+    async fn unlink_linkto(
+        &self,
+        set: u32,
+        dir: Id,
+        name: &[u8],
+    ) -> Result<(Reply, Option<Vec<Attr>>)> {
+        let i = &self.inner;
+        let (root, t) = (Creds::root(), Target { set, key: dir });
+        match i.call_ns(t, &root, Op::UnlinkLinkto { dir, name: name.to_vec() }).await {
+            Err(e) if e.errno == Errno::EPROTO => {
+                i.call_ns(t, &root, Op::Unlink { dir, name: name.to_vec() }).await
+            }
+            r => r,
         }
     }
 
@@ -426,11 +445,7 @@ impl Volume {
         } else {
             vec![]
         };
-        let root = Creds::root();
-        let calls = linktos.iter().map(|s| {
-            let op = Op::Unlink { dir, name: name.to_vec() };
-            i.call_ns(Target { set: *s, key: dir }, &root, op)
-        });
+        let calls = linktos.iter().map(|s| self.unlink_linkto(*s, dir, name));
         for (s, r) in linktos.iter().zip(futures::future::join_all(calls).await) {
             change.step(*s, &[dir], &r);
             if let Err(e) = r {
@@ -679,9 +694,7 @@ impl Volume {
         } else {
             vec![]
         };
-        let calls = src_linktos
-            .iter()
-            .map(|x| i.call_ns(Target { set: *x, key: src_dir }, &root, unlink(src_dir, src)));
+        let calls = src_linktos.iter().map(|x| self.unlink_linkto(*x, src_dir, src));
         for (x, r) in src_linktos.iter().zip(futures::future::join_all(calls).await) {
             change.step(*x, &[src_dir], &r);
         }
