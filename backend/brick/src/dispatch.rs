@@ -91,6 +91,7 @@ impl Brick {
             Op::MkLinkto { dir, name, target } => unit(self.op_mklinkto(cx, *dir, name, *target)),
             Op::Link { id, dir, name } => unit(self.op_link(cx, *id, *dir, name)),
             Op::Unlink { dir, name } => unit(self.op_unlink(cx, *dir, name)),
+            Op::UnlinkLinkto { dir, name } => unit(self.op_unlink_linkto(cx, *dir, name)),
             Op::Rmdir { dir, name } => unit(self.op_rmdir(cx, *dir, name)),
             Op::Rename { src_dir, src_name, dst_dir, dst_name, flags } => {
                 unit(self.op_rename(cx, *src_dir, src_name, *dst_dir, dst_name, *flags))

@@ -15,6 +15,7 @@ pub fn key_id(op: &Op) -> Id {
         | Op::MkLinkto { dir, .. }
         | Op::Link { dir, .. }
         | Op::Unlink { dir, .. }
+        | Op::UnlinkLinkto { dir, .. }
         | Op::Rmdir { dir, .. }
         | Op::ReadDir { dir, .. } => *dir,
         Op::Rename { src_dir, .. } => *src_dir,
@@ -57,7 +58,10 @@ pub fn changed_ids(op: &Op) -> Vec<Id> {
     match op {
         Op::Create { dir, id, .. } | Op::Mkdir { dir, id, .. } => vec![*dir, *id],
         Op::Link { id, dir, .. } => vec![*dir, *id],
-        Op::MkLinkto { dir, .. } | Op::Unlink { dir, .. } | Op::Rmdir { dir, .. } => vec![*dir],
+        Op::MkLinkto { dir, .. }
+        | Op::Unlink { dir, .. }
+        | Op::UnlinkLinkto { dir, .. }
+        | Op::Rmdir { dir, .. } => vec![*dir],
         Op::Rename { src_dir, dst_dir, .. } => {
             if src_dir == dst_dir {
                 vec![*src_dir]
@@ -131,6 +135,7 @@ pub(crate) fn recalls(op: &Op) -> Vec<(Id, bool)> {
         | Op::Mkdir { dir, .. }
         | Op::MkLinkto { dir, .. }
         | Op::Unlink { dir, .. }
+        | Op::UnlinkLinkto { dir, .. }
         | Op::Rmdir { dir, .. } => {
             vec![(*dir, true)]
         }

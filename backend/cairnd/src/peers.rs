@@ -291,6 +291,7 @@ pub async fn call(node: &Arc<Node>, map: &VolumeMap, index: u32, op: Op, data: B
         req: None,
         parents: false,
         inline: 0,
+        layout_epoch: None,
     };
     node.peers.call(&b.addr, &node.name, Request::Brick(req), data).await
 }

@@ -41,6 +41,7 @@ fn brick(epoch: u64, op: Op) -> Request {
         req: None,
         parents: false,
         inline: 0,
+        layout_epoch: None,
     })
 }
 

@@ -125,6 +125,7 @@ async fn unknown_volumes_and_escaping_names() {
         req: None,
         parents: false,
         inline: 0,
+        layout_epoch: None,
     };
     let e = conn.call(Request::Brick(req), Bytes::new()).await.unwrap_err();
     assert!(e.message.contains("nosuch"), "{e}");
@@ -147,6 +148,7 @@ async fn unknown_volumes_and_escaping_names() {
             req: None,
             parents: false,
             inline: 0,
+            layout_epoch: None,
         };
         match conn.call(Request::Brick(req), Bytes::new()).await {
             Err(e) => {

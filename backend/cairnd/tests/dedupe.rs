@@ -40,6 +40,7 @@ async fn a_retried_write_is_answered_not_applied_again() {
             req,
             parents: false,
             inline: 0,
+            layout_epoch: None,
         };
         conn.call(Request::Brick(r), Bytes::from(vec![byte; 4096]))
     };
@@ -53,6 +54,7 @@ async fn a_retried_write_is_answered_not_applied_again() {
             req: None,
             parents: false,
             inline: 0,
+            layout_epoch: None,
         };
         let conn = conn.clone();
         async move {

@@ -27,6 +27,7 @@ fn brick(vol: &str, epoch: u64, op: Op) -> Request {
         req: None,
         parents: false,
         inline: 0,
+        layout_epoch: None,
     })
 }
 

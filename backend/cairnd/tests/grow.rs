@@ -123,6 +123,7 @@ async fn a_grown_volume_finds_old_files_and_refuses_duplicates() {
         req: None,
         parents: false,
         inline: 0,
+        layout_epoch: None,
     };
     let e = conn.call(Request::Brick(req), Bytes::new()).await.unwrap_err();
     assert_eq!(e.errno, Errno::ESTALEMAP, "{e}");
@@ -182,4 +183,197 @@ async fn a_create_by_the_old_layout_goes_to_the_new_set() {
         let found = vol.lookup(&root, d.id, name.as_bytes()).await.unwrap();
         assert_eq!(found.id, a.id, "{name}");
     }
+}
+
+/// Every op that puts a name in a directory, sent by a client that still routes by the
+/// layout of before an add-brick (mkdir, symlink, mknod, link, rename's destination), is
+/// refused by a head with the new layout and routed again: the directory reaches the new
+/// set, and a name that hashes to the new set has its entry or linkto there, where
+/// lookups by the new layout look once the volume is no longer rebalancing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_name_made_by_the_old_layout_follows_the_new_one() {
+    let c = Cluster::start();
+    let (b0, b1) = (c.path("b0"), c.path("b1"));
+    std::fs::create_dir_all(&b0).unwrap();
+    c.volume("v", 1, &[&b0]).await;
+    let vol = c.mount("v").await.unwrap();
+    let root = Creds::root();
+    let d = vol.mkdir(&root, Id::ROOT, b"d", 0o755).await.unwrap();
+    let f = vol.create(&root, d.id, b"f", 0o644, true).await.unwrap();
+    let src = vol.create(&root, d.id, b"src", 0o644, true).await.unwrap();
+    let old = (*vol.map()).clone();
+    std::fs::create_dir_all(&b1).unwrap();
+    c.mgmt(MgmtRequest::VolumeAddBrick {
+        name: "v".into(),
+        replica: None,
+        bricks: vec![format!("t1:{}", b1.display())],
+        force: true,
+    })
+    .await
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while vol.map().layout_epoch < 2 {
+        assert!(Instant::now() < deadline, "the client never got layout epoch 2");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let map = vol.map();
+    let mut names = (0..1000)
+        .map(|i| format!("n{i}"))
+        .filter(|n| cairn_placement::hashed_set(&map, d.id, n.as_bytes()).id == 2);
+    let mut next = || names.next().unwrap();
+    let on_b1 = |n: &str| b1.join("data/d").join(n).symlink_metadata().ok();
+    let (dname, sname, mname, lname, rname) = (next(), next(), next(), next(), next());
+
+    // The head's check itself: a mkdir routed by layout epoch 1 is refused; one from a
+    // client that sends no layout epoch (built before it) is not; a linkto whose name
+    // hashes to another set is refused whatever the client sends.
+    let conn = c.cli().await;
+    let raw = |op: Op, layout_epoch: Option<u64>| BrickRequest {
+        volume: "v".into(),
+        brick: 0,
+        epoch: map.epoch,
+        creds: Creds::root(),
+        op,
+        req: None,
+        parents: false,
+        inline: 0,
+        layout_epoch,
+    };
+    let mkdir =
+        |name: &str| Op::Mkdir { dir: d.id, name: name.into(), id: Id::new_on_set(1), perm: 0o755 };
+    let e = conn.call(Request::Brick(raw(mkdir("raw1"), Some(1))), Bytes::new()).await.unwrap_err();
+    assert_eq!(e.errno, Errno::ESTALEMAP, "{e}");
+    assert!(e.message.contains("routed by layout epoch 1"), "{e}");
+    conn.call(Request::Brick(raw(mkdir("raw2"), None)), Bytes::new()).await.unwrap();
+    let mk = Op::MkLinkto { dir: d.id, name: lname.clone().into_bytes(), target: f.id };
+    let e = conn.call(Request::Brick(raw(mk, Some(2))), Bytes::new()).await.unwrap_err();
+    assert_eq!(e.errno, Errno::ESTALEMAP, "{e}");
+    assert!(e.message.contains("hashes to replica set 2"), "{e}");
+
+    vol.set_map_for_test(old.clone());
+    let t = Instant::now();
+    let sub = vol.mkdir(&root, d.id, dname.as_bytes(), 0o755).await.unwrap();
+    assert!(t.elapsed() < Duration::from_secs(5), "mkdir took {:?}", t.elapsed());
+    assert!(on_b1(&dname).is_some_and(|m| m.is_dir()), "mkdir {dname}: not on the new set");
+    // A file in it that hashes to the new set can be made there.
+    let inner = (0..1000)
+        .map(|i| format!("g{i}"))
+        .find(|n| cairn_placement::hashed_set(&vol.map(), sub.id, n.as_bytes()).id == 2)
+        .unwrap();
+    vol.create(&root, sub.id, inner.as_bytes(), 0o644, true)
+        .await
+        .unwrap_or_else(|e| panic!("create {dname}/{inner} on the new set: {e}"));
+
+    vol.set_map_for_test(old.clone());
+    vol.symlink(&root, d.id, sname.as_bytes(), b"target").await.unwrap();
+    assert!(on_b1(&sname).is_some_and(|m| m.file_type().is_symlink()), "symlink {sname}");
+
+    vol.set_map_for_test(old.clone());
+    vol.mknod(&root, d.id, mname.as_bytes(), FileType::Fifo, 0o644, 0).await.unwrap();
+    assert!(on_b1(&mname).is_some(), "mknod {mname}: not on the new set");
+
+    vol.set_map_for_test(old.clone());
+    let t = Instant::now();
+    let l = vol.link(&root, f.id, d.id, lname.as_bytes()).await.unwrap();
+    assert!(t.elapsed() < Duration::from_secs(5), "link took {:?}", t.elapsed());
+    assert_eq!(l.id, f.id);
+    assert!(on_b1(&lname).is_some(), "link {lname}: no linkto on the set it hashes to");
+
+    vol.set_map_for_test(old.clone());
+    let t = Instant::now();
+    vol.rename(&root, d.id, b"src", d.id, rname.as_bytes(), 0).await.unwrap();
+    assert!(t.elapsed() < Duration::from_secs(5), "rename took {:?}", t.elapsed());
+    assert!(on_b1(&rname).is_some(), "rename to {rname}: no linkto on the set it hashes to");
+    assert_eq!(vol.lookup(&root, d.id, rname.as_bytes()).await.unwrap().id, src.id);
+    assert_eq!(
+        vol.lookup(&root, d.id, b"src").await.unwrap_err().errno,
+        Errno::ENOENT,
+        "the source name is gone"
+    );
+}
+
+/// While rebalancing, an unlink removes the name's linkto on every set but the file's,
+/// and a rename the source name's: only a linkto (`Op::UnlinkLinkto`). A real file of
+/// that name on another set (here an old file the new layout hashes elsewhere, and a
+/// second file of its name that a client made on the new set, which a racing create can
+/// leave) stays; before, it was removed as if it were a linkto.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removing_linktos_never_removes_a_real_file() {
+    let c = Cluster::start();
+    let (b0, b1) = (c.path("b0"), c.path("b1"));
+    std::fs::create_dir_all(&b0).unwrap();
+    c.volume("v", 1, &[&b0]).await;
+    let vol = c.mount("v").await.unwrap();
+    let root = Creds::root();
+    let d = vol.mkdir(&root, Id::ROOT, b"d", 0o755).await.unwrap();
+    let mut old = vec![];
+    for i in 0..40 {
+        let name = format!("f{i}");
+        old.push((
+            name.clone(),
+            vol.create(&root, d.id, name.as_bytes(), 0o644, true).await.unwrap(),
+        ));
+    }
+    std::fs::create_dir_all(&b1).unwrap();
+    c.mgmt(MgmtRequest::VolumeAddBrick {
+        name: "v".into(),
+        replica: None,
+        bricks: vec![format!("t1:{}", b1.display())],
+        force: true,
+    })
+    .await
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while vol.map().layout_epoch < 2 {
+        assert!(Instant::now() < deadline, "the client never got layout epoch 2");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let map = vol.map();
+    let set2 = map.sets.iter().find(|s| s.id == 2).unwrap();
+    let conn = c.cli().await;
+    let mut twins: Vec<_> = old
+        .iter()
+        .filter(|(n, _)| cairn_placement::hashed_set(&map, d.id, n.as_bytes()).id == 2)
+        .take(2)
+        .collect();
+    assert_eq!(twins.len(), 2);
+    // A second file of each name, made on the new set past the client's duplicate check.
+    for (name, _) in &twins {
+        let req = BrickRequest {
+            volume: "v".into(),
+            brick: cairn_placement::head(set2, d.id).unwrap().index,
+            epoch: map.epoch,
+            creds: Creds::root(),
+            op: Op::Create {
+                dir: d.id,
+                name: name.clone().into_bytes(),
+                id: Id::new_on_set(2),
+                kind: FileType::Regular,
+                perm: 0o644,
+                rdev: 0,
+                target: None,
+                exclusive: true,
+            },
+            req: None,
+            parents: false,
+            inline: 0,
+            layout_epoch: Some(map.layout_epoch),
+        };
+        conn.call(Request::Brick(req), Bytes::new()).await.unwrap();
+        assert!(b1.join("data/d").join(name).is_file());
+    }
+    // Unlink finds the file on the set the name hashes to (the new one) and removes it;
+    // the old file of that name on set 1 is no linkto and stays.
+    let (uname, uold) = twins.remove(0);
+    vol.drop_caches();
+    vol.unlink(&root, d.id, uname.as_bytes()).await.unwrap();
+    assert!(!b1.join("data/d").join(uname).exists(), "{uname}: unlinked on the new set");
+    assert!(b0.join("data/d").join(uname).is_file(), "{uname}: the real file on set 1 removed");
+    vol.drop_caches();
+    assert_eq!(vol.lookup(&root, d.id, uname.as_bytes()).await.unwrap().id, uold.id);
+    // Rename likewise removes only the source name's linktos.
+    let (rname, _) = twins.remove(0);
+    vol.drop_caches();
+    vol.rename(&root, d.id, rname.as_bytes(), d.id, b"renamed", 0).await.unwrap();
+    assert!(b0.join("data/d").join(rname).is_file(), "{rname}: the real file on set 1 removed");
 }

@@ -45,6 +45,7 @@ fn write(vol: &str, epoch: u64, id: Id) -> BrickRequest {
         req: None,
         parents: false,
         inline: 0,
+        layout_epoch: None,
     }
 }
 

@@ -82,6 +82,7 @@ async fn setup(c: &Cluster) -> Target {
                     req: None,
                     parents: true,
                     inline: 4096,
+                    layout_epoch: None,
                 };
                 (Request::Brick(req), data)
             })
@@ -172,6 +173,7 @@ async fn one_case(
                     req: None,
                     parents: n % 2 == 0,
                     inline: 0,
+                    layout_epoch: None,
                 };
                 (Request::Brick(req), data.clone())
             }

@@ -88,6 +88,13 @@ pub struct BrickRequest {
     /// built before it never gets the new reply.
     #[serde(default, deserialize_with = "trailing")]
     pub inline: u32,
+    /// The layout epoch ([`crate::map::VolumeMap::layout_epoch`]) of the map the client
+    /// routed this op by. A head refuses an op that makes a name ([`Op::makes_name`])
+    /// routed by an older layout than its own (ESTALEMAP): the client fetches the map and
+    /// routes the op again (docs/rebalance.md). Decoded as `None` from a client built
+    /// before it (only a `Create`'s name is then checked, by its hash).
+    #[serde(default, deserialize_with = "trailing")]
+    pub layout_epoch: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -390,6 +397,17 @@ pub enum Op {
     DelegReturn {
         id: Id,
     },
+    /// Remove `name` from `dir` only if it is a linkto (a pointer to an inode on another
+    /// replica set); `ENOENT` if the name is missing or anything else (a real file of that
+    /// name that another client made meanwhile stays). Sent by clients removing the
+    /// linkto of an unlinked or renamed name on the sets that do not hold the file.
+    /// Added without a version change (a new variant at the end): an older brick refuses
+    /// it as undecodable (`EPROTO`), and the client falls back to `Unlink`.
+    UnlinkLinkto {
+        dir: Id,
+        #[serde(with = "serde_bytes")]
+        name: Name,
+    },
 }
 
 /// Bits of [`Op::Share`]'s `access` and `deny`.
@@ -453,6 +471,21 @@ impl Op {
                 | Op::Open { .. }
                 | Op::Release { .. }
                 | Op::CopyRange { .. }
+                | Op::UnlinkLinkto { .. }
+        )
+    }
+
+    /// True for operations that put a name in a directory, routed by the name's hash
+    /// (the entry, its linkto, or a directory's home): the ones a head refuses when the
+    /// client routed them by an older layout.
+    pub fn makes_name(&self) -> bool {
+        matches!(
+            self,
+            Op::Create { .. }
+                | Op::Mkdir { .. }
+                | Op::MkLinkto { .. }
+                | Op::Link { .. }
+                | Op::Rename { .. }
         )
     }
 
@@ -465,6 +498,7 @@ impl Op {
             | Op::MkLinkto { dir, .. }
             | Op::Link { dir, .. }
             | Op::Unlink { dir, .. }
+            | Op::UnlinkLinkto { dir, .. }
             | Op::Rmdir { dir, .. } => vec![*dir],
             Op::Rename { src_dir, dst_dir, .. } if src_dir == dst_dir => vec![*src_dir],
             Op::Rename { src_dir, dst_dir, .. } => vec![*src_dir, *dst_dir],
@@ -515,6 +549,7 @@ impl Op {
             Op::Share { .. } => "share",
             Op::Delegate { .. } => "delegate",
             Op::DelegReturn { .. } => "deleg_return",
+            Op::UnlinkLinkto { .. } => "unlink_linkto",
         }
     }
 }
@@ -714,6 +749,7 @@ mod tests {
         });
         let Request::Brick(plain) = decode::<Request>(&encode(&old)).unwrap() else { panic!() };
         assert_eq!(plain.inline, 0, "absent: the client did not ask for inline data");
+        assert_eq!(plain.layout_epoch, None, "absent: a client built before layout epochs");
         for (req, parents) in [(None, false), (Some(ReqId { client: 1, seq: 2 }), true)] {
             let ask = BrickRequest { req, parents, inline: 65536, ..plain.clone() };
             let Request::Brick(back) =

@@ -324,6 +324,7 @@ fn every_request() -> Vec<(Request, Vec<u8>)> {
                 req,
                 parents: i % 3 == 0,
                 inline: if i % 5 == 0 { 65536 } else { 0 },
+                layout_epoch: (i % 4 == 0).then_some(i as u64),
             }),
             data.clone(),
         ));
@@ -664,19 +665,32 @@ fn request() -> impl Strategy<Value = Request> {
             auth
         })),
         Just(Request::Ping),
-        (text(), any::<u32>(), any::<u64>(), creds(), op(), req_id(), any::<bool>(), any::<u32>())
-            .prop_map(|(volume, brick, epoch, creds, op, req, parents, inline)| {
-                Request::Brick(BrickRequest {
-                    volume,
-                    brick,
-                    epoch,
-                    creds,
-                    op,
-                    req,
-                    parents,
-                    inline,
-                })
-            }),
+        (
+            text(),
+            any::<u32>(),
+            any::<u64>(),
+            creds(),
+            op(),
+            req_id(),
+            any::<bool>(),
+            any::<u32>(),
+            prop::option::of(any::<u64>())
+        )
+            .prop_map(
+                |(volume, brick, epoch, creds, op, req, parents, inline, layout_epoch)| {
+                    Request::Brick(BrickRequest {
+                        volume,
+                        brick,
+                        epoch,
+                        creds,
+                        op,
+                        req,
+                        parents,
+                        inline,
+                        layout_epoch,
+                    })
+                }
+            ),
         (
             (text(), any::<u32>(), any::<u64>(), any::<u32>(), creds(), op()),
             (

@@ -330,6 +330,27 @@ impl Brick {
         Ok(Reply::Unit)
     }
 
+    /// `Op::UnlinkLinkto`: remove `name` only if it is a linkto. Checked and removed under
+    /// the directory's lock the head holds for the op, so a real file of that name made
+    /// by another client is never removed in its place.
+    pub(crate) fn op_unlink_linkto(&self, cx: &Cx, dir: Id, name: &[u8]) -> R<Reply> {
+        valid_name(name)?;
+        let what = || format!("linkto {} in directory {dir}", show(name));
+        let dfd = self.dir(dir)?;
+        let d = dfd.as_raw_fd();
+        let cname = cstr(name).ctx(what)?;
+        match ids::entry(d, name) {
+            Ok(Ent::Linkto { .. }) => {}
+            Err(e) if e.raw_os_error() != Some(libc::ENOENT) => return Err(e).ctx(what),
+            // The head removed a linkto: what this replica has instead is left to heal.
+            _ if cx.replica => return Ok(Reply::Unit),
+            _ => return Err(fail(libc::ENOENT, format!("{}: no linkto of that name", what()))),
+        }
+        cx.user(|| sys::unlinkat(d, &cname, 0)).ctx(what)?;
+        self.forget_listing(dir);
+        Ok(Reply::Unit)
+    }
+
     pub(crate) fn op_rmdir(&self, cx: &Cx, dir: Id, name: &[u8]) -> R<Reply> {
         valid_name(name)?;
         let what = || format!("{} in directory {dir}", show(name));

@@ -145,6 +145,7 @@ async fn copy_source(
                         req: None,
                         parents: false,
                         inline: 0,
+                        layout_epoch: None,
                     };
                     let call =
                         node.peers.call(&h.addr, &node.name, Request::Brick(req), Bytes::new());

@@ -87,23 +87,7 @@ fn admit(node: &Node, map: &VolumeMap, req: &BrickRequest) -> Result<ChainPlan, 
             &format!("not the chain head of {key} (brick {} is)", plan.head),
         ));
     }
-    if let Op::Create { dir, name, .. } = &req.op {
-        // A client routing by an older layout (before an add-brick) would put the new
-        // name on a set it no longer hashes to: it refreshes its map and retries.
-        let hashed = cairn_placement::hashed_set(map, *dir, name).id;
-        if hashed != set.id {
-            return Err(stale(
-                &req.volume,
-                req.brick,
-                &format!(
-                    "{} in {dir} hashes to replica set {hashed} in layout epoch {}, not {}",
-                    String::from_utf8_lossy(name),
-                    map.layout_epoch,
-                    set.id
-                ),
-            ));
-        }
-    }
+    routed_by_layout(map, set, req)?;
     if !node.lease_alive() {
         // Self-fencing: the config store may already have declared this node dead and
         // promoted another head; accepting the write could fork the replica set.
@@ -119,6 +103,51 @@ fn admit(node: &Node, map: &VolumeMap, req: &BrickRequest) -> Result<ChainPlan, 
         writable(map, set, &req.volume)?;
     }
     Ok(plan)
+}
+
+/// The one layout check of the admission path: an op that puts a name in a directory
+/// ([`Op::makes_name`]: create, mknod, symlink, mkdir, link, a linkto, rename's
+/// destination) routed by a layout older than this head's is refused (ESTALEMAP), so a
+/// client that has not received an add-brick's map yet refreshes it and routes the op
+/// again (a mkdir then reaches the new sets, a link's or rename's linkto goes to the set
+/// the name hashes to now), instead of putting the name where lookups by the new layout
+/// do not look. The name of a `Create` or a linkto must also hash to this set (the check for clients that
+/// do not send their layout epoch, and for a head that is ahead of the client's push).
+fn routed_by_layout(
+    map: &VolumeMap,
+    set: &ReplicaSet,
+    req: &BrickRequest,
+) -> Result<(), RemoteError> {
+    if !req.op.makes_name() {
+        return Ok(());
+    }
+    if let Some(e) = req.layout_epoch.filter(|e| *e < map.layout_epoch) {
+        return Err(stale(
+            &req.volume,
+            req.brick,
+            &format!(
+                "{} routed by layout epoch {e}, the volume's layout is at epoch {}",
+                req.op.name(),
+                map.layout_epoch
+            ),
+        ));
+    }
+    if let Op::Create { dir, name, .. } | Op::MkLinkto { dir, name, .. } = &req.op {
+        let hashed = cairn_placement::hashed_set(map, *dir, name).id;
+        if hashed != set.id {
+            return Err(stale(
+                &req.volume,
+                req.brick,
+                &format!(
+                    "{} in {dir} hashes to replica set {hashed} in layout epoch {}, not {}",
+                    String::from_utf8_lossy(name),
+                    map.layout_epoch,
+                    set.id
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The volume's write quorum (`cluster.quorum-type`) and `features.read-only`.

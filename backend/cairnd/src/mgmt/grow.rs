@@ -409,6 +409,7 @@ async fn on_head(
                     req: None,
                     parents: false,
                     inline: 0,
+                    layout_epoch: None,
                 };
                 node.peers.call(&b.addr, &node.name, Request::Brick(req), Bytes::new()).await
             }

@@ -31,14 +31,20 @@ fn is_retryable(e: &RemoteError) -> bool {
     )
 }
 
-/// A create refused (ESTALEMAP) by the head of `set` whose name hashes to another set in
-/// the map we have now (an add-brick changed the layout and this client routed by the old
-/// one): resending it to `set` can only be refused again until the retry budget runs out
-/// (ESTALEMAP, which the mount turns into EIO). The caller routes it again, with a new id
-/// on the set the name hashes to now (`make_entry`).
-pub(super) fn rerouted(map: &VolumeMap, op: &Op, set: u32, e: &RemoteError) -> bool {
-    e.errno == Errno::ESTALEMAP
-        && matches!(op, Op::Create { dir, name, .. } if hashed_set(map, *dir, name).id != set)
+/// An op that makes a name refused (ESTALEMAP) by a head whose layout is newer than the
+/// one this client routed it by (`layout`), or a create refused by the head of `set` whose
+/// name hashes to another set in the map we have now (an add-brick changed the layout
+/// and this client routed by the old one): resending it to `set` can only be refused
+/// again until the retry budget runs out (ESTALEMAP, which the mount turns into EIO). The
+/// caller routes it again by the map it has now (`make_entry`, `mkdir`, `link`,
+/// `rename`: a new id on the set the name hashes to, the new sets, the linkto's set).
+pub(super) fn rerouted(map: &VolumeMap, op: &Op, set: u32, layout: u64, e: &RemoteError) -> bool {
+    if e.errno != Errno::ESTALEMAP || !op.makes_name() {
+        return false;
+    }
+    map.layout_epoch > layout
+        || matches!(op, Op::Create { dir, name, .. } | Op::MkLinkto { dir, name, .. }
+            if hashed_set(map, *dir, name).id != set)
 }
 
 impl Inner {
@@ -133,6 +139,10 @@ impl Inner {
         inline: u32,
     ) -> Result<(Reply, Bytes)> {
         let deadline = tokio::time::Instant::now() + RETRY_BUDGET;
+        // The layout the caller routed the op by (it read the map just before): sent
+        // with every attempt, so a head with a newer layout refuses it rather than take
+        // a name where lookups by that layout do not look (`rerouted`).
+        let layout = self.map().layout_epoch;
         let mut backoff = RETRY_BACKOFF;
         // One id for every attempt of this op.
         let req_id = op.is_mutation().then(|| msg::ReqId {
@@ -161,6 +171,7 @@ impl Inner {
                         req: req_id,
                         parents,
                         inline,
+                        layout_epoch: Some(layout),
                     };
                     self.count(op.name());
                     match self.pool.get(&b.addr).await {
@@ -186,7 +197,7 @@ impl Inner {
             };
             match res {
                 Err(e) if is_retryable(&e) && !last => {
-                    if rerouted(&self.map(), &op, t.set, &e) {
+                    if rerouted(&self.map(), &op, t.set, layout, &e) {
                         return Err(e);
                     }
                     let wait = backoff.next_delay();
@@ -197,7 +208,7 @@ impl Inner {
                         _ = tokio::time::sleep(wait) => {}
                     }
                     self.refresh_map().await;
-                    if rerouted(&self.map(), &op, t.set, &e) {
+                    if rerouted(&self.map(), &op, t.set, layout, &e) {
                         return Err(e);
                     }
                 }
@@ -234,6 +245,12 @@ impl Inner {
         let map = self.map();
         id.home_set() == set
             && map.set_by_id(set).is_some_and(|s| cairn_placement::same_chain(s, dir, id))
+    }
+
+    /// Whether `e` is a head's refusal of an op this client routed by layout epoch
+    /// `layout`, and the map it has now has a newer layout: the op is routed again.
+    pub(super) fn layout_moved(&self, layout: u64, e: &RemoteError) -> bool {
+        e.errno == Errno::ESTALEMAP && self.map().layout_epoch > layout
     }
 
     pub(super) fn hashed(&self, dir: Id, name: &[u8]) -> u32 {

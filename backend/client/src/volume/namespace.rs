@@ -32,6 +32,7 @@ impl Volume {
         // now, with an id on that set: a few times at most (each needs a layout change).
         let mut reroutes = 0;
         let (set, id, change, made, r) = loop {
+            let layout = i.map().layout_epoch;
             let set = i.hashed(dir, name);
             if i.map().rebalancing {
                 // Since an add-brick the name may still be on the set it hashed to before:
@@ -67,7 +68,10 @@ impl Volume {
             i.named(dir, name, &r);
             change.step(set, &[dir], &r);
             match &r {
-                Err(e) if e.errno == Errno::ESTALEMAP && i.hashed(dir, name) != set => {
+                Err(e)
+                    if e.errno == Errno::ESTALEMAP
+                        && (i.hashed(dir, name) != set || i.layout_moved(layout, e)) =>
+                {
                     reroutes += 1;
                     let to = i.hashed(dir, name);
                     let n = String::from_utf8_lossy(name);
@@ -175,25 +179,39 @@ impl Volume {
     pub async fn mkdir(&self, c: &Creds, dir: Id, name: &[u8], perm: u32) -> Result<Attr> {
         valid_name(name)?;
         let i = &self.inner;
-        let hashed = i.hashed(dir, name);
-        if i.map().rebalancing && self.lookup_elsewhere(c, dir, name, hashed).await?.is_some() {
-            return Err(err(
-                Errno::EEXIST,
-                format!("{}: exists (on another replica set)", String::from_utf8_lossy(name)),
-            ));
-        }
-        // A directory gets a spread-out chain order, not its parent's: the files made in
-        // it follow *it* (`new_id`), so if directories followed their parents every inode
-        // of the volume would have the root's head on each set, one brick serving all
-        // reads, locks and leases and the other replicas only following.
-        let id = Id::new_on_set(hashed);
-        let op = Op::Mkdir { dir, name: name.to_vec(), id, perm };
-        let mut change = i.begin_dirs(&[dir]);
-        i.complete.touch(dir);
-        let made = i.begin_tokens();
-        let r = i.call_ns(Target { set: hashed, key: dir }, c, op.clone()).await;
-        i.named(dir, name, &r);
-        change.step(hashed, &[dir], &r);
+        // Refused by a head with a newer layout (this client has not received an
+        // add-brick's map yet): routed again, so the directory reaches the new sets too.
+        let mut reroutes = 0;
+        let (hashed, id, op, mut change, made, r) = loop {
+            let layout = i.map().layout_epoch;
+            let hashed = i.hashed(dir, name);
+            if i.map().rebalancing && self.lookup_elsewhere(c, dir, name, hashed).await?.is_some() {
+                return Err(err(
+                    Errno::EEXIST,
+                    format!("{}: exists (on another replica set)", String::from_utf8_lossy(name)),
+                ));
+            }
+            // A directory gets a spread-out chain order, not its parent's: the files made
+            // in it follow *it* (`new_id`), so if directories followed their parents every
+            // inode of the volume would have the root's head on each set, one brick
+            // serving all reads, locks and leases and the other replicas only following.
+            let id = Id::new_on_set(hashed);
+            let op = Op::Mkdir { dir, name: name.to_vec(), id, perm };
+            let mut change = i.begin_dirs(&[dir]);
+            i.complete.touch(dir);
+            let made = i.begin_tokens();
+            let r = i.call_ns(Target { set: hashed, key: dir }, c, op.clone()).await;
+            i.named(dir, name, &r);
+            change.step(hashed, &[dir], &r);
+            match &r {
+                Err(e) if i.layout_moved(layout, e) && reroutes < MAX_REROUTES => {
+                    reroutes += 1;
+                    tracing::debug!(%dir, name = %String::from_utf8_lossy(name), reroutes, "mkdir routed by an old layout; sending it again");
+                    change.finish(i);
+                }
+                _ => break (hashed, id, op, change, made, r),
+            }
+        };
         let a = match r {
             Ok((r, _)) => attr_of("mkdir", r)?,
             Err(e) if e.errno == Errno::EEXIST => {
@@ -221,7 +239,10 @@ impl Volume {
         // attributes were before leases at create: the mount answers the kernel's
         // permission checks on a new directory from memory (`integration/fuse-threads`).
         let mut merged = Some(a);
-        let calls = others.iter().map(|s| i.call_ns(Target { set: *s, key: dir }, c, op.clone()));
+        // The other sets as the map has them now (an add-brick since the first step
+        // added sets), each sent again if a head with a newer layout refuses it.
+        let calls =
+            others.iter().map(|s| self.resend_on_new_layout(Target { set: *s, key: dir }, c, &op));
         for (s, r) in others.iter().zip(futures::future::join_all(calls).await) {
             change.step(*s, &[dir], &r);
             match r {
@@ -271,13 +292,21 @@ impl Volume {
         valid_name(name)?;
         let i = &self.inner;
         let home = i.home(id);
-        let hashed = i.hashed(dir, name);
         let mut change = i.begin_dirs(&[dir]);
         i.complete.touch(dir);
         let made = i.begin_tokens();
-        let r = i
-            .call_ns(Target { set: home, key: dir }, c, Op::Link { id, dir, name: name.to_vec() })
-            .await;
+        let op = Op::Link { id, dir, name: name.to_vec() };
+        let mut reroutes = 0;
+        let r = loop {
+            // Refused by a head with a newer layout: sent again (its routing, the home
+            // set, does not change; the linkto below follows the new layout).
+            let layout = i.map().layout_epoch;
+            let r = i.call_ns(Target { set: home, key: dir }, c, op.clone()).await;
+            match &r {
+                Err(e) if i.layout_moved(layout, e) && reroutes < MAX_REROUTES => reroutes += 1,
+                _ => break r,
+            }
+        };
         i.named(dir, name, &r);
         change.step(home, &[dir], &r);
         let r = match r {
@@ -288,28 +317,84 @@ impl Volume {
             }
         };
         let a = attr_of("link", r)?;
-        if hashed != home {
-            let mk = Op::MkLinkto { dir, name: name.to_vec(), target: id };
-            let r = i.call_ns(Target { set: hashed, key: dir }, c, mk).await;
-            change.step(hashed, &[dir], &r);
-            if let Err(e) = r {
-                i.attrs.invalidate(dir);
-                i.complete.invalidate(dir);
-                // Undo so the name does not exist half-way.
-                let _ = i
-                    .call(
-                        Target { set: home, key: dir },
-                        c,
-                        Op::Unlink { dir, name: name.to_vec() },
-                        Bytes::new(),
-                    )
-                    .await;
-                return Err(e);
-            }
+        if let Err(e) = self.linkto_on_hashed(c, dir, name, id, home, false, &mut change).await {
+            i.attrs.invalidate(dir);
+            i.complete.invalidate(dir);
+            // Undo so the name does not exist half-way.
+            let _ = i
+                .call(
+                    Target { set: home, key: dir },
+                    c,
+                    Op::Unlink { dir, name: name.to_vec() },
+                    Bytes::new(),
+                )
+                .await;
+            return Err(e);
         }
         i.remember_changed(made, home, dir, name, &a);
         change.finish(i);
         Ok(a)
+    }
+
+    /// Make `name` in `dir` a linkto to `target` (homed on `home`) on the set the name
+    /// hashes to, unless that is `home`; with `replace`, whatever that set has under the
+    /// name is removed first (rename's destination). The set is chosen right before the
+    /// linkto is sent and again whenever a head with a newer layout refuses it, so the
+    /// linkto lands where lookups by the current layout look.
+    #[allow(clippy::too_many_arguments)]
+    async fn linkto_on_hashed(
+        &self,
+        c: &Creds,
+        dir: Id,
+        name: &[u8],
+        target: Id,
+        home: u32,
+        replace: bool,
+        change: &mut DirChange,
+    ) -> Result<()> {
+        let i = &self.inner;
+        let mut reroutes = 0;
+        loop {
+            let layout = i.map().layout_epoch;
+            let hashed = i.hashed(dir, name);
+            if hashed == home {
+                return Ok(());
+            }
+            if replace {
+                let r = self.unlink_linkto(hashed, dir, name).await;
+                change.step(hashed, &[dir], &r);
+            }
+            let mk = Op::MkLinkto { dir, name: name.to_vec(), target };
+            let r = i.call_ns(Target { set: hashed, key: dir }, c, mk).await;
+            change.step(hashed, &[dir], &r);
+            match r {
+                Err(e) if i.layout_moved(layout, &e) && reroutes < MAX_REROUTES => {
+                    reroutes += 1;
+                    tracing::debug!(%dir, name = %String::from_utf8_lossy(name), reroutes, "linkto routed by an old layout; sending it again");
+                }
+                r => return r.map(|_| ()),
+            }
+        }
+    }
+
+    /// Remove `name` in `dir` on set `set` if it is a linkto (`Op::UnlinkLinkto`, as
+    /// root): a real file of that name another client made there meanwhile stays
+    /// (ENOENT). A brick built before the op refuses it as undecodable (EPROTO): then a
+    /// plain unlink, as before.
+    async fn unlink_linkto(
+        &self,
+        set: u32,
+        dir: Id,
+        name: &[u8],
+    ) -> Result<(Reply, Option<Vec<Attr>>)> {
+        let i = &self.inner;
+        let (root, t) = (Creds::root(), Target { set, key: dir });
+        match i.call_ns(t, &root, Op::UnlinkLinkto { dir, name: name.to_vec() }).await {
+            Err(e) if e.errno == Errno::EPROTO => {
+                i.call_ns(t, &root, Op::Unlink { dir, name: name.to_vec() }).await
+            }
+            r => r,
+        }
     }
 
     pub async fn unlink(&self, c: &Creds, dir: Id, name: &[u8]) -> Result<()> {
@@ -360,11 +445,7 @@ impl Volume {
         } else {
             vec![]
         };
-        let root = Creds::root();
-        let calls = linktos.iter().map(|s| {
-            let op = Op::Unlink { dir, name: name.to_vec() };
-            i.call_ns(Target { set: *s, key: dir }, &root, op)
-        });
+        let calls = linktos.iter().map(|s| self.unlink_linkto(*s, dir, name));
         for (s, r) in linktos.iter().zip(futures::future::join_all(calls).await) {
             change.step(*s, &[dir], &r);
             if let Err(e) = r {
@@ -534,6 +615,27 @@ impl Volume {
         r
     }
 
+    /// A namespace op whose routing does not depend on the layout (a rename at the
+    /// file's home set, a directory rename's first set), sent again when a head with a
+    /// newer layout refuses it (the client had not received an add-brick's map).
+    async fn resend_on_new_layout(
+        &self,
+        t: Target,
+        c: &Creds,
+        op: &Op,
+    ) -> Result<(Reply, Option<Vec<Attr>>)> {
+        let i = &self.inner;
+        let mut reroutes = 0;
+        loop {
+            let layout = i.map().layout_epoch;
+            let r = i.call_ns(t, c, op.clone()).await;
+            match &r {
+                Err(e) if i.layout_moved(layout, e) && reroutes < MAX_REROUTES => reroutes += 1,
+                _ => return r,
+            }
+        }
+    }
+
     /// The bricks' part of `rename` (`op`) of `s` over `d`, each step noted in `change`.
     pub(super) async fn rename_steps(
         &self,
@@ -551,12 +653,13 @@ impl Volume {
         let dirs = op.parent_dirs();
         if s.kind == FileType::Directory {
             let first = i.hashed(dst_dir, dst);
-            let r = i.call_ns(Target { set: first, key: src_dir }, c, op.clone()).await;
+            let r = self.resend_on_new_layout(Target { set: first, key: src_dir }, c, op).await;
             change.step(first, &dirs, &r);
             r?;
             let others: Vec<u32> = i.set_ids().into_iter().filter(|x| *x != first).collect();
-            let calls =
-                others.iter().map(|x| i.call_ns(Target { set: *x, key: src_dir }, c, op.clone()));
+            let calls = others
+                .iter()
+                .map(|x| self.resend_on_new_layout(Target { set: *x, key: src_dir }, c, op));
             for (x, r) in others.iter().zip(futures::future::join_all(calls).await) {
                 change.step(*x, &dirs, &r);
                 if let Err(e) = r {
@@ -576,19 +679,12 @@ impl Volume {
                 r?;
             }
         }
-        let r = i.call_ns(Target { set: home, key: src_dir }, c, op.clone()).await;
+        let r = self.resend_on_new_layout(Target { set: home, key: src_dir }, c, op).await;
         change.step(home, &dirs, &r);
         r?;
-        let (hd, hs) = (i.hashed(dst_dir, dst), i.hashed(src_dir, src));
         let root = Creds::root();
-        if hd != home {
-            let r = i.call_ns(Target { set: hd, key: dst_dir }, &root, unlink(dst_dir, dst)).await;
-            change.step(hd, &[dst_dir], &r);
-            let mk = Op::MkLinkto { dir: dst_dir, name: dst.to_vec(), target: s.id };
-            let r = i.call_ns(Target { set: hd, key: dst_dir }, &root, mk).await;
-            change.step(hd, &[dst_dir], &r);
-            r?;
-        }
+        self.linkto_on_hashed(&root, dst_dir, dst, s.id, home, true, change).await?;
+        let hs = i.hashed(src_dir, src);
         // The source name's linkto: on its hashed set, or, while rebalancing (the name may
         // have hashed to another set before add-brick), on any set but the file's.
         let src_linktos: Vec<u32> = if i.map().rebalancing {
@@ -598,9 +694,7 @@ impl Volume {
         } else {
             vec![]
         };
-        let calls = src_linktos
-            .iter()
-            .map(|x| i.call_ns(Target { set: *x, key: src_dir }, &root, unlink(src_dir, src)));
+        let calls = src_linktos.iter().map(|x| self.unlink_linkto(*x, src_dir, src));
         for (x, r) in src_linktos.iter().zip(futures::future::join_all(calls).await) {
             change.step(*x, &[src_dir], &r);
         }
