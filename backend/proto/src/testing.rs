@@ -288,11 +288,12 @@ pub fn sample_ops(dir: Id, file: Id, prefix: &str) -> Vec<(Op, Vec<u8>)> {
         (Op::Share { id: file, owner: 7, access: 1, deny: 2 }, none()),
         (Op::Delegate { id: file, write: true }, none()),
         (Op::DelegReturn { id: file }, none()),
+        (Op::GetXattrs { id: file }, none()),
     ]
 }
 
 /// Number of [`Op`] variants.
-pub const OP_KINDS: usize = 40;
+pub const OP_KINDS: usize = 41;
 
 /// Index of an op's variant; the match is exhaustive, so a new variant fails to build
 /// until it is given an index here (and [`OP_KINDS`] and [`sample_ops`] follow).
@@ -338,6 +339,7 @@ pub fn op_kind(op: &Op) -> usize {
         Op::Share { .. } => 37,
         Op::Delegate { .. } => 38,
         Op::DelegReturn { .. } => 39,
+        Op::GetXattrs { .. } => 40,
     }
 }
 
@@ -701,6 +703,7 @@ pub fn op(id: BoxedStrategy<Id>, name: BoxedStrategy<Vec<u8>>) -> BoxedStrategy<
         ),
         (id(), any::<bool>()).prop_map(|(id, write)| Op::Delegate { id, write }),
         id().prop_map(|id| Op::DelegReturn { id }),
+        id().prop_map(|id| Op::GetXattrs { id }),
     ]
     .boxed()
 }
