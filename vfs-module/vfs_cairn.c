@@ -89,6 +89,7 @@ static void cairn_trace_end(cairn_fs_t *fs, ssize_t before, const char *caller,
 #define cairn_getxattr(fs, ...) CAIRN_TRACED(cairn_getxattr, fs, __VA_ARGS__)
 #define cairn_setxattr(fs, ...) CAIRN_TRACED(cairn_setxattr, fs, __VA_ARGS__)
 #define cairn_listxattr(fs, ...) CAIRN_TRACED(cairn_listxattr, fs, __VA_ARGS__)
+#define cairn_getxattrs(fs, ...) CAIRN_TRACED(cairn_getxattrs, fs, __VA_ARGS__)
 #define cairn_removexattr(fs, ...) CAIRN_TRACED(cairn_removexattr, fs, __VA_ARGS__)
 #define cairn_statfs(fs, ...) CAIRN_TRACED(cairn_statfs, fs, __VA_ARGS__)
 #define cairn_setlock(fs, ...) CAIRN_TRACED(cairn_setlock, fs, __VA_ARGS__)
@@ -870,6 +871,113 @@ static bool cairn_xlist_has(const struct cairn_xslot *x, const char *name)
 	return false;
 }
 
+/* What cairn_getxattrs answered, on its way into the cache. */
+struct cairn_xfill {
+	struct cairn_mount *m;
+	const cairn_id_t *id;
+	uint32_t uid;
+	const struct timespec *when;
+	char list[CAIRN_XMAX];
+	size_t list_len;
+	bool list_fits;
+};
+
+static int cairn_xfill_cb(const char *name, const void *value, size_t size,
+			  void *arg)
+{
+	struct cairn_xfill *f = arg;
+	size_t l = strlen(name) + 1;
+
+	if (f->list_len + l <= sizeof(f->list)) {
+		memcpy(f->list + f->list_len, name, l);
+		f->list_len += l;
+	} else {
+		f->list_fits = false;
+	}
+	/* a value the caller may not read is asked for (and refused) by name */
+	if (value != NULL) {
+		cairn_xcache_put(f->m, f->id, f->uid, name, size, value,
+				 f->when);
+	}
+	return 0;
+}
+
+/*
+ * Fill the cache with every xattr of id and their values, in one round trip
+ * (cairn_getxattrs; the inode's head leases it as for one getxattr): a file's first
+ * user.DOSATTRIB read and streams_xattr's listxattr then cost one round trip, not two.
+ * Nothing is kept when a recall came meanwhile. Returns 0 or a negative errno.
+ */
+static int cairn_xcache_fill(struct cairn_mount *m, const cairn_creds_t *cr,
+			     cairn_id_t id)
+{
+	struct cairn_xfill *f = talloc_zero(m, struct cairn_xfill);
+	uint64_t gen = cairn_inval_generation();
+	struct timespec t0;
+	ssize_t n;
+
+	if (f == NULL) {
+		return -ENOMEM;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	f->m = m;
+	f->id = &id;
+	f->uid = cr->uid;
+	f->when = &t0;
+	f->list_fits = true;
+	n = cairn_getxattrs(m->fs, cr, id, cairn_xfill_cb, f);
+	if (n >= 0 && f->list_fits) {
+		cairn_xcache_put(m, &id, 0, "", f->list_len, f->list, &t0);
+	}
+	if (n < 0 || cairn_inval_generation() != gen) {
+		cairn_xcache_drop(m, &id);
+	}
+	TALLOC_FREE(f);
+	return n < 0 ? (int)n : 0;
+}
+
+/*
+ * For a caller other than root, what the server answers a getxattr of a name that the
+ * complete, leased list x does not hold, as the brick decides it (map_xattr, then the
+ * kernel's xattr_permission on the brick's file as the caller): security.* and
+ * trusted.* are EPERM; a user.* name is ENODATA when the mode bits let the caller read a
+ * regular file or directory that has no POSIX ACL. 0 when it cannot tell (the caller
+ * asks the server).
+ */
+static ssize_t cairn_xattr_absent(struct cairn_mount *m, const cairn_creds_t *cr,
+				  cairn_id_t id, const char *name,
+				  const struct cairn_xslot *x)
+{
+	cairn_attr_t a;
+	uint32_t bits, i;
+
+	if (strncmp(name, "security.", 9) == 0 ||
+	    strncmp(name, "trusted.", 8) == 0) {
+		return -EPERM;
+	}
+	if (strncmp(name, "user.", 5) != 0 || name[5] == '\0' ||
+	    cairn_xlist_has(x, "system.posix_acl_access") ||
+	    cairn_attr(m, cr, id, &a) != 0 ||
+	    (a.type != DT_REG && a.type != DT_DIR)) {
+		return 0;
+	}
+	if (cr->uid == a.uid) {
+		bits = a.mode & S_IRUSR;
+	} else {
+		bits = cr->gid == a.gid ? a.mode & S_IRGRP : 0;
+		for (i = 0; i < cr->ngroups && cr->gid != a.gid; i++) {
+			if (cr->groups[i] == a.gid) {
+				bits = a.mode & S_IRGRP;
+				break;
+			}
+		}
+		if (cr->gid != a.gid && i == cr->ngroups) {
+			bits = a.mode & S_IROTH;
+		}
+	}
+	return bits != 0 ? -ENODATA : 0;
+}
+
 /* getxattr (name) or listxattr (name == NULL) through the cache. */
 static ssize_t cairn_cached_getxattr(struct cairn_mount *m,
 				     const cairn_creds_t *cr, cairn_id_t id,
@@ -886,6 +994,24 @@ static ssize_t cairn_cached_getxattr(struct cairn_mount *m,
 
 	if (x != NULL) {
 		return cairn_xcache_copy(x, value, size);
+	}
+	/*
+	 * Nothing of id cached yet: fetch all of its xattrs at once (one round trip for
+	 * the name and the list smbd reads next), then answer from the cache.
+	 */
+	if (m->nidx_ms > 0 && cairn_xcache_get(m, &id, 0, "") == NULL &&
+	    cairn_xcache_fill(m, cr, id) == 0 &&
+	    (x = cairn_xcache_get(m, &id, uid, key)) != NULL) {
+		return cairn_xcache_copy(x, value, size);
+	}
+	if (name != NULL && cr->uid != 0 &&
+	    (x = cairn_xcache_get(m, &id, 0, "")) != NULL &&
+	    !cairn_xlist_has(x, name)) {
+		ssize_t absent = cairn_xattr_absent(m, cr, id, name, x);
+
+		if (absent != 0) {
+			return absent;
+		}
 	}
 	/*
 	 * A name missing from the cached list does not exist: ENODATA for root (another

@@ -12,7 +12,9 @@
  *                                       content is checked (a pattern per offset)
  *
  * URL: nfs://127.0.0.1/EXPORT?nfsport=P&mountport=M&version=3. Prints one JSON line per
- * phase: {"op": ..., "value": rate, "unit": "files/s" | "MiB/s", "seconds": ...}.
+ * phase: {"op": ..., "value": rate, "unit": "files/s" | "MiB/s", "seconds": ...}; a small
+ * phase also gives its start and end on CLOCK_MONOTONIC ("t0", "t1": tests/bench/nfs-rt.sh
+ * matches libcairn's round-trip trace to phases with them).
  * Exit 1 on any I/O error (with the path and libnfs' message).
  */
 #define _GNU_SOURCE
@@ -255,9 +257,10 @@ int main(int argc, char **argv)
 			double sec = t_phase[i + 1] - t_phase[i];
 
 			printf("{\"op\": \"%s\", \"value\": %.1f, \"unit\": "
-			       "\"files/s\", \"seconds\": %.3f, \"files\": %d}\n",
+			       "\"files/s\", \"seconds\": %.3f, \"files\": %d, "
+			       "\"t0\": %.6f, \"t1\": %.6f}\n",
 			       small_ops[i], per * sessions / sec, sec,
-			       per * sessions);
+			       per * sessions, t_phase[i], t_phase[i + 1]);
 		}
 	} else {
 		double sec = t_phase[1] - t_phase[0];

@@ -112,6 +112,7 @@ impl Brick {
                 unit(self.op_setxattr(cx, *id, name, value, *flags))
             }
             Op::ListXattr { id } => unit(self.op_listxattr(*id)),
+            Op::GetXattrs { id } => unit(self.op_getxattrs(cx, *id)),
             Op::RemoveXattr { id, name } => unit(self.op_removexattr(cx, *id, name)),
             Op::StatFs => unit(self.op_statfs()),
             Op::ReadDir { dir, cookie, max, plus } => {

@@ -82,7 +82,8 @@ pub fn access(op: &Op) -> Option<(Id, bool)> {
         | Op::Seek { id, .. }
         | Op::Fsync { id, .. }
         | Op::GetXattr { id, .. }
-        | Op::ListXattr { id } => Some((*id, false)),
+        | Op::ListXattr { id }
+        | Op::GetXattrs { id } => Some((*id, false)),
         _ => None,
     }
 }

@@ -33,6 +33,7 @@ pub fn key_id(op: &Op) -> Id {
         | Op::GetXattr { id, .. }
         | Op::SetXattr { id, .. }
         | Op::ListXattr { id }
+        | Op::GetXattrs { id }
         | Op::RemoveXattr { id, .. }
         | Op::SetLock { id, .. }
         | Op::GetLock { id, .. }

@@ -344,6 +344,13 @@ typedef struct cairn_dirent_t {
 typedef int (*cairn_readdir_cb)(const struct cairn_dirent_t *entry, void *arg);
 
 /**
+ * Called once per extended attribute by `cairn_getxattrs`, on the calling thread, with its
+ * NUL-terminated name and its value (`value` NULL with `size` 0: the caller may not read
+ * it); both valid only during the call. Return 0 to continue, non-zero to stop.
+ */
+typedef int (*cairn_xattr_cb)(const char *name, const void *value, size_t size, void *arg);
+
+/**
  * Volume-wide space and inode counts, as statvfs(3).
  */
 typedef struct cairn_statfs_t {
@@ -690,6 +697,19 @@ ssize_t cairn_listxattr(struct cairn_fs_t *fs,
                         struct cairn_id_t id,
                         char *list,
                         size_t size);
+
+/**
+ * Every xattr of `id` with its value, in one round trip (what cairn_listxattr and a
+ * cairn_getxattr of each name answer): `cb` is called once per attribute; one the caller
+ * may not read comes with `value` NULL. Returns how many were passed to `cb`. The head of
+ * `id` leases it to this mount as for cairn_getxattr, so a change by another client
+ * recalls it (the invalidation upcall) and a caller may keep the answer until then.
+ */
+ssize_t cairn_getxattrs(struct cairn_fs_t *fs,
+                        const struct cairn_creds_t *creds,
+                        struct cairn_id_t id,
+                        cairn_xattr_cb cb,
+                        void *arg);
 
 /**
  * Remove xattr `name` of `id` (-ENODATA if absent).

@@ -90,16 +90,65 @@ pub(crate) fn guard<T, R>(
     f: impl FnOnce() -> Res<T>,
 ) -> R {
     set_last_error("");
+    let before = trace::begin();
     let result = match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r,
         Err(p) => Err(panic_error(p.as_ref())),
     };
+    trace::end(before, op, result.as_ref().err().map(|e| e.errno));
     match result {
         Ok(v) => ok(v),
         Err(e) => {
             record(op, &e);
             err(-e.errno)
         }
+    }
+}
+
+/// The round-trip trace: with `CAIRN_TRACE_RT=FILE` in the environment, every entry point
+/// appends `cairn-rt: SECONDS OP ROUND_TRIPS ERRNO` to FILE (SECONDS on CLOCK_MONOTONIC;
+/// ROUND_TRIPS the requests this process sent to bricks during the call, exact while one
+/// call runs at a time). How `tests/bench/nfs-rt.sh` counts what each NFS operation costs
+/// through Ganesha; off (one relaxed load) otherwise.
+mod trace {
+    use parking_lot::Mutex;
+    use std::fs::File;
+    use std::io::Write;
+    use std::sync::OnceLock;
+
+    static FILE: OnceLock<Option<Mutex<File>>> = OnceLock::new();
+
+    fn file() -> Option<&'static Mutex<File>> {
+        FILE.get_or_init(|| {
+            let path = std::env::var_os("CAIRN_TRACE_RT")?;
+            match std::fs::OpenOptions::new().create(true).append(true).open(&path) {
+                Ok(f) => Some(Mutex::new(f)),
+                Err(e) => {
+                    tracing::error!("libcairn: CAIRN_TRACE_RT {}: {e}", path.to_string_lossy());
+                    None
+                }
+            }
+        })
+        .as_ref()
+    }
+
+    pub(super) fn begin() -> Option<u64> {
+        file().map(|_| cairn_client::process_round_trips())
+    }
+
+    pub(super) fn end(before: Option<u64>, op: &str, errno: Option<i32>) {
+        let (Some(before), Some(f)) = (before, file()) else { return };
+        let rt = cairn_client::process_round_trips().saturating_sub(before);
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: ts is a valid timespec to write to.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+        let line = format!(
+            "cairn-rt: {}.{:06} {op} {rt} {}\n",
+            ts.tv_sec,
+            ts.tv_nsec / 1000,
+            errno.unwrap_or(0)
+        );
+        let _ = f.lock().write_all(line.as_bytes());
     }
 }
 

@@ -946,6 +946,44 @@ pub unsafe extern "C" fn cairn_listxattr(
     })
 }
 
+/// Every xattr of `id` with its value, in one round trip (what cairn_listxattr and a
+/// cairn_getxattr of each name answer): `cb` is called once per attribute; one the caller
+/// may not read comes with `value` NULL. Returns how many were passed to `cb`. The head of
+/// `id` leases it to this mount as for cairn_getxattr, so a change by another client
+/// recalls it (the invalidation upcall) and a caller may keep the answer until then.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_getxattrs(
+    fs: *mut cairn_fs_t,
+    creds: *const cairn_creds_t,
+    id: cairn_id_t,
+    cb: cairn_xattr_cb,
+    arg: *mut c_void,
+) -> libc::ssize_t {
+    guard_count("cairn_getxattrs", || {
+        // SAFETY: forwarded contract for all pointers.
+        let (fs, c) = unsafe { fs_creds(fs, creds) }?;
+        let cb = cb.ok_or_else(|| Error::inval("callback is NULL"))?;
+        let id = Id::from(id);
+        let all = fs
+            .block_on(fs.vol.getxattrs(&c, id))
+            .map_err(|e| Error::remote(e, format!("{}: getxattrs {id}", fs.label)))?;
+        let mut count = 0;
+        for x in &all {
+            let Ok(name) = std::ffi::CString::new(x.name.clone()) else { continue };
+            let (v, n) = match &x.value {
+                Some(v) => (v.as_ptr() as *const c_void, v.len()),
+                None => (std::ptr::null(), 0),
+            };
+            count += 1;
+            // SAFETY: a C callback with the caller's argument; name and v outlive the call.
+            if unsafe { cb(name.as_ptr(), v, n, arg) } != 0 {
+                break;
+            }
+        }
+        Ok(count)
+    })
+}
+
 /// Remove xattr `name` of `id` (-ENODATA if absent).
 #[no_mangle]
 pub unsafe extern "C" fn cairn_removexattr(

@@ -328,6 +328,18 @@ pub type cairn_readdir_cb =
 pub type cairn_stats_cb =
     Option<unsafe extern "C" fn(op: *const c_char, count: u64, arg: *mut c_void)>;
 
+/// Called once per extended attribute by `cairn_getxattrs`, on the calling thread, with its
+/// NUL-terminated name and its value (`value` NULL with `size` 0: the caller may not read
+/// it); both valid only during the call. Return 0 to continue, non-zero to stop.
+pub type cairn_xattr_cb = Option<
+    unsafe extern "C" fn(
+        name: *const c_char,
+        value: *const c_void,
+        size: usize,
+        arg: *mut c_void,
+    ) -> c_int,
+>;
+
 /// Lease-recall upcall: drop cached state of `id` (and its entries when `flags` has
 /// CAIRN_INVALIDATE_ENTRIES). Runs on a library thread.
 pub type cairn_invalidate_cb =

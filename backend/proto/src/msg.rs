@@ -408,6 +408,14 @@ pub enum Op {
         #[serde(with = "serde_bytes")]
         name: Name,
     },
+    /// Every client-visible xattr of `id` with its value, in one round trip: what
+    /// `ListXattr` and a `GetXattr` of each listed name answer ([`Reply::Xattrs`]; a value
+    /// the caller may not read comes without it). Answered by the chain head, which leases
+    /// `id` to the caller as for `GetXattr`, so a gateway may keep the whole set until a
+    /// recall (vfs_cairn reads `user.DOSATTRIB` and lists the names of every file it opens).
+    GetXattrs {
+        id: Id,
+    },
 }
 
 /// Bits of [`Op::Share`]'s `access` and `deny`.
@@ -550,6 +558,7 @@ impl Op {
             Op::Delegate { .. } => "delegate",
             Op::DelegReturn { .. } => "deleg_return",
             Op::UnlinkLinkto { .. } => "unlink_linkto",
+            Op::GetXattrs { .. } => "getxattrs",
         }
     }
 }
@@ -631,6 +640,8 @@ pub enum Reply {
     EntryData {
         attr: Attr,
     },
+    /// GETXATTRS: every client-visible xattr of the inode, in the brick's listing order.
+    Xattrs(Vec<Xattr>),
 }
 
 /// What a response frame carries.

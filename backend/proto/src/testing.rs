@@ -289,11 +289,12 @@ pub fn sample_ops(dir: Id, file: Id, prefix: &str) -> Vec<(Op, Vec<u8>)> {
         (Op::Delegate { id: file, write: true }, none()),
         (Op::DelegReturn { id: file }, none()),
         (Op::UnlinkLinkto { dir, name: name("c") }, none()),
+        (Op::GetXattrs { id: file }, none()),
     ]
 }
 
 /// Number of [`Op`] variants.
-pub const OP_KINDS: usize = 41;
+pub const OP_KINDS: usize = 42;
 
 /// Index of an op's variant; the match is exhaustive, so a new variant fails to build
 /// until it is given an index here (and [`OP_KINDS`] and [`sample_ops`] follow).
@@ -340,6 +341,7 @@ pub fn op_kind(op: &Op) -> usize {
         Op::Delegate { .. } => 38,
         Op::DelegReturn { .. } => 39,
         Op::UnlinkLinkto { .. } => 40,
+        Op::GetXattrs { .. } => 41,
     }
 }
 
@@ -705,6 +707,7 @@ pub fn op(id: BoxedStrategy<Id>, name: BoxedStrategy<Vec<u8>>) -> BoxedStrategy<
         (id(), any::<bool>()).prop_map(|(id, write)| Op::Delegate { id, write }),
         id().prop_map(|id| Op::DelegReturn { id }),
         (id(), name()).prop_map(|(dir, name)| Op::UnlinkLinkto { dir, name }),
+        id().prop_map(|id| Op::GetXattrs { id }),
     ]
     .boxed()
 }

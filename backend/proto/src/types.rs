@@ -228,6 +228,15 @@ impl SetAttr {
     }
 }
 
+/// One extended attribute of an `Op::GetXattrs` answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Xattr {
+    #[serde(with = "serde_bytes")]
+    pub name: Name,
+    /// `None`: the caller may not read it (`GetXattr` would answer EACCES or EPERM).
+    pub value: Option<serde_bytes::ByteBuf>,
+}
+
 /// One directory entry. `cookie` resumes the listing right after this entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DirEntry {

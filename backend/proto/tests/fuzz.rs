@@ -389,6 +389,10 @@ fn every_response() -> Vec<Response> {
         Reply::Offset(1 << 40),
         Reply::Bytes(b"xattr value".to_vec()),
         Reply::Names(vec![b"user.a".to_vec(), b"user.b".to_vec()]),
+        Reply::Xattrs(vec![
+            Xattr { name: b"user.a".to_vec(), value: Some(b"1".to_vec().into()) },
+            Xattr { name: b"trusted.b".to_vec(), value: None },
+        ]),
         Reply::StatFs(StatFs {
             bsize: 4096,
             blocks: 1,

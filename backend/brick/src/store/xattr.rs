@@ -6,7 +6,7 @@ use crate::error::{fail, show, Ctx, R};
 use crate::ids::{is_reg, Found};
 use crate::sys::{cstr, XTarget};
 use cairn_proto::msg::Reply;
-use cairn_proto::Id;
+use cairn_proto::{Id, Xattr};
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
@@ -70,6 +70,32 @@ impl Brick {
 
     pub(crate) fn op_listxattr(&self, id: Id) -> R<Reply> {
         Ok(Reply::Names(self.visible_xattrs(id)?))
+    }
+
+    /// Every client-visible xattr of `id` with the value the caller may read (GETXATTRS):
+    /// what LISTXATTR and a GETXATTR of each name answer, in one request.
+    pub(crate) fn op_getxattrs(&self, cx: &Cx, id: Id) -> R<Reply> {
+        let (t, _keep) = self.xtarget(id)?;
+        let mut out = Vec::new();
+        for name in self.visible_xattrs(id)? {
+            let value = match map_xattr(cx, &name) {
+                Ok((disk, privileged)) => {
+                    match if privileged { t.get(&disk) } else { cx.user(|| t.get(&disk)) } {
+                        Ok(v) => Some(v.into()),
+                        // removed since the listing: not there
+                        Err(e) if e.raw_os_error() == Some(libc::ENODATA) => continue,
+                        Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => {
+                            None
+                        }
+                        Err(e) => return Err(e).ctx(|| format!("xattr {} of {id}", show(&name))),
+                    }
+                }
+                Err(e) if matches!(e.errno, libc::EACCES | libc::EPERM) => None,
+                Err(e) => return Err(e),
+            };
+            out.push(Xattr { name, value });
+        }
+        Ok(Reply::Xattrs(out))
     }
 
     /// The client-visible xattr names of `id`.

@@ -36,7 +36,7 @@ pub(super) fn grant_leases(
         }
         (Op::ReadDir { dir, .. }, _) => node.leases.grant(volume, *dir, session),
         // Extended attributes change only by SetXattr/RemoveXattr on `id`, which recall it.
-        (Op::GetXattr { id, .. } | Op::ListXattr { id }, _) => {
+        (Op::GetXattr { id, .. } | Op::ListXattr { id } | Op::GetXattrs { id }, _) => {
             node.leases.grant(volume, *id, session)
         }
         (Op::LookupPath { .. }, Reply::Attrs(attrs)) => {

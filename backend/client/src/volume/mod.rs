@@ -32,7 +32,7 @@ mod xattr;
 pub use options::MountOptions;
 pub use placement::Placement;
 pub use push::{InvalidateDone, InvalidateFn, RecallFn, INVALIDATE_ACK_WAIT};
-pub use stats::Stats;
+pub use stats::{process_round_trips, Stats};
 
 use crate::conn::Pool;
 use crate::Result;

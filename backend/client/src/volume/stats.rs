@@ -1,7 +1,16 @@
 //! Round-trip counters, per operation kind (benchmarks and `profile`).
 
 use super::{Inner, Volume};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Requests sent to bricks by every volume of this process (libcairn's round-trip trace,
+/// `CAIRN_TRACE_RT`).
+static PROCESS_ROUND_TRIPS: AtomicU64 = AtomicU64::new(0);
+
+/// Requests sent to bricks so far by every volume of this process.
+pub fn process_round_trips() -> u64 {
+    PROCESS_ROUND_TRIPS.load(Ordering::Relaxed)
+}
 
 /// Counters of backend round trips, per operation kind (for benchmarks and `profile`).
 #[derive(Debug, Clone, Default)]
@@ -18,6 +27,7 @@ pub struct Stats {
 impl Inner {
     pub(super) fn count(&self, op: &'static str) {
         self.round_trips.fetch_add(1, Ordering::Relaxed);
+        PROCESS_ROUND_TRIPS.fetch_add(1, Ordering::Relaxed);
         *self.by_op.lock().entry(op).or_default() += 1;
     }
 }

@@ -3,7 +3,7 @@
 use super::{unexpected, Volume};
 use crate::Result;
 use cairn_proto::msg::{Op, Reply};
-use cairn_proto::{Creds, Id};
+use cairn_proto::{Creds, Id, Xattr};
 
 impl Volume {
     pub async fn getxattr(&self, c: &Creds, id: Id, name: &[u8]) -> Result<Vec<u8>> {
@@ -33,6 +33,16 @@ impl Volume {
         match i.on_home(c, id, Op::ListXattr { id }).await? {
             Reply::Names(n) => Ok(n),
             other => Err(unexpected("listxattr", &other)),
+        }
+    }
+
+    /// Every xattr of `id` with its value (`None`: the caller may not read it), in one
+    /// round trip to the inode's head, which leases `id` to this session as a getxattr does.
+    pub async fn getxattrs(&self, c: &Creds, id: Id) -> Result<Vec<Xattr>> {
+        let i = &self.inner;
+        match i.on_home(c, id, Op::GetXattrs { id }).await? {
+            Reply::Xattrs(x) => Ok(x),
+            other => Err(unexpected("getxattrs", &other)),
         }
     }
 
