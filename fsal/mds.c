@@ -427,7 +427,11 @@ nfsstat4 cairn_layoutcommit_check(layouttype4 served,
 
 /* LAYOUTCOMMIT: the DSs wrote through libcairn, so the bricks already have the data and
  * its size; a size the client reports past the backend's (a write the DS has not made
- * visible yet cannot exist: DS writes go to the chain head) or a later mtime is set. */
+ * visible yet cannot exist: DS writes go to the chain head) or a later mtime is set.
+ * The size only ever grows: it is extended with fallocate(mode 0) of the last written
+ * byte, which the head brick applies under its own lock and which never shrinks a file
+ * (a size setattr decided from a size read before could cut off a write another client
+ * made in between). */
 static nfsstat4 layoutcommit(struct fsal_obj_handle *obj_pub, XDR *lou_body,
 			     const struct fsal_layoutcommit_arg *arg,
 			     struct fsal_layoutcommit_res *res)
@@ -457,8 +461,18 @@ static nfsstat4 layoutcommit(struct fsal_obj_handle *obj_pub, XDR *lou_body,
 	}
 	memset(&in, 0, sizeof(in));
 	if (arg->new_offset && arg->last_write + 1 > ca.size) {
-		in.size = arg->last_write + 1;
-		mask |= CAIRN_SETATTR_SIZE;
+		rc = cairn_fallocate(export->fs, NULL, obj->key.wire.inode, 0,
+				     arg->last_write, 1);
+		if (rc >= 0)
+			rc = cairn_getattr(export->fs, NULL,
+					   obj->key.wire.inode, &ca);
+		if (rc < 0) {
+			LogMajor(COMPONENT_PNFS,
+				 "CAIRN: volume %s: LAYOUTCOMMIT extending to %" PRIu64 ": %s",
+				 export->volume, arg->last_write + 1,
+				 cairn_last_error_message());
+			return posix2nfs4_error(-rc);
+		}
 	}
 	if (arg->time_changed &&
 	    ((int64_t)arg->new_time.seconds > (int64_t)ca.mtime.tv_sec ||

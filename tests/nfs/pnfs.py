@@ -366,6 +366,45 @@ def ff_checks(args, ds_port, head_node, ds_clients):
     mds.shutdown()
 
 
+def shrink_race(mds, fuse_dir, rounds):
+    """LAYOUTCOMMIT never shrinks a file: each round empties file race through FUSE, then at
+    once writes 64 KiB at 1-2 MiB there (fsynced) and LAYOUTCOMMITs a last write below
+    1 MiB at the MDS. An MDS that reads the size (0) and then sets size = last write + 1
+    cuts off the FUSE write when it landed in between; an extend-only one never does."""
+    import random
+    import threading
+    path = os.path.join(fuse_dir, "race")
+    o = mds.open("race", "both", "none", create=True)
+    _, lsid, _ = layoutget(mds, o.fh, o.stateid)
+    lost = []
+    for r in range(rounds):
+        fd = os.open(path, os.O_RDWR)
+        os.ftruncate(fd, 0)
+        os.fsync(fd)
+        off = (1 << 20) + random.randrange(16) * 65536
+        chunk = bytes([r % 250 + 1]) * 65536
+        lw = random.randrange(1 << 20)
+        go = threading.Barrier(2)
+
+        def writer():
+            go.wait()
+            os.pwrite(fd, chunk, off)
+            os.fsync(fd)
+        t = threading.Thread(target=writer)
+        t.start()
+        go.wait()
+        layoutcommit(mds, o.fh, lsid, last_write=lw)
+        t.join()
+        os.close(fd)
+        got = mds.read(o, offset=off, count=6144)
+        if got != chunk[:6144]:
+            lost.append((r, off, lw, len(got)))
+    check(not lost, f"race: {rounds} rounds of a FUSE write at 1-2 MiB racing a LAYOUTCOMMIT "
+          f"below 1 MiB: the FUSE write survived every one (lost: {lost[:5]})")
+    layoutreturn(mds, o.fh, lsid)
+    mds.close(o)
+
+
 def main():
     a = argparse.ArgumentParser()
     a.add_argument("--mds", type=int, required=True)
@@ -377,6 +416,8 @@ def main():
     a.add_argument("--files", required=True, help="NAME:SIZE,...")
     a.add_argument("--special", required=True, help="SYMLINK,FIFO,DIR names")
     a.add_argument("--ff-export")
+    a.add_argument("--race-dir", help="the volume's FUSE mount: run shrink_race there")
+    a.add_argument("--race-rounds", type=int, default=60)
     a.add_argument("--keep-fh")
     a.add_argument("--reuse-fh")
     args = a.parse_args()
@@ -527,6 +568,9 @@ def main():
           f"{newsize}")
     layoutreturn(mds, o.fh, lsid)
     mds.close(o)
+
+    if args.race_dir:
+        shrink_race(mds, args.race_dir, args.race_rounds)
 
     lnk, fifo, d = args.special.split(",")
     o = mds.open(args.files.split(",")[0].split(":")[0], "read", "none")

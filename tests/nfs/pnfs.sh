@@ -61,7 +61,7 @@ files=small:1000,empty:0,mid:300001,big:3145728
 if ! python3 "$CL_REPO/tests/nfs/pnfs.py" --mds "${NFS_PORT[mds]}" --export /vol0 \
     --plain-export /vol0np --ds "n1=${DS_PORT[n1]},n2=${DS_PORT[n2]}" \
     --head-node-of-rotation n1,n2 --files "$files" --special plink,pfifo,pdir \
-    --ff-export /vol0ff --keep-fh "$CL_DIR/kept-fh" >"$CL_DIR/pnfs.out" 2>&1; then
+    --ff-export /vol0ff --race-dir "$CL_MNT" --keep-fh "$CL_DIR/kept-fh" >"$CL_DIR/pnfs.out" 2>&1; then
     cat "$CL_DIR/pnfs.out" >&2
     fail "pnfs.py: $(grep -c '^FAIL' "$CL_DIR/pnfs.out" || true) failed checks (above)"
 fi
