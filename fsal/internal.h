@@ -58,7 +58,9 @@ struct cairn_export {
 	char *servers;			/* FSAL { Servers = "host:port,..." } */
 	char *credentials;		/* FSAL { Credentials = "/etc/cairn/gateway.pem" } */
 	bool acl;			/* FSAL { ACL = true; }: NFSv4 ACLs */
-	bool pnfs;			/* FSAL { PNFS = true; }: FILES layouts (mds.c) */
+	bool pnfs;			/* FSAL { PNFS = true; }: layouts (mds.c) */
+	uint32_t layout_type;		/* FSAL { Layout = files | flexfiles; }: the
+					 * layouttype4 a PNFS export hands out */
 	bool ds_role;			/* FSAL { DS = true; }: a pNFS DS (ds.c) */
 	char *ds_addrs;			/* FSAL { DS_Addrs = ... } as given */
 	struct cairn_ds_addr ds[CAIRN_MAX_DS_ADDRS];
@@ -151,15 +153,17 @@ struct state_t *cairn_alloc_state(struct fsal_export *exp_hdl,
 				  struct state_t *related_state);
 void cairn_free_state(struct fsal_export *exp_hdl, struct state_t *state);
 
-/* mds.c: pNFS metadata server (FILES layouts) */
+/* mds.c: pNFS metadata server (FILES and Flexible Files layouts) */
 int cairn_pnfs_parse_ds_addrs(struct cairn_export *export);
 void cairn_mds_export_ops_init(struct export_ops *ops);
 void cairn_mds_handle_ops_init(struct fsal_obj_ops *ops);
 void cairn_mds_module_ops_init(struct fsal_ops *ops);
-nfsstat4 cairn_layoutget_check(object_file_type_t type, layouttype4 ltype,
+nfsstat4 cairn_layoutget_check(object_file_type_t type, layouttype4 served,
+			       layouttype4 ltype,
 			       layoutiomode4 iomode, uint64_t offset,
 			       uint64_t length, uint64_t minlength);
-nfsstat4 cairn_layoutcommit_check(const struct fsal_layoutcommit_arg *arg);
+nfsstat4 cairn_layoutcommit_check(layouttype4 served,
+				  const struct fsal_layoutcommit_arg *arg);
 
 /* ds.c: pNFS data server */
 void cairn_ds_module_ops_init(struct fsal_ops *ops);

@@ -90,6 +90,13 @@ static fsal_status_t init_config(struct fsal_module *module_in,
 	return fsalstat(ERR_FSAL_NO_ERROR, 0);
 }
 
+/* FSAL { Layout = ...; }: the pNFS layout type of a PNFS export (docs/nfs.md "pNFS") */
+static struct config_item_list layout_types[] = {
+	CONFIG_LIST_TOK("files", LAYOUT4_NFSV4_1_FILES),
+	CONFIG_LIST_TOK("flexfiles", LAYOUT4_FLEX_FILES),
+	CONFIG_LIST_EOL
+};
+
 static struct config_item export_params[] = {
 	CONF_ITEM_NOOP("name"),
 	CONF_MAND_STR("volume", 1, NAME_MAX, NULL, cairn_export, volume),
@@ -98,6 +105,8 @@ static struct config_item export_params[] = {
 	CONF_ITEM_BOOL("acl", false, cairn_export, acl),
 	CONF_ITEM_PATH("credentials", 1, 4096, NULL, cairn_export, credentials),
 	CONF_ITEM_BOOL("pnfs", false, cairn_export, pnfs),
+	CONF_ITEM_TOKEN("layout", LAYOUT4_NFSV4_1_FILES, layout_types,
+			cairn_export, layout_type),
 	CONF_ITEM_BOOL("ds", false, cairn_export, ds_role),
 	CONF_ITEM_STR("ds_addrs", 1, 8192, NULL, cairn_export, ds_addrs),
 	CONFIG_EOL

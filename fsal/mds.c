@@ -1,5 +1,6 @@
 /*
- * FSAL_CAIRN as a pNFS metadata server (MDS): NFSv4.1 FILES layouts (RFC 8881 §13).
+ * FSAL_CAIRN as a pNFS metadata server (MDS): NFSv4.1 FILES layouts (RFC 8881 §13) and
+ * Flexible Files layouts (RFC 8435), one type per export.
  * SPDX-License-Identifier: LGPL-3.0-or-later
  *
  * A file's layout is one stripe: the whole file on its replica set. The device of a layout
@@ -9,7 +10,15 @@
  * with FSAL_CAIRN in DS mode, ds.c) hands it to libcairn. Where a file lives comes from
  * libcairn's cairn_layout (docs/libcairn.md), without a round trip.
  *
- * Enabled per export: FSAL { Name = CAIRN; ...; PNFS = true; DS_Addrs = "n1=ADDR:PORT,..."; }
+ * A Flexible Files layout makes the replica set the mirror set: a READ layout lists one
+ * mirror per brick's DS in chain order (ffds_efficiency falling from the head), an RW
+ * layout the chain head's only (RFC 8435 §8.2: a client writes every mirror, and chain
+ * replication already copies the head's writes). A FF device is one brick's DS:
+ * ff_device_addr4 with its address, NFSv4.1, tightly coupled (the DS checks no stateid;
+ * ffds_stateid is the anonymous one). Encoders: ff.c.
+ *
+ * Enabled per export: FSAL { Name = CAIRN; ...; PNFS = true; [Layout = flexfiles;]
+ *                            DS_Addrs = "n1=ADDR:PORT,..."; }
  * DS_Addrs maps a brick node's name to its DS's IPv4 address; an unlisted node's DS is
  * taken to listen on the host of its cairnd address, port 2049. See docs/nfs.md "pNFS".
  */
@@ -24,14 +33,27 @@
 #include "pnfs_utils.h"
 #include "nfs_convert.h"
 #include "nfs_exports.h"
+#include "nfs_fh.h"
 #include "internal.h"
+#include "ff.h"
+
+_Static_assert(CAIRN_GANESHA_FH_VERSION == GANESHA_FH_VERSION &&
+	       CAIRN_GANESHA_FH_FLAG_DS == FILE_HANDLE_V4_FLAG_DS &&
+	       CAIRN_GANESHA_FH_HEADER == offsetof(struct file_handle_v4, fsopaque),
+	       "ff.c's DS handle is Ganesha's file_handle_v4");
+_Static_assert(sizeof(struct pnfs_deviceid) == CAIRN_FF_DEVICEID_SIZE,
+	       "a pnfs_deviceid is a deviceid4");
 
 /* The stripe unit of a one-stripe layout only bounds the client's request sizes. */
 #define CAIRN_STRIPE_UNIT (1 << 20)
 #define CAIRN_DS_DEFAULT_PORT 2049
 /* RFC 8881 §3.3.13 netaddr4 of an IPv4 DS: "tcp" and "a.b.c.d.p1.p2". */
 #define CAIRN_DA_ADDR_SIZE 0x1000
-#define CAIRN_LOC_BODY_SIZE 0x100
+#define CAIRN_LOC_BODY_SIZE 0x400
+/* A Flexible Files device's rsize and wsize: Ganesha's default MaxRead/MaxWrite. */
+#define CAIRN_FF_IO_SIZE (1 << 20)
+/* A FF device id names one brick: devid = brick index + 1 (a FILES device has 0). */
+#define CAIRN_FF_DEVID_BASE 1
 
 /* ---- DS_Addrs ------------------------------------------------------------------ */
 
@@ -150,10 +172,11 @@ static void fs_layouttypes(struct fsal_export *export_pub, int32_t *count,
 			   const layouttype4 **types)
 {
 	static const layouttype4 files = LAYOUT4_NFSV4_1_FILES;
+	static const layouttype4 flex = LAYOUT4_FLEX_FILES;
 	struct cairn_export *export =
 		container_of(export_pub, struct cairn_export, export);
 
-	*types = &files;
+	*types = export->layout_type == LAYOUT4_FLEX_FILES ? &flex : &files;
 	*count = export->pnfs ? 1 : 0;
 }
 
@@ -207,11 +230,12 @@ static bool has_up_brick(const cairn_layout_t *lo)
 	return false;
 }
 
-nfsstat4 cairn_layoutget_check(object_file_type_t type, layouttype4 ltype,
+nfsstat4 cairn_layoutget_check(object_file_type_t type, layouttype4 served,
+			       layouttype4 ltype,
 			       layoutiomode4 iomode, uint64_t offset,
 			       uint64_t length, uint64_t minlength)
 {
-	if (ltype != LAYOUT4_NFSV4_1_FILES)
+	if (ltype != served)
 		return NFS4ERR_UNKNOWN_LAYOUTTYPE;
 	if (type == DIRECTORY)
 		return NFS4ERR_ISDIR;
@@ -233,6 +257,84 @@ nfsstat4 cairn_layoutget_check(object_file_type_t type, layouttype4 ltype,
 	return NFS4_OK;
 }
 
+/* The whole file, in the mode asked for; returned on close. */
+static void whole_file_segment(struct fsal_layoutget_res *res)
+{
+	res->segment.offset = 0;
+	res->segment.length = NFS4_UINT64_MAX;
+	res->return_on_close = true;
+	res->last_segment = true;
+}
+
+/* A Flexible Files layout: a mirror per DS of the set's bricks that are up, in chain
+ * order (the head first, with the highest efficiency), the chain head's only for RW. */
+static nfsstat4 layoutget_ff(struct cairn_handle *obj, XDR *loc_body,
+			     layoutiomode4 iomode, const cairn_layout_t *lo,
+			     struct fsal_layoutget_res *res)
+{
+	struct cairn_export *export = obj->export;
+	struct cairn_ff_mirror m[CAIRN_LAYOUT_MAX_BRICKS];
+	fsal_multipath_member_t addr[CAIRN_LAYOUT_MAX_BRICKS];
+	uint8_t fh[NFS4_FHSIZE];
+	size_t fhlen;
+	uint32_t n = 0, i, j;
+	cairn_attr_t ca;
+	int rc;
+
+	for (i = 0; i < lo->nbricks && (n == 0 || iomode != LAYOUTIOMODE4_RW);
+	     i++) {
+		const cairn_layout_brick_t *b = &lo->bricks[i];
+		struct pnfs_deviceid d =
+				DEVICE_ID_INIT_ZERO(FSAL_ID_EXPERIMENTAL);
+		bool dup = false;
+
+		if (b->state != CAIRN_BRICK_UP)
+			continue;
+		if (ds_addr_of(export, b, &addr[n]) < 0) {
+			LogMajor(COMPONENT_PNFS,
+				 "CAIRN: volume %s: no DS address for node %s (cairnd %s): add it to DS_Addrs",
+				 export->volume, b->node, b->addr);
+			continue;
+		}
+		/* two bricks of the set on one node: one DS, one mirror */
+		for (j = 0; j < n; j++)
+			dup |= addr[j].addr == addr[n].addr &&
+			       addr[j].port == addr[n].port;
+		if (dup)
+			continue;
+		d.device_id2 = export->export.export_id;
+		d.device_id4 = lo->set;
+		d.devid = (uint64_t)b->index + CAIRN_FF_DEVID_BASE;
+		memcpy(m[n].deviceid, &d, sizeof(d));
+		m[n].efficiency = lo->nbricks - i;
+		n++;
+	}
+	if (n == 0)
+		return NFS4ERR_LAYOUTTRYLATER;
+	/* ffds_user/ffds_group: the file's owner (a loosely coupled client's AUTH_SYS
+	 * identity at the DS; a tightly coupled one uses its own) */
+	rc = cairn_getattr(export->fs, NULL, obj->key.wire.inode, &ca);
+	if (rc < 0) {
+		LogMajor(COMPONENT_PNFS, "CAIRN: volume %s: LAYOUTGET getattr: %s",
+			 export->volume, cairn_last_error_message());
+		return posix2nfs4_error(-rc);
+	}
+	fhlen = cairn_ff_ds_handle(fh, sizeof(fh), export->export.export_id,
+				   &obj->key.wire, sizeof(obj->key.wire));
+	/* FF_FLAGS_NO_IO_THRU_MDS off: a client that cannot reach a DS goes through the
+	 * MDS; LAYOUTCOMMIT on: the MDS's caches learn the size from it */
+	if (fhlen == 0 ||
+	    !cairn_ff_encode_layout(loc_body, CAIRN_STRIPE_UNIT, m, n, fh,
+				    (uint32_t)fhlen, ca.uid, ca.gid, 0, 0)) {
+		LogMajor(COMPONENT_PNFS,
+			 "CAIRN: volume %s: cannot encode a Flexible Files layout of %u mirrors",
+			 export->volume, n);
+		return NFS4ERR_SERVERFAULT;
+	}
+	whole_file_segment(res);
+	return NFS4_OK;
+}
+
 static nfsstat4 layoutget(struct fsal_obj_handle *obj_pub, XDR *loc_body,
 			  const struct fsal_layoutget_arg *arg,
 			  struct fsal_layoutget_res *res)
@@ -251,7 +353,7 @@ static nfsstat4 layoutget(struct fsal_obj_handle *obj_pub, XDR *loc_body,
 
 	if (!export->pnfs)
 		return NFS4ERR_LAYOUTUNAVAILABLE;
-	st = cairn_layoutget_check(obj_pub->type, arg->type,
+	st = cairn_layoutget_check(obj_pub->type, export->layout_type, arg->type,
 				   res->segment.io_mode, res->segment.offset,
 				   res->segment.length, arg->minlength);
 	if (st != NFS4_OK) {
@@ -272,6 +374,8 @@ static nfsstat4 layoutget(struct fsal_obj_handle *obj_pub, XDR *loc_body,
 	if (!has_up_brick(&lo))	/* nobody can serve it now, the MDS neither */
 		return NFS4ERR_LAYOUTTRYLATER;
 
+	if (export->layout_type == LAYOUT4_FLEX_FILES)
+		return layoutget_ff(obj, loc_body, res->segment.io_mode, &lo, res);
 	deviceid.device_id1 = (uint8_t)lo.rotation;
 	deviceid.device_id2 = export->export.export_id;
 	deviceid.device_id4 = lo.set;
@@ -285,27 +389,28 @@ static nfsstat4 layoutget(struct fsal_obj_handle *obj_pub, XDR *loc_body,
 			 export->volume, nfsstat4_to_str(st));
 		return st;
 	}
-	/* The whole file, in the mode asked for; returned on close. */
-	res->segment.offset = 0;
-	res->segment.length = NFS4_UINT64_MAX;
-	res->return_on_close = true;
-	res->last_segment = true;
+	whole_file_segment(res);
 	return NFS4_OK;
 }
 
 static nfsstat4 layoutreturn(struct fsal_obj_handle *obj_pub, XDR *lrf_body,
 			     const struct fsal_layoutreturn_arg *arg)
 {
-	if (arg->lo_type != LAYOUT4_NFSV4_1_FILES)
+	struct cairn_handle *obj =
+		container_of(obj_pub, struct cairn_handle, handle);
+
+	/* a FF client's ff_layoutreturn4 (I/O errors and statistics) is not used */
+	if (arg->lo_type != obj->export->layout_type)
 		return NFS4ERR_UNKNOWN_LAYOUTTYPE;
 	return NFS4_OK;
 }
 
-nfsstat4 cairn_layoutcommit_check(const struct fsal_layoutcommit_arg *arg)
+nfsstat4 cairn_layoutcommit_check(layouttype4 served,
+				  const struct fsal_layoutcommit_arg *arg)
 {
 	const struct pnfs_segment *seg = &arg->segment;
 
-	if (arg->type != LAYOUT4_NFSV4_1_FILES)
+	if (arg->type != served)
 		return NFS4ERR_UNKNOWN_LAYOUTTYPE;
 	if (!arg->new_offset)
 		return NFS4_OK;
@@ -322,7 +427,11 @@ nfsstat4 cairn_layoutcommit_check(const struct fsal_layoutcommit_arg *arg)
 
 /* LAYOUTCOMMIT: the DSs wrote through libcairn, so the bricks already have the data and
  * its size; a size the client reports past the backend's (a write the DS has not made
- * visible yet cannot exist: DS writes go to the chain head) or a later mtime is set. */
+ * visible yet cannot exist: DS writes go to the chain head) or a later mtime is set.
+ * The size only ever grows: it is extended with fallocate(mode 0) of the last written
+ * byte, which the head brick applies under its own lock and which never shrinks a file
+ * (a size setattr decided from a size read before could cut off a write another client
+ * made in between). */
 static nfsstat4 layoutcommit(struct fsal_obj_handle *obj_pub, XDR *lou_body,
 			     const struct fsal_layoutcommit_arg *arg,
 			     struct fsal_layoutcommit_res *res)
@@ -335,7 +444,7 @@ static nfsstat4 layoutcommit(struct fsal_obj_handle *obj_pub, XDR *lou_body,
 	nfsstat4 st;
 	int rc;
 
-	st = cairn_layoutcommit_check(arg);
+	st = cairn_layoutcommit_check(export->layout_type, arg);
 	if (st != NFS4_OK) {
 		LogDebug(COMPONENT_PNFS,
 			 "CAIRN: volume %s: LAYOUTCOMMIT last write %" PRIu64 " (new %d) outside segment %" PRIu64
@@ -352,8 +461,18 @@ static nfsstat4 layoutcommit(struct fsal_obj_handle *obj_pub, XDR *lou_body,
 	}
 	memset(&in, 0, sizeof(in));
 	if (arg->new_offset && arg->last_write + 1 > ca.size) {
-		in.size = arg->last_write + 1;
-		mask |= CAIRN_SETATTR_SIZE;
+		rc = cairn_fallocate(export->fs, NULL, obj->key.wire.inode, 0,
+				     arg->last_write, 1);
+		if (rc >= 0)
+			rc = cairn_getattr(export->fs, NULL,
+					   obj->key.wire.inode, &ca);
+		if (rc < 0) {
+			LogMajor(COMPONENT_PNFS,
+				 "CAIRN: volume %s: LAYOUTCOMMIT extending to %" PRIu64 ": %s",
+				 export->volume, arg->last_write + 1,
+				 cairn_last_error_message());
+			return posix2nfs4_error(-rc);
+		}
 	}
 	if (arg->time_changed &&
 	    ((int64_t)arg->new_time.seconds > (int64_t)ca.mtime.tv_sec ||
@@ -439,6 +558,45 @@ static nfsstat4 encode_ds_addr(XDR *xdr, const struct cairn_export *export,
 	return FSAL_encode_v4_multipath(xdr, n, hosts);
 }
 
+/* A Flexible Files device: one brick's DS (ff_device_addr4, NFSv4.1, tightly coupled). */
+static nfsstat4 encode_ff_device(XDR *xdr, const struct cairn_export *export,
+				 const struct pnfs_deviceid *deviceid)
+{
+	fsal_multipath_member_t h;
+	cairn_layout_t lo;
+	uint32_t i;
+	int rc;
+
+	if (deviceid->devid < CAIRN_FF_DEVID_BASE)
+		return NFS4ERR_NOENT;
+	rc = cairn_set_layout(export->fs, deviceid->device_id4, 0, &lo);
+	if (rc < 0) {
+		LogInfo(COMPONENT_PNFS,
+			"CAIRN: volume %s: GETDEVICEINFO set %u: %s",
+			export->volume, deviceid->device_id4,
+			cairn_last_error_message());
+		return NFS4ERR_NOENT;
+	}
+	for (i = 0; i < lo.nbricks; i++) {
+		const cairn_layout_brick_t *b = &lo.bricks[i];
+
+		if ((uint64_t)b->index + CAIRN_FF_DEVID_BASE != deviceid->devid)
+			continue;
+		if (ds_addr_of(export, b, &h) < 0) {
+			LogMajor(COMPONENT_PNFS,
+				 "CAIRN: volume %s: no DS address for node %s (cairnd %s): add it to DS_Addrs",
+				 export->volume, b->node, b->addr);
+			return NFS4ERR_NOENT;
+		}
+		if (!cairn_ff_encode_device_addr(xdr, h.addr, h.port, 1,
+						 CAIRN_FF_IO_SIZE,
+						 CAIRN_FF_IO_SIZE))
+			return NFS4ERR_TOOSMALL;
+		return NFS4_OK;
+	}
+	return NFS4ERR_NOENT;
+}
+
 static nfsstat4 getdeviceinfo(struct fsal_module *fsal_hdl, XDR *da_addr_body,
 			      const layouttype4 type,
 			      const struct pnfs_deviceid *deviceid)
@@ -446,7 +604,7 @@ static nfsstat4 getdeviceinfo(struct fsal_module *fsal_hdl, XDR *da_addr_body,
 	struct glist_head *g;
 	nfsstat4 st = NFS4ERR_NOENT;
 
-	if (type != LAYOUT4_NFSV4_1_FILES)
+	if (type != LAYOUT4_NFSV4_1_FILES && type != LAYOUT4_FLEX_FILES)
 		return NFS4ERR_UNKNOWN_LAYOUTTYPE;
 
 	PTHREAD_RWLOCK_rdlock(&fsal_hdl->lock);
@@ -460,6 +618,14 @@ static nfsstat4 getdeviceinfo(struct fsal_module *fsal_hdl, XDR *da_addr_body,
 
 		if (e->export_id != deviceid->device_id2 || !export->pnfs)
 			continue;
+		if (export->layout_type != type) {
+			st = NFS4ERR_UNKNOWN_LAYOUTTYPE;
+			break;
+		}
+		if (type == LAYOUT4_FLEX_FILES) {
+			st = encode_ff_device(da_addr_body, export, deviceid);
+			break;
+		}
 		rc = cairn_set_layout(export->fs, deviceid->device_id4,
 				      deviceid->device_id1, &lo);
 		if (rc < 0) {

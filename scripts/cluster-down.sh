@@ -17,6 +17,14 @@ stop_nfs_ganesha() {
     nfs_stop_ganesha "$dir" || die "could not stop ganesha.nfsd (or its private dbus-daemon)"
     log "stopped ganesha.nfsd"
 }
+stop_nfs_ds() {
+    local dir=$CAIRN_RUN_DIR/nfs-ds
+    [[ -f $dir/ganesha.pid.self || -f $dir/dbus.pid ]] || return 0
+    # shellcheck source=scripts/nfs-ganesha.sh
+    . "$CAIRN_REPO/scripts/nfs-ganesha.sh"
+    nfs_stop_ganesha "$dir" || die "could not stop the pNFS DS ganesha.nfsd (or its dbus-daemon)"
+    log "stopped the pNFS DS ganesha.nfsd"
+}
 stop_smbd() {
     local dir=$CAIRN_RUN_DIR/smb
     [[ -f $dir/smbd.pid ]] || return 0
@@ -28,6 +36,7 @@ stop_smbd() {
 stop_gateways() {
     stop_smbd
     stop_nfs_ganesha
+    stop_nfs_ds
 }
 
 unmount_all() {

@@ -176,12 +176,14 @@ start_nfs_ganesha() {
             --squash no_root_squash >>"$LOG_DIR/cairn-nfs.log" 2>&1 ||
             die "cairn nfs export add failed; see $LOG_DIR/cairn-nfs.log"
     fi
+    ensure_pnfs_export
     cairn_cli nfs sync >>"$LOG_DIR/cairn-nfs.log" 2>&1 ||
         die "cairn nfs sync failed; see $LOG_DIR/cairn-nfs.log and $dir/ganesha.log"
     NFS_SUMMARY="  nfs     pid $(cat "$dir/ganesha.pid.self")  127.0.0.1:$CAIRN_NFS_PORT  export /$CAIRN_VOLUME  log $dir/ganesha.log
           mount -t nfs -o vers=4.2,port=$CAIRN_NFS_PORT 127.0.0.1:/$CAIRN_VOLUME /mnt   (or vers=3,mountport=$CAIRN_NFS_MNT_PORT)
           nfs-ls 'nfs://127.0.0.1/$CAIRN_VOLUME?nfsport=$CAIRN_NFS_PORT&mountport=$CAIRN_NFS_MNT_PORT&version=3'
           exports: DBUS_SYSTEM_BUS_ADDRESS=$DBUS_SYSTEM_BUS_ADDRESS CAIRN_NFS_CONF_DIR=$dir/cairn cairn nfs export list"
+    start_nfs_ds "$plugins"
 }
 # smbd with vfs_cairn (scripts/smb.sh): share [$CAIRN_VOLUME] served through libcairn, on
 # 127.0.0.1:445, or 4450 / a free port when 445 is taken; config and state in run/smb.
@@ -245,6 +247,48 @@ start_smbd() {
           shares: CAIRN_SMB_CONF_DIR=$dir/cairn CAIRN_SMB_CONF=$dir/smb.conf cairn smb share list
 "
 }
+# pNFS (docs/nfs.md "pNFS"): the gateway above is the MDS of a second export,
+# /$CAIRN_VOLUME-pnfs, with $CAIRN_PNFS_LAYOUT layouts (files or flexfiles) whose devices
+# name this node's DS: a Ganesha with FSAL_CAIRN in DS mode (NFSv4.1+ only, its own private
+# bus) on 127.0.0.1:$CAIRN_NFS_DS_PORT, serving the bricks through this node's cairnd.
+# CAIRN_PNFS=0 starts neither.
+CAIRN_PNFS=${CAIRN_PNFS:-1}
+CAIRN_PNFS_LAYOUT=${CAIRN_PNFS_LAYOUT:-files}
+CAIRN_NFS_DS_PORT=${CAIRN_NFS_DS_PORT:-20490}
+ensure_pnfs_export() {
+    [[ $CAIRN_PNFS == 1 ]] || return 0
+    cairn_cli nfs export show "/$CAIRN_VOLUME-pnfs" >/dev/null 2>&1 && return 0
+    cairn_cli nfs export add "$CAIRN_VOLUME" --path "/$CAIRN_VOLUME-pnfs" --clients 127.0.0.1 \
+        --squash no_root_squash --protocols 4 --pnfs "$CAIRN_PNFS_LAYOUT" \
+        --ds-addrs "$CAIRN_NODE=127.0.0.1:$CAIRN_NFS_DS_PORT" >>"$LOG_DIR/cairn-nfs.log" 2>&1 ||
+        die "cairn nfs export add /$CAIRN_VOLUME-pnfs failed; see $LOG_DIR/cairn-nfs.log"
+}
+start_nfs_ds() {
+    local plugins=$1 dir=$CAIRN_RUN_DIR/nfs-ds show id
+    [[ $CAIRN_PNFS == 1 ]] || return 0
+    # the DS serves the MDS export's id: Ganesha finds the DS by the id in its handles
+    show=$(cairn_cli nfs export show "/$CAIRN_VOLUME-pnfs") ||
+        die "cairn nfs export show /$CAIRN_VOLUME-pnfs failed"
+    id=$(awk -F': *' '$1 == "Export Id" { print $2 }' <<<"$show")
+    [[ $id =~ ^[0-9]+$ ]] || die "no export id in 'cairn nfs export show /$CAIRN_VOLUME-pnfs'"
+    if pidfile_alive "$dir/ganesha.pid.self" ganesha.nfsd; then
+        log "the pNFS DS ganesha.nfsd already runs (pid $(cat "$dir/ganesha.pid.self"))"
+    else
+        port_in_use "$CAIRN_NFS_DS_PORT" &&
+            die "port $CAIRN_NFS_DS_PORT is taken by another process (set CAIRN_NFS_DS_PORT, or CAIRN_PNFS=0)"
+        mkdir -p "$dir"
+        nfs_ds_export_block "$id" "$CAIRN_VOLUME" "$CAIRN_ADDR" "/$CAIRN_VOLUME-pnfs" 127.0.0.1 \
+            >"$dir/ds.conf"
+        nfs_render_ds_config "$dir" "$CAIRN_NFS_DS_PORT" "$dir/ds.conf" "$plugins"
+        NFS_PRIVATE_BUS=1 nfs_start_ganesha "$dir" "$CAIRN_NFS_DS_PORT" ||
+            die "the pNFS DS ganesha.nfsd did not start; see $dir/ganesha.log"
+        log "started the pNFS DS ganesha.nfsd (pid $(cat "$dir/ganesha.pid.self"))"
+    fi
+    NFS_SUMMARY+="
+  pnfs    MDS export /$CAIRN_VOLUME-pnfs ($CAIRN_PNFS_LAYOUT layouts, id $id); DS pid $(cat "$dir/ganesha.pid.self")  127.0.0.1:$CAIRN_NFS_DS_PORT  log $dir/ganesha.log
+          mount -t nfs -o vers=4.2,port=$CAIRN_NFS_PORT 127.0.0.1:/$CAIRN_VOLUME-pnfs /mnt   (reads and writes go to the DS)"
+}
+
 start_gateways() {
     start_nfs_ganesha
     start_smbd

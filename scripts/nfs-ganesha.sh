@@ -65,11 +65,12 @@ nfs_render_config() {
 }
 
 # nfs_export_block ID VOLUME SERVERS PSEUDO [CLIENTS] [PATH] [ACCESS] [SQUASH] [DELEGATIONS]
-#                  [DS_ADDRS]
+#                  [DS_ADDRS] [LAYOUT]
 # DELEGATIONS: none, read, write or readwrite (default $NFS_DELEGATIONS, else readwrite,
 # as `cairn nfs export add`). DS_ADDRS given (may be "-" for none): the export hands out
-# pNFS FILES layouts (PNFS = true), its DSs at DS_ADDRS "NODE=IPV4:PORT,..." (docs/nfs.md
-# "pNFS"; a node not listed: its cairnd's host, port 2049).
+# pNFS layouts (PNFS = true), its DSs at DS_ADDRS "NODE=IPV4:PORT,..." (docs/nfs.md
+# "pNFS"; a node not listed: its cairnd's host, port 2049); LAYOUT: files (the default)
+# or flexfiles.
 nfs_export_block() {
     local id=$1 volume=$2 servers=$3 pseudo=$4 clients=${5:-127.0.0.1} path=${6:-/}
     local access=${7:-RW} squash=${8:-No_Root_Squash} deleg=${9:-${NFS_DELEGATIONS:-readwrite}}
@@ -79,6 +80,8 @@ nfs_export_block() {
         PNFS = true;"
         [[ ${10} != - ]] && pnfs+="
         DS_Addrs = \"${10}\";"
+        [[ -n ${11:-} ]] && pnfs+="
+        Layout = ${11};"
     fi
     cat <<CONF
 EXPORT {

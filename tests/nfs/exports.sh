@@ -142,5 +142,17 @@ out=$(cn g1 export show /layouts) || fail "show /layouts: $out"
 # lists a layout type, docs/nfs.md "pNFS"; tests/nfs/pnfs.sh and the VM scenario use v4.1)
 out=$(nc g1 3 /layouts ls / 2>&1) || fail "the --pnfs export is not served (v3): $out"
 pass "export add --pnfs --ds-addrs: rendered (PNFS, DS_Addrs), shown, served live"
+# --pnfs flexfiles: Flexible Files layouts (FSAL_CAIRN's Layout option), applied live
+expect_refused 2 "invalid value 'blocks'" vol0 --path /p --clients '*' --pnfs blocks
+out=$(cn g1 export add vol0 --path /ff --clients 127.0.0.1 --id 10 --pnfs flexfiles 2>&1) ||
+    fail "export add --pnfs flexfiles: $out"
+out=$(cn g1 export show /ff) || fail "show /ff: $out"
+{ grep -q "PNFS = true;" <<<"$out" && grep -q "Layout = flexfiles;" <<<"$out" &&
+    grep -q "pNFS: Flexible Files layouts (DSs at each node's cairnd host" <<<"$out"; } ||
+    fail "show /ff lacks the Flexible Files settings: $out"
+out=$(cn g1 export show /layouts) || fail "show /layouts: $out"
+grep -q "Layout" <<<"$out" && fail "a FILES export renders a Layout line: $out"
+out=$(nc g1 3 /ff ls / 2>&1) || fail "the --pnfs flexfiles export is not served (v3): $out"
+pass "export add --pnfs flexfiles: rendered (Layout = flexfiles), shown, served live"
 
 finish

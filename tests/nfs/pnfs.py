@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""pNFS FILES layouts of FSAL_CAIRN, checked on the wire (tests/nfs/pnfs.sh runs it).
+"""pNFS FILES and Flexible Files layouts of FSAL_CAIRN, checked on the wire (tests/nfs/pnfs.sh).
 
 A raw NFSv4.1 client (nfs4raw.py) asks the MDS for a layout and a device, decodes both
 against RFC 8881's XDR (§13.3 nfsv4_1_file_layout4, §13.4 nfsv4_1_file_layout_ds_addr4,
@@ -9,9 +9,14 @@ MDS and reads it back through the MDS. Then bad input: LAYOUTGET on a directory,
 symlink and a FIFO, an iomode or range the server must refuse, an unknown layout type, a
 bogus stateid, LAYOUTCOMMIT with an impossible size, GETDEVICEINFO of an unknown device.
 
+With --ff-export, the same for an export with Flexible Files layouts (RFC 8435 §5.1
+ff_layout4, §5.2 ff_device_addr4, decoded here): an RW layout names the chain head's DS
+only, a READ layout one mirror per DS in chain order with falling efficiency, every
+mirror's DS reads the data back, and a FILES LAYOUTGET or GETDEVICEINFO there is refused.
+
   pnfs.py --mds PORT --export /vol0 --plain-export /vol0np --ds n1=PORT,n2=PORT
           --head-node-of-rotation n1,n2 --files f1:SIZE,... --special sym,fifo,dir
-          [--keep-fh FILE] [--reuse-fh FILE]
+          [--ff-export /vol0ff] [--keep-fh FILE] [--reuse-fh FILE]
 
 Prints PASS/FAIL lines and a last line "N passed, M failed"; exit 1 on any failure.
 """
@@ -92,6 +97,35 @@ def decode_ds_addr(body):
     return {"stripe_indices": indices, "multipath_ds_list": lists, "rest": len(body) - u.p}
 
 
+def decode_ff_layout(body):
+    """ff_layout4 (RFC 8435 §5.1)."""
+    u = Unpacker(body)
+    lo = {"stripe_unit": u.u64(), "mirrors": []}
+    for _ in range(u.u32()):
+        servers = []
+        for _ in range(u.u32()):
+            ds = {"deviceid": u.fixed(16), "efficiency": u.u32(),
+                  "stateid": (u.u32(), u.fixed(12))}
+            ds["fh_vers"] = [u.opaque() for _ in range(u.u32())]
+            ds["user"], ds["group"] = u.opaque().decode(), u.opaque().decode()
+            servers.append(ds)
+        lo["mirrors"].append(servers)
+    lo["flags"], lo["stats_collect_hint"] = u.u32(), u.u32()
+    lo["rest"] = len(body) - u.p
+    return lo
+
+
+def decode_ff_device(body):
+    """ff_device_addr4 (RFC 8435 §5.2)."""
+    u = Unpacker(body)
+    dev = {"netaddrs": [decode_netaddr(u) for _ in range(u.u32())], "versions": []}
+    for _ in range(u.u32()):
+        dev["versions"].append({"version": u.u32(), "minor": u.u32(), "rsize": u.u32(),
+                                "wsize": u.u32(), "tightly_coupled": u.u32()})
+    dev["rest"] = len(body) - u.p
+    return dev
+
+
 # --- operations ---------------------------------------------------------------------------
 def putfh(fh):
     return ("PUTFH", Packer().opaque(fh), None)
@@ -126,7 +160,7 @@ def getdeviceinfo(c, devid, ltype=LAYOUT4_NFSV4_1_FILES):
     return c.compound([("GETDEVICEINFO", p, parse)])[-1]
 
 
-def layoutcommit(c, fh, stateid, last_write=None, mtime=None):
+def layoutcommit(c, fh, stateid, last_write=None, mtime=None, ltype=LAYOUT4_NFSV4_1_FILES):
     p = Packer().u64(0).u64(ALL).u32(0)
     stateid.pack(p)
     if last_write is None:
@@ -137,15 +171,15 @@ def layoutcommit(c, fh, stateid, last_write=None, mtime=None):
         p.u32(0)
     else:
         p.u32(1).u64(mtime[0]).u32(mtime[1])
-    p.u32(LAYOUT4_NFSV4_1_FILES).opaque(b"")
+    p.u32(ltype).opaque(b"")
 
     def parse(u):
         return u.u64() if u.u32() else None
     return c.compound([putfh(fh), ("LAYOUTCOMMIT", p, parse)])[-1]
 
 
-def layoutreturn(c, fh, stateid):
-    p = Packer().u32(0).u32(LAYOUT4_NFSV4_1_FILES).u32(IOMODE_ANY).u32(1)
+def layoutreturn(c, fh, stateid, ltype=LAYOUT4_NFSV4_1_FILES):
+    p = Packer().u32(0).u32(ltype).u32(IOMODE_ANY).u32(1)
     p.u64(0).u64(ALL)
     stateid.pack(p)
     p.opaque(b"")
@@ -215,6 +249,162 @@ def ino_of(inode):
     return f | 2 if f <= 1 else f
 
 
+def read_all(c, fh, stateid, size):
+    got = b""
+    while len(got) < size:
+        _, chunk = ds_read(c, fh, stateid, len(got), 65536)
+        got += chunk
+        if not chunk:
+            break
+    return got
+
+
+def ff_checks(args, ds_port, head_node, ds_clients):
+    """Flexible Files layouts on args.ff_export (export id in the device ids: any)."""
+    anon = Stateid(0, b"\0" * 12)
+
+    def ds_client(port):
+        if port not in ds_clients:
+            ds_clients[port] = Client(port, 1, "", f"pnfs-ds-{port}")
+        return ds_clients[port]
+
+    def device_port(devid, what):
+        typ, body = getdeviceinfo(mds, devid, LAYOUT4_FLEX_FILES)
+        dev = decode_ff_device(body)
+        check(typ == LAYOUT4_FLEX_FILES and dev["rest"] == 0 and len(dev["netaddrs"]) == 1
+              and dev["versions"] == [{"version": 4, "minor": 1, "rsize": 1 << 20,
+                                       "wsize": 1 << 20, "tightly_coupled": 1}] and
+              dev["netaddrs"][0][:2] == ("tcp", "127.0.0.1"),
+              f"{what}: ff_device_addr4 decodes exactly: one netaddr4 {dev['netaddrs']}, "
+              f"NFSv4.1 tightly coupled, rsize = wsize = 1 MiB")
+        return dev["netaddrs"][0][2]
+
+    mirrors = []
+    mds = Client(args.mds, 1, args.ff_export, "pnfs-ff")
+    check(root_layout_types(mds) == [LAYOUT4_FLEX_FILES],
+          f"{args.ff_export}: fs_layout_types = [LAYOUT4_FLEX_FILES]")
+    for spec in args.files.split(","):
+        name, size = spec.split(":")
+        name, size = "ff-" + name, int(size)
+        data = os.urandom(size)
+        o = mds.open(name, "both", "none", create=True)
+        expect_err(lambda: layoutget(mds, o.fh, o.stateid), "NFS4ERR_UNKNOWN_LAYOUTTYPE",
+                   f"{name}: LAYOUTGET FILES on a Flexible Files export")
+        roc, lsid, segs = layoutget(mds, o.fh, o.stateid, ltype=LAYOUT4_FLEX_FILES)
+        check(len(segs) == 1 and segs[0]["offset"] == 0 and segs[0]["length"] == ALL and
+              segs[0]["iomode"] == IOMODE_RW and segs[0]["type"] == LAYOUT4_FLEX_FILES
+              and roc, f"{name}: LAYOUTGET RW: one whole-file FLEX_FILES segment, return on "
+              f"close")
+        lo = decode_ff_layout(segs[0]["body"])
+        _, _, mwire = wire_of(o.fh)
+        ok = lo["rest"] == 0 and len(lo["mirrors"]) == 1 and len(lo["mirrors"][0]) == 1
+        ds = lo["mirrors"][0][0] if ok else {}
+        check(ok and lo["stripe_unit"] > 0 and lo["flags"] == 0 and
+              lo["stats_collect_hint"] == 0 and ds["stateid"] == (0, b"\0" * 12) and
+              len(ds["fh_vers"]) == 1 and ds["user"] == "0" and ds["group"] == "0",
+              f"{name}: ff_layout4 decodes exactly: one mirror (the chain head: writes go to "
+              f"the head only), one data server, anonymous stateid, flags 0 (I/O through "
+              f"the MDS allowed, LAYOUTCOMMIT wanted), owner 0:0")
+        if not ok:
+            continue
+        dsfh = ds["fh_vers"][0]
+        flags, _, dwire = wire_of(dsfh)
+        check(flags & FH4_FLAG_DS and dwire == mwire,
+              f"{name}: the mirror's handle is the DS handle of the MDS's wire handle")
+        rotation = ino_of(mwire[16:]) % len(head_node)
+        want_head = head_node[rotation]
+        port = device_port(ds["deviceid"], f"{name} RW mirror")
+        check(port == ds_port[want_head], f"{name}: the RW mirror is the chain head's DS "
+              f"({want_head}, rotation {rotation}, port {port})")
+        c = ds_client(port)
+        for off in range(0, size, 65536):
+            ds_write(c, dsfh, anon, off, data[off:off + 65536])
+        ds_commit(c, dsfh)
+        newsize = layoutcommit(mds, o.fh, lsid, last_write=size - 1 if size else None,
+                               ltype=LAYOUT4_FLEX_FILES)
+        check(size == 0 or newsize == size, f"{name}: {size} bytes written at the head's DS "
+              f"with the anonymous stateid, LAYOUTCOMMIT (FLEX_FILES): new size {newsize}")
+        got = b""
+        while len(got) < size:
+            chunk = mds.read(o, offset=len(got), count=6144)
+            got += chunk
+            if not chunk:
+                break
+        check(got == data, f"{name}: read back through the MDS: the same {len(got)} bytes")
+        with open(os.path.join(os.environ["PNFS_OUT"], name), "wb") as f:
+            f.write(data)
+        layoutreturn(mds, o.fh, lsid, LAYOUT4_FLEX_FILES)
+        mds.close(o)
+        # a READ layout: a mirror per DS, chain order, efficiency falling from the head
+        o = mds.open(name, "read", "none")
+        _, lsid, segs = layoutget(mds, o.fh, o.stateid, ltype=LAYOUT4_FLEX_FILES,
+                                  iomode=IOMODE_READ)
+        lo = decode_ff_layout(segs[0]["body"])
+        mirrors = [m[0] for m in lo["mirrors"] if len(m) == 1]
+        ports = [device_port(m["deviceid"], f"{name} READ mirror") for m in mirrors]
+        want = [ds_port[head_node[(rotation + i) % len(head_node)]]
+                for i in range(len(head_node))]
+        effs = [m["efficiency"] for m in mirrors]
+        check(lo["rest"] == 0 and segs[0]["iomode"] == IOMODE_READ and
+              len(mirrors) == len(lo["mirrors"]) and ports == want and
+              effs == sorted(effs, reverse=True) and len(set(effs)) == len(effs) and
+              len({m["deviceid"] for m in mirrors}) == len(mirrors),
+              f"{name}: LAYOUTGET READ: mirrors at ports {ports} (chain order {want}), "
+              f"efficiencies {effs} falling from the head, one device per brick")
+        for m, port in zip(mirrors, ports):
+            got = read_all(ds_client(port), m["fh_vers"][0], anon, size)
+            check(got == data, f"{name}: read at the mirror on port {port}: {len(got)} "
+                  f"bytes, the same")
+        layoutreturn(mds, o.fh, lsid, LAYOUT4_FLEX_FILES)
+        mds.close(o)
+    check(bool(mirrors), "a READ layout with mirrors was decoded")
+    devid = mirrors[0]["deviceid"] if mirrors else b"\0" * 16
+    expect_err(lambda: getdeviceinfo(mds, devid), "NFS4ERR_UNKNOWN_LAYOUTTYPE",
+               "GETDEVICEINFO type FILES of a Flexible Files export's device")
+    expect_err(lambda: getdeviceinfo(mds, devid[:8] + b"\0" * 8, LAYOUT4_FLEX_FILES),
+               "NFS4ERR_NOENT", "GETDEVICEINFO FLEX_FILES of a device naming no brick")
+    mds.shutdown()
+
+
+def shrink_race(mds, fuse_dir, rounds):
+    """LAYOUTCOMMIT never shrinks a file: each round empties file race through FUSE, then at
+    once writes 64 KiB at 1-2 MiB there (fsynced) and LAYOUTCOMMITs a last write below
+    1 MiB at the MDS. An MDS that reads the size (0) and then sets size = last write + 1
+    cuts off the FUSE write when it landed in between; an extend-only one never does."""
+    import random
+    import threading
+    path = os.path.join(fuse_dir, "race")
+    o = mds.open("race", "both", "none", create=True)
+    _, lsid, _ = layoutget(mds, o.fh, o.stateid)
+    lost = []
+    for r in range(rounds):
+        fd = os.open(path, os.O_RDWR)
+        os.ftruncate(fd, 0)
+        os.fsync(fd)
+        off = (1 << 20) + random.randrange(16) * 65536
+        chunk = bytes([r % 250 + 1]) * 65536
+        lw = random.randrange(1 << 20)
+        go = threading.Barrier(2)
+
+        def writer():
+            go.wait()
+            os.pwrite(fd, chunk, off)
+            os.fsync(fd)
+        t = threading.Thread(target=writer)
+        t.start()
+        go.wait()
+        layoutcommit(mds, o.fh, lsid, last_write=lw)
+        t.join()
+        os.close(fd)
+        got = mds.read(o, offset=off, count=6144)
+        if got != chunk[:6144]:
+            lost.append((r, off, lw, len(got)))
+    check(not lost, f"race: {rounds} rounds of a FUSE write at 1-2 MiB racing a LAYOUTCOMMIT "
+          f"below 1 MiB: the FUSE write survived every one (lost: {lost[:5]})")
+    layoutreturn(mds, o.fh, lsid)
+    mds.close(o)
+
+
 def main():
     a = argparse.ArgumentParser()
     a.add_argument("--mds", type=int, required=True)
@@ -225,6 +415,9 @@ def main():
                    help="NODE,NODE: the node whose brick heads the chain, by rotation")
     a.add_argument("--files", required=True, help="NAME:SIZE,...")
     a.add_argument("--special", required=True, help="SYMLINK,FIFO,DIR names")
+    a.add_argument("--ff-export")
+    a.add_argument("--race-dir", help="the volume's FUSE mount: run shrink_race there")
+    a.add_argument("--race-rounds", type=int, default=60)
     a.add_argument("--keep-fh")
     a.add_argument("--reuse-fh")
     args = a.parse_args()
@@ -376,6 +569,9 @@ def main():
     layoutreturn(mds, o.fh, lsid)
     mds.close(o)
 
+    if args.race_dir:
+        shrink_race(mds, args.race_dir, args.race_rounds)
+
     lnk, fifo, d = args.special.split(",")
     o = mds.open(args.files.split(",")[0].split(":")[0], "read", "none")
     for what, name, want in ((f"directory {d}", d, "NFS4ERR_ISDIR"),
@@ -393,6 +589,8 @@ def main():
     po = plain.open("plain-file", "both", "none", create=True)
     expect_err(lambda: layoutget(plain, po.fh, po.stateid), "NFS4ERR_LAYOUTUNAVAILABLE",
                f"LAYOUTGET on {args.plain_export} (PNFS off)")
+    if args.ff_export:
+        ff_checks(args, ds_port, head_node, ds_clients)
     for c in list(ds_clients.values()) + [mds, plain]:
         c.shutdown()
     print(f"{passed} passed, {failed} failed")

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# pNFS FILES layouts (docs/nfs.md "pNFS"): a 2-node 2 x 2 cluster, an MDS Ganesha whose
-# export has PNFS = true, and a DS Ganesha per node (FSAL_CAIRN in DS mode over that
-# node's cairnd). tests/nfs/pnfs.py (a raw NFSv4.1 client) gets layouts and devices,
+# pNFS FILES and Flexible Files layouts (docs/nfs.md "pNFS"): a 2-node 2 x 2 cluster, an
+# MDS Ganesha whose /vol0 export has PNFS = true (FILES) and /vol0ff Layout = flexfiles,
+# and a DS Ganesha per node (FSAL_CAIRN in DS mode over that node's cairnd). tests/nfs/pnfs.py (a raw NFSv4.1 client) gets layouts and devices,
 # decodes them against RFC 8881's XDR, writes and reads at the DS the device names first
 # (checked to be the file's chain head), LAYOUTCOMMITs, reads back through the MDS, and
 # sends the bad input (directory, symlink, FIFO, iomode, range, layout type, stateid,
-# commit size) the server must refuse. The data is then compared through the FUSE mount,
+# commit size) the server must refuse; then the Flexible Files layouts and devices (RFC
+# 8435) the same way, reading every mirror. The data is then compared through the FUSE mount,
 # and a DS handle is read again after its DS restarted. About 30-60 s.
 set -euo pipefail
 # shellcheck source=tests/nfs/lib.sh
@@ -25,7 +26,10 @@ ds_start() {
         NFS_GWS+=("ds-$node")
     fi
     mkdir -p "$dir"
-    nfs_ds_export_block 1 vol0 "$(cl_node_addr "$node")" /vol0 >"$dir/ds.conf"
+    {
+        nfs_ds_export_block 1 vol0 "$(cl_node_addr "$node")" /vol0
+        nfs_ds_export_block 3 vol0 "$(cl_node_addr "$node")" /vol0ff
+    } >"$dir/ds.conf"
     nfs_render_ds_config "$dir" "${DS_PORT[$node]}" "$dir/ds.conf" "$NFS_PLUGINS"
     nfs_start_ganesha "$dir" "${DS_PORT[$node]}" || fail "DS ganesha on $node did not start"
     grep -q "CAIRN: DS 1 serves volume vol0" "$dir/ganesha.log" ||
@@ -40,9 +44,11 @@ ds_addrs="n1=127.0.0.1:${DS_PORT[n1]},n2=127.0.0.1:${DS_PORT[n2]}"
     nfs_export_block 1 vol0 "$(cl_node_addr n1)" /vol0 127.0.0.1 / RW No_Root_Squash none \
         "$ds_addrs"
     nfs_export_block 2 vol0 "$(cl_node_addr n1)" /vol0np 127.0.0.1 / RW No_Root_Squash none
+    nfs_export_block 3 vol0 "$(cl_node_addr n1)" /vol0ff 127.0.0.1 / RW No_Root_Squash none \
+        "$ds_addrs" flexfiles
 } >"$CL_DIR/exports.conf"
 nfs_gw_start mds "$CL_DIR/exports.conf"
-pass "MDS on port ${NFS_PORT[mds]}: /vol0 with PNFS = true, /vol0np without"
+pass "MDS on port ${NFS_PORT[mds]}: /vol0 with PNFS = true, /vol0np without, /vol0ff with Flexible Files"
 
 mkdir "$CL_MNT/pdir"
 ln -s pdir "$CL_MNT/plink"
@@ -55,7 +61,7 @@ files=small:1000,empty:0,mid:300001,big:3145728
 if ! python3 "$CL_REPO/tests/nfs/pnfs.py" --mds "${NFS_PORT[mds]}" --export /vol0 \
     --plain-export /vol0np --ds "n1=${DS_PORT[n1]},n2=${DS_PORT[n2]}" \
     --head-node-of-rotation n1,n2 --files "$files" --special plink,pfifo,pdir \
-    --keep-fh "$CL_DIR/kept-fh" >"$CL_DIR/pnfs.out" 2>&1; then
+    --ff-export /vol0ff --race-dir "$CL_MNT" --keep-fh "$CL_DIR/kept-fh" >"$CL_DIR/pnfs.out" 2>&1; then
     cat "$CL_DIR/pnfs.out" >&2
     fail "pnfs.py: $(grep -c '^FAIL' "$CL_DIR/pnfs.out" || true) failed checks (above)"
 fi
@@ -72,6 +78,12 @@ for spec in "${specs[@]}"; do
 done
 assert_eq "$(stat -c %s "$CL_MNT/grown")" 65536 "grown: LAYOUTCOMMIT's size through FUSE"
 pass "the data written at the DSs reads back identical through FUSE (${#specs[@]} files); LAYOUTCOMMIT's size and mtime are the backend's"
+for spec in "${specs[@]}"; do
+    name=ff-${spec%%:*}
+    cmp "$PNFS_OUT/$name" "$CL_MNT/$name" || fail "$name through FUSE differs from what the FF mirror wrote"
+    assert_eq "$(stat -c %s "$CL_MNT/$name")" "${spec#*:}" "$name: size through FUSE"
+done
+pass "the data written through Flexible Files layouts reads back identical through FUSE (${#specs[@]} files)"
 
 # DS handles survive a restart of the DS (they carry the volume and inode ids only)
 read -r _ kept_port _ <"$CL_DIR/kept-fh"

@@ -8,6 +8,7 @@
 //! Ganesha refuses (say, of a volume that does not exist) never disturbs the others.
 
 use crate::error::{invalid, Error};
+pub use crate::pnfs::PnfsLayout;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -114,6 +115,9 @@ pub struct NfsExport {
     /// brick nodes' DSs (docs/nfs.md "pNFS"). Absent in documents stored before: off.
     #[serde(default)]
     pub pnfs: bool,
+    /// With `pnfs`: FILES (the default, not stored) or Flexible Files layouts.
+    #[serde(default, skip_serializing_if = "PnfsLayout::is_files")]
+    pub pnfs_layout: PnfsLayout,
     /// Where each brick node's DS listens, `NODE=IPV4:PORT` (FSAL `DS_Addrs`); a node not
     /// listed: the host of its cairnd address, port 2049.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -211,6 +215,7 @@ impl NfsExport {
         let mut s = String::new();
         if self.pnfs {
             s.push_str("        PNFS = true;\n");
+            s.push_str(&self.pnfs_layout.render());
             if !self.ds_addrs.is_empty() {
                 s.push_str(&format!("        DS_Addrs = \"{}\";\n", self.ds_addrs.join(",")));
             }
@@ -547,6 +552,7 @@ mod tests {
             protocols: vec![3, 4],
             delegations: Delegations::Read,
             pnfs: false,
+            pnfs_layout: PnfsLayout::Files,
             ds_addrs: vec![],
         }
     }
@@ -563,6 +569,11 @@ mod tests {
         e.pnfs = true;
         assert!(e.validate().is_ok());
         assert!(e.render(&[]).contains("        PNFS = true;\n    }"), "{}", e.render(&[]));
+        e.pnfs_layout = PnfsLayout::Flexfiles;
+        assert!(e.render(&[]).contains("PNFS = true;\n        Layout = flexfiles;\n"));
+        assert_eq!(serde_json::to_value(&e).unwrap()["pnfs_layout"], "flexfiles");
+        e.pnfs_layout = PnfsLayout::Files;
+        assert!(serde_json::to_value(&e).unwrap().get("pnfs_layout").is_none());
         e.ds_addrs = vec!["n1=10.0.0.11:2049".into(), "n2=10.0.0.12:20490".into()];
         assert!(e.validate().is_ok());
         let b = e.render(&[]);

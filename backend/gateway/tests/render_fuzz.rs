@@ -110,6 +110,7 @@ fn export() -> impl Strategy<Value = NfsExport> {
             protocols,
             delegations: Default::default(),
             pnfs: false,
+            pnfs_layout: Default::default(),
             ds_addrs: vec![],
         });
     let one_bad =

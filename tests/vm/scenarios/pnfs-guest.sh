@@ -2,6 +2,10 @@
 # Guest side of scenario pnfs: mount the host's MDS (FSAL_CAIRN with PNFS = true) and do
 # I/O that must go to the DSs. Runs as root in the guest:
 #
+# VERS is an NFS version (4.1, 4.2: the FILES export /vol0) or one with "ff" appended
+# (4.2ff: the Flexible Files export /vol0ff, mounted with vers=4.2); the mount point and
+# the files' directory are named after VERS as given.
+#
 #   pnfs-guest.sh run VERS PORT SIZES    mount 10.0.2.2:/vol0 with VERS on /mnt/pnfs-VERS,
 #                                        write files of SIZES (bytes, comma-separated),
 #                                        read them back with a cold cache, check the
@@ -29,8 +33,10 @@ die() {
     exit 1
 }
 
-cmd=$1 vers=$2
-mnt=/mnt/pnfs-$vers
+cmd=$1 tag=$2
+vers=${tag%ff} path=/vol0
+[[ $tag == *ff ]] && path=/vol0ff
+mnt=/mnt/pnfs-$tag
 
 # op_count OP: this mount's count of OP (first number of its per-op line)
 op_count() {
@@ -49,17 +55,27 @@ run)
     # a space-separated list would arrive as several arguments (only the first used)
     port=$3 sizes=${4//,/ }
     modprobe nfs_layout_nfsv41_files 2>/dev/null || true
+    modprobe nfs_layout_flexfiles 2>/dev/null || true
+    # A DS that dies with a WRITE in flight: Linux retries that WRITE for dataserver_timeo
+    # (60 s) times dataserver_retrans + 1 (6) before it sends it through the MDS, over 6
+    # minutes (a DS that dies between two WRITEs is refused at once). The scenario kills
+    # a DS during a write: 2 s and 2 retries bound that to about 6 s.
+    for m in nfs_layout_nfsv41_files nfs_layout_flexfiles; do
+        [[ -d /sys/module/$m/parameters ]] || continue
+        echo 20 >"/sys/module/$m/parameters/dataserver_timeo"
+        echo 2 >"/sys/module/$m/parameters/dataserver_retrans"
+    done
     # debugging aids, printed by `debug` (the host asks for them when a run fails)
     dmesg -C
     rpcdebug -m nfs -s pnfs >/dev/null
     rpcdebug -m rpc -s call >/dev/null
     mkdir -p "$mnt"
     mount -t nfs -o "vers=$vers,proto=tcp,port=$port,hard,timeo=100,retrans=3" \
-        10.0.2.2:/vol0 "$mnt" || die "mount vers=$vers"
+        "10.0.2.2:$path" "$mnt" || die "mount 10.0.2.2:$path vers=$vers"
     grep " $mnt " /proc/mounts | sed 's/^/guest: /'
-    grep -A2 "^device 10.0.2.2:/vol0 mounted on $mnt " /proc/self/mountstats |
+    grep -A2 "^device 10.0.2.2:$path mounted on $mnt " /proc/self/mountstats |
         grep -i pnfs | sed 's/^/guest: /' || true
-    dir=$mnt/pnfs-$vers
+    dir=$mnt/pnfs-$tag
     mkdir -p "$dir"
     r0=$(proc4 1) w0=$(proc4 2)
     for s in $sizes; do
@@ -76,20 +92,20 @@ run)
         }
         md5sum <"/tmp/f$s" | cut -d' ' -f1 >"/tmp/f$s.md5"
     done
-    say "v$vers: wrote and read back (cold cache) files of $sizes bytes"
+    say "v$tag: wrote and read back (cold cache) files of $sizes bytes"
     for s in $sizes; do cp "/tmp/f$s.md5" "$dir/f$s.md5"; done
     sync
     lg=$(op_count LAYOUTGET) gd=$(op_count GETDEVICEINFO) lc=$(op_count LAYOUTCOMMIT)
     mr=$(op_count READ) mw=$(op_count WRITE)
     r=$(($(proc4 1) - r0)) w=$(($(proc4 2) - w0))
-    say "v$vers: MDS mount: LAYOUTGET $lg GETDEVICEINFO $gd LAYOUTCOMMIT $lc READ $mr WRITE $mw (DS I/O included); all connections: READ +$r WRITE +$w"
+    say "v$tag: MDS mount: LAYOUTGET $lg GETDEVICEINFO $gd LAYOUTCOMMIT $lc READ $mr WRITE $mw (DS I/O included); all connections: READ +$r WRITE +$w"
     ((gd > 0)) || die "no GETDEVICEINFO sent to the MDS"
     ((lc > 0)) || die "no LAYOUTCOMMIT sent to the MDS (the DSs' writes never reach its view)"
     ((r > 0 && w > 0)) || die "no READ/WRITE sent at all (+$r/+$w)?"
     echo "COUNTS lg=$lg gd=$gd lc=$lc read=$mr write=$mw all_read=$r all_write=$w"
     ;;
 big)
-    mib=$3 dir=$mnt/pnfs-$vers
+    mib=$3 dir=$mnt/pnfs-$tag
     head -c "$((mib << 20))" /dev/urandom >/tmp/big
     for ((i = 0; i < mib; i++)); do
         dd if=/tmp/big of="$dir/big" bs=1M skip="$i" seek="$i" count=1 \
@@ -99,7 +115,7 @@ big)
     echo 3 >/proc/sys/vm/drop_caches
     cmp /tmp/big "$dir/big" || die "big ($mib MiB) read back differs"
     md5sum </tmp/big | cut -d' ' -f1 >"$dir/big.md5"
-    say "v$vers: big ($mib MiB, each fsynced) read back the same (cold cache)"
+    say "v$tag: big ($mib MiB, each fsynced) read back the same (cold cache)"
     ;;
 umount)
     umount "$mnt" || die "umount $mnt"

@@ -1,17 +1,22 @@
 # shellcheck shell=bash
-# Scenario pnfs (make vm-test SCENARIO=pnfs): pNFS FILES layouts with a kernel client. The
-# host runs a 2-node 2 x 2 cluster, an MDS Ganesha whose vol0 export has PNFS = true, and
-# a DS Ganesha per node (FSAL_CAIRN in DS mode over that node's cairnd, each on its own
-# port; the device lists them as 10.0.2.2:PORT, the host as the guest sees it). A Debian
-# 12 guest mounts the MDS with vers=4.1 and vers=4.2, writes and reads back files of
+# Scenario pnfs (make vm-test SCENARIO=pnfs): pNFS FILES and Flexible Files layouts with a
+# kernel client. The host runs a 2-node 2 x 2 cluster, an MDS Ganesha whose /vol0 export
+# has PNFS = true (FILES) and /vol0ff Layout = flexfiles, and a DS Ganesha per node
+# (FSAL_CAIRN in DS mode over that node's cairnd, each on its own port; the devices list
+# them as 10.0.2.2:PORT, the host as the guest sees it). A Debian 12 guest mounts /vol0
+# with vers=4.1 and vers=4.2 and /vol0ff with vers=4.2 (PNFS_VM_VERSIONS "4.1 4.2 4.2ff":
+# a version ending in ff mounts the Flexible Files export), writes and reads back files of
 # several sizes (cold cache; pnfs-guest.sh checks GETDEVICEINFO and LAYOUTCOMMIT in
 # /proc/self/mountstats). The Ganeshas log their NFSv4 ops (NFS4 at FULL_DEBUG): the MDS
 # must have seen LAYOUTGETs and no READ or WRITE, the DSs the READs and WRITEs (the
 # client's DS connections close once it returned the layouts: their count proves
-# nothing). The host reads the same data through FUSE. Then (PNFS_VM_KILL_DS=1, the default) the guest
-# writes a file 1 MiB at a time with fsync while the host kills the DS that gets its
-# WRITEs: the client goes on through the MDS and the whole file reads back the same, in
-# the guest and through FUSE. Guest I/O stays small (TCG). About 3-4 minutes.
+# nothing). The host reads the same data through FUSE. Then (PNFS_VM_KILL_DS=1, the
+# default), on the last FILES version, the guest writes a file 1 MiB at a time with fsync
+# while the host kills the DS that gets its WRITEs: the client goes on through the MDS and
+# the whole file reads back the same, in the guest and through FUSE; the killed DS is
+# started again (same port) before the next version. PNFS_VM_KILL_FF=1 does the same on
+# the last Flexible Files version: not by default, as it aborts the MDS Ganesha (see
+# docs/nfs.md "pNFS"). Guest I/O stays small (TCG). About 3-6 minutes.
 #
 #   flock -o /work/vm.lock make vm-test SCENARIO=pnfs   (-o: no daemon inherits the lock)
 #
@@ -22,11 +27,13 @@
 # shellcheck source=tests/nfs/lib.sh
 . "$VM_REPO/tests/nfs/lib.sh"
 
-PNFS_VM_VERSIONS=${PNFS_VM_VERSIONS:-4.1 4.2}
+PNFS_VM_VERSIONS=${PNFS_VM_VERSIONS:-4.1 4.2 4.2ff}
 PNFS_VM_SIZES=${PNFS_VM_SIZES:-4096 200000 1048576 3145728}
 PNFS_VM_KILL_DS=${PNFS_VM_KILL_DS:-1}
+PNFS_VM_KILL_FF=${PNFS_VM_KILL_FF:-0}
 PNFS_VM_BIG_MIB=${PNFS_VM_BIG_MIB:-12}
 declare -A DS_PORT=()
+PNFS_KILLED=
 
 scenario_cleanup() {
     local g
@@ -48,11 +55,25 @@ ds_start() {
     NFS_DIR[ds-$node]=$dir
     NFS_GWS+=("ds-$node")
     mkdir -p "$dir"
-    # the guest arrives on the host's loopback through qemu's user-mode network
-    nfs_ds_export_block 1 vol0 "$(cl_node_addr "$node")" /vol0 127.0.0.1 >"$dir/ds.conf"
+    # the guest arrives on the host's loopback through qemu's user-mode network; export 1
+    # is the MDS's FILES export, 3 its Flexible Files one
+    {
+        nfs_ds_export_block 1 vol0 "$(cl_node_addr "$node")" /vol0 127.0.0.1
+        nfs_ds_export_block 3 vol0 "$(cl_node_addr "$node")" /vol0ff 127.0.0.1
+    } >"$dir/ds.conf"
     nfs_render_ds_config "$dir" "${DS_PORT[$node]}" "$dir/ds.conf" "$NFS_PLUGINS"
     nfs_start_ganesha "$dir" "${DS_PORT[$node]}" >>"$VM_DIR/cluster.log" 2>&1 ||
         vm_fail "DS ganesha on $node did not start (log $dir/ganesha.log)"
+}
+
+# ds_restart NODE: start NODE's killed DS again on its port (its log so far is kept in
+# ganesha.log.old, which ops counts too)
+ds_restart() {
+    local dir=${NFS_DIR[ds-$1]}
+    cat "$dir/ganesha.log" >>"$dir/ganesha.log.old"
+    nfs_start_ganesha "$dir" "${DS_PORT[$1]}" >>"$VM_DIR/cluster.log" 2>&1 ||
+        vm_fail "restarting the DS ganesha on $1 (log $dir/ganesha.log)"
+    vm_step "the DS on $1 runs again on port ${DS_PORT[$1]}"
 }
 
 # guest ARGS...: run pnfs-guest.sh in the guest; retry when ssh could not connect (255).
@@ -72,7 +93,7 @@ guest() {
 # (its NFS4 component at FULL_DEBUG logs each op of each compound)
 ops() {
     local n
-    n=$(grep -c ": opcode [0-9]* is OP_$2\$" "${NFS_DIR[$1]}/ganesha.log" || true)
+    n=$(cat "${NFS_DIR[$1]}"/ganesha.log* 2>/dev/null | grep -c ": opcode [0-9]* is OP_$2\$" || true)
     echo "${n:-0}"
 }
 
@@ -107,6 +128,7 @@ kill_ds_during_write() {
     fi
     kill -9 "$(cat "${NFS_DIR[ds-$hit]}/ganesha.pid.self")" ||
         vm_fail "killing the DS on $hit"
+    PNFS_KILLED=$hit
     vm_step "NFSv$v: killed the DS on $hit after $(($(ops "ds-$hit" WRITE) - w0[$hit])) WRITEs of big"
     t=$SECONDS
     wait "$pid" || rc=$?
@@ -141,8 +163,13 @@ scenario_main() {
     trap vm_cleanup EXIT # lib.sh's cluster trap replaced ours: ours stops both
     ds_start n1
     ds_start n2
-    nfs_export_block 1 vol0 "$(cl_node_addr n1)" /vol0 127.0.0.1 / RW No_Root_Squash \
-        readwrite "n1=10.0.2.2:${DS_PORT[n1]},n2=10.0.2.2:${DS_PORT[n2]}" >"$CL_DIR/exports.conf"
+    local ds_addrs="n1=10.0.2.2:${DS_PORT[n1]},n2=10.0.2.2:${DS_PORT[n2]}"
+    {
+        nfs_export_block 1 vol0 "$(cl_node_addr n1)" /vol0 127.0.0.1 / RW No_Root_Squash \
+            readwrite "$ds_addrs"
+        nfs_export_block 3 vol0 "$(cl_node_addr n1)" /vol0ff 127.0.0.1 / RW No_Root_Squash \
+            readwrite "$ds_addrs" flexfiles
+    } >"$CL_DIR/exports.conf"
     nfs_gw_start mds "$CL_DIR/exports.conf" >>"$VM_DIR/cluster.log" 2>&1 ||
         vm_fail "the MDS ganesha did not start (log $CL_DIR/ganesha-mds/ganesha.log)"
     vm_step "MDS 127.0.0.1:${NFS_PORT[mds]}; DS n1 ${DS_PORT[n1]}, n2 ${DS_PORT[n2]}"
@@ -163,12 +190,23 @@ scenario_main() {
         >"$VM_DIR/tcpdump.log" 2>&1 &
     PNFS_CAPTURE_PID=$!
 
-    local last=${PNFS_VM_VERSIONS##* } ml0 mr0 mw0 dr0 dw0
+    # the kill runs on the last FILES version (and the last Flexible Files one with
+    # PNFS_VM_KILL_FF=1)
+    local kill_on ml0 mr0 mw0 dr0 dw0 what
+    # shellcheck disable=SC2086 # the list splits into versions
+    kill_on=$(printf '%s\n' $PNFS_VM_VERSIONS | awk '
+        /ff$/ { f = $0; next } { n = $0 } END { print n " " (ff ? f : "") }' ff="${PNFS_VM_KILL_FF/#0/}")
     for v in $PNFS_VM_VERSIONS; do
         t0=$SECONDS
+        what="NFSv$v (FILES)"
+        [[ $v == *ff ]] && what="NFSv${v%ff} (Flexible Files)"
+        if [[ -n $PNFS_KILLED ]]; then
+            ds_restart "$PNFS_KILLED"
+            PNFS_KILLED=
+        fi
         ml0=$(ops mds LAYOUTGET) mr0=$(ops mds READ) mw0=$(ops mds WRITE)
         dr0=$(ds_ops READ) dw0=$(ds_ops WRITE)
-        vm_step "NFSv$v with pNFS: write and read back $PNFS_VM_SIZES bytes in the guest"
+        vm_step "$what with pNFS: write and read back $PNFS_VM_SIZES bytes in the guest"
         out=$(guest run "$v" "${NFS_PORT[mds]}" "${PNFS_VM_SIZES// /,}") || {
             echo "$out" >&2
             guest debug "$v" >"$VM_DIR/guest-debug-$v.log" 2>&1 || true
@@ -190,7 +228,7 @@ scenario_main() {
                 "$(md5sum <"$CL_MNT/pnfs-$v/f$s" | cut -d' ' -f1)" \
                 "NFSv$v: f$s written through the DSs reads back the same through FUSE"
         done
-        if [[ $PNFS_VM_KILL_DS == 1 && $v == "$last" ]]; then
+        if [[ $PNFS_VM_KILL_DS == 1 && " $kill_on " == *" $v "* ]]; then
             kill_ds_during_write "$v"
         fi
         guest umount "$v" || vm_fail "NFSv$v umount"

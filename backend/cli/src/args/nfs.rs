@@ -71,7 +71,8 @@ still refuses it, it is removed again and the other exports are untouched.",
 cairn nfs export add vol0 --path /vol0 --clients '*'\n  \
 cairn nfs export add vol0/projects --path /projects --clients 10.0.0.0/24,backup1 --access ro\n  \
 cairn nfs export add vol0 --path /vol0-root --clients 10.0.0.5 --squash no_root_squash\n  \
-cairn nfs export add vol0 --path /vol0 --clients '*' --pnfs --ds-addrs n1=10.0.0.11:2049,n2=10.0.0.12:2049"
+cairn nfs export add vol0 --path /vol0 --clients '*' --pnfs --ds-addrs n1=10.0.0.11:2049,n2=10.0.0.12:2049\n  \
+cairn nfs export add vol0 --path /vol0ff --clients '*' --pnfs flexfiles"
     )]
     Add {
         /// VOLUME or VOLUME/SUBDIR.
@@ -104,10 +105,18 @@ cairn nfs export add vol0 --path /vol0 --clients '*' --pnfs --ds-addrs n1=10.0.0
         /// (another gateway, a FUSE mount, SMB) needs the file.
         #[arg(long, value_name = "KIND", default_value = "readwrite")]
         delegations: String,
-        /// pNFS: hand out NFSv4.1 FILES layouts so that clients read and write at the
-        /// brick nodes' data servers (a Ganesha with FSAL_CAIRN in DS mode on each).
-        #[arg(long)]
-        pnfs: bool,
+        /// pNFS: hand out layouts so that clients read and write at the brick nodes' data
+        /// servers (a Ganesha with FSAL_CAIRN in DS mode on each): `files` (NFSv4.1 FILES,
+        /// the default when no value is given) or `flexfiles` (Flexible Files, the replica
+        /// set as mirrors).
+        #[arg(
+            long,
+            value_name = "LAYOUT",
+            num_args = 0..=1,
+            default_missing_value = "files",
+            value_parser = ["files", "flexfiles"]
+        )]
+        pnfs: Option<String>,
         /// With --pnfs: where each brick node's DS listens, NODE=IPV4:PORT, comma-separated
         /// (a node not listed: its cairnd's host, port 2049).
         #[arg(long, value_name = "LIST", requires = "pnfs")]

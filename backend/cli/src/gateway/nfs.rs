@@ -8,7 +8,9 @@ use super::{
 use crate::args::{AccessArg, NfsArgs, NfsCmd, NfsExportCmd};
 use crate::json;
 use crate::plan::Settings;
-use cairn_gateway::nfs::{self, Access, ApplyReport, Delegations, Ganesha, NfsExport, Squash};
+use cairn_gateway::nfs::{
+    self, Access, ApplyReport, Delegations, Ganesha, NfsExport, PnfsLayout, Squash,
+};
 use cairn_gateway::NFS_EXPORT;
 use std::io::Write;
 
@@ -61,7 +63,11 @@ pub fn nfs(s: &Settings, a: &NfsArgs, out: &mut dyn Write, err: &mut dyn Write) 
                     anon_gid: *anon_gid,
                     protocols: parse_protocols(protocols).map_err(Failure::usage)?,
                     delegations: Delegations::parse(delegations).map_err(Failure::usage)?,
-                    pnfs: *pnfs,
+                    pnfs: pnfs.is_some(),
+                    pnfs_layout: match pnfs {
+                        Some(l) => PnfsLayout::parse(l).map_err(Failure::usage)?,
+                        None => PnfsLayout::Files,
+                    },
                     ds_addrs: ds_addrs
                         .as_deref()
                         .map(|l| l.split(',').map(|d| d.trim().to_string()).collect())
@@ -211,9 +217,12 @@ impl Managed for NfsExport {
             self.delegations.as_str(),
             if self.pnfs {
                 if self.ds_addrs.is_empty() {
-                    "FILES layouts (DSs at each node's cairnd host, port 2049)".to_string()
+                    format!(
+                        "{} (DSs at each node's cairnd host, port 2049)",
+                        self.pnfs_layout.describe()
+                    )
                 } else {
-                    format!("FILES layouts (DSs {})", self.ds_addrs.join(", "))
+                    format!("{} (DSs {})", self.pnfs_layout.describe(), self.ds_addrs.join(", "))
                 }
             } else {
                 "off".to_string()
