@@ -160,7 +160,13 @@ impl Write<'_> {
             forward_reply(self.node, self.map, t, ask, Bytes::new())
         });
         let found = futures::future::join_all(asks).await.into_iter().find_map(Result::ok);
-        tracing::info!(volume = %self.req.volume, brick = self.req.brick, op = self.req.op.name(), client = id.client, seq = id.seq, error = %e, applied_by_a_replica = found.is_some(), "a retry failed on a brick that came up from a catch-up since; asked its replicas whether they applied it");
+        // Most such failures are ops that fail anyway (a rename's unlink of a name with no
+        // stale linkto): only an answer found is worth more than a debug line.
+        if found.is_some() {
+            tracing::info!(volume = %self.req.volume, brick = self.req.brick, op = self.req.op.name(), client = id.client, seq = id.seq, error = %e, "a retry this brick had no record of failed here; a replica applied it: answered as a retry");
+        } else {
+            tracing::debug!(volume = %self.req.volume, brick = self.req.brick, op = self.req.op.name(), client = id.client, seq = id.seq, error = %e, "a namespace op failed on a brick that came up from a catch-up since; no replica applied it");
+        }
         found
     }
 
