@@ -259,6 +259,15 @@ fx_cluster() {
     fx_start_etcd
     for node in "${FX_NODES[@]}"; do
         fx_start_node "$node"
+        # n1 founds the cluster (the others join it by token): it listens before it looks
+        # at the config store, so a node started next could found it first (seen once in
+        # 29 runs: "host n1 is not in 'Peer in Cluster' state").
+        [[ $node == "${FX_NODES[0]}" ]] || continue
+        for ((i = 0; i < 150; i++)); do
+            grep -q "founding the cluster" "$FX_DIR/log/cairnd-$node.log" 2>/dev/null && break
+            sleep 0.2
+        done
+        ((i < 150)) || fx_fail "cairnd $node did not found the cluster within 30s"
     done
     local token
     for node in "${FX_NODES[@]:1}"; do

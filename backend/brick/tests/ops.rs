@@ -524,8 +524,15 @@ fn linkto_lookup_and_readdir() {
     let (_t, b) = new_brick();
     let target = Id::new_on_set(9);
     run(&b, &root(), Op::MkLinkto { dir: Id::ROOT, name: b"lt".to_vec(), target }).unwrap();
+    // The same linkto again is made already (a retry); one to another inode is refused.
+    run(&b, &root(), Op::MkLinkto { dir: Id::ROOT, name: b"lt".to_vec(), target }).unwrap();
+    let other = Id::new_on_set(9);
     assert_eq!(
-        errno(run(&b, &root(), Op::MkLinkto { dir: Id::ROOT, name: b"lt".to_vec(), target })),
+        errno(run(
+            &b,
+            &root(),
+            Op::MkLinkto { dir: Id::ROOT, name: b"lt".to_vec(), target: other }
+        )),
         Errno::EEXIST
     );
     let (a, linkto) = lookup(&b, Id::ROOT, "lt").unwrap();

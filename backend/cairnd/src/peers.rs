@@ -21,10 +21,21 @@ pub async fn forward(
     req: ReplicateRequest,
     data: Bytes,
 ) -> Result<(), RemoteError> {
+    forward_reply(node, map, target, req, data).await.map(|_| ())
+}
+
+/// [`forward`], with the replica's answer (for a confirmation: the result it remembers).
+pub async fn forward_reply(
+    node: &Arc<Node>,
+    map: &VolumeMap,
+    target: u32,
+    req: ReplicateRequest,
+    data: Bytes,
+) -> OpResult {
     if node.slot(&req.volume, target).is_some() {
         // A brick of the same set on this node: the same path as a remote one (request
         // ids, confirmations, records of who missed the op).
-        return replicate(node, req, data).await.map(|_| ());
+        return replicate(node, req, data).await;
     }
     let Some((_, b)) = map.brick(target) else {
         return Err(RemoteError::new(
@@ -41,7 +52,7 @@ pub async fn forward(
     let addr = b.addr.clone();
     let call = node.peers.call(&addr, &node.name, Request::Replicate(req), data);
     match tokio::time::timeout(FORWARD_TIMEOUT, call).await {
-        Ok(r) => r.map(|_| ()),
+        Ok(r) => r,
         Err(_) => {
             // A peer that does not answer (partitioned, hung) is treated as having missed
             // the write; drop the connection so the next call re-dials.

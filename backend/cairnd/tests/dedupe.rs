@@ -110,3 +110,87 @@ async fn a_retried_write_is_answered_not_applied_again() {
     assert_eq!(e.errno, Errno::ENOENT, "{e}");
     assert_eq!(&copy(replica).await[..], &[b'd'; 4096][..], "a confirmation applied nothing");
 }
+
+/// A rename whose head died before answering, applied by the replica it reached, and copied
+/// onto the brick that heads the client's retry by that brick's catch-up (with no request
+/// id): the retry is answered as applied, not applied again and failed with ENOENT (the
+/// client then never made the new name's linkto, and the file was under neither name:
+/// faults/kill9-rename, seed 889378966).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_rename_the_head_holds_from_a_catch_up_is_answered() {
+    let c = Cluster::start();
+    c.volume("v", 2, &[&c.path("b1"), &c.path("b2")]).await;
+    let vol = c.mount("v").await.unwrap();
+    let root = Creds::root();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !vol.map().sets[0].bricks.iter().all(|b| b.state == BrickState::Up) {
+        assert!(Instant::now() < deadline, "bricks did not come up: {}", c.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let f = vol.create(&root, Id::ROOT, b"s", 0o644, true).await.unwrap();
+    let map = vol.map();
+    let set = &map.sets[0];
+    // A rename is headed by its source directory's head.
+    let head = cairn_placement::head(set, Id::ROOT).unwrap().index;
+    let replica = set.bricks.iter().find(|b| b.index != head).unwrap().index;
+    let conn = c.as_node().await;
+    let rename = |src: &[u8]| Op::Rename {
+        src_dir: Id::ROOT,
+        src_name: src.to_vec(),
+        dst_dir: Id::ROOT,
+        dst_name: b"d".to_vec(),
+        flags: 0,
+    };
+    let forward = |brick: u32, from: u32, req: Option<ReqId>| ReplicateRequest {
+        volume: "v".into(),
+        brick,
+        epoch: map.epoch,
+        from_brick: from,
+        creds: Creds::root(),
+        op: rename(b"s"),
+        result: Some(f.clone()),
+        missed: vec![],
+        req,
+        confirm: false,
+    };
+    let client = |req: ReqId| BrickRequest {
+        volume: "v".into(),
+        brick: head,
+        epoch: map.epoch,
+        creds: Creds::root(),
+        op: rename(b"s"),
+        req: Some(req),
+        parents: true,
+        inline: 0,
+        layout_epoch: None,
+    };
+    let r1 = ReqId { client: 91, seq: 1 };
+    // The old head's forward reached the replica, which remembers the request...
+    conn.call(Request::Replicate(forward(replica, head, Some(r1))), Bytes::new()).await.unwrap();
+    // ...and a catch-up copied its effect onto the brick heading the retry, without the id.
+    conn.call(Request::Replicate(forward(head, replica, None)), Bytes::new()).await.unwrap();
+    let r = conn.call(Request::Brick(client(r1)), Bytes::new()).await;
+    assert!(r.is_ok(), "the retry of an applied rename failed: {r:?}\n{}", c.log());
+    let fresh = c.mount("v").await.unwrap();
+    let d = fresh.lookup(&root, Id::ROOT, b"d").await.unwrap();
+    assert_eq!(d.id, f.id, "the renamed file is at its new name");
+    let e = fresh.lookup(&root, Id::ROOT, b"s").await.unwrap_err();
+    assert_eq!(e.errno, Errno::ENOENT, "{e}");
+    // A new request for a source that is not there still fails.
+    let e = conn
+        .call(Request::Brick(client(ReqId { client: 91, seq: 2 })), Bytes::new())
+        .await
+        .unwrap_err();
+    assert_eq!(e.errno, Errno::ENOENT, "{e}");
+
+    // The rename's next step, its new name's linkto, retried on a head that got it from a
+    // catch-up, with no replica remembering it either: made already, not EEXIST.
+    let mk = Op::MkLinkto { dir: Id::ROOT, name: b"lt".to_vec(), target: f.id };
+    for (brick, from) in [(head, replica), (replica, head)] {
+        let copy = ReplicateRequest { op: mk.clone(), result: None, ..forward(brick, from, None) };
+        conn.call(Request::Replicate(copy), Bytes::new()).await.unwrap();
+    }
+    let retry = BrickRequest { op: mk, ..client(ReqId { client: 91, seq: 3 }) };
+    let r = conn.call(Request::Brick(retry), Bytes::new()).await;
+    assert!(r.is_ok(), "the retry of a made linkto failed: {r:?}");
+}

@@ -129,6 +129,11 @@ pub struct ReplicateRequest {
     pub confirm: bool,
 }
 
+/// How long a client resends one mutation (with the same [`ReqId`]) while bricks fail
+/// over, from its first attempt. A brick that came up later than this after a catch-up
+/// holds a record of every retry it can still get (`cairnd`'s chain `apply`).
+pub const RETRY_BUDGET: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// The id of one mutation a client sent: the same on every retry of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct ReqId {

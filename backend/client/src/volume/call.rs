@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// How long an operation keeps retrying while bricks fail over (map refreshes, re-dials).
-const RETRY_BUDGET: Duration = Duration::from_secs(30);
+const RETRY_BUDGET: Duration = msg::RETRY_BUDGET;
 /// Wait between attempts (cut short by a map push): 25 ms more each time, at most 500 ms.
 const RETRY_BACKOFF: Backoff =
     Backoff::linear(Duration::from_millis(25), Duration::from_millis(500));
