@@ -13,7 +13,7 @@
 #      hash: role brick. Its first boot checks a's etcd answers, cairnd enrolls through a
 #      (node certificate and etcd client certificate in the answer) and is a member.
 # Then: b is in a's pool; b's etcd client certificate is CN cairn-node-b, signed by a's
-# etcd CA; vol1 (replica 2, a brick on each node) is created and started on a; a client
+# etcd CA, and opens a's etcd over the link, which refuses a client without one; vol1 (replica 2, a brick on each node) is created and started on a; a client
 # mount on a writes, the files are on both bricks; a client mount on b (a credential for
 # vol1 issued on a) reads them and writes one that a's mount reads; cairnd on a stopped,
 # b's mount still reads every file (from b's brick).
@@ -154,6 +154,13 @@ print(d["token"], d["ca_cert_hash"], d["join"])' "$VM_DIR/token.json") ||
     openssl verify -CAfile "$VM_DIR/etcd-ca.pem" "$VM_DIR/b-etcd-client.pem" >/dev/null ||
         join_fail "b's etcd client certificate is not signed by a's etcd CA"
     vm_ssh b 'test ! -e /etc/cairn/etcd-ca' || join_fail "b has an etcd CA dir"
+    # a's etcd over the link: b's own certificate opens it, no certificate does not
+    f=/etc/cairn/etcd-client
+    [[ $(vm_ssh b "curl -s --max-time 20 --cacert $f/ca.pem --cert $f/client.pem --key $f/client-key.pem https://$join_net.11:2379/health") == *'"health":"true"'* ]] ||
+        join_fail "b cannot read a's etcd with its own certificate"
+    if vm_ssh b "curl -s --max-time 20 --cacert $f/ca.pem https://$join_net.11:2379/health" >"$VM_DIR/nocert.out" 2>&1; then
+        join_fail "a's etcd answered b without a client certificate: $(cat "$VM_DIR/nocert.out")"
+    fi
     vm_step "ok: b joined by user-data: in a's pool, node certificate, etcd client certificate CN cairn-node-b of a's etcd CA"
 
     # --- b's bricks in a volume -----------------------------------------------------------
