@@ -13,8 +13,8 @@
 #      hash: role brick. Its first boot checks a's etcd answers, cairnd enrolls through a
 #      (node certificate and etcd client certificate in the answer) and is a member.
 # Then: b is in a's pool; b's etcd client certificate is CN cairn-node-b, signed by a's
-# etcd CA, and opens a's etcd over the link, which refuses a client without one; vol1 (replica 2, a brick on each node) is created and started on a; a client
-# mount on a writes, the files are on both bricks; a client mount on b (a credential for
+# etcd CA, and opens a's etcd over the link, which refuses a client without one; vol1
+# (replica 2, a brick on each node) is created and started on a; a client mount on a writes, the files are on both bricks; a client mount on b (a credential for
 # vol1 issued on a) reads them and writes one that a's mount reads; cairnd on a stopped,
 # b's mount still reads every file (from b's brick).
 # Progress and timings on stdout; docs/appliance.md ("Joining an appliance by user-data").
@@ -22,67 +22,9 @@
 # Env: APPLIANCE_IMAGE_PREBUILT=1 boots build/image as it is (no make image).
 # Run it under the machine's VM lock: flock /work/vm.lock make vm-test SCENARIO=appliance-join
 
+# shellcheck source=tests/vm/appliance.sh
+. "$VM_REPO/tests/vm/appliance.sh"
 join_net=192.168.78
-# first boots under TCG on a loaded 2-core machine: ssh can take minutes
-export VM_BOOT_TIMEOUT=${VM_BOOT_TIMEOUT:-900}
-
-join_image() {
-    local bin=${CAIRN_BIN_DIR:-$VM_REPO/backend/target/debug}
-    local version
-    version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$VM_REPO/backend/Cargo.toml" | head -n1)
-    join_qcow2=$VM_REPO/build/image/cairn-appliance-$version.qcow2
-    if [[ ${APPLIANCE_IMAGE_PREBUILT:-} == 1 ]]; then
-        vm_step "APPLIANCE_IMAGE_PREBUILT=1: booting $join_qcow2 as it is"
-    else
-        vm_step "make image IMAGE_PROFILE=$(basename "$bin") (reused when its inputs did not change)"
-        make --no-print-directory -C "$VM_REPO" image IMAGE_PROFILE="$(basename "$bin")" \
-            CARGO_TARGET_DIR="$(dirname "$bin")" >"$VM_DIR/make-image.log" 2>&1 || {
-            tail -n 40 "$VM_DIR/make-image.log" >&2
-            vm_fail "make image (log $VM_DIR/make-image.log)"
-        }
-    fi
-    [[ -s $join_qcow2 ]] || vm_fail "no $join_qcow2"
-}
-
-# join_seed NAME MAC IP CAIRN_YAML: a NoCloud seed with the test's key, the link NIC
-# (matched by MAC) at IP/24, and CAIRN_YAML as the user-data's cairn: section
-join_seed() {
-    local name=$1 mac=$2 ip=$3 cairn=$4 d=$VM_DIR/seed-$1
-    mkdir -p "$d"
-    printf 'instance-id: iid-appliance-join-%s-%s\n' "$name" "$$" >"$d/meta-data"
-    cat >"$d/user-data" <<EOF
-#cloud-config
-ssh_authorized_keys:
-  - $(cat "$VM_DIR/id_ed25519.pub")
-bootcmd:
-  - [sh, -c, "printf '[Match]\\\\nMACAddress=$mac\\\\n\\\\n[Network]\\\\nAddress=$ip/24\\\\nLinkLocalAddressing=no\\\\n' >/etc/systemd/network/05-cairn-link.network && networkctl reload && for i in \$(seq 60); do ip -4 -o addr show | grep -q ' $ip/' && break; sleep 1; done"]
-$cairn
-EOF
-    genisoimage -quiet -V cidata -J -r -o "$VM_DIR/seed-$name.iso" "$d/user-data" "$d/meta-data"
-}
-
-# join_first_boot NAME: wait for ssh and the end of the first boot
-join_first_boot() {
-    local name=$1 t0=$SECONDS
-    vm_wait "$name"
-    vm_ssh "$name" 'systemctl is-system-running --wait >/dev/null; test -f /var/lib/cairn-appliance/firstboot.done' || {
-        vm_ssh "$name" 'cairn-appliance status; systemctl --failed --no-pager; journalctl -b --no-pager -u cairn-firstboot -u cairnd | tail -n 40' >&2 || true
-        join_fail "$name: first boot did not finish (console $VM_DIR/$name/console.log)"
-    }
-    vm_step "$name: first boot done ($((SECONDS - t0)) s after ssh)"
-}
-
-# join_fail MSG: the guests' journals of the Cairn units into their log dirs (kept under
-# build/vm-logs/), then fail
-join_fail() {
-    local g
-    for g in a b; do
-        [[ -n ${VM_FWD[$g:22]:-} ]] || continue
-        vm_ssh "$g" "journalctl -b --no-pager -u 'cairn*' -u cairnd; cat /var/lib/cairn-appliance/firstboot.json" \
-            >"$VM_DIR/$g/journal.log" 2>&1 || true
-    done
-    vm_fail "$@"
-}
 
 # join_in_pool NODE: a's pool lists NODE
 join_in_pool() {
@@ -93,21 +35,17 @@ sys.exit(0 if sys.argv[1] in [p.get("name") for p in json.load(sys.stdin)["peers
 
 scenario_main() {
     local link t0 tok pin join b_cairn f
-    for f in genisoimage ssh-keygen python3; do
-        command -v "$f" >/dev/null || vm_fail "$f is missing (make deps)"
-    done
-    join_image
-    ssh-keygen -q -t ed25519 -N '' -C appliance-join -f "$VM_DIR/id_ed25519"
+    appliance_vm_image
 
     # --- a: all-in-one, with its address on the link ------------------------------------
-    join_seed a 52:54:00:78:00:11 "$join_net.11" "cairn:
+    appliance_vm_seed a 52:54:00:78:00:11 "$join_net.11" "cairn:
   node_name: node-a
   address: $join_net.11"
     link=$(free_port)
     t0=$SECONDS
-    vm_boot a --disk "$join_qcow2" --seed "$VM_DIR/seed-a.iso" --key "$VM_DIR/id_ed25519" --user debian \
+    vm_boot a --disk "$APPLIANCE_QCOW2" --seed "$VM_DIR/seed-a.iso" --key "$VM_DIR/id_ed25519" --user debian \
         --mem 3072 --link listen "$link" --link-mac 52:54:00:78:00:11
-    join_first_boot a
+    appliance_vm_first_boot a
     vm_step "a: all-in-one up in $((SECONDS - t0)) s"
     vm_ssh a 'cairn-appliance status' >"$VM_DIR/a-status.out" 2>&1 ||
         vm_fail "a: cairn-appliance status: $(cat "$VM_DIR/a-status.out")"
@@ -135,73 +73,73 @@ print(d["token"], d["ca_cert_hash"], d["join"])' "$VM_DIR/token.json") ||
     token: \"$tok\"
     join: $join
     ca_cert_hash: $pin"
-    join_seed b 52:54:00:78:00:12 "$join_net.12" "$b_cairn"
+    appliance_vm_seed b 52:54:00:78:00:12 "$join_net.12" "$b_cairn"
     t0=$SECONDS
-    vm_boot b --disk "$join_qcow2" --seed "$VM_DIR/seed-b.iso" --key "$VM_DIR/id_ed25519" --user debian \
+    vm_boot b --disk "$APPLIANCE_QCOW2" --seed "$VM_DIR/seed-b.iso" --key "$VM_DIR/id_ed25519" --user debian \
         --mem 2048 --link connect "$link" --link-mac 52:54:00:78:00:12
-    join_first_boot b
+    appliance_vm_first_boot b
     vm_step "b: brick node up in $((SECONDS - t0)) s"
     vm_ssh b 'cairn-appliance status' >"$VM_DIR/b-status.out" 2>&1 ||
-        join_fail "b: cairn-appliance status: $(cat "$VM_DIR/b-status.out")"
+        appliance_vm_fail "b: cairn-appliance status: $(cat "$VM_DIR/b-status.out")"
     printf '    %s\n' "$(sed 's/^/    /' "$VM_DIR/b-status.out")"
-    join_in_pool node-b || join_fail "node-b is not in a's pool: $(vm_ssh a 'cairn pool list')"
+    join_in_pool node-b || appliance_vm_fail "node-b is not in a's pool: $(vm_ssh a 'cairn pool list')"
     vm_ssh b 'test -s /var/lib/cairn/node/node.pem' ||
-        join_fail "b: no node certificate after joining"
+        appliance_vm_fail "b: no node certificate after joining"
     [[ $(vm_ssh b "openssl x509 -in /etc/cairn/etcd-client/client.pem -noout -subject -nameopt RFC2253") == "subject=CN=cairn-node-b" ]] ||
-        join_fail "b: its etcd client certificate is not CN cairn-node-b"
+        appliance_vm_fail "b: its etcd client certificate is not CN cairn-node-b"
     vm_ssh a 'cat /etc/cairn/etcd-ca/ca.pem' >"$VM_DIR/etcd-ca.pem"
     vm_ssh b 'cat /etc/cairn/etcd-client/client.pem' >"$VM_DIR/b-etcd-client.pem"
     openssl verify -CAfile "$VM_DIR/etcd-ca.pem" "$VM_DIR/b-etcd-client.pem" >/dev/null ||
-        join_fail "b's etcd client certificate is not signed by a's etcd CA"
-    vm_ssh b 'test ! -e /etc/cairn/etcd-ca' || join_fail "b has an etcd CA dir"
+        appliance_vm_fail "b's etcd client certificate is not signed by a's etcd CA"
+    vm_ssh b 'test ! -e /etc/cairn/etcd-ca' || appliance_vm_fail "b has an etcd CA dir"
     # a's etcd over the link: b's own certificate opens it, no certificate does not
     f=/etc/cairn/etcd-client
     [[ $(vm_ssh b "curl -s --max-time 20 --cacert $f/ca.pem --cert $f/client.pem --key $f/client-key.pem https://$join_net.11:2379/health") == *'"health":"true"'* ]] ||
-        join_fail "b cannot read a's etcd with its own certificate"
+        appliance_vm_fail "b cannot read a's etcd with its own certificate"
     if vm_ssh b "curl -s --max-time 20 --cacert $f/ca.pem https://$join_net.11:2379/health" >"$VM_DIR/nocert.out" 2>&1; then
-        join_fail "a's etcd answered b without a client certificate: $(cat "$VM_DIR/nocert.out")"
+        appliance_vm_fail "a's etcd answered b without a client certificate: $(cat "$VM_DIR/nocert.out")"
     fi
     vm_step "ok: b joined by user-data: in a's pool, node certificate, etcd client certificate CN cairn-node-b of a's etcd CA"
 
     # --- b's bricks in a volume -----------------------------------------------------------
-    vm_ssh b 'mkdir -p /srv/cairn/disk0/bricks/vol1' || join_fail "b: brick dir"
+    vm_ssh b 'mkdir -p /srv/cairn/disk0/bricks/vol1' || appliance_vm_fail "b: brick dir"
     vm_ssh a 'mkdir -p /srv/cairn/disk0/bricks/vol1 &&
         cairn volume create vol1 replica 2 node-a:/srv/cairn/disk0/bricks/vol1 node-b:/srv/cairn/disk0/bricks/vol1 force &&
         cairn volume start vol1' >"$VM_DIR/vol1.out" 2>&1 ||
-        join_fail "a: cairn volume create/start vol1 over a and b: $(cat "$VM_DIR/vol1.out")"
+        appliance_vm_fail "a: cairn volume create/start vol1 over a and b: $(cat "$VM_DIR/vol1.out")"
     vm_ssh a 'cairn volume info vol1' | sed 's/^/    /'
     vm_ssh a 'systemctl start cairn-mount@vol1 && mountpoint -q /srv/cairn/mnt/vol1' >"$VM_DIR/mount-a.out" 2>&1 ||
-        join_fail "a: mount of vol1: $(cat "$VM_DIR/mount-a.out")"
+        appliance_vm_fail "a: mount of vol1: $(cat "$VM_DIR/mount-a.out")"
     vm_ssh a "for i in 1 2 3 4 5 6; do echo \"join \$i $$\" >/srv/cairn/mnt/vol1/f\$i.txt || exit 1; done; sync" ||
-        join_fail "a: writing through its mount of vol1"
+        appliance_vm_fail "a: writing through its mount of vol1"
     for g in a b; do
         for i in 1 2 3 4 5 6; do
             [[ $(vm_ssh "$g" "find /srv/cairn/disk0/bricks/vol1 -name f$i.txt -type f | head -n1 | xargs -r cat") == "join $i $$" ]] ||
-                join_fail "f$i.txt is not on $g's brick of vol1"
+                appliance_vm_fail "f$i.txt is not on $g's brick of vol1"
         done
     done
     vm_step "ok: vol1 (replica 2 over node-a and node-b) written through a's mount; every file on both bricks"
 
     # --- a client on b ------------------------------------------------------------------
     vm_ssh a 'cairn client certificate issue node-b-mount --volumes vol1 --out /root/node-b-mount.pem' \
-        >"$VM_DIR/cred.out" 2>&1 || join_fail "a: client certificate issue: $(cat "$VM_DIR/cred.out")"
+        >"$VM_DIR/cred.out" 2>&1 || appliance_vm_fail "a: client certificate issue: $(cat "$VM_DIR/cred.out")"
     vm_ssh a 'cat /root/node-b-mount.pem' | vm_ssh b 'umask 077 && cat >/etc/cairn/credentials.pem' ||
-        join_fail "b: installing its mount credential"
+        appliance_vm_fail "b: installing its mount credential"
     vm_ssh b 'systemctl start cairn-mount@vol1 && mountpoint -q /srv/cairn/mnt/vol1' >"$VM_DIR/mount-b.out" 2>&1 ||
-        join_fail "b: mount of vol1: $(cat "$VM_DIR/mount-b.out")"
+        appliance_vm_fail "b: mount of vol1: $(cat "$VM_DIR/mount-b.out")"
     for i in 1 2 3 4 5 6; do
-        [[ $(vm_ssh b "cat /srv/cairn/mnt/vol1/f$i.txt") == "join $i $$" ]] || join_fail "b's mount reads f$i.txt wrong"
+        [[ $(vm_ssh b "cat /srv/cairn/mnt/vol1/f$i.txt") == "join $i $$" ]] || appliance_vm_fail "b's mount reads f$i.txt wrong"
     done
-    vm_ssh b "echo 'from b $$' >/srv/cairn/mnt/vol1/from-b.txt && sync" || join_fail "b: write through its mount"
-    [[ $(vm_ssh a 'cat /srv/cairn/mnt/vol1/from-b.txt') == "from b $$" ]] || join_fail "a's mount does not read b's file"
+    vm_ssh b "echo 'from b $$' >/srv/cairn/mnt/vol1/from-b.txt && sync" || appliance_vm_fail "b: write through its mount"
+    [[ $(vm_ssh a 'cat /srv/cairn/mnt/vol1/from-b.txt') == "from b $$" ]] || appliance_vm_fail "a's mount does not read b's file"
     vm_step "ok: a client mount on b reads a's files and writes one that a's mount reads"
 
     # --- reads from b's brick alone -----------------------------------------------------
-    vm_ssh a 'systemctl stop cairnd' || join_fail "a: stop cairnd"
+    vm_ssh a 'systemctl stop cairnd' || appliance_vm_fail "a: stop cairnd"
     for i in 1 2 3 4 5 6; do
         [[ $(vm_ssh b "timeout 120 cat /srv/cairn/mnt/vol1/f$i.txt") == "join $i $$" ]] ||
-            join_fail "b's mount cannot read f$i.txt with a's cairnd stopped"
+            appliance_vm_fail "b's mount cannot read f$i.txt with a's cairnd stopped"
     done
-    vm_ssh a 'systemctl start cairnd' || join_fail "a: start cairnd"
+    vm_ssh a 'systemctl start cairnd' || appliance_vm_fail "a: start cairnd"
     vm_step "ok: with a's cairnd stopped, b's mount reads every file from b's brick"
 }
