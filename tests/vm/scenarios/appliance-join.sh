@@ -16,7 +16,7 @@
 # etcd CA, and opens a's etcd over the link, which refuses a client without one; vol1
 # (replica 2, a brick on each node) is created and started on a; a client mount on a writes, the files are on both bricks; a client mount on b (a credential for
 # vol1 issued on a) reads them and writes one that a's mount reads; cairnd on a stopped,
-# b's mount still reads every file (from b's brick).
+# b's mount, mounted again, still reads every file (from b's brick).
 # Progress and timings on stdout; docs/appliance.md ("Joining an appliance by user-data").
 #
 # Env: APPLIANCE_IMAGE_PREBUILT=1 boots build/image as it is (no make image).
@@ -135,7 +135,10 @@ print(d["token"], d["ca_cert_hash"], d["join"])' "$VM_DIR/token.json") ||
     vm_step "ok: a client mount on b reads a's files and writes one that a's mount reads"
 
     # --- reads from b's brick alone -----------------------------------------------------
+    # a fresh mount on b (nothing cached): every read comes from b's brick
     vm_ssh a 'systemctl stop cairnd' || appliance_vm_fail "a: stop cairnd"
+    vm_ssh b 'systemctl restart cairn-mount@vol1 && mountpoint -q /srv/cairn/mnt/vol1' >"$VM_DIR/remount-b.out" 2>&1 ||
+        appliance_vm_fail "b: remount of vol1 with a's cairnd stopped: $(cat "$VM_DIR/remount-b.out")"
     for i in 1 2 3 4 5 6; do
         [[ $(vm_ssh b "timeout 120 cat /srv/cairn/mnt/vol1/f$i.txt") == "join $i $$" ]] ||
             appliance_vm_fail "b's mount cannot read f$i.txt with a's cairnd stopped"
