@@ -11,6 +11,9 @@
 #       --share DIR                export DIR read-only to the guest at /mnt/cairn (9p)
 #       --link listen|connect PORT  a second NIC on a private link between two guests
 #                                  (qemu socket netdev on 127.0.0.1:PORT; guest side eth1)
+#       --link-mac MAC             the MAC address of the link NIC (default qemu's, the
+#                                  same in every guest: set it when the guest's network
+#                                  config matches the NIC by MAC, as cloud-init's does)
 #       --mem MIB, --smp N         defaults 2048 and 2
 #       --disk QCOW2               boot from this disk image's own boot loader (firmware,
 #                                  GRUB) on a throwaway overlay, instead of the base image
@@ -101,7 +104,7 @@ vm_port() { echo "${VM_FWD[$1:$2]:?no forward of guest port $2 for $1}"; }
 
 vm_boot() {
     local name=$1 mem=2048 smp=2 share='' fwds=() links=() hostfwd='' p gp dir nics=()
-    local disk='' uefi='' seed='' boot=() shareopt=()
+    local disk='' uefi='' seed='' boot=() shareopt=() linkmac=''
     shift
     while (($#)); do
         case $1 in
@@ -113,6 +116,7 @@ vm_boot() {
         --fwd) fwds+=("$2") && shift 2 ;;
         --share) share=$2 && shift 2 ;;
         --link) links+=("$2:$3") && shift 3 ;;
+        --link-mac) linkmac=$2 && shift 2 ;;
         --mem) mem=$2 && shift 2 ;;
         --smp) smp=$2 && shift 2 ;;
         *) vm_fail "vm_boot: unknown option $1" ;;
@@ -150,7 +154,7 @@ vm_boot() {
         listen | connect) ;;
         *) vm_fail "vm_boot --link: listen or connect, not ${l%%:*}" ;;
         esac
-        nics+=(-netdev "socket,id=l$i,${l%%:*}=127.0.0.1:${l#*:}" -device "virtio-net-pci,netdev=l$i")
+        nics+=(-netdev "socket,id=l$i,${l%%:*}=127.0.0.1:${l#*:}" -device "virtio-net-pci,netdev=l$i${linkmac:+,mac=$linkmac}")
         i=$((i + 1))
     done
     [[ -z $share ]] || shareopt+=(-virtfs "local,path=$share,mount_tag=cairn,security_model=none,readonly=on")

@@ -23,6 +23,23 @@ class CairnError(Exception):
     pass
 
 
+# Where the CLI looks for its credential when CAIRN_CREDENTIALS names none
+# (backend/proto/src/tls/mod.rs DEFAULT_PATHS).
+CLI_CREDENTIALS = ("/etc/cairn/credentials.pem", "/etc/cairn/admin.pem", "/var/lib/cairn/admin.pem")
+
+
+def cli_credential() -> Optional[str]:
+    """The credential the `cairn` CLI would use here, or None: a node that joined by token
+    has its node certificate but no CLI credential (admin.pem stays on the first node)."""
+    env = os.environ.get("CAIRN_CREDENTIALS")
+    if env:
+        return env
+    for p in CLI_CREDENTIALS:
+        if os.path.exists(paths.ROOT + p):
+            return p
+    return None
+
+
 def cairn(args: Sequence[str], host: Optional[str] = None, check: bool = True,
           env: Optional[dict] = None) -> subprocess.CompletedProcess:
     cmd = [CAIRN]

@@ -9,6 +9,7 @@ the node stays reachable.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import secrets
@@ -118,6 +119,20 @@ def blank_disks() -> list[str]:
     return found
 
 
+def etcd_server_ips(address: Optional[str], addrs: Sequence[str]) -> list[str]:
+    """The addresses an all-in-one node's etcd server certificate names besides 127.0.0.1:
+    cairn.address first, then this boot's global addresses (IP literals only)."""
+    out: list[str] = []
+    for a in ([address] if address else []) + list(addrs):
+        try:
+            ip = ipaddress.ip_address(a)
+        except ValueError:
+            continue
+        if not ip.is_loopback and str(ip) not in out:
+            out.append(str(ip))
+    return out
+
+
 # --- steps -------------------------------------------------------------------------------
 
 def prepare_disks(disks: list[str], changes: Optional[list] = None) -> list[str]:
@@ -170,10 +185,27 @@ def _has_signature(dev: str) -> bool:
     return subprocess.run(["blkid", "-p", dev], capture_output=True, check=False).returncode == 0
 
 
+NODE_PEM = paths.ROOT + "/var/lib/cairn/node/node.pem"  # cairnd --state-dir (cairnd-start)
+
+
 def wait_cairnd(timeout: int = 60) -> None:
+    """cairnd answers: its pool list through the CLI; on a node without a CLI credential
+    (a brick node or gateway that joined by token), its node certificate is there and its
+    port accepts connections (it listens only once it is a member)."""
     deadline = time.monotonic() + timeout
     last = ""
     while time.monotonic() < deadline:
+        if ensure.cli_credential() is None:
+            if not os.path.exists(NODE_PEM):
+                last = f"no node certificate {NODE_PEM} yet (did it join? journalctl -u cairnd)"
+            else:
+                try:
+                    socket.create_connection(("127.0.0.1", paths.CAIRND_PORT), timeout=3).close()
+                    return
+                except OSError as e:
+                    last = f"port {paths.CAIRND_PORT}: {e.strerror or e}"
+            time.sleep(1)
+            continue
         p = ensure.cairn(["--json", "pool", "list"], check=False)
         if p.returncode == 0:
             return
@@ -258,16 +290,24 @@ def setup(cfg: config.Config, st: dict) -> None:
                                                     cfg.join, cfg.ca_cert_hash, etcd_tls))
 
     if cfg.runs_etcd:
+        # Served on every address, so that brick nodes and gateways can join this node by
+        # user-data (cluster.etcd: https://ADDRESS:2379): the server certificate names
+        # cairn.address and this boot's addresses; only certificates of this node's etcd
+        # CA get in (enrollment hands one to each joining node).
+        ips = etcd_server_ips(cfg.address, addrs)
         try:
-            etcdtls.make_ca()
+            etcdtls.make_ca(ips)
             etcdtls.install_server()
             etcdtls.install_client("cairn")
         except (etcdtls.EtcdTlsError, OSError) as e:
             raise StepError(f"etcd certificates: {e}")
-        write(paths.ETCD_ENV, render.etcd_env(node, "127.0.0.1", [], secrets.token_hex(8),
-                                              loopback_only=True, tls_dir=etcdtls.SERVER_PATH))
+        write(paths.ETCD_ENV, render.etcd_env(node, ips[0] if ips else "127.0.0.1", [],
+                                              secrets.token_hex(8), loopback_only=True,
+                                              tls_dir=etcdtls.SERVER_PATH, serve_network=True))
         systemctl("enable", "--now", "cairn-etcd.service")
-        step("etcd: single member on https://127.0.0.1:2379 (client certificates required)")
+        step(f"etcd: single member on https://127.0.0.1:2379 and https://"
+             f"{ips[0] if ips else 'ADDRESS'}:2379 (client certificates required; "
+             f"server certificate for {', '.join(['127.0.0.1', *ips])})")
 
     bricks_root = []
     if cfg.has_bricks:

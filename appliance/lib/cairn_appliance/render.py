@@ -13,14 +13,17 @@ from . import paths
 def firewall_ports(roles: Iterable[str], etcd_member: bool = False) -> dict[str, list[int]]:
     """{"tcp": [...], "udp": [...]} for a node with these roles (all-in-one, brick,
     gateway, etcd). SSH always; cairnd on every node (clients and peers reach it); etcd's
-    client and peer ports only on a member of a multi-node etcd (an all-in-one etcd listens
-    on 127.0.0.1 only); NFS (with rpcbind, mountd, NLM and statd pinned), SMB and iSCSI on
-    gateways."""
+    client and peer ports on a member of a multi-node etcd; an all-in-one node's client port
+    (its single etcd serves the brick nodes and gateways that join it by user-data; TLS
+    with client certificates of its etcd CA only; its peer port stays on 127.0.0.1); NFS
+    (with rpcbind, mountd, NLM and statd pinned), SMB and iSCSI on gateways."""
     roles = set(roles)
     tcp = {22, paths.CAIRND_PORT}
     udp: set[int] = set()
     if etcd_member or "etcd" in roles:
         tcp |= {paths.ETCD_CLIENT_PORT, paths.ETCD_PEER_PORT}
+    if "all-in-one" in roles:
+        tcp.add(paths.ETCD_CLIENT_PORT)
     if roles & {"all-in-one", "gateway"}:
         tcp |= {111, paths.NFS_PORT, paths.NFS_MNT_PORT, paths.NFS_NLM_PORT, paths.STATD_PORT,
                 paths.SMB_PORT, paths.ISCSI_PORT}
@@ -67,9 +70,11 @@ def nftables(ports: dict[str, list[int]]) -> str:
 
 def etcd_env(name: str, advertise_ip: str, members: Sequence[tuple[str, str]],
              token: str, state: str = "new", loopback_only: bool = False,
-             tls_dir: Optional[str] = None) -> str:
+             tls_dir: Optional[str] = None, serve_network: bool = False) -> str:
     """/etc/cairn/etcd.env for cairn-etcd.service. MEMBERS: (name, ip) of every member.
-    loopback_only: a single-member etcd serving this node only (all-in-one).
+    loopback_only: a single-member etcd, its peer URL on 127.0.0.1 (all-in-one); with
+    serve_network its clients are served on every address (0.0.0.0, advertised as
+    ADVERTISE_IP), so that nodes can join the all-in-one node, else on 127.0.0.1 only.
     tls_dir: TLS for clients and peers, as scripts/etcd-tls.sh makes it (ca.pem, and
     server.pem / server-key.pem, readable by etcd): https URLs, client certificates
     required (--client-cert-auth) and checked against ca.pem, peers likewise."""
@@ -78,6 +83,9 @@ def etcd_env(name: str, advertise_ip: str, members: Sequence[tuple[str, str]],
         client = f"{s}://127.0.0.1:{paths.ETCD_CLIENT_PORT}"
         peer = f"{s}://127.0.0.1:{paths.ETCD_PEER_PORT}"
         listen_client, listen_peer, initial = client, peer, f"{name}={peer}"
+        if serve_network:
+            listen_client = f"{s}://0.0.0.0:{paths.ETCD_CLIENT_PORT}"
+            client = f"{s}://{_host(advertise_ip)}:{paths.ETCD_CLIENT_PORT}"
     else:
         client = f"{s}://{_host(advertise_ip)}:{paths.ETCD_CLIENT_PORT}"
         peer = f"{s}://{_host(advertise_ip)}:{paths.ETCD_PEER_PORT}"

@@ -118,7 +118,11 @@ def collect() -> dict:
     for u, s in doc["services"].items():
         if s != "active":
             doc["problems"].append(f"service {u} is {s} (journalctl -u {u})")
-    if doc["services"].get("cairnd") == "active":
+    if doc["services"].get("cairnd") == "active" and ensure.cli_credential() is None:
+        # a node that joined by token: the volumes are seen from a node with a credential
+        doc["volumes_note"] = ("no CLI credential on this node (admin.pem is on the first node): "
+                               "run 'cairn volume status' there")
+    elif doc["services"].get("cairnd") == "active":
         try:
             vols = ensure.cairn_json(["volume", "status", "all"]).get("volumes", [])
             for v in vols:
@@ -150,6 +154,8 @@ def format_text(doc: dict) -> str:
         for v in doc["volumes"]:
             extra = f", {v['pending_heal']} pending heal" if v["pending_heal"] else ""
             out.append(f"  {v['name']:<18} {v['status']}, {v['health']} ({v['bricks']} bricks{extra})")
+    if doc.get("volumes_note"):
+        out.append(f"Volumes:   {doc['volumes_note']}")
     out.append("Problems:" if doc["problems"] else "Problems: none")
     out += [f"  - {p}" for p in doc["problems"]]
     return "\n".join(out) + "\n"
