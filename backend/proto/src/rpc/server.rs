@@ -205,12 +205,14 @@ pub async fn serve_connection_with<S: Service>(
                 linger(&mut rd).await;
                 return;
             }
-            Ok(Request::Hello(h)) if h.version != PROTOCOL_VERSION => {
-                tracing::warn!(%peer, name = %h.name, theirs = h.version, ours = PROTOCOL_VERSION, "refused HELLO: another protocol version");
+            Ok(Request::Hello(h)) => {
                 let _ = tx.send_now(error_frame(
                     f.id,
                     Errno::EPROTONOSUPPORT,
-                    crate::version_mismatch(h.version),
+                    format!(
+                        "protocol version {} not supported (this node speaks {PROTOCOL_VERSION})",
+                        h.version
+                    ),
                 ));
                 drop(tx);
                 writer.finished().await;
