@@ -19,6 +19,11 @@
 #                                 etcd user NAME (no password: its certificate's CN) with
 #                                 role cairn, so a node's own certificate works and the
 #                                 etcd audit trail names the node. Idempotent.
+#   etcd_tls_lock_user ENDPOINT DIR NAME KEY
+#                                 etcd user NAME (its certificate's CN) whose role NAME may
+#                                 read and write the one key KEY and nothing else: the CTDB
+#                                 cluster lock helper's identity (ctdb-etcd-reclock --tls),
+#                                 which cannot read the cluster's keys. Idempotent.
 #
 # The *_args functions print one argument per line (read them with mapfile).
 
@@ -91,6 +96,21 @@ etcd_tls_node_user() {
         etcd_tls_ctl "$endpoint" "$d" user add "$n" --no-password >/dev/null || return 1
     etcd_tls_ctl "$endpoint" "$d" user get "$n" 2>/dev/null | grep -q 'Roles:.*cairn' ||
         etcd_tls_ctl "$endpoint" "$d" user grant-role "$n" cairn >/dev/null
+}
+
+etcd_tls_lock_user() {
+    local endpoint=$1 d=$2 n=$3 key=$4
+    [[ $key == /* ]] || {
+        echo "etcd_tls_lock_user: the lock key must be absolute: '$key'" >&2
+        return 1
+    }
+    etcd_tls_ctl "$endpoint" "$d" user get "$n" >/dev/null 2>&1 ||
+        etcd_tls_ctl "$endpoint" "$d" user add "$n" --no-password >/dev/null || return 1
+    etcd_tls_ctl "$endpoint" "$d" role get "$n" >/dev/null 2>&1 ||
+        etcd_tls_ctl "$endpoint" "$d" role add "$n" >/dev/null || return 1
+    etcd_tls_ctl "$endpoint" "$d" role grant-permission "$n" readwrite "$key" >/dev/null || return 1
+    etcd_tls_ctl "$endpoint" "$d" user get "$n" 2>/dev/null | grep -q "Roles:.*\b$n\b" ||
+        etcd_tls_ctl "$endpoint" "$d" user grant-role "$n" "$n" >/dev/null
 }
 
 etcd_tls_ctl() {

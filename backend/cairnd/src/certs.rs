@@ -15,11 +15,13 @@
 use crate::mgmt::cfg;
 use crate::node::Node;
 use cairn_config::{CertRecord, Store};
+use cairn_proto::map::BrickState;
 use cairn_proto::mgmt::{CertInfo, MgmtReply, MgmtRequest};
 use cairn_proto::rpc::{close_sessions, Session};
 use cairn_proto::tls::{Credentials, Revoked, Transport};
 use cairn_proto::{Errno, RemoteError};
 use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -261,4 +263,78 @@ fn renew_if_due(
         tracing::info!(path = %node_pem.display(), "this node's certificate now trusts the CA certificate(s) of {}", ca_dir.display());
     }
     Ok(())
+}
+
+/// Whether this node's own certificate is revoked, as the config store says now: asked
+/// when a peer refused our certificate as revoked (a forward, a heal), before anything is
+/// concluded from it. Enters the revoked state ([`enter_revoked`]) when so.
+pub async fn own_revoked(node: &Arc<Node>) -> bool {
+    if node.cert_revoked.load(Ordering::Acquire) {
+        return true;
+    }
+    let Ok(Transport::Tls(t)) = cairn_proto::tls::default_transport() else { return false };
+    match node.store.revoked_serials().await {
+        Ok(set) => {
+            t.revoked.replace(set);
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read revoked certificates; keeping the last set");
+        }
+    }
+    let serial = t.serial();
+    if !t.revoked.contains(&serial) {
+        return false;
+    }
+    enter_revoked(node, &serial).await;
+    true
+}
+
+/// This node's certificate is revoked (docs/security.md, "Revocation"): every other node
+/// refuses it, so this node can neither forward writes nor heal. Its bricks stop serving
+/// clients at once (clients get ESTALEMAP and go to the new heads), are marked stale (they
+/// heal before they serve again) and published Healing; the rest of each replica set goes
+/// on. Said once. Left when the node has a certificate that is not revoked
+/// ([`run_own_revocation_watch`]).
+pub async fn enter_revoked(node: &Arc<Node>, serial: &str) {
+    if node.cert_revoked.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let slots: Vec<_> = node.bricks.read().values().cloned().collect();
+    for s in &slots {
+        s.healing.store(true, Ordering::Release);
+    }
+    tracing::error!(
+        node = %node.name,
+        serial,
+        bricks = slots.len(),
+        "this node's certificate is revoked: the other nodes refuse it, so its bricks stop serving and are marked stale (the other bricks of their replica sets go on); give the node a new certificate ('cairn client certificate issue NAME --role node' on the CA node, into STATE_DIR/node.pem: it is reloaded) and they catch up"
+    );
+    let why = format!("node {}'s certificate {serial} is revoked", node.name);
+    for s in &slots {
+        if let Err(e) = node.store.mark_self_stale(&s.volume, s.index, &why).await {
+            tracing::warn!(volume = %s.volume, brick = s.index, error = %e, "cannot mark this revoked node's brick stale");
+        }
+        if let Err(e) = node.lease().set_brick_state(&s.volume, s.index, BrickState::Healing).await
+        {
+            tracing::warn!(volume = %s.volume, brick = s.index, error = %e, "cannot publish brick state");
+        }
+    }
+    node.kick.notify_one();
+}
+
+/// Watch whether this node's own certificate is in the revocation set (kept by
+/// [`run_revocation_sync`]): enter the revoked state when it is, leave it once the node
+/// presents a certificate that is not (a new `node.pem`, reloaded by
+/// [`run_credentials_watch`]); its bricks then catch up and come back. Runs forever.
+pub async fn run_own_revocation_watch(node: Arc<Node>, tls: Arc<cairn_proto::tls::TlsConfig>) {
+    loop {
+        let serial = tls.serial();
+        if tls.revoked.contains(&serial) {
+            enter_revoked(&node, &serial).await;
+        } else if node.cert_revoked.swap(false, Ordering::AcqRel) {
+            tracing::info!(node = %node.name, serial, "this node's certificate is valid again (a new one): its bricks catch up and come back");
+            node.kick.notify_one();
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }

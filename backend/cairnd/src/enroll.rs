@@ -107,6 +107,15 @@ pub async fn handle(
     let ca_pem = std::fs::read_to_string(ca_dir.join("ca.pem"))
         .map_err(|e| fail(Errno::EIO, what(format!("{}: {e}", ca_dir.join("ca.pem").display()))))?;
     let store = &node.store;
+    // Everything that can be refused is checked before the token is used up: the token
+    // itself (so a request without a valid one learns nothing more), whether the pool
+    // takes this node (its address or uuid used by another member), the node
+    // certificate, and the etcd client certificate (a bad request, or no etcd CA here).
+    let token_refused = |e| {
+        let e = crate::mgmt::join_refused(e);
+        fail(e.errno, what(e.message))
+    };
+    cairn_config::check_join_token(store, &r.token).await.map_err(token_refused)?;
     match store.get_peer(&r.name).await.map_err(|e| fail(Errno::EIO, what(e.to_string())))? {
         Some(p) if p.uuid != r.uuid => {
             return Err(fail(
@@ -119,8 +128,15 @@ pub async fn handle(
         }
         _ => {}
     }
-    // The etcd client certificate first: a bad request, or no etcd CA here, is refused
-    // before the token is used up.
+    let rec = PeerRecord { name: r.name.clone(), addr: r.addr.clone(), uuid: r.uuid.clone() };
+    store.check_new_peer(&rec).await.map_err(|e| match e {
+        cairn_config::ConfigError::Conflict(m) => {
+            fail(Errno::EEXIST, what(format!("{m} (the token is not used up)")))
+        }
+        e => fail(Errno::EIO, what(e.to_string())),
+    })?;
+    let cert = tls::issue_node_cert(&ca, &r.name, &r.csr)
+        .map_err(|e| fail(Errno::EINVAL, what(e.to_string())))?;
     let etcd = match &r.etcd_csr {
         Some(csr) => {
             let signed = crate::etcd_cert::sign(ca_dir, &r.name, csr).map_err(|e| {
@@ -144,13 +160,9 @@ pub async fn handle(
     };
     let by =
         format!("{} at {} (enrolled from {})", r.name, r.addr, session.peer.ip().to_canonical());
-    let grant = cairn_config::consume_join_token(store, &r.token, &by).await.map_err(|e| {
-        let e = crate::mgmt::join_refused(e);
-        fail(e.errno, what(e.message))
-    })?;
-    let cert = tls::issue_node_cert(&ca, &r.name, &r.csr)
-        .map_err(|e| fail(Errno::EINVAL, what(e.to_string())))?;
-    let rec = PeerRecord { name: r.name.clone(), addr: r.addr.clone(), uuid: r.uuid.clone() };
+    let grant =
+        cairn_config::consume_join_token(store, &r.token, &by).await.map_err(token_refused)?;
+    // Only a change to the pool since the check above can refuse it now.
     store.add_peer(rec).await.map_err(|e| fail(Errno::EEXIST, what(e.to_string())))?;
     tracing::info!(peer = %r.name, addr = %r.addr, token = grant.token_id, etcd_cert = etcd.is_some(), "node enrolled with a join token: certificate issued, added to the pool");
     node.kick.notify_one();

@@ -309,6 +309,9 @@ async fn main() -> anyhow::Result<()> {
     node.uuid = uuid.clone();
     let node = Arc::new(node);
     tokio::spawn(route_events(node.clone(), events));
+    if let cairn_proto::tls::Transport::Tls(t) = &transport {
+        tokio::spawn(certs::run_own_revocation_watch(node.clone(), t.clone()));
+    }
     let audit_path = args.audit_log.clone().unwrap_or_else(|| match &args.log_file {
         Some(f) => f.with_file_name("audit.log"),
         None => args.state_dir.join("audit.log"),

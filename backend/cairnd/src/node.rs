@@ -160,6 +160,10 @@ pub struct Node {
     refused: Mutex<HashSet<(String, IpAddr)>>,
     /// Where this node reports its [`Event`]s.
     events: tokio::sync::mpsc::UnboundedSender<Event>,
+    /// This node's own certificate is revoked: the other nodes refuse it, so its bricks
+    /// are out of service (healing, marked stale) until it has a new one
+    /// (`certs::own_revocation`).
+    pub cert_revoked: AtomicBool,
 }
 
 impl Node {
@@ -198,6 +202,7 @@ impl Node {
             members: RwLock::default(),
             refused: Mutex::default(),
             events,
+            cert_revoked: AtomicBool::new(false),
         };
         (node, rx)
     }

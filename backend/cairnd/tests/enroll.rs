@@ -133,6 +133,26 @@ async fn a_node_enrolls_with_a_token_alone() {
     let r = EnrollRequest { uuid: "another".into(), ..request(&fresh, &dup, "n2") };
     refused(enroll(&c, r).await, Errno::EEXIST, "already used by member");
     assert!(!peers(&c).await.contains(&"n3".to_string()));
+    // An address or a uuid another member has: refused before the token is used up, so
+    // the same token then enrolls the node with its own address.
+    let n3 = NodeRequest::new("n3").unwrap();
+    refused(
+        enroll(&c, request(&fresh, &n3, "n3")).await,
+        Errno::EEXIST,
+        "address 127.0.0.1:7999 is already used by peer n2 (the token is not used up)",
+    );
+    let r = EnrollRequest {
+        uuid: "uuid-n2".into(),
+        addr: "127.0.0.1:7998".into(),
+        ..request(&fresh, &n3, "n3")
+    };
+    refused(enroll(&c, r).await, Errno::EEXIST, "already a peer named n2");
+    let r = EnrollRequest { addr: "127.0.0.1:7998".into(), ..request(&fresh, &n3, "n3") };
+    match enroll(&c, r).await.expect("the token kept enrolls n3") {
+        MgmtReply::Enrolled(_) => {}
+        other => panic!("{other:?}"),
+    }
+    assert!(peers(&c).await.contains(&"n3".to_string()));
 }
 
 // --- the etcd client certificate in the enrollment answer (docs/security.md, "etcd") ----

@@ -49,6 +49,6 @@ pub use store::{
     build_map, ConfigError, EtcdSecurity, NodeLease, RecordError, Store, DEFAULT_CONNECT_TIMEOUT,
 };
 pub use tokens::{
-    consume_join_token, token_id, JoinGrant, JoinTokenError, JoinTokenRecord,
+    check_join_token, consume_join_token, token_id, JoinGrant, JoinTokenError, JoinTokenRecord,
     DEFAULT_TTL as DEFAULT_JOIN_TOKEN_TTL, MAX_TTL as MAX_JOIN_TOKEN_TTL,
 };

@@ -215,23 +215,8 @@ pub async fn consume_join_token(
             return Err(JoinTokenError::Invalid { id });
         };
         let mut rec: JoinTokenRecord = decode(&kv)?;
-        if !same(&rec.hash, &hash(token)) {
-            return Err(JoinTokenError::Invalid { id });
-        }
-        if let Some(at) = rec.revoked_at {
-            return Err(JoinTokenError::Revoked { id, at: cairn_proto::mgmt::rfc3339(at) });
-        }
-        if let Some(at) = rec.used_at {
-            let by = rec.used_by.unwrap_or_else(|| "?".into());
-            return Err(JoinTokenError::Used { id, by, at: cairn_proto::mgmt::rfc3339(at) });
-        }
         let t = now();
-        if t >= rec.expires {
-            return Err(JoinTokenError::Expired {
-                id,
-                at: cairn_proto::mgmt::rfc3339(rec.expires),
-            });
-        }
+        usable(&rec, token, &id, t)?;
         rec.used_at = Some(t);
         rec.used_by = Some(by.to_string());
         let txn = Txn::new()
@@ -243,6 +228,39 @@ pub async fn consume_join_token(
         }
     }
     Err(ConfigError::Conflict(format!("join token {id}: too many concurrent changes")).into())
+}
+
+/// Whether `token` (of id `id`, stored as `rec`) may be used at time `t`, saying why not.
+fn usable(rec: &JoinTokenRecord, token: &str, id: &str, t: u64) -> Result<(), JoinTokenError> {
+    let id = id.to_string();
+    if !same(&rec.hash, &hash(token)) {
+        return Err(JoinTokenError::Invalid { id });
+    }
+    if let Some(at) = rec.revoked_at {
+        return Err(JoinTokenError::Revoked { id, at: cairn_proto::mgmt::rfc3339(at) });
+    }
+    if let Some(at) = rec.used_at {
+        let by = rec.used_by.clone().unwrap_or_else(|| "?".into());
+        return Err(JoinTokenError::Used { id, by, at: cairn_proto::mgmt::rfc3339(at) });
+    }
+    if t >= rec.expires {
+        return Err(JoinTokenError::Expired { id, at: cairn_proto::mgmt::rfc3339(rec.expires) });
+    }
+    Ok(())
+}
+
+/// The checks of [`consume_join_token`] without using the token up: a request is checked
+/// against it first, so one refused for another reason (its address taken, say) does not
+/// cost the token, and one without a valid token learns nothing else.
+pub async fn check_join_token(store: &Store, token: &str) -> Result<(), JoinTokenError> {
+    let token = token.trim();
+    let id = token_id(token).ok_or(JoinTokenError::Malformed)?.to_string();
+    let key = store.ctx.key("join-tokens", &id);
+    let Some(kv) = store.ctx.get_one(&format!("check join token {id}"), &key).await? else {
+        return Err(JoinTokenError::Invalid { id });
+    };
+    let rec: JoinTokenRecord = decode(&kv)?;
+    usable(&rec, token, &id, now())
 }
 
 #[cfg(test)]

@@ -31,8 +31,19 @@ pub use hostport::{AddrError, HostPort};
 pub use size::{Size, SizeError};
 pub use types::*;
 
-/// Protocol version spoken by this build. A peer announcing a different major version is
-/// refused at HELLO with EPROTONOSUPPORT.
-pub const PROTOCOL_VERSION: u16 = 2;
+/// Protocol version spoken by this build. A peer announcing a different version is
+/// refused at HELLO with EPROTONOSUPPORT, naming both (docs/wire-protocol.md,
+/// "Versioning"). 3: `Enroll` gained `forwarded` and `etcd_csr`, `EnrollReply` `etcd`,
+/// and `VolumeMap` `layout`.
+pub const PROTOCOL_VERSION: u16 = 3;
+
+/// What a node answers a HELLO of protocol version `theirs`.
+pub fn version_mismatch(theirs: u16) -> String {
+    format!(
+        "protocol version mismatch: the peer speaks Cairn protocol version {theirs}, this \
+         node speaks version {PROTOCOL_VERSION}; run the same Cairn release on every node \
+         and client (docs/wire-protocol.md, \"Versioning\")"
+    )
+}
 /// Default TCP port of `cairnd` (management and data on one port).
 pub const DEFAULT_PORT: u16 = 7420;

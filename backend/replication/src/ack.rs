@@ -29,6 +29,12 @@
 //!   nobody is demoted for it (the head flags the inode for itself).
 //! - A head that lost its lease or its serving state during the write does not
 //!   acknowledge it, and flags the inode for itself.
+//! - A replica refusing this head's own certificate (revoked: docs/security.md,
+//!   "Revocation") did not miss a write: this head's node is the one leaving the cluster.
+//!   Nobody is demoted for it; the head flags the inode for itself and fails the write
+//!   (`ESTALEMAP`), and its node takes its own bricks out of service (the runtime's part),
+//!   so the client retries at the new head. Demoting the replica instead took the
+//!   trusted node's bricks out and left the revoked node serving.
 //! - A head whose own storage failed (full, read-only, failing disk) steps aside if a
 //!   replica can take over: it has itself marked stale (vouched for by the first replica
 //!   that accepts), records itself as pending on itself and on the candidates, and the
@@ -58,6 +64,9 @@ pub enum Forward {
     Dropped,
     /// Any other failure: the replica missed the write.
     Missed,
+    /// The replica refused this head's certificate (revoked): this head may not write to
+    /// the set any more. Not a write the replica missed.
+    Distrusted,
 }
 
 /// What the head knows once its own apply and the forwards are done.
@@ -123,6 +132,9 @@ pub enum Failure {
     NotDemoted { brick: u32 },
     /// The head's node lost its lease (or the brick left service) meanwhile (`EHOSTDOWN`).
     Fenced,
+    /// Brick `brick` refused this head's certificate (revoked): the head's node leaves
+    /// service, nobody is demoted (`ESTALEMAP`: the client retries at the new head).
+    Distrusted { brick: u32 },
 }
 
 /// What happens when an action fails.
@@ -340,6 +352,10 @@ impl AfterWrite {
     /// The head applied it; the refused forwards were sent again as often as allowed.
     fn settle(&mut self) {
         let me = self.head;
+        if let Some(&brick) = self.with(Forward::Distrusted).first() {
+            self.flag_self_then_fail(Failure::Distrusted { brick });
+            return;
+        }
         if let Some(&brick) = self.with(Forward::Refused).first() {
             self.flag_self_then_fail(Failure::Refused { brick });
             return;
@@ -500,6 +516,24 @@ mod tests {
             vec![Action::MarkPending { peer: 1 }, Action::MarkStale { brick: 1, by: 0 }]
         );
         assert_eq!(end, Action::Fail(Failure::Head));
+    }
+
+    #[test]
+    fn a_replica_distrusting_the_head_is_not_demoted() {
+        // Replica 1 refused the head's revoked certificate (on a redial after its session
+        // was closed, or at once); replica 2 applied it. Nobody is demoted or recorded as
+        // missing it: the head flags itself and fails, and the client retries elsewhere.
+        let i = input(Local::Applied, &[(1, Forward::Distrusted), (2, Forward::Applied)], &[]);
+        let (done, end) = run(i, |_| false);
+        assert_eq!(done, vec![Action::MarkPending { peer: 0 }]);
+        assert_eq!(end, Action::Fail(Failure::Distrusted { brick: 1 }));
+        let mut w = AfterWrite::new(input(Local::Applied, &[(1, Forward::Dropped)], &[]));
+        assert_eq!(w.next_action(), Action::Redial(vec![1]));
+        w.resent(1, Forward::Distrusted);
+        w.done(true);
+        assert_eq!(w.next_action(), Action::MarkPending { peer: 0 });
+        w.done(true);
+        assert_eq!(w.next_action(), Action::Fail(Failure::Distrusted { brick: 1 }));
     }
 
     #[test]

@@ -61,7 +61,7 @@ impl Write<'_> {
         let mut errors: BTreeMap<u32, RemoteError> = BTreeMap::new();
         let mut forwards = vec![];
         for (t, r) in results {
-            forwards.push((t, forward_result(&r)));
+            forwards.push((t, self.classify(&r).await));
             if let Err(e) = r {
                 errors.insert(t, e);
             }
@@ -89,7 +89,7 @@ impl Write<'_> {
                     Some(current) => {
                         backoff.wait().await;
                         for (t, r) in self.send(&to, current.as_deref().unwrap_or(self.map)).await {
-                            after.resent(t, forward_result(&r));
+                            after.resent(t, self.classify(&r).await);
                             match r {
                                 Ok(()) => errors.remove(&t),
                                 Err(e) => errors.insert(t, e),
@@ -100,7 +100,7 @@ impl Write<'_> {
                 },
                 Action::Redial(to) => {
                     for (t, r) in self.redial(&to).await {
-                        let f = forward_result(&r);
+                        let f = self.classify(&r).await;
                         tracing::info!(volume = %volume, brick = me, peer = t, op = req.op.name(), result = ?f, "forward sent again on a new connection after its connection dropped");
                         after.resent(t, f);
                         match r {
@@ -157,6 +157,22 @@ impl Write<'_> {
             return Ok((reply, out));
         }
         Ok((Reply::WithParents { reply: Box::new(reply), parents }, out))
+    }
+
+    /// A forward's result for the rules. A replica that refused this node's certificate as
+    /// revoked did not miss the write: if the config store confirms the revocation, this
+    /// node leaves service (`certs::own_revoked`: its bricks stop serving and are marked
+    /// stale) and nobody is demoted for it.
+    async fn classify(&self, r: &Result<(), RemoteError>) -> Forward {
+        match r {
+            Err(e)
+                if cairn_proto::tls::refused_as_revoked(&e.message)
+                    && crate::certs::own_revoked(self.node).await =>
+            {
+                Forward::Distrusted
+            }
+            r => forward_result(r),
+        }
     }
 
     /// The session that made the change gets (or renews) a lease on the inode whose
@@ -238,6 +254,16 @@ impl Write<'_> {
                     said("stale", brick)
                 ),
             ),
+            Failure::Distrusted { brick } => {
+                tracing::warn!(volume = %volume, brick = me, replica = brick, op, "a replica refused this node's revoked certificate; write not acknowledged, this node's bricks left service");
+                stale(
+                    volume,
+                    me,
+                    &format!(
+                        "node {node}'s certificate is revoked (brick {brick} refused it); this brick left service, the other bricks of its set take over"
+                    ),
+                )
+            }
             Failure::Fenced => RemoteError::new(
                 Errno::EHOSTDOWN,
                 format!(

@@ -82,6 +82,9 @@ pub(super) async fn catch_up(
                     }
                 }
                 Ok(_) => {}
+                // This node's certificate is revoked: no peer will answer; the heal loop
+                // waits for a new one (`certs::own_revoked`) instead of retrying.
+                Err(e) if cairn_proto::tls::refused_as_revoked(&e.message) => return Err(e),
                 Err(e) => {
                     tracing::debug!(volume = %slot.volume, brick = slot.index, peer = p, error = %e, "pending list unavailable")
                 }
@@ -124,11 +127,17 @@ pub(super) async fn catch_up(
             })
             .buffer_unordered(par);
         let mut failed = 0;
+        let mut refused_us = None;
         while let Some((id, r)) = copies.next().await {
             match r {
                 Ok(()) => {
                     copied += 1;
                     crawl_count(slot, 0, 1, 0);
+                }
+                Err(e) if cairn_proto::tls::refused_as_revoked(&e.message) => {
+                    failed += 1;
+                    crawl_count(slot, 0, 0, 1);
+                    refused_us.get_or_insert(e);
                 }
                 Err(e) => {
                     tracing::warn!(volume = %slot.volume, brick = slot.index, %id, error = %e, "heal failed; will retry");
@@ -138,6 +147,9 @@ pub(super) async fn catch_up(
             }
         }
         drop(copies);
+        if let Some(e) = refused_us {
+            return Err(e);
+        }
         tracing::debug!(volume = %slot.volume, brick = slot.index, pass, total, failed, "heal pass done");
         if failed > 0 {
             tokio::time::sleep(Duration::from_millis(200)).await;

@@ -18,17 +18,30 @@ pub(super) const PEER_WAIT: Duration = Duration::from_secs(15);
 
 const POLL: Duration = Duration::from_secs(5);
 
+/// The wait after a catch-up that failed, doubled after each failure in a row.
+const RETRY_MIN: Duration = Duration::from_millis(200);
+const RETRY_MAX: Duration = Duration::from_secs(5);
+
 /// Heal loop of one brick, for as long as it is open.
 pub fn spawn(node: Arc<Node>, slot: Arc<BrickSlot>) {
     tokio::spawn(async move {
         let mut first = true;
         // Entries copied since the brick last came up (a catch-up may start over).
         let mut healed = 0;
+        // Between failed catch-ups: doubled after each, up to `RETRY_MAX`.
+        let mut retry = RETRY_MIN;
         loop {
             if slot.stopped.load(Ordering::Acquire) {
                 return;
             }
             if slot.healing.load(Ordering::Acquire) {
+                // This node's certificate is revoked (said once, `certs::enter_revoked`):
+                // no peer accepts it, so there is nothing to heal from until it has a new
+                // one.
+                if node.cert_revoked.load(Ordering::Acquire) {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
                 // Fenced (no valid lease): peers see this brick Down and record its writes
                 // rather than forward them; nothing can be published until the lease keeper
                 // registers again, so a catch-up now would only race those records.
@@ -68,6 +81,7 @@ pub fn spawn(node: Arc<Node>, slot: Arc<BrickSlot>) {
                 }
                 match caught {
                     Ok((n, up_heard)) => {
+                        retry = RETRY_MIN;
                         healed += n;
                         if !cairn_replication::may_come_up(marker.is_some(), up_heard) {
                             tracing::warn!(volume = %slot.volume, brick = slot.index, "brick missed writes and no up peer can vouch for it; waiting");
@@ -113,8 +127,13 @@ pub fn spawn(node: Arc<Node>, slot: Arc<BrickSlot>) {
                             node.kick.notify_one();
                         }
                     }
+                    Err(e)
+                        if cairn_proto::tls::refused_as_revoked(&e.message)
+                            && crate::certs::own_revoked(&node).await => {}
                     Err(e) => {
-                        tracing::warn!(volume = %slot.volume, brick = slot.index, error = %e, "heal incomplete; retrying")
+                        tracing::warn!(volume = %slot.volume, brick = slot.index, error = %e, retry_in = ?retry, "heal incomplete; retrying");
+                        tokio::time::sleep(retry).await;
+                        retry = (retry * 2).min(RETRY_MAX);
                     }
                 }
                 first = false;

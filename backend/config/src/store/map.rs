@@ -140,6 +140,25 @@ impl Store {
         }))
     }
 
+    /// Brick `index` of `volume` takes itself out of service: marked stale, with `why`, so
+    /// that it heals before it serves again (its node's certificate was revoked: it can no
+    /// longer reach the replicas it would heal from or forward to). Kept as it is when
+    /// already marked.
+    pub async fn mark_self_stale(
+        &self,
+        volume: &str,
+        index: u32,
+        why: &str,
+    ) -> Result<(), ConfigError> {
+        check_name("volume", volume)?;
+        let key = format!("{}/stale/{}/{}", self.ctx.prefix, volume, index);
+        let txn = Txn::new()
+            .when([Compare::version(key.as_str(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(key.as_str(), why, None)]);
+        self.ctx.txn(&format!("mark brick {index} of {volume} stale"), txn).await?;
+        Ok(())
+    }
+
     /// Stale markers of a volume: brick index and the marker's mod revision.
     pub async fn stale_bricks(&self, volume: &str) -> Result<Vec<(u32, i64)>, ConfigError> {
         check_name("volume", volume)?;

@@ -19,29 +19,9 @@ impl Store {
         let dir = self.ctx.dir("peers");
         for _ in 0..TXN_RETRIES {
             let (kvs, rev) = self.ctx.range(&op, &dir).await?;
-            for kv in &kvs {
-                let e: PeerRecord = decode(kv)?;
-                if e == p {
-                    return Ok(());
-                }
-                if e.name == p.name && e.uuid != p.uuid {
-                    return Err(ConfigError::Conflict(format!(
-                        "peer name {} is already used by node {} (not {})",
-                        p.name, e.uuid, p.uuid
-                    )));
-                }
-                if e.name != p.name && e.uuid == p.uuid {
-                    return Err(ConfigError::Conflict(format!(
-                        "node {} is already a peer named {} (not {})",
-                        p.uuid, e.name, p.name
-                    )));
-                }
-                if e.name != p.name && e.addr == p.addr {
-                    return Err(ConfigError::Conflict(format!(
-                        "peer {}: address {} is already used by peer {}",
-                        p.name, p.addr, e.name
-                    )));
-                }
+            let existing = kvs.iter().map(decode).collect::<Result<Vec<PeerRecord>, _>>()?;
+            if peer_conflict(&existing, &p)? {
+                return Ok(());
             }
             // Commit only if no peer changed since the snapshot we checked.
             let txn = Txn::new()
@@ -54,6 +34,17 @@ impl Store {
             debug!(peer = p.name, "peers changed concurrently, retrying");
         }
         Err(ConfigError::Conflict(format!("peer {}: too many concurrent changes to peers", p.name)))
+    }
+
+    /// Whether [`Store::add_peer`] would accept `p` now (its name, uuid and address not
+    /// used by another peer), without adding it: checked before something that cannot be
+    /// undone (an enrollment's join token is used up only for a node that can be added).
+    pub async fn check_new_peer(&self, p: &PeerRecord) -> Result<(), ConfigError> {
+        check_name("peer", &p.name)?;
+        let (kvs, _) =
+            self.ctx.range(&format!("check peer {}", p.name), &self.ctx.dir("peers")).await?;
+        let existing = kvs.iter().map(decode).collect::<Result<Vec<PeerRecord>, _>>()?;
+        peer_conflict(&existing, p).map(|_| ())
     }
 
     /// Removes a peer. Refused while a volume has a brick on it.
@@ -100,4 +91,33 @@ impl Store {
         let op = format!("get peer {name}");
         self.ctx.get_one(&op, &self.ctx.key("peers", name)).await?.as_ref().map(decode).transpose()
     }
+}
+
+/// `p` against the peers there are: `Ok(true)` when it is one of them already, `Ok(false)`
+/// when it may be added, a `Conflict` saying what it shares with another peer.
+fn peer_conflict(existing: &[PeerRecord], p: &PeerRecord) -> Result<bool, ConfigError> {
+    for e in existing {
+        if e == p {
+            return Ok(true);
+        }
+        if e.name == p.name && e.uuid != p.uuid {
+            return Err(ConfigError::Conflict(format!(
+                "peer name {} is already used by node {} (not {})",
+                p.name, e.uuid, p.uuid
+            )));
+        }
+        if e.name != p.name && e.uuid == p.uuid {
+            return Err(ConfigError::Conflict(format!(
+                "node {} is already a peer named {} (not {})",
+                p.uuid, e.name, p.name
+            )));
+        }
+        if e.name != p.name && e.addr == p.addr {
+            return Err(ConfigError::Conflict(format!(
+                "peer {}: address {} is already used by peer {}",
+                p.name, p.addr, e.name
+            )));
+        }
+    }
+    Ok(false)
 }

@@ -171,10 +171,27 @@ impl Connection {
             auth: vec![],
         });
         let fut = conn.call(hello, Bytes::new());
-        let reply = tokio::time::timeout(timeout, fut).await.map_err(|_| {
-            RemoteError::new(Errno::ETIMEDOUT, format!("HELLO to {addr} timed out"))
-        })??;
+        let reply = tokio::time::timeout(timeout, fut)
+            .await
+            .map_err(|_| RemoteError::new(Errno::ETIMEDOUT, format!("HELLO to {addr} timed out")))?
+            .map_err(|e| match e.errno {
+                Errno::EPROTONOSUPPORT => {
+                    RemoteError::new(e.errno, format!("{addr} refused HELLO: {}", e.message))
+                }
+                _ => e,
+            })?;
         match reply.0 {
+            Reply::Welcome(w) if w.version != PROTOCOL_VERSION => {
+                return Err(RemoteError::new(
+                    Errno::EPROTONOSUPPORT,
+                    format!(
+                        "{addr}: protocol version mismatch: node {} speaks Cairn protocol \
+                         version {}, this client speaks version {PROTOCOL_VERSION}; run the \
+                         same Cairn release on every node and client",
+                        w.node, w.version
+                    ),
+                ))
+            }
             Reply::Welcome(w) => conn.welcome = w,
             other => {
                 return Err(RemoteError::new(

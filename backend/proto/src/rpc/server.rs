@@ -205,14 +205,12 @@ pub async fn serve_connection_with<S: Service>(
                 linger(&mut rd).await;
                 return;
             }
-            Ok(Request::Hello(h)) => {
+            Ok(Request::Hello(h)) if h.version != PROTOCOL_VERSION => {
+                tracing::warn!(%peer, name = %h.name, theirs = h.version, ours = PROTOCOL_VERSION, "refused HELLO: another protocol version");
                 let _ = tx.send_now(error_frame(
                     f.id,
                     Errno::EPROTONOSUPPORT,
-                    format!(
-                        "protocol version {} not supported (this node speaks {PROTOCOL_VERSION})",
-                        h.version
-                    ),
+                    crate::version_mismatch(h.version),
                 ));
                 drop(tx);
                 writer.finished().await;

@@ -589,3 +589,66 @@ async fn a_peer_that_goes_away_fails_callers_waiting_for_room() {
     }
     assert!(c.is_closed());
 }
+
+/// A node of the previous protocol version: its WELCOME says so.
+struct OldNode;
+
+impl Service for OldNode {
+    fn welcome(&self, session: u64) -> Welcome {
+        Welcome { version: PROTOCOL_VERSION - 1, session, node: "old".into() }
+    }
+    fn call(
+        &self,
+        s: Arc<Session>,
+        r: Request,
+        data: Bytes,
+    ) -> BoxFuture<'static, (Response, Bytes)> {
+        Echo.call(s, r, data)
+    }
+}
+
+/// Peers of different protocol versions refuse each other at HELLO, and the error names
+/// both versions, on both sides: a client of another version gets EPROTONOSUPPORT from
+/// the node, and a client reaching a node of another version refuses its WELCOME.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hello_of_another_protocol_version_is_refused_naming_both() {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(serve_plain(l, Arc::new(Echo)));
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let old = PROTOCOL_VERSION - 1;
+    let hello =
+        Request::Hello(Hello { version: old, kind: PeerKind::Cli, name: "t".into(), auth: vec![] });
+    frame::write_frame(
+        &mut s,
+        &Frame::new(FrameKind::Request, 1, frame::encode(&hello), Bytes::new()),
+    )
+    .await
+    .unwrap();
+    let f = frame::read_frame(&mut s).await.unwrap();
+    let e = match frame::decode::<Response>(&f.header).unwrap() {
+        Err(e) => e,
+        Ok(r) => panic!("a HELLO of version {old} was accepted: {r:?}"),
+    };
+    assert_eq!(e.errno, Errno::EPROTONOSUPPORT, "{e}");
+    for want in [format!("protocol version {old}"), format!("speaks version {PROTOCOL_VERSION}")] {
+        assert!(e.message.contains(&want), "expected '{want}' in: {e}");
+    }
+
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    tokio::spawn(serve_plain(l, Arc::new(OldNode)));
+    let t = Transport::Plain;
+    let e =
+        Connection::connect_with(&addr, None, &t, PeerKind::Cli, "t", None, Duration::from_secs(5))
+            .await
+            .err()
+            .expect("a node of another version: refused");
+    assert_eq!(e.errno, Errno::EPROTONOSUPPORT, "{e}");
+    for want in [
+        format!("node old speaks Cairn protocol version {old}"),
+        format!("speaks version {PROTOCOL_VERSION}"),
+    ] {
+        assert!(e.message.contains(&want), "expected '{want}' in: {e}");
+    }
+}

@@ -1,5 +1,14 @@
 //! Handshake errors in words an operator acts on.
 
+/// How [`explain`] says the peer refused this process's certificate as revoked.
+pub const REFUSED_AS_REVOKED: &str = "the peer refused our certificate: revoked";
+
+/// Whether an error (a dial, or a connection that ended) says the peer refused this
+/// process's own certificate as revoked.
+pub fn refused_as_revoked(message: &str) -> bool {
+    message.contains(REFUSED_AS_REVOKED)
+}
+
 /// [`explain`] for an error that TLS raised (an alert, a bad record), `None` for others.
 pub fn tls_reason(e: &std::io::Error) -> Option<String> {
     e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()).map(|_| explain(e))
@@ -25,8 +34,7 @@ pub fn explain(e: &std::io::Error) -> String {
         }
         E::InvalidCertificate(C::Revoked) => "certificate revoked".into(),
         E::AlertReceived(A::CertificateRevoked) => {
-            "the peer refused our certificate: revoked ('cairn client certificate list' shows it)"
-                .into()
+            format!("{REFUSED_AS_REVOKED} ('cairn client certificate list' shows it)")
         }
         E::InvalidCertificate(C::NotValidYet | C::NotValidYetContext { .. }) => {
             "certificate not valid yet".into()

@@ -39,7 +39,7 @@ pub use default::{
     default_transport, find_credentials, from_env, set_credentials_path, set_default,
 };
 pub use enroll::{csr_subject, enroll_transport, NodeRequest};
-pub use explain::{explain, tls_reason};
+pub use explain::{explain, refused_as_revoked, tls_reason, REFUSED_AS_REVOKED};
 pub use pin::{ca_cert_hash, ca_cert_hash_der, parse_ca_cert_hash, CA_HASH_PREFIX};
 pub use revoked::Revoked;
 pub use transport::{TlsConfig, Transport};
