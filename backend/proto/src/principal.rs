@@ -19,6 +19,29 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// Why a certificate's identity (its subject CN and `cairn:` SAN URI) could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PrincipalError {
+    #[error("SAN URI {uri:?} is not in the {URI_SCHEME} scheme")]
+    NotCairnScheme { uri: String },
+    #[error("unknown role {role:?} in {uri:?}")]
+    UnknownRole { role: String, uri: String },
+    #[error("unknown field {field:?} in {uri:?}")]
+    UnknownField { field: String, uri: String },
+    #[error("no role in {uri:?}")]
+    NoRole { uri: String },
+    #[error("unparsable certificate: {0}")]
+    Unparsable(String),
+    #[error("certificate has no subject common name")]
+    NoCommonName,
+    #[error("certificate of {name}: bad subject alternative names: {reason}")]
+    BadSan { name: String, reason: String },
+    #[error("certificate of {name} has no cairn: role")]
+    NoCairnRole { name: String },
+    #[error("certificate of {name}: {source}")]
+    InCertificate { name: String, source: Box<PrincipalError> },
+}
+
 /// The role a certificate grants (docs/security.md, "Roles").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Role {
@@ -95,29 +118,35 @@ impl Principal {
     }
 
     /// Parse a `cairn:` SAN URI of the certificate of `name`.
-    pub fn from_uri(name: &str, uri: &str) -> Result<Principal, String> {
+    pub fn from_uri(name: &str, uri: &str) -> Result<Principal, PrincipalError> {
         let rest = uri
             .strip_prefix(URI_SCHEME)
-            .ok_or_else(|| format!("SAN URI {uri:?} is not in the {URI_SCHEME} scheme"))?;
+            .ok_or_else(|| PrincipalError::NotCairnScheme { uri: uri.to_string() })?;
         let mut role = None;
         let mut volumes = None;
         let mut read_only = false;
         for part in rest.split(';').filter(|p| !p.is_empty()) {
             match part.split_once('=') {
                 Some(("role", r)) => {
-                    role = Some(
-                        Role::parse(r).ok_or_else(|| format!("unknown role {r:?} in {uri:?}"))?,
-                    )
+                    role = Some(Role::parse(r).ok_or_else(|| PrincipalError::UnknownRole {
+                        role: r.to_string(),
+                        uri: uri.to_string(),
+                    })?)
                 }
                 Some(("volumes", v)) => {
                     volumes =
                         Some(v.split(',').filter(|s| !s.is_empty()).map(str::to_string).collect())
                 }
                 None if part == "ro" => read_only = true,
-                _ => return Err(format!("unknown field {part:?} in {uri:?}")),
+                _ => {
+                    return Err(PrincipalError::UnknownField {
+                        field: part.to_string(),
+                        uri: uri.to_string(),
+                    })
+                }
             }
         }
-        let role = role.ok_or_else(|| format!("no role in {uri:?}"))?;
+        let role = role.ok_or_else(|| PrincipalError::NoRole { uri: uri.to_string() })?;
         Ok(Principal { name: name.to_string(), role, volumes, read_only })
     }
 
@@ -162,6 +191,15 @@ mod tests {
             Principal::from_uri("x", "cairn:role=client;volumes=a,b;ro").unwrap().to_uri(),
             "cairn:role=client;volumes=a,b;ro"
         );
+    }
+
+    #[test]
+    fn refusals_name_the_uri_and_what_is_wrong() {
+        let msg = |u: &str| Principal::from_uri("x", u).unwrap_err().to_string();
+        assert_eq!(msg("http://x"), r#"SAN URI "http://x" is not in the cairn: scheme"#);
+        assert_eq!(msg("cairn:role=king"), r#"unknown role "king" in "cairn:role=king""#);
+        assert_eq!(msg("cairn:role=client;rw"), r#"unknown field "rw" in "cairn:role=client;rw""#);
+        assert_eq!(msg("cairn:volumes=a"), r#"no role in "cairn:volumes=a""#);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! certificate states (its principal, its serial number).
 
 use super::*;
-use crate::principal::Principal;
+use crate::principal::{Principal, PrincipalError};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, UnixTime};
 use rustls::RootCertStore;
@@ -146,29 +146,31 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), TlsError> {
 }
 
 /// The identity a certificate states: its subject CN and its `cairn:` SAN URI.
-pub fn principal_of(cert: &CertificateDer<'_>) -> Result<Principal, String> {
+pub fn principal_of(cert: &CertificateDer<'_>) -> Result<Principal, PrincipalError> {
     let (_, x) = x509_parser::parse_x509_certificate(cert)
-        .map_err(|e| format!("unparsable certificate: {e}"))?;
+        .map_err(|e| PrincipalError::Unparsable(e.to_string()))?;
     let name = x
         .subject()
         .iter_common_name()
         .next()
         .and_then(|cn| cn.as_str().ok())
-        .ok_or("certificate has no subject common name")?
+        .ok_or(PrincipalError::NoCommonName)?
         .to_string();
     let san = x
         .subject_alternative_name()
-        .map_err(|e| format!("certificate of {name}: bad subject alternative names: {e}"))?
-        .ok_or_else(|| format!("certificate of {name} has no cairn: role"))?;
+        .map_err(|e| PrincipalError::BadSan { name: name.clone(), reason: e.to_string() })?
+        .ok_or_else(|| PrincipalError::NoCairnRole { name: name.clone() })?;
     for g in &san.value.general_names {
         if let x509_parser::extensions::GeneralName::URI(u) = g {
             if u.starts_with(crate::principal::URI_SCHEME) {
-                return Principal::from_uri(&name, u)
-                    .map_err(|e| format!("certificate of {name}: {e}"));
+                return Principal::from_uri(&name, u).map_err(|e| PrincipalError::InCertificate {
+                    name: name.clone(),
+                    source: Box::new(e),
+                });
             }
         }
     }
-    Err(format!("certificate of {name} has no cairn: role"))
+    Err(PrincipalError::NoCairnRole { name })
 }
 
 /// The serial number of a certificate in lower-case hex (no separators, leading zero

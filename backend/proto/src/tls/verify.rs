@@ -48,7 +48,7 @@ pub(super) struct Checked<P>(pub(super) P);
 
 /// The server's certificate is a node's.
 fn is_node(end_entity: &CertificateDer<'_>) -> Result<(), rustls::Error> {
-    let p = principal_of(end_entity).map_err(rustls::Error::General)?;
+    let p = principal_of(end_entity).map_err(|e| rustls::Error::General(e.to_string()))?;
     if p.role != Role::Node {
         return Err(rustls::Error::General(format!(
             "the server's certificate is for {p}, not a node of the cluster"
