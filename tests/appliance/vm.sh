@@ -198,8 +198,15 @@ done
 smbclient "//127.0.0.1/vol0" -p "$smb_port" -U "$smb_user%$smb_pw" -m SMB3 \
     -c "get smb.txt $VM_DIR/smb-get2.txt" >"$VM_DIR/smbclient2.out" 2>&1 ||
     vm_fail "SMB after the reboot: $(cat "$VM_DIR/smbclient2.out")"
-qemu-io -r -f raw "$iscsi_url" -c 'read -P 0x5a 0 1M' >"$VM_DIR/qemu-io2.out" 2>&1 ||
-    vm_fail "iSCSI read after the reboot: $(cat "$VM_DIR/qemu-io2.out")"
+# The LUN answers NOT READY until the target and its backing volume are back (as a disk
+# spinning up does); an initiator retries that sense, so the check retries it for 60 s.
+t0=$SECONDS
+until qemu-io -r -f raw "$iscsi_url" -c 'read -P 0x5a 0 1M' >"$VM_DIR/qemu-io2.out" 2>&1; do
+    if ! grep -q 'NOT READY' "$VM_DIR/qemu-io2.out" || ((SECONDS - t0 >= 60)); then
+        vm_fail "iSCSI read after the reboot: $(cat "$VM_DIR/qemu-io2.out")"
+    fi
+    sleep 2
+done
 [[ $(ident a) == "$ident_a" ]] || vm_fail "a: identity changed across a reboot"
 ok "a after a reboot: services active, NFS/SMB/iSCSI data back, same identity"
 
