@@ -12,7 +12,7 @@
 //!   nears its end), without a restart: new connections, to and from this node, use the
 //!   new certificate and trust the CA certificate(s) of the new file; open ones go on.
 
-use crate::mgmt::cfg;
+use crate::config_error::cfg;
 use crate::node::Node;
 use cairn_config::{CertRecord, Store};
 use cairn_proto::map::BrickState;

@@ -6,6 +6,7 @@ mod audit;
 mod authz;
 mod certs;
 mod chain;
+mod config_error;
 mod delegs;
 mod enroll;
 mod etcd_cert;

@@ -23,20 +23,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub(crate) use crate::config_error::cfg;
+
 fn fail(errno: Errno, msg: impl Into<String>) -> RemoteError {
     RemoteError::new(errno, msg)
-}
-
-pub(crate) fn cfg(e: cairn_config::ConfigError) -> RemoteError {
-    use cairn_config::ConfigError as C;
-    let errno = match &e {
-        C::Conflict(_) => Errno::EEXIST,
-        C::NotFound(_) => Errno::ENOENT,
-        C::Invalid(_) => Errno::EINVAL,
-        C::BadRecord { .. } => Errno::EIO,
-        _ => Errno::EHOSTDOWN,
-    };
-    RemoteError::new(errno, e.to_string())
 }
 
 fn done(message: impl Into<String>) -> MgmtReply {
