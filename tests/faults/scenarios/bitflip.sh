@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Bit flips in files on one brick node (behind Cairn's back): each w/f* file and 50 bulk
-# files get one flipped bit on n1's bricks (at offsets past the end of small files the
-# "flip" grows the file: a size change behind Cairn's back). Reads must never return the
-# corrupted data: a head whose copy fails its checksums repairs it from a replica before
-# serving. Copies no client reads (n1's bricks where they are not the chain head) are found
-# by the scrub (features.scrub-interval). At the end every replica is identical again.
+# Bit flips in files behind Cairn's back: each w/f* file and 50 bulk files get one flipped
+# bit in one of their copies (at offsets past the end of small files the "flip" grows the
+# file: a size change behind Cairn's back). Files of one directory share its chain order,
+# so which brick heads them depends on the directory's id: the copy flipped alternates
+# between the first and the second brick of each set, file by file, so that heads hold
+# flipped copies whatever the chain order, and no file has both copies flipped. Reads must
+# never return the corrupted data: a head whose copy fails its checksums repairs it from a
+# replica before serving. Copies no client reads (where they are not the chain head) are
+# found by the scrub (features.scrub-interval). At the end every replica is identical again.
 set -uo pipefail
 # shellcheck source=tests/faults/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -14,18 +17,7 @@ fx_bulk c1 bulk 200
 fx_workload c2 writes c2 8
 fx_wait_workload "$FX_WL_PID" c2
 fx_wait_healthy 30 || fx_fail "not healthy before the bit flips"
-flipped=0
-for b in $(fx_node_bricks n1); do
-    for f in "$b"/data/w/f*; do
-        [[ -f $f ]] && fx_bitflip "$f" $(((RANDOM % 8) * 512 + 100)) && flipped=$((flipped + 1))
-    done
-    for n in $(seq 0 4 199); do
-        [[ -f $b/data/bulk/b$n ]] && fx_bitflip "$b/data/bulk/b$n" 1000 2>/dev/null && flipped=$((flipped + 1))
-    done
-done
-((flipped > 0)) || fx_fail "no file to flip a bit in on n1"
-fx_log "flipped a bit in $flipped files on n1's bricks"
-# The bricks differ now: the check at the end must see them converge, not be blind.
+# The replica sets, one --set with its brick paths each (chain order of the volume info).
 sets=()
 while read -r l; do sets+=(--set "$l"); done < <(fx_cli --json volume info "$FX_VOLUME" | "$FX_PY" -c '
 import json, sys
@@ -35,10 +27,29 @@ for v in doc.get("volumes", [doc]):
         print(" ".join(b["path"] for b in s["bricks"]))
 ')
 ((${#sets[@]})) || fx_fail "volume info lists no replica set"
+flipped=0
+k=0
+for set in "${sets[@]}"; do
+    [[ $set == --set ]] && continue
+    read -ra bricks <<<"$set"
+    for f in "${bricks[0]}"/data/w/f*; do
+        b=${bricks[k % ${#bricks[@]}]}
+        k=$((k + 1))
+        [[ -f $b/data/w/${f##*/} ]] && fx_bitflip "$b/data/w/${f##*/}" $(((RANDOM % 8) * 512 + 100)) && flipped=$((flipped + 1))
+    done
+    for n in $(seq 0 4 199); do
+        b=${bricks[k % ${#bricks[@]}]}
+        k=$((k + 1))
+        [[ -f $b/data/bulk/b$n ]] && fx_bitflip "$b/data/bulk/b$n" 1000 2>/dev/null && flipped=$((flipped + 1))
+    done
+done
+((flipped > 0)) || fx_fail "no file to flip a bit in"
+fx_log "flipped a bit in $flipped files, alternating between the bricks of each set"
+# The bricks differ now: the check at the end must see them converge, not be blind.
 "$FX_PY" "$FX_LIB/replicas.py" "${sets[@]}" >/dev/null 2>&1 &&
     fx_fail "replicas identical right after the flips: the flips did not land"
 
-# Every read goes to a chain head; heads on n1 hold flipped copies.
+# Every read goes to a chain head; heads hold flipped copies.
 fx_verify writes c2 bulk
 served=$(cat "$FX_DIR"/log/cairnd-*.log | grep -c 'corrupt data not served')
 fx_log "$served corrupt reads refused and repaired by a head"
@@ -53,8 +64,8 @@ for ((i = 0; i < 90; i++)); do
     sleep 1
 done
 fx_log "scrub: $(grep 'scrub pass done' "$FX_DIR/log/cairnd-n1.log" | tail -n 2 | tr '\n' ' ')"
-grep -q 'scrub: repaired corrupt data' "$FX_DIR"/log/cairnd-n1.log ||
-    fx_soft_fail "the scrub repaired nothing on n1"
+cat "$FX_DIR"/log/cairnd-*.log | grep -q 'scrub: repaired corrupt data' ||
+    fx_soft_fail "the scrub repaired nothing"
 fx_wait_healthy 30 || fx_fail "not healthy after the bit flips"
 fx_verify_replicas
 fx_finish
