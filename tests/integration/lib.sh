@@ -405,3 +405,33 @@ bench_save_table() {
     cp "$3" "$out.jsonl"
     log "saved $out.md"
 }
+
+# acked_writer DIR ACKED STOP K: until the file STOP exists, create, write and fsync files
+# DIR/fK-I (content derived from the name); a file is acknowledged, as the line "K-I I" in
+# ACKED, once all three returned. Every error is counted and printed; exits 1 if any.
+acked_writer() {
+    python3 - "$1" "$2" "$3" "$4" <<'PY'
+import os, sys, hashlib
+d, acked, stop, k = sys.argv[1:5]
+i = errors = 0
+with open(acked, "w") as log:
+    while not os.path.exists(stop):
+        name = f"{k}-{i}"
+        data = hashlib.sha256(name.encode()).digest() * (16 + i % 300)
+        try:
+            fd = os.open(f"{d}/f{name}", os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+            try:
+                os.write(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            log.write(f"{name} {i}\n")
+            log.flush()
+        except OSError as e:
+            errors += 1
+            print(f"write f{name}: {e}", flush=True)
+        i += 1
+print(f"writer {k}: {i} attempted, {errors} errors", flush=True)
+sys.exit(1 if errors else 0)
+PY
+}

@@ -26,30 +26,7 @@ n2log=$CL_DIR/log/cairnd-n2.log
 # Writers: 4 processes, each creating, writing and fsyncing numbered files; a file is
 # acknowledged once all three returned. An error of any kind is counted and printed.
 writer() { # K
-    python3 - "$mnt/w" "$acked.$1" "$stop" "$1" >"$CL_DIR/writer-$1.log" 2>&1 <<'PY'
-import os, sys, hashlib
-d, acked, stop, k = sys.argv[1:5]
-i = errors = 0
-with open(acked, "w") as log:
-    while not os.path.exists(stop):
-        name = f"{k}-{i}"
-        data = hashlib.sha256(name.encode()).digest() * (16 + i % 300)
-        try:
-            fd = os.open(f"{d}/f{name}", os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
-            try:
-                os.write(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            log.write(f"{name} {i}\n")
-            log.flush()
-        except OSError as e:
-            errors += 1
-            print(f"write f{name}: {e}", flush=True)
-        i += 1
-print(f"writer {k}: {i} attempted, {errors} errors", flush=True)
-sys.exit(1 if errors else 0)
-PY
+    acked_writer "$mnt/w" "$acked.$1" "$stop" "$1" >"$CL_DIR/writer-$1.log" 2>&1
 }
 writers=()
 # The writers end before the harness unmounts, on success or failure.
