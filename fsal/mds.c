@@ -34,6 +34,7 @@
 #include "nfs_convert.h"
 #include "nfs_exports.h"
 #include "nfs_fh.h"
+#include "sal_functions.h"
 #include "internal.h"
 #include "ff.h"
 
@@ -335,6 +336,54 @@ static nfsstat4 layoutget_ff(struct cairn_handle *obj, XDR *loc_body,
 	return NFS4_OK;
 }
 
+/* Ganesha 4.3's LAYOUTGET drops one reference too many on a layout state the client
+ * names by its layout stateid: acquire_layout_state (nfs4_op_layoutget.c) hands back the
+ * state nfs4_Check_Stateid referenced but drops that reference on its way out, and
+ * nfs4_op_layoutget drops it again at its end. Every second LAYOUTGET on a file (the
+ * Linux client sends them with the layout stateid, and its Flexible Files driver does so
+ * after a data server failed) so freed the layout state while the file, the client and
+ * the export still listed it; the next walk of those lists (the reaper expiring the
+ * client, a CLOSE, a LAYOUTRETURN) locked its destroyed mutex and aborted Ganesha
+ * ("get_state_obj_export_owner_refs: Error 22 ... state_mutex", nfs4_state.c:577).
+ * The FSAL gives that reference back. It is called once per LAYOUTGET that got a layout
+ * state (one segment per layout), while that state counts the LAYOUTGET as granting; a
+ * state with a stateid handed out before (seqid > 0) is one the client named (a new
+ * state has seqid 0). The client's states are found through its session, the one
+ * SEQUENCE put into op_ctx->clientid. tests/nfs/pnfs-state.sh. */
+static void layoutget_state_ref_fixup(struct fsal_obj_handle *obj)
+{
+	nfs41_session_t *session;
+	state_owner_t *owner;
+	struct glist_head *g;
+
+	if (op_ctx == NULL || op_ctx->clientid == NULL ||
+	    op_ctx->nfs_vers != 4 || op_ctx->nfs_minorvers == 0)
+		return;
+	session = container_of(op_ctx->clientid, nfs41_session_t, clientid);
+	if (session->clientid_record == NULL)
+		return;
+	owner = &session->clientid_record->cid_owner;
+	PTHREAD_MUTEX_lock(&owner->so_mutex);
+	glist_for_each(g, &owner->so_owner.so_nfs4_owner.so_state_list) {
+		state_t *s = glist_entry(g, state_t, state_owner_list);
+		bool same;
+
+		if (s->state_type != STATE_TYPE_LAYOUT || s->state_seqid == 0 ||
+		    s->state_data.layout.granting == 0)
+			continue;
+		PTHREAD_MUTEX_lock(&s->state_mutex);
+		same = s->state_obj != NULL && s->state_obj->fileid == obj->fileid &&
+		       s->state_obj->fsid.major == obj->fsid.major &&
+		       s->state_obj->fsid.minor == obj->fsid.minor;
+		PTHREAD_MUTEX_unlock(&s->state_mutex);
+		if (same) {
+			inc_state_t_ref(s);
+			break;
+		}
+	}
+	PTHREAD_MUTEX_unlock(&owner->so_mutex);
+}
+
 static nfsstat4 layoutget(struct fsal_obj_handle *obj_pub, XDR *loc_body,
 			  const struct fsal_layoutget_arg *arg,
 			  struct fsal_layoutget_res *res)
@@ -351,6 +400,7 @@ static nfsstat4 layoutget(struct fsal_obj_handle *obj_pub, XDR *loc_body,
 	nfsstat4 st;
 	int rc;
 
+	layoutget_state_ref_fixup(obj_pub);
 	if (!export->pnfs)
 		return NFS4ERR_LAYOUTUNAVAILABLE;
 	st = cairn_layoutget_check(obj_pub->type, export->layout_type, arg->type,
