@@ -274,6 +274,7 @@ static nfsstat4 layoutget_ff(struct cairn_handle *obj, XDR *loc_body,
 			     struct fsal_layoutget_res *res)
 {
 	struct cairn_export *export = obj->export;
+	const cairn_layout_t *lo_used = lo;
 	struct cairn_ff_mirror m[CAIRN_LAYOUT_MAX_BRICKS];
 	fsal_multipath_member_t addr[CAIRN_LAYOUT_MAX_BRICKS];
 	uint8_t fh[NFS4_FHSIZE];
@@ -333,6 +334,7 @@ static nfsstat4 layoutget_ff(struct cairn_handle *obj, XDR *loc_body,
 		return NFS4ERR_SERVERFAULT;
 	}
 	whole_file_segment(res);
+	cairn_layouts_granted(export, obj->key.wire.inode, lo_used);
 	return NFS4_OK;
 }
 
@@ -397,6 +399,7 @@ static nfsstat4 layoutget(struct fsal_obj_handle *obj_pub, XDR *loc_body,
 				   .len = sizeof(obj->key.wire) };
 	uint16_t ds_id = export->export.export_id;
 	cairn_layout_t lo;
+	const cairn_layout_t *lo_used = &lo;
 	nfsstat4 st;
 	int rc;
 
@@ -440,6 +443,7 @@ static nfsstat4 layoutget(struct fsal_obj_handle *obj_pub, XDR *loc_body,
 		return st;
 	}
 	whole_file_segment(res);
+	cairn_layouts_granted(export, obj->key.wire.inode, lo_used);
 	return NFS4_OK;
 }
 
@@ -452,6 +456,10 @@ static nfsstat4 layoutreturn(struct fsal_obj_handle *obj_pub, XDR *lrf_body,
 	/* a FF client's ff_layoutreturn4 (I/O errors and statistics) is not used */
 	if (arg->lo_type != obj->export->layout_type)
 		return NFS4ERR_UNKNOWN_LAYOUTTYPE;
+	/* a segment Ganesha forgets (returned, on close, forgotten, revoked): one less
+	 * to recall on a map change (recall.c) */
+	if (arg->circumstance != circumstance_reclaim && arg->dispose)
+		cairn_layouts_returned(obj->export, obj->key.wire.inode);
 	return NFS4_OK;
 }
 

@@ -143,15 +143,15 @@ class Client:
                 recalls.append((sd, fh))
                 results.u32(op).u32(0)
             elif op == CB_LAYOUTRECALL:  # RFC 8881 §20.3
-                r = {"type": u.u32(), "iomode": u.u32(), "changed": u.u32()}
+                lr = {"type": u.u32(), "iomode": u.u32(), "changed": u.u32()}
                 kind = u.u32()
-                r["kind"] = {1: "file", 2: "fsid", 3: "all"}.get(kind, str(kind))
+                lr["kind"] = {1: "file", 2: "fsid", 3: "all"}.get(kind, str(kind))
                 if kind == 1:
-                    r["fh"], r["offset"], r["length"] = u.opaque(), u.u64(), u.u64()
-                    r["stateid"] = stateid(u)
+                    lr["fh"], lr["offset"], lr["length"] = u.opaque(), u.u64(), u.u64()
+                    lr["stateid"] = stateid(u)
                 elif kind == 2:
-                    r["fsid"] = (u.u64(), u.u64())
-                layout_recalls.append(r)
+                    lr["fsid"] = (u.u64(), u.u64())
+                layout_recalls.append(lr)
                 results.u32(op).u32(0)
             else:  # not expected: answer NFS4ERR_NOTSUPP and stop
                 results.u32(op).u32(10004)
@@ -164,9 +164,9 @@ class Client:
         for sd, fh in recalls:
             if self.on_recall:
                 threading.Thread(target=self.on_recall, args=(sd, fh), daemon=True).start()
-        for r in layout_recalls:
+        for lr in layout_recalls:
             if self.on_layoutrecall:
-                threading.Thread(target=self.on_layoutrecall, args=(r,), daemon=True).start()
+                threading.Thread(target=self.on_layoutrecall, args=(lr,), daemon=True).start()
 
     def _rpc(self, body):
         with self.cv:

@@ -83,4 +83,31 @@ mds_alive "after the expiry"
     fail "the MDS could not clean up the expired clients' layouts (above)"
 pass "two clients went away holding reused layouts: $((3 * LEASE + 5)) s later (their leases expired) the MDS is up and grants layouts"
 
+# 2. layout recalls: a client holding a FILES and one holding a Flexible Files layout;
+# node n2 stops, so every set loses a brick (a new chain head or one mirror less)
+holders=()
+state --export /vol0 hold rec-files --ready "$CL_DIR/ready-files" --timeout 60 \
+    >"$CL_DIR/hold-files.out" 2>&1 &
+holders+=($!)
+state --export /vol0ff --flexfiles hold rec-ff --ready "$CL_DIR/ready-ff" --timeout 60 \
+    >"$CL_DIR/hold-ff.out" 2>&1 &
+holders+=($!)
+for t in files ff; do
+    wait_until 30 test -s "$CL_DIR/ready-$t" || { cat "$CL_DIR/hold-$t.out" >&2; fail "$t holder: no layout"; }
+done
+t0=$SECONDS
+cl_stop_node n2 || fail "stopping n2"
+wait "${holders[@]}" || true
+for t in files ff; do
+    cat "$CL_DIR/hold-$t.out"
+    grep -q "^recalled .* file " "$CL_DIR/hold-$t.out" ||
+        fail "$t: no CB_LAYOUTRECALL within 60 s of n2 stopping"
+    grep -q "^returned " "$CL_DIR/hold-$t.out" || fail "$t: the recalled layout was not returned"
+    ! grep -q "recall-of-another-file" "$CL_DIR/hold-$t.out" || fail "$t: a recall named another file"
+done
+mds_alive "after the recalls"
+pass "n2 stopped: the FILES and Flexible Files layouts were recalled (CB_LAYOUTRECALL of the file, layout changed) and returned within $((SECONDS - t0)) s"
+grep -q "recalling the layouts of a file" "${NFS_DIR[mds]}/ganesha.log" ||
+    fail "the MDS logged no layout recall"
+
 finish

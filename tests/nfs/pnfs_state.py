@@ -12,7 +12,7 @@ CB_LAYOUTRECALL. Subcommands:
                --go-away the client instead disconnects holding its opens and layouts
                (its lease expires at the MDS), after a LAYOUTERROR (--flexfiles).
   probe        one LAYOUTGET on a new file: the MDS still works.
-  hold PATH    OPEN PATH (created), LAYOUTGET (READ and RW), then wait for a
+  hold PATH    OPEN PATH (created), LAYOUTGET RW, then wait for a
                CB_LAYOUTRECALL: prints `ready`, then `recalled T KIND IOMODE` (seconds since
                ready), answers it with LAYOUTRETURN and prints `returned T`, or
                `no-recall` after --timeout seconds.
@@ -183,7 +183,8 @@ def hold(args):
         try:
             if r["kind"] == "file" and r.get("fh") != fh:
                 say("recall-of-another-file")
-            layoutreturn(c, fh, state["sd"], ltype)
+            # the recall carries the layout stateid with its seqid moved (RFC 8881 §12.5.3)
+            layoutreturn(c, fh, r.get("stateid", state["sd"]), ltype)
             say(f"returned {time.monotonic() - t0:.1f}")
         except Nfs4Error as e:
             say(f"return-failed-{e.status}")
