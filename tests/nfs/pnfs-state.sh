@@ -10,8 +10,9 @@
 #     reaper aborted on its mutex: the pnfs VM scenario's FF data-server kill); the FSAL
 #     makes up for it (fsal/mds.c). The MDS must stay up and keep granting layouts.
 #  2. Layout recalls: a client holding a layout gets CB_LAYOUTRECALL when a node of the
-#     file's replica set stops (its chain head or mirror list changes), and returns it.
-# About 60-90 s.
+#     file's replica set stops (its chain head or mirror list changes), and returns it;
+#     the same when the node comes back and its bricks are up again.
+# About 80-100 s.
 set -euo pipefail
 # shellcheck source=tests/nfs/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -85,28 +86,46 @@ pass "two clients went away holding reused layouts: $((3 * LEASE + 5)) s later (
 
 # 2. layout recalls: a client holding a FILES and one holding a Flexible Files layout;
 # node n2 stops, so every set loses a brick (a new chain head or one mirror less)
-holders=()
-state --export /vol0 hold rec-files --ready "$CL_DIR/ready-files" --timeout 60 \
-    >"$CL_DIR/hold-files.out" 2>&1 &
-holders+=($!)
-state --export /vol0ff --flexfiles hold rec-ff --ready "$CL_DIR/ready-ff" --timeout 60 \
-    >"$CL_DIR/hold-ff.out" 2>&1 &
-holders+=($!)
-for t in files ff; do
-    wait_until 30 test -s "$CL_DIR/ready-$t" || { cat "$CL_DIR/hold-$t.out" >&2; fail "$t holder: no layout"; }
-done
+# hold_layouts NAME: a FILES and a Flexible Files holder of files NAME-files, NAME-ff, each
+# answering CB_LAYOUTRECALL (HOLDERS: their pids), once they have their layouts
+hold_layouts() {
+    local t
+    HOLDERS=()
+    state --export /vol0 hold "$1-files" --ready "$CL_DIR/ready-$1-files" --timeout 60 \
+        >"$CL_DIR/hold-$1-files.out" 2>&1 &
+    HOLDERS+=($!)
+    state --export /vol0ff --flexfiles hold "$1-ff" --ready "$CL_DIR/ready-$1-ff" --timeout 60 \
+        >"$CL_DIR/hold-$1-ff.out" 2>&1 &
+    HOLDERS+=($!)
+    for t in files ff; do
+        wait_until 30 test -s "$CL_DIR/ready-$1-$t" ||
+            { cat "$CL_DIR/hold-$1-$t.out" >&2; fail "$1-$t holder: no layout"; }
+    done
+}
+# check_recalled NAME WHAT: both holders of hold_layouts NAME were recalled and returned
+check_recalled() {
+    local t
+    wait "${HOLDERS[@]}" || true
+    for t in files ff; do
+        cat "$CL_DIR/hold-$1-$t.out"
+        grep -q "^recalled .* file " "$CL_DIR/hold-$1-$t.out" ||
+            fail "$1-$t: no CB_LAYOUTRECALL within 60 s of $2"
+        grep -q "^returned " "$CL_DIR/hold-$1-$t.out" || fail "$1-$t: the recalled layout was not returned"
+        ! grep -q "recall-of-another-file" "$CL_DIR/hold-$1-$t.out" || fail "$1-$t: a recall named another file"
+    done
+    mds_alive "after the recalls of $2"
+}
+hold_layouts down
 t0=$SECONDS
 cl_stop_node n2 || fail "stopping n2"
-wait "${holders[@]}" || true
-for t in files ff; do
-    cat "$CL_DIR/hold-$t.out"
-    grep -q "^recalled .* file " "$CL_DIR/hold-$t.out" ||
-        fail "$t: no CB_LAYOUTRECALL within 60 s of n2 stopping"
-    grep -q "^returned " "$CL_DIR/hold-$t.out" || fail "$t: the recalled layout was not returned"
-    ! grep -q "recall-of-another-file" "$CL_DIR/hold-$t.out" || fail "$t: a recall named another file"
-done
-mds_alive "after the recalls"
+check_recalled down "n2 stopping"
 pass "n2 stopped: the FILES and Flexible Files layouts were recalled (CB_LAYOUTRECALL of the file, layout changed) and returned within $((SECONDS - t0)) s"
+# n2 comes back: its bricks heal and come up again (the chains change back)
+hold_layouts up
+t0=$SECONDS
+cl_start_node n2
+check_recalled up "n2 coming back"
+pass "n2 back: the layouts granted while it was down were recalled and returned within $((SECONDS - t0)) s"
 grep -q "recalling the layouts of a file" "${NFS_DIR[mds]}/ganesha.log" ||
     fail "the MDS logged no layout recall"
 
