@@ -447,15 +447,48 @@ static nfsstat4 layoutget(struct fsal_obj_handle *obj_pub, XDR *loc_body,
 	return NFS4_OK;
 }
 
+/* One device error a Flexible Files client reported in LAYOUTRETURN: logged with the
+ * brick and node the device names (an operator sees which DS clients cannot use). */
+static void log_ff_ioerr(const struct cairn_ff_ioerr *e, void *arg)
+{
+	struct cairn_export *export = arg;
+	struct pnfs_deviceid d;
+	const char *node = "?";
+	cairn_layout_t lo;
+	uint32_t i;
+
+	memcpy(&d, e->deviceid, sizeof(d));
+	if (d.devid >= CAIRN_FF_DEVID_BASE &&
+	    cairn_set_layout(export->fs, d.device_id4, 0, &lo) == 0)
+		for (i = 0; i < lo.nbricks; i++)
+			if ((uint64_t)lo.bricks[i].index + CAIRN_FF_DEVID_BASE ==
+			    d.devid)
+				node = lo.bricks[i].node;
+	LogEvent(COMPONENT_PNFS,
+		 "CAIRN: volume %s: a client reports that the data server of brick %" PRIu64
+		 " (node %s, set %u) failed %s with %s at %" PRIu64 "+%" PRIu64,
+		 export->volume, d.devid - CAIRN_FF_DEVID_BASE, node,
+		 d.device_id4, nfsop4_to_str(e->opnum),
+		 nfsstat4_to_str(e->status), e->offset, e->length);
+}
+
 static nfsstat4 layoutreturn(struct fsal_obj_handle *obj_pub, XDR *lrf_body,
 			     const struct fsal_layoutreturn_arg *arg)
 {
 	struct cairn_handle *obj =
 		container_of(obj_pub, struct cairn_handle, handle);
 
-	/* a FF client's ff_layoutreturn4 (I/O errors and statistics) is not used */
 	if (arg->lo_type != obj->export->layout_type)
 		return NFS4ERR_UNKNOWN_LAYOUTTYPE;
+	/* a FF client's ff_layoutreturn4: its I/O error reports are logged (Ganesha
+	 * resets the stream after the last segment; ours is the only one), statistics
+	 * are not read */
+	if (lrf_body != NULL && arg->lo_type == LAYOUT4_FLEX_FILES &&
+	    arg->circumstance == circumstance_client &&
+	    cairn_ff_decode_ioerrs(lrf_body, log_ff_ioerr, obj->export) < 0)
+		LogInfo(COMPONENT_PNFS,
+			"CAIRN: volume %s: LAYOUTRETURN with an ff_layoutreturn4 that does not decode",
+			obj->export->volume);
 	/* a segment Ganesha forgets (returned, on close, forgotten, revoked): one less
 	 * to recall on a map change (recall.c) */
 	if (arg->circumstance != circumstance_reclaim && arg->dispose)

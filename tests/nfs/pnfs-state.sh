@@ -3,7 +3,7 @@
 # per node and an MDS Ganesha (/vol0 FILES, /vol0ff Flexible Files) with a 10 s lease,
 # driven by tests/nfs/pnfs_state.py (a raw NFSv4.1 client with a back channel).
 #  1. Layout stateids used again: LAYOUTGET READ/RW with the layout stateid, LAYOUTRETURN
-#     with an ff_ioerr4 report, LAYOUTERROR (what a Linux Flexible Files client sends
+#     with an ff_ioerr4 report (the MDS logs it, with the brick and node), LAYOUTERROR (what a Linux Flexible Files client sends
 #     after a DS died); then clients that go away holding such layouts, whose leases the
 #     MDS's reaper expires. Ganesha 4.3 dropped one reference of the layout state too many
 #     per LAYOUTGET with a layout stateid (the state was freed while still listed, and the
@@ -64,7 +64,11 @@ out=$(state --export /vol0 reuse 3 --prefix files-ret-) ||
     { echo "$out" >&2; fail "FILES: layout stateid used again, returned"; }
 echo "$out"
 mds_alive "after LAYOUTGETs with layout stateids and FF LAYOUTRETURN reports"
-pass "LAYOUTGET with the layout stateid (READ, RW, READ), LAYOUTRETURN (FF: with an ff_ioerr4 report), CLOSE: the MDS stays up"
+# the reports name the first mirror's device (a brick of the file's set) and the error
+n=$(grep -c "a client reports that the data server of brick [0-9]* (node n[12], set [0-9]*) failed WRITE with NFS4ERR_NXIO at 0+18446744073709551615" \
+    "${NFS_DIR[mds]}/ganesha.log" || true)
+((n == 3)) || fail "the MDS logged $n of the 3 ff_ioerr4 reports (FSAL_CAIRN's layoutreturn)"
+pass "LAYOUTGET with the layout stateid (READ, RW, READ), LAYOUTRETURN (FF: with an ff_ioerr4 report, logged with its brick and node), CLOSE: the MDS stays up"
 out=$(state --export /vol0ff --flexfiles reuse 3 --prefix ff-away- --go-away) ||
     { echo "$out" >&2; fail "Flexible Files: a client that goes away"; }
 echo "$out"
