@@ -13,9 +13,11 @@
 
 mod ffi;
 mod io;
+mod mapwatch;
 mod runtime;
 mod types;
 
+pub use mapwatch::*;
 pub use runtime::cairn_fs_t;
 pub use types::*;
 
@@ -230,6 +232,7 @@ pub unsafe extern "C" fn cairn_unmount(fs: *mut cairn_fs_t) -> c_int {
         }
         *fs.invalidate.lock() = None;
         fs.vol.on_recall(None);
+        fs.vol.on_map_change(None);
         fs.inflight.wait_idle();
         let r = fs.block_on(fs.vol.unmount());
         r.map_err(|e| Error::remote(e, format!("unmount {}", fs.label)))
