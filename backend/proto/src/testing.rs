@@ -716,11 +716,14 @@ pub fn op(id: BoxedStrategy<Id>, name: BoxedStrategy<Vec<u8>>) -> BoxedStrategy<
         id().prop_map(|id| Op::DelegReturn { id }),
         (id(), name()).prop_map(|(dir, name)| Op::UnlinkLinkto { dir, name }),
         id().prop_map(|id| Op::GetXattrs { id }),
-        (id(), proptest::option::of(num32()))
-            .prop_map(|(id, to)| Op::MigrateMark { id, to }),
+        (id(), proptest::option::of(num32())).prop_map(|(id, to)| Op::MigrateMark { id, to }),
         attr(id()).prop_map(|attr| Op::MigrateIn { id: attr.id, attr }),
-        (id(), name(), id(), num32())
-            .prop_map(|(dir, name, id, to)| Op::MigrateOut { dir, name, id, to }),
+        (id(), name(), id(), num32()).prop_map(|(dir, name, id, to)| Op::MigrateOut {
+            dir,
+            name,
+            id,
+            to
+        }),
         id().prop_map(|id| Op::MigrateDrop { id }),
     ]
     .boxed()

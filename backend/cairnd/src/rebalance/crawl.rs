@@ -154,7 +154,7 @@ async fn file(node: &Arc<Node>, vol: &str, run: &Run, set: u32, dir: Id, name: &
     let Some(map) = node.map(vol) else { return };
     let to = cairn_placement::hashed_set(&map, dir, name).id;
     let here = map.set_by_id(set).and_then(|s| cairn_placement::head(s, id));
-    if to == set || !here.is_some_and(|b| node.slot(vol, b.index).is_some()) {
+    if to == set || here.is_none_or(|b| node.slot(vol, b.index).is_none()) {
         return;
     }
     let r = migrate_file(node, vol, dir, name, id, set, to).await;
