@@ -73,6 +73,7 @@ fn mgmt(p: &Principal, m: &MgmtRequest) -> Result<(), RemoteError> {
         M::BrickPrepare { .. }
         | M::BrickReset { .. }
         | M::BrickAdd { .. }
+        | M::RebalanceLocal { .. }
         | M::HealLocal { .. } => {
             need(p, &[Node], || format!("{} is sent between cluster nodes", what()))
         }

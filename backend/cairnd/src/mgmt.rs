@@ -417,6 +417,7 @@ pub async fn handle(node: &Arc<Node>, req: MgmtRequest) -> Result<MgmtReply, Rem
         }
         req @ MgmtRequest::BrickAdd { .. } => brick_add(node, req).await,
         MgmtRequest::VolumeRebalance { name, action } => rebalance(node, &name, &action).await,
+        MgmtRequest::RebalanceLocal { name, action } => rebalance_local(node, &name, &action).await,
     }
 }
 

@@ -161,9 +161,16 @@ pub enum MgmtRequest {
         force: bool,
     },
     /// `rebalance VOL start|status|stop`: move files to the replica sets their names hash
-    /// to after add-brick (docs/rebalance.md). `start` runs on the node asked, for the
-    /// files its bricks head; `status` and `stop` act on that node's run.
+    /// to after add-brick (docs/rebalance.md). The node asked sends the action to every
+    /// node with bricks of the volume (`RebalanceLocal`): each runs for the files its
+    /// bricks head; `status` gathers their progress.
     VolumeRebalance {
+        name: String,
+        action: String,
+    },
+    /// Node to node: `VolumeRebalance`'s action (`start`, `status`, `stop`) on this node's
+    /// own run of the volume.
+    RebalanceLocal {
         name: String,
         action: String,
     },

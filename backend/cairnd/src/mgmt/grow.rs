@@ -48,6 +48,12 @@ pub(super) async fn add_brick(
             format!("Volume {name} is stopped: start it first (the new bricks get the volume's directories from its running bricks)"),
         ));
     }
+    if let Some(n) = rebalance_running(node, &rec).await {
+        return Err(fail(
+            Errno::EBUSY,
+            format!("volume {name}: a rebalance is running (on {n}): one layout change at a time; wait for it or stop it ('cairn volume rebalance {name} stop')"),
+        ));
+    }
     let r = rec.replica as usize;
     if specs.is_empty() || !specs.len().is_multiple_of(r) {
         return Err(inval(format!(
