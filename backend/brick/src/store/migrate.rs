@@ -36,6 +36,12 @@ impl Brick {
         }
     }
 
+    /// Whether regular file `id`'s fd is in the fd cache (no syscall): then its index
+    /// entry is the file, not a moved stub (making a stub forgets the fd).
+    pub fn file_cached(&self, id: Id) -> Option<()> {
+        self.idx.file_fd_cached(id).map(|_| ())
+    }
+
     /// How many `Op::Open`s hold `id` on this brick.
     pub fn open_count(&self, id: Id) -> u32 {
         self.opens.lock().get(&id).copied().unwrap_or(0)

@@ -77,10 +77,20 @@ pub(crate) fn admit(node: &Node, slot: &BrickSlot, req: &BrickRequest) -> Result
 /// At the chain head, under the mutation's inode locks: a mutation of a file fenced for
 /// its move (`Op::MigrateMark`) is refused with ESTALEMAP, which clients retry, so no
 /// write lands behind the copy; after the switch the brick answers EMOVED and the client
-/// resends to the new set.
+/// resends to the new set (a data write is answered EMOVED here).
 pub(crate) fn fenced(slot: &BrickSlot, req: &BrickRequest) -> Result<(), RemoteError> {
     if is_migrate(&req.op) {
         return Ok(());
+    }
+    // A data write goes to the replicas while the head writes (`chain/apply.rs`): one of
+    // an id moved off this set is answered here, before the replicas take it for a
+    // forward they missed.
+    if let Op::Write { id, .. } | Op::CopyRange { dst: id, .. } = &req.op {
+        if slot.brick.file_cached(*id).is_none() {
+            if let Some(set) = slot.brick.moved(*id) {
+                return Err(RemoteError::moved(id, set));
+            }
+        }
     }
     let mut ids = changed_ids(&req.op);
     ids.push(key_id(&req.op));
