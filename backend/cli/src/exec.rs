@@ -243,7 +243,7 @@ fn show(out: &mut dyn Write, err: &mut dyn Write, s: &Settings, p: &Plan, reply:
             if s.json {
                 json::render(&RebalanceDoc { volume, nodes })
             } else {
-                format::rebalance_status(&volume, &nodes)
+                crate::rebalance::status(&volume, &nodes)
             }
         }
         (Output::HealStatistics, MgmtReply::HealStats(bricks)) => {

@@ -93,7 +93,7 @@ fn na_or<T: PartialEq + Default + ToString>(v: T) -> String {
 }
 
 /// Left-aligned columns, two spaces apart, with a dashed rule under the header.
-fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut width: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for r in rows {
         for (w, c) in width.iter_mut().zip(r) {
@@ -310,51 +310,6 @@ pub fn audit(lines: &[String]) -> String {
 }
 
 /// `cairn volume heal NAME statistics`, in the layout of gluster's.
-/// `volume rebalance NAME status`, in gluster's columns.
-pub fn rebalance_status(volume: &str, nodes: &[cairn_proto::mgmt::RebalanceNode]) -> String {
-    if nodes.is_empty() {
-        return format!(
-            "volume rebalance: {volume}: no rebalance has run on this node since cairnd started\n"
-        );
-    }
-    let rows: Vec<Vec<String>> = nodes
-        .iter()
-        .map(|n| {
-            let secs = n.updated.saturating_sub(n.started);
-            vec![
-                n.node.clone(),
-                n.moved.to_string(),
-                n.bytes.to_string(),
-                n.scanned.to_string(),
-                n.failures.to_string(),
-                n.skipped.to_string(),
-                n.state.clone(),
-                format!("{}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60),
-            ]
-        })
-        .collect();
-    let mut o = table(
-        &[
-            "Node",
-            "Rebalanced-files",
-            "size",
-            "scanned",
-            "failures",
-            "skipped",
-            "status",
-            "run time in h:m:s",
-        ],
-        &rows,
-    );
-    for n in nodes {
-        if let Some(e) = &n.last_error {
-            let _ = writeln!(o, "{}: last failure: {e}", n.node);
-        }
-    }
-    let _ = writeln!(o, "volume rebalance: {volume}: success");
-    o
-}
-
 pub fn heal_statistics(volume: &str, bricks: &[HealBrickStats]) -> String {
     let mut o = format!("Gathering crawl statistics on volume {volume} has been successful\n");
     o.push_str("------------------------------------------------\n");

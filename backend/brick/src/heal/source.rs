@@ -154,7 +154,7 @@ fn stub_state(br: &impl Store, id: Id) -> R<(Reply, Bytes)> {
         return Err(fail(libc::EAGAIN, format!("{}: replaced meanwhile", what())));
     };
     let state = HealState {
-        attr: Some(crate::store::attr_of(id, &st, false)),
+        attr: Some(stub_attr(id, &st)),
         xattrs: vec![(ids::XATTR_MOVED.to_bytes().to_vec(), set.to_le_bytes().to_vec())],
         symlink: None,
         entries: vec![],
@@ -163,6 +163,26 @@ fn stub_state(br: &impl Store, id: Id) -> R<(Reply, Bytes)> {
         pending_for: vec![],
     };
     Ok((Reply::Heal(Box::new(state)), Bytes::new()))
+}
+
+/// A stub's attributes (an empty regular file, mode 0) from its `lstat`.
+fn stub_attr(id: Id, st: &libc::stat) -> cairn_proto::Attr {
+    let t = |sec: i64, nsec: i64| cairn_proto::Timespec { sec, nsec: nsec as u32 };
+    cairn_proto::Attr {
+        id,
+        kind: FileType::Regular,
+        perm: st.st_mode & 0o7777,
+        nlink: st.st_nlink as u32,
+        uid: st.st_uid,
+        gid: st.st_gid,
+        size: st.st_size as u64,
+        blocks: st.st_blocks as u64,
+        rdev: 0,
+        atime: t(st.st_atime, st.st_atime_nsec),
+        mtime: t(st.st_mtime, st.st_mtime_nsec),
+        ctime: t(st.st_ctime, st.st_ctime_nsec),
+        change: 0,
+    }
 }
 
 /// The set a heal state's moved stub names, if the state is one ([`stub_state`]).
