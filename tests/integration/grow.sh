@@ -347,7 +347,13 @@ open(state + ".errors", "w").write("\n".join(errors))
 open(state + ".n", "w").write(str(n))
 EOF
 live=$!
-trap 'touch "$CL_DIR/live.stop" "$CL_DIR/held.read"; stop_writer; cl_cleanup' EXIT
+# On a failure, release the fd holder and stop the live writer too (keeping the status).
+stop_live() {
+    local rc=$?
+    touch "$CL_DIR/live.stop" "$CL_DIR/held.read"
+    return "$rc"
+}
+trap 'stop_live; stop_writer; cl_cleanup' EXIT
 sleep 1
 out=$(cairn_cli volume rebalance gv start 2>&1) || fail "rebalance start: $out"
 pass "rebalance start: $out"
