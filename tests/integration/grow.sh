@@ -14,8 +14,13 @@
 #   exactly one set (both its bricks), and every listing shows each name once;
 # - every file made before or during the growth reads back with its content and inode
 #   number, also through a second mount and after a remount;
-# - the writer saw no error.
-# Fails on main's binaries: add-brick does not exist there.
+# - the writer saw no error;
+# - then `volume rebalance gv start` (a second start and an add-brick refused meanwhile)
+#   runs on every node while a FUSE writer rewrites and reads files it moves and 60 fds
+#   opened before it read after it: `status --json` fields, every node completed with no
+#   failure, every acknowledged write kept, content and inode numbers unchanged through
+#   both mounts, moved files whole on one set with a linkto on set 1.
+# Fails on main's binaries: add-brick (and rebalance) do not exist there.
 # suite-timeout: 600
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -43,7 +48,7 @@ python3 - "$m" "$CL_DIR/before.json" <<'EOF' || fail "making the first tree"
 import hashlib, json, os, sys
 m, out = sys.argv[1:3]
 rec = {}
-for d in ["d0", "d1", "d1/sub", "d1/sub/deep", "w", "keep"]:
+for d in ["d0", "d1", "d1/sub", "d1/sub/deep", "w", "keep", "live"]:
     os.makedirs(f"{m}/{d}", exist_ok=True)
 os.chmod(f"{m}/keep", 0o750)
 for i in range(120):
@@ -54,6 +59,10 @@ for i in range(120):
         f.write(data)
     rec[p] = [hashlib.sha256(data).hexdigest(), os.stat(f"{m}/{p}").st_ino]
 json.dump(rec, open(out, "w"))
+# Files rewritten by a writer while the rebalance moves them.
+for k in range(40):
+    with open(f"{m}/live/l{k}", "wb") as f:
+        f.write(f"l{k} generation 0\n".encode() * 50)
 EOF
 pass "120 files in 4 directories made on the 1 x 2 volume"
 
@@ -287,4 +296,143 @@ check "$b" "a new mount"
     fail "d1/sub/deep/f3 left set 1 without a rebalance"
 assert_eq 750 "$(stat -c %a "$m/keep")" "directory mode seen through the mount after the growth"
 
+# --- rebalance, while a FUSE writer rewrites and reads the files it moves --------------------
+# fds opened before the move read the moved files after it.
+python3 - "$m" "$CL_DIR/before.json" "$CL_DIR/held" <<'EOF' &
+import hashlib, json, os, sys, time
+m, before, flag = sys.argv[1:4]
+rec = json.load(open(before))
+fds = {p: os.open(f"{m}/{p}", os.O_RDONLY) for p in sorted(rec)[:60]}
+open(flag, "w").close()
+while not os.path.exists(flag + ".read"):
+    time.sleep(0.1)
+bad = []
+for p, fd in fds.items():
+    data = b""
+    while True:
+        b = os.pread(fd, 1 << 20, len(data))
+        if not b:
+            break
+        data += b
+    if hashlib.sha256(data).hexdigest() != rec[p][0]:
+        bad.append(p)
+open(flag + ".done", "w").write("\n".join(bad))
+EOF
+held=$!
+for _ in $(seq 100); do [[ -e $CL_DIR/held ]] && break; sleep 0.1; done
+python3 - "$m/live" "$CL_DIR/live" <<'EOF' &
+import os, random, sys, time
+d, state = sys.argv[1:3]
+gen, errors, n = {k: 0 for k in range(40)}, [], 0
+while not os.path.exists(state + ".stop") and len(errors) < 20:
+    k = random.randrange(40)
+    want = f"l{k} generation {gen[k] + 1}\n".encode() * 50
+    try:
+        with open(f"{d}/l{k}", "r+b") as f:
+            f.write(want)
+            f.truncate()
+            f.flush()
+            os.fsync(f.fileno())
+        gen[k] += 1
+        with open(f"{d}/l{k}", "rb") as f:
+            got = f.read()
+        if got != want:
+            errors.append(f"l{k}: read back {len(got)} bytes, not generation {gen[k]}")
+        n += 1
+    except OSError as e:
+        errors.append(f"l{k}: {e}")
+    time.sleep(0.005)
+open(state, "w").write(" ".join(str(gen[k]) for k in range(40)))
+open(state + ".errors", "w").write("\n".join(errors))
+open(state + ".n", "w").write(str(n))
+EOF
+live=$!
+# On a failure, release the fd holder and stop the live writer too (keeping the status).
+stop_live() {
+    local rc=$?
+    touch "$CL_DIR/live.stop" "$CL_DIR/held.read"
+    return "$rc"
+}
+trap 'stop_live; stop_writer; cl_cleanup' EXIT
+sleep 1
+out=$(cairn_cli volume rebalance gv start 2>&1) || fail "rebalance start: $out"
+pass "rebalance start: $out"
+if out=$(cairn_cli volume rebalance gv start 2>&1); then
+    fail "a second rebalance start succeeded: $out"
+fi
+grep -q "already running" <<<"$out" || fail "second start: '$out' does not say a rebalance runs"
+mkdir -p "$bd/x4" "$bd/x5"
+if out=$(cairn_cli volume add-brick gv replica 2 "n1:$bd/x4" "n2:$bd/x5" force 2>&1); then
+    fail "add-brick during the rebalance succeeded: $out"
+fi
+grep -q "a rebalance is running" <<<"$out" || fail "add-brick during the rebalance: '$out'"
+pass "a second start and an add-brick are refused while the rebalance runs"
+# status --json, until no node runs.
+for _ in $(seq 600); do
+    st=$(cairn_cli --json volume rebalance gv status) || fail "rebalance status"
+    python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(any(n["state"]=="running" for n in d["nodes"]))' <<<"$st" && break
+    sleep 0.2
+done
+sum=$(python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert d["volume"] == "gv", d
+nodes = d["nodes"]
+assert sorted(n["node"] for n in nodes) == ["n1", "n2"], nodes
+for n in nodes:
+    for k in ("node", "state", "layout_epoch", "scanned", "moved", "bytes", "skipped", "failures", "last_error", "started", "updated"):
+        assert k in n, (k, n)
+    assert n["state"] == "completed", n
+    assert n["failures"] == 0, n
+print(sum(n["moved"] for n in nodes), sum(n["bytes"] for n in nodes), sum(n["skipped"] for n in nodes))
+' <<<"$st") || fail "rebalance status --json: $st"
+read -r moved bytes skipped <<<"$sum"
+((moved > 50)) || fail "the rebalance moved only $moved files"
+pass "rebalance completed on n1 and n2 (the nodes with bricks): $moved files ($bytes bytes) moved, $skipped skipped (hard links), no failure"
+table=$(cairn_cli volume rebalance gv status) || fail "rebalance status"
+echo "$table"
+grep -q "Rebalanced-files" <<<"$table" || fail "status table: $table"
+touch "$CL_DIR/held.read" "$CL_DIR/live.stop"
+wait "$held" || fail "the fd holder crashed"
+[[ -s $CL_DIR/held.done ]] && fail "fds opened before the move read other data: $(head -c 500 "$CL_DIR/held.done")"
+pass "60 fds opened before the rebalance read every file's content after it"
+wait "$live" || fail "the live writer crashed"
+[[ -s $CL_DIR/live.errors ]] && fail "live writer errors: $(head -c 2000 "$CL_DIR/live.errors")"
+pass "the FUSE writer rewrote and read back files $(cat "$CL_DIR/live.n") times during the rebalance, no error"
+for mnt in "$m" "$b"; do
+    python3 - "$mnt/live" "$CL_DIR/live" <<'EOF' || fail "live files through $mnt after the rebalance"
+import sys
+d, state = sys.argv[1:3]
+for k, g in enumerate(open(state).read().split()):
+    with open(f"{d}/l{k}", "rb") as f:
+        assert f.read() == f"l{k} generation {g}\n".encode() * 50, f"l{k}: not generation {g}"
+EOF
+done
+pass "every live file holds its last acknowledged write (both mounts)"
+check "$m" "the writer's mount, after the rebalance"
+check "$b" "a second mount, after the rebalance"
+# On the bricks: each first-tree file with one name is whole on the two bricks of one set;
+# one that left set 1 left a linkto there.
+off=$(python3 - "$bd" "$CL_DIR/before.json" <<'EOF'
+import json, os, sys
+bd, before = sys.argv[1], json.load(open(sys.argv[2]))
+sets = {1: ("gv-b0", "gv-b1"), 2: ("s2a", "s2b"), 3: ("s3a", "s3b")}
+off = 0
+for p in before:
+    if os.stat(f"{bd}/gv-b0/data/{p}").st_nlink > 2:
+        continue  # hard links are not moved
+    whole = [s for s, bs in sets.items()
+             if all(os.path.exists(f"{bd}/{b}/data/{p}") and os.path.getsize(f"{bd}/{b}/data/{p}") > 0 for b in bs)]
+    assert len(whole) == 1, f"{p}: whole on sets {whole}"
+    if whole[0] != 1:
+        off += 1
+        for b in sets[1]:
+            assert os.path.getsize(f"{bd}/{b}/data/{p}") == 0, f"{p}: no linkto left on {b}"
+assert off > 20, f"only {off} first-tree files left set 1"
+print(off)
+EOF
+) || fail "files on the bricks after the rebalance"
+pass "$off first-tree files moved off set 1 sit whole on one set, a linkto on set 1"
+
 finish
+

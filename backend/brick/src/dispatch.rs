@@ -113,6 +113,12 @@ impl Brick {
             }
             Op::ListXattr { id } => unit(self.op_listxattr(*id)),
             Op::GetXattrs { id } => unit(self.op_getxattrs(cx, *id)),
+            Op::MigrateMark { id, to } => unit(self.op_migrate_mark(cx, *id, *to)),
+            Op::MigrateIn { id, attr } => unit(self.op_migrate_in(cx, *id, attr)),
+            Op::MigrateOut { dir, name, id, to } => {
+                unit(self.op_migrate_out(cx, *dir, name, *id, *to))
+            }
+            Op::MigrateDrop { id } => unit(self.op_migrate_drop(*id)),
             Op::RemoveXattr { id, name } => unit(self.op_removexattr(cx, *id, name)),
             Op::StatFs => unit(self.op_statfs()),
             Op::ReadDir { dir, cookie, max, plus } => {

@@ -16,6 +16,10 @@ use std::sync::Arc;
 
 pub const XATTR_ID: &std::ffi::CStr = c"trusted.cairn.id";
 pub const XATTR_LINKTO: &std::ffi::CStr = c"trusted.cairn.linkto";
+/// On a moved stub (docs/rebalance.md): the replica set the inode lives on now, 4 bytes
+/// little-endian. A stub is the id's index entry on its home set after a rebalance moved
+/// the inode: an empty regular file, mode 0, with no name in any directory.
+pub const XATTR_MOVED: &std::ffi::CStr = c"trusted.cairn.moved";
 /// Longest chain of parent directories followed before giving up (a corrupt loop).
 const MAX_DEPTH: usize = 4096;
 
@@ -175,6 +179,28 @@ pub fn id_of(t: &XTarget) -> io::Result<Option<Id>> {
     }
 }
 
+/// The set a moved stub names; `None` for any inode without the xattr.
+pub fn moved_of(t: &XTarget) -> io::Result<Option<u32>> {
+    match t.get(XATTR_MOVED) {
+        Ok(v) if v.len() == 4 => Ok(Some(u32::from_le_bytes(v.try_into().expect("4 bytes")))),
+        Ok(_) => Err(sys::errno(libc::EIO)),
+        Err(e) if e.raw_os_error() == Some(libc::ENODATA) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether an index entry's `lstat` has a moved stub's shape (empty regular file, mode
+/// 0); only such an entry's xattr is read to tell.
+pub fn stub_shaped(st: &libc::stat) -> bool {
+    is_reg(st) && st.st_mode & 0o7777 == 0 && st.st_size == 0
+}
+
+/// The error of an op by id that found a moved stub (`EREMOTE`, the brick's EMOVED):
+/// `Brick::find` and `Brick::file` read the set with [`Index::moved`].
+fn moved_err() -> io::Error {
+    sys::errno(libc::EREMOTE)
+}
+
 pub fn linkto_of(t: &XTarget) -> io::Result<Option<Id>> {
     match t.get(XATTR_LINKTO) {
         Ok(v) if v.len() == 16 => Ok(Some(Id::from_bytes(v.try_into().expect("16 bytes")))),
@@ -207,7 +233,7 @@ impl Index {
         Ok(XTarget::Path(cstr(&p)?))
     }
 
-    fn ensure_bucket(&self, id: Id) -> io::Result<()> {
+    pub(crate) fn ensure_bucket(&self, id: Id) -> io::Result<()> {
         let (a, ab) = bucket(id);
         for d in [a, ab] {
             match sys::mkdirat(self.ids_fd(), &cstr(d.as_bytes())?, 0o711) {
@@ -274,6 +300,46 @@ impl Index {
         }
     }
 
+    /// The set `id` was moved to, if its index entry is a moved stub.
+    pub fn moved(&self, id: Id) -> io::Result<Option<u32>> {
+        let st = self.lstat_index(id)?;
+        self.moved_st(id, &st)
+    }
+
+    fn moved_st(&self, id: Id, st: &libc::stat) -> io::Result<Option<u32>> {
+        if !stub_shaped(st) {
+            return Ok(None);
+        }
+        moved_of(&self.xtarget(id)?)
+    }
+
+    /// Make (or rewrite) the index entry of `id` a moved stub naming `set`, atomically
+    /// (a new file renamed over the entry): the inode the entry linked loses that link
+    /// (its names, if any, are the caller's business). Cached fds of `id` are forgotten.
+    pub fn make_stub(&self, id: Id, set: u32) -> io::Result<()> {
+        let (_, ab) = bucket(id);
+        let tmp = cstr(format!("{}/.tmp.stub.{}", ab, id.to_hex()).as_bytes())?;
+        let _ = sys::unlinkat(self.ids_fd(), &tmp, 0);
+        let flags = libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_NOFOLLOW;
+        let fd = match sys::openat(self.ids_fd(), &tmp, flags, 0) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                self.ensure_bucket(id)?;
+                sys::openat(self.ids_fd(), &tmp, flags, 0)?
+            }
+            r => r?,
+        };
+        sys::fchmod(fd.as_raw_fd(), 0)?;
+        XTarget::Fd(fd.as_raw_fd()).set(XATTR_MOVED, &set.to_le_bytes(), 0)?;
+        sys::fsync(fd.as_raw_fd(), false)?;
+        drop(fd);
+        let _fds = (
+            self.files.lock().remove(id),
+            self.direct.lock().remove(id),
+            self.dirs.lock().remove(id),
+        );
+        sys::renameat2(self.ids_fd(), &tmp, self.ids_fd(), &rel(id), 0)
+    }
+
     /// Remove the index entry of `id` (missing is fine) and forget cached fds.
     pub fn unlink(&self, id: Id) -> io::Result<()> {
         // The fds close after the locks are let go.
@@ -323,6 +389,9 @@ impl Index {
         let st = self.lstat_index(id)?;
         if is_lnk(&st) && self.is_dir_link(id)? {
             return Ok(Found::Dir(self.dir_fd(id)?));
+        }
+        if self.moved_st(id, &st)?.is_some() {
+            return Err(moved_err());
         }
         Ok(Found::Other(st))
     }
@@ -391,6 +460,9 @@ impl Index {
         }
         let r = rel(id);
         let st = sys::lstatat(self.ids_fd(), &r)?;
+        if self.moved_st(id, &st)?.is_some() {
+            return Err(moved_err());
+        }
         if !is_reg(&st) {
             return Err(sys::errno(if is_lnk(&st) && self.is_dir_link(id)? {
                 libc::EISDIR

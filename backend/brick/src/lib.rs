@@ -44,4 +44,4 @@ pub use csum::{BLOCK as CSUM_BLOCK, ECORRUPT};
 pub use dispatch::Exec;
 pub use heal::heal_diff;
 pub use marker::BrickMarker;
-pub use store::{cookie, Brick};
+pub use store::{cookie, Brick, FENCE_TTL};

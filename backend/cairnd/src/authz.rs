@@ -73,6 +73,7 @@ fn mgmt(p: &Principal, m: &MgmtRequest) -> Result<(), RemoteError> {
         M::BrickPrepare { .. }
         | M::BrickReset { .. }
         | M::BrickAdd { .. }
+        | M::RebalanceLocal { .. }
         | M::HealLocal { .. } => {
             need(p, &[Node], || format!("{} is sent between cluster nodes", what()))
         }
@@ -90,6 +91,7 @@ fn mgmt(p: &Principal, m: &MgmtRequest) -> Result<(), RemoteError> {
         | M::ResetBrick { .. }
         | M::ReplaceBrick { .. }
         | M::VolumeAddBrick { .. }
+        | M::VolumeRebalance { .. }
         | M::PeerTokenCreate { .. }
         | M::PeerTokenRevoke { .. }
         | M::CertRecord(_)
@@ -129,7 +131,7 @@ fn data(p: &Principal, volume: &str) -> Result<(), RemoteError> {
     ))
 }
 
-/// Brick ops used only between nodes by heal.
+/// Brick ops used only between nodes by heal and the rebalance.
 fn is_heal(op: &Op) -> bool {
     matches!(
         op,
@@ -141,6 +143,10 @@ fn is_heal(op: &Op) -> bool {
             | Op::HealSync { .. }
             | Op::HealSums { .. }
             | Op::HealWrite { .. }
+            | Op::MigrateMark { .. }
+            | Op::MigrateIn { .. }
+            | Op::MigrateOut { .. }
+            | Op::MigrateDrop { .. }
     )
 }
 

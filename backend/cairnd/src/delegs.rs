@@ -158,6 +158,14 @@ impl<S: Holder> Delegations<S> {
         self.changed.notify_waiters();
     }
 
+    /// Whether any session holds a delegation of `id` (a rebalance does not move it).
+    pub fn held(&self, volume: &str, id: Id) -> bool {
+        self.table
+            .lock()
+            .get(&(volume.to_string(), id))
+            .is_some_and(|d| d.holders.values().any(|h| h.strong_count() > 0))
+    }
+
     /// No delegation held (the common case: nothing to check).
     pub fn is_empty(&self) -> bool {
         self.table.lock().is_empty()

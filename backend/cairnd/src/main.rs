@@ -23,6 +23,7 @@ mod mgmt;
 mod node;
 mod ops;
 mod peers;
+mod rebalance;
 mod scrub;
 mod service;
 mod shares;

@@ -4,11 +4,13 @@
 mod bricks;
 mod grow;
 mod heal;
+mod rebalance;
 mod volume;
 
 use bricks::*;
 use grow::*;
 use heal::*;
+use rebalance::*;
 use volume::*;
 
 use crate::node::Node;
@@ -412,6 +414,8 @@ pub async fn handle(node: &Arc<Node>, req: MgmtRequest) -> Result<MgmtReply, Rem
             add_brick(node, &name, replica, &bricks, force).await
         }
         req @ MgmtRequest::BrickAdd { .. } => brick_add(node, req).await,
+        MgmtRequest::VolumeRebalance { name, action } => rebalance(node, &name, &action).await,
+        MgmtRequest::RebalanceLocal { name, action } => rebalance_local(node, &name, &action).await,
     }
 }
 

@@ -43,7 +43,11 @@ pub fn key_id(op: &Op) -> Id {
         | Op::HealWrite { id, .. }
         | Op::HealSync { id, .. }
         | Op::Delegate { id, .. }
-        | Op::DelegReturn { id } => *id,
+        | Op::DelegReturn { id }
+        | Op::MigrateMark { id, .. }
+        | Op::MigrateIn { id, .. }
+        | Op::MigrateOut { id, .. }
+        | Op::MigrateDrop { id } => *id,
         Op::CopyRange { dst, .. } => *dst,
         Op::LookupPath { .. }
         | Op::StatFs
@@ -77,6 +81,10 @@ pub fn changed_ids(op: &Op) -> Vec<Id> {
         | Op::SetXattr { id, .. }
         | Op::RemoveXattr { id, .. } => vec![*id],
         Op::CopyRange { dst, .. } => vec![*dst],
+        Op::MigrateMark { id, .. } | Op::MigrateIn { id, .. } | Op::MigrateDrop { id } => {
+            vec![*id]
+        }
+        Op::MigrateOut { dir, id, .. } => vec![*dir, *id],
         _ => vec![],
     }
 }

@@ -50,6 +50,11 @@ pub struct ShareTable {
 }
 
 impl ShareTable {
+    /// Whether any session holds a reservation on `id` (a rebalance does not move it).
+    pub fn any(&self, volume: &str, id: Id) -> bool {
+        self.files.lock().get(&(volume.to_string(), id)).is_some_and(|h| !h.is_empty())
+    }
+
     /// Set the reservation of open `owner` of `session` on `id` to `access` / `deny`
     /// (both 0: release it). Refused with `ESHAREDENIED` if it conflicts with another
     /// opener's; the opener's previous reservation then stays as it was.

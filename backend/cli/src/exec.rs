@@ -5,7 +5,7 @@ use crate::client::{self, CallError};
 use crate::grammar::{failed_message, UsageError};
 use crate::json::{
     self, AuditDoc, CertsDoc, HealDoc, HealStatsDoc, JoinTokenDoc, JoinTokensDoc, PeersDoc,
-    ResultDoc, VolumeListDoc, VolumeStatusDoc,
+    RebalanceDoc, ResultDoc, VolumeListDoc, VolumeStatusDoc,
 };
 use crate::plan::{self, Output, Plan, Settings};
 use crate::{exit, format};
@@ -236,6 +236,14 @@ fn show(out: &mut dyn Write, err: &mut dyn Write, s: &Settings, p: &Plan, reply:
                 json::render(&HealDoc { volume, bricks })
             } else {
                 format::heal_info(&bricks)
+            }
+        }
+        (Output::RebalanceStatus, MgmtReply::Rebalance(nodes)) => {
+            let volume = p.name.clone().unwrap_or_default();
+            if s.json {
+                json::render(&RebalanceDoc { volume, nodes })
+            } else {
+                crate::rebalance::status(&volume, &nodes)
             }
         }
         (Output::HealStatistics, MgmtReply::HealStats(bricks)) => {

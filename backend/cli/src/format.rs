@@ -93,7 +93,7 @@ fn na_or<T: PartialEq + Default + ToString>(v: T) -> String {
 }
 
 /// Left-aligned columns, two spaces apart, with a dashed rule under the header.
-fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut width: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for r in rows {
         for (w, c) in width.iter_mut().zip(r) {

@@ -165,6 +165,13 @@ pub struct HealDoc {
     pub bricks: Vec<HealBrickInfo>,
 }
 
+/// `volume rebalance NAME status --json`: one entry per node that ran a rebalance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RebalanceDoc {
+    pub volume: String,
+    pub nodes: Vec<cairn_proto::mgmt::RebalanceNode>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HealStatsDoc {
     pub volume: String,

@@ -2,8 +2,8 @@
 //!
 //! The crate is split so that everything but the network call is pure and unit-tested:
 //! [`args`] declares the command line (clap), [`grammar`] checks it and turns it into a
-//! [`plan::Plan`] (the `MgmtRequest` to send plus how to print its reply), [`format`] and
-//! [`json`] render replies, [`client`] talks to `cairnd`, and [`run`] ties them together
+//! [`plan::Plan`] (the `MgmtRequest` to send plus how to print its reply), [`format`] (and
+//! [`rebalance`]) and [`json`] render replies, [`client`] talks to `cairnd`, and [`run`] ties them together
 //! and decides the exit code.
 
 pub mod args;
@@ -16,6 +16,7 @@ pub mod ha;
 pub mod iscsi;
 pub mod json;
 pub mod plan;
+pub mod rebalance;
 
 mod exec;
 

@@ -26,6 +26,8 @@ pub enum Output {
     Audit,
     /// Certificate records (`client certificate list|revoke`).
     Certs,
+    /// `volume rebalance NAME status`.
+    RebalanceStatus,
 }
 
 impl Output {
@@ -297,6 +299,21 @@ fn plan_volume(cmd: &VolumeCmd) -> Result<Plan, UsageError> {
             let req = grammar::parse_add_brick(&name, args)?;
             done("volume add-brick", name, req)
         }
+        VolumeCmd::Rebalance { name, action } => {
+            let name = volume("volume rebalance", name)?;
+            let verb = match action {
+                crate::args::RebalanceAction::Start => "start",
+                crate::args::RebalanceAction::Status => "status",
+                crate::args::RebalanceAction::Stop => "stop",
+            };
+            let req = MgmtRequest::VolumeRebalance { name: name.clone(), action: verb.into() };
+            match action {
+                crate::args::RebalanceAction::Status => {
+                    read("volume rebalance", Some(name), req, Output::RebalanceStatus)
+                }
+                _ => done("volume rebalance", name, req),
+            }
+        }
     })
 }
 
@@ -425,6 +442,17 @@ mod tests {
             MgmtRequest::HealStatistics { name: "v1".into() }
         );
         assert_eq!(req("volume heal v1 full"), MgmtRequest::HealFull { name: "v1".into() });
+        for a in ["start", "status", "stop"] {
+            assert_eq!(
+                req(&format!("volume rebalance v1 {a}")),
+                MgmtRequest::VolumeRebalance { name: "v1".into(), action: a.into() }
+            );
+        }
+        assert_eq!(
+            plan(&parse("volume rebalance v1 status").command).unwrap().output,
+            Output::RebalanceStatus
+        );
+        assert_eq!(plan(&parse("volume rebalance v1 start").command).unwrap().output, Output::Done);
         assert_eq!(
             plan(&parse("volume heal v1 statistics").command).unwrap().output,
             Output::HealStatistics

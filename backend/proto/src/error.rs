@@ -55,6 +55,11 @@ impl Errno {
     /// access or deny mode (`ETXTBSY`, "file busy"): NFS4ERR_SHARE_DENIED, SMB
     /// NT_STATUS_SHARING_VIOLATION.
     pub const ESHAREDENIED: Errno = Errno(libc::ETXTBSY);
+    /// The inode an op named by id was moved to another replica set by a rebalance
+    /// (`EREMOTE`, "object is remote"): its home set keeps a moved stub that names the
+    /// set it lives on now ([`RemoteError::moved`], [`RemoteError::moved_to`]). Between
+    /// bricks and clients only: the client resends the op there (docs/rebalance.md).
+    pub const EMOVED: Errno = Errno(libc::EREMOTE);
 
     pub fn from_io(e: &std::io::Error) -> Errno {
         Errno(e.raw_os_error().unwrap_or(libc::EIO))
@@ -88,6 +93,7 @@ impl Errno {
             libc::EILSEQ => "EILSEQ",
             libc::EUCLEAN => "ECORRUPT",
             libc::ETXTBSY => "ESHAREDENIED",
+            libc::EREMOTE => "EMOVED",
             libc::ERANGE => "ERANGE",
             libc::EDEADLK => "EDEADLK",
             libc::ENXIO => "ENXIO",
@@ -113,14 +119,59 @@ pub struct RemoteError {
     pub message: String,
 }
 
+/// The words of an EMOVED message that name the set: `... moved to replica set N`.
+const MOVED_TO: &str = "moved to replica set ";
+
+/// What an EMOVED error says (the brick adds its context around it): inode `id` lives on
+/// replica set `set` now. [`RemoteError::moved_to`] reads the set back.
+pub fn moved_message(id: impl fmt::Display, set: u32) -> String {
+    format!("inode {id} {MOVED_TO}{set}")
+}
+
 impl RemoteError {
     pub fn new(errno: Errno, message: impl Into<String>) -> Self {
         RemoteError { errno, message: message.into() }
+    }
+
+    /// An EMOVED error: inode `id` lives on replica set `set` now.
+    pub fn moved(id: impl fmt::Display, set: u32) -> Self {
+        RemoteError::new(Errno::EMOVED, moved_message(id, set))
+    }
+
+    /// The replica set an EMOVED error names (the last one, if context repeated it);
+    /// `None` for any other error.
+    pub fn moved_to(&self) -> Option<u32> {
+        if self.errno != Errno::EMOVED {
+            return None;
+        }
+        let at = self.message.rfind(MOVED_TO)? + MOVED_TO.len();
+        let digits: String =
+            self.message[at..].chars().take_while(|c| c.is_ascii_digit()).collect();
+        digits.parse().ok()
     }
 }
 
 impl From<std::io::Error> for RemoteError {
     fn from(e: std::io::Error) -> Self {
         RemoteError::new(Errno::from_io(&e), e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_emoved_error_names_its_set_through_added_context() {
+        let e = RemoteError::moved("0000000200000000000000000000002a", 3);
+        assert_eq!(e.moved_to(), Some(3));
+        // The brick and the client wrap the message; the set is still read back.
+        let wrapped = RemoteError::new(
+            e.errno,
+            format!("v: brick 0 (n1:/b0): brick v#0 (/b0): getattr: {} (errno 66)", e.message),
+        );
+        assert_eq!(wrapped.moved_to(), Some(3));
+        assert_eq!(RemoteError::new(Errno::ESTALE, e.message).moved_to(), None);
+        assert_eq!(Errno::EMOVED.name(), "EMOVED");
     }
 }

@@ -160,6 +160,20 @@ pub enum MgmtRequest {
         path: String,
         force: bool,
     },
+    /// `rebalance VOL start|status|stop`: move files to the replica sets their names hash
+    /// to after add-brick (docs/rebalance.md). The node asked sends the action to every
+    /// node with bricks of the volume (`RebalanceLocal`): each runs for the files its
+    /// bricks head; `status` gathers their progress.
+    VolumeRebalance {
+        name: String,
+        action: String,
+    },
+    /// Node to node: `VolumeRebalance`'s action (`start`, `status`, `stop`) on this node's
+    /// own run of the volume.
+    RebalanceLocal {
+        name: String,
+        action: String,
+    },
 }
 
 /// What a joining node presents to a member: its token and the request for its node
@@ -348,6 +362,8 @@ pub enum MgmtReply {
     Enrolled(EnrollReply),
     /// Recorded certificates (listed, or revoked by `CertRevoke`).
     Certs(Vec<CertInfo>),
+    /// A rebalance's progress, one entry per node that ran one.
+    Rebalance(Vec<RebalanceNode>),
 }
 
 /// An issued certificate as recorded in the config store (docs/security.md, "Revocation").
@@ -413,4 +429,27 @@ mod tests {
         assert_eq!(super::rfc3339(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(super::rfc3339(1_795_737_600 + 3661), "2026-11-27T01:01:01Z");
     }
+}
+
+/// One node's rebalance of a volume (`cairn volume rebalance VOL status`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RebalanceNode {
+    pub node: String,
+    /// `running`, `stopped`, `completed`, `failed` (completed with failures).
+    pub state: String,
+    /// The layout epoch the run moves files to.
+    pub layout_epoch: u64,
+    /// Regular files looked at (on the sets whose heads are this node's bricks).
+    pub scanned: u64,
+    /// Files moved to the set their name hashes to, and their bytes.
+    pub moved: u64,
+    pub bytes: u64,
+    /// Files left where they are: open, locked, hard-linked, moved before.
+    pub skipped: u64,
+    pub failures: u64,
+    /// The last failure, with the file and errno.
+    pub last_error: Option<String>,
+    /// Unix seconds.
+    pub started: u64,
+    pub updated: u64,
 }

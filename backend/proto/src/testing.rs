@@ -258,7 +258,7 @@ pub fn sample_ops(dir: Id, file: Id, prefix: &str) -> Vec<(Op, Vec<u8>)> {
         (
             Op::HealApply {
                 state: Box::new(HealState {
-                    attr: Some(attr),
+                    attr: Some(attr.clone()),
                     xattrs: vec![(b"user.a".to_vec(), b"b".to_vec())],
                     symlink: None,
                     entries: vec![],
@@ -290,11 +290,15 @@ pub fn sample_ops(dir: Id, file: Id, prefix: &str) -> Vec<(Op, Vec<u8>)> {
         (Op::DelegReturn { id: file }, none()),
         (Op::UnlinkLinkto { dir, name: name("c") }, none()),
         (Op::GetXattrs { id: file }, none()),
+        (Op::MigrateMark { id: file, to: Some(2) }, none()),
+        (Op::MigrateIn { id: file, attr }, none()),
+        (Op::MigrateOut { dir, name: name("f"), id: file, to: 2 }, none()),
+        (Op::MigrateDrop { id: file }, none()),
     ]
 }
 
 /// Number of [`Op`] variants.
-pub const OP_KINDS: usize = 42;
+pub const OP_KINDS: usize = 46;
 
 /// Index of an op's variant; the match is exhaustive, so a new variant fails to build
 /// until it is given an index here (and [`OP_KINDS`] and [`sample_ops`] follow).
@@ -342,6 +346,10 @@ pub fn op_kind(op: &Op) -> usize {
         Op::DelegReturn { .. } => 39,
         Op::UnlinkLinkto { .. } => 40,
         Op::GetXattrs { .. } => 41,
+        Op::MigrateMark { .. } => 42,
+        Op::MigrateIn { .. } => 43,
+        Op::MigrateOut { .. } => 44,
+        Op::MigrateDrop { .. } => 45,
     }
 }
 
@@ -709,6 +717,15 @@ pub fn op(id: BoxedStrategy<Id>, name: BoxedStrategy<Vec<u8>>) -> BoxedStrategy<
         id().prop_map(|id| Op::DelegReturn { id }),
         (id(), name()).prop_map(|(dir, name)| Op::UnlinkLinkto { dir, name }),
         id().prop_map(|id| Op::GetXattrs { id }),
+        (id(), proptest::option::of(num32())).prop_map(|(id, to)| Op::MigrateMark { id, to }),
+        attr(id()).prop_map(|attr| Op::MigrateIn { id: attr.id, attr }),
+        (id(), name(), id(), num32()).prop_map(|(dir, name, id, to)| Op::MigrateOut {
+            dir,
+            name,
+            id,
+            to
+        }),
+        id().prop_map(|id| Op::MigrateDrop { id }),
     ]
     .boxed()
 }

@@ -71,6 +71,15 @@ pub(crate) fn apply(br: &impl Store, state: &HealState, data: &[u8]) -> R<()> {
     // No attr: the inode is gone at the source; its names go with its parent's heal.
     let Some(a) = &state.attr else { return Ok(()) };
     let id = a.id;
+    if let Some(set) = super::source::stub_of(state) {
+        // A moved stub (docs/rebalance.md): made as the source has it, whatever this
+        // brick's index entry was (the inode it still had, or nothing: a stub has no
+        // name, so no directory heal makes its entry).
+        let _g = stripe_lock(br, id);
+        br.index().make_stub(id, set).ctx(|| format!("heal of moved stub {id} to set {set}"))?;
+        br.checksums().forget(id);
+        return Ok(());
+    }
     if a.kind == FileType::Directory {
         let fd = dir_place(br, id, a.perm, state)?;
         dir_entries(br, id, fd.as_raw_fd(), state)?;

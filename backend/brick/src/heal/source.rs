@@ -144,6 +144,60 @@ pub(crate) fn sums(
     Ok(HealSums { kind: Some(FileType::Regular), size, entries, next })
 }
 
+/// The heal state of a moved stub: an empty regular file, mode 0, whose only xattr is
+/// the internal `trusted.cairn.moved` (heal leaves internal xattrs out of every other
+/// state), so the target makes a stub too (`apply`) rather than an empty file.
+fn stub_state(br: &impl Store, id: Id) -> R<(Reply, Bytes)> {
+    let what = || format!("heal fetch of moved stub {id}");
+    let st = br.index().lstat_index(id).ctx(what)?;
+    let Some(set) = br.index().moved(id).ctx(what)? else {
+        return Err(fail(libc::EAGAIN, format!("{}: replaced meanwhile", what())));
+    };
+    let state = HealState {
+        attr: Some(stub_attr(id, &st)),
+        xattrs: vec![(ids::XATTR_MOVED.to_bytes().to_vec(), set.to_le_bytes().to_vec())],
+        symlink: None,
+        entries: vec![],
+        parent: None,
+        data_len: 0,
+        pending_for: vec![],
+    };
+    Ok((Reply::Heal(Box::new(state)), Bytes::new()))
+}
+
+/// A stub's attributes (an empty regular file, mode 0) from its `lstat`.
+fn stub_attr(id: Id, st: &libc::stat) -> cairn_proto::Attr {
+    let t = |sec: i64, nsec: i64| cairn_proto::Timespec { sec, nsec: nsec as u32 };
+    cairn_proto::Attr {
+        id,
+        kind: FileType::Regular,
+        perm: st.st_mode & 0o7777,
+        nlink: st.st_nlink as u32,
+        uid: st.st_uid,
+        gid: st.st_gid,
+        size: st.st_size as u64,
+        blocks: st.st_blocks as u64,
+        rdev: 0,
+        atime: t(st.st_atime, st.st_atime_nsec),
+        mtime: t(st.st_mtime, st.st_mtime_nsec),
+        ctime: t(st.st_ctime, st.st_ctime_nsec),
+        change: 0,
+    }
+}
+
+/// The set a heal state's moved stub names, if the state is one ([`stub_state`]).
+pub(super) fn stub_of(state: &HealState) -> Option<u32> {
+    let a = state.attr.as_ref()?;
+    if a.kind != FileType::Regular || a.perm & 0o7777 != 0 || a.size != 0 {
+        return None;
+    }
+    state.xattrs.iter().find_map(|(n, v)| {
+        (n.as_slice() == ids::XATTR_MOVED.to_bytes())
+            .then(|| <[u8; 4]>::try_from(v.as_slice()).ok().map(u32::from_le_bytes))
+            .flatten()
+    })
+}
+
 pub(super) fn fetch_with(br: &impl Store, id: Id, with_data: bool) -> R<(Reply, Bytes)> {
     let gone = HealState {
         attr: None,
@@ -157,6 +211,7 @@ pub(super) fn fetch_with(br: &impl Store, id: Id, with_data: bool) -> R<(Reply, 
     let found = match br.index().find(id) {
         Ok(f) => f,
         Err(e) if not_found(&e) => return Ok((Reply::Heal(Box::new(gone)), Bytes::new())),
+        Err(e) if e.raw_os_error() == Some(libc::EREMOTE) => return stub_state(br, id),
         Err(e) => return Err(e).ctx(|| format!("heal fetch of {id}")),
     };
     let attr = br.attr(id)?;

@@ -6,6 +6,7 @@
 mod attrs;
 mod data;
 mod dir;
+mod migrate;
 mod namespace;
 mod open;
 mod scrub;
@@ -13,6 +14,7 @@ mod xattr;
 
 pub use dir::cookie;
 pub(crate) use dir::Listing;
+pub use migrate::FENCE_TTL;
 
 use crate::acl::{acl_permits, posix_acl_of};
 use crate::creds::AsCaller;
@@ -78,6 +80,9 @@ pub struct Brick {
     idx: Index,
     /// Ids held open by `Op::Open`, with their count.
     opens: Mutex<HashMap<Id, u32>>,
+    /// Files fenced while a rebalance copies them to another set, with that set and
+    /// when the fence was last set (`migrate.rs`).
+    fences: Mutex<HashMap<Id, (u32, std::time::Instant)>>,
     pending: PendingLog,
     listings: Mutex<HashMap<Id, Arc<Listing>>>,
     stripes: Vec<Stripe>,
@@ -163,6 +168,7 @@ impl Brick {
     pub(crate) fn find(&self, id: Id) -> R<Found> {
         self.idx.find(id).map_err(|e| match e.raw_os_error() {
             Some(libc::ENOENT) => fail(libc::ESTALE, format!("no inode with id {id}")),
+            Some(libc::EREMOTE) => self.moved_fail(id),
             _ => Err::<(), _>(e).ctx(|| format!("id {id}")).unwrap_err(),
         })
     }
@@ -170,8 +176,35 @@ impl Brick {
     pub(crate) fn file(&self, id: Id) -> R<Arc<OwnedFd>> {
         self.idx.file_fd(id).map_err(|e| match e.raw_os_error() {
             Some(libc::ENOENT) => fail(libc::ESTALE, format!("no inode with id {id}")),
+            Some(libc::EREMOTE) => self.moved_fail(id),
             _ => Err::<(), _>(e).ctx(|| format!("regular file {id}")).unwrap_err(),
         })
+    }
+
+    /// EMOVED for `id`, whose index entry here is a moved stub: the error names the set
+    /// the inode lives on now (`RemoteError::moved_to` reads it back).
+    fn moved_fail(&self, id: Id) -> crate::error::Fail {
+        match self.idx.moved(id) {
+            Ok(Some(set)) => fail(libc::EREMOTE, cairn_proto::error::moved_message(id, set)),
+            // Replaced again meanwhile (a heal): the client asks again.
+            Ok(None) => fail(libc::ESTALE, format!("inode {id}: moved stub changed")),
+            Err(e) => Err::<(), _>(e).ctx(|| format!("moved stub of {id}")).unwrap_err(),
+        }
+    }
+
+    /// Make the index entry of `id` a moved stub naming replica set `set` (the inode
+    /// itself now lives there; docs/rebalance.md).
+    pub fn make_stub(&self, id: Id, set: u32) -> Result<(), RemoteError> {
+        self.with_context("make_stub", || {
+            self.idx.make_stub(id, set).ctx(|| format!("moved stub of {id} to set {set}"))?;
+            self.csum.forget(id);
+            Ok(())
+        })
+    }
+
+    /// The set `id` was moved to, if its index entry here is a moved stub.
+    pub fn moved(&self, id: Id) -> Option<u32> {
+        self.idx.moved(id).ok().flatten()
     }
 
     /// Before a quick-read of regular file `id`, which a lookup of `name` in directory
@@ -205,6 +238,10 @@ impl Brick {
         }
         match self.idx.lstat_index(id) {
             Ok(st) if st.st_nlink <= 1 && !is_dir(&st) => {
+                // A moved stub has no name and no open; it forwards the id.
+                if ids::stub_shaped(&st) && self.idx.moved(id).ok().flatten().is_some() {
+                    return Ok(());
+                }
                 if is_lnk(&st)
                     && id_of(&self.idx.xtarget(id).ctx(|| "")?).ok().flatten() != Some(id)
                 {

@@ -4,7 +4,7 @@
 use super::Brick;
 use crate::csum::Checksums;
 use crate::error::io_err;
-use crate::ids::{id_of, id_of_fd, is_dir, is_lnk, Index};
+use crate::ids::{self, id_of, id_of_fd, is_dir, is_lnk, Index};
 use crate::marker::read_marker;
 use crate::pending::PendingLog;
 use crate::stripe::Stripe;
@@ -79,6 +79,7 @@ impl Brick {
             marker,
             idx: Index::new(root, ids, data),
             opens: Mutex::new(HashMap::new()),
+            fences: Mutex::new(HashMap::new()),
             pending,
             listings: Mutex::new(HashMap::new()),
             stripes: (0..64).map(|_| Stripe::default()).collect(),
@@ -120,6 +121,12 @@ impl Brick {
                     }
                     let st = sys::lstatat(bfd.as_raw_fd(), &name)?;
                     if st.st_nlink != 1 || is_dir(&st) {
+                        continue;
+                    }
+                    // A moved stub forwards its id (docs/rebalance.md).
+                    if ids::stub_shaped(&st)
+                        && ids::moved_of(&XTarget::at(bfd.as_raw_fd(), &e.name)?)?.is_some()
+                    {
                         continue;
                     }
                     // A symlink without the id xattr is a directory's index link.

@@ -190,6 +190,7 @@ async fn serve_op(
     // A conflicting delegation of another session is recalled and given back (or revoked)
     // before the op takes any lock: the holder flushes through this head meanwhile.
     node.delegs.settle(&req.volume, &req.op, session.id).await;
+    crate::rebalance::admit(node, &slot, &req)?;
     if req.op.is_mutation() {
         if let Some(r) = req.req {
             node.leases.note_client(r.client, session.id);

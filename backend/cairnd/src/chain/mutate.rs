@@ -33,6 +33,9 @@ pub(super) async fn mutate(
         }
         None => node.lock_inodes(&req.volume, req.brick, &changed).await,
     };
+    // Checked under the locks, so a write admitted before a rebalance fenced its file
+    // is applied before the copy starts, and none after (`rebalance::fenced`).
+    crate::rebalance::fenced(slot, &req)?;
     // A retry of a mutation this brick already applied (checked under the inode locks, so
     // a retry racing its original, which locks the same range, waits for it): never
     // applied twice.

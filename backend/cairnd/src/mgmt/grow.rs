@@ -12,15 +12,13 @@
 //! If step 1 fails, the new sets are taken out of the record again: nothing changed.
 
 use super::*;
-use bytes::Bytes;
+use crate::rebalance::on_head;
 use cairn_proto::map::VolumeMap;
-use cairn_proto::msg::{BrickRequest, Op};
-use cairn_proto::{Attr, Creds, DirEntry, FileType, Id, SetAttr, SetTime};
+use cairn_proto::msg::Op;
+use cairn_proto::{Attr, DirEntry, FileType, Id, SetAttr, SetTime};
 
 /// How long a new brick may take to come up after it is in the record.
 const BRICK_UP_WAIT: Duration = Duration::from_secs(30);
-/// How long one directory operation keeps retrying while the map settles.
-const OP_RETRY: Duration = Duration::from_secs(20);
 
 pub(super) async fn add_brick(
     node: &Arc<Node>,
@@ -48,6 +46,12 @@ pub(super) async fn add_brick(
         return Err(fail(
             Errno::EBUSY,
             format!("Volume {name} is stopped: start it first (the new bricks get the volume's directories from its running bricks)"),
+        ));
+    }
+    if let Some(n) = rebalance_running(node, &rec).await {
+        return Err(fail(
+            Errno::EBUSY,
+            format!("volume {name}: a rebalance is running (on {n}): one layout change at a time; wait for it or stop it ('cairn volume rebalance {name} stop')"),
         ));
     }
     let r = rec.replica as usize;
@@ -382,56 +386,6 @@ async fn copy_meta(
         .await
         .map_err(|e| ctx("setting owner, mode and times", e))?;
     Ok(())
-}
-
-/// `op` as root at the chain head of `key` in set `set`, retrying while the map moves
-/// (a head that changed, a brick that is still opening).
-async fn on_head(
-    node: &Arc<Node>,
-    name: &str,
-    set: u32,
-    key: Id,
-    op: Op,
-) -> Result<Reply, RemoteError> {
-    let deadline = Instant::now() + OP_RETRY;
-    loop {
-        let map = node.map(name).ok_or_else(|| fail(Errno::ENOENT, format!("no map of {name}")))?;
-        let r = match map.set_by_id(set).and_then(|s| cairn_placement::head(s, key)) {
-            // Through the head's service even when the head is a brick of this node
-            // (`peers::call` would apply a local op on the brick alone, unreplicated).
-            Some(b) => {
-                let req = BrickRequest {
-                    volume: name.to_string(),
-                    brick: b.index,
-                    epoch: map.epoch,
-                    creds: Creds::root(),
-                    op: op.clone(),
-                    req: None,
-                    parents: false,
-                    inline: 0,
-                    layout_epoch: None,
-                };
-                node.peers.call(&b.addr, &node.name, Request::Brick(req), Bytes::new()).await
-            }
-            None => Err(fail(Errno::EHOSTDOWN, format!("no brick of replica set {set} is up"))),
-        };
-        match r {
-            Err(e)
-                if matches!(
-                    e.errno.0,
-                    libc::EREMCHG
-                        | libc::EHOSTDOWN
-                        | libc::ENOTCONN
-                        | libc::ECONNREFUSED
-                        | libc::ECONNRESET
-                ) && Instant::now() < deadline =>
-            {
-                node.kick.notify_one();
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            r => return r.map(|(reply, _)| reply),
-        }
-    }
 }
 
 /// Node side of add-brick: refuse a directory on the root filesystem unless `force`

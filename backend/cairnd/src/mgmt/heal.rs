@@ -83,6 +83,9 @@ pub(super) async fn call_node(
             }
             req @ MgmtRequest::BrickReset { .. } => brick_reset(node, req).await,
             req @ MgmtRequest::BrickAdd { .. } => brick_add(node, req).await,
+            MgmtRequest::RebalanceLocal { name, action } => {
+                rebalance_local(node, &name, &action).await
+            }
             _ => Err(fail(Errno::EINVAL, "not a node-to-node request")),
         };
     }

@@ -142,6 +142,17 @@ pub enum HealAction {
     Full,
 }
 
+/// What `volume rebalance NAME` does.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RebalanceAction {
+    /// Start this node's run: move the files its bricks head to the sets their names hash to.
+    Start,
+    /// Progress of the run: files scanned, moved (and bytes), skipped, failed.
+    Status,
+    /// Stop the run after the file it is moving; moved files stay moved.
+    Stop,
+}
+
 #[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
 pub enum Command {
     /// Manage the trusted storage pool: probe, detach, status.

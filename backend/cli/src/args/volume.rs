@@ -191,4 +191,21 @@ cairn --json volume info vol0   # layout_epoch, rebalancing"
         #[arg(value_name = "ARGS", required = true, num_args = 1.., allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Move files to the replica sets their names hash to after add-brick.
+    #[command(
+        name = "rebalance",
+        override_usage = "cairn volume rebalance NAME start|status|stop",
+        long_about = "After `add-brick`, names hash over the new replica sets too, but existing files stay where they were (the volume is `rebalancing`: lookups ask every set). `start` moves, on the node the command reaches, every regular file whose chain head is one of that node's bricks and whose name now hashes to another set, one at a time: the file is fenced (writes to it wait a moment), copied to the new set with its data, xattrs, owner, mode and times, named there, and its old place turned into a forwarding stub. Its inode number, NFS handle, SMB file id and open descriptors stay valid: an operation by id at the old set is answered with the set the file moved to, and the client goes there.
+
+Files that are open (unlinked while open), locked, hold share reservations or delegations, or have hard links are skipped and counted; run `start` again later. When a run that covers every brick of the volume ends with nothing skipped or failed, the volume stops `rebalancing`.
+
+This version runs on the node the command reaches only (run it against each node that has bricks), keeps its progress in memory (`status` after a restart of cairnd shows no run; `start` again walks from the beginning and skips what is in place), and has no throttle or pause.",
+        after_help = "EXAMPLES:\n  cairn volume rebalance vol0 start\n  cairn volume rebalance vol0 status\n  cairn --json volume rebalance vol0 status\n  cairn volume rebalance vol0 stop"
+    )]
+    Rebalance {
+        /// Name of the volume.
+        name: String,
+        #[arg(value_enum)]
+        action: super::RebalanceAction,
+    },
 }

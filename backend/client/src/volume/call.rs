@@ -18,6 +18,9 @@ const RETRY_BUDGET: Duration = msg::RETRY_BUDGET;
 const RETRY_BACKOFF: Backoff =
     Backoff::linear(Duration::from_millis(25), Duration::from_millis(500));
 
+/// Most resends of one op to another set because its inode moved (`moved.rs`).
+const MAX_HOPS: u32 = 4;
+
 fn is_retryable(e: &RemoteError) -> bool {
     matches!(
         e.errno.0,
@@ -137,7 +140,7 @@ impl Inner {
 
     pub(super) async fn call_loop(
         &self,
-        t: Target,
+        mut t: Target,
         c: &Creds,
         op: Op,
         data: Bytes,
@@ -150,6 +153,9 @@ impl Inner {
         // a name where lookups by that layout do not look (`rerouted`).
         let layout = self.map().layout_epoch;
         let mut backoff = RETRY_BACKOFF;
+        // Resends to another set because the inode moved (EMOVED) or is no longer where
+        // the relocation cache said (ESTALE): each needs another move meanwhile.
+        let mut hops = 0;
         // One id for every attempt of this op.
         let req_id = op.is_mutation().then(|| msg::ReqId {
             client: self.client_id,
@@ -202,6 +208,26 @@ impl Inner {
                 }
             };
             match res {
+                Err(e) if e.errno == Errno::EMOVED => {
+                    match e.moved_to().filter(|s| *s != t.set && hops < MAX_HOPS) {
+                        Some(to) => {
+                            tracing::debug!(id = %t.key, from = t.set, to, "inode moved; resending");
+                            self.moved.put(t.key, to);
+                            t.set = to;
+                            hops += 1;
+                        }
+                        None => return Err(err(Errno::ESTALE, e.message)),
+                    }
+                }
+                Err(e)
+                    if e.errno == Errno::ESTALE
+                        && hops < MAX_HOPS
+                        && self.moved.drop_if(t.key, t.set) =>
+                {
+                    // Moved again, or gone: the home set's stub says which.
+                    t.set = home_set(&self.map(), t.key).id;
+                    hops += 1;
+                }
                 Err(e) if is_retryable(&e) && !last => {
                     if rerouted(&self.map(), &op, t.set, layout, &e) {
                         return Err(e);
@@ -228,8 +254,14 @@ impl Inner {
         Ok(self.call(Target { set: self.home(id), key: id }, c, op, Bytes::new()).await?.0)
     }
 
+    /// The set to send an op on inode `id` to: where a rebalance moved it if this client
+    /// learnt that (`moved.rs`), else its home set.
     pub(super) fn home(&self, id: Id) -> u32 {
-        home_set(&self.map(), id).id
+        let map = self.map();
+        match self.moved.get(id) {
+            Some(set) if map.set_by_id(set).is_some() => set,
+            _ => home_set(&map, id).id,
+        }
     }
 
     /// A fresh id for an entry made in `dir` on set `set`, headed by the brick that heads

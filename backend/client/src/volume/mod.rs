@@ -12,6 +12,7 @@
 //! | `lookup.rs` | lookups, path resolution, `getattr`/`setattr` |
 //! | `namespace.rs` | create, mkdir, link, unlink, rmdir, rename |
 //! | `io.rs` | opens, reads, writes, fsync, copy |
+//! | `moved.rs` | where inodes a rebalance moved off their home set live now |
 //! | `placement.rs` | a file's replica set and chain order (pNFS layouts) |
 //! | `readdir.rs`, `xattr.rs`, `locks.rs` | listing, extended attributes, locks and delegations |
 
@@ -20,6 +21,7 @@ mod dircache;
 mod io;
 mod locks;
 mod lookup;
+mod moved;
 mod namespace;
 mod options;
 mod placement;
@@ -100,6 +102,8 @@ struct Inner {
     /// when the attribute cache is off; it spares the getattr that per-inode ops need to
     /// know whether to update a directory's copies on every set.
     kinds: Mutex<HashMap<Id, FileType>>,
+    /// Inodes a rebalance moved off their home set, by id (`moved.rs`).
+    moved: moved::Relocations,
     wb: WriteBehind,
     wb_on: AtomicBool,
     opens: Mutex<HashMap<Id, OpenState>>,
@@ -170,6 +174,7 @@ impl Volume {
             complete: DirStates::new(opts.cache_timeout),
             data: DataCache::new(opts.cache_timeout, QUICK_READ_BYTES),
             kinds: Mutex::default(),
+            moved: moved::Relocations::default(),
             wb: WriteBehind::new(opts.write_behind_bytes),
             wb_on: AtomicBool::new(opts.write_behind),
             opts,

@@ -271,6 +271,38 @@ pub enum Op {
     GetXattrs {
         id: Id,
     },
+    /// Rebalance (docs/rebalance.md), at the set a file leaves: fence regular file `id`
+    /// while it is copied to replica set `to` (`Some`), or lift the fence (`None`). While
+    /// fenced, the chain head refuses other mutations of `id` with ESTALEMAP, which
+    /// clients retry, so no write lands behind the copy. Refused (EBUSY) while the file is
+    /// open (`Op::Open`) or holds locks, share reservations or delegations at the head.
+    /// Durable on every brick of the set (`.cairn/migrating/`).
+    MigrateMark {
+        id: Id,
+        to: Option<u32>,
+    },
+    /// Rebalance, at the set a file moves to: make regular file `id` here outside the
+    /// namespace (its index entry only), empty, with the owner and mode of `attr`. An
+    /// entry of `id` already here without a name (a copy that was cut) is emptied.
+    MigrateIn {
+        id: Id,
+        attr: Attr,
+    },
+    /// Rebalance, the switch at the set a file leaves: `name` in `dir` (regular file `id`,
+    /// no other name, fenced to `to`) becomes a linkto to `id`, `id`'s index entry a moved
+    /// stub naming set `to` (an op by id here then answers EMOVED), and the fence lifts.
+    MigrateOut {
+        dir: Id,
+        #[serde(with = "serde_bytes")]
+        name: Name,
+        id: Id,
+        to: u32,
+    },
+    /// Rebalance, at the set a file was being copied to: drop the copy of `id` if it has
+    /// no name (an aborted move); anything else is left.
+    MigrateDrop {
+        id: Id,
+    },
 }
 
 /// Bits of [`Op::Share`]'s `access` and `deny`.
@@ -303,6 +335,10 @@ impl Op {
                 | Op::Release { .. }
                 | Op::CopyRange { .. }
                 | Op::UnlinkLinkto { .. }
+                | Op::MigrateMark { .. }
+                | Op::MigrateIn { .. }
+                | Op::MigrateOut { .. }
+                | Op::MigrateDrop { .. }
         )
     }
 
@@ -330,6 +366,7 @@ impl Op {
             | Op::Link { dir, .. }
             | Op::Unlink { dir, .. }
             | Op::UnlinkLinkto { dir, .. }
+            | Op::MigrateOut { dir, .. }
             | Op::Rmdir { dir, .. } => vec![*dir],
             Op::Rename { src_dir, dst_dir, .. } if src_dir == dst_dir => vec![*src_dir],
             Op::Rename { src_dir, dst_dir, .. } => vec![*src_dir, *dst_dir],
@@ -382,6 +419,10 @@ impl Op {
             Op::DelegReturn { .. } => "deleg_return",
             Op::UnlinkLinkto { .. } => "unlink_linkto",
             Op::GetXattrs { .. } => "getxattrs",
+            Op::MigrateMark { .. } => "migrate_mark",
+            Op::MigrateIn { .. } => "migrate_in",
+            Op::MigrateOut { .. } => "migrate_out",
+            Op::MigrateDrop { .. } => "migrate_drop",
         }
     }
 }
