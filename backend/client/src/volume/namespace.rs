@@ -64,6 +64,7 @@ impl Volume {
             let mut change = i.begin_dirs(&[dir]);
             i.complete.touch(dir);
             let made = i.begin_tokens();
+            let xt = i.xattrs.begin();
             let r = i.call_ns(Target { set, key: dir }, c, op).await;
             i.named(dir, name, &r);
             change.step(set, &[dir], &r);
@@ -82,13 +83,15 @@ impl Volume {
                         return Err(e.clone());
                     }
                 }
-                _ => break (set, id, change, made, r),
+                _ => break (set, id, change, (made, xt), r),
             }
         };
+        let (made, xt) = made;
         match r {
             Ok((r, _)) => {
                 let a = attr_of("create", r)?;
                 i.remember(made, set, dir, name, &a);
+                i.seed_xattrs(xt, c, dir, &a);
                 change.finish(i);
                 Ok(a)
             }
@@ -430,6 +433,7 @@ impl Volume {
         change.step(real, &[dir], &r);
         i.entries.remove(dir, name);
         i.attrs.invalidate(a.id);
+        i.xattrs.invalidate(a.id);
         if let Err(e) = r {
             i.attrs.invalidate(dir);
             return Err(e);
