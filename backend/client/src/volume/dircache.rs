@@ -121,9 +121,14 @@ impl Inner {
     /// the xattr cache): the new inode has no xattrs, which the caches know without a
     /// GETXATTRS, under the lease the create took at its head — unless the directory may
     /// have a default POSIX ACL, which the new inode inherits (the directory's cached
-    /// lists must show it has none). Kept for the caller and for root.
-    pub(super) fn seed_xattrs(&self, xt: u64, c: &Creds, dir: Id, a: &Attr) {
-        if a.kind == FileType::Directory || !self.xattrs.lacks(dir, b"system.posix_acl_default") {
+    /// lists must show it has none), or the brick of set `set` that made it does not head
+    /// it (then the create's lease is not where the inode changes, as for
+    /// [`remember`](Self::remember)). Kept for the caller and for root.
+    pub(super) fn seed_xattrs(&self, xt: u64, c: &Creds, set: u32, dir: Id, a: &Attr) {
+        if a.kind == FileType::Directory
+            || !self.read_at_head(set, dir, a.id)
+            || !self.xattrs.lacks(dir, b"system.posix_acl_default")
+        {
             return;
         }
         self.xattrs.put(xt, a.id, c, vec![]);

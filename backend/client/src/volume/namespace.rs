@@ -91,7 +91,7 @@ impl Volume {
             Ok((r, _)) => {
                 let a = attr_of("create", r)?;
                 i.remember(made, set, dir, name, &a);
-                i.seed_xattrs(xt, c, dir, &a);
+                i.seed_xattrs(xt, c, set, dir, &a);
                 change.finish(i);
                 Ok(a)
             }

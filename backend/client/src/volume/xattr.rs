@@ -20,6 +20,7 @@ fn answer(
     owner: &Creds,
     list: &[Xattr],
     a: Option<&Attr>,
+    kind: Option<FileType>,
     name: &[u8],
 ) -> Option<Result<Vec<u8>>> {
     let absent = |errno: Errno| {
@@ -31,6 +32,15 @@ fn answer(
     let value = || found.and_then(|x| x.value.as_ref()).map(|v| Ok(v.to_vec()));
     let user = name.starts_with(b"user.") && name.len() > 5;
     let privileged = name.starts_with(b"trusted.") || name.starts_with(b"security.");
+    // POSIX ACLs: anyone may read them; ENODATA when there is none, except on a
+    // symlink (EOPNOTSUPP there: the brick says it) or an inode of unknown type.
+    if name == b"system.posix_acl_access" || name == b"system.posix_acl_default" {
+        return match (found, kind) {
+            (Some(_), _) => value(),
+            (None, Some(k)) if k != FileType::Symlink => absent(Errno::ENODATA),
+            _ => None,
+        };
+    }
     if c.uid == 0 {
         // Root reads every name the bricks store; other namespaces are ENOTSUP there.
         return match found {
@@ -71,7 +81,9 @@ impl Volume {
     pub async fn getxattr(&self, c: &Creds, id: Id, name: &[u8]) -> Result<Vec<u8>> {
         let i = &self.inner;
         if let Some((owner, list)) = self.cached_xattrs(c, id).await {
-            if let Some(r) = answer(c, &owner, &list, i.attrs.get(id).as_ref(), name) {
+            let a = i.attrs.get(id);
+            let kind = i.kinds.lock().get(&id).copied().or(a.as_ref().map(|a| a.kind));
+            if let Some(r) = answer(c, &owner, &list, a.as_ref(), kind, name) {
                 return r;
             }
         }
@@ -211,8 +223,9 @@ mod tests {
         let hidden = Xattr { name: b"security.NTACL".to_vec(), value: None };
         let list = vec![dos, hidden];
         let a = attr(0o640, 5, 7);
-        let ans =
-            |c: &Creds, owner: &Creds, a: Option<&Attr>, n: &[u8]| answer(c, owner, &list, a, n);
+        let ans = |c: &Creds, owner: &Creds, a: Option<&Attr>, n: &[u8]| {
+            answer(c, owner, &list, a, a.map(|a| a.kind), n)
+        };
         assert_eq!(ans(&user, &user, Some(&a), b"user.DOSATTRIB").unwrap().unwrap(), b"x");
         assert_eq!(ans(&user, &user, None, b"user.DOSATTRIB").unwrap().unwrap(), b"x");
         assert_eq!(errno(ans(&user, &user, Some(&a), b"security.NTACL")), Some(Errno::EPERM));
@@ -233,5 +246,11 @@ mod tests {
         );
         assert_eq!(errno(ans(&root, &user, None, b"security.y")), Some(Errno::ENODATA));
         assert!(ans(&root, &user, None, b"system.other").is_none(), "ENOTSUP is the brick's");
+        let acl = b"system.posix_acl_access";
+        assert_eq!(errno(ans(&root, &user, Some(&a), acl)), Some(Errno::ENODATA), "no ACL");
+        assert_eq!(errno(ans(&other, &user, Some(&a), acl)), Some(Errno::ENODATA), "no ACL");
+        assert!(ans(&root, &user, None, acl).is_none(), "type unknown");
+        let link = Attr { kind: FileType::Symlink, ..attr(0o777, 0, 0) };
+        assert!(ans(&root, &user, Some(&link), acl).is_none(), "EOPNOTSUPP on a symlink");
     }
 }
