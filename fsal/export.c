@@ -18,6 +18,7 @@ static void release(struct fsal_export *export_pub)
 	int rc;
 
 	cairn_up_unregister(export);
+	cairn_layouts_unregister(export);
 	cairn_deconstruct_handle(export->root);
 	export->root = NULL;
 	fsal_detach_export(export->export.fsal, &export->export.exports);

@@ -106,3 +106,43 @@ bool cairn_ff_encode_device_addr(XDR *xdr, uint32_t addr, uint16_t port,
 	       put_u32(xdr, rsize) && put_u32(xdr, wsize) &&
 	       put_u32(xdr, 1);			/* ffdv_tightly_coupled */
 }
+
+static bool get_u32(XDR *xdr, uint32_t *v)
+{
+	return xdr_u_int32_t(xdr, v);
+}
+
+static bool get_u64(XDR *xdr, uint64_t *v)
+{
+	return xdr_u_int64_t(xdr, v);
+}
+
+int cairn_ff_decode_ioerrs(XDR *xdr, cairn_ff_ioerr_cb cb, void *arg)
+{
+	uint32_t nreports = 0, r, nerrors = 0, e;
+	uint8_t stateid[16];
+	int n = 0;
+
+	if (!get_u32(xdr, &nreports) || nreports > CAIRN_FF_MAX_REPORTS)
+		return -1;
+	for (r = 0; r < nreports; r++) {
+		struct cairn_ff_ioerr ie;
+
+		memset(&ie, 0, sizeof(ie));
+		if (!get_u64(xdr, &ie.offset) || !get_u64(xdr, &ie.length) ||
+		    !xdr_opaque(xdr, (char *)stateid, sizeof(stateid)) ||
+		    !get_u32(xdr, &nerrors) || nerrors > CAIRN_FF_MAX_REPORTS)
+			return -1;
+		for (e = 0; e < nerrors; e++) {
+			if (!xdr_opaque(xdr, (char *)ie.deviceid,
+					CAIRN_FF_DEVICEID_SIZE) ||
+			    !get_u32(xdr, &ie.status) ||
+			    !get_u32(xdr, &ie.opnum))
+				return -1;
+			if (cb != NULL)
+				cb(&ie, arg);
+			n++;
+		}
+	}
+	return n;
+}

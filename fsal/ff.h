@@ -1,9 +1,10 @@
 /*
- * FSAL_CAIRN: XDR encoders of pNFS Flexible Files layouts and devices (RFC 8435).
+ * FSAL_CAIRN: XDR encoders of pNFS Flexible Files layouts and devices, and the
+ * decoder of a client's I/O error reports (RFC 8435).
  * SPDX-License-Identifier: LGPL-3.0-or-later
  *
  * Pure functions over an XDR stream (ntirpc), without Ganesha: mds.c calls them for
- * LAYOUTGET and GETDEVICEINFO, and tests/nfs/ff_xdr_test.c checks their bytes against the
+ * LAYOUTGET and GETDEVICEINFO (and the decoder of LAYOUTRETURN's error reports), and tests/nfs/ff_xdr_test.c checks their bytes against the
  * RFC's structures (tests/nfs/pnfs-xdr.sh).
  */
 
@@ -56,5 +57,25 @@ bool cairn_ff_encode_layout(XDR *xdr, uint64_t stripe_unit,
  * tightly coupled. False if the stream is full. */
 bool cairn_ff_encode_device_addr(XDR *xdr, uint32_t addr, uint16_t port,
 				 uint32_t minor, uint32_t rsize, uint32_t wsize);
+
+/* One device error of a client's I/O error report (RFC 8435 §9.1.1 ff_ioerr4, its
+ * device_error4 of RFC 7862 §15.6): the range of the report and one DS's error. */
+struct cairn_ff_ioerr {
+	uint64_t offset;
+	uint64_t length;
+	uint8_t deviceid[CAIRN_FF_DEVICEID_SIZE];
+	uint32_t status;		/* nfsstat4 the DS answered (or the client saw) */
+	uint32_t opnum;			/* the operation, e.g. 38 WRITE */
+};
+typedef void (*cairn_ff_ioerr_cb)(const struct cairn_ff_ioerr *e, void *arg);
+
+/* Most ff_ioerr4 reports, and device errors per report, a LAYOUTRETURN may carry. */
+#define CAIRN_FF_MAX_REPORTS 64
+
+/* Read the I/O error reports of an ff_layoutreturn4 (RFC 8435 §9.3, LAYOUTRETURN's
+ * lrf_body): `cb` once per device error, in order; the statistics that follow are not
+ * read. Returns how many errors, or -1 for a body that does not decode (or holds more
+ * than CAIRN_FF_MAX_REPORTS of either). */
+int cairn_ff_decode_ioerrs(XDR *xdr, cairn_ff_ioerr_cb cb, void *arg);
 
 #endif /* CAIRN_FF_H */

@@ -68,6 +68,13 @@ struct cairn_export {
 	uint8_t volume_id[16];
 	struct cairn_handle *root;
 	const struct fsal_up_vector *up_ops;
+	/* pNFS layouts handed out and not returned, checked on map changes (recall.c) */
+	pthread_mutex_t lo_mutex;
+	struct glist_head lo_granted;	/* struct cairn_granted */
+	uint64_t lo_epoch;		/* newest map epoch checked */
+	uint32_t lo_jobs;		/* checks queued or running */
+	uint32_t lo_closing;		/* the export is going away */
+	bool lo_ready;
 };
 
 /* Per open state (NFSv4 open/lock state, NLM share, global fd). libcairn is stateless by
@@ -164,6 +171,14 @@ nfsstat4 cairn_layoutget_check(object_file_type_t type, layouttype4 served,
 			       uint64_t length, uint64_t minlength);
 nfsstat4 cairn_layoutcommit_check(layouttype4 served,
 				  const struct fsal_layoutcommit_arg *arg);
+
+/* recall.c: layout recalls when the volume map changes */
+uint64_t cairn_layout_digest(const cairn_layout_t *lo);
+void cairn_layouts_granted(struct cairn_export *export, cairn_id_t inode,
+			   const cairn_layout_t *lo);
+void cairn_layouts_returned(struct cairn_export *export, cairn_id_t inode);
+int cairn_layouts_register(struct cairn_export *export);
+void cairn_layouts_unregister(struct cairn_export *export);
 
 /* ds.c: pNFS data server */
 void cairn_ds_module_ops_init(struct fsal_ops *ops);

@@ -229,6 +229,10 @@ static fsal_status_t create_export(struct fsal_module *module_in,
 		LogWarn(COMPONENT_FSAL,
 			"CAIRN: export %s: no invalidation upcalls: %s",
 			path, cairn_last_error_message());
+	if (cairn_layouts_register(export) < 0)
+		LogWarn(COMPONENT_PNFS,
+			"CAIRN: export %s: layouts will not be recalled on map changes: %s",
+			path, cairn_last_error_message());
 
 	LogInfo(COMPONENT_FSAL, "CAIRN: exported volume %s path %s (servers %s)",
 		export->volume, path, export->servers);

@@ -34,6 +34,7 @@
 #include "nfs_convert.h"
 #include "nfs_exports.h"
 #include "nfs_fh.h"
+#include "sal_functions.h"
 #include "internal.h"
 #include "ff.h"
 
@@ -273,6 +274,7 @@ static nfsstat4 layoutget_ff(struct cairn_handle *obj, XDR *loc_body,
 			     struct fsal_layoutget_res *res)
 {
 	struct cairn_export *export = obj->export;
+	const cairn_layout_t *lo_used = lo;
 	struct cairn_ff_mirror m[CAIRN_LAYOUT_MAX_BRICKS];
 	fsal_multipath_member_t addr[CAIRN_LAYOUT_MAX_BRICKS];
 	uint8_t fh[NFS4_FHSIZE];
@@ -332,7 +334,62 @@ static nfsstat4 layoutget_ff(struct cairn_handle *obj, XDR *loc_body,
 		return NFS4ERR_SERVERFAULT;
 	}
 	whole_file_segment(res);
+	cairn_layouts_granted(export, obj->key.wire.inode, lo_used);
 	return NFS4_OK;
+}
+
+/* Ganesha 4.3's LAYOUTGET drops one reference too many on a layout state the client
+ * names by its layout stateid: acquire_layout_state (nfs4_op_layoutget.c) hands back the
+ * state nfs4_Check_Stateid referenced but drops that reference on its way out, and
+ * nfs4_op_layoutget drops it again at its end. Every second LAYOUTGET on a file (the
+ * Linux client sends them with the layout stateid, and its Flexible Files driver does so
+ * after a data server failed) so freed the layout state while the file, the client and
+ * the export still listed it; the next walk of those lists (the reaper expiring the
+ * client, a CLOSE, a LAYOUTRETURN) locked its destroyed mutex and aborted Ganesha
+ * ("get_state_obj_export_owner_refs: Error 22 ... state_mutex", nfs4_state.c:577).
+ * The FSAL gives that reference back. It is called once per LAYOUTGET that got a layout
+ * state (one segment per layout), while that state counts the LAYOUTGET as granting; a
+ * state with a stateid handed out before (seqid > 0) is one the client named (a new
+ * state has seqid 0). The client's states are found through its session, the one
+ * SEQUENCE put into op_ctx->clientid. tests/nfs/pnfs-state.sh. */
+#if GANESHA_VERSION_MAJOR != 4
+/* Written against Ganesha 4.3's nfs4_op_layoutget.c: on another Ganesha, check whether
+ * LAYOUTGET still drops that reference twice (keep this) or not (remove it: it would leak
+ * a reference per LAYOUTGET with a layout stateid). */
+#error "layoutget_state_ref_fixup was written for Ganesha 4.3's LAYOUTGET: review it"
+#endif
+static void layoutget_state_ref_fixup(struct fsal_obj_handle *obj)
+{
+	nfs41_session_t *session;
+	state_owner_t *owner;
+	struct glist_head *g;
+
+	if (op_ctx == NULL || op_ctx->clientid == NULL ||
+	    op_ctx->nfs_vers != 4 || op_ctx->nfs_minorvers == 0)
+		return;
+	session = container_of(op_ctx->clientid, nfs41_session_t, clientid);
+	if (session->clientid_record == NULL)
+		return;
+	owner = &session->clientid_record->cid_owner;
+	PTHREAD_MUTEX_lock(&owner->so_mutex);
+	glist_for_each(g, &owner->so_owner.so_nfs4_owner.so_state_list) {
+		state_t *s = glist_entry(g, state_t, state_owner_list);
+		bool same;
+
+		if (s->state_type != STATE_TYPE_LAYOUT || s->state_seqid == 0 ||
+		    s->state_data.layout.granting == 0)
+			continue;
+		PTHREAD_MUTEX_lock(&s->state_mutex);
+		same = s->state_obj != NULL && s->state_obj->fileid == obj->fileid &&
+		       s->state_obj->fsid.major == obj->fsid.major &&
+		       s->state_obj->fsid.minor == obj->fsid.minor;
+		PTHREAD_MUTEX_unlock(&s->state_mutex);
+		if (same) {
+			inc_state_t_ref(s);
+			break;
+		}
+	}
+	PTHREAD_MUTEX_unlock(&owner->so_mutex);
 }
 
 static nfsstat4 layoutget(struct fsal_obj_handle *obj_pub, XDR *loc_body,
@@ -348,9 +405,11 @@ static nfsstat4 layoutget(struct fsal_obj_handle *obj_pub, XDR *loc_body,
 				   .len = sizeof(obj->key.wire) };
 	uint16_t ds_id = export->export.export_id;
 	cairn_layout_t lo;
+	const cairn_layout_t *lo_used = &lo;
 	nfsstat4 st;
 	int rc;
 
+	layoutget_state_ref_fixup(obj_pub);
 	if (!export->pnfs)
 		return NFS4ERR_LAYOUTUNAVAILABLE;
 	st = cairn_layoutget_check(obj_pub->type, export->layout_type, arg->type,
@@ -390,7 +449,33 @@ static nfsstat4 layoutget(struct fsal_obj_handle *obj_pub, XDR *loc_body,
 		return st;
 	}
 	whole_file_segment(res);
+	cairn_layouts_granted(export, obj->key.wire.inode, lo_used);
 	return NFS4_OK;
+}
+
+/* One device error a Flexible Files client reported in LAYOUTRETURN: logged with the
+ * brick and node the device names (an operator sees which DS clients cannot use). */
+static void log_ff_ioerr(const struct cairn_ff_ioerr *e, void *arg)
+{
+	struct cairn_export *export = arg;
+	struct pnfs_deviceid d;
+	const char *node = "?";
+	cairn_layout_t lo;
+	uint32_t i;
+
+	memcpy(&d, e->deviceid, sizeof(d));
+	if (d.devid >= CAIRN_FF_DEVID_BASE &&
+	    cairn_set_layout(export->fs, d.device_id4, 0, &lo) == 0)
+		for (i = 0; i < lo.nbricks; i++)
+			if ((uint64_t)lo.bricks[i].index + CAIRN_FF_DEVID_BASE ==
+			    d.devid)
+				node = lo.bricks[i].node;
+	LogEvent(COMPONENT_PNFS,
+		 "CAIRN: volume %s: a client reports that the data server of brick %" PRIu64
+		 " (node %s, set %u) failed %s with %s at %" PRIu64 "+%" PRIu64,
+		 export->volume, d.devid - CAIRN_FF_DEVID_BASE, node,
+		 d.device_id4, nfsop4_to_str(e->opnum),
+		 nfsstat4_to_str(e->status), e->offset, e->length);
 }
 
 static nfsstat4 layoutreturn(struct fsal_obj_handle *obj_pub, XDR *lrf_body,
@@ -399,9 +484,21 @@ static nfsstat4 layoutreturn(struct fsal_obj_handle *obj_pub, XDR *lrf_body,
 	struct cairn_handle *obj =
 		container_of(obj_pub, struct cairn_handle, handle);
 
-	/* a FF client's ff_layoutreturn4 (I/O errors and statistics) is not used */
 	if (arg->lo_type != obj->export->layout_type)
 		return NFS4ERR_UNKNOWN_LAYOUTTYPE;
+	/* a FF client's ff_layoutreturn4: its I/O error reports are logged (Ganesha
+	 * resets the stream after the last segment; ours is the only one), statistics
+	 * are not read */
+	if (lrf_body != NULL && arg->lo_type == LAYOUT4_FLEX_FILES &&
+	    arg->circumstance == circumstance_client &&
+	    cairn_ff_decode_ioerrs(lrf_body, log_ff_ioerr, obj->export) < 0)
+		LogInfo(COMPONENT_PNFS,
+			"CAIRN: volume %s: LAYOUTRETURN with an ff_layoutreturn4 that does not decode",
+			obj->export->volume);
+	/* a segment Ganesha forgets (returned, on close, forgotten, revoked): one less
+	 * to recall on a map change (recall.c) */
+	if (arg->circumstance != circumstance_reclaim && arg->dispose)
+		cairn_layouts_returned(obj->export, obj->key.wire.inode);
 	return NFS4_OK;
 }
 

@@ -1,5 +1,6 @@
 /*
- * Unit tests of FSAL_CAIRN's Flexible Files encoders (fsal/ff.c) against RFC 8435's XDR:
+ * Unit tests of FSAL_CAIRN's Flexible Files encoders (fsal/ff.c) against RFC 8435's XDR
+ * (and of its decoder of LAYOUTRETURN's ff_layoutreturn4 error reports, §9.3):
  * each case encodes into an ntirpc memory stream and compares every byte with a dump
  * written out by hand from the RFC's structures (ff_layout4 §5.1, ff_device_addr4 §5.2,
  * netaddr4 RFC 8881 §3.3.9) and Ganesha's DS file handle (src/include/nfs_fh.h).
@@ -171,11 +172,82 @@ static void test_device(void)
 	XDR_DESTROY(&xdr);
 }
 
+/* ff_layoutreturn4 (RFC 8435 §9.3) as a client sends it: two ff_ioerr4, the first with
+ * two device errors, then one ff_iostats4 the decoder must not need. */
+static struct cairn_ff_ioerr got_errs[4];
+static int ngot;
+
+static void collect(const struct cairn_ff_ioerr *e, void *arg)
+{
+	if (ngot < 4)
+		got_errs[ngot] = *e;
+	ngot++;
+}
+
+static void test_ioerrs(void)
+{
+	static const uint8_t body[] = {
+		U32(2),				/* fflr_ioerr_report<>: 2 */
+		U32(0), U32(0),			/* ffie_offset 0 */
+		U32(0), U32(0x100000),		/* ffie_length 1 MiB */
+		U32(1), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,	/* ffie_stateid */
+		U32(2),				/* ffie_errors<>: 2 device_error4 */
+		0xa1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1,	/* de_deviceid */
+		U32(6),				/* de_status NFS4ERR_NXIO */
+		U32(38),			/* de_opnum OP_WRITE */
+		0xa2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2,
+		U32(10008), U32(25),		/* NFS4ERR_DELAY on OP_READ */
+		U32(1), U32(0), U32(0xffffffff), U32(0xffffffff),	/* 4 GiB..all */
+		U32(0), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+		U32(1),
+		0xa3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3,
+		U32(5), U32(5),			/* NFS4ERR_IO on OP_COMMIT */
+		U32(1), 0xde, 0xad,		/* fflr_iostats_report<>: not read */
+	};
+	XDR xdr;
+	int n;
+
+	ngot = 0;
+	xdrmem_ncreate(&xdr, (char *)body, sizeof(body), XDR_DECODE);
+	n = cairn_ff_decode_ioerrs(&xdr, collect, NULL);
+	check(n == 3 && ngot == 3, "ff_layoutreturn4: 2 ff_ioerr4 with 3 device_error4 decode");
+	check(ngot == 3 && got_errs[0].offset == 0 && got_errs[0].length == 0x100000 &&
+	      got_errs[0].deviceid[0] == 0xa1 && got_errs[0].deviceid[15] == 1 &&
+	      got_errs[0].status == 6 && got_errs[0].opnum == 38,
+	      "first error: range 0+1 MiB, its device id, NFS4ERR_NXIO on WRITE");
+	check(ngot == 3 && got_errs[1].offset == 0 && got_errs[1].deviceid[0] == 0xa2 &&
+	      got_errs[1].status == 10008 && got_errs[1].opnum == 25,
+	      "second error of the same report: its own device, NFS4ERR_DELAY on READ");
+	check(ngot == 3 && got_errs[2].offset == 1ULL << 32 &&
+	      got_errs[2].length == UINT64_MAX && got_errs[2].deviceid[15] == 3 &&
+	      got_errs[2].status == 5 && got_errs[2].opnum == 5,
+	      "second report: its range (64-bit offset, length all ones), NFS4ERR_IO on COMMIT");
+
+	xdrmem_ncreate(&xdr, (char *)body, 60, XDR_DECODE);
+	check(cairn_ff_decode_ioerrs(&xdr, NULL, NULL) == -1,
+	      "ff_layoutreturn4 cut in its first device_error4 does not decode");
+	{
+		static const uint8_t many[] = { U32(65) };
+
+		xdrmem_ncreate(&xdr, (char *)many, sizeof(many), XDR_DECODE);
+		check(cairn_ff_decode_ioerrs(&xdr, NULL, NULL) == -1,
+		      "ff_layoutreturn4 with 65 reports is refused");
+	}
+	{
+		static const uint8_t none[] = { U32(0), U32(0) };
+
+		xdrmem_ncreate(&xdr, (char *)none, sizeof(none), XDR_DECODE);
+		check(cairn_ff_decode_ioerrs(&xdr, NULL, NULL) == 0,
+		      "ff_layoutreturn4 without reports: no errors");
+	}
+}
+
 int main(void)
 {
 	test_ds_handle();
 	test_layout();
 	test_device();
+	test_ioerrs();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
 }

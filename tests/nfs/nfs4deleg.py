@@ -7,7 +7,8 @@ need, stdlib only: EXCHANGE_ID, CREATE_SESSION with CREATE_SESSION4_FLAG_CONN_BA
 (the server sends CB_COMPOUND calls on the same TCP connection), RECLAIM_COMPLETE,
 SEQUENCE, PUTROOTFH, LOOKUP, OPEN (claim null, asking for a read or write delegation),
 READ, WRITE, DELEGRETURN, CLOSE; and on the back channel CB_NULL and CB_COMPOUND with
-CB_SEQUENCE + CB_RECALL.
+CB_SEQUENCE + CB_RECALL or CB_LAYOUTRECALL (handed to `on_layoutrecall`, for
+tests/nfs/pnfs_state.py).
 
     nfs4deleg.py --port P --export /vol0 hold PATH read|write [options]
 
@@ -36,7 +37,7 @@ PROG_NFS, CB_PROG = 100003, 0x40000000
 OP = {"CLOSE": 4, "DELEGRETURN": 8, "GETFH": 10, "LOOKUP": 15, "OPEN": 18, "PUTFH": 22,
       "PUTROOTFH": 24, "READ": 25, "WRITE": 38, "EXCHANGE_ID": 42, "CREATE_SESSION": 43,
       "SEQUENCE": 53, "RECLAIM_COMPLETE": 58}
-CB_SEQUENCE, CB_RECALL = 11, 4
+CB_SEQUENCE, CB_RECALL, CB_LAYOUTRECALL = 11, 4, 5
 NFS4ERR_DELAY, NFS4ERR_GRACE = 10008, 10013
 REVOKED_ERRS = {10011: "NFS4ERR_EXPIRED", 10087: "NFS4ERR_DELEG_REVOKED",
                 10025: "NFS4ERR_BAD_STATEID", 10023: "NFS4ERR_STALE_STATEID",
@@ -57,8 +58,8 @@ def stateid(u):
 
 
 class Client:
-    def __init__(self, port, export, name, host="127.0.0.1"):
-        self.export, self.name = export.strip("/"), name
+    def __init__(self, port, export, name, host="127.0.0.1", minor=1):
+        self.export, self.name, self.minor = export.strip("/"), name, minor
         self.sock = socket.create_connection((host, port), timeout=None)
         self.send_lock = threading.Lock()
         self.call_lock = threading.Lock()  # one slot: one compound at a time
@@ -67,6 +68,10 @@ class Client:
         self.cv = threading.Condition()
         self.closed = False
         self.on_recall = None  # callback(stateid, fh) run on its own thread
+        # callback(recall) for a CB_LAYOUTRECALL, run on its own thread; recall is a dict:
+        # type, iomode, changed, kind (file, fsid, all), and fh, offset, length, stateid
+        # (file) or fsid (fsid)
+        self.on_layoutrecall = None
         self.seq_flags = 0
         self.sessionid = None
         self.slot_seq = 0
@@ -121,6 +126,7 @@ class Client:
         results = P()
         nres = 0
         recalls = []
+        layout_recalls = []
         for _ in range(u.u32()):
             op = u.u32()
             if op == CB_SEQUENCE:
@@ -136,6 +142,17 @@ class Client:
                 sd, _trunc, fh = stateid(u), u.u32(), u.opaque()
                 recalls.append((sd, fh))
                 results.u32(op).u32(0)
+            elif op == CB_LAYOUTRECALL:  # RFC 8881 §20.3
+                lr = {"type": u.u32(), "iomode": u.u32(), "changed": u.u32()}
+                kind = u.u32()
+                lr["kind"] = {1: "file", 2: "fsid", 3: "all"}.get(kind, str(kind))
+                if kind == 1:
+                    lr["fh"], lr["offset"], lr["length"] = u.opaque(), u.u64(), u.u64()
+                    lr["stateid"] = stateid(u)
+                elif kind == 2:
+                    lr["fsid"] = (u.u64(), u.u64())
+                layout_recalls.append(lr)
+                results.u32(op).u32(0)
             else:  # not expected: answer NFS4ERR_NOTSUPP and stop
                 results.u32(op).u32(10004)
                 nres += 1
@@ -147,6 +164,9 @@ class Client:
         for sd, fh in recalls:
             if self.on_recall:
                 threading.Thread(target=self.on_recall, args=(sd, fh), daemon=True).start()
+        for lr in layout_recalls:
+            if self.on_layoutrecall:
+                threading.Thread(target=self.on_layoutrecall, args=(lr,), daemon=True).start()
 
     def _rpc(self, body):
         with self.cv:
@@ -175,7 +195,7 @@ class Client:
                 self.slot_seq += 1
                 seq = P().fixed(self.sessionid).u32(self.slot_seq).u32(0).u32(0).u32(0)
                 ops = [("SEQUENCE", seq, self._parse_sequence)] + ops
-            p = P().opaque("").u32(1).u32(len(ops))
+            p = P().opaque("").u32(self.minor).u32(len(ops))
             for name, args, _ in ops:
                 p.u32(OP[name])
                 if args is not None:

@@ -323,10 +323,8 @@ pub async fn handle(node: &Arc<Node>, req: MgmtRequest) -> Result<MgmtReply, Rem
                             path: b.path.clone(),
                             online: b.state != BrickState::Down,
                             state: format!("{:?}", b.state),
-                            port: b
-                                .addr
-                                .rsplit_once(':')
-                                .and_then(|(_, p)| p.parse().ok())
+                            port: cairn_proto::HostPort::parse(&b.addr, 0)
+                                .map(|a| a.port())
                                 .unwrap_or(0),
                             pid: if b.node == node.name && slot.is_some() {
                                 std::process::id()

@@ -55,10 +55,6 @@ pub struct BrickSlot {
     /// Set when this brick fails to apply a forwarded mutation (`heal::missed_forward`);
     /// a catch-up that started before it does not bring the brick up.
     pub missed: AtomicBool,
-    /// When the brick last came up from a catch-up. What the catch-up copied here came
-    /// with no request ids: until a client's retry budget has passed since, a retry
-    /// this brick has no record of may be of a mutation it holds already (`chain::apply`).
-    pub came_up: Mutex<Option<std::time::Instant>>,
 }
 
 /// Connections to other nodes' `cairnd`, made on demand and re-made after a failure.
@@ -365,7 +361,6 @@ impl Node {
                                 dedupe: Mutex::default(),
                                 heal_watch: Mutex::default(),
                                 missed: AtomicBool::new(false),
-                                came_up: Mutex::default(),
                             });
                             self.bricks.write().insert((v.name.clone(), b.index), slot.clone());
                             if let Err(e) = self

@@ -8,7 +8,7 @@ use crate::node::{BrickSlot, Node};
 use crate::ops::changed_ids;
 use bytes::Bytes;
 use cairn_proto::map::{BrickState, VolumeMap};
-use cairn_proto::msg::{BrickRequest, Op, ReplicateRequest, Reply, ReqId, Request};
+use cairn_proto::msg::{AppliedRequest, BrickRequest, Op, ReplicateRequest, Reply, ReqId, Request};
 use cairn_proto::{Creds, Errno, Id, RemoteError};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -21,21 +21,10 @@ pub async fn forward(
     req: ReplicateRequest,
     data: Bytes,
 ) -> Result<(), RemoteError> {
-    forward_reply(node, map, target, req, data).await.map(|_| ())
-}
-
-/// [`forward`], with the replica's answer (for a confirmation: the result it remembers).
-pub async fn forward_reply(
-    node: &Arc<Node>,
-    map: &VolumeMap,
-    target: u32,
-    req: ReplicateRequest,
-    data: Bytes,
-) -> OpResult {
     if node.slot(&req.volume, target).is_some() {
         // A brick of the same set on this node: the same path as a remote one (request
         // ids, confirmations, records of who missed the op).
-        return replicate(node, req, data).await;
+        return replicate(node, req, data).await.map(|_| ());
     }
     let Some((_, b)) = map.brick(target) else {
         return Err(RemoteError::new(
@@ -52,7 +41,7 @@ pub async fn forward_reply(
     let addr = b.addr.clone();
     let call = node.peers.call(&addr, &node.name, Request::Replicate(req), data);
     match tokio::time::timeout(FORWARD_TIMEOUT, call).await {
-        Ok(r) => r,
+        Ok(r) => r.map(|_| ()),
         Err(_) => {
             // A peer that does not answer (partitioned, hung) is treated as having missed
             // the write; drop the connection so the next call re-dials.
@@ -97,7 +86,8 @@ pub async fn copy_pending(
 }
 
 /// A mutation forwarded by the head of a chain.
-pub async fn replicate(node: &Arc<Node>, req: ReplicateRequest, data: Bytes) -> OpResult {
+pub async fn replicate(node: &Arc<Node>, mut req: ReplicateRequest, data: Bytes) -> OpResult {
+    let applied = std::mem::take(&mut req.applied);
     let slot = node.slot(&req.volume, req.brick).ok_or_else(|| {
         RemoteError::new(
             Errno::ENOTCONN,
@@ -170,6 +160,10 @@ pub async fn replicate(node: &Arc<Node>, req: ReplicateRequest, data: Bytes) -> 
             if let (Op::Rename { .. }, Some(a)) = (&req.op, &req.result) {
                 owed.push(a.id);
             }
+            let healed = match &req.op {
+                Op::HealApply { state } => state.attr.as_ref().map(|a| a.id),
+                _ => None,
+            };
             let out = match exec_local(&slot, req.creds, req.op, data, req.result, true).await {
                 Ok(out) => out,
                 Err(e) => {
@@ -184,7 +178,10 @@ pub async fn replicate(node: &Arc<Node>, req: ReplicateRequest, data: Bytes) -> 
                     return Err(e);
                 }
             };
-            remember(&slot, id, &out.0, &out.1);
+            remember(&slot, id, &out.0, &out.1, &owed);
+            if let Some(inode) = healed {
+                adopt(&slot, inode, applied);
+            }
             // A heal copying one of these inodes from another brick must copy it again.
             let mut watch = slot.heal_watch.lock();
             for i in touched {
@@ -213,11 +210,36 @@ pub async fn replicate(node: &Arc<Node>, req: ReplicateRequest, data: Bytes) -> 
     Ok(out)
 }
 
-/// Remember that this brick applied request `id` (not acknowledged yet).
-fn remember(slot: &BrickSlot, id: Option<ReqId>, reply: &Reply, out: &Bytes) {
+/// Remember that this brick applied request `id` (not acknowledged yet), changing
+/// `inodes` (what a heal copying one of them carries).
+fn remember(slot: &BrickSlot, id: Option<ReqId>, reply: &Reply, out: &Bytes, inodes: &[Id]) {
     if let Some(id) = id {
-        slot.dedupe.lock().record(id, (reply.clone(), out.clone()), false);
+        slot.dedupe.lock().record(id, (reply.clone(), out.clone()), false, inodes);
     }
+}
+
+/// Take the request-id records a heal copy of `inode` carried (`ReplicateRequest::applied`),
+/// once the copy is applied: this brick holds those requests' effects now, so a client's
+/// retry of one that it heads is confirmed with the replicas, never applied twice (a
+/// rename's source is gone here, its new name taken).
+pub fn adopt(slot: &BrickSlot, inode: Id, applied: Vec<AppliedRequest>) {
+    if applied.is_empty() {
+        return;
+    }
+    let mut table = slot.dedupe.lock();
+    for a in applied {
+        table.adopt(a.req, (a.reply, Bytes::from(a.out)), &[inode]);
+    }
+}
+
+/// The records of the requests that changed `inode` on this brick, for a heal copy of it
+/// taken under its inode lock (so the copy holds their effects).
+pub fn applied_to(slot: &BrickSlot, inode: Id) -> Vec<AppliedRequest> {
+    let records = slot.dedupe.lock().touching(inode);
+    records
+        .into_iter()
+        .map(|(req, (reply, out))| AppliedRequest { req, reply, out: out.to_vec() })
+        .collect()
 }
 
 /// A rename from another directory into `dst_dir`, applied on replica `brick`: the head
@@ -255,6 +277,7 @@ pub async fn release_everywhere(node: &Arc<Node>, volume: &str, brick: u32, id: 
             missed: vec![],
             req: None,
             confirm: false,
+            applied: vec![],
         };
         let _ = forward(node, &map, b.index, req, Bytes::new()).await;
     }

@@ -133,6 +133,7 @@ fn forward(epoch: u64) -> Request {
         missed: vec![],
         req: None,
         confirm: false,
+        applied: vec![],
     })
 }
 

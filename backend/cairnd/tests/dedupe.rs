@@ -96,6 +96,7 @@ async fn a_retried_write_is_answered_not_applied_again() {
         missed: vec![],
         req: Some(req),
         confirm: true,
+        applied: vec![],
     };
     let (r, _) =
         conn.call(Request::Replicate(confirm(r1)), Bytes::from(vec![b'z'; 4096])).await.unwrap();
@@ -112,10 +113,12 @@ async fn a_retried_write_is_answered_not_applied_again() {
 }
 
 /// A rename whose head died before answering, applied by the replica it reached, and copied
-/// onto the brick that heads the client's retry by that brick's catch-up (with no request
-/// id): the retry is answered as applied, not applied again and failed with ENOENT (the
-/// client then never made the new name's linkto, and the file was under neither name:
-/// faults/kill9-rename, seed 889378966).
+/// onto the brick that heads the client's retry by that brick's catch-up: the copy carries
+/// the replica's record of the request id, so the retry is confirmed with the replica and
+/// answered, not applied again and failed with ENOENT (the client then never made the new
+/// name's linkto, and the file was under neither name: faults/kill9-rename, seed
+/// 889378966). Without the records the catch-up copies (before: a 40 s window after a
+/// catch-up in which a failing namespace op asked the replicas) the retry fails ENOENT.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retried_rename_the_head_holds_from_a_catch_up_is_answered() {
     let c = Cluster::start();
@@ -152,6 +155,7 @@ async fn a_retried_rename_the_head_holds_from_a_catch_up_is_answered() {
         missed: vec![],
         req,
         confirm: false,
+        applied: vec![],
     };
     let client = |req: ReqId| BrickRequest {
         volume: "v".into(),
@@ -165,10 +169,45 @@ async fn a_retried_rename_the_head_holds_from_a_catch_up_is_answered() {
         layout_epoch: None,
     };
     let r1 = ReqId { client: 91, seq: 1 };
-    // The old head's forward reached the replica, which remembers the request...
-    conn.call(Request::Replicate(forward(replica, head, Some(r1))), Bytes::new()).await.unwrap();
-    // ...and a catch-up copied its effect onto the brick heading the retry, without the id.
-    conn.call(Request::Replicate(forward(head, replica, None)), Bytes::new()).await.unwrap();
+    // The old head's forward reached the replica, which remembers the request and records
+    // that the head brick misses it...
+    let missed = ReplicateRequest { missed: vec![head], ..forward(replica, head, Some(r1)) };
+    conn.call(Request::Replicate(missed), Bytes::new()).await.unwrap();
+    // ...and the head brick, failing a forward it cannot apply (a rename of a name it does
+    // not hold), stops serving and catches up from the replica: its copy of the directory
+    // now holds the rename, and the request id with it.
+    let bad = ReplicateRequest {
+        op: rename(b"nothing-here"),
+        req: None,
+        missed: vec![],
+        ..forward(head, replica, None)
+    };
+    let e = conn.call(Request::Replicate(bad), Bytes::new()).await.unwrap_err();
+    assert_eq!(e.errno, Errno::ENOENT, "{e}");
+    let fetch = |brick: u32| BrickRequest {
+        volume: "v".into(),
+        brick,
+        epoch: map.epoch,
+        creds: Creds::root(),
+        op: Op::HealFetch { id: Id::ROOT },
+        req: None,
+        parents: false,
+        inline: 0,
+        layout_epoch: None,
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        assert!(Instant::now() < deadline, "the head brick did not catch up: {}", c.log());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let healed = match conn.call(Request::Brick(fetch(head)), Bytes::new()).await {
+            Ok((Reply::Heal(st), _)) => st.entries.iter().any(|e| e.0 == b"d"),
+            _ => false,
+        };
+        let m = vol.map();
+        if healed && m.sets[0].bricks.iter().all(|b| b.state == BrickState::Up) {
+            break;
+        }
+    }
     let r = conn.call(Request::Brick(client(r1)), Bytes::new()).await;
     assert!(r.is_ok(), "the retry of an applied rename failed: {r:?}\n{}", c.log());
     let fresh = c.mount("v").await.unwrap();

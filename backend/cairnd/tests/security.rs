@@ -112,6 +112,7 @@ async fn certificates_hold_each_role_to_what_it_may_do() {
         missed: vec![],
         req: None,
         confirm: false,
+        applied: vec![],
     });
     let e = call(&rw, fwd, Bytes::from_static(b"FORGED!!")).await.unwrap_err();
     assert_eq!(e.errno, Errno::EACCES, "{e}");

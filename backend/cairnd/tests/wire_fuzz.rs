@@ -189,6 +189,7 @@ async fn one_case(
                     missed: vec![],
                     req: None,
                     confirm: n % 3 == 0,
+                    applied: vec![],
                 };
                 (Request::Replicate(req), data.clone())
             }

@@ -19,8 +19,8 @@ pub use cairn_proto::{
     SetTime, StatFs, Timespec,
 };
 pub use volume::{
-    process_round_trips, InvalidateDone, InvalidateFn, MountOptions, Placement, RecallFn, Stats,
-    Volume, INVALIDATE_ACK_WAIT,
+    process_round_trips, InvalidateDone, InvalidateFn, MapChangeFn, MountOptions, Placement,
+    RecallFn, Stats, Volume, INVALIDATE_ACK_WAIT,
 };
 
 pub type Result<T> = std::result::Result<T, RemoteError>;

@@ -14,6 +14,19 @@ use std::time::{Duration, Instant};
 
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// Why a test etcd did not come up (the log is etcd's own, read back from its data dir).
+#[derive(Debug, thiserror::Error)]
+enum StartError {
+    #[error("open {}: {source}", path.display())]
+    Log { path: PathBuf, source: std::io::Error },
+    #[error("spawn {bin}: {source}")]
+    Spawn { bin: String, source: std::io::Error },
+    #[error("etcd exited with {status}: {log}")]
+    Exited { status: std::process::ExitStatus, log: String },
+    #[error("etcd not healthy after {START_TIMEOUT:?}: {log}")]
+    Unhealthy { log: String },
+}
+
 pub struct Etcd {
     child: Option<Child>,
     dir: PathBuf,
@@ -66,7 +79,7 @@ impl Etcd {
                 .unwrap_or(0)
         ));
         std::fs::create_dir_all(&dir).expect("create etcd test dir");
-        let mut last_err = String::new();
+        let mut last_err = None;
         // A port picked as free may be taken before etcd binds it: retry with new ports.
         for _ in 0..3 {
             let (client_port, peer_port) = free_ports();
@@ -74,7 +87,7 @@ impl Etcd {
             match e.spawn() {
                 Ok(()) => return e,
                 Err(err) => {
-                    last_err = err;
+                    last_err = Some(err);
                     e.kill();
                     e.dir = PathBuf::new(); // keep the dir for the next attempt
                     let _ = std::fs::remove_dir_all(dir.join("data"));
@@ -82,10 +95,13 @@ impl Etcd {
             }
         }
         let _ = std::fs::remove_dir_all(&dir);
-        panic!("etcd did not start: {last_err}");
+        match last_err {
+            Some(e) => panic!("etcd did not start: {e}"),
+            None => panic!("etcd did not start"),
+        }
     }
 
-    fn spawn(&mut self) -> Result<(), String> {
+    fn spawn(&mut self) -> Result<(), StartError> {
         let bin = std::env::var("CAIRN_ETCD").unwrap_or_else(|_| "/usr/bin/etcd".into());
         let curl = format!("http://127.0.0.1:{}", self.client_port);
         let purl = format!("http://127.0.0.1:{}", self.peer_port);
@@ -94,7 +110,7 @@ impl Etcd {
             .create(true)
             .append(true)
             .open(&log_path)
-            .map_err(|e| format!("open {}: {e}", log_path.display()))?;
+            .map_err(|source| StartError::Log { path: log_path.clone(), source })?;
         let child = Command::new(&bin)
             .arg("--name=t")
             .arg(format!("--data-dir={}", self.dir.join("data").display()))
@@ -106,10 +122,13 @@ impl Etcd {
             .args(["--heartbeat-interval=20", "--election-timeout=200"])
             .args(["--logger=zap", "--log-level=warn"])
             .stdin(Stdio::null())
-            .stdout(log.try_clone().map_err(|e| e.to_string())?)
+            .stdout(
+                log.try_clone()
+                    .map_err(|source| StartError::Log { path: log_path.clone(), source })?,
+            )
             .stderr(log)
             .spawn()
-            .map_err(|e| format!("spawn {bin}: {e}"))?;
+            .map_err(|source| StartError::Spawn { bin: bin.clone(), source })?;
         self.child = Some(child);
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
@@ -119,11 +138,11 @@ impl Etcd {
             if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
                 self.child = None;
                 let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-                return Err(format!("etcd exited with {status}: {log}"));
+                return Err(StartError::Exited { status, log });
             }
             if Instant::now() > deadline {
                 let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-                return Err(format!("etcd not healthy after {START_TIMEOUT:?}: {log}"));
+                return Err(StartError::Unhealthy { log });
             }
             std::thread::sleep(Duration::from_millis(20));
         }

@@ -398,6 +398,13 @@ typedef void (*cairn_recall_cb)(struct cairn_id_t id, void *arg);
  */
 typedef void (*cairn_aio_cb)(int result, void *arg);
 
+/**
+ * Map-change upcall: the mount installed a newer volume map (a brick went down or came
+ * back, a heal finished, a brick or set was added, a rebalance moved placement), of epoch
+ * `epoch`; `cairn_layout` already answers from it. Runs on a library thread.
+ */
+typedef void (*cairn_map_change_cb)(uint64_t epoch, void *arg);
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -959,6 +966,16 @@ int cairn_aio_compare_and_write(struct cairn_fs_t *fs,
                                 size_t len,
                                 cairn_aio_cb cb,
                                 void *arg);
+
+/**
+ * Register (or, with `cb` NULL, remove) the map-change upcall. It is called from a
+ * library thread once per newer map the mount installs (maps come as pushes from the
+ * bricks, or are fetched when a brick says the mount's is stale), after the map is
+ * installed; two calls may run at once or out of order, so a caller compares what it
+ * cares about with `cairn_layout` rather than trusting `epoch` alone. It may call other
+ * libcairn functions except cairn_unmount. Replaces any upcall registered before.
+ */
+int cairn_register_map_change(struct cairn_fs_t *fs, cairn_map_change_cb cb, void *arg);
 
 #ifdef __cplusplus
 } // extern "C"

@@ -195,6 +195,8 @@ fn null_fs_is_einval_everywhere() {
         assert_eq!(cairn_release(null_mut(), root), -libc::EINVAL);
         assert_eq!(cairn_volume_id(null_mut(), buf.as_mut_ptr()), -libc::EINVAL);
         assert_eq!(cairn_register_invalidate(null_mut(), None, null_mut()), -libc::EINVAL);
+        assert_eq!(cairn_register_map_change(null_mut(), None, null_mut()), -libc::EINVAL);
+        assert!(last_error().contains("cairn_register_map_change"), "{}", last_error());
         assert_eq!(cairn_unmount(null_mut()), -libc::EINVAL);
     }
 }

@@ -420,6 +420,7 @@ pub fn sample_requests() -> Vec<crate::msg::Request> {
                 missed: vec![],
                 req: None,
                 confirm: false,
+                applied: vec![],
             }));
         }
     }

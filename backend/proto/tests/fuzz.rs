@@ -341,6 +341,7 @@ fn every_request() -> Vec<(Request, Vec<u8>)> {
                     missed: vec![3],
                     req,
                     confirm: i % 2 == 1,
+                    applied: vec![],
                 }),
                 data,
             ));
@@ -720,6 +721,7 @@ fn request() -> impl Strategy<Value = Request> {
                         missed,
                         req,
                         confirm,
+                        applied: vec![],
                     })
                 }
             ),

@@ -4,7 +4,7 @@
 
 use crate::exec::{blocking, exec_local, is_storage_error, result_attr};
 use crate::node::{BrickSlot, Node};
-use crate::peers::{forward, forward_reply};
+use crate::peers::forward;
 use bytes::Bytes;
 use cairn_brick::Exec;
 use cairn_proto::map::{BrickState, VolumeMap};
@@ -27,10 +27,6 @@ pub(super) struct Write<'a> {
     /// The inodes it changes (`mutate::changed_inodes`).
     pub changed: Vec<Id>,
 }
-
-/// Beyond the client's retry budget: its last attempt may be sent just before the budget
-/// ends and wait in queues.
-const RETRY_SLACK: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Each forward's result, by replica.
 pub(super) type Results = Vec<(u32, Result<(), RemoteError>)>;
@@ -135,41 +131,6 @@ impl Write<'_> {
         self.forward_again(reply, out).await
     }
 
-    /// The result a replica remembers for the client's request, when this brick may hold
-    /// the request applied with no record of it: a namespace op with a request id that
-    /// failed here as one applied already fails again (its source gone, its name taken),
-    /// on a brick that came up from a catch-up within the client's retry budget. Its head
-    /// applied it and died before answering; the replicas it reached remember it; this
-    /// brick, healing then, got its effect copied by the catch-up, without the id, and
-    /// heads the retry now. Applying it again here would fail a rename (or unlink, create)
-    /// that the set did apply: a renamed file's new name would never get its linkto, and
-    /// the client would see neither name. The replicas are asked at once (`confirm`: they
-    /// apply nothing); `None` if none of them applied it.
-    async fn applied_by_a_replica(&self, e: &RemoteError) -> Option<(Reply, Bytes)> {
-        let id = self.req.req?;
-        let again = e.errno == Errno::ENOENT || e.errno == Errno::EEXIST;
-        if !again || self.req.op.parent_dirs().is_empty() {
-            return None;
-        }
-        let window = cairn_proto::msg::RETRY_BUDGET + RETRY_SLACK;
-        if !self.slot.came_up.lock().is_some_and(|t| t.elapsed() < window) {
-            return None;
-        }
-        let asks = self.plan.forward.iter().map(|&t| {
-            let ask = ReplicateRequest { brick: t, confirm: true, ..self.rreq.clone() };
-            forward_reply(self.node, self.map, t, ask, Bytes::new())
-        });
-        let found = futures::future::join_all(asks).await.into_iter().find_map(Result::ok);
-        // Most such failures are ops that fail anyway (a rename's unlink of a name with no
-        // stale linkto): only an answer found is worth more than a debug line.
-        if found.is_some() {
-            tracing::info!(volume = %self.req.volume, brick = self.req.brick, op = self.req.op.name(), client = id.client, seq = id.seq, error = %e, "a retry this brick had no record of failed here; a replica applied it: answered as a retry");
-        } else {
-            tracing::debug!(volume = %self.req.volume, brick = self.req.brick, op = self.req.op.name(), client = id.client, seq = id.seq, error = %e, "a namespace op failed on a brick that came up from a catch-up since; no replica applied it");
-        }
-        found
-    }
-
     /// Applied here (as a replica) but not on every replica: not applied here again (a
     /// rename's source is gone now, an exclusive create's name taken), but forwarded again,
     /// as a replica applies it: the replicas that missed it apply it, those that have it
@@ -222,9 +183,6 @@ impl Write<'_> {
                 Applied { head: Ok((reply, out)), parents, results, takers: vec![] }
             }
             Err(e) => {
-                if let Some((reply, out)) = self.applied_by_a_replica(&e).await {
-                    return self.answer_retry(reply, out).await;
-                }
                 // Nothing was forwarded: any replica that is up can take the op instead.
                 let takers = self.up_replicas();
                 Applied { head: Err(head_error(e)), parents: vec![], results: vec![], takers }

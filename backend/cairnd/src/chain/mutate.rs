@@ -55,6 +55,7 @@ pub(super) async fn mutate(
         missed: plan.pending.clone(),
         req: req.req,
         confirm: done.is_some(),
+        applied: vec![],
     };
     let mut w = Write { node, slot, map, req: &req, data, rreq, plan, changed };
     let applied = w.apply(done).await;

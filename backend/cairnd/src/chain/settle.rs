@@ -148,7 +148,7 @@ impl Write<'_> {
         // Only an acknowledged result is remembered by the head: a write it applied but
         // could not acknowledge is re-copied by this brick, never answered from here.
         if let Some(id) = req.req {
-            slot.dedupe.lock().record(id, (reply.clone(), out.clone()), true);
+            slot.dedupe.lock().record(id, (reply.clone(), out.clone()), true, &self.changed);
         }
         drop(guards);
         node.leases.recall(volume, &recalls(&req.op), session.id).await;

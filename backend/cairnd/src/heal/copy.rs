@@ -4,10 +4,13 @@
 use super::bandwidth;
 use crate::exec::{blocking, exec_local, OpResult};
 use crate::node::{BrickSlot, Node};
+use crate::peers::{adopt, applied_to};
 use bytes::Bytes;
 use cairn_brick::{heal_diff, CSUM_BLOCK as BLOCK};
 use cairn_proto::map::VolumeMap;
-use cairn_proto::msg::{HealState, HealSums, Op, ReplicateRequest, Reply, Request, HEAL_SUMS_MAX};
+use cairn_proto::msg::{
+    AppliedRequest, HealState, HealSums, Op, ReplicateRequest, Reply, Request, HEAL_SUMS_MAX,
+};
 use cairn_proto::{Creds, Errno, FileType, Id, RemoteError};
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,7 +32,7 @@ pub async fn serve_sync(node: &Arc<Node>, slot: &Arc<BrickSlot>, id: Id, peer: u
     };
     let Some(attr) = state.attr.clone() else {
         // Gone: the directory heal removes its names.
-        return apply(node, &map, slot, peer, state, Bytes::new()).await;
+        return apply(node, &map, slot, peer, state, Bytes::new(), vec![]).await;
     };
     if attr.nlink == 0 {
         // Open but unlinked here: it has no name to heal under and lives only until its
@@ -41,7 +44,8 @@ pub async fn serve_sync(node: &Arc<Node>, slot: &Arc<BrickSlot>, id: Id, peer: u
         return copy_file(node, &map, slot, id, peer).await;
     }
     state.pending_for = slot.brick.pending_peers(id).into_iter().filter(|&p| p != peer).collect();
-    apply(node, &map, slot, peer, state, Bytes::new()).await
+    let applied = applied_to(slot, id);
+    apply(node, &map, slot, peer, state, Bytes::new(), applied).await
 }
 
 /// Checksum blocks (4 KiB) a `HealWrite` carries at most (4 MiB, well under a frame's
@@ -79,11 +83,11 @@ async fn copy_file(
         let _g = node.lock_inodes(&slot.volume, slot.index, &[id]).await;
         let mut state = meta(slot, id).await?;
         if state.attr.is_none() {
-            return apply(node, map, slot, peer, state, Bytes::new()).await;
+            return apply(node, map, slot, peer, state, Bytes::new(), vec![]).await;
         }
         state.pending_for = vec![];
         let size = state.data_len;
-        apply(node, map, slot, peer, state, Bytes::new()).await?;
+        apply(node, map, slot, peer, state, Bytes::new(), vec![]).await?;
         size
     };
     let nb = size.div_ceil(BLOCK);
@@ -120,7 +124,8 @@ async fn copy_file(
     let _g = node.lock_inodes(&slot.volume, slot.index, &[id]).await;
     let mut state = meta(slot, id).await?;
     state.pending_for = slot.brick.pending_peers(id).into_iter().filter(|&p| p != peer).collect();
-    let r = apply(node, map, slot, peer, state, Bytes::new()).await;
+    let applied = applied_to(slot, id);
+    let r = apply(node, map, slot, peer, state, Bytes::new(), applied).await;
     if !wait.is_zero() {
         tokio::time::sleep(wait).await;
     }
@@ -186,7 +191,9 @@ async fn target_call(
 }
 
 /// Send a HealApply of `state` (and whole `data`) to brick `peer`: as a replicate request
-/// when remote, so the pending records it carries are taken there.
+/// when remote, so the pending records it carries are taken there, with `applied`, the
+/// request-id records of what the copy holds (`peers::applied_to`, read under the same
+/// inode lock as `state`): the target takes them once the copy is applied.
 async fn apply(
     node: &Arc<Node>,
     map: &VolumeMap,
@@ -194,7 +201,9 @@ async fn apply(
     peer: u32,
     state: Box<HealState>,
     data: Bytes,
+    applied: Vec<AppliedRequest>,
 ) -> OpResult {
+    let inode = state.attr.as_ref().map(|a| a.id);
     let req = ReplicateRequest {
         volume: slot.volume.clone(),
         brick: peer,
@@ -206,9 +215,13 @@ async fn apply(
         missed: vec![],
         req: None,
         confirm: false,
+        applied,
     };
     if let Some(target) = node.slot(&slot.volume, peer) {
         exec_local(&target, Creds::root(), req.op, data, None, true).await?;
+        if let Some(inode) = inode {
+            adopt(&target, inode, req.applied);
+        }
     } else {
         let (_, b) = map.brick(peer).ok_or_else(|| {
             RemoteError::new(Errno::ENOENT, format!("{}: no brick {peer}", map.name))

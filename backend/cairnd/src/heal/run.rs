@@ -106,7 +106,6 @@ pub fn spawn(node: Arc<Node>, slot: Arc<BrickSlot>) {
                                 }
                             }
                         }
-                        *slot.came_up.lock() = Some(std::time::Instant::now());
                         slot.healing.store(false, Ordering::Release);
                         if slot.missed.load(Ordering::Acquire) {
                             // Failed as we came up (`missed_forward` saw us still healing).

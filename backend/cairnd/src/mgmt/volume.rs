@@ -8,8 +8,14 @@ pub(super) fn valid_volume_name(n: &str) -> bool {
         && n.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
 }
 
-pub(super) fn host_of(addr: &str) -> &str {
-    addr.rsplit_once(':').map(|(h, _)| h).unwrap_or(addr)
+/// The host of a brick's `HOST:PORT` address as a brick spec names it (an IPv6 literal in
+/// brackets); the address itself if it does not parse.
+pub(super) fn host_of(addr: &str) -> String {
+    match cairn_proto::HostPort::parse(addr, 0) {
+        Ok(a) if a.host().contains(':') => format!("[{}]", a.host()),
+        Ok(a) => a.host().to_string(),
+        Err(_) => addr.to_string(),
+    }
 }
 
 pub(super) fn new_volume_id() -> String {

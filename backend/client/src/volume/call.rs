@@ -51,10 +51,16 @@ impl Inner {
     pub(super) fn set_map(&self, m: VolumeMap) {
         let mut cur = self.map.write();
         if m.epoch >= cur.epoch {
+            let (epoch, newer) = (m.epoch, m.epoch > cur.epoch);
             self.apply_options(&m);
             *cur = Arc::new(m);
             drop(cur);
             self.map_changed.notify_waiters();
+            if newer {
+                if let Some(cb) = self.on_map_change.read().clone() {
+                    cb(epoch);
+                }
+            }
         }
     }
 

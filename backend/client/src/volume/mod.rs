@@ -31,7 +31,7 @@ mod xattr;
 
 pub use options::MountOptions;
 pub use placement::Placement;
-pub use push::{InvalidateDone, InvalidateFn, RecallFn, INVALIDATE_ACK_WAIT};
+pub use push::{InvalidateDone, InvalidateFn, MapChangeFn, RecallFn, INVALIDATE_ACK_WAIT};
 pub use stats::{process_round_trips, Stats};
 
 use crate::conn::Pool;
@@ -107,6 +107,7 @@ struct Inner {
     opens: Mutex<HashMap<Id, OpenState>>,
     on_invalidate: RwLock<Option<InvalidateFn>>,
     on_recall: RwLock<Option<RecallFn>>,
+    on_map_change: RwLock<Option<MapChangeFn>>,
     by_op: Mutex<HashMap<&'static str, u64>>,
     round_trips: AtomicU64,
     quick_reads: AtomicU64,
@@ -181,6 +182,7 @@ impl Volume {
             opens: Mutex::default(),
             on_invalidate: RwLock::new(None),
             on_recall: RwLock::new(None),
+            on_map_change: RwLock::new(None),
             by_op: Mutex::default(),
             round_trips: AtomicU64::new(0),
             quick_reads: AtomicU64::new(0),

@@ -20,6 +20,9 @@ pub type InvalidateFn = Arc<dyn Fn(Id, bool) -> Option<InvalidateDone> + Send + 
 /// Delegation recall upcall (see [`Volume::on_recall`]): the file whose delegation a
 /// brick recalls. Called on the push task: it must not block.
 pub type RecallFn = Arc<dyn Fn(Id) + Send + Sync>;
+/// Map-change upcall (see [`Volume::on_map_change`]): the epoch of the map this client
+/// holds now. Called on the task that installed the map: it must not block.
+pub type MapChangeFn = Arc<dyn Fn(u64) + Send + Sync>;
 /// Completion of an upcall's deferred work (fired, or dropped, when it is done).
 pub type InvalidateDone = tokio::sync::oneshot::Receiver<()>;
 /// Longest wait for an upcall's deferred work before acknowledging the recall anyway: a
@@ -118,5 +121,13 @@ impl Volume {
     /// Register (or with `None` remove) the upcall for delegation recalls.
     pub fn on_recall(&self, f: Option<RecallFn>) {
         *self.inner.on_recall.write() = f;
+    }
+
+    /// Register (or with `None` remove) the upcall for map changes: called once per newer
+    /// map this client installs (a push, or a map fetched after a brick said ours is
+    /// stale), after it is installed, so that [`Volume::placement`] already answers from it
+    /// (a pNFS MDS recalls the layouts whose chain or mirrors it changed).
+    pub fn on_map_change(&self, f: Option<MapChangeFn>) {
+        *self.inner.on_map_change.write() = f;
     }
 }

@@ -130,11 +130,27 @@ pub struct ReplicateRequest {
     /// the op is marked for heal. Decoded as `false` when absent.
     #[serde(default, deserialize_with = "trailing")]
     pub confirm: bool,
+    /// With a heal's `HealApply`: the request ids whose effects the copy holds (the
+    /// records the source has of requests that changed the inode, taken under its lock
+    /// with the copy). The healed brick takes them as applied, not acknowledged, so a
+    /// client's retry of one that it heads later is not applied twice. Last field, decoded
+    /// as empty from a peer built before it.
+    #[serde(default, deserialize_with = "trailing")]
+    pub applied: Vec<AppliedRequest>,
+}
+
+/// One request-id record a heal copy carries (`ReplicateRequest::applied`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AppliedRequest {
+    pub req: ReqId,
+    /// The result the source remembers for it, answered to a confirmed retry.
+    pub reply: Reply,
+    #[serde(with = "serde_bytes")]
+    pub out: Vec<u8>,
 }
 
 /// How long a client resends one mutation (with the same [`ReqId`]) while bricks fail
-/// over, from its first attempt. A brick that came up later than this after a catch-up
-/// holds a record of every retry it can still get (`cairnd`'s chain `apply`).
+/// over, from its first attempt.
 pub const RETRY_BUDGET: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The id of one mutation a client sent: the same on every retry of it.
