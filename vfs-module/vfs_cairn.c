@@ -141,7 +141,6 @@ struct cairn_mount {
 	uint64_t dev;
 	struct cairn_nidx *nidx;	/* case-insensitive name indexes */
 	struct cairn_dslot *dcache;	/* directory lookups of path walks */
-	struct cairn_xslot *xcache;	/* extended attributes */
 	int nidx_count;
 	int nidx_ms;			/* how long an index is trusted */
 };
@@ -325,10 +324,6 @@ static void cairn_nidx_drop(struct cairn_mount *m, struct cairn_nidx *x)
 	TALLOC_FREE(x);
 }
 
-static struct timespec cairn_xcache_drop(struct cairn_mount *m,
-					 const cairn_id_t *id);
-static void cairn_xcache_clear(struct cairn_mount *m);
-
 /* Apply the recalls queued by the upcall to every mount's caches. */
 static void cairn_nidx_drain(void)
 {
@@ -355,12 +350,6 @@ static void cairn_nidx_drain(void)
 	for (m = cairn_mounts; m != NULL; m = m->next) {
 		struct cairn_nidx *x = NULL, *next = NULL;
 
-		if (all) {
-			cairn_xcache_clear(m);
-		}
-		for (i = 0; i < n; i++) {
-			cairn_xcache_drop(m, &ids[i]);
-		}
 		if (!all && !entries) {
 			continue;
 		}
@@ -700,384 +689,13 @@ static int cairn_attr(struct cairn_mount *m, const cairn_creds_t *cr,
 }
 
 /*
- * Extended attributes of files and directories (user.DOSATTRIB, security.NTACL,
- * streams_xattr's user.DosStream.*, and listxattr results): smbd reads the DOS attributes
- * of a file three to five times per open, and streams_xattr lists its xattrs on every
- * open and delete. Every getxattr/listxattr (also one answering "no such attribute")
- * takes a lease on the inode at its chain head; another client's setxattr/removexattr
- * (or any change to the inode) recalls it and the upcall drops the inode's entries.
- * This process's own setxattr/removexattr keep its lease (the bricks recall only other
- * sessions), so they update the entries instead of dropping them, but only when an
- * entry of the inode proves a read lease is held, and keeping the time that lease was
- * taken. Entries are kept per caller (uid: security.* needs root) and for at most
- * cairn:name cache ms. The listxattr result is kept under the name "".
+ * Extended attributes (user.DOSATTRIB, security.NTACL, streams_xattr's user.DosStream.*,
+ * listxattr): read through libcairn's xattr cache (docs/libcairn.md), which fetches an
+ * inode's every xattr with its value in one round trip under the lease of its
+ * attributes, keeps it per caller until a recall or the cache timeout, applies this
+ * process's own changes, and knows a file it just created has none. The module keeps
+ * none of its own.
  */
-#define CAIRN_XSLOTS 1024
-#define CAIRN_XMAX 4096
-
-struct cairn_xslot {
-	bool used;
-	cairn_id_t id;
-	uint32_t uid;
-	char *name;
-	ssize_t len;		/* -ENODATA when absent */
-	uint8_t *value;
-	struct timespec when;	/* when the lease was taken */
-};
-
-static uint32_t cairn_xslot_hash(const cairn_id_t *id, uint32_t uid,
-				 const char *name)
-{
-	uint32_t h = 2166136261u;
-	size_t i;
-
-	for (i = 0; i < sizeof(id->bytes); i++) {
-		h = (h ^ id->bytes[i]) * 16777619u;
-	}
-	for (; *name != '\0'; name++) {
-		h = (h ^ (uint8_t)*name) * 16777619u;
-	}
-	return (h ^ (uid * 2654435761u)) % CAIRN_XSLOTS;
-}
-
-static void cairn_xslot_reset(struct cairn_xslot *x)
-{
-	TALLOC_FREE(x->name);
-	TALLOC_FREE(x->value);
-	x->used = false;
-}
-
-/* Drop every entry of id; returns the oldest lease time among them (0 if none). */
-static struct timespec cairn_xcache_drop(struct cairn_mount *m,
-					 const cairn_id_t *id)
-{
-	struct timespec oldest = {0};
-	size_t i;
-
-	if (m->xcache == NULL) {
-		return oldest;
-	}
-	for (i = 0; i < CAIRN_XSLOTS; i++) {
-		struct cairn_xslot *x = &m->xcache[i];
-
-		if (!x->used || !cairn_id_eq(&x->id, id)) {
-			continue;
-		}
-		if (oldest.tv_sec == 0 && oldest.tv_nsec == 0) {
-			oldest = x->when;
-		} else if (timespec_compare(&x->when, &oldest) < 0) {
-			oldest = x->when;
-		}
-		cairn_xslot_reset(x);
-	}
-	return oldest;
-}
-
-static void cairn_xcache_clear(struct cairn_mount *m)
-{
-	TALLOC_FREE(m->xcache);
-}
-
-static bool cairn_xcache_fresh(struct cairn_mount *m, const struct timespec *when)
-{
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return nsec_time_diff(&now, when) / 1000000 < m->nidx_ms;
-}
-
-static void cairn_xcache_put(struct cairn_mount *m, const cairn_id_t *id,
-			     uint32_t uid, const char *name, ssize_t len,
-			     const void *value, const struct timespec *when)
-{
-	struct cairn_xslot *x = NULL;
-
-	if (m->nidx_ms <= 0 || len > CAIRN_XMAX ||
-	    (len < 0 && len != -ENODATA) || (len > 0 && value == NULL)) {
-		return;
-	}
-	if (m->xcache == NULL) {
-		m->xcache = talloc_zero_array(m, struct cairn_xslot,
-					      CAIRN_XSLOTS);
-		if (m->xcache == NULL) {
-			return;
-		}
-	}
-	x = &m->xcache[cairn_xslot_hash(id, uid, name)];
-	cairn_xslot_reset(x);
-	x->name = talloc_strdup(m->xcache, name);
-	x->value = len > 0 ? talloc_memdup(m->xcache, value, len) : NULL;
-	if (x->name == NULL || (len > 0 && x->value == NULL)) {
-		cairn_xslot_reset(x);
-		return;
-	}
-	x->used = true;
-	x->id = *id;
-	x->uid = uid;
-	x->len = len;
-	x->when = *when;
-}
-
-/* The cached entry, if still trusted. */
-static struct cairn_xslot *cairn_xcache_get(struct cairn_mount *m,
-					    const cairn_id_t *id, uint32_t uid,
-					    const char *name)
-{
-	struct cairn_xslot *x = NULL;
-
-	cairn_nidx_drain();
-	if (m->xcache == NULL) {
-		return NULL;
-	}
-	x = &m->xcache[cairn_xslot_hash(id, uid, name)];
-	if (!x->used || x->uid != uid || !cairn_id_eq(&x->id, id) ||
-	    strcmp(x->name, name) != 0) {
-		return NULL;
-	}
-	if (!cairn_xcache_fresh(m, &x->when)) {
-		cairn_xslot_reset(x);
-		return NULL;
-	}
-	return x;
-}
-
-static ssize_t cairn_xcache_copy(const struct cairn_xslot *x, void *value,
-				 size_t size)
-{
-	if (x->len < 0 || value == NULL || size == 0) {
-		return x->len;
-	}
-	if ((size_t)x->len > size) {
-		return -ERANGE;
-	}
-	memcpy(value, x->value, x->len);
-	return x->len;
-}
-
-/* Whether the cached listxattr result x names name. */
-static bool cairn_xlist_has(const struct cairn_xslot *x, const char *name)
-{
-	ssize_t off = 0;
-
-	while (x->len > 0 && off < x->len) {
-		const char *n = (const char *)x->value + off;
-		size_t l = strnlen(n, x->len - off);
-
-		if (strncmp(n, name, l) == 0 && name[l] == '\0') {
-			return true;
-		}
-		off += l + 1;
-	}
-	return false;
-}
-
-/* What cairn_getxattrs answered, on its way into the cache. */
-struct cairn_xfill {
-	struct cairn_mount *m;
-	const cairn_id_t *id;
-	uint32_t uid;
-	const struct timespec *when;
-	char list[CAIRN_XMAX];
-	size_t list_len;
-	bool list_fits;
-};
-
-static int cairn_xfill_cb(const char *name, const void *value, size_t size,
-			  void *arg)
-{
-	struct cairn_xfill *f = arg;
-	size_t l = strlen(name) + 1;
-
-	if (f->list_len + l <= sizeof(f->list)) {
-		memcpy(f->list + f->list_len, name, l);
-		f->list_len += l;
-	} else {
-		f->list_fits = false;
-	}
-	/* a value the caller may not read is asked for (and refused) by name */
-	if (value != NULL) {
-		cairn_xcache_put(f->m, f->id, f->uid, name, size, value,
-				 f->when);
-	}
-	return 0;
-}
-
-/*
- * Fill the cache with every xattr of id and their values, in one round trip
- * (cairn_getxattrs; the inode's head leases it as for one getxattr): a file's first
- * user.DOSATTRIB read and streams_xattr's listxattr then cost one round trip, not two.
- * Nothing is kept when a recall came meanwhile. Returns 0 or a negative errno.
- */
-static int cairn_xcache_fill(struct cairn_mount *m, const cairn_creds_t *cr,
-			     cairn_id_t id)
-{
-	struct cairn_xfill *f = talloc_zero(m, struct cairn_xfill);
-	uint64_t gen = cairn_inval_generation();
-	struct timespec t0;
-	ssize_t n;
-
-	if (f == NULL) {
-		return -ENOMEM;
-	}
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	f->m = m;
-	f->id = &id;
-	f->uid = cr->uid;
-	f->when = &t0;
-	f->list_fits = true;
-	n = cairn_getxattrs(m->fs, cr, id, cairn_xfill_cb, f);
-	if (n >= 0 && f->list_fits) {
-		cairn_xcache_put(m, &id, 0, "", f->list_len, f->list, &t0);
-	}
-	if (n < 0 || cairn_inval_generation() != gen) {
-		cairn_xcache_drop(m, &id);
-	}
-	TALLOC_FREE(f);
-	return n < 0 ? (int)n : 0;
-}
-
-/*
- * For a caller other than root, what the server answers a getxattr of a name that the
- * complete, leased list x does not hold, as the brick decides it (map_xattr, then the
- * kernel's xattr_permission on the brick's file as the caller): security.* and
- * trusted.* are EPERM; a user.* name is ENODATA when the mode bits let the caller read a
- * regular file or directory that has no POSIX ACL. 0 when it cannot tell (the caller
- * asks the server).
- */
-static ssize_t cairn_xattr_absent(struct cairn_mount *m, const cairn_creds_t *cr,
-				  cairn_id_t id, const char *name,
-				  const struct cairn_xslot *x)
-{
-	cairn_attr_t a;
-	uint32_t bits, i;
-
-	if (strncmp(name, "security.", 9) == 0 ||
-	    strncmp(name, "trusted.", 8) == 0) {
-		return -EPERM;
-	}
-	if (strncmp(name, "user.", 5) != 0 || name[5] == '\0' ||
-	    cairn_xlist_has(x, "system.posix_acl_access") ||
-	    cairn_attr(m, cr, id, &a) != 0 ||
-	    (a.type != DT_REG && a.type != DT_DIR)) {
-		return 0;
-	}
-	if (cr->uid == a.uid) {
-		bits = a.mode & S_IRUSR;
-	} else {
-		bits = cr->gid == a.gid ? a.mode & S_IRGRP : 0;
-		for (i = 0; i < cr->ngroups && cr->gid != a.gid; i++) {
-			if (cr->groups[i] == a.gid) {
-				bits = a.mode & S_IRGRP;
-				break;
-			}
-		}
-		if (cr->gid != a.gid && i == cr->ngroups) {
-			bits = a.mode & S_IROTH;
-		}
-	}
-	return bits != 0 ? -ENODATA : 0;
-}
-
-/* getxattr (name) or listxattr (name == NULL) through the cache. */
-static ssize_t cairn_cached_getxattr(struct cairn_mount *m,
-				     const cairn_creds_t *cr, cairn_id_t id,
-				     const char *name, void *value, size_t size)
-{
-	const char *key = name != NULL ? name : "";
-	/* the list is the same for every caller: kept once, as root's */
-	uint32_t uid = name != NULL ? cr->uid : 0;
-	struct cairn_xslot *x = cairn_xcache_get(m, &id, uid, key);
-	uint8_t buf[CAIRN_XMAX];
-	struct timespec t0;
-	uint64_t gen;
-	ssize_t len;
-
-	if (x != NULL) {
-		return cairn_xcache_copy(x, value, size);
-	}
-	/*
-	 * Nothing of id cached yet: fetch all of its xattrs at once (one round trip for
-	 * the name and the list smbd reads next), then answer from the cache.
-	 */
-	if (m->nidx_ms > 0 && cairn_xcache_get(m, &id, 0, "") == NULL &&
-	    cairn_xcache_fill(m, cr, id) == 0 &&
-	    (x = cairn_xcache_get(m, &id, uid, key)) != NULL) {
-		return cairn_xcache_copy(x, value, size);
-	}
-	if (name != NULL && cr->uid != 0 &&
-	    (x = cairn_xcache_get(m, &id, 0, "")) != NULL &&
-	    !cairn_xlist_has(x, name)) {
-		ssize_t absent = cairn_xattr_absent(m, cr, id, name, x);
-
-		if (absent != 0) {
-			return absent;
-		}
-	}
-	/*
-	 * A name missing from the cached list does not exist: ENODATA for root (another
-	 * caller may get EACCES or EPERM first, so it asks the server).
-	 */
-	if (name != NULL && cr->uid == 0 &&
-	    (x = cairn_xcache_get(m, &id, 0, "")) != NULL &&
-	    !cairn_xlist_has(x, name)) {
-		return -ENODATA;
-	}
-	gen = cairn_inval_generation();
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	/* read into our own buffer, so a size query can be cached too */
-	if (name != NULL) {
-		len = cairn_getxattr(m->fs, cr, id, name, buf, sizeof(buf));
-	} else {
-		len = cairn_listxattr(m->fs, cr, id, (char *)buf, sizeof(buf));
-	}
-	if (len == -ERANGE) {
-		/* larger than we keep: ask with the caller's buffer */
-		if (name != NULL) {
-			return cairn_getxattr(m->fs, cr, id, name, value, size);
-		}
-		return cairn_listxattr(m->fs, cr, id, value, size);
-	}
-	if (cairn_inval_generation() == gen) {
-		cairn_xcache_put(m, &id, uid, key, len, buf, &t0);
-	}
-	if (len < 0 || value == NULL || size == 0) {
-		return len;
-	}
-	if ((size_t)len > size) {
-		return -ERANGE;
-	}
-	memcpy(value, buf, len);
-	return len;
-}
-
-/*
- * Before an own setxattr/removexattr of id: whether a read lease on id is held (some
- * entry of id is cached and trusted), and since when.
- */
-static bool cairn_xcache_leased(struct cairn_mount *m, const cairn_id_t *id,
-				struct timespec *when)
-{
-	bool found = false;
-	size_t i;
-
-	cairn_nidx_drain();
-	if (m->xcache == NULL) {
-		return false;
-	}
-	for (i = 0; i < CAIRN_XSLOTS; i++) {
-		struct cairn_xslot *x = &m->xcache[i];
-
-		if (!x->used || !cairn_id_eq(&x->id, id) ||
-		    !cairn_xcache_fresh(m, &x->when)) {
-			continue;
-		}
-		if (!found || timespec_compare(&x->when, when) < 0) {
-			*when = x->when;
-		}
-		found = true;
-	}
-	return found;
-}
 
 /* ---- path resolution ------------------------------------------------------------ */
 
@@ -3346,8 +2964,8 @@ static ssize_t cairn_fgetxattr(struct vfs_handle_struct *handle,
 	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
 
 	cairn_creds(handle, &cr);
-	return cairn_sret(cairn_cached_getxattr(cairn_cc(handle)->m, &cr,
-						fh->id, name, value, size));
+	return cairn_sret(cairn_getxattr(CAIRN_FS(handle), &cr, fh->id, name,
+					 value, size));
 }
 
 static ssize_t cairn_flistxattr(struct vfs_handle_struct *handle,
@@ -3357,61 +2975,26 @@ static ssize_t cairn_flistxattr(struct vfs_handle_struct *handle,
 	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
 
 	cairn_creds(handle, &cr);
-	return cairn_sret(cairn_cached_getxattr(cairn_cc(handle)->m, &cr,
-						fh->id, NULL, list, size));
-}
-
-/*
- * After an own change of xattr name on id (value NULL: removed): the entries of id are
- * dropped; when a read lease was held before the change (and no recall came meanwhile),
- * the new value is kept for this caller under that lease (the bricks do not recall the
- * session that made a change).
- */
-static void cairn_xcache_changed(struct cairn_mount *m, const cairn_creds_t *cr,
-				 const cairn_id_t *id, const char *name,
-				 const void *value, size_t size, int ret,
-				 bool leased, const struct timespec *when,
-				 uint64_t gen)
-{
-	cairn_xcache_drop(m, id);
-	if (ret < 0 || !leased || cairn_inval_generation() != gen) {
-		return;
-	}
-	cairn_xcache_put(m, id, cr->uid, name,
-			 value != NULL ? (ssize_t)size : -ENODATA, value, when);
+	return cairn_sret(cairn_listxattr(CAIRN_FS(handle), &cr, fh->id, list,
+					  size));
 }
 
 static int cairn_fremovexattr(struct vfs_handle_struct *handle,
 			      files_struct *fsp, const char *name)
 {
-	struct cairn_mount *m = cairn_cc(handle)->m;
-	struct timespec when;
 	cairn_creds_t cr;
-	uint64_t gen;
-	bool leased;
-	int ret;
 	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
 
 	cairn_creds(handle, &cr);
-	gen = cairn_inval_generation();
-	leased = cairn_xcache_leased(m, &fh->id, &when);
-	ret = cairn_removexattr(m->fs, &cr, fh->id, name);
-	cairn_xcache_changed(m, &cr, &fh->id, name, NULL, 0, ret, leased,
-			     &when, gen);
-	return cairn_ret(ret);
+	return cairn_ret(cairn_removexattr(CAIRN_FS(handle), &cr, fh->id, name));
 }
 
 static int cairn_fsetxattr(struct vfs_handle_struct *handle,
 			   files_struct *fsp, const char *name,
 			   const void *value, size_t size, int flags)
 {
-	struct cairn_mount *m = cairn_cc(handle)->m;
-	struct timespec when;
 	cairn_creds_t cr;
 	uint32_t cf = 0;
-	uint64_t gen;
-	bool leased;
-	int ret;
 	CAIRN_FH_OR_EBADF(fh, handle, fsp, -1);
 
 	if (flags & XATTR_CREATE) {
@@ -3421,12 +3004,8 @@ static int cairn_fsetxattr(struct vfs_handle_struct *handle,
 		cf |= CAIRN_XATTR_REPLACE;
 	}
 	cairn_creds(handle, &cr);
-	gen = cairn_inval_generation();
-	leased = cairn_xcache_leased(m, &fh->id, &when);
-	ret = cairn_setxattr(m->fs, &cr, fh->id, name, value, size, cf);
-	cairn_xcache_changed(m, &cr, &fh->id, name, value, size, ret, leased,
-			     &when, gen);
-	return cairn_ret(ret);
+	return cairn_ret(cairn_setxattr(CAIRN_FS(handle), &cr, fh->id, name,
+					value, size, cf));
 }
 
 static bool cairn_aio_force(struct vfs_handle_struct *handle,

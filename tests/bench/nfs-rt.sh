@@ -8,7 +8,9 @@
 # start and end, which split the trace. Prints, per phase, the round trips and libcairn
 # calls per file and the breakdown by call.
 #
-# Env: BENCH_FILES (100), CAIRN_BIN_DIR (default: the debug build, as the test suites).
+# Env: BENCH_FILES (100), CAIRN_BIN_DIR (default: the debug build, as the test suites),
+#      RT_SUMMARY=FILE: also write "PHASE total ROUND_TRIPS" and "PHASE CALL ROUND_TRIPS"
+#      lines (per file) there (tests/nfs/roundtrips.sh asserts on them).
 set -uo pipefail
 # TLS (docs/security.md): the clusters' CA and the admin credential, as tests/run-all.sh sets them.
 export CAIRN_CA_DIR=${CAIRN_CA_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)/build/bench-tmp/ca}
@@ -29,9 +31,10 @@ CAIRN_TRACE_RT=$TRACE nfs_gw_start g1 "$CL_DIR/exports.conf"
 "$NB" small "$(nfs_url g1 /vol0)" "$N" 1 >"$CL_DIR/phases.jsonl" 2>"$CL_DIR/log/nfsbench.err" ||
     fail "nfsbench: $(tail -n 3 "$CL_DIR/log/nfsbench.err")"
 
-python3 - "$TRACE" "$CL_DIR/phases.jsonl" "$N" <<'PY'
+python3 - "$TRACE" "$CL_DIR/phases.jsonl" "$N" "${RT_SUMMARY:-}" <<'PY'
 import collections, json, re, sys
-trace, phases, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+trace, phases, n, summary = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+out = open(summary, "w") if summary else None
 lines = []
 for line in open(trace):
     m = re.match(r"cairn-rt: (\S+) (\S+) (\d+) (\d+)", line)
@@ -47,5 +50,9 @@ for p in map(json.loads, open(phases)):
           f"{sum(calls.values()) / n:.2f} libcairn calls per file ({n} files)")
     for op, c in sorted(calls.items(), key=lambda kv: (-rt[kv[0]], -kv[1])):
         print(f"    {rt[op] / n:6.2f} rt {c / n:6.2f} calls  {op}")
+    if out:
+        print(p["op"], "total", f"{sum(rt.values()) / n:.2f}", file=out)
+        for op in calls:
+            print(p["op"], op, f"{rt[op] / n:.2f}", file=out)
 PY
 finish

@@ -6,6 +6,10 @@
 # BENCH_FILES (50) 4 KiB files in one directory; a session doing only 'cd' is subtracted
 # so the numbers are per file. Prints, per phase, the total and the breakdown by
 # (module function, libcairn call).
+#
+# Env: BENCH_FILES (50), RT_SUMMARY=FILE: also write "PHASE total ROUND_TRIPS" and
+# "PHASE CALL ROUND_TRIPS" lines (per file, CALL the libcairn call summed over the module
+# functions) there (tests/smb/roundtrips.sh asserts on them).
 set -uo pipefail
 export SMB_CAIRN_EXTRA="cairn:trace round trips = yes"
 # TLS (docs/security.md): the clusters' CA and the admin credential, as tests/run-all.sh sets them.
@@ -38,9 +42,10 @@ phase read "cd small; lcd $work/back; prompt off; mget f*"
 phase stat "cd small; ls"
 phase delete "cd small; del f*"
 
-python3 - "$work" "$N" <<'PY'
+python3 - "$work" "$N" "${RT_SUMMARY:-}" <<'PY'
 import collections, re, sys
-work, n = sys.argv[1], int(sys.argv[2])
+work, n, summary = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+out = open(summary, "w") if summary else None
 def load(name):
     c = collections.Counter()
     for line in open(f"{work}/{name}.rt"):
@@ -57,5 +62,12 @@ for ph in ("create", "read", "stat", "delete"):
     for (fn, call), v in sorted(c.items(), key=lambda kv: -kv[1]):
         if v > 0:
             print(f"    {v / n:6.2f}  {fn:28} {call}")
+    if out:
+        print(ph, "total", f"{total / n:.2f}", file=out)
+        by_call = collections.Counter()
+        for (fn, call), v in c.items():
+            by_call[call] += v
+        for call, v in by_call.items():
+            print(ph, call, f"{v / n:.2f}", file=out)
 PY
 finish

@@ -12,6 +12,8 @@
 //! - [`DirStates`]: directories whose every name is known (listed on every set under
 //!   leases), so a lookup of another name is answered "no such entry" without a round
 //!   trip (GlusterFS's nl-cache idea).
+//! - [`XattrCache`]: an inode's every xattr with its value, per caller, under the lease
+//!   that covers its attributes (one GETXATTRS fills it), dropped with them by a recall.
 //! - [`WriteBehind`]: per-file buffers of small sequential writes, coalesced into large
 //!   requests and bounded in size, and the extents in flight: a write waits only for the
 //!   earlier in-flight writes it overlaps, so random writes to one file are pipelined.
@@ -21,8 +23,10 @@ mod data;
 mod dirstate;
 mod guard;
 mod writebehind;
+mod xattr;
 
 pub use attr::{merge_dir_copy, AttrCache, EntryCache};
 pub use data::DataCache;
 pub use dirstate::DirStates;
 pub use writebehind::{Append, Done, Send, Waiter, WriteBehind};
+pub use xattr::{XattrCache, XattrChange, XattrList};

@@ -4,7 +4,7 @@
 use super::Inner;
 use crate::Result;
 use cairn_cache::merge_dir_copy;
-use cairn_proto::{Attr, Errno, FileType, Id};
+use cairn_proto::{Attr, Creds, Errno, FileType, Id};
 
 /// Bound of the file-type memo (cleared wholesale when full, like the other caches).
 const KINDS_MAX: usize = 200_000;
@@ -114,6 +114,26 @@ impl Inner {
             self.remember_kind(a);
         } else {
             self.remember(t, set, dir, name, a);
+        }
+    }
+
+    /// After this client's create made `a` in `dir` (the create begun with token `xt` of
+    /// the xattr cache): the new inode has no xattrs, which the caches know without a
+    /// GETXATTRS, under the lease the create took at its head — unless the directory may
+    /// have a default POSIX ACL, which the new inode inherits (the directory's cached
+    /// lists must show it has none), or the brick of set `set` that made it does not head
+    /// it (then the create's lease is not where the inode changes, as for
+    /// [`remember`](Self::remember)). Kept for the caller and for root.
+    pub(super) fn seed_xattrs(&self, xt: u64, c: &Creds, set: u32, dir: Id, a: &Attr) {
+        if a.kind == FileType::Directory
+            || !self.read_at_head(set, dir, a.id)
+            || !self.xattrs.lacks(dir, b"system.posix_acl_default")
+        {
+            return;
+        }
+        self.xattrs.put(xt, a.id, c, vec![]);
+        if c.uid != 0 {
+            self.xattrs.put(xt, a.id, &Creds::root(), vec![]);
         }
     }
 

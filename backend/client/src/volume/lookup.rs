@@ -322,7 +322,14 @@ impl Volume {
         // install voids fetches of the inode in flight, which may carry the attributes
         // from before it (`AttrCache::put_change`); invalidating does too.
         let token = i.attrs.begin();
+        // A new mode or owner changes who may read which xattr: the cached lists go.
+        if set.perm.is_some() || set.uid.is_some() || set.gid.is_some() {
+            i.xattrs.invalidate(id);
+        }
         let r = self.on_inode(c, id, Op::SetAttr { id, set: set.clone() }).await;
+        if set.perm.is_some() || set.uid.is_some() || set.gid.is_some() {
+            i.xattrs.invalidate(id);
+        }
         let a = r.and_then(|(r, _)| attr_of("setattr", r));
         match &a {
             // One set's copy of a directory: the next getattr merges every set's.

@@ -39,7 +39,7 @@ pub use stats::{process_round_trips, Stats};
 use crate::conn::Pool;
 use crate::Result;
 use bytes::Bytes;
-use cairn_cache::{AttrCache, DataCache, DirStates, EntryCache, WriteBehind};
+use cairn_cache::{AttrCache, DataCache, DirStates, EntryCache, WriteBehind, XattrCache};
 use cairn_proto::map::VolumeMap;
 use cairn_proto::msg::{Op, Reply, Request};
 use cairn_proto::{Attr, Creds, Errno, FileType, Id, RemoteError, StatFs};
@@ -92,6 +92,8 @@ struct Inner {
     map_changed: Notify,
     pool: Pool,
     attrs: AttrCache,
+    /// Every xattr of an inode, per caller, under the lease of its attributes (`xattr.rs`).
+    xattrs: XattrCache,
     entries: EntryCache,
     /// Directories whose every name is known (`cache/src/dirstate.rs`): lookups of other names are
     /// answered ENOENT without a round trip.
@@ -170,6 +172,7 @@ impl Volume {
         }
         let inner = Arc::new(Inner {
             attrs: AttrCache::new(opts.cache_timeout),
+            xattrs: XattrCache::new(opts.cache_timeout),
             entries: EntryCache::new(opts.cache_timeout),
             complete: DirStates::new(opts.cache_timeout),
             data: DataCache::new(opts.cache_timeout, QUICK_READ_BYTES),
@@ -245,6 +248,7 @@ impl Volume {
     /// Drop every cached attribute and entry (tests and benchmarks measure cold paths).
     pub fn drop_caches(&self) {
         self.inner.attrs.clear();
+        self.inner.xattrs.clear();
         self.inner.entries.clear();
         self.inner.complete.clear();
         self.inner.data.clear();

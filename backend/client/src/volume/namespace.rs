@@ -64,6 +64,7 @@ impl Volume {
             let mut change = i.begin_dirs(&[dir]);
             i.complete.touch(dir);
             let made = i.begin_tokens();
+            let xt = i.xattrs.begin();
             let r = i.call_ns(Target { set, key: dir }, c, op).await;
             i.named(dir, name, &r);
             change.step(set, &[dir], &r);
@@ -82,13 +83,15 @@ impl Volume {
                         return Err(e.clone());
                     }
                 }
-                _ => break (set, id, change, made, r),
+                _ => break (set, id, change, (made, xt), r),
             }
         };
+        let (made, xt) = made;
         match r {
             Ok((r, _)) => {
                 let a = attr_of("create", r)?;
                 i.remember(made, set, dir, name, &a);
+                i.seed_xattrs(xt, c, set, dir, &a);
                 change.finish(i);
                 Ok(a)
             }
@@ -399,15 +402,27 @@ impl Volume {
 
     pub async fn unlink(&self, c: &Creds, dir: Id, name: &[u8]) -> Result<()> {
         valid_name(name)?;
-        let a = self.lookup(c, dir, name).await?;
         let i = &self.inner;
+        // What the name leads to: the unlink needs only its id and type, which the entry
+        // cache (under the lease of the directory's entries) and the type memo (exact)
+        // know without its attributes — a read that moved the file's atime dropped
+        // those, and a lookup for them would cost a round trip.
+        let known =
+            i.entries.get(dir, name).and_then(|id| i.kinds.lock().get(&id).map(|k| (id, *k)));
+        let (id, kind) = match known {
+            Some(k) => k,
+            None => {
+                let a = self.lookup(c, dir, name).await?;
+                (a.id, a.kind)
+            }
+        };
         let hashed = i.hashed(dir, name);
-        let (home, is_dir) = (i.home(a.id), a.kind == FileType::Directory);
+        let (home, is_dir) = (i.home(id), kind == FileType::Directory);
         if !is_dir {
             // Keep the inode alive on the bricks if it is open here.
             let register = {
                 let mut o = i.opens.lock();
-                match o.get_mut(&a.id) {
+                match o.get_mut(&id) {
                     Some(s) if s.count > 0 && !s.registered => {
                         s.registered = true;
                         true
@@ -416,8 +431,7 @@ impl Volume {
                 }
             };
             if register {
-                i.call(Target { set: home, key: a.id }, c, Op::Open { id: a.id }, Bytes::new())
-                    .await?;
+                i.call(Target { set: home, key: id }, c, Op::Open { id }, Bytes::new()).await?;
             }
         }
         let real = if is_dir { hashed } else { home };
@@ -429,7 +443,8 @@ impl Volume {
         i.unnamed(dir, name, &r);
         change.step(real, &[dir], &r);
         i.entries.remove(dir, name);
-        i.attrs.invalidate(a.id);
+        i.attrs.invalidate(id);
+        i.xattrs.invalidate(id);
         if let Err(e) = r {
             i.attrs.invalidate(dir);
             return Err(e);

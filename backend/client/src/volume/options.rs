@@ -48,6 +48,7 @@ impl Inner {
             ttl = ttl.min(Duration::from_secs(t));
         }
         self.attrs.set_ttl(ttl);
+        self.xattrs.set_ttl(ttl);
         self.entries.set_ttl(ttl);
         self.complete.set_ttl(ttl);
         self.data.set_ttl(ttl);

@@ -61,6 +61,7 @@ impl Inner {
                 }
                 Push::Invalidate { id, entries, seq, .. } => {
                     self.attrs.invalidate(id);
+                    self.xattrs.invalidate(id);
                     self.data.invalidate(id);
                     if entries {
                         self.entries.invalidate_dir(id);
