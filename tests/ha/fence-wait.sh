@@ -14,7 +14,7 @@
 #     expired (it then serves nothing) and succeeds, applied by n1 alone;
 #   - n2 continued (SIGCONT): it registers a new lease, reports the latest generation, and
 #     refuses gw1; an unfence is applied by both.
-# About 40 s.
+# 20-40 s.
 set -euo pipefail
 # shellcheck source=tests/ha/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
