@@ -17,17 +17,24 @@
 //! cluster) stores `fenced: false`; new sessions of NODE are served again. A plain
 //! (`transport = plain`) session carries no identity and cannot be fenced.
 //!
+//! **What each cairnd applied.** After applying the records, each cairnd publishes the
+//! generation of every record it applied: gateway object `fence-applied/<node>`, JSON
+//! [`AppliedDoc`], stored under its node lease (it vanishes with the node's `/live` key when
+//! the node dies or is cut off from etcd). `cairn gateway fence NODE --wait-applied SECS`
+//! (the fence agent's call) succeeds only once every live node reports the new generation,
+//! i.e. once no cairnd can still serve the fenced gateway's sessions.
+//!
 //! One call in the request path ([`Fences::check`], from `service.rs`) and one background
 //! task ([`run`]).
 
-use cairn_config::Store;
+use cairn_config::{NodeLease, Store};
 use cairn_proto::msg::Request;
 use cairn_proto::principal::Role;
 use cairn_proto::rpc::Session;
 use cairn_proto::{Errno, RemoteError};
 use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -50,10 +57,29 @@ pub struct FenceDoc {
     pub reason: String,
 }
 
+/// The gateway-object kind of the nodes' reports of what they applied:
+/// `/cairn/gateway/fence-applied/<node>`, under the node's lease.
+pub const APPLIED_KIND: &str = "fence-applied";
+
+/// What one cairnd enforces (the document of gateway object `fence-applied/<node>`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppliedDoc {
+    pub node: String,
+    /// Every fence record this node applied, fenced or not: gateway -> generation. A
+    /// generation here means that fence (or a later unfence) is in force on this node:
+    /// the sessions it closed are gone and the gateway's requests are refused.
+    pub generations: BTreeMap<String, u64>,
+    /// Unix time of the apply that changed this report.
+    #[serde(default)]
+    pub at: u64,
+}
+
 /// The fenced gateways and the live gateway sessions, by gateway name.
 #[derive(Default)]
 pub struct Fences {
     fenced: RwLock<HashMap<String, FenceDoc>>,
+    /// The generation of every record applied (fenced or not), for the node's report.
+    applied: RwLock<BTreeMap<String, u64>>,
     sessions: RwLock<HashMap<String, HashMap<u64, Weak<Session>>>>,
 }
 
@@ -111,14 +137,19 @@ impl Fences {
     /// number of sessions closed.
     pub fn apply(&self, records: &[(String, String)]) -> usize {
         let mut now = HashMap::new();
+        let mut generations = BTreeMap::new();
         for (name, doc) in records {
             match serde_json::from_str::<FenceDoc>(doc) {
                 Ok(d) if d.fenced => {
+                    generations.insert(name.clone(), d.generation);
                     now.insert(name.clone(), d);
                 }
-                Ok(_) => {}
+                Ok(d) => {
+                    generations.insert(name.clone(), d.generation);
+                }
                 Err(e) => {
                     tracing::error!(gateway = %name, error = %e, "fence record unreadable; treating the gateway as fenced");
+                    generations.insert(name.clone(), 0);
                     now.insert(
                         name.clone(),
                         FenceDoc {
@@ -148,7 +179,7 @@ impl Fences {
             newly
         };
         let mut closed = 0;
-        for d in newly {
+        for d in &newly {
             let sessions: Vec<Arc<Session>> = self
                 .sessions
                 .write()
@@ -169,7 +200,15 @@ impl Fences {
                 "gateway fenced: its sessions are closed and its requests refused (EACCES)"
             );
         }
+        // Reported only now: every session of a newly fenced gateway is closed.
+        *self.applied.write() = generations;
         closed
+    }
+
+    /// The generation of every record applied so far (gateway -> generation): what this
+    /// node reports in `fence-applied/<node>`.
+    pub fn applied(&self) -> BTreeMap<String, u64> {
+        self.applied.read().clone()
     }
 }
 
@@ -193,9 +232,18 @@ fn refusal(f: &FenceDoc, req: &Request) -> RemoteError {
 }
 
 /// Keep `fences` equal to the stored records: on every change of the config store and
-/// every 2 s (a watch that broke is re-established by the store).
-pub async fn run(fences: Arc<Fences>, store: Arc<Store>) {
+/// every 2 s (a watch that broke is re-established by the store). After each apply that
+/// changed what this node enforces (or under a new lease), publish it as
+/// `fence-applied/<node>` under the node's lease (`lease`: None at shutdown).
+pub async fn run(
+    fences: Arc<Fences>,
+    store: Arc<Store>,
+    node: String,
+    lease: impl Fn() -> Option<Arc<NodeLease>>,
+) {
     let mut watch = None;
+    // What was last published, and under which lease.
+    let mut published: Option<(i64, BTreeMap<String, u64>)> = None;
     loop {
         if watch.is_none() {
             watch = store.watch().await.ok();
@@ -205,6 +253,18 @@ pub async fn run(fences: Arc<Fences>, store: Arc<Store>) {
                 let records: Vec<(String, String)> =
                     objs.into_iter().map(|(name, doc, _)| (name, doc)).collect();
                 fences.apply(&records);
+                if let Some(l) = lease().filter(|l| l.is_alive()) {
+                    let now = (l.lease_id(), fences.applied());
+                    if published.as_ref() != Some(&now) {
+                        match publish(&l, &node, &now.1).await {
+                            Ok(()) => published = Some(now),
+                            Err(e) => tracing::warn!(
+                                node = %node, error = %e,
+                                "cannot publish the fence generations this node applied (fence-applied/{node}); retrying"
+                            ),
+                        }
+                    }
+                }
             }
             Err(e) => tracing::warn!(error = %e, "cannot read the gateways' fence records"),
         }
@@ -218,6 +278,24 @@ pub async fn run(fences: Arc<Fences>, store: Arc<Store>) {
             None => tokio::time::sleep(Duration::from_secs(2)).await,
         }
     }
+}
+
+async fn publish(
+    lease: &NodeLease,
+    node: &str,
+    generations: &BTreeMap<String, u64>,
+) -> Result<(), cairn_config::ConfigError> {
+    let doc = AppliedDoc {
+        node: node.to_string(),
+        generations: generations.clone(),
+        at: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+    };
+    let json = serde_json::to_string(&doc).expect("plain data always serializes");
+    let rev = lease.publish_gateway_object(APPLIED_KIND, node, &json).await?;
+    tracing::info!(node, revision = rev, generations = ?generations, "published the fence generations applied");
+    Ok(())
 }
 
 #[cfg(test)]
@@ -241,6 +319,25 @@ mod tests {
         assert!(f.is_fenced("gw3"));
         f.apply(&[]);
         assert!(!f.is_fenced("gw3"));
+    }
+
+    #[test]
+    fn the_report_names_the_generation_of_every_record_applied() {
+        let f = Fences::default();
+        assert!(f.applied().is_empty());
+        f.apply(&[doc("gw1", true, 2), doc("gw2", false, 5)]);
+        assert!(f.is_fenced("gw1"));
+        let want: BTreeMap<String, u64> = [("gw1".into(), 2), ("gw2".into(), 5)].into();
+        assert_eq!(f.applied(), want);
+        // an unfence keeps the generation: still applied
+        f.apply(&[doc("gw1", false, 2), doc("gw2", false, 5)]);
+        assert_eq!(f.applied(), want);
+        // an unreadable record fences with generation 0 (never counts as a new fence applied)
+        f.apply(&[("gw1".into(), "{".into())]);
+        assert_eq!(f.applied(), [("gw1".to_string(), 0)].into());
+        let d = AppliedDoc { node: "n1".into(), generations: want, at: 9 };
+        let back: AppliedDoc = serde_json::from_str(&serde_json::to_string(&d).unwrap()).unwrap();
+        assert_eq!(back, d);
     }
 
     #[test]

@@ -331,7 +331,10 @@ async fn main() -> anyhow::Result<()> {
     tokio::spawn(scrub::run_scrubber(node.clone()));
     tracing::info!(path = %audit.path().unwrap_or(&audit_path).display(), "audit log");
     let fences = Arc::new(fence::Fences::default());
-    tokio::spawn(fence::run(fences.clone(), node.store.clone()));
+    let n = node.clone();
+    tokio::spawn(fence::run(fences.clone(), node.store.clone(), node.name.clone(), move || {
+        n.current_lease()
+    }));
     let service =
         Arc::new(service::Daemon { node: node.clone(), audit, ca_dir: ca_for_enroll, fences });
     tokio::select! {

@@ -213,6 +213,11 @@ impl Node {
         self.lease.lock().clone().expect("lease is held until shutdown")
     }
 
+    /// The lease, or None once given up at shutdown.
+    pub fn current_lease(&self) -> Option<Arc<NodeLease>> {
+        self.lease.lock().clone()
+    }
+
     /// Give up the lease at shutdown (so peers see this node down at once).
     pub fn take_lease(&self) -> Option<NodeLease> {
         let l = self.lease.lock().take()?;

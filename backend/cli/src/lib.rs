@@ -33,4 +33,7 @@ pub mod exit {
     pub const USAGE: i32 = 2;
     /// `cairnd` could not be reached (nothing listening, timeout, connection lost).
     pub const UNREACHABLE: i32 = 3;
+    /// `cairn gateway fence --wait-applied`: the fence is stored, but a live `cairnd` did
+    /// not apply it in time.
+    pub const NOT_APPLIED: i32 = 4;
 }

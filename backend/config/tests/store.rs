@@ -203,9 +203,18 @@ async fn lease_keys_vanish_on_revoke_and_drop() {
     lease.clear_brick_state("vol", 1).await.unwrap();
     assert_eq!(s.brick_states("vol").await.unwrap(), HashMap::from([(0, BrickState::Up)]));
 
+    // A node's own report (the fence generations it applied) goes with its lease.
+    lease.publish_gateway_object("fence-applied", "n1", r#"{"node":"n1"}"#).await.unwrap();
+    let (objs, _) = s.gateway_objects("fence-applied").await.unwrap();
+    assert_eq!(
+        objs.iter().map(|(n, d, _)| (n.as_str(), d.as_str())).collect::<Vec<_>>(),
+        [("n1", r#"{"node":"n1"}"#)]
+    );
+
     lease.revoke().await.unwrap();
     assert!(s.live_nodes().await.unwrap().is_empty());
     assert!(s.brick_states("vol").await.unwrap().is_empty());
+    assert!(s.gateway_objects("fence-applied").await.unwrap().0.is_empty());
 
     // Dropping the handle releases the lease too.
     let lease = s.register_node("n2", "127.0.0.1:7002", 30).await.unwrap();

@@ -30,14 +30,21 @@ gateway that froze and resumes can neither write stale data nor serve stale read
 Pacemaker's fence agent (appliance/ha/fence_cairn) runs it before the power fence; \
 `cairn gateway unfence NODE` lifts it.
 
+With --wait-applied SECS (the fence agent's way), it then waits until every live cairnd \
+(a node whose lease in etcd is alive) reports in fence-applied/<node> that it applied \
+this generation, and fails with exit 4, naming the nodes, when one has not after SECS. \
+A node whose lease expired serves nothing and is not waited for.
+
 EXAMPLES:
-  cairn gateway fence gw1 --reason 'pacemaker: fenced by gw2'
+  cairn gateway fence gw1 --reason 'pacemaker: fenced by gw2' --wait-applied 10
   cairn --json gateway fences
 
 EXIT STATUS:
-  0  the record is stored (NODE is fenced)
+  0  the record is stored (NODE is fenced; with --wait-applied: by every live cairnd)
   1  cairnd refused or failed (not an admin certificate: EACCES)
-  2  bad command line";
+  2  bad command line
+  3  cairnd could not be reached
+  4  with --wait-applied: stored, but a live cairnd did not apply it in time";
 
 #[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
 pub struct FenceArgs {
@@ -47,6 +54,10 @@ pub struct FenceArgs {
     /// Why (kept in the record and the audit log).
     #[arg(long, default_value = "")]
     pub reason: String,
+    /// After storing the record, wait up to SECS until every live cairnd reports that it
+    /// applied this generation (closed the gateway's sessions); exit 4 if one did not.
+    #[arg(long, value_name = "SECS")]
+    pub wait_applied: Option<u64>,
 }
 
 #[derive(clap::Args, Debug, Clone, PartialEq, Eq)]

@@ -30,5 +30,5 @@ mod xml;
 
 pub use ctdb::{parse_ctdb_status, HaCtdb, HaCtdbNode};
 pub use drain::{check_node, drain, drain_done, undrain_done, vips_on, HaDrain, HaMove};
-pub use fence::{fence, fence_next, FenceRecord, FENCE_KIND};
+pub use fence::{fence, fence_next, pending_nodes, AppliedReport, FenceRecord, FENCE_KIND};
 pub use status::{status, summarize, HaFailure, HaFence, HaNode, HaStatus, HaVip};

@@ -1,6 +1,6 @@
 use super::ctdb::{ctdb_problems, parse_ctdb_status, HaCtdb};
 use super::drain::{check_node, drain_done, render_drain, undrain_done, vips_on, HaDrain, HaMove};
-use super::fence::fence_next;
+use super::fence::{fence_next, pending_nodes, AppliedReport};
 use super::status::{render, summarize};
 
 const XML: &str = r#"<?xml version="1.0"?>
@@ -247,4 +247,32 @@ fn lists_the_fence_history_oldest_first() {
     // no history: an empty list, nothing printed
     let st = summarize(XML).unwrap();
     assert!(st.fences.is_empty() && !render(&st).contains("Fencing history"));
+}
+
+#[test]
+fn a_fence_waits_for_every_live_node_that_has_not_applied_its_generation() {
+    let rep = |node: &str, gens: &[(&str, u64)]| AppliedReport {
+        node: node.into(),
+        generations: gens.iter().map(|(g, n)| (g.to_string(), *n)).collect(),
+        at: 1,
+    };
+    let live: Vec<String> = ["n1", "n2", "n3", "n4"].map(String::from).to_vec();
+    let reports = [
+        rep("n1", &[("gw1", 2)]),
+        rep("n2", &[("gw1", 1), ("gw2", 7)]),
+        rep("n3", &[("gw2", 7)]),
+        rep("n5", &[]), // not live: its lease expired, it serves nothing
+    ];
+    let p = pending_nodes(&live, &reports, "gw1", 2);
+    assert_eq!(
+        p,
+        vec![
+            ("n2".to_string(), "generation 1".to_string()),
+            ("n3".to_string(), "no record of gw1".to_string()),
+            ("n4".to_string(), "no report".to_string()),
+        ]
+    );
+    // a later generation (a fence, or its unfence) covers this one
+    let reports = [rep("n1", &[("gw1", 3)]), rep("n2", &[("gw1", 2)])];
+    assert!(pending_nodes(&live[..2], &reports, "gw1", 2).is_empty());
 }

@@ -97,6 +97,31 @@ impl NodeLease {
         Ok(())
     }
 
+    /// Publishes this node's own report `name` of gateway-object `kind` (e.g. the fence
+    /// generations it applied, `fence-applied/<node>`) under the node's lease: it goes
+    /// with the lease, so a dead or cut-off node's report vanishes with its `/live` key.
+    /// Not conditional: only this node writes it.
+    pub async fn publish_gateway_object(
+        &self,
+        kind: &str,
+        name: &str,
+        doc: &str,
+    ) -> Result<u64, ConfigError> {
+        check_name("gateway object kind", kind)?;
+        check_name(kind, name)?;
+        if !self.is_alive() {
+            return Err(ConfigError::LeaseLost { node: self.node.clone(), lease: self.id });
+        }
+        let key = self.ctx.key(&format!("gateway/{kind}"), name);
+        let op = format!("publish {kind} {name} (node {})", self.node);
+        let mut kv = self.ctx.client.kv_client();
+        let r = self
+            .ctx
+            .call(&op, kv.put(key, doc, Some(PutOptions::new().with_lease(self.id))))
+            .await?;
+        Ok(r.header().map_or(0, |h| h.revision() as u64))
+    }
+
     /// Removes the brick's state key (the brick is then Down).
     pub async fn clear_brick_state(&self, volume: &str, index: u32) -> Result<(), ConfigError> {
         check_name("volume", volume)?;
