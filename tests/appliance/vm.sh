@@ -201,10 +201,10 @@ smbclient "//127.0.0.1/vol0" -p "$smb_port" -U "$smb_user%$smb_pw" -m SMB3 \
 # LIO starts empty after a reboot: cairn-iscsi-sync recreates the target and LUN from the
 # config store once cairnd serves the volume (the image keeps rtslib-fb-targetctl off: its
 # restore opened the LUN before the volume was served, and it stayed NOT READY). Until
-# then the login fails: retried for 120 s, as an initiator reconnects.
+# then the login fails: retried for 300 s (targetcli starts take 17-60 s each under TCG).
 t0=$SECONDS
 until qemu-io -r -f raw "$iscsi_url" -c 'read -P 0x5a 0 1M' >"$VM_DIR/qemu-io2.out" 2>&1; do
-    if ((SECONDS - t0 >= 120)); then
+    if ((SECONDS - t0 >= 300)); then
         vm_ssh a 'systemctl is-enabled rtslib-fb-targetctl; journalctl -b --no-pager -u tcmu-runner -u cairn-iscsi-sync -u rtslib-fb-targetctl | tail -n 60' \
             >"$VM_DIR/a-iscsi-journal.log" 2>&1 || true
         vm_fail "iSCSI read after the reboot: $(cat "$VM_DIR/qemu-io2.out") (journal: $VM_DIR/a-iscsi-journal.log)"
