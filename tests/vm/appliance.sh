@@ -53,12 +53,14 @@ appliance_vm_seed() {
     {
         printf '#cloud-config\nssh_authorized_keys:\n  - %s\n' "$(cat "$VM_DIR/id_ed25519.pub")"
         # the link NIC's address, as an operator would set a static one: bootcmd runs
-        # before first boot (cloud-init's network rendering is off in the image).
-        # ConfigureWithoutCarrier: the first guest's link has no peer until the second
-        # boots, and its address must be there before (first boot checks cairn.address).
+        # before first boot (cloud-init's network rendering is off in the image). It runs
+        # before D-Bus is up, so `networkctl reload` fails there ("Failed to connect system
+        # bus"; the address never came and a's first boot advertised an address it did
+        # not have): networkd is restarted through systemd's own socket instead.
+        # ConfigureWithoutCarrier: the first guest's link has no peer until the second boots.
         [[ -z $mac ]] || cat <<EOF
 bootcmd:
-  - [sh, -c, "printf '[Match]\\\\nMACAddress=$mac\\\\n\\\\n[Network]\\\\nAddress=$ip/24\\\\nLinkLocalAddressing=no\\\\nConfigureWithoutCarrier=yes\\\\n' >/etc/systemd/network/05-cairn-link.network && networkctl reload && for i in \$(seq 60); do ip -4 -o addr show | grep -q ' $ip/' && break; sleep 1; done"]
+  - [sh, -c, "printf '[Match]\\\\nMACAddress=$mac\\\\n\\\\n[Network]\\\\nAddress=$ip/24\\\\nLinkLocalAddressing=no\\\\nConfigureWithoutCarrier=yes\\\\n' >/etc/systemd/network/05-cairn-link.network && systemctl --no-block restart systemd-networkd.service && for i in \$(seq 90); do ip -4 -o addr show | grep -q ' $ip/' && break; sleep 1; done"]
 EOF
         [[ -z $cairn ]] || printf '%s\n' "$cairn"
     } >"$d/user-data"
