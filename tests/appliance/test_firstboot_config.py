@@ -642,5 +642,20 @@ class WaitCairndTest(unittest.TestCase):
         self.fb.wait_cairnd(timeout=5)  # no `cairn` run: it would fail without a credential
 
 
+class WaitMountedTest(unittest.TestCase):
+    def test_waits_for_the_mount_to_answer(self):
+        # appliance-join under load: the mount answered ESTALEMAP (brick healing after a
+        # lost lease) at first, then answered; first boot checked once and failed
+        from cairn_appliance import firstboot
+        calls = []
+
+        def answers():
+            calls.append(1)
+            return len(calls) >= 3
+        self.assertTrue(firstboot.wait_mounted("/srv/cairn/mnt/vol0", timeout=30, answers=answers))
+        self.assertEqual(len(calls), 3)
+        self.assertFalse(firstboot.wait_mounted("/srv/cairn/mnt/vol0", timeout=0, answers=lambda: False))
+
+
 if __name__ == "__main__":
     unittest.main()
