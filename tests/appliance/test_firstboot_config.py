@@ -184,9 +184,15 @@ class BadInputTest(unittest.TestCase):
 
 
 class FakeProbe:
-    def __init__(self, devices=(), root="/dev/vda", mounted=None, etcd=None):
+    def __init__(self, devices=(), root="/dev/vda", mounted=None, etcd=None, addresses=None):
         self.devices, self.root, self.mounted = set(devices), root, mounted or {}
         self.etcd = etcd or {}
+        self.addrs = ["127.0.0.1", "10.0.2.15"] if addresses is None else addresses
+        self.asked = []
+
+    def address_here(self, address):
+        self.asked.append(address)
+        return None if address in self.addrs else f"is not an address of this node (it has: {', '.join(self.addrs)})"
 
     def block_device(self, path):
         return None if path in self.devices else "does not exist"
@@ -230,6 +236,28 @@ class FactsTest(unittest.TestCase):
         # one healthy endpoint is enough
         self.assertEqual(facts.check_facts(cfg, FakeProbe(etcd={"http://b:2379": None})), [])
 
+    def test_address_not_on_this_node(self):
+        # appliance-join: an advertised address the node did not have sent the node's own
+        # mount off the node to whatever answered there (a TLS error, not this message)
+        cfg = config.parse("cairn:\n  address: 192.168.78.11\n")
+        p = facts.check_facts(cfg, FakeProbe())
+        self.assertEqual(len(p), 1)
+        self.assertIn("cairn.address: 192.168.78.11 is not an address of this node", p[0])
+        self.assertIn("10.0.2.15", p[0])
+        self.assertEqual(facts.check_facts(cfg, FakeProbe(addresses=["10.0.2.15", "192.168.78.11"])), [])
+        # no cairn.address: nothing to check
+        probe = FakeProbe()
+        self.assertEqual(facts.check_facts(config.parse("cairn:\n  node_name: n1\n"), probe), [])
+        self.assertEqual(probe.asked, [])
+
+    def test_address_checked_before_etcd(self):
+        cfg = config.parse("cairn:\n  role: brick\n  address: 192.168.78.12\n"
+                           "  cluster: {etcd: [https://192.168.78.11:2379], token: t}\n")
+        p = facts.check_facts(cfg, FakeProbe())
+        self.assertEqual(len(p), 2)
+        self.assertTrue(p[0].startswith("cairn.address: 192.168.78.12"), p)
+        self.assertTrue(p[1].startswith("cairn.cluster.etcd"), p)
+
     def test_real_probe_on_this_machine(self):
         probe = facts.Probe()
         self.assertEqual(probe.block_device("/dev/cairn-no-such-disk"), "does not exist")
@@ -237,6 +265,9 @@ class FactsTest(unittest.TestCase):
         # nothing listens on port 1 of 127.0.0.1
         why = probe.etcd_health("http://127.0.0.1:1", timeout=2)
         self.assertTrue(why and why.startswith("cannot be reached"), why)
+        self.assertIsNone(probe.address_here("127.0.0.1", timeout=0))
+        why = probe.address_here("192.0.2.254", timeout=0)  # TEST-NET-1, on no interface here
+        self.assertTrue(why and why.startswith("is not an address of this node after 0s"), why)
 
 
 class LoadTest(unittest.TestCase):
@@ -609,6 +640,21 @@ class WaitCairndTest(unittest.TestCase):
         with open(self.fb.NODE_PEM, "w") as f:
             f.write("cert\n")
         self.fb.wait_cairnd(timeout=5)  # no `cairn` run: it would fail without a credential
+
+
+class WaitMountedTest(unittest.TestCase):
+    def test_waits_for_the_mount_to_answer(self):
+        # appliance-join under load: the mount answered ESTALEMAP (brick healing after a
+        # lost lease) at first, then answered; first boot checked once and failed
+        from cairn_appliance import firstboot
+        calls = []
+
+        def answers():
+            calls.append(1)
+            return len(calls) >= 3
+        self.assertTrue(firstboot.wait_mounted("/srv/cairn/mnt/vol0", timeout=30, answers=answers))
+        self.assertEqual(len(calls), 3)
+        self.assertFalse(firstboot.wait_mounted("/srv/cairn/mnt/vol0", timeout=0, answers=lambda: False))
 
 
 if __name__ == "__main__":

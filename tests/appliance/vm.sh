@@ -198,15 +198,22 @@ done
 smbclient "//127.0.0.1/vol0" -p "$smb_port" -U "$smb_user%$smb_pw" -m SMB3 \
     -c "get smb.txt $VM_DIR/smb-get2.txt" >"$VM_DIR/smbclient2.out" 2>&1 ||
     vm_fail "SMB after the reboot: $(cat "$VM_DIR/smbclient2.out")"
-# The LUN answers NOT READY until the target and its backing volume are back (as a disk
-# spinning up does); an initiator retries that sense, so the check retries it for 60 s.
+# LIO starts empty after a reboot: cairn-iscsi-sync recreates the target and LUN from the
+# config store once cairnd serves the volume (the image keeps rtslib-fb-targetctl off: its
+# restore opened the LUN before the volume was served, and it stayed NOT READY). Until
+# then the login fails: retried for 300 s (targetcli starts take 17-60 s each under TCG).
 t0=$SECONDS
 until qemu-io -r -f raw "$iscsi_url" -c 'read -P 0x5a 0 1M' >"$VM_DIR/qemu-io2.out" 2>&1; do
-    if ! grep -q 'NOT READY' "$VM_DIR/qemu-io2.out" || ((SECONDS - t0 >= 60)); then
-        vm_fail "iSCSI read after the reboot: $(cat "$VM_DIR/qemu-io2.out")"
+    if ((SECONDS - t0 >= 300)); then
+        vm_ssh a 'systemctl is-enabled rtslib-fb-targetctl; journalctl -b --no-pager -u tcmu-runner -u cairn-iscsi-sync -u rtslib-fb-targetctl | tail -n 60' \
+            >"$VM_DIR/a-iscsi-journal.log" 2>&1 || true
+        vm_fail "iSCSI read after the reboot: $(cat "$VM_DIR/qemu-io2.out") (journal: $VM_DIR/a-iscsi-journal.log)"
     fi
-    sleep 2
+    sleep 3
 done
+vm_step "a: iSCSI read after the reboot answered $((SECONDS - t0)) s after the services were active"
+vm_ssh a 'systemctl is-enabled rtslib-fb-targetctl' >"$VM_DIR/targetctl.out" 2>&1 &&
+    vm_fail "a: rtslib-fb-targetctl is enabled: its restore at boot races cairnd"
 [[ $(ident a) == "$ident_a" ]] || vm_fail "a: identity changed across a reboot"
 ok "a after a reboot: services active, NFS/SMB/iSCSI data back, same identity"
 

@@ -12,8 +12,9 @@
 #                                     at IP/24 unless MAC is empty, and YAML (a cairn:
 #                                     section, or nothing) appended to the cloud-config
 #   appliance_vm_first_boot NAME      wait for ssh and the end of the first boot
-#   appliance_vm_fail MSG             every guest's journal of the Cairn units and its
-#                                     firstboot.json into its log dir, then vm_fail
+#   appliance_vm_fail MSG             every guest's journal of the Cairn units (and
+#                                     tcmu-runner's), its firstboot.json, addresses, links
+#                                     and cloud-init output into its log dir, then vm_fail
 
 # first boots under TCG on a loaded 2-core machine: ssh can take minutes
 export VM_BOOT_TIMEOUT=${VM_BOOT_TIMEOUT:-900}
@@ -52,10 +53,14 @@ appliance_vm_seed() {
     {
         printf '#cloud-config\nssh_authorized_keys:\n  - %s\n' "$(cat "$VM_DIR/id_ed25519.pub")"
         # the link NIC's address, as an operator would set a static one: bootcmd runs
-        # before first boot (cloud-init's network rendering is off in the image)
+        # before first boot (cloud-init's network rendering is off in the image). It runs
+        # before D-Bus is up, so `networkctl reload` fails there ("Failed to connect system
+        # bus"; the address never came and a's first boot advertised an address it did
+        # not have): networkd is restarted through systemd's own socket instead.
+        # ConfigureWithoutCarrier: the first guest's link has no peer until the second boots.
         [[ -z $mac ]] || cat <<EOF
 bootcmd:
-  - [sh, -c, "printf '[Match]\\\\nMACAddress=$mac\\\\n\\\\n[Network]\\\\nAddress=$ip/24\\\\nLinkLocalAddressing=no\\\\n' >/etc/systemd/network/05-cairn-link.network && networkctl reload && for i in \$(seq 60); do ip -4 -o addr show | grep -q ' $ip/' && break; sleep 1; done"]
+  - [sh, -c, "printf '[Match]\\\\nMACAddress=$mac\\\\n\\\\n[Network]\\\\nAddress=$ip/24\\\\nLinkLocalAddressing=no\\\\nConfigureWithoutCarrier=yes\\\\n' >/etc/systemd/network/05-cairn-link.network && systemctl --no-block restart systemd-networkd.service && for i in \$(seq 90); do ip -4 -o addr show | grep -q ' $ip/' && break; sleep 1; done"]
 EOF
         [[ -z $cairn ]] || printf '%s\n' "$cairn"
     } >"$d/user-data"
@@ -75,8 +80,9 @@ appliance_vm_first_boot() {
 appliance_vm_fail() {
     local g
     for g in "${VM_NAMES[@]}"; do
-        vm_ssh "$g" "journalctl -b --no-pager -u 'cairn*' -u cairnd; cat /var/lib/cairn-appliance/firstboot.json" \
-            >"$VM_DIR/$g/journal.log" 2>&1 || true
+        vm_ssh "$g" "journalctl -b --no-pager -u 'cairn*' -u cairnd -u tcmu-runner -u rtslib-fb-targetctl;
+            cat /var/lib/cairn-appliance/firstboot.json; ip addr; networkctl status --no-pager -a;
+            tail -n 60 /var/log/cloud-init-output.log" >"$VM_DIR/$g/journal.log" 2>&1 || true
     done
     vm_fail "$@"
 }

@@ -6,12 +6,14 @@ and returns the problems, each a message naming the key it is about, like config
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import socket
 import ssl
 import stat
 import subprocess
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -21,8 +23,38 @@ from . import etcdtls, paths
 from .config import Config
 
 
+# How long first boot waits for cairn.address to be on an interface: a static address on a
+# link that comes up late, or a DHCP lease that is slow under load.
+ADDRESS_WAIT = 180
+
+
 class Probe:
     """Looks at this machine. Every method is small so a test can replace it."""
+
+    def addresses(self) -> list[str]:
+        """The addresses of this machine's interfaces (`ip -j addr`), loopback included."""
+        try:
+            out = subprocess.run(["ip", "-j", "addr", "show"], capture_output=True, text=True,
+                                 timeout=10, check=False).stdout
+            return [a["local"] for link in json.loads(out or "[]")
+                    for a in link.get("addr_info", []) if a.get("local")]
+        except (OSError, subprocess.SubprocessError, ValueError, KeyError, TypeError):
+            return []
+
+    def address_here(self, address: str, timeout: float = ADDRESS_WAIT) -> Optional[str]:
+        """None once ADDRESS is on one of this machine's interfaces (waiting up to TIMEOUT
+        seconds for it to appear), else why not."""
+        want = ipaddress.ip_address(address)
+        deadline = time.monotonic() + timeout
+        while True:
+            have = self.addresses()
+            if any(_same_ip(want, a) for a in have):
+                return None
+            if time.monotonic() >= deadline:
+                shown = ", ".join(a for a in have if not ipaddress.ip_address(a).is_loopback)
+                return (f"is not an address of this node after {int(timeout)}s (it has: "
+                        f"{shown or 'no address but loopback'})")
+            time.sleep(2)
 
     def block_device(self, path: str) -> Optional[str]:
         """None if PATH is a block device, else why not."""
@@ -96,6 +128,21 @@ class Probe:
         return f"is not healthy: {body.strip()[:200]}"
 
 
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+        return True
+    except ValueError:
+        return False
+
+
+def _same_ip(want, text: str) -> bool:
+    try:
+        return ipaddress.ip_address(text) == want
+    except ValueError:
+        return False
+
+
 def _root_source() -> Optional[str]:
     try:
         out = subprocess.run(["findmnt", "-n", "-o", "SOURCE", "/"], capture_output=True,
@@ -115,9 +162,19 @@ def _parent_disk(dev: str) -> Optional[str]:
 
 
 def check_facts(cfg: Config, probe) -> list[str]:
-    """The problems of cfg on this machine: data disks that are missing, not block devices,
-    hold the root file system or are mounted elsewhere; etcd endpoints of which none answers."""
+    """The problems of cfg on this machine: cairn.address not on any interface; data disks
+    that are missing, not block devices, hold the root file system or are mounted elsewhere;
+    etcd endpoints of which none answers."""
     problems: list[str] = []
+    # First: the etcd check below may need this address to reach the cluster. An advertised
+    # address the node does not have sends every connection to it (its own mounts' and
+    # peers') off the node, through the default route, to whatever answers there.
+    if cfg.address and _is_ip(cfg.address):
+        why = probe.address_here(cfg.address)
+        if why:
+            problems.append(f"cairn.address: {cfg.address} {why}; configure it on an interface "
+                            "(user-data bootcmd or network-config) or remove cairn.address to "
+                            "advertise the default route's address")
     for d in cfg.disks or []:
         why = probe.block_device(d)
         if why:

@@ -215,6 +215,25 @@ def wait_cairnd(timeout: int = 60) -> None:
                     f"{last} (journalctl -u cairnd)")
 
 
+# How long first boot waits for a volume's mount to answer. Under load (TCG, a busy host)
+# cairnd can miss its 6 s lease, and its bricks then catch up before serving: a mount made
+# then fails its first stat with "brick is healing" (ESTALEMAP) for a minute or more.
+MOUNT_WAIT = 300
+
+
+def wait_mounted(mnt: str, timeout: float = MOUNT_WAIT, answers=None) -> bool:
+    """MNT is a mount point whose root answers (`mountpoint -q` stats it), waiting up to
+    TIMEOUT seconds. ANSWERS (tests) replaces the check."""
+    answers = answers or (lambda: subprocess.run(["mountpoint", "-q", mnt],
+                                                 check=False).returncode == 0)
+    deadline = time.monotonic() + timeout
+    while not answers():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(2)
+    return True
+
+
 def generate_password(n: int = 20) -> str:
     alphabet = string.ascii_letters + string.digits
     # at least one of each class, for Samba policies that want it
@@ -335,9 +354,10 @@ def setup(cfg: config.Config, st: dict) -> None:
         ensure.volume(v.name, v.replica, bricks, force=True)
         systemctl("enable", "--now", f"cairn-mount@{v.name}.service")
         mnt = f"{paths.MNT_DIR}/{v.name}"
-        if subprocess.run(["mountpoint", "-q", mnt], check=False).returncode != 0:
+        if not wait_mounted(mnt):
             raise StepError(f"volume {v.name}: cairn-mount@{v.name} started but {mnt} is not a "
-                            f"mount point (journalctl -u cairn-mount@{v.name})")
+                            f"mount point that answers after {MOUNT_WAIT}s (journalctl -u "
+                            f"cairn-mount@{v.name}, /var/log/cairn/mount-*.log)")
         # The volume root: open to create in for NFS clients and SMB users, sticky (users
         # cannot remove each other's entries), and owned by the anonymous user root is
         # squashed to. A Linux client with fs.protected_regular (Debian: 2) refuses root an

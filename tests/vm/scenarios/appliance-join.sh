@@ -46,7 +46,7 @@ scenario_main() {
     vm_boot a --disk "$APPLIANCE_QCOW2" --seed "$VM_DIR/seed-a.iso" --key "$VM_DIR/id_ed25519" --user debian \
         --mem 3072 --link listen "$link" --link-mac 52:54:00:78:00:11
     appliance_vm_first_boot a
-    vm_step "a: all-in-one up in $((SECONDS - t0)) s"
+    vm_step "a: all-in-one up in $((SECONDS - t0)) s; link: $(vm_ssh a "ip -br addr show to $join_net.0/24")"
     vm_ssh a 'cairn-appliance status' >"$VM_DIR/a-status.out" 2>&1 ||
         vm_fail "a: cairn-appliance status: $(cat "$VM_DIR/a-status.out")"
     grep -q "ETCD_LISTEN_CLIENT_URLS=https://0.0.0.0:2379" <(vm_ssh a 'cat /etc/cairn/etcd.env') ||
