@@ -511,9 +511,6 @@ class ReclockTlsTest(unittest.TestCase):
     certificate of another CA it answers '3' with the reason."""
 
     def test_reclock_over_tls(self):
-        import ssl
-        import time
-        import urllib.request
         d = tempfile.mkdtemp(prefix="reclock-tls.")
         proc = log = holder = None
         try:
@@ -522,31 +519,7 @@ class ReclockTlsTest(unittest.TestCase):
             script = os.path.join(HERE, "..", "..", "scripts", "etcd-tls.sh")
             for t in (tls, other):
                 subprocess.run(["bash", "-c", f'. "{script}" && etcd_tls_make "$1"', "-", t], check=True)
-            port = _free_port()
-            env = render.parse_env(render.etcd_env("r1", "127.0.0.1", [], "tok", loopback_only=True,
-                                                   tls_dir=tls))
-            url = f"https://127.0.0.1:{port}"
-            env.update(ETCD_LISTEN_CLIENT_URLS=url, ETCD_ADVERTISE_CLIENT_URLS=url,
-                       ETCD_LISTEN_PEER_URLS=f"https://127.0.0.1:{_free_port()}",
-                       ETCD_DATA_DIR=os.path.join(d, "data"))
-            env["ETCD_INITIAL_ADVERTISE_PEER_URLS"] = env["ETCD_LISTEN_PEER_URLS"]
-            env["ETCD_INITIAL_CLUSTER"] = "r1=" + env["ETCD_LISTEN_PEER_URLS"]
-            log = open(os.path.join(d, "etcd.log"), "w")
-            proc = subprocess.Popen(["etcd"], env={**os.environ, **env}, stdout=log,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
-            ctx = ssl.create_default_context(cafile=os.path.join(tls, "ca.pem"))
-            ctx.load_cert_chain(os.path.join(tls, "cairn.pem"), os.path.join(tls, "cairn-key.pem"))
-            deadline = time.time() + 60
-            while True:
-                try:
-                    with urllib.request.urlopen(url + "/health", timeout=2, context=ctx) as r:
-                        if json.load(r).get("health") == "true":
-                            break
-                except (OSError, ValueError):
-                    pass
-                if time.time() > deadline:
-                    self.fail("etcd with TLS did not start: " + open(os.path.join(d, "etcd.log")).read()[-2000:])
-                time.sleep(0.3)
+            proc, log, url, port = _tls_etcd(self, d, tls)
             helper = os.path.join(HERE, "..", "..", "appliance", "ha", "ctdb-etcd-reclock")
             mine = ["--tls", os.path.join(tls, "ca.pem"), os.path.join(tls, "cairn.pem"),
                     os.path.join(tls, "cairn-key.pem")]
@@ -601,6 +574,103 @@ class ReclockTlsTest(unittest.TestCase):
             if log:
                 log.close()
             shutil.rmtree(d, ignore_errors=True)
+
+
+class EtcdAuthTest(unittest.TestCase):
+    """cairn-appliance etcd-tls auth (etcdtls.enable_auth, what first boot and site.yml run)
+    against a real etcd with TLS: auth is on; cairnd's user cairn and a node's cairn-NODE
+    may use /cairn only; the lock helper's cairn-reclock certificate takes the CTDB lock and
+    nothing else; a certificate of the etcd CA whose CN is no user gets nothing. Running it
+    again changes nothing."""
+
+    def test_auth_on_users_by_cn(self):
+        from cairn_appliance import etcdtls
+        d = tempfile.mkdtemp(prefix="etcd-auth.")
+        proc = log = None
+        saved = etcdtls.CA_DIR
+        try:
+            tls = etcdtls.CA_DIR = os.path.join(d, "ca")
+            self.assertTrue(etcdtls.make_ca())
+            etcdtls.issue_client("cairn-g1")
+            etcdtls.issue_client("nobody")
+            proc, log, url, _ = _tls_etcd(self, d, tls)
+
+            def ctl(cn, *args):
+                return subprocess.run(
+                    ["etcdctl", "--endpoints", url, "--cacert", f"{tls}/ca.pem", "--cert", f"{tls}/{cn}.pem",
+                     "--key", f"{tls}/{cn}-key.pem", "--dial-timeout", "3s", "--command-timeout", "5s", *args],
+                    capture_output=True, text=True, timeout=30, env={**os.environ, "ETCDCTL_API": "3"})
+            # before: any certificate of the etcd CA reads and writes everything
+            self.assertEqual(ctl("nobody", "put", "/elsewhere", "x").returncode, 0)
+            self.assertTrue(etcdtls.enable_auth(url, ["cairn-g1"]))
+            self.assertTrue(etcdtls.enable_auth(url, ["cairn-g1"]), "not idempotent")
+            for cn in ("cairn", "cairn-g1"):
+                r = ctl(cn, "put", "/cairn/peers/x", "y")
+                self.assertEqual(r.returncode, 0, f"{cn} cannot write under /cairn: {r.stderr}")
+                self.assertNotEqual(ctl(cn, "get", "/elsewhere").returncode, 0, f"{cn} reads outside /cairn")
+            r = ctl("nobody", "get", "/cairn/peers/x")
+            self.assertNotEqual(r.returncode, 0, "a certificate whose CN is no etcd user got in")
+            self.assertIn("permission denied", r.stderr + r.stdout)
+            self.assertNotEqual(ctl(etcdtls.RECLOCK_USER, "get", "/cairn/peers/x").returncode, 0,
+                                "the lock helper's certificate reads the cluster's keys")
+            helper = os.path.join(HERE, "..", "..", "appliance", "ha", "ctdb-etcd-reclock")
+            mine = ["--tls", f"{tls}/ca.pem", f"{tls}/{etcdtls.RECLOCK_USER}.pem",
+                    f"{tls}/{etcdtls.RECLOCK_USER}-key.pem"]
+            holder = subprocess.Popen([helper, *mine, url, etcdtls.RECLOCK_KEY, "3"],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            try:
+                self.assertEqual(holder.stdout.read(1), b"0", "the lock helper as cairn-reclock")
+            finally:
+                holder.terminate()
+                holder.wait(20)
+                holder.stdout.close()
+                holder.stderr.close()
+        finally:
+            etcdtls.CA_DIR = saved
+            if proc and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            if log:
+                log.close()
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def _tls_etcd(test, d, tls):
+    """etcd with TLS and client-cert-auth as the appliance runs it (render.etcd_env), its CA
+    and certificates in TLS (scripts/etcd-tls.sh); waits until it is healthy. Returns
+    (process, log file, client URL, client port)."""
+    import ssl
+    import time
+    import urllib.request
+    port = _free_port()
+    env = render.parse_env(render.etcd_env("r1", "127.0.0.1", [], "tok", loopback_only=True,
+                                           tls_dir=tls))
+    url = f"https://127.0.0.1:{port}"
+    env.update(ETCD_LISTEN_CLIENT_URLS=url, ETCD_ADVERTISE_CLIENT_URLS=url,
+               ETCD_LISTEN_PEER_URLS=f"https://127.0.0.1:{_free_port()}",
+               ETCD_DATA_DIR=os.path.join(d, "data"))
+    env["ETCD_INITIAL_ADVERTISE_PEER_URLS"] = env["ETCD_LISTEN_PEER_URLS"]
+    env["ETCD_INITIAL_CLUSTER"] = "r1=" + env["ETCD_LISTEN_PEER_URLS"]
+    log = open(os.path.join(d, "etcd.log"), "w")
+    proc = subprocess.Popen(["etcd"], env={**os.environ, **env}, stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    ctx = ssl.create_default_context(cafile=os.path.join(tls, "ca.pem"))
+    ctx.load_cert_chain(os.path.join(tls, "cairn.pem"), os.path.join(tls, "cairn-key.pem"))
+    deadline = time.time() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=2, context=ctx) as r:
+                if json.load(r).get("health") == "true":
+                    break
+        except (OSError, ValueError):
+            pass
+        if time.time() > deadline:
+            proc.kill()
+            proc.wait()
+            log.close()
+            test.fail("etcd with TLS did not start: " + open(os.path.join(d, "etcd.log")).read()[-2000:])
+        time.sleep(0.3)
+    return proc, log, url, port
 
 
 def _free_port():

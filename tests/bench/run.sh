@@ -36,6 +36,7 @@
 #      BENCH_NFS=0    skip the NFS gateway bench (tests/bench/nfs.sh, run after the table)
 #      BENCH_NETREP=0 skip the replica-2 vs distribute writes over a shaped client link
 #                      (tests/bench/replication-net.sh, run after the NFS bench)
+#      BENCH_TLS=0    skip TLS on vs off through FUSE (tests/bench/tls.sh, run last)
 #      BENCH_ROUNDS    rounds of the sequential, random and small-file steps (default 3,
 #                      quick 1):
 #                      each round runs every target once, in turn, and the table shows
@@ -245,6 +246,12 @@ fi
 if [[ ${BENCH_NETREP:-1} == 1 ]]; then
     bash "$bench_dir/replication-net.sh"
     case $? in 0 | 77) ;; *) failed+=("netrep (tests/bench/replication-net.sh)") ;; esac
+fi
+
+# --- TLS on vs off through FUSE, same volume (tests/bench/tls.sh) --------------------------
+
+if [[ ${BENCH_TLS:-1} == 1 ]]; then
+    bash "$bench_dir/tls.sh" || failed+=("tls (tests/bench/tls.sh)")
 fi
 
 if ((${#failed[@]})); then

@@ -139,7 +139,10 @@ if [[ $CL_ETCD_TLS == 1 ]]; then
     pass "enrolling with an etcd request when the CA node holds no etcd CA is refused, the token kept"
 
     ln -sfn "$tlsdir" "$CAIRN_CA_DIR/etcd-ca"
-    etcd_tls_node_user "$(cl_etcd_url)" "$tlsdir" cairn-n4 || fail "etcd user cairn-n4"
+    # etcd auth is on: the CA node makes etcd user cairn-n4 (as etcd's root, with the root
+    # certificate beside the etcd CA) when it signs n4's certificate; nobody makes it here.
+    etcd_tls_ctl "$(cl_etcd_url)" "$tlsdir" user get cairn-n4 >/dev/null 2>&1 &&
+        fail "etcd user cairn-n4 exists before n4 enrolled"
     printf '%s\n' "$t5" >"$CL_DIR/n4.token"
     chmod 600 "$CL_DIR/n4.token"
     mkdir -p "$CL_DIR/ca-n4"
@@ -156,7 +159,9 @@ if [[ $CL_ETCD_TLS == 1 ]]; then
         fail "n4's etcd certificate is not of the etcd CA"
     grep -q "etcd client certificate issued by the etcd CA" "$CL_DIR/log/cairnd-n4.log" ||
         fail "n4 did not say it stored its etcd certificate"
-    pass "n4 enrolled through n2 and got its etcd client certificate (CN cairn-n4, key 0600) with it; etcd takes it"
+    etcd_tls_ctl "$(cl_etcd_url)" "$tlsdir" user get cairn-n4 2>/dev/null | grep -q 'Roles:.*cairn' ||
+        fail "the CA node did not make etcd user cairn-n4 with role cairn"
+    pass "n4 enrolled through n2 and got its etcd client certificate (CN cairn-n4, key 0600) with it; the CA node made its etcd user; etcd takes it"
 fi
 
 # No token secret in logs or state.

@@ -87,26 +87,44 @@ stop_pid "$n2_pid" cairnd 10 || fail "stopping cairnd n2"
 wait "$n2_pid" 2>/dev/null || true
 pass "a node with its own etcd certificate (CN cairn-n2, user cairn-n2, role cairn) works"
 
-# The CTDB cluster lock helper's own identity: user cairn-reclock may use its lock key
-# and nothing else, so its certificate (on every gateway) cannot read the cluster's keys.
+# The CTDB cluster lock helper (appliance/ha/ctdb-etcd-reclock) with its own identity:
+# user cairn-reclock may use its lock key and nothing else, so its certificate (on every
+# gateway) cannot read the cluster's keys. The helper speaks gRPC (etcdctl): etcd ignores a
+# certificate's CN on its HTTP gateway, where the helper's lease grant was refused.
 lock=/cairn/ha/ctdb/reclock
 etcd_tls_client "$tlsdir" cairn-reclock || fail "etcd_tls_client cairn-reclock"
 etcd_tls_lock_user "$url" "$tlsdir" cairn-reclock "$lock" || fail "etcd_tls_lock_user cairn-reclock"
 etcd_tls_lock_user "$url" "$tlsdir" cairn-reclock "$lock" || fail "etcd_tls_lock_user is not idempotent"
+reclock=(timeout 30 "$CL_REPO/appliance/ha/ctdb-etcd-reclock"
+    --tls "$tlsdir/ca.pem" "$tlsdir/cairn-reclock.pem" "$tlsdir/cairn-reclock-key.pem")
+"${reclock[@]}" "$url" "$lock" 3 >"$CL_DIR/reclock.out" 2>"$CL_DIR/reclock.err" &
+holder_pid=$!
+holds() { [[ $(cat "$CL_DIR/reclock.out") == 0 ]]; }
+wait_until 15 holds || fail "the lock helper as user cairn-reclock did not take the lock: '$(cat "$CL_DIR/reclock.out")' $(cat "$CL_DIR/reclock.err")"
 as_reclock=(env ETCDCTL_API=3 etcdctl --endpoints "$url" --cacert "$tlsdir/ca.pem"
     --cert "$tlsdir/cairn-reclock.pem" --key "$tlsdir/cairn-reclock-key.pem" --dial-timeout 3s --command-timeout 5s)
-# What the helper does, over gRPC (etcd ignores a certificate's CN on its HTTP gateway,
-# which the helper uses today: docs/security.md, "etcd"): a lease, the key under it.
-lease=$("${as_reclock[@]}" lease grant 5 2>&1) || fail "user cairn-reclock cannot grant a lease: $lease"
-lease=$(awk '/granted/ {print $2}' <<<"$lease")
-out=$("${as_reclock[@]}" put --lease="$lease" "$lock" gw1 2>&1) || fail "user cairn-reclock cannot write its lock key: $out"
 out=$("${as_reclock[@]}" get "$lock" --print-value-only 2>&1) || true
-assert_eq gw1 "$out" "the lock key read by user cairn-reclock"
+[[ $out == *:[0-9]* ]] || fail "the lock key does not name its holder: '$out'"
+sleep 5 # longer than the lease (3 s): the helper keeps it alive over gRPC
+{ holds && kill -0 "$holder_pid" 2>/dev/null; } || fail "the lock helper lost its lease: $(cat "$CL_DIR/reclock.err")"
+out=$("${reclock[@]}" "$url" "$lock" 3 2>&1) || true
+assert_eq 1 "$out" "a second lock helper as cairn-reclock sees contention"
+out=$("${reclock[@]}" "$url" /cairn/volumes/tvol 3 2>"$CL_DIR/reclock.err") || true
+{ [[ $out == 3 ]] && grep -q "permission denied" "$CL_DIR/reclock.err"; } || fail "the lock helper's user took another key: '$out' $(cat "$CL_DIR/reclock.err") (want '3', permission denied)"
+pass "the CTDB lock helper as etcd user cairn-reclock takes, keeps and contends for its lock key over gRPC, and no other key"
 refused "the lock helper's certificate reading the cluster's keys" "${as_reclock[@]}" get /cairn --prefix --keys-only
 refused "the lock helper's certificate reading a volume" "${as_reclock[@]}" get /cairn/volumes/tvol
 refused "the lock helper's certificate writing a peer" "${as_reclock[@]}" put /cairn/peers/intruder x
-"${as_reclock[@]}" lease revoke "$lease" >/dev/null 2>&1 || fail "user cairn-reclock cannot revoke its lease"
-pass "the lock helper's certificate (user cairn-reclock) uses its lock key and nothing else"
+kill "$holder_pid"
+wait "$holder_pid" 2>/dev/null || true
+out=$("${as_reclock[@]}" get "$lock" --print-value-only 2>&1) || true
+assert_eq "" "$out" "the lock key after the helper got SIGTERM (its lease revoked)"
+
+# A client certificate of the etcd CA whose CN has no etcd role: refused by the helper too.
+out=$(timeout 30 "$CL_REPO/appliance/ha/ctdb-etcd-reclock" --tls "$tlsdir/ca.pem" \
+    "$CL_DIR/intruder.pem" "$CL_DIR/intruder-key.pem" "$url" "$lock" 3 2>/dev/null) || true
+[[ $out == 3 ]] || fail "the lock helper with a certificate whose CN is no etcd user: '$out' (want '3')"
+pass "the lock helper with a certificate of no etcd user answers '3'"
 
 mkdir -p "$CL_DIR/state/n9"
 refused "cairnd without a client certificate" \

@@ -17,6 +17,8 @@
     cairn-appliance etcd-tls client NAME          (a client certificate NAME of the etcd CA)
     cairn-appliance etcd-tls install-server       (etcd's files from the CA dir, this node)
     cairn-appliance etcd-tls install-client NAME  (this node's etcd identity from the CA dir)
+    cairn-appliance etcd-tls auth [--endpoint URL] [--user cairn-NODE]...
+                                                  (etcd auth on: users by certificate CN)
     cairn-appliance render firewall ROLE... [--etcd-member]
     cairn-appliance render etcd-env --name N --ip IP --member NAME=IP... --token T [--state new|existing]
     cairn-appliance render appliance-env --role R --node N --advertise IP|auto --etcd URL...
@@ -150,6 +152,10 @@ def parser() -> argparse.ArgumentParser:
     ts.add_parser("install-server")
     x = ts.add_parser("install-client")
     x.add_argument("name")
+    x = ts.add_parser("auth")
+    x.add_argument("--endpoint", default="https://127.0.0.1:2379", help="an etcd client URL")
+    x.add_argument("--user", action="append", default=[],
+                   help="a node's etcd user (its certificate's CN, cairn-NODE): role cairn")
     r = sub.add_parser("render")
     rs = r.add_subparsers(dest="what", required=True)
     x = rs.add_parser("firewall")
@@ -190,7 +196,8 @@ def main(argv=None) -> int:
                 changed = {"ca": lambda: etcdtls.make_ca(a.ip),
                            "client": lambda: etcdtls.issue_client(a.name),
                            "install-server": etcdtls.install_server,
-                           "install-client": lambda: etcdtls.install_client(a.name)}[a.tls]()
+                           "install-client": lambda: etcdtls.install_client(a.name),
+                           "auth": lambda: etcdtls.enable_auth(a.endpoint, a.user)}[a.tls]()
             elif a.cmd == "prepare-disks":
                 changes: list = []
                 extra["mounts"] = firstboot.prepare_disks(a.disks, changes)

@@ -136,5 +136,25 @@ def install_client(name: str) -> bool:
     return changed
 
 
+# The etcd key of the CTDB cluster lock and the etcd user that may use only it
+# (appliance/ha/ctdb-etcd-reclock; docs/ha.md)
+RECLOCK_KEY = "/cairn/ha/ctdb/reclock"
+RECLOCK_USER = "cairn-reclock"
+
+
+def enable_auth(endpoint: str, users: Sequence[str] = (), prefix: str = "/cairn") -> bool:
+    """etcd auth on at ENDPOINT (scripts/etcd-tls.sh etcd_tls_auth, as etcd's root with
+    CA_DIR's root certificate): users root and cairn, role cairn (read-write under PREFIX
+    only); each of USERS (a node's cairn-NODE) an etcd user with role cairn; user
+    cairn-reclock limited to the CTDB lock key, with its client certificate issued in
+    CA_DIR. No passwords: a client certificate's CN is its etcd user. Idempotent; True."""
+    _sh("etcd_tls_auth", endpoint, CA_DIR, prefix)
+    for u in users:
+        _sh("etcd_tls_node_user", endpoint, CA_DIR, u)
+    issue_client(RECLOCK_USER)
+    _sh("etcd_tls_lock_user", endpoint, CA_DIR, RECLOCK_USER, RECLOCK_KEY)
+    return True
+
+
 def uses_tls(urls: Sequence[str]) -> bool:
     return any(u.startswith("https://") for u in urls)

@@ -324,6 +324,18 @@ def setup(cfg: config.Config, st: dict) -> None:
                                               secrets.token_hex(8), loopback_only=True,
                                               tls_dir=etcdtls.SERVER_PATH, serve_network=True))
         systemctl("enable", "--now", "cairn-etcd.service")
+        # etcd auth on (users by certificate CN: cairn for this node's cairnd, cairn-reclock
+        # for the CTDB lock helper, root with the CA); retried while etcd starts.
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                etcdtls.enable_auth("https://127.0.0.1:2379")
+                break
+            except etcdtls.EtcdTlsError as e:
+                if time.monotonic() > deadline:
+                    raise StepError(f"etcd auth: {e}")
+                time.sleep(2)
+        step(f"etcd: auth on (users by certificate CN: cairn, {etcdtls.RECLOCK_USER}, root)")
         step(f"etcd: single member on https://127.0.0.1:2379 and https://"
              f"{ips[0] if ips else 'ADDRESS'}:2379 (client certificates required; "
              f"server certificate for {', '.join(['127.0.0.1', *ips])})")

@@ -128,6 +128,38 @@ pub fn sign(ca_dir: &Path, node: &str, csr_pem: &str) -> anyhow::Result<Option<(
     Ok(Some((cert.pem(), ca_pem)))
 }
 
+/// The member's side, with etcd auth on: make the joining node's etcd user (its
+/// certificate's CN, role `cairn`), acting as etcd's `root` with the root client
+/// certificate kept with the etcd CA (`CA_DIR/etcd-ca/root.pem`, made with it by
+/// `etcd_tls_make`). cairnd's own etcd user may not add users. Without a root certificate
+/// there, refused: the node would get a certificate etcd does not know. An etcd whose auth
+/// was never set up (no role `cairn`) is left alone.
+pub async fn ensure_user(ca_dir: &Path, endpoints: &[String], node: &str) -> anyhow::Result<bool> {
+    let dir = ca_dir.join(ETCD_CA_SUBDIR);
+    let (cert, key) = (dir.join("root.pem"), dir.join("root-key.pem"));
+    if !cert.exists() || !key.exists() {
+        bail!(
+            "no etcd root certificate {} (and its key) next to the etcd CA to create etcd \
+             user {}",
+            cert.display(),
+            common_name(node)
+        );
+    }
+    let tls = endpoints.iter().any(|e| e.starts_with("https://"));
+    let root = if tls {
+        cairn_config::EtcdSecurity {
+            ca: Some(dir.join("ca.pem")),
+            cert: Some(cert),
+            key: Some(key),
+        }
+    } else {
+        cairn_config::EtcdSecurity::default()
+    };
+    cairn_config::ensure_etcd_node_user(endpoints, &root, &common_name(node)).await.with_context(
+        || format!("etcd user {} (role {})", common_name(node), cairn_config::ETCD_NODE_ROLE),
+    )
+}
+
 fn getrandom(b: &mut [u8]) {
     use std::io::Read;
     std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(b)).expect("/dev/urandom");

@@ -46,7 +46,8 @@ mod tokens;
 pub use certs::{valid_serial, CertRecord};
 pub use records::{BrickRecord, PeerRecord, SetRecord, VolumeRecord};
 pub use store::{
-    build_map, ConfigError, EtcdSecurity, NodeLease, RecordError, Store, DEFAULT_CONNECT_TIMEOUT,
+    build_map, ensure_etcd_node_user, ConfigError, EtcdSecurity, NodeLease, RecordError, Store,
+    DEFAULT_CONNECT_TIMEOUT, ETCD_NODE_ROLE,
 };
 pub use tokens::{
     check_join_token, consume_join_token, token_id, JoinGrant, JoinTokenError, JoinTokenRecord,

@@ -24,7 +24,7 @@ use tracing::info;
 pub(crate) use check::{decode, encode, named_at, Record};
 pub use lease::NodeLease;
 pub use map::build_map;
-pub use security::EtcdSecurity;
+pub use security::{ensure_etcd_node_user, EtcdSecurity, ETCD_NODE_ROLE};
 
 /// Default bound on `Store::connect` (first answer from etcd).
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -276,6 +276,11 @@ impl Store {
 
     pub fn prefix(&self) -> &str {
         &self.ctx.prefix
+    }
+
+    /// The etcd endpoints this store connected to.
+    pub fn endpoints(&self) -> Vec<String> {
+        self.ctx.endpoints.split(',').map(str::to_string).collect()
     }
 
     /// The current etcd revision. Map epochs are revisions, so they only grow.
