@@ -10,18 +10,15 @@ use cairn_client::{Creds, Errno, Id};
 use cairn_proto::mgmt::MgmtRequest;
 use cairn_proto::msg::{BrickRequest, Op, Request};
 use cairn_proto::FileType;
+use common::grow::OneSet;
 use common::Cluster;
 use std::time::{Duration, Instant};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_grown_volume_finds_old_files_and_refuses_duplicates() {
     let c = Cluster::start();
-    let (b0, b1) = (c.path("b0"), c.path("b1"));
-    std::fs::create_dir_all(&b0).unwrap();
-    c.volume("v", 1, &[&b0]).await;
-    let vol = c.mount("v").await.unwrap();
+    let OneSet { b0, b1, vol, d } = c.one_set_volume().await;
     let root = Creds::root();
-    let d = vol.mkdir(&root, Id::ROOT, b"d", 0o755).await.unwrap();
     let mut old = vec![];
     for i in 0..40 {
         let name = format!("f{i}");
@@ -54,21 +51,8 @@ async fn a_grown_volume_finds_old_files_and_refuses_duplicates() {
     assert!(e.message.contains("already a brick of volume v"), "{e}");
     assert_eq!(vol.map().sets.len(), 1);
 
-    std::fs::create_dir_all(&b1).unwrap();
-    c.mgmt(MgmtRequest::VolumeAddBrick {
-        name: "v".into(),
-        replica: None,
-        bricks: vec![format!("t1:{}", b1.display())],
-        force: true,
-    })
-    .await
-    .unwrap();
     // The mounted client gets the new map pushed.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while vol.map().layout_epoch < 2 {
-        assert!(Instant::now() < deadline, "the client never got layout epoch 2");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    c.add_set(&b1, &vol).await;
     let map = vol.map();
     assert!(map.rebalancing);
     assert_eq!(map.layout, [1, 2]);
@@ -141,27 +125,10 @@ async fn a_grown_volume_finds_old_files_and_refuses_duplicates() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_create_by_the_old_layout_goes_to_the_new_set() {
     let c = Cluster::start();
-    let (b0, b1) = (c.path("b0"), c.path("b1"));
-    std::fs::create_dir_all(&b0).unwrap();
-    c.volume("v", 1, &[&b0]).await;
-    let vol = c.mount("v").await.unwrap();
+    let OneSet { b0, b1, vol, d } = c.one_set_volume().await;
     let root = Creds::root();
-    let d = vol.mkdir(&root, Id::ROOT, b"d", 0o755).await.unwrap();
     let old = (*vol.map()).clone();
-    std::fs::create_dir_all(&b1).unwrap();
-    c.mgmt(MgmtRequest::VolumeAddBrick {
-        name: "v".into(),
-        replica: None,
-        bricks: vec![format!("t1:{}", b1.display())],
-        force: true,
-    })
-    .await
-    .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while vol.map().layout_epoch < 2 {
-        assert!(Instant::now() < deadline, "the client never got layout epoch 2");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    c.add_set(&b1, &vol).await;
     let map = vol.map();
     let names: Vec<String> = (0..1000)
         .map(|i| format!("late{i}"))
@@ -193,29 +160,12 @@ async fn a_create_by_the_old_layout_goes_to_the_new_set() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_name_made_by_the_old_layout_follows_the_new_one() {
     let c = Cluster::start();
-    let (b0, b1) = (c.path("b0"), c.path("b1"));
-    std::fs::create_dir_all(&b0).unwrap();
-    c.volume("v", 1, &[&b0]).await;
-    let vol = c.mount("v").await.unwrap();
+    let OneSet { b1, vol, d, .. } = c.one_set_volume().await;
     let root = Creds::root();
-    let d = vol.mkdir(&root, Id::ROOT, b"d", 0o755).await.unwrap();
     let f = vol.create(&root, d.id, b"f", 0o644, true).await.unwrap();
     let src = vol.create(&root, d.id, b"src", 0o644, true).await.unwrap();
     let old = (*vol.map()).clone();
-    std::fs::create_dir_all(&b1).unwrap();
-    c.mgmt(MgmtRequest::VolumeAddBrick {
-        name: "v".into(),
-        replica: None,
-        bricks: vec![format!("t1:{}", b1.display())],
-        force: true,
-    })
-    .await
-    .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while vol.map().layout_epoch < 2 {
-        assert!(Instant::now() < deadline, "the client never got layout epoch 2");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    c.add_set(&b1, &vol).await;
     let map = vol.map();
     let mut names = (0..1000)
         .map(|i| format!("n{i}"))
@@ -300,12 +250,8 @@ async fn every_name_made_by_the_old_layout_follows_the_new_one() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn removing_linktos_never_removes_a_real_file() {
     let c = Cluster::start();
-    let (b0, b1) = (c.path("b0"), c.path("b1"));
-    std::fs::create_dir_all(&b0).unwrap();
-    c.volume("v", 1, &[&b0]).await;
-    let vol = c.mount("v").await.unwrap();
+    let OneSet { b0, b1, vol, d } = c.one_set_volume().await;
     let root = Creds::root();
-    let d = vol.mkdir(&root, Id::ROOT, b"d", 0o755).await.unwrap();
     let mut old = vec![];
     for i in 0..40 {
         let name = format!("f{i}");
@@ -314,20 +260,7 @@ async fn removing_linktos_never_removes_a_real_file() {
             vol.create(&root, d.id, name.as_bytes(), 0o644, true).await.unwrap(),
         ));
     }
-    std::fs::create_dir_all(&b1).unwrap();
-    c.mgmt(MgmtRequest::VolumeAddBrick {
-        name: "v".into(),
-        replica: None,
-        bricks: vec![format!("t1:{}", b1.display())],
-        force: true,
-    })
-    .await
-    .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while vol.map().layout_epoch < 2 {
-        assert!(Instant::now() < deadline, "the client never got layout epoch 2");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    c.add_set(&b1, &vol).await;
     let map = vol.map();
     let set2 = map.sets.iter().find(|s| s.id == 2).unwrap();
     let conn = c.cli().await;

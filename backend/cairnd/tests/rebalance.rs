@@ -10,9 +10,8 @@ mod common;
 use bytes::Bytes;
 use cairn_client::{Creds, Errno, Id, Volume};
 use cairn_proto::mgmt::{MgmtReply, MgmtRequest, RebalanceNode};
+use common::grow::OneSet;
 use common::Cluster;
-use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn content(i: usize) -> Vec<u8> {
@@ -52,23 +51,6 @@ async fn status(c: &Cluster) -> RebalanceNode {
     }
 }
 
-async fn grow(c: &Cluster, b1: &Path, vol: &Arc<Volume>) {
-    std::fs::create_dir_all(b1).unwrap();
-    c.mgmt(MgmtRequest::VolumeAddBrick {
-        name: "v".into(),
-        replica: None,
-        bricks: vec![format!("t1:{}", b1.display())],
-        force: true,
-    })
-    .await
-    .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while vol.map().layout_epoch < 2 {
-        assert!(Instant::now() < deadline, "the client never got layout epoch 2");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 async fn rebalance_to_the_end(c: &Cluster) -> RebalanceNode {
     c.mgmt(MgmtRequest::VolumeRebalance { name: "v".into(), action: "start".into() })
         .await
@@ -87,12 +69,8 @@ async fn rebalance_to_the_end(c: &Cluster) -> RebalanceNode {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rebalance_moves_files_to_their_hashed_set_and_ids_stay_valid() {
     let c = Cluster::start();
-    let (b0, b1) = (c.path("b0"), c.path("b1"));
-    std::fs::create_dir_all(&b0).unwrap();
-    c.volume("v", 1, &[&b0]).await;
-    let vol = c.mount("v").await.unwrap();
+    let OneSet { b0, b1, vol, d } = c.one_set_volume().await;
     let root = Creds::root();
-    let d = vol.mkdir(&root, Id::ROOT, b"d", 0o755).await.unwrap();
     let mut files = vec![];
     for i in 0..40 {
         let name = format!("f{i}");
@@ -109,7 +87,7 @@ async fn a_rebalance_moves_files_to_their_hashed_set_and_ids_stay_valid() {
         .unwrap_err();
     assert_eq!(e.errno, Errno::EINVAL, "{e}");
 
-    grow(&c, &b1, &vol).await;
+    c.add_set(&b1, &vol).await;
     let map = vol.map();
     let moving: Vec<usize> = (0..files.len())
         .filter(|i| cairn_placement::hashed_set(&map, d.id, files[*i].0.as_bytes()).id == 2)
@@ -201,12 +179,8 @@ async fn a_rebalance_moves_files_to_their_hashed_set_and_ids_stay_valid() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_finished_rebalance_clears_rebalancing_and_a_restart_keeps_files_whole() {
     let mut c = Cluster::start();
-    let (b0, b1) = (c.path("b0"), c.path("b1"));
-    std::fs::create_dir_all(&b0).unwrap();
-    c.volume("v", 1, &[&b0]).await;
-    let vol = c.mount("v").await.unwrap();
+    let OneSet { b0, b1, vol, d } = c.one_set_volume().await;
     let root = Creds::root();
-    let d = vol.mkdir(&root, Id::ROOT, b"d", 0o755).await.unwrap();
     let mut files = vec![];
     for i in 1..60 {
         let name = format!("g{i}");
@@ -214,7 +188,7 @@ async fn a_finished_rebalance_clears_rebalancing_and_a_restart_keeps_files_whole
         vol.write_through(&root, a.id, 0, Bytes::from(content(i))).await.unwrap();
         files.push((i, name, a.id));
     }
-    grow(&c, &b1, &vol).await;
+    c.add_set(&b1, &vol).await;
     drop(vol);
     // Cut a run short by restarting cairnd, then run it again: it finishes.
     c.mgmt(MgmtRequest::VolumeRebalance { name: "v".into(), action: "start".into() })

@@ -19,6 +19,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 
+pub mod grow;
+
 pub struct Cluster {
     pub etcd: Etcd,
     pub dir: tempfile::TempDir,
