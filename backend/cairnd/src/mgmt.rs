@@ -31,6 +31,16 @@ fn fail(errno: Errno, msg: impl Into<String>) -> RemoteError {
     RemoteError::new(errno, msg)
 }
 
+/// Volume `name`'s record and its revision in etcd; ENOENT "Volume NAME does not exist"
+/// (gluster's words) when there is none.
+async fn existing_volume(node: &Node, name: &str) -> Result<(VolumeRecord, u64), RemoteError> {
+    node.store
+        .get_volume(name)
+        .await
+        .map_err(cfg)?
+        .ok_or_else(|| fail(Errno::ENOENT, format!("Volume {name} does not exist")))
+}
+
 fn done(message: impl Into<String>) -> MgmtReply {
     MgmtReply::Done { message: message.into() }
 }
@@ -281,12 +291,7 @@ pub async fn handle(node: &Arc<Node>, req: MgmtRequest) -> Result<MgmtReply, Rem
             set_status(node, &name, "stop", VolumeStatus::Stopped, force).await
         }
         MgmtRequest::VolumeDelete { name } => {
-            let (rec, _) = node
-                .store
-                .get_volume(&name)
-                .await
-                .map_err(cfg)?
-                .ok_or_else(|| fail(Errno::ENOENT, format!("Volume {name} does not exist")))?;
+            let (rec, _) = existing_volume(node, &name).await?;
             if rec.status == VolumeStatus::Started {
                 return Err(fail(
                     Errno::EBUSY,

@@ -126,12 +126,7 @@ pub(super) async fn reset_brick(
     commit: bool,
     force: bool,
 ) -> Result<MgmtReply, RemoteError> {
-    let (rec, _) = node
-        .store
-        .get_volume(name)
-        .await
-        .map_err(cfg)?
-        .ok_or_else(|| fail(Errno::ENOENT, format!("Volume {name} does not exist")))?;
+    let (rec, _) = existing_volume(node, name).await?;
     if rec.status != VolumeStatus::Started {
         return Err(fail(Errno::EINVAL, format!("Volume {name} is not started.")));
     }
@@ -174,12 +169,7 @@ pub(super) async fn replace_brick(
     old: &str,
     new: &str,
 ) -> Result<MgmtReply, RemoteError> {
-    let (rec, _) = node
-        .store
-        .get_volume(name)
-        .await
-        .map_err(cfg)?
-        .ok_or_else(|| fail(Errno::ENOENT, format!("Volume {name} does not exist")))?;
+    let (rec, _) = existing_volume(node, name).await?;
     if rec.status != VolumeStatus::Started {
         return Err(fail(Errno::EINVAL, format!("Volume {name} is not started.")));
     }

@@ -28,12 +28,7 @@ pub(super) async fn add_brick(
     force: bool,
 ) -> Result<MgmtReply, RemoteError> {
     let inval = |m: String| fail(Errno::EINVAL, m);
-    let (rec, rev) = node
-        .store
-        .get_volume(name)
-        .await
-        .map_err(cfg)?
-        .ok_or_else(|| fail(Errno::ENOENT, format!("Volume {name} does not exist")))?;
+    let (rec, rev) = existing_volume(node, name).await?;
     if let Some(r) = replica {
         if r != rec.replica {
             return Err(inval(format!(

@@ -15,12 +15,7 @@ pub(super) async fn rebalance(
     name: &str,
     action: &str,
 ) -> Result<MgmtReply, RemoteError> {
-    let (rec, _) = node
-        .store
-        .get_volume(name)
-        .await
-        .map_err(cfg)?
-        .ok_or_else(|| fail(Errno::ENOENT, format!("Volume {name} does not exist")))?;
+    let (rec, _) = existing_volume(node, name).await?;
     let mut nodes: Vec<String> =
         rec.sets.iter().flat_map(|s| s.bricks.iter().map(|b| b.node.clone())).collect();
     nodes.sort();

@@ -159,12 +159,7 @@ pub(super) async fn set_status(
     status: VolumeStatus,
     force: bool,
 ) -> Result<MgmtReply, RemoteError> {
-    let (mut rec, rev) = node
-        .store
-        .get_volume(name)
-        .await
-        .map_err(cfg)?
-        .ok_or_else(|| fail(Errno::ENOENT, format!("Volume {name} does not exist")))?;
+    let (mut rec, rev) = existing_volume(node, name).await?;
     if rec.status == status && !force {
         let what = if status == VolumeStatus::Started {
             "already started"
@@ -215,12 +210,7 @@ pub(super) async fn edit_volume(
     f: impl Fn(&mut VolumeRecord) -> Result<(), RemoteError>,
 ) -> Result<VolumeRecord, RemoteError> {
     for _ in 0..5 {
-        let (mut rec, rev) = node
-            .store
-            .get_volume(name)
-            .await
-            .map_err(cfg)?
-            .ok_or_else(|| fail(Errno::ENOENT, format!("Volume {name} does not exist")))?;
+        let (mut rec, rev) = existing_volume(node, name).await?;
         f(&mut rec)?;
         match node.store.update_volume(&rec, rev).await {
             Ok(_) => {
@@ -241,12 +231,7 @@ pub(super) async fn update_options(
     f: impl Fn(&mut BTreeMap<String, String>),
 ) -> Result<MgmtReply, RemoteError> {
     for _ in 0..5 {
-        let (mut rec, rev) = node
-            .store
-            .get_volume(name)
-            .await
-            .map_err(cfg)?
-            .ok_or_else(|| fail(Errno::ENOENT, format!("Volume {name} does not exist")))?;
+        let (mut rec, rev) = existing_volume(node, name).await?;
         f(&mut rec.options);
         match node.store.update_volume(&rec, rev).await {
             Ok(_) => {
