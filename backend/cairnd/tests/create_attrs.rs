@@ -10,9 +10,7 @@
 mod common;
 
 use cairn_client::{Creds, Id, SetAttr, Volume};
-use cairn_proto::map::BrickState;
 use common::Cluster;
-use std::time::{Duration, Instant};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn created_attributes_match_every_later_read() {
@@ -20,11 +18,7 @@ async fn created_attributes_match_every_later_read() {
     c.volume("v", 2, &[&c.path("b1"), &c.path("b2"), &c.path("b3"), &c.path("b4")]).await;
     let a = c.mount("v").await.unwrap();
     let root = Creds::root();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !a.map().sets.iter().all(|s| s.bricks.iter().all(|b| b.state == BrickState::Up)) {
-        assert!(Instant::now() < deadline, "bricks did not come up: {}", c.log());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    c.wait_all_up(&a).await;
     let d = a.mkdir(&root, Id::ROOT, b"d", 0o755).await.unwrap();
     let mut made = vec![];
     for dir in [Id::ROOT, d.id] {
@@ -77,11 +71,7 @@ async fn cached_replies_of_own_changes_and_listings_are_recalled() {
     let a = c.mount("v").await.unwrap();
     let b = c.mount("v").await.unwrap();
     let root = Creds::root();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !a.map().sets.iter().all(|s| s.bricks.iter().all(|b| b.state == BrickState::Up)) {
-        assert!(Instant::now() < deadline, "bricks did not come up: {}", c.log());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    c.wait_all_up(&a).await;
     let mut stale = vec![];
     // Each round: a's cached value, b's change, a's getattr at once (cache timeout 1 s).
     for round in 0..8 {

@@ -18,11 +18,7 @@ async fn a_retried_write_is_answered_not_applied_again() {
     let vol = c.mount("v").await.unwrap();
     let root = Creds::root();
     // Both bricks up (the replica must take forwards).
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !vol.map().sets[0].bricks.iter().all(|b| b.state == BrickState::Up) {
-        assert!(Instant::now() < deadline, "bricks did not come up: {}", c.log());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    c.wait_all_up(&vol).await;
     let f = vol.create(&root, Id::ROOT, b"f", 0o644, true).await.unwrap();
     let map = vol.map();
     let set = &map.sets[0];
@@ -125,11 +121,7 @@ async fn a_retried_rename_the_head_holds_from_a_catch_up_is_answered() {
     c.volume("v", 2, &[&c.path("b1"), &c.path("b2")]).await;
     let vol = c.mount("v").await.unwrap();
     let root = Creds::root();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !vol.map().sets[0].bricks.iter().all(|b| b.state == BrickState::Up) {
-        assert!(Instant::now() < deadline, "bricks did not come up: {}", c.log());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    c.wait_all_up(&vol).await;
     let f = vol.create(&root, Id::ROOT, b"s", 0o644, true).await.unwrap();
     let map = vol.map();
     let set = &map.sets[0];

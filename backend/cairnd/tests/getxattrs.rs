@@ -6,24 +6,14 @@
 
 mod common;
 
-use cairn_client::{Creds, Id, SetAttr, Volume};
-use cairn_proto::map::BrickState;
+use cairn_client::{Creds, Id, SetAttr};
 use cairn_proto::Xattr;
 use common::Cluster;
 use parking_lot::Mutex;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 fn value<'a>(all: &'a [Xattr], name: &str) -> Option<Option<&'a [u8]>> {
     all.iter().find(|x| x.name == name.as_bytes()).map(|x| x.value.as_ref().map(|v| v.as_slice()))
-}
-
-async fn up(a: &Volume, c: &Cluster) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !a.map().sets.iter().all(|s| s.bricks.iter().all(|b| b.state == BrickState::Up)) {
-        assert!(Instant::now() < deadline, "bricks did not come up: {}", c.log());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -31,7 +21,7 @@ async fn getxattrs_answers_names_and_the_values_the_caller_may_read() {
     let c = Cluster::start();
     c.volume("v", 2, &[&c.path("b1"), &c.path("b2"), &c.path("b3"), &c.path("b4")]).await;
     let a = c.mount("v").await.unwrap();
-    up(&a, &c).await;
+    c.wait_all_up(&a).await;
     let root = Creds::root();
     let user = Creds { uid: 1000, gid: 1000, groups: vec![] };
     let f = a.create(&root, Id::ROOT, b"f", 0o640, true).await.unwrap();
@@ -71,7 +61,7 @@ async fn another_clients_change_recalls_what_getxattrs_answered() {
     c.volume("v", 2, &[&c.path("b1"), &c.path("b2"), &c.path("b3"), &c.path("b4")]).await;
     let a = c.mount("v").await.unwrap();
     let b = c.mount("v").await.unwrap();
-    up(&a, &c).await;
+    c.wait_all_up(&a).await;
     let root = Creds::root();
     let recalled: Arc<Mutex<Vec<Id>>> = Arc::default();
     let r = recalled.clone();

@@ -5,19 +5,9 @@
 
 mod common;
 
-use cairn_client::{Creds, Id, Volume};
-use cairn_proto::map::BrickState;
+use cairn_client::{Creds, Id};
 use cairn_proto::Errno;
 use common::Cluster;
-use std::time::{Duration, Instant};
-
-async fn up(a: &Volume, c: &Cluster) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !a.map().sets.iter().all(|s| s.bricks.iter().all(|b| b.state == BrickState::Up)) {
-        assert!(Instant::now() < deadline, "bricks did not come up: {}", c.log());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 /// A POSIX ACL in the kernel's xattr form: user::rwx user:1234:r-- group::r-x mask::r-x
 /// other::r-x (an extended ACL: a file made under it as default gets an access ACL).
@@ -43,7 +33,7 @@ async fn xattrs_are_cached_under_the_lease_and_a_new_file_has_none() {
     c.volume("v", 2, &[&c.path("b1"), &c.path("b2"), &c.path("b3"), &c.path("b4")]).await;
     let a = c.mount("v").await.unwrap();
     let b = c.mount("v").await.unwrap();
-    up(&a, &c).await;
+    c.wait_all_up(&a).await;
     let root = Creds::root();
     let rt = || a.stats().round_trips;
     let d = a.mkdir(&root, Id::ROOT, b"d", 0o755).await.unwrap();

@@ -6,6 +6,7 @@ use bytes::Bytes;
 use cairn_client::{MountOptions, Volume};
 use cairn_config::testing::Etcd;
 use cairn_proto::frame::{self, Frame, FrameKind};
+use cairn_proto::map::BrickState;
 use cairn_proto::mgmt::{MgmtReply, MgmtRequest, VolumeCreate};
 use cairn_proto::msg::{Hello, PeerKind, Reply, Request, Response};
 use cairn_proto::principal::{Principal, Role};
@@ -45,6 +46,16 @@ pub fn free_port() -> u16 {
 }
 
 impl Cluster {
+    /// Wait (up to 30 s) until the mounted client `vol`'s map shows every brick up: a
+    /// replica takes forwards, and each set's head is the one its chain order names.
+    pub async fn wait_all_up(&self, vol: &Volume) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !vol.map().sets.iter().all(|s| s.bricks.iter().all(|b| b.state == BrickState::Up)) {
+            assert!(Instant::now() < deadline, "bricks did not come up: {}", self.log());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// A cluster with TLS on, whose CA is the test CA; this process's connections use an
     /// admin certificate of it by default.
     pub fn start() -> Cluster {
