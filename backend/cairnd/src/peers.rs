@@ -316,16 +316,6 @@ pub async fn call(node: &Arc<Node>, map: &VolumeMap, index: u32, op: Op, data: B
     let (_, b) = map.brick(index).ok_or_else(|| {
         RemoteError::new(Errno::ENOENT, format!("{}: no brick {index}", map.name))
     })?;
-    let req = BrickRequest {
-        volume: map.name.clone(),
-        brick: index,
-        epoch: map.epoch,
-        creds: Creds::root(),
-        op,
-        req: None,
-        parents: false,
-        inline: 0,
-        layout_epoch: None,
-    };
+    let req = BrickRequest::new(map.name.clone(), index, map.epoch, Creds::root(), op);
     node.peers.call(&b.addr, &node.name, Request::Brick(req), data).await
 }

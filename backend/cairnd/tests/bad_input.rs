@@ -116,17 +116,7 @@ async fn unknown_volumes_and_escaping_names() {
     assert!(e.message.contains("nosuch"), "{e}");
     // A brick request for a volume this node does not serve.
     let conn = c.cli().await;
-    let req = BrickRequest {
-        volume: "nosuch".into(),
-        brick: 0,
-        epoch: 0,
-        creds: Creds::root(),
-        op: Op::GetAttr { id: Id::ROOT },
-        req: None,
-        parents: false,
-        inline: 0,
-        layout_epoch: None,
-    };
+    let req = BrickRequest::new("nosuch", 0, 0, Creds::root(), Op::GetAttr { id: Id::ROOT });
     let e = conn.call(Request::Brick(req), Bytes::new()).await.unwrap_err();
     assert!(e.message.contains("nosuch"), "{e}");
 
@@ -139,17 +129,13 @@ async fn unknown_volumes_and_escaping_names() {
     }
     // Raw requests bypassing the client's checks are refused by the brick too.
     for b in 0..4 {
-        let req = BrickRequest {
-            volume: "v".into(),
-            brick: b,
-            epoch: 0,
-            creds: Creds::root(),
-            op: Op::Lookup { dir: Id::ROOT, name: b"../../../etc".to_vec() },
-            req: None,
-            parents: false,
-            inline: 0,
-            layout_epoch: None,
-        };
+        let req = BrickRequest::new(
+            "v",
+            b,
+            0,
+            Creds::root(),
+            Op::Lookup { dir: Id::ROOT, name: b"../../../etc".to_vec() },
+        );
         match conn.call(Request::Brick(req), Bytes::new()).await {
             Err(e) => {
                 assert!(matches!(e.errno, Errno::EINVAL | Errno::ESTALEMAP), "brick {b}: {e}")

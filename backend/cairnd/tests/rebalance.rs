@@ -100,17 +100,7 @@ async fn a_rebalance_moves_files_to_their_hashed_set_and_ids_stay_valid() {
     // The bricks are told of an open only when the file is unlinked while open: send it.
     let conn = c.as_node().await;
     let op = cairn_proto::msg::Op::Open { id: files[held].1.id };
-    let req = cairn_proto::msg::BrickRequest {
-        volume: "v".into(),
-        brick: 0,
-        epoch: map.epoch,
-        creds: Creds::root(),
-        op,
-        req: None,
-        parents: false,
-        inline: 0,
-        layout_epoch: None,
-    };
+    let req = cairn_proto::msg::BrickRequest::new("v", 0, map.epoch, Creds::root(), op);
     conn.call(cairn_proto::msg::Request::Brick(req), Bytes::new()).await.unwrap();
 
     let s = rebalance_to_the_end(&c).await;

@@ -405,17 +405,7 @@ pub fn sample_requests() -> Vec<crate::msg::Request> {
         Request::InvalidateAck { seq: 7 },
     ];
     for (op, _) in sample_ops(dir, file, "n") {
-        v.push(Request::Brick(BrickRequest {
-            volume: "vol".into(),
-            brick: 1,
-            epoch: 5,
-            creds: Creds::root(),
-            op: op.clone(),
-            req: None,
-            parents: false,
-            inline: 0,
-            layout_epoch: None,
-        }));
+        v.push(Request::Brick(BrickRequest::new("vol", 1, 5, Creds::root(), op.clone())));
         if op.is_mutation() {
             v.push(Request::Replicate(ReplicateRequest {
                 volume: "vol".into(),

@@ -136,17 +136,8 @@ async fn copy_source(
                     }
                 }
                 None => {
-                    let req = BrickRequest {
-                        volume: volume.clone(),
-                        brick: h.index,
-                        epoch: map.epoch,
-                        creds: creds.clone(),
-                        op,
-                        req: None,
-                        parents: false,
-                        inline: 0,
-                        layout_epoch: None,
-                    };
+                    let req =
+                        BrickRequest::new(volume.clone(), h.index, map.epoch, creds.clone(), op);
                     let call =
                         node.peers.call(&h.addr, &node.name, Request::Brick(req), Bytes::new());
                     match tokio::time::timeout(COPY_READ_TIMEOUT, call).await {

@@ -136,17 +136,13 @@ pub(crate) async fn on_head_data(
             // Through the head's service even when the head is a brick of this node
             // (`peers::call` would apply a local op on the brick alone, unreplicated).
             Some(b) => {
-                let req = BrickRequest {
-                    volume: name.to_string(),
-                    brick: b.index,
-                    epoch: map.epoch,
-                    creds: Creds::root(),
-                    op: op.clone(),
-                    req: None,
-                    parents: false,
-                    inline: 0,
-                    layout_epoch: None,
-                };
+                let req = BrickRequest::new(
+                    name.to_string(),
+                    b.index,
+                    map.epoch,
+                    Creds::root(),
+                    op.clone(),
+                );
                 node.peers.call(&b.addr, &node.name, Request::Brick(req), data.clone()).await
             }
             None => Err(RemoteError::new(

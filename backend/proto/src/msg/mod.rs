@@ -100,6 +100,25 @@ pub struct BrickRequest {
     pub layout_epoch: Option<u64>,
 }
 
+impl BrickRequest {
+    /// A request for `op` at `brick` of `volume`, routed by map `epoch`, as `creds`, with
+    /// every optional field off: no request id (not deduplicated), no parents' attributes,
+    /// no quick-read, no layout epoch. Set a field after it for more.
+    pub fn new(volume: impl Into<String>, brick: u32, epoch: u64, creds: Creds, op: Op) -> Self {
+        BrickRequest {
+            volume: volume.into(),
+            brick,
+            epoch,
+            creds,
+            op,
+            req: None,
+            parents: false,
+            inline: 0,
+            layout_epoch: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReplicateRequest {
     pub volume: String,
