@@ -147,7 +147,7 @@ pub(crate) async fn on_head_data(
             }
             None => Err(RemoteError::new(
                 Errno::EHOSTDOWN,
-                format!("no brick of replica set {set} is up"),
+                format!("{name}: no brick of replica set {set} is up"),
             )),
         };
         match r {
