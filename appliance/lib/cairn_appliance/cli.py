@@ -157,7 +157,7 @@ def parser() -> argparse.ArgumentParser:
     x = ts.add_parser("auth")
     x.add_argument("--endpoint", default="https://127.0.0.1:2379", help="an etcd client URL")
     x.add_argument("--user", action="append", default=[],
-                   help="a node's etcd user (its certificate's CN, cairn-NODE): role cairn")
+                   help="a node's etcd user (its certificate's CN, cairn-NODE): its own role")
     r = sub.add_parser("render")
     rs = r.add_subparsers(dest="what", required=True)
     x = rs.add_parser("firewall")

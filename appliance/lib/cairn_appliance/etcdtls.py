@@ -162,12 +162,17 @@ RECLOCK_USER = "cairn-reclock"
 def enable_auth(endpoint: str, users: Sequence[str] = (), prefix: str = "/cairn") -> bool:
     """etcd auth on at ENDPOINT (scripts/etcd-tls.sh etcd_tls_auth, as etcd's root with
     CA_DIR's root certificate): users root and cairn, role cairn (read-write under PREFIX
-    only); each of USERS (a node's cairn-NODE) an etcd user with role cairn; user
-    cairn-reclock limited to the CTDB lock key, with its client certificate issued in
-    CA_DIR. No passwords: a client certificate's CN is its etcd user. Idempotent; True."""
+    only); each of USERS (a node's cairn-NODE) an etcd user with a role of its own
+    (etcd_tls_own_node_user: read-write under PREFIX, but no other node's liveness key
+    PREFIX/live/OTHER); user cairn-reclock limited to the CTDB lock key, with its client
+    certificate issued in CA_DIR. No passwords: a client certificate's CN is its etcd
+    user. Idempotent; True."""
     _sh("etcd_tls_auth", endpoint, CA_DIR, prefix)
     for u in users:
-        _sh("etcd_tls_node_user", endpoint, CA_DIR, u)
+        if u.startswith("cairn-") and len(u) > len("cairn-"):
+            _sh("etcd_tls_own_node_user", endpoint, CA_DIR, u[len("cairn-"):], prefix)
+        else:
+            _sh("etcd_tls_node_user", endpoint, CA_DIR, u)
     issue_client(RECLOCK_USER)
     _sh("etcd_tls_lock_user", endpoint, CA_DIR, RECLOCK_USER, RECLOCK_KEY)
     return True
