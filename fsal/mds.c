@@ -145,9 +145,8 @@ int cairn_pnfs_parse_ds_addrs(struct cairn_export *export)
 }
 
 /* The DS address of a brick's node: DS_Addrs, else its cairnd host at port 2049. */
-static int ds_addr_of(const struct cairn_export *export,
-		      const cairn_layout_brick_t *b,
-		      fsal_multipath_member_t *out)
+int cairn_ds_addr_of(const struct cairn_export *export,
+		     const cairn_layout_brick_t *b, fsal_multipath_member_t *out)
 {
 	size_t i;
 	uint16_t port;
@@ -271,7 +270,7 @@ static void whole_file_segment(struct fsal_layoutget_res *res)
  * order (the head first, with the highest efficiency), the chain head's only for RW. */
 static nfsstat4 layoutget_ff(struct cairn_handle *obj, XDR *loc_body,
 			     layoutiomode4 iomode, const cairn_layout_t *lo,
-			     struct fsal_layoutget_res *res)
+			     uint32_t ds_gen, struct fsal_layoutget_res *res)
 {
 	struct cairn_export *export = obj->export;
 	const cairn_layout_t *lo_used = lo;
@@ -279,7 +278,7 @@ static nfsstat4 layoutget_ff(struct cairn_handle *obj, XDR *loc_body,
 	fsal_multipath_member_t addr[CAIRN_LAYOUT_MAX_BRICKS];
 	uint8_t fh[NFS4_FHSIZE];
 	size_t fhlen;
-	uint32_t n = 0, i, j;
+	uint32_t n = 0, ds_down = 0, i, j;
 	cairn_attr_t ca;
 	int rc;
 
@@ -292,7 +291,7 @@ static nfsstat4 layoutget_ff(struct cairn_handle *obj, XDR *loc_body,
 
 		if (b->state != CAIRN_BRICK_UP)
 			continue;
-		if (ds_addr_of(export, b, &addr[n]) < 0) {
+		if (cairn_ds_addr_of(export, b, &addr[n]) < 0) {
 			LogMajor(COMPONENT_PNFS,
 				 "CAIRN: volume %s: no DS address for node %s (cairnd %s): add it to DS_Addrs",
 				 export->volume, b->node, b->addr);
@@ -304,6 +303,11 @@ static nfsstat4 layoutget_ff(struct cairn_handle *obj, XDR *loc_body,
 			       addr[j].port == addr[n].port;
 		if (dup)
 			continue;
+		/* a DS that does not answer: the next replica's (dsprobe.c) */
+		if (!cairn_ds_up(export, b->node, &addr[n])) {
+			ds_down++;
+			continue;
+		}
 		d.device_id2 = export->export.export_id;
 		d.device_id4 = lo->set;
 		d.devid = (uint64_t)b->index + CAIRN_FF_DEVID_BASE;
@@ -311,8 +315,10 @@ static nfsstat4 layoutget_ff(struct cairn_handle *obj, XDR *loc_body,
 		m[n].efficiency = lo->nbricks - i;
 		n++;
 	}
+	/* no DS answers: the client does its I/O through the MDS */
 	if (n == 0)
-		return NFS4ERR_LAYOUTTRYLATER;
+		return ds_down != 0 ? NFS4ERR_LAYOUTUNAVAILABLE :
+				      NFS4ERR_LAYOUTTRYLATER;
 	/* ffds_user/ffds_group: the file's owner (a loosely coupled client's AUTH_SYS
 	 * identity at the DS; a tightly coupled one uses its own) */
 	rc = cairn_getattr(export->fs, NULL, obj->key.wire.inode, &ca);
@@ -334,7 +340,7 @@ static nfsstat4 layoutget_ff(struct cairn_handle *obj, XDR *loc_body,
 		return NFS4ERR_SERVERFAULT;
 	}
 	whole_file_segment(res);
-	cairn_layouts_granted(export, obj->key.wire.inode, lo_used);
+	cairn_layouts_granted(export, obj->key.wire.inode, lo_used, ds_gen);
 	return NFS4_OK;
 }
 
@@ -406,6 +412,8 @@ static nfsstat4 layoutget(struct fsal_obj_handle *obj_pub, XDR *loc_body,
 	uint16_t ds_id = export->export.export_id;
 	cairn_layout_t lo;
 	const cairn_layout_t *lo_used = &lo;
+	fsal_multipath_member_t head;
+	uint32_t ds_gen, i;
 	nfsstat4 st;
 	int rc;
 
@@ -424,6 +432,9 @@ static nfsstat4 layoutget(struct fsal_obj_handle *obj_pub, XDR *loc_body,
 			 arg->minlength, nfsstat4_to_str(st));
 		return st;
 	}
+	/* before the layout is read: a DS that changes state after this is checked
+	 * again (recall.c) */
+	ds_gen = cairn_ds_gen(export);
 	rc = cairn_layout(export->fs, obj->key.wire.inode, &lo);
 	if (rc < 0) {
 		LogMajor(COMPONENT_PNFS, "CAIRN: volume %s: cairn_layout: %s",
@@ -434,7 +445,22 @@ static nfsstat4 layoutget(struct fsal_obj_handle *obj_pub, XDR *loc_body,
 		return NFS4ERR_LAYOUTTRYLATER;
 
 	if (export->layout_type == LAYOUT4_FLEX_FILES)
-		return layoutget_ff(obj, loc_body, res->segment.io_mode, &lo, res);
+		return layoutget_ff(obj, loc_body, res->segment.io_mode, &lo,
+				    ds_gen, res);
+	/* the device names the chain head's DS (encode_ds_addr): if it does not
+	 * answer (dsprobe.c), no layout; the client does its I/O through the MDS */
+	for (i = 0; i < lo.nbricks; i++) {
+		if (lo.bricks[i].state != CAIRN_BRICK_UP)
+			continue;
+		if (cairn_ds_addr_of(export, &lo.bricks[i], &head) == 0 &&
+		    !cairn_ds_up(export, lo.bricks[i].node, &head)) {
+			LogDebug(COMPONENT_PNFS,
+				 "CAIRN: volume %s: LAYOUTGET: the data server of node %s (head of set %u) does not answer",
+				 export->volume, lo.bricks[i].node, lo.set);
+			return NFS4ERR_LAYOUTUNAVAILABLE;
+		}
+		break;
+	}
 	deviceid.device_id1 = (uint8_t)lo.rotation;
 	deviceid.device_id2 = export->export.export_id;
 	deviceid.device_id4 = lo.set;
@@ -449,7 +475,7 @@ static nfsstat4 layoutget(struct fsal_obj_handle *obj_pub, XDR *loc_body,
 		return st;
 	}
 	whole_file_segment(res);
-	cairn_layouts_granted(export, obj->key.wire.inode, lo_used);
+	cairn_layouts_granted(export, obj->key.wire.inode, lo_used, ds_gen);
 	return NFS4_OK;
 }
 
@@ -628,7 +654,7 @@ static nfsstat4 encode_ds_addr(XDR *xdr, const struct cairn_export *export,
 
 			if ((b->state == CAIRN_BRICK_UP) != (pass == 0))
 				continue;
-			if (ds_addr_of(export, b, &h) < 0) {
+			if (cairn_ds_addr_of(export, b, &h) < 0) {
 				LogMajor(COMPONENT_PNFS,
 					 "CAIRN: volume %s: no DS address for node %s (cairnd %s): add it to DS_Addrs",
 					 export->volume, b->node, b->addr);
@@ -679,7 +705,7 @@ static nfsstat4 encode_ff_device(XDR *xdr, const struct cairn_export *export,
 
 		if ((uint64_t)b->index + CAIRN_FF_DEVID_BASE != deviceid->devid)
 			continue;
-		if (ds_addr_of(export, b, &h) < 0) {
+		if (cairn_ds_addr_of(export, b, &h) < 0) {
 			LogMajor(COMPONENT_PNFS,
 				 "CAIRN: volume %s: no DS address for node %s (cairnd %s): add it to DS_Addrs",
 				 export->volume, b->node, b->addr);
