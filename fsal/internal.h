@@ -53,7 +53,7 @@ struct cairn_ds_addr {
 	uint16_t port;
 };
 
-/* A DS the MDS hands out in layouts, probed for liveness (dsprobe.c). */
+/* A DS the MDS hands out in layouts, probed for liveness (dservers.c). */
 struct cairn_ds_state {
 	char node[64];			/* for logs: the brick node it serves */
 	uint32_t addr;			/* IPv4, host order */
@@ -63,7 +63,7 @@ struct cairn_ds_state {
 	int err;			/* errno of the last failed probe */
 };
 
-/* The data servers of a PNFS export and the thread probing them (dsprobe.c). */
+/* The data servers of a PNFS export and the thread probing them (dservers.c). */
 struct cairn_ds_watch {
 	pthread_mutex_t mutex;
 	pthread_cond_t cond;
@@ -99,7 +99,7 @@ struct cairn_export {
 	uint32_t lo_jobs;		/* checks queued or running */
 	uint32_t lo_closing;		/* the export is going away */
 	bool lo_ready;
-	/* the DSs layouts name, probed: a dead one is left out of layouts (dsprobe.c) */
+	/* the DSs layouts name, probed: a dead one is left out of layouts (dservers.c) */
 	struct cairn_ds_watch ds_watch;
 };
 
@@ -187,7 +187,6 @@ struct state_t *cairn_alloc_state(struct fsal_export *exp_hdl,
 void cairn_free_state(struct fsal_export *exp_hdl, struct state_t *state);
 
 /* mds.c: pNFS metadata server (FILES and Flexible Files layouts) */
-int cairn_pnfs_parse_ds_addrs(struct cairn_export *export);
 void cairn_mds_export_ops_init(struct export_ops *ops);
 void cairn_mds_handle_ops_init(struct fsal_obj_ops *ops);
 void cairn_mds_module_ops_init(struct fsal_ops *ops);
@@ -198,8 +197,6 @@ nfsstat4 cairn_layoutget_check(object_file_type_t type, layouttype4 served,
 nfsstat4 cairn_layoutcommit_check(layouttype4 served,
 				  const struct fsal_layoutcommit_arg *arg);
 
-int cairn_ds_addr_of(const struct cairn_export *export,
-		     const cairn_layout_brick_t *b, fsal_multipath_member_t *out);
 
 /* recall.c: layout recalls when the volume map or a DS's liveness changes */
 uint64_t cairn_layout_digest(struct cairn_export *export,
@@ -211,7 +208,11 @@ void cairn_layouts_returned(struct cairn_export *export, cairn_id_t inode);
 int cairn_layouts_register(struct cairn_export *export);
 void cairn_layouts_unregister(struct cairn_export *export);
 
-/* dsprobe.c: is each DS of a PNFS export alive (an NFS NULL call every second) */
+/* dservers.c: where each DS of a PNFS export listens (DS_Addrs) and whether it answers
+ * (an NFS NULL call every second) */
+int cairn_pnfs_parse_ds_addrs(struct cairn_export *export);
+int cairn_ds_addr_of(const struct cairn_export *export,
+		     const cairn_layout_brick_t *b, fsal_multipath_member_t *out);
 int cairn_ds_watch_start(struct cairn_export *export);
 void cairn_ds_watch_stop(struct cairn_export *export);
 bool cairn_ds_up(struct cairn_export *export, const char *node,

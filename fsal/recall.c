@@ -15,7 +15,7 @@
  * CB_LAYOUTRECALL of the whole file to each client that holds one, clora_changed set);
  * the client returns them and asks again, and gets the new layout.
  *
- * The digest also covers whether the DS of each brick answers (dsprobe.c): a DS that
+ * The digest also covers whether the DS of each brick answers (dservers.c): a DS that
  * dies or comes back while its node's map entry stays the same queues the same check.
  *
  * The comparison runs on a Ganesha fridge thread (libcairn threads are not Ganesha
@@ -43,7 +43,7 @@ struct scan_job {
 };
 
 /* What a layout of the file is built from: its set, the chain order, which bricks are
- * up and on which node, and which of their data servers answer (dsprobe.c). Two maps
+ * up and on which node, and which of their data servers answer (dservers.c). Two maps
  * and DS states with the same digest give the same layout. */
 uint64_t cairn_layout_digest(struct cairn_export *export,
 			     const cairn_layout_t *lo)
@@ -190,7 +190,7 @@ static void queue_scan(struct cairn_export *export, uint64_t epoch)
 	}
 }
 
-/* A data server went down or came back (dsprobe.c): check every granted layout. */
+/* A data server went down or came back (dservers.c): check every granted layout. */
 void cairn_layouts_recheck(struct cairn_export *export)
 {
 	uint64_t epoch;

@@ -1,6 +1,11 @@
 /*
- * FSAL_CAIRN as a pNFS MDS: is each data server (DS) alive?
+ * FSAL_CAIRN as a pNFS MDS: the data servers (DS) it names in layouts, where they
+ * listen (DS_Addrs) and whether they answer.
  * SPDX-License-Identifier: LGPL-3.0-or-later
+ *
+ * FSAL { DS_Addrs = "n1=ADDR:PORT,..."; } maps a brick node's name to its DS's IPv4
+ * address; an unlisted node's DS is taken to listen on the host of its cairnd address,
+ * port 2049.
  *
  * A DS is a Ganesha on a brick node. It can die while that node's cairnd and bricks
  * stay up: the volume map does not change, so recall.c's map check alone would leave
@@ -11,10 +16,10 @@
  * that fails CAIRN_DS_PROBE_FAILS times in a row is down, one that answers is up again.
  * Each change bumps the export's DS generation and queues recall.c's check: a layout's
  * digest covers the liveness of its set's DSs, so the layouts of the files of every set
- * with a brick on that node are recalled, and new layouts leave a dead DS out (FILES
- * whose head's DS is down, or no live DS: NFS4ERR_LAYOUTUNAVAILABLE, the client does its
- * I/O through the MDS; Flexible Files: the next replica's DS). When it answers again,
- * the layouts handed out meanwhile are recalled and name it again.
+ * with a brick on that node are recalled, and new layouts leave a dead DS out (mds.c:
+ * the next up brick's DS that answers; none: NFS4ERR_LAYOUTUNAVAILABLE, the client does
+ * its I/O through the MDS). When it answers again, the layouts handed out meanwhile are
+ * recalled and name it again.
  *
  * The probed DSs: those of DS_Addrs, and any other the MDS names (a node not listed
  * there: its cairnd host, port 2049), added when first named. See docs/nfs.md "Recalls".
@@ -23,6 +28,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <string.h>
@@ -36,8 +42,121 @@
 #define CAIRN_DS_PROBE_TIMEOUT_MS 1000
 #define CAIRN_DS_PROBE_FAILS 2
 
+#define CAIRN_DS_DEFAULT_PORT 2049
 #define NFS_PROGRAM 100003
 #define NULL_CALL_WORDS 10	/* xid .. verifier: RFC 5531 call, AUTH_NONE */
+
+/* ---- DS_Addrs ------------------------------------------------------------------ */
+
+/* Parse "HOST:PORT" (HOST an IPv4 address or a name resolving to one). */
+static int parse_ipv4_port(const char *s, size_t len, uint32_t *addr,
+			   uint16_t *port)
+{
+	char host[256];
+	const char *colon = memrchr(s, ':', len);
+	struct in_addr in;
+	char *end;
+	unsigned long p;
+	size_t hl;
+
+	if (colon == NULL)
+		return -EINVAL;
+	hl = colon - s;
+	if (hl == 0 || hl >= sizeof(host))
+		return -EINVAL;
+	memcpy(host, s, hl);
+	host[hl] = '\0';
+	errno = 0;
+	p = strtoul(colon + 1, &end, 10);
+	if (end != s + len || end == colon + 1 || p == 0 || p > 65535 ||
+	    errno != 0)
+		return -EINVAL;
+	if (inet_pton(AF_INET, host, &in) != 1) {
+		struct addrinfo hints = { .ai_family = AF_INET,
+					  .ai_socktype = SOCK_STREAM };
+		struct addrinfo *res = NULL;
+
+		if (getaddrinfo(host, NULL, &hints, &res) != 0 || res == NULL)
+			return -ENOENT;
+		in = ((struct sockaddr_in *)res->ai_addr)->sin_addr;
+		freeaddrinfo(res);
+	}
+	*addr = ntohl(in.s_addr);
+	*port = (uint16_t)p;
+	return 0;
+}
+
+int cairn_pnfs_parse_ds_addrs(struct cairn_export *export)
+{
+	const char *s = export->ds_addrs;
+	size_t n = 0;
+
+	export->nds = 0;
+	if (s == NULL)
+		return 0;
+	while (*s != '\0') {
+		const char *comma = strchrnul(s, ',');
+		const char *eq = memchr(s, '=', comma - s);
+		struct cairn_ds_addr *d;
+		size_t nl;
+
+		while (*s == ' ')
+			s++;
+		if (eq == NULL || eq == s || n >= CAIRN_MAX_DS_ADDRS) {
+			LogCrit(COMPONENT_FSAL,
+				"CAIRN: volume %s: DS_Addrs entry '%.*s' is not NODE=ADDR:PORT (at most %d entries)",
+				export->volume, (int)(comma - s), s,
+				CAIRN_MAX_DS_ADDRS);
+			return -EINVAL;
+		}
+		d = &export->ds[n];
+		nl = eq - s;
+		if (nl >= sizeof(d->node)) {
+			LogCrit(COMPONENT_FSAL,
+				"CAIRN: volume %s: DS_Addrs node name '%.*s' too long",
+				export->volume, (int)nl, s);
+			return -EINVAL;
+		}
+		memcpy(d->node, s, nl);
+		d->node[nl] = '\0';
+		if (parse_ipv4_port(eq + 1, comma - eq - 1, &d->addr,
+				    &d->port) < 0) {
+			LogCrit(COMPONENT_FSAL,
+				"CAIRN: volume %s: DS_Addrs address '%.*s' of node %s is not IPV4:PORT",
+				export->volume, (int)(comma - eq - 1), eq + 1,
+				d->node);
+			return -EINVAL;
+		}
+		n++;
+		s = *comma ? comma + 1 : comma;
+	}
+	export->nds = n;
+	return 0;
+}
+
+/* The DS address of a brick's node: DS_Addrs, else its cairnd host at port 2049. */
+int cairn_ds_addr_of(const struct cairn_export *export,
+		     const cairn_layout_brick_t *b, fsal_multipath_member_t *out)
+{
+	size_t i;
+	uint16_t port;
+
+	for (i = 0; i < export->nds; i++) {
+		if (strcmp(export->ds[i].node, b->node) == 0) {
+			out->proto = IPPROTO_TCP;
+			out->addr = export->ds[i].addr;
+			out->port = export->ds[i].port;
+			return 0;
+		}
+	}
+	if (parse_ipv4_port(b->addr, strlen(b->addr), &out->addr, &port) < 0)
+		return -EINVAL;
+	out->proto = IPPROTO_TCP;
+	out->port = CAIRN_DS_DEFAULT_PORT;
+	return 0;
+}
+
+/* ---- liveness ------------------------------------------------------------------ */
 
 static int64_t now_ms(void)
 {
