@@ -14,7 +14,7 @@
  * PNFS export probes the DSs it names in layouts: every CAIRN_DS_PROBE_INTERVAL_MS, an
  * NFSv4 NULL call on a new TCP connection to each (what a client would do first); one
  * that fails CAIRN_DS_PROBE_FAILS times in a row is down, one that answers is up again.
- * Each change bumps the export's DS generation and queues recall.c's check: a layout's
+ * Each change bumps the export's DS generation and runs recall.c's check: a layout's
  * digest covers the liveness of its set's DSs, so the layouts of the files of every set
  * with a brick on that node are recalled, and new layouts leave a dead DS out (mds.c:
  * the next up brick's DS that answers; none: NFS4ERR_LAYOUTUNAVAILABLE, the client does
@@ -292,6 +292,9 @@ static void *watch_thread(void *arg)
 	struct timespec until;
 	size_t n, i;
 
+	/* it calls Ganesha's layoutrecall (recall.c); Ganesha's RCU flavour (urcu-bp)
+	 * registers a thread at its first read-side lock */
+	SetNameFunction("cairn_ds_probe");
 	PTHREAD_MUTEX_lock(&w->mutex);
 	while (!w->stop) {
 		n = w->nds;
@@ -319,8 +322,8 @@ static void *watch_thread(void *arg)
 					 export->volume, d->node,
 					 ipv4_str(d->addr, ip, sizeof(ip)),
 					 d->port);
-			/* queued on Ganesha's fridge; it takes the layout lock,
-			 * never this one while holding it */
+			/* the check takes the layout lock, then this one: not
+			 * while holding this one */
 			PTHREAD_MUTEX_unlock(&w->mutex);
 			cairn_layouts_recheck(export);
 			PTHREAD_MUTEX_lock(&w->mutex);

@@ -51,9 +51,8 @@ _Static_assert(sizeof(struct pnfs_deviceid) == CAIRN_FF_DEVICEID_SIZE,
 #define CAIRN_LOC_BODY_SIZE 0x400
 /* A Flexible Files device's rsize and wsize: Ganesha's default MaxRead/MaxWrite. */
 #define CAIRN_FF_IO_SIZE (1 << 20)
-/* A FF device id names one brick: devid = brick index + 1. A FILES device has 0 (the
- * DS of the chain head of its rotation), or a brick's index + 1 when it names that
- * brick's DS because the head's does not answer. */
+/* A device id names one brick's DS: devid = brick index + 1 (FILES and Flexible
+ * Files). A FILES devid 0 (handed out before) names the DS of the set's chain head. */
 #define CAIRN_DEVID_BASE 1
 
 /* ---- export operations ------------------------------------------------------------ */
@@ -303,7 +302,6 @@ static nfsstat4 layoutget(struct fsal_obj_handle *obj_pub, XDR *loc_body,
 	cairn_layout_t lo;
 	const cairn_layout_t *lo_used = &lo;
 	fsal_multipath_member_t ds;
-	bool head_down;
 	uint32_t ds_gen, i;
 	nfsstat4 st;
 	int rc;
@@ -338,23 +336,22 @@ static nfsstat4 layoutget(struct fsal_obj_handle *obj_pub, XDR *loc_body,
 	if (export->layout_type == LAYOUT4_FLEX_FILES)
 		return layoutget_ff(obj, loc_body, res->segment.io_mode, &lo,
 				    ds_gen, res);
-	/* the device names the chain head's DS (devid 0, encode_ds_addr); if that DS
-	 * does not answer (dservers.c), the DS of the next up brick in chain order that
-	 * answers (devid = its index + 1: a device of its own, which a client caches
-	 * apart); if none does, no layout: the client does its I/O through the MDS */
-	for (i = 0, head_down = false; i < lo.nbricks; i++) {
+	/* the device names one brick's DS (devid = its index + 1), so what a client
+	 * caches of it never changes (RFC 8881 §12.2.10): the chain head's, or, if that
+	 * DS does not answer (dservers.c), the DS of the next up brick in chain order
+	 * that answers; if none does, no layout: the client does its I/O through the
+	 * MDS. A new head comes with a recall and a new device (recall.c). */
+	for (i = 0; i < lo.nbricks; i++) {
 		if (lo.bricks[i].state != CAIRN_BRICK_UP ||
 		    cairn_ds_addr_of(export, &lo.bricks[i], &ds) < 0)
 			continue;
 		if (cairn_ds_up(export, lo.bricks[i].node, &ds)) {
-			if (head_down)
-				deviceid.devid = (uint64_t)lo.bricks[i].index +
-						 CAIRN_DEVID_BASE;
+			deviceid.devid = (uint64_t)lo.bricks[i].index +
+					 CAIRN_DEVID_BASE;
 			break;
 		}
-		head_down = true;
 	}
-	if (head_down && deviceid.devid == 0) {
+	if (deviceid.devid == 0) {
 		LogDebug(COMPONENT_PNFS,
 			 "CAIRN: volume %s: LAYOUTGET: no data server of set %u answers",
 			 export->volume, lo.set);
@@ -537,8 +534,9 @@ static size_t fs_da_addr_size(struct fsal_module *fsal_hdl)
 }
 
 /* Encode nfsv4_1_file_layout_ds_addr4 for one stripe: stripe_indices <0>, and one
- * multipath list: the DS of the first brick in chain order that is up (the head), else
- * of the first one with an address; with DEVID != 0, the DS of brick DEVID - 1. */
+ * multipath list: the DS of brick DEVID - 1; with DEVID 0 (a device of an older MDS),
+ * the DS of the first brick in chain order that is up (the head), else of the first one
+ * with an address. */
 static nfsstat4 encode_ds_addr(XDR *xdr, const struct cairn_export *export,
 			       const cairn_layout_t *lo, uint64_t devid)
 {

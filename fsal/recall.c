@@ -122,19 +122,17 @@ static void recall_one(struct cairn_export *export, cairn_id_t inode,
 	}
 }
 
-/* On a fridge thread: compare every granted layout with the map the mount holds now and
- * recall those that changed. */
-static void scan_job_run(struct fridgethr_context *ctx)
+/* Compare every granted layout with the map the mount holds now (and the DS states) and
+ * recall those that changed. On a Ganesha thread (a fridge's or dservers.c's). */
+static void scan(struct cairn_export *export, uint64_t epoch)
 {
-	struct scan_job *job = ctx->arg;
-	struct cairn_export *export = job->export;
 	struct glist_head *g;
 	struct { cairn_id_t inode; uint32_t set; } *recall = NULL;
 	size_t n = 0, cap = 0, i;
 
 	PTHREAD_MUTEX_lock(&export->lo_mutex);
-	if (job->epoch > export->lo_epoch)
-		export->lo_epoch = job->epoch;
+	if (epoch > export->lo_epoch)
+		export->lo_epoch = epoch;
 	glist_for_each(g, &export->lo_granted) {
 		struct cairn_granted *e =
 			glist_entry(g, struct cairn_granted, link);
@@ -158,10 +156,17 @@ static void scan_job_run(struct fridgethr_context *ctx)
 	PTHREAD_MUTEX_unlock(&export->lo_mutex);
 
 	for (i = 0; i < n; i++)
-		recall_one(export, recall[i].inode, recall[i].set, job->epoch);
+		recall_one(export, recall[i].inode, recall[i].set, epoch);
 	gsh_free(recall);
+}
+
+static void scan_job_run(struct fridgethr_context *ctx)
+{
+	struct scan_job *job = ctx->arg;
+
+	scan(job->export, job->epoch);
+	(void) atomic_dec_uint32_t(&job->export->lo_jobs);
 	gsh_free(job);
-	(void) atomic_dec_uint32_t(&export->lo_jobs);
 }
 
 /* Queue a check of every granted layout against the map the mount holds now. The export
@@ -190,7 +195,9 @@ static void queue_scan(struct cairn_export *export, uint64_t epoch)
 	}
 }
 
-/* A data server went down or came back (dservers.c): check every granted layout. */
+/* A data server went down or came back: check every granted layout, on the calling
+ * thread (dservers.c's probe thread, named for Ganesha's log; the export waits for it
+ * to end before it goes away, and it holds no lock here). */
 void cairn_layouts_recheck(struct cairn_export *export)
 {
 	uint64_t epoch;
@@ -198,7 +205,7 @@ void cairn_layouts_recheck(struct cairn_export *export)
 	PTHREAD_MUTEX_lock(&export->lo_mutex);
 	epoch = export->lo_epoch;
 	PTHREAD_MUTEX_unlock(&export->lo_mutex);
-	queue_scan(export, epoch);
+	scan(export, epoch);
 }
 
 /* libcairn's map-change upcall (a library thread; cairn_unmount waits for it). */

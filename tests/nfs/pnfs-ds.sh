@@ -10,7 +10,8 @@
 #  3. when it comes back, recall the layouts handed out meanwhile and name it again;
 #  4. with every DS dead, answer LAYOUTGET with NFS4ERR_LAYOUTUNAVAILABLE (FILES and
 #     Flexible Files); once they are back, grant layouts again.
-# Same cluster as pnfs-state.sh (tests/nfs/lib-pnfs.sh). About 40-60 s.
+# Same cluster as pnfs-state.sh (tests/nfs/lib-pnfs.sh). About 55-130 s (load); the MDS
+# then takes 20 s to stop (Ganesha 4.3 reaper spin after a recall, docs/nfs.md "Layout state").
 set -euo pipefail
 # shellcheck source=tests/nfs/lib-pnfs.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib-pnfs.sh"
