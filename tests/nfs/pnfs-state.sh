@@ -11,7 +11,9 @@
 #     makes up for it (fsal/mds.c). The MDS must stay up and keep granting layouts.
 #  2. Layout recalls: a client holding a layout gets CB_LAYOUTRECALL when a node of the
 #     file's replica set stops (its chain head or mirror list changes), and returns it;
-#     the same when the node comes back and its bricks are up again.
+#     the same when the node comes back and its bricks are up again. A FILES device
+#     whose DS was n2's still names n2's DS after n2 stopped (a device never changes),
+#     and the file's new layout names n1's DS through another device.
 # About 80-100 s.
 set -euo pipefail
 # shellcheck source=tests/nfs/lib-pnfs.sh
@@ -55,11 +57,30 @@ pass "two clients went away holding reused layouts: $((3 * LEASE + 5)) s later (
 
 # 2. layout recalls: a client holding a FILES and one holding a Flexible Files layout;
 # node n2 stops, so every set loses a brick (a new chain head or one mirror less)
+# a FILES device names one brick's DS, so what a client cached of it never changes (RFC
+# 8881 12.2.10): a file whose head is on n2, its device asked for again once n2 stopped
+imm_dev=""
+for i in 0 1 2 3 4 5 6 7; do
+    out=$(state --export /vol0 layout "imm-$i") || { echo "$out" >&2; fail "FILES layout of imm-$i"; }
+    if [[ $(sed -n 's/^layout //p' <<<"$out") == "${DS_PORT[n2]}" ]]; then
+        imm_file=imm-$i
+        imm_dev=$(sed -n 's/^devices //p' <<<"$out")
+        break
+    fi
+done
+[[ -n $imm_dev ]] || fail "none of 8 files has its FILES layout at n2's DS"
 hold_layouts down
 t0=$SECONDS
 cl_stop_node n2 || fail "stopping n2"
 check_recalled down "n2 stopping"
 pass "n2 stopped: the FILES and Flexible Files layouts were recalled (CB_LAYOUTRECALL of the file, layout changed) and returned within $((SECONDS - t0)) s"
+out=$(state --export /vol0 device "$imm_dev")
+[[ $out == "device ${DS_PORT[n2]}" ]] ||
+    fail "the FILES device $imm_dev of $imm_file named n2's DS (${DS_PORT[n2]}) before n2 stopped and '$out' after: a device must not change"
+out=$(state --export /vol0 layout "$imm_file") || { echo "$out" >&2; fail "FILES layout of $imm_file after n2 stopped"; }
+[[ $(sed -n 's/^layout //p' <<<"$out") == "${DS_PORT[n1]}" && $(sed -n 's/^devices //p' <<<"$out") != "$imm_dev" ]] ||
+    { echo "$out" >&2; fail "the FILES layout of $imm_file after n2 stopped: want n1's DS (${DS_PORT[n1]}) through another device than $imm_dev"; }
+pass "a FILES device stays the same (n2's DS) after n2 stopped; $imm_file's new layout names n1's DS through another device"
 # n2 comes back: its bricks heal and come up again (the chains change back)
 hold_layouts up
 t0=$SECONDS

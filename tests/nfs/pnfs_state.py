@@ -14,8 +14,9 @@ CB_LAYOUTRECALL. Subcommands:
   probe        one LAYOUTGET on a new file: the MDS still works.
   layout PATH  OPEN PATH (created), LAYOUTGET (--iomode), GETDEVICEINFO of each device
                it names; prints `layout PORT,...` (the DS ports, FILES: the multipath
-               list, Flexible Files: one per mirror) or `error NFS4ERR_...`, then returns
-               it and closes.
+               list, Flexible Files: one per mirror) and `devices HEX,...` (their ids), or
+               `error NFS4ERR_...`, then returns it and closes.
+  device HEX   GETDEVICEINFO of a device id: prints `device PORT,...` or `error ...`.
   hold PATH    OPEN PATH (created), LAYOUTGET RW, then wait for a
                CB_LAYOUTRECALL: prints `ready`, then `recalled T KIND IOMODE` (seconds since
                ready), answers it with LAYOUTRETURN and prints `returned T`, or
@@ -183,6 +184,27 @@ def getdeviceinfo(c, devid, ltype):
     return c.compound([("GETDEVICEINFO", p, parse)])[-1]
 
 
+def device_ports(c, devid, ltype):
+    """The DS ports a device names (FILES: its multipath list; Flexible Files: its
+    netaddrs)."""
+    body = getdeviceinfo(c, devid, ltype)
+    if ltype == LAYOUT4_FLEX_FILES:
+        return [a[2] for a in decode_ff_device(body)["netaddrs"]]
+    return [a[2] for a in decode_ds_addr(body)["multipath_ds_list"][0]]
+
+
+def device(args):
+    c = Client(args.port, args.export, f"device-{os.getpid()}")
+    ltype = LAYOUT4_FLEX_FILES if args.flexfiles else LAYOUT4_NFSV4_1_FILES
+    try:
+        ports = device_ports(c, bytes.fromhex(args.devid), ltype)
+    except Nfs4Error as e:
+        print(f"error {e.status}", flush=True)
+        return 0
+    print(f"device {','.join(str(p) for p in ports)}", flush=True)
+    return 0
+
+
 def layout(args):
     c = Client(args.port, args.export, f"layout-{os.getpid()}")
     ltype = LAYOUT4_FLEX_FILES if args.flexfiles else LAYOUT4_NFSV4_1_FILES
@@ -194,17 +216,14 @@ def layout(args):
         print(f"error {ERR_NAMES.get(e.status, e.status)}", flush=True)
         close(c, fh, osd)
         return 0
-    ports = []
     if args.flexfiles:
-        for mirror in decode_ff_layout(bodies[0])["mirrors"]:
-            for ds in mirror:
-                dev = decode_ff_device(getdeviceinfo(c, ds["deviceid"], ltype))
-                ports.append(dev["netaddrs"][0][2])
+        devids = [ds["deviceid"] for mirror in decode_ff_layout(bodies[0])["mirrors"]
+                  for ds in mirror]
     else:
-        dev = decode_ds_addr(getdeviceinfo(c, decode_file_layout(bodies[0])["deviceid"],
-                                           ltype))
-        ports = [a[2] for a in dev["multipath_ds_list"][0]]
+        devids = [decode_file_layout(bodies[0])["deviceid"]]
+    ports = [p for d in devids for p in device_ports(c, d, ltype)]
     print(f"layout {','.join(str(p) for p in ports)}", flush=True)
+    print(f"devices {','.join(d.hex() for d in devids)}", flush=True)
     layoutreturn(c, fh, lsd, ltype)
     close(c, fh, osd)
     return 0
@@ -275,12 +294,15 @@ def main():
     lo = sub.add_parser("layout")
     lo.add_argument("path")
     lo.add_argument("--iomode", choices=("read", "rw"), default="rw")
+    d = sub.add_parser("device")
+    d.add_argument("devid")
     h = sub.add_parser("hold")
     h.add_argument("path")
     h.add_argument("--ready")
     h.add_argument("--timeout", type=float, default=60.0)
     args = a.parse_args()
-    return {"reuse": reuse, "probe": probe, "layout": layout, "hold": hold}[args.cmd](args)
+    return {"reuse": reuse, "probe": probe, "layout": layout, "device": device,
+            "hold": hold}[args.cmd](args)
 
 
 if __name__ == "__main__":
