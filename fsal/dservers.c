@@ -38,9 +38,12 @@
 #include "fsal.h"
 #include "internal.h"
 
+/* A refused connection fails at once: a dead Ganesha on a live host is down within
+ * about 3 s; a host that is gone, within about 9 s. The timeout and the count leave room
+ * for a loaded DS (a false "down" recalls layouts and sends I/O elsewhere). */
 #define CAIRN_DS_PROBE_INTERVAL_MS 1000
-#define CAIRN_DS_PROBE_TIMEOUT_MS 1000
-#define CAIRN_DS_PROBE_FAILS 2
+#define CAIRN_DS_PROBE_TIMEOUT_MS 2000
+#define CAIRN_DS_PROBE_FAILS 3
 
 #define CAIRN_DS_DEFAULT_PORT 2049
 #define NFS_PROGRAM 100003

@@ -16,7 +16,7 @@ set -euo pipefail
 # shellcheck source=tests/nfs/lib-pnfs.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib-pnfs.sh"
 
-# the MDS notices a dead DS after two failed probes a second apart (about 2 s here);
+# the MDS notices a dead DS after three failed probes a second apart (about 3 s here);
 # under load (a python client start takes seconds), allow more
 DETECT=30
 pnfs_up 10
