@@ -156,6 +156,36 @@ impl Volume {
         i.write_now(c, id, offset, data).await
     }
 
+    /// Write through and make the file durable (data and metadata on every live replica)
+    /// before returning: NFS FILE_SYNC, or an UNSTABLE write with its COMMIT folded in.
+    /// One round trip for at most [`MAX_IO`] bytes: the head fsyncs after the write
+    /// (`BrickRequest::sync`); after a brick that did not (one built before it), the
+    /// fsync is sent here.
+    pub async fn write_sync(&self, c: &Creds, id: Id, offset: u64, data: Bytes) -> Result<u32> {
+        let i = &self.inner;
+        i.flush(id).await?;
+        if data.len() > MAX_IO {
+            let n = i.write_now(c, id, offset, data).await?;
+            i.on_home(c, id, Op::Fsync { id, datasync: false }).await?;
+            return Ok(n);
+        }
+        let t = Target { set: i.home(id), key: id };
+        let token = i.attrs.begin();
+        let op = Op::Write { id, offset };
+        let (reply, synced) = match i.call_with(t, c, op, data, false, 0, true).await?.0 {
+            Reply::Synced(r) => (*r, true),
+            r => (r, false),
+        };
+        let Reply::Written { count, attr } = reply else {
+            return Err(unexpected("write", &reply));
+        };
+        i.attrs.put_change(token, &attr);
+        if !synced {
+            i.on_home(c, id, Op::Fsync { id, datasync: false }).await?;
+        }
+        Ok(count)
+    }
+
     /// Send buffered writes of `id` to the bricks; returns any deferred error.
     pub async fn flush(&self, id: Id) -> Result<()> {
         self.inner.flush(id).await
