@@ -2,7 +2,8 @@
 //! NFS FILE_SYNC and a new file's first WRITE through FSAL_CAIRN) against a real `cairnd`
 //! on a replica-2 volume: the head answers `Reply::Synced` only once the write is on both
 //! bricks, the client sends no fsync of its own, and a request without the flag (a client
-//! built before it) is answered plainly.
+//! built before it) is answered plainly. An fsync of a file whose last write is still
+//! buffered (write-behind) sends that write with the fsync: one round trip, not two.
 
 mod common;
 
@@ -78,5 +79,39 @@ async fn a_synced_write_is_one_round_trip_and_on_every_replica() {
     // Without the flag: the plain reply, as before.
     let (r, _) = send(false, b'c').await.unwrap();
     assert!(matches!(r, Reply::Written { count: 4096, .. }), "{r:?}");
+    vol.unmount().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_fsync_carries_the_buffered_write() {
+    let c = Cluster::start();
+    c.volume("v", 2, &[&c.path("b1"), &c.path("b2")]).await;
+    let vol = c.mount("v").await.unwrap();
+    let root = Creds::root();
+    c.wait_all_up(&vol).await;
+    let f = vol.create(&root, Id::ROOT, b"f", 0o644, true).await.unwrap();
+    let of = |s: &cairn_client::Stats, op: &str| {
+        s.by_op.iter().find(|(k, _)| *k == op).map(|(_, v)| *v).unwrap_or(0)
+    };
+    for round in 0..3u64 {
+        let before = vol.stats();
+        // Buffered: no round trip yet.
+        let at = round * 8192;
+        vol.write(&root, f.id, at, Bytes::from(vec![b'a' + round as u8; 8192])).await.unwrap();
+        assert_eq!(vol.stats().round_trips, before.round_trips, "write-behind buffers it");
+        vol.fsync(&root, f.id, round == 1).await.unwrap();
+        let after = vol.stats();
+        assert_eq!(after.round_trips - before.round_trips, 1, "{before:?} -> {after:?}");
+        assert_eq!(of(&after, "fsync"), of(&before, "fsync"), "no fsync of its own");
+    }
+    // Nothing buffered: a plain fsync.
+    let before = vol.stats();
+    vol.fsync(&root, f.id, false).await.unwrap();
+    assert_eq!(of(&vol.stats(), "fsync") - of(&before, "fsync"), 1);
+    // Everything arrived, in order, and the size is right.
+    let a = vol.getattr(&root, f.id).await.unwrap();
+    assert_eq!(a.size, 3 * 8192);
+    let (data, _) = vol.read(&root, f.id, 8192, 8192).await.unwrap();
+    assert_eq!(&data[..], &[b'b'; 8192][..]);
     vol.unmount().await.unwrap();
 }

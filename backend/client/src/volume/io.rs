@@ -169,21 +169,7 @@ impl Volume {
             i.on_home(c, id, Op::Fsync { id, datasync: false }).await?;
             return Ok(n);
         }
-        let t = Target { set: i.home(id), key: id };
-        let token = i.attrs.begin();
-        let op = Op::Write { id, offset };
-        let (reply, synced) = match i.call_with(t, c, op, data, false, 0, true).await?.0 {
-            Reply::Synced(r) => (*r, true),
-            r => (r, false),
-        };
-        let Reply::Written { count, attr } = reply else {
-            return Err(unexpected("write", &reply));
-        };
-        i.attrs.put_change(token, &attr);
-        if !synced {
-            i.on_home(c, id, Op::Fsync { id, datasync: false }).await?;
-        }
-        Ok(count)
+        i.write_synced(c, id, offset, data).await
     }
 
     /// Send buffered writes of `id` to the bricks; returns any deferred error.
@@ -191,8 +177,14 @@ impl Volume {
         self.inner.flush(id).await
     }
 
+    /// Make `id` durable. What write-behind still buffers of it goes out with the fsync in
+    /// one round trip (`BrickRequest::sync`) instead of a flush and then an fsync.
     pub async fn fsync(&self, c: &Creds, id: Id, datasync: bool) -> Result<()> {
         let i = &self.inner;
+        if i.sync_buffered(id).await? {
+            // A write error of the file deferred meanwhile is reported here too.
+            return i.flush(id).await;
+        }
         i.flush(id).await?;
         i.on_home(c, id, Op::Fsync { id, datasync }).await.map(|_| ())
     }
