@@ -93,20 +93,23 @@ impl Inner {
         for w in earlier.into_iter().chain(after) {
             w.wait().await;
         }
-        let r = match self.wb.take_error(id) {
-            Some(e) => Err(e),
-            None if data.len() > MAX_IO => {
-                let r = self.write_now(&creds, id, offset, data).await;
-                match r {
-                    Ok(_) => self.on_home(&creds, id, Op::Fsync { id, datasync: false }).await,
-                    Err(e) => Err(e),
-                }
-                .map(|_| 0)
+        // An earlier write's deferred error is reported, but the buffered extent is still
+        // sent, as a flush would.
+        let deferred = self.wb.take_error(id);
+        let r = if data.len() > MAX_IO {
+            match self.write_now(&creds, id, offset, data).await {
+                Ok(_) => self.on_home(&creds, id, Op::Fsync { id, datasync: false }).await,
+                Err(e) => Err(e),
             }
-            None => self.write_synced(&creds, id, offset, data).await,
+            .map(|_| 0)
+        } else {
+            self.write_synced(&creds, id, offset, data).await
         };
         drop(done);
-        r.map(|_| true)
+        match deferred {
+            Some(e) => Err(e),
+            None => r.map(|_| true),
+        }
     }
 
     pub(super) async fn write_now(
