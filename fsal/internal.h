@@ -124,6 +124,11 @@ struct cairn_handle {
 	 * without any skips the fsync (NFS clients commit what they wrote through the
 	 * same server; a write-behind error still surfaces on flush/close). */
 	bool unstable;
+	/* Made by this handle's open2 (CREATE, OPEN with create) and not written yet: its
+	 * first WRITE, if at offset 0 and at most CAIRN_SYNC_FIRST_WRITE bytes (a small
+	 * file's whole content), is made durable in its own round trip (cairn_write_sync)
+	 * and answered FILE_SYNC, so no COMMIT round trip follows. */
+	bool fresh;
 	/* NFSv4 delegations Ganesha granted on this file (under the object's st_lock,
 	 * which Ganesha holds around lease_op2): the backend delegation of this export's
 	 * mount is taken on the first and given back with the last. */
@@ -140,6 +145,10 @@ struct cairn_handle {
  * Ganesha's default Attr_Expiration_Time (60 s) would hide such a change for up to a
  * minute. An export's smaller Attr_Expiration_Time is kept. */
 #define CAIRN_ATTR_EXPIRE 5
+
+/* The largest first WRITE of a new file made durable with it (see `fresh`): Linux's
+ * largest wsize. A bigger file pays one fsync with its first WRITE, once. */
+#define CAIRN_SYNC_FIRST_WRITE (1024 * 1024)
 
 #define CAIRN_SUPPORTED_ATTRS ((const attrmask_t) (ATTRS_POSIX | ATTR_ACL | \
 						  ATTR4_XATTR))
