@@ -180,27 +180,15 @@ async fn a_finished_rebalance_clears_rebalancing_and_a_restart_keeps_files_whole
     }
     c.add_set(&b1, &vol).await;
     drop(vol);
-    // Cut a run short by restarting cairnd, then run it again: it finishes.
+    // Cut a run short by restarting cairnd: it resumes from its record by itself (no
+    // second `start`) and finishes.
     c.mgmt(MgmtRequest::VolumeRebalance { name: "v".into(), action: "start".into() })
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(150)).await;
     c.kill_daemon();
     c.start_daemon();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let s = loop {
-        match c
-            .mgmt(MgmtRequest::VolumeRebalance { name: "v".into(), action: "start".into() })
-            .await
-        {
-            Ok(_) => break rebalance_wait(&c).await,
-            Err(e) if Instant::now() < deadline => {
-                tracing_wait(&e);
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            Err(e) => panic!("{e}\n{}", c.log()),
-        }
-    };
+    let s = status_until(&c, "the run ends after the restart", |s| !s.active()).await;
     assert_eq!((s.state.as_str(), s.failures, s.skipped), ("completed", 0, 0), "{s:?}");
     let vol = c.mount("v").await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -224,18 +212,118 @@ async fn a_finished_rebalance_clears_rebalancing_and_a_restart_keeps_files_whole
     }
 }
 
-fn tracing_wait(e: &cairn_proto::RemoteError) {
-    eprintln!("waiting for cairnd: {e}");
+async fn start_with(c: &Cluster, action: &str) {
+    c.mgmt(MgmtRequest::VolumeRebalance { name: "v".into(), action: action.into() })
+        .await
+        .unwrap_or_else(|e| panic!("rebalance {action}: {e}\n{}", c.log()));
 }
 
-async fn rebalance_wait(c: &Cluster) -> RebalanceNode {
-    let deadline = Instant::now() + Duration::from_secs(60);
+/// Poll `status` (the record in etcd) until `done` holds for it.
+async fn status_until(
+    c: &Cluster,
+    what: &str,
+    done: impl Fn(&RebalanceNode) -> bool,
+) -> RebalanceNode {
+    let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        let s = status(c).await;
-        if s.state != "running" {
-            return s;
+        if let Ok(MgmtReply::Rebalance(v)) =
+            c.mgmt(MgmtRequest::VolumeRebalance { name: "v".into(), action: "status".into() }).await
+        {
+            assert!(v.len() <= 1, "one node: {v:?}");
+            if let Some(s) = v.into_iter().next() {
+                if done(&s) {
+                    return s;
+                }
+                assert!(Instant::now() < deadline, "{what}: {s:?}\n{}", c.log());
+            }
         }
-        assert!(Instant::now() < deadline, "rebalance still running: {s:?}");
+        assert!(Instant::now() < deadline, "{what}: no record\n{}", c.log());
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Files in `d` and in `d/sub`, by (directory, name, content index, id).
+async fn many_files(vol: &Volume, d: Id, n: usize) -> Vec<(Id, String, usize, Id)> {
+    let root = Creds::root();
+    let sub = vol.mkdir(&root, d, b"sub", 0o755).await.unwrap();
+    let mut files = vec![];
+    for i in 1..=n {
+        let dir = if i % 4 == 0 { sub.id } else { d };
+        let name = format!("r{i}");
+        let a = vol.create(&root, dir, name.as_bytes(), 0o644, true).await.unwrap();
+        vol.write_through(&root, a.id, 0, Bytes::from(content(i % 50 + 1))).await.unwrap();
+        files.push((dir, name, i % 50 + 1, a.id));
+    }
+    files
+}
+
+/// Every file whole, under its id, by its name, on the set its name hashes to.
+async fn check_files(c: &Cluster, files: &[(Id, String, usize, Id)]) {
+    let vol = c.mount("v").await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while vol.map().rebalancing {
+        assert!(Instant::now() < deadline, "rebalancing not cleared\n{}", c.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let map = vol.map();
+    let root = Creds::root();
+    let mut on_new = 0;
+    for (dir, name, i, id) in files {
+        let got = read_all(&vol, *id).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(got == content(*i), "{name}: content changed");
+        let l = vol.lookup(&root, *dir, name.as_bytes()).await.unwrap();
+        assert_eq!(l.id, *id, "{name}: the name names the same inode");
+        let hashed = cairn_placement::hashed_set(&map, *dir, name.as_bytes()).id;
+        let attr = vol.getattr(&root, *id).await.unwrap();
+        assert_eq!(attr.size, content(*i).len() as u64, "{name}");
+        if hashed == 2 {
+            on_new += 1;
+        }
+    }
+    assert!(on_new > 0, "some files hash to the new set");
+}
+
+/// A node's cairnd killed (SIGKILL) in the middle of a rebalance: started again, its run
+/// picks up from the record it kept in etcd — the scan does not start over (the count of
+/// entries scanned ends where one uninterrupted walk ends, give or take the entries done
+/// after the last record) — and ends complete, every file whole under its id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebalance_resumes_from_its_record_after_cairnd_is_killed() {
+    let mut c = Cluster::start();
+    let OneSet { b1, vol, d, .. } = c.one_set_volume().await;
+    let files = many_files(&vol, d.id, 240).await;
+    c.add_set(&b1, &vol).await;
+    drop(vol);
+    // Lazy: one file at a time with a pause, so the run is well under way, not done,
+    // when cairnd is killed.
+    start_with(&c, "start:lazy").await;
+    let before = status_until(&c, "the run records its progress", |s| {
+        s.scanned >= 60 && s.moved >= 10 && !s.position.stack.is_empty()
+    })
+    .await;
+    assert_eq!((before.state.as_str(), before.throttle.as_str()), ("running", "lazy"));
+    assert_eq!(before.estimate, files.len() as u64, "entries counted at the start: {before:?}");
+    assert!(before.rate > 0 && before.eta.is_some(), "rate and ETA: {before:?}");
+    c.kill_daemon();
+    c.start_daemon();
+    // No new `start`: the restarted cairnd resumes by itself.
+    let s = status_until(&c, "the resumed run ends", |s| s.resumes >= 1 && !s.active()).await;
+    assert_eq!(
+        (s.state.as_str(), s.failures, s.skipped),
+        ("completed", 0, 0),
+        "{s:?}\n{}",
+        c.log()
+    );
+    assert_eq!(s.throttle, "lazy", "the throttle survives the restart");
+    assert!(s.scanned >= before.scanned && s.moved >= before.moved, "{before:?}\n{s:?}");
+    // One walk scans every entry of the old set once and every moved file again on the
+    // new set; a walk that started over would scan `before.scanned` more.
+    let once = files.len() as u64 + s.moved;
+    assert!(
+        s.scanned <= once + 20,
+        "the scan started over: {} scanned, {} for one walk (before the kill: {before:?})",
+        s.scanned,
+        once
+    );
+    check_files(&c, &files).await;
 }
