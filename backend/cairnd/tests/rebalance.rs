@@ -327,3 +327,84 @@ async fn a_rebalance_resumes_from_its_record_after_cairnd_is_killed() {
     );
     check_files(&c, &files).await;
 }
+
+fn rebalance_req(action: &str) -> MgmtRequest {
+    MgmtRequest::VolumeRebalance { name: "v".into(), action: action.into() }
+}
+
+/// `pause` holds a run between files, across a restart of cairnd too; `resume` lets it
+/// finish. `lazy` moves one file at a time, pausing between moves at least 50 ms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_rebalance_stays_paused_across_a_restart_and_resume_finishes_it() {
+    let mut c = Cluster::start();
+    let OneSet { b1, vol, d, .. } = c.one_set_volume().await;
+    let files = many_files(&vol, d.id, 160).await;
+    // Nothing runs: nothing to pause or resume; a throttle that does not exist.
+    c.add_set(&b1, &vol).await;
+    drop(vol);
+    for (action, errno) in
+        [("pause", Errno::EINVAL), ("resume", Errno::EINVAL), ("start:fast", Errno::EINVAL)]
+    {
+        let e = c.mgmt(rebalance_req(action)).await.unwrap_err();
+        assert_eq!(e.errno, errno, "{action}: {e}");
+    }
+    let t0 = Instant::now();
+    start_with(&c, "start:lazy").await;
+    let e = c.mgmt(rebalance_req("start")).await.unwrap_err();
+    assert_eq!(e.errno, Errno::EBUSY, "a second start: {e}");
+    status_until(&c, "the run moves files", |s| s.moved >= 5).await;
+    start_with(&c, "pause").await;
+    let e = c.mgmt(rebalance_req("start")).await.unwrap_err();
+    assert_eq!(e.errno, Errno::EBUSY, "start while paused: {e}");
+    let paused = status_until(&c, "the run pauses", |s| s.state == "paused").await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let still = status_until(&c, "paused", |_| true).await;
+    assert_eq!(
+        (still.state.as_str(), still.scanned, still.moved),
+        ("paused", paused.scanned, paused.moved),
+        "no progress while paused"
+    );
+    // A restart keeps it paused (resumed from its record, in the paused state).
+    c.kill_daemon();
+    c.start_daemon();
+    let after = status_until(&c, "resumed paused", |s| s.resumes >= 1).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let after2 = status_until(&c, "paused", |_| true).await;
+    assert_eq!(after2.state, "paused", "{after2:?}");
+    assert_eq!((after2.scanned, after2.moved), (after.scanned, after.moved), "{after2:?}");
+    // Resume (retried while cairnd still opens the bricks).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while let Err(e) = c.mgmt(rebalance_req("resume")).await {
+        assert!(Instant::now() < deadline, "resume: {e}\n{}", c.log());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let s = status_until(&c, "the resumed run ends", |s| !s.active()).await;
+    assert_eq!((s.state.as_str(), s.failures, s.skipped), ("completed", 0, 0), "{s:?}");
+    assert_eq!((s.throttle.as_str(), s.in_flight_max), ("lazy", 1), "one file at a time: {s:?}");
+    // Each move is followed by a pause of at least 50 ms.
+    assert!(
+        t0.elapsed() >= Duration::from_millis(50) * s.moved as u32,
+        "{} files moved in {:?}",
+        s.moved,
+        t0.elapsed()
+    );
+    let e = c.mgmt(rebalance_req("pause")).await.unwrap_err();
+    assert_eq!(e.errno, Errno::EINVAL, "pause after the end: {e}");
+    check_files(&c, &files).await;
+}
+
+/// `aggressive` moves several files at a time (16 at most per node).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aggressive_rebalance_moves_several_files_at_a_time() {
+    let c = Cluster::start();
+    let OneSet { b1, vol, d, .. } = c.one_set_volume().await;
+    let files = many_files(&vol, d.id, 120).await;
+    c.add_set(&b1, &vol).await;
+    drop(vol);
+    start_with(&c, "start:aggressive").await;
+    let s = status_until(&c, "the run ends", |s| !s.active()).await;
+    assert_eq!((s.state.as_str(), s.failures, s.skipped), ("completed", 0, 0), "{s:?}");
+    assert_eq!(s.throttle, "aggressive");
+    assert!((2..=16).contains(&s.in_flight_max), "files in flight: {s:?}");
+    check_files(&c, &files).await;
+}

@@ -472,6 +472,10 @@ pub struct RebalanceNode {
     pub rate: u64,
     #[serde(default)]
     pub eta: Option<u64>,
+    /// The most files this run (since its last start or resume) moved at a time: the
+    /// throttle at work.
+    #[serde(default)]
+    pub in_flight_max: u32,
     /// Where the walk is: what a restarted run resumes from.
     #[serde(default)]
     pub position: RebalancePosition,

@@ -15,6 +15,7 @@ use crate::node::Node;
 use cairn_proto::mgmt::RebalanceFrame;
 use cairn_proto::msg::{Op, Reply};
 use cairn_proto::{DirEntry, Errno, FileType, Id, RemoteError};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -179,7 +180,13 @@ async fn file(
     if to == set || here.is_none_or(|b| node.slot(vol, b.index).is_none()) {
         return false;
     }
+    let flying = run.flying.fetch_add(1, Ordering::AcqRel) + 1;
+    {
+        let mut s = run.status.lock();
+        s.in_flight_max = s.in_flight_max.max(flying);
+    }
     let r = migrate_file(node, vol, dir, name, id, set, to).await;
+    run.flying.fetch_sub(1, Ordering::AcqRel);
     let mut s = run.status.lock();
     match r {
         Ok(Outcome::Moved(bytes)) => {

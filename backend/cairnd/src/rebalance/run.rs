@@ -61,6 +61,8 @@ impl Throttle {
 pub(crate) struct Run {
     pub(super) status: Mutex<RebalanceNode>,
     pub(super) throttle: Throttle,
+    /// Files being moved now.
+    pub(super) flying: std::sync::atomic::AtomicU32,
     stop: AtomicBool,
     pause: AtomicBool,
     wake: tokio::sync::Notify,
@@ -193,6 +195,7 @@ fn launch(
             clock: Mutex::new((Duration::from_secs(status.elapsed), Some(Instant::now()))),
             status: Mutex::new(status),
             throttle,
+            flying: Default::default(),
             stop: AtomicBool::new(false),
             pause: AtomicBool::new(paused),
             wake: tokio::sync::Notify::new(),
@@ -315,6 +318,7 @@ async fn resume(node: Arc<Node>, vol: String, mut rec: RebalanceNode) {
     let paused = rec.state == "paused";
     let throttle = Throttle::parse(&rec.throttle).unwrap_or(Throttle::Normal);
     rec.resumes += 1;
+    rec.in_flight_max = 0;
     rec.throttle = throttle.name().into();
     tracing::info!(volume = %vol, scanned = rec.scanned, moved = rec.moved, paused, "rebalance resumes from its record");
     match launch(&node, &vol, rec, throttle, paused) {
