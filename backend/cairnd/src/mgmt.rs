@@ -26,7 +26,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub(crate) use crate::config_error::cfg;
-pub(crate) use rebalance::rebalance_finished;
 
 fn fail(errno: Errno, msg: impl Into<String>) -> RemoteError {
     RemoteError::new(errno, msg)

@@ -4,7 +4,7 @@
 //! head and keeps its progress record in etcd (`rebalance/VOL/NODE`). `status` reads
 //! those records, so it shows every node's run, a node that is down included. The run
 //! that ends last with every record `completed` (nothing skipped or failed, the layout
-//! epoch unchanged) clears the volume's `rebalancing` flag ([`rebalance_finished`]).
+//! epoch unchanged) clears the volume's `rebalancing` flag (`rebalance/run.rs`).
 //!
 //! `start` takes an optional throttle after a colon (`start:lazy`, `start:normal`,
 //! `start:aggressive`): the action stays one string, so the request keeps its shape.
@@ -189,43 +189,4 @@ pub(super) async fn rebalance_running(node: &Arc<Node>, rec: &VolumeRecord) -> O
     let nodes = brick_nodes(rec);
     let s = records(node, &rec.name).await.ok()?;
     s.into_iter().find(|r| r.active() && nodes.contains(&r.node)).map(|r| r.node)
-}
-
-/// A run of `name` on this node completed: if every node with bricks of the volume has
-/// a `completed` record with nothing skipped or failed for the volume's layout epoch,
-/// clear `rebalancing`. Each node writes its final record before it reads the others',
-/// so the last to finish sees them all.
-pub(crate) async fn rebalance_finished(node: &Arc<Node>, name: &str) {
-    let Ok((rec, _)) = existing_volume(node, name).await else { return };
-    let epoch = rec.layout_epoch;
-    let Ok(records) = records(node, name).await else { return };
-    let clean = brick_nodes(&rec).iter().all(|n| {
-        records.iter().any(|r| {
-            &r.node == n
-                && r.state == "completed"
-                && r.skipped == 0
-                && r.failures == 0
-                && r.layout_epoch == epoch
-        })
-    });
-    if !clean {
-        return;
-    }
-    let r = edit_volume(node, name, |v| {
-        if v.layout_epoch == epoch {
-            v.rebalancing = false;
-        }
-        Ok(())
-    })
-    .await;
-    match r {
-        Ok(_) => tracing::info!(
-            volume = name,
-            epoch,
-            "rebalance completed on every node; the volume is no longer rebalancing"
-        ),
-        Err(e) => {
-            tracing::warn!(volume = name, error = %e, "rebalance done; cannot clear rebalancing")
-        }
-    }
 }

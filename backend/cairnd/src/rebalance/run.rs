@@ -239,7 +239,7 @@ fn launch(
         let s = run.snapshot();
         tracing::info!(volume = %vol, state, scanned = s.scanned, moved = s.moved, bytes = s.bytes, skipped = s.skipped, failures = s.failures, resumes = s.resumes, "rebalance run ended");
         if state == "completed" {
-            crate::mgmt::rebalance_finished(&node, &vol).await;
+            finished(&node, &vol).await;
         }
         s
     }))
@@ -326,5 +326,59 @@ async fn resume(node: Arc<Node>, vol: String, mut rec: RebalanceNode) {
             run.await;
         }
         Err(e) => tracing::warn!(volume = %vol, error = %e, "rebalance not resumed"),
+    }
+}
+
+/// A run of `vol` on this node completed: if every node with bricks of the volume has a
+/// `completed` record with nothing skipped or failed for the volume's layout epoch,
+/// clear `rebalancing` (compare-and-swap of the volume record). Each node writes its
+/// final record before it reads the others', so the last to finish sees them all.
+async fn finished(node: &Node, vol: &str) {
+    for _ in 0..5 {
+        let (mut rec, rev) = match node.store.get_volume(vol).await {
+            Ok(Some(v)) => v,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(volume = vol, error = %e, "rebalance done; cannot read the volume");
+                return;
+            }
+        };
+        let records = match node.store.rebalance_records(vol).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(volume = vol, error = %e, "rebalance done; cannot read the records");
+                return;
+            }
+        };
+        let epoch = rec.layout_epoch;
+        let clean = rec.sets.iter().flat_map(|s| &s.bricks).all(|b| {
+            records.iter().any(|r| {
+                r.node == b.node
+                    && r.state == "completed"
+                    && r.skipped == 0
+                    && r.failures == 0
+                    && r.layout_epoch == epoch
+            })
+        });
+        if !clean || !rec.rebalancing {
+            return;
+        }
+        rec.rebalancing = false;
+        match node.store.update_volume(&rec, rev).await {
+            Ok(_) => {
+                node.kick.notify_one();
+                tracing::info!(
+                    volume = vol,
+                    epoch,
+                    "rebalance completed on every node; the volume is no longer rebalancing"
+                );
+                return;
+            }
+            Err(cairn_config::ConfigError::Conflict(_)) => continue,
+            Err(e) => {
+                tracing::warn!(volume = vol, error = %e, "rebalance done; cannot clear rebalancing");
+                return;
+            }
+        }
     }
 }
