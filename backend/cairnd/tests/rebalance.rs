@@ -408,3 +408,44 @@ async fn an_aggressive_rebalance_moves_several_files_at_a_time() {
     assert!((2..=16).contains(&s.in_flight_max), "files in flight: {s:?}");
     check_files(&c, &files).await;
 }
+
+/// The volume's layout lock in etcd (`layout-lock/v`): while another layout change holds
+/// it, add-brick and a rebalance start are refused (EBUSY, naming the holder) and change
+/// nothing; released, both go ahead, and neither leaves it held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_layout_lock_refuses_add_brick_and_rebalance_start() {
+    let c = Cluster::start();
+    let OneSet { b1, vol, d, .. } = c.one_set_volume().await;
+    let files = many_files(&vol, d.id, 40).await;
+    let store = cairn_config::Store::connect(&c.etcd.endpoints(), "/cairn").await.unwrap();
+    let other = "add-brick on elsewhere";
+    store.take_layout_lock("v", other, None).await.unwrap();
+    std::fs::create_dir_all(&b1).unwrap();
+    let add = MgmtRequest::VolumeAddBrick {
+        name: "v".into(),
+        replica: None,
+        bricks: vec![format!("t1:{}", b1.display())],
+        force: true,
+    };
+    let e = c.mgmt(add).await.unwrap_err();
+    assert_eq!(e.errno, Errno::EBUSY, "{e}");
+    assert!(e.message.contains(other), "names the holder: {e}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(vol.map().sets.len(), 1, "nothing changed");
+    store.release_layout_lock("v", other).await.unwrap();
+    c.add_set(&b1, &vol).await;
+    drop(vol);
+
+    store.take_layout_lock("v", other, None).await.unwrap();
+    let e = c.mgmt(rebalance_req("start")).await.unwrap_err();
+    assert_eq!(e.errno, Errno::EBUSY, "{e}");
+    assert!(e.message.contains(other), "names the holder: {e}");
+    store.release_layout_lock("v", other).await.unwrap();
+    start_with(&c, "start").await;
+    let s = status_until(&c, "the run ends", |s| !s.active()).await;
+    assert_eq!((s.state.as_str(), s.failures, s.skipped), ("completed", 0, 0), "{s:?}");
+    // Free again: the lock went with the start that took it.
+    store.take_layout_lock("v", other, None).await.unwrap();
+    store.release_layout_lock("v", other).await.unwrap();
+    check_files(&c, &files).await;
+}

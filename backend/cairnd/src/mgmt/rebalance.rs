@@ -190,3 +190,26 @@ pub(super) async fn rebalance_running(node: &Arc<Node>, rec: &VolumeRecord) -> O
     let s = records(node, &rec.name).await.ok()?;
     s.into_iter().find(|r| r.active() && nodes.contains(&r.node)).map(|r| r.node)
 }
+
+/// Run `f` holding volume `name`'s layout lock in etcd (`layout-lock/NAME`, bound to
+/// this node's lease) as `what`: at most one layout change per volume at a time
+/// (add-brick, a rebalance's start). EBUSY naming the holder while another holds it.
+pub(super) async fn with_layout_lock<T>(
+    node: &Arc<Node>,
+    name: &str,
+    what: &str,
+    f: impl std::future::Future<Output = Result<T, RemoteError>>,
+) -> Result<T, RemoteError> {
+    existing_volume(node, name).await?;
+    let holder = format!("{what} on {}", node.name);
+    let lease = node.lease().lease_id();
+    node.store.take_layout_lock(name, &holder, Some(lease)).await.map_err(|e| match e {
+        cairn_config::ConfigError::Conflict(m) => fail(Errno::EBUSY, m),
+        e => cfg(e),
+    })?;
+    let r = f.await;
+    if let Err(e) = node.store.release_layout_lock(name, &holder).await {
+        tracing::warn!(volume = name, holder, error = %e, "cannot release the layout lock; it goes with this node's lease");
+    }
+    r
+}

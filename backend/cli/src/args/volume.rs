@@ -201,7 +201,7 @@ Each node keeps a progress record in etcd (where its walk is; files and bytes sc
 
 `--throttle lazy` moves one file at a time per node and pauses between files as long as the move took; `normal` (the default) moves 4 files at a time, `aggressive` 16. `pause` and `resume` act after the files in flight. `stop` ends the runs (a node that is down has its record marked stopped); files moved stay moved, and `start` again walks from the beginning, skipping what is in place.
 
-Files that are open (unlinked while open), locked, hold share reservations or delegations, or have hard links are skipped and counted; run `start` again later. When every node's run ends with nothing skipped or failed, the volume stops `rebalancing`. A rebalance running or paused refuses `add-brick`.",
+Files that are open (unlinked while open), locked, hold share reservations or delegations, or have hard links are skipped and counted; run `start` again later. When every node's run ends with nothing skipped or failed, the volume stops `rebalancing`. A rebalance running or paused refuses `add-brick`, and `start` and `add-brick` each take the volume's layout lock in etcd: one layout change at a time.",
         after_help = "EXAMPLES:\n  cairn volume rebalance vol0 start\n  cairn volume rebalance vol0 start --throttle lazy\n  cairn volume rebalance vol0 status\n  cairn --json volume rebalance vol0 status\n  cairn volume rebalance vol0 pause\n  cairn volume rebalance vol0 resume\n  cairn volume rebalance vol0 stop"
     )]
     Rebalance {

@@ -63,3 +63,54 @@ impl Store {
         Ok(out)
     }
 }
+
+impl Store {
+    fn layout_lock_key(&self, volume: &str) -> String {
+        self.ctx.key("layout-lock", volume)
+    }
+
+    /// Take volume `volume`'s layout lock (`layout-lock/VOLUME`) for `holder` (what holds
+    /// it, e.g. "add-brick on n1"), bound to etcd lease `lease` when given, so a dead
+    /// node's lock goes with its lease. At most one layout change per volume (add-brick,
+    /// a rebalance's start) holds it; `Conflict` naming the holder otherwise.
+    pub async fn take_layout_lock(
+        &self,
+        volume: &str,
+        holder: &str,
+        lease: Option<i64>,
+    ) -> Result<(), ConfigError> {
+        check_name("volume", volume)?;
+        let op = format!("take the layout lock of {volume}");
+        let key = self.layout_lock_key(volume);
+        let opts = lease.map(|l| etcd_client::PutOptions::new().with_lease(l));
+        let txn = etcd_client::Txn::new()
+            .when([etcd_client::Compare::version(key.as_str(), etcd_client::CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(key.as_str(), holder, opts)]);
+        if self.ctx.txn(&op, txn).await?.0 {
+            return Ok(());
+        }
+        let by = match self.ctx.get_one(&op, &key).await? {
+            Some(kv) => String::from_utf8_lossy(kv.value()).into_owned(),
+            None => "a change that just ended; try again".into(),
+        };
+        Err(ConfigError::Conflict(format!(
+            "volume {volume}: another layout change holds the volume's layout lock ({by}): one layout change at a time"
+        )))
+    }
+
+    /// Release `volume`'s layout lock if `holder` holds it.
+    pub async fn release_layout_lock(&self, volume: &str, holder: &str) -> Result<(), ConfigError> {
+        check_name("volume", volume)?;
+        let op = format!("release the layout lock of {volume}");
+        let key = self.layout_lock_key(volume);
+        let txn = etcd_client::Txn::new()
+            .when([etcd_client::Compare::value(
+                key.as_str(),
+                etcd_client::CompareOp::Equal,
+                holder,
+            )])
+            .and_then([TxnOp::delete(key.as_str(), None)]);
+        self.ctx.txn(&op, txn).await?;
+        Ok(())
+    }
+}
