@@ -372,11 +372,16 @@ moved_sum() {
     python3 -c 'import json,sys; d=json.load(sys.stdin); print(sum(n["moved"] for n in d["nodes"]))'
 }
 if out=$(cairn_cli volume rebalance gv pause 2>&1); then
-    for _ in $(seq 100); do
+    paused_all=0
+    for _ in $(seq 300); do
         st=$(cairn_cli --json volume rebalance gv status) || fail "rebalance status"
-        python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(not all(n["state"] in ("paused", "completed") for n in d["nodes"]))' <<<"$st" && break
+        if python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(not all(n["state"] in ("paused", "completed") for n in d["nodes"]))' <<<"$st"; then
+            paused_all=1
+            break
+        fi
         sleep 0.1
     done
+    ((paused_all)) || fail "pause: the runs are not all paused or completed after 30 s: $st"
     grep -q '"paused"' <<<"$st" || fail "pause: no node's run is paused: $st"
     m1=$(moved_sum <<<"$st")
     sleep 1.5

@@ -298,7 +298,7 @@ async fn a_rebalance_resumes_from_its_record_after_cairnd_is_killed() {
     // when cairnd is killed.
     start_with(&c, "start:lazy").await;
     let before = status_until(&c, "the run records its progress", |s| {
-        s.scanned >= 60 && s.moved >= 10 && !s.position.stack.is_empty()
+        s.scanned >= 80 && s.moved >= 10 && !s.position.stack.is_empty()
     })
     .await;
     assert_eq!((before.state.as_str(), before.throttle.as_str()), ("running", "lazy"));
@@ -317,10 +317,12 @@ async fn a_rebalance_resumes_from_its_record_after_cairnd_is_killed() {
     assert_eq!(s.throttle, "lazy", "the throttle survives the restart");
     assert!(s.scanned >= before.scanned && s.moved >= before.moved, "{before:?}\n{s:?}");
     // One walk scans every entry of the old set once and every moved file again on the
-    // new set; a walk that started over would scan `before.scanned` more.
+    // new set; a walk that started over would scan `before.scanned` (80 or more) more.
+    // What the resumed run redoes is what the killed one did after its last record
+    // (written every second): entries it scans again, and moves it does not count again.
     let once = files.len() as u64 + s.moved;
     assert!(
-        s.scanned <= once + 20,
+        s.scanned <= once + 40,
         "the scan started over: {} scanned, {} for one walk (before the kill: {before:?})",
         s.scanned,
         once
