@@ -88,7 +88,7 @@ DIST_TARBALL := $(BUILD)/dist/cairn-$(IMAGE_VERSION).tar.gz
 cargo_flags = $(if $(filter release,$(1)),--release,)
 
 .PHONY: help deps build build-test install up down clean-run test fmt-check clippy \
-	shellcheck lint unit integration bench vm-test print-deb-packages dist image ami image-test
+	shellcheck lint unit integration bench bench-sbs vm-test print-deb-packages dist image ami image-test
 
 help:
 	@echo 'make up         deps + build + install, then start etcd, cairnd and vol0 mounted at run/mnt/vol0'
@@ -98,6 +98,7 @@ help:
 	@echo 'make build      cargo build --release of backend/ (PROFILE=debug for a debug build)'
 	@echo 'make install    install binaries, libcairn.so, cairn.h, cairn.pc under $(PREFIX)'
 	@echo 'make bench      release build + tests/bench/run.sh (installs GlusterFS to compare against)'
+	@echo 'make bench-sbs OLD=COMMIT [NEW=COMMIT]  two release builds side by side, interleaved (tests/bench/side-by-side.sh)'
 	@echo 'make vm-test SCENARIO=NAME  run a VM scenario (tests/vm/scenarios/NAME.sh; e.g. iscsi)'
 	@echo 'make image-test build the appliance image from the debug build and boot it (BIOS, UEFI) under qemu'
 	@echo 'make clean-run  delete run/ (after make down)'
@@ -181,6 +182,12 @@ bench: build
 	@if [[ -f tests/bench/run.sh ]]; then \
 		CAIRN_BIN_DIR=$(TARGET_DIR)/$(PROFILE) bash tests/bench/run.sh; \
 	else echo 'no benchmarks yet (tests/bench/run.sh)'; fi
+
+# Two builds side by side (tests/bench/side-by-side.sh, docs/benchmarks.md): OLD and NEW are
+# commits (built in release with one shared target dir) or directories of release binaries.
+bench-sbs:
+	@[[ -n "$(OLD)" ]] || { echo 'usage: make bench-sbs OLD=COMMIT|DIR [NEW=COMMIT|DIR] (NEW defaults to HEAD)'; exit 2; }
+	bash tests/bench/side-by-side.sh $(OLD) $(or $(NEW),HEAD)
 
 # VM scenarios (tests/vm, docs/vm-harness.md): a debug build, then one named scenario.
 SCENARIO ?=

@@ -75,14 +75,18 @@ pub struct HealStep {
 /// Plan the catch-up of brick `me`, given what each peer recorded as pending for it and
 /// the bricks marked stale in the config store (`stale`, read before the catch-up).
 ///
-/// An inode is copied from its current head (its first `Up` brick). When no brick of the
-/// set is `Up` (every brick restarted, e.g. both nodes of a replica-2 set went down one
-/// after the other), a brick that is **not** stale missed no acknowledged write: what it
-/// holds for the inode is at least as new as anything acknowledged, and what it was asked
-/// to re-copy are writes nobody acknowledged. Such inodes are taken from the first brick
-/// of the chain that is neither down nor stale — this brick itself (`source == me`) or
-/// another one that is not stale either, so all of them pick the same copy. A stale brick
-/// never takes this way: it copies only from an `Up` head.
+/// An inode is copied from its current head: its first `Up` brick other than `me`. `me` is
+/// catching up, so it is not up whatever the map says (a map that still shows it `Up`, as
+/// after a forward it missed right as it came up, would otherwise make it its own source
+/// for the inodes it heads, and its catch-up would fail on them for as long as the map
+/// says so). When no other brick of the set is `Up` (every brick restarted, e.g. both nodes
+/// of a replica-2 set went down one after the other), a brick that is **not** stale missed
+/// no acknowledged write: what it holds for the inode is at least as new as anything
+/// acknowledged, and what it was asked to re-copy are writes nobody acknowledged. Such
+/// inodes are taken from the first brick of the chain that is neither down nor stale —
+/// this brick itself (`source == me`) or another one that is not stale either, so all of
+/// them pick the same copy. A stale brick never takes this way: it copies only from an
+/// `Up` head.
 ///
 /// Fails with the first id no brick can be copied from: the brick must then stay out of
 /// service rather than serve what it has.
@@ -95,11 +99,12 @@ pub fn heal_plan(
     recorded
         .iter()
         .map(|(id, by)| {
-            let source = match cairn_placement::head(set, *id) {
-                Some(h) if h.index != me => Some(h.index),
-                Some(_) => None,
-                // No brick of the set is up.
-                None if !stale.contains(&me) => chain(set, *id)
+            let order = chain(set, *id);
+            let head = order.iter().find(|b| b.state == BrickState::Up && b.index != me);
+            let source = match head {
+                Some(h) => Some(h.index),
+                // No other brick of the set is up.
+                None if !stale.contains(&me) => order
                     .into_iter()
                     .find(|b| b.state != BrickState::Down && !stale.contains(&b.index))
                     .map(|b| b.index),
@@ -281,5 +286,36 @@ mod tests {
         let s = set(&[Up, Healing]);
         let rec = BTreeMap::from([(Id(7), vec![0])]);
         assert_eq!(heal_plan(&s, 1, &rec, &BTreeSet::from([1])).unwrap()[0].source, 0);
+    }
+
+    /// faults kill9-rename (seed 267990776): a brick missed a forwarded rename right as it
+    /// came up, flagged the renamed inode (homed on the other replica set) for its own
+    /// catch-up, and its map went on showing it `Up`. For each inode it headed there it
+    /// was its own "head": no source, and the catch-up failed on every retry.
+    #[test]
+    fn a_catching_up_brick_the_map_still_shows_up_is_not_its_own_source() {
+        use BrickState::*;
+        let s = set(&[Up, Up, Up]);
+        let none = BTreeSet::new();
+        let mut headed = 0;
+        for _ in 0..300 {
+            // An inode of another set (id 2's), recorded by brick 0 for itself.
+            let id = Id::new_on_set(2);
+            let rec = BTreeMap::from([(id, vec![0])]);
+            let order: Vec<u32> = chain(&s, id).iter().map(|b| b.index).collect();
+            let steps = heal_plan(&s, 0, &rec, &none).expect("an up peer can be copied from");
+            let want = *order.iter().find(|&&b| b != 0).unwrap();
+            assert_eq!(steps, vec![HealStep { id, source: want, clear: vec![0] }]);
+            headed += usize::from(order[0] == 0);
+        }
+        assert!(headed > 0, "some of the inodes are headed by brick 0 in the map");
+        // No other brick up: a brick that is not stale keeps its copy (the set's rule when
+        // all restarted); a stale one waits for an up peer.
+        let s = set(&[Up, Healing, Down]);
+        let id = Id::new_on_set(2);
+        let rec = BTreeMap::from([(id, vec![0])]);
+        let first = chain(&s, id).into_iter().find(|b| b.state != Down).unwrap().index;
+        assert_eq!(heal_plan(&s, 0, &rec, &none).unwrap()[0].source, first);
+        assert_eq!(heal_plan(&s, 0, &rec, &BTreeSet::from([0])), Err(id));
     }
 }

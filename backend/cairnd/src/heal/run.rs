@@ -187,7 +187,8 @@ async fn has_backlog(node: &Arc<Node>, slot: &Arc<BrickSlot>) -> bool {
     false
 }
 
-/// Wait (bounded) until every online peer's map shows this brick as not Down.
+/// Wait (bounded) until this node's map shows this brick Healing (publishing it again
+/// until it does) and every online peer's map shows it not Down.
 async fn wait_until_seen_healing(node: &Arc<Node>, slot: &Arc<BrickSlot>) {
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut why = String::from("no map");
@@ -200,12 +201,13 @@ async fn wait_until_seen_healing(node: &Arc<Node>, slot: &Arc<BrickSlot>) {
             tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         };
-        let me_seen_locally =
-            map.brick(slot.index).map(|(_, b)| b.state != BrickState::Down).unwrap_or(false);
-        if !me_seen_locally {
-            why = format!("own map (epoch {}) shows it down", map.epoch);
+        let mine = map.brick(slot.index).map(|(_, b)| b.state);
+        if mine != Some(BrickState::Healing) {
+            why = format!("own map (epoch {}) shows it {mine:?}", map.epoch);
             // Published Healing before, but not seen: the publication may have been refused
-            // (lease not alive yet) or lost with an old lease. Publishing again is harmless.
+            // (lease not alive yet) or lost with an old lease, or it raced this loop's own
+            // `Up` (a forward missed right as the brick came up, `peers::missed_forward`)
+            // and lost. Publishing again is harmless.
             if published.elapsed() >= Duration::from_secs(1) {
                 published = Instant::now();
                 if let Err(e) = node
