@@ -61,6 +61,14 @@ pub(super) fn rerouted(map: &VolumeMap, op: &Op, set: u32, layout: u64, e: &Remo
             if hashed_set(map, *dir, name).id != set)
 }
 
+/// Whether an ESTALE from set `set` for a directory homed elsewhere may be a mkdir on its
+/// way there ([`HALF_MADE_WAIT`]): not on a set an add-brick is still filling with the
+/// volume's directories (outside the layout), nor while a rebalance runs (then a missing
+/// name or directory is looked for on the other sets instead, `lookup_remote`).
+fn half_made_possible(map: &VolumeMap, set: u32) -> bool {
+    !map.rebalancing && (map.layout.is_empty() || map.layout.contains(&set))
+}
+
 impl Inner {
     pub(super) fn set_map(&self, m: VolumeMap) {
         let mut cur = self.map.write();
@@ -244,8 +252,8 @@ impl Inner {
                 Err(e)
                     if e.errno == Errno::ESTALE
                         && started.elapsed() < HALF_MADE_WAIT
-                        && !self.map().rebalancing
-                        && t.set != self.home(t.key) =>
+                        && t.set != self.home(t.key)
+                        && half_made_possible(&self.map(), t.set) =>
                 {
                     tracing::debug!(dir = %t.key, set = t.set, error = %e, "directory not on this set yet (its mkdir on its way?): resending");
                     tokio::time::sleep(half_made.next_delay()).await;
