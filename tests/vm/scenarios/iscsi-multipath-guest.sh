@@ -24,6 +24,7 @@ setup)
     install -m 0644 /mnt/cairn/handler_cairn.so /usr/lib/x86_64-linux-gnu/tcmu-runner/
     install -m 0755 /mnt/cairn/libcairn.so.1 /usr/local/lib/libcairn.so.1
     install -m 0755 /mnt/cairn/cairn /usr/local/bin/cairn
+    install -D -m 0600 /mnt/cairn/credentials.pem /etc/cairn/credentials.pem
     ldconfig
     modprobe target_core_user
     modprobe iscsi_target_mod
@@ -85,8 +86,8 @@ login)
         iscsiadm -m node -T "$iqn" -p "$ip:3260" --login >/dev/null
     done
     for _ in $(seq 1 60); do
-        map=$(dmsetup ls --target multipath 2>/dev/null | awk 'NF == 2 && $1 != "No" {print $1; exit}')
-        if [[ -n $map ]] && (($(multipath -ll "$map" 2>/dev/null | grep -c 'active ready running') == 2)); then
+        map=$(dmsetup ls --target multipath 2>/dev/null | awk '$1 != "No" {print $1; exit}')
+        if [[ -n $map ]] && (($(multipath -ll "$map" 2>/dev/null | grep -cE 'active +ready +running') == 2)); then
             echo "$map"
             exit 0
         fi

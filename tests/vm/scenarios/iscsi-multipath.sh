@@ -53,8 +53,14 @@ scenario_main() {
     strip --strip-debug -o "$share/cairn" "$CAIRN_BIN_DIR/cairn"
 
     vm_step "starting the host cluster (2 cairnd, volume lunvol 2x2)"
+    # one cluster CA for both nodes and the clients (tests/run-all.sh does the same)
+    export CAIRN_CA_DIR=${CAIRN_CA_DIR:-$VM_DIR/ca}
+    export CAIRN_CREDENTIALS=${CAIRN_CREDENTIALS:-$CAIRN_CA_DIR/admin.pem}
+    mkdir -p "$CAIRN_CA_DIR"
     cluster_up 2 lunvol 2 4 >"$VM_DIR/cluster.log" 2>&1
     trap vm_cleanup EXIT # lib.sh's cluster trap replaced ours: ours stops both
+    # the guest's cairn CLI and handler_cairn connect with it (/etc/cairn/credentials.pem)
+    install -m 0600 "$CAIRN_CREDENTIALS" "$share/credentials.pem"
 
     vm_step "host: cairn iscsi lun create lun0, target create $IQN --portal 10.99.0.1, lun add"
     export CAIRN_ISCSI_CONF_DIR=$VM_DIR/host-is-no-gateway
@@ -89,7 +95,7 @@ scenario_main() {
     out=$(guest "multipath -ll $map") || vm_fail "multipath -ll $map"
     printf '%s\n' "$out" | sed 's/^/    /'
     grep -q "hwhandler='1 alua'" <<<"$out" || vm_fail "map $map does not use the ALUA handler: $out"
-    (($(grep -c 'active ready running' <<<"$out") == 2)) || vm_fail "map $map has not two ready paths"
+    (($(grep -cE 'active +ready +running' <<<"$out") == 2)) || vm_fail "map $map has not two ready paths"
     pass "multipath map $map: two ALUA paths (gw1, gw2), both active/ready"
 
     vm_step "guest: writer on /dev/mapper/$map (4 KiB O_DIRECT|O_SYNC blocks)"
@@ -106,7 +112,7 @@ scenario_main() {
     local failed=''
     for _ in $(seq 1 60); do
         out=$(guest "multipath -ll $map") || true
-        grep -q 'failed faulty' <<<"$out" && grep -q 'active ready running' <<<"$out" && failed=1 && break
+        grep -qE 'failed +faulty' <<<"$out" && grep -qE 'active +ready +running' <<<"$out" && failed=1 && break
         sleep 2
     done
     printf '%s\n' "$out" | sed 's/^/    /'
@@ -122,7 +128,7 @@ scenario_main() {
     local back=''
     for _ in $(seq 1 60); do
         out=$(guest "multipath -ll $map") || true
-        (($(grep -c 'active ready running' <<<"$out") == 2)) && back=1 && break
+        (($(grep -cE 'active +ready +running' <<<"$out") == 2)) && back=1 && break
         sleep 2
     done
     [[ -n $back ]] || vm_fail "gw2's path not reinstated 120 s after its address came back: $out"

@@ -21,6 +21,17 @@ const RETRY_BACKOFF: Backoff =
 /// Most resends of one op to another set because its inode moved (`moved.rs`).
 const MAX_HOPS: u32 = 4;
 
+/// How long an op on directory `key` at a set other than its home keeps being resent while
+/// that set answers ESTALE ("no directory with id"): another client's mkdir makes a
+/// directory on its home set (the set its name hashes to) first and on the other sets
+/// just after, and this client can find it in between (a lookup of it, then an op in it:
+/// `mkdir -p` of one path on several gateways at once, `cairnd/tests/mkdir_race.rs`). A
+/// directory still missing there after this (its mkdir's client died between the steps)
+/// answers ESTALE as before.
+const HALF_MADE_WAIT: Duration = Duration::from_secs(3);
+const HALF_MADE_BACKOFF: Backoff =
+    Backoff::linear(Duration::from_millis(10), Duration::from_millis(100));
+
 fn is_retryable(e: &RemoteError) -> bool {
     matches!(
         e.errno.0,
@@ -48,6 +59,14 @@ pub(super) fn rerouted(map: &VolumeMap, op: &Op, set: u32, layout: u64, e: &Remo
     map.layout_epoch > layout
         || matches!(op, Op::Create { dir, name, .. } | Op::MkLinkto { dir, name, .. }
             if hashed_set(map, *dir, name).id != set)
+}
+
+/// Whether an ESTALE from set `set` for a directory homed elsewhere may be a mkdir on its
+/// way there ([`HALF_MADE_WAIT`]): not on a set an add-brick is still filling with the
+/// volume's directories (outside the layout), nor while a rebalance runs (then a missing
+/// name or directory is looked for on the other sets instead, `lookup_remote`).
+fn half_made_possible(map: &VolumeMap, set: u32) -> bool {
+    !map.rebalancing && (map.layout.is_empty() || map.layout.contains(&set))
 }
 
 impl Inner {
@@ -155,6 +174,8 @@ impl Inner {
         // a name where lookups by that layout do not look (`rerouted`).
         let layout = self.map().layout_epoch;
         let mut backoff = RETRY_BACKOFF;
+        let started = tokio::time::Instant::now();
+        let mut half_made = HALF_MADE_BACKOFF;
         // Resends to another set because the inode moved (EMOVED) or is no longer where
         // the relocation cache said (ESTALE): each needs another move meanwhile.
         let mut hops = 0;
@@ -230,6 +251,15 @@ impl Inner {
                     // Moved again, or gone: the home set's stub says which.
                     t.set = home_set(&self.map(), t.key).id;
                     hops += 1;
+                }
+                Err(e)
+                    if e.errno == Errno::ESTALE
+                        && started.elapsed() < HALF_MADE_WAIT
+                        && t.set != self.home(t.key)
+                        && half_made_possible(&self.map(), t.set) =>
+                {
+                    tracing::debug!(dir = %t.key, set = t.set, error = %e, "directory not on this set yet (its mkdir on its way?): resending");
+                    tokio::time::sleep(half_made.next_delay()).await;
                 }
                 Err(e) if is_retryable(&e) && !last => {
                     if rerouted(&self.map(), &op, t.set, layout, &e) {

@@ -7,7 +7,7 @@ use crate::Result;
 use bytes::Bytes;
 use cairn_cache::merge_dir_copy;
 use cairn_proto::msg::{Op, Reply};
-use cairn_proto::{rename_flags, valid_name, Attr, Creds, Errno, FileType, Id, Name};
+use cairn_proto::{rename_flags, valid_name, Attr, Creds, Errno, FileType, Id, Name, SetAttr};
 
 /// How many times one create is routed again after a layout change (each one needs
 /// another add-brick while it is in flight).
@@ -222,6 +222,10 @@ impl Volume {
                 i.attrs.invalidate(dir);
                 match self.lookup_remote(c, dir, name).await {
                     Ok(a) if a.id == id => a,
+                    Ok(a) if a.kind == FileType::Directory => {
+                        self.spread_dir(c, dir, name, &a, hashed).await;
+                        return Err(e);
+                    }
                     _ => return Err(e),
                 }
             }
@@ -273,6 +277,45 @@ impl Volume {
         };
         change.finish(i);
         Ok(a)
+    }
+
+    /// `name` in `dir` is directory `a`, which another client's mkdir made on set `hashed`:
+    /// make sure it is on every other set too before this client, told EEXIST, goes into
+    /// it. That mkdir makes it on the other sets only after the hashed one, so a client
+    /// making the next component of the same path at once (`mkdir -p` on several
+    /// gateways) would reach a set that has no such directory yet and get ESTALE for it.
+    /// Made there with the same id and mode (and owner, if the brick made it as another);
+    /// EEXIST from a set means it is there already (or that a name of another kind is,
+    /// which is left as it is).
+    async fn spread_dir(&self, c: &Creds, dir: Id, name: &[u8], a: &Attr, hashed: u32) {
+        let i = &self.inner;
+        let op = Op::Mkdir { dir, name: name.to_vec(), id: a.id, perm: a.perm & 0o7777 };
+        let others: Vec<u32> = i.set_ids().into_iter().filter(|s| *s != hashed).collect();
+        let calls =
+            others.iter().map(|s| self.resend_on_new_layout(Target { set: *s, key: dir }, c, &op));
+        let n = String::from_utf8_lossy(name);
+        for (s, r) in others.iter().zip(futures::future::join_all(calls).await) {
+            match r.and_then(|(r, _)| attr_of("mkdir", r)) {
+                Ok(copy) if (copy.uid, copy.gid) != (a.uid, a.gid) => {
+                    let own = SetAttr { uid: Some(a.uid), gid: Some(a.gid), ..SetAttr::default() };
+                    let t = Target { set: *s, key: a.id };
+                    if let Err(e) =
+                        i.call(t, c, Op::SetAttr { id: a.id, set: own }, Bytes::new()).await
+                    {
+                        tracing::warn!(%dir, name = %n, set = s, error = %e, "directory made on one more set, but not given its owner");
+                    }
+                }
+                Ok(_) => {
+                    tracing::debug!(%dir, name = %n, set = s, "another client's new directory made on one more set")
+                }
+                Err(e) if e.errno == Errno::EEXIST => {}
+                Err(e) => {
+                    tracing::warn!(%dir, name = %n, set = s, error = %e, "another client's new directory not made on one more set")
+                }
+            }
+        }
+        i.attrs.invalidate(dir);
+        i.attrs.invalidate(a.id);
     }
 
     pub async fn symlink(&self, c: &Creds, dir: Id, name: &[u8], target: &[u8]) -> Result<Attr> {
