@@ -183,7 +183,7 @@ pub struct ReqId {
 
 /// Decode a field added at the end of a message: a peer built before it sends nothing
 /// there (the decoder allows trailing bytes, so older peers ignore it in turn).
-fn trailing<'de, D, T>(d: D) -> Result<T, D::Error>
+pub(crate) fn trailing<'de, D, T>(d: D) -> Result<T, D::Error>
 where
     D: serde::Deserializer<'de>,
     T: Deserialize<'de> + Default,
