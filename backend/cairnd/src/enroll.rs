@@ -363,17 +363,20 @@ pub async fn join(
     };
     let etcd_member = match (&etcd, &member_req) {
         (Some((paths, e, _)), Some(mr)) => {
-            let Some(cert) = &reply.etcd_member else {
-                anyhow::bail!(
-                    "enrolling through {member}: {} sent no etcd member certificate (is it \
-                     older than this node?)",
-                    reply.by
-                );
-            };
-            let key = mr.check(cert, &e.ca, host.host()).with_context(|| {
-                format!("the etcd member certificate {member} issued for {}", host.host())
-            })?;
-            paths.member.as_ref().map(|(c, k)| (c, k, cert, key))
+            // An older CA node ignores the request (a trailing field) but has used up the
+            // token and added this node: take the rest, without a member certificate.
+            match &reply.etcd_member {
+                None => {
+                    tracing::warn!(node = %name, by = %reply.by, "the enrollment answer carries no etcd member certificate (the CA node predates them): none stored; make one on the CA node to run an etcd member here");
+                    None
+                }
+                Some(cert) => {
+                    let key = mr.check(cert, &e.ca, host.host()).with_context(|| {
+                        format!("the etcd member certificate {member} issued for {}", host.host())
+                    })?;
+                    paths.member.as_ref().map(|(c, k)| (c, k, cert, key))
+                }
+            }
         }
         _ => None,
     };
