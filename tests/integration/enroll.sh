@@ -31,6 +31,13 @@ ossl_pin=sha256:$(openssl x509 -in "$CAIRN_CA_DIR/ca.pem" -pubkey -noout |
     openssl pkey -pubin -outform der | sha256sum | cut -d' ' -f1)
 assert_eq "$pin" "$ossl_pin" "the CA hash is kubeadm's (SHA-256 of the CA's SubjectPublicKeyInfo, as openssl computes it)"
 pass "peer token create prints the token, the CA hash and a ready join command"
+# On the node itself over loopback (as on an appliance, where cairn talks to 127.0.0.1:7420)
+# the join address is the one the node advertises to the pool, not the one cairn used.
+n1_addr=$(cl_node_addr n1)
+lo_join=$("$CAIRN_BIN_DIR/cairn" --host "localhost:${n1_addr##*:}" --json peer token create --ttl 1m |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["join"])') || fail "peer token create through localhost"
+assert_eq "$n1_addr" "$lo_join" "the join address of a token made through localhost"
+pass "a token made over loopback names the node's advertised address to join through"
 
 etcd_tls=()
 [[ $CL_ETCD_TLS != 1 ]] || mapfile -t etcd_tls < <(etcd_tls_cairnd_args "$CL_DIR/etcd-tls")
