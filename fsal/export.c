@@ -30,6 +30,7 @@ static void release(struct fsal_export *export_pub)
 			export->volume, -rc);
 	gsh_free(export->volume);
 	gsh_free(export->servers);
+	gsh_free(export->credentials);
 	gsh_free(export->ds_addrs);
 	gsh_free(export);
 }

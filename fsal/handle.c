@@ -5,7 +5,9 @@
  * Files are addressed by cairn id, so there are no file descriptors: an "open" is only
  * the open mode kept for share reservations (plus cairn_open/cairn_release for NFSv4
  * opens so an unlinked open file stays readable). Writes go through libcairn's
- * write-behind unless the client asks for FILE_SYNC; COMMIT is cairn_fsync.
+ * write-behind unless the client asks for FILE_SYNC (cairn_write_sync: the write and
+ * its fsync in one round trip) or it is a new file's first WRITE (also cairn_write_sync,
+ * answered FILE_SYNC); COMMIT is cairn_fsync, skipped when nothing is unstable.
  */
 
 #include <fcntl.h>
@@ -721,6 +723,9 @@ static fsal_status_t cairn_fsal_open2(struct fsal_obj_handle *obj_hdl,
 
 	*caller_perm_check = !created;
 	target = &cairn_construct_handle(EXPORT_OF(op_ctx), &ca)->handle;
+	if (created)
+		__atomic_store_n(&HANDLE_OF(target)->fresh, true,
+				 __ATOMIC_SEQ_CST);
 
 	if (created && attrs_set != NULL) {
 		attrmask_t saved = attrs_set->valid_mask;
@@ -891,10 +896,12 @@ static void cairn_fsal_write2(struct fsal_obj_handle *obj_hdl, bool bypass,
 {
 	uint64_t offset = write_arg->offset;
 	bool stable = write_arg->fsal_stable;
+	bool fresh;
 	fsal_status_t status;
 	cairn_creds_t cb;
+	size_t total = 0;
 	ssize_t n;
-	int i, rc;
+	int i;
 
 	write_arg->io_amount = 0;
 	status = io_share_check(obj_hdl, bypass, write_arg->state,
@@ -903,11 +910,27 @@ static void cairn_fsal_write2(struct fsal_obj_handle *obj_hdl, bool bypass,
 		done_cb(obj_hdl, status, write_arg, caller_arg);
 		return;
 	}
+	/* A new file's first WRITE from offset 0, small enough to be its whole
+	 * content: made durable now, in the write's own round trip, instead of in
+	 * a COMMIT's (the client commits an UNSTABLE small file at close anyway). */
+	fresh = __atomic_exchange_n(&HANDLE_OF(obj_hdl)->fresh, false,
+				    __ATOMIC_SEQ_CST);
+	for (i = 0; i < write_arg->iov_count; i++)
+		total += write_arg->iov[i].iov_len;
+	if (fresh && offset == 0 && total <= CAIRN_SYNC_FIRST_WRITE)
+		stable = true;
 	if (!stable)
 		__atomic_store_n(&HANDLE_OF(obj_hdl)->unstable, true,
 				 __ATOMIC_SEQ_CST);
 	for (i = 0; i < write_arg->iov_count; i++) {
-		if (stable)
+		/* FILE_SYNC also covers the metadata (size, mtime): the last
+		 * piece's write carries the fsync (cairn_write_sync) */
+		if (stable && i == write_arg->iov_count - 1)
+			n = cairn_write_sync(FS, cairn_creds(&cb),
+					     ID(obj_hdl), offset,
+					     write_arg->iov[i].iov_base,
+					     write_arg->iov[i].iov_len);
+		else if (stable)
 			n = cairn_write_through(FS, cairn_creds(&cb),
 						ID(obj_hdl), offset,
 						write_arg->iov[i].iov_base,
@@ -924,9 +947,9 @@ static void cairn_fsal_write2(struct fsal_obj_handle *obj_hdl, bool bypass,
 		write_arg->io_amount += n;
 		offset += n;
 	}
-	if (stable) {
-		/* FILE_SYNC also covers the metadata (size, mtime) */
-		rc = cairn_fsync(FS, cairn_creds(&cb), ID(obj_hdl), false);
+	if (stable && write_arg->iov_count == 0) {
+		int rc = cairn_fsync(FS, cairn_creds(&cb), ID(obj_hdl), false);
+
 		if (rc < 0) {
 			done_cb(obj_hdl, cairn_log_error("write(fsync)", rc),
 				write_arg, caller_arg);

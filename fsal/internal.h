@@ -14,12 +14,14 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <pthread.h>
 #include "fsal.h"
 #include "fsal_types.h"
 #include "fsal_api.h"
 #include "fsal_convert.h"
 #include "fsal_up.h"
 #include "FSAL/fsal_commonlib.h"
+#include "pnfs_utils.h"
 #include "cairn.h"
 
 #define CAIRN_FSAL_NAME "CAIRN"
@@ -51,6 +53,28 @@ struct cairn_ds_addr {
 	uint16_t port;
 };
 
+/* A DS the MDS hands out in layouts, probed for liveness (dservers.c). */
+struct cairn_ds_state {
+	char node[64];			/* for logs: the brick node it serves */
+	uint32_t addr;			/* IPv4, host order */
+	uint16_t port;
+	bool down;			/* failed CAIRN_DS_PROBE_FAILS probes in a row */
+	uint32_t fails;			/* failed probes in a row */
+	int err;			/* errno of the last failed probe */
+};
+
+/* The data servers of a PNFS export and the thread probing them (dservers.c). */
+struct cairn_ds_watch {
+	pthread_mutex_t mutex;
+	pthread_cond_t cond;
+	struct cairn_ds_state ds[CAIRN_MAX_DS_ADDRS];
+	size_t nds;
+	uint32_t gen;			/* bumped on every DS up/down change */
+	pthread_t thread;
+	bool running;
+	bool stop;
+};
+
 struct cairn_export {
 	struct fsal_export export;
 	cairn_fs_t *fs;			/* one libcairn mount per export */
@@ -75,6 +99,8 @@ struct cairn_export {
 	uint32_t lo_jobs;		/* checks queued or running */
 	uint32_t lo_closing;		/* the export is going away */
 	bool lo_ready;
+	/* the DSs layouts name, probed: a dead one is left out of layouts (dservers.c) */
+	struct cairn_ds_watch ds_watch;
 };
 
 /* Per open state (NFSv4 open/lock state, NLM share, global fd). libcairn is stateless by
@@ -98,6 +124,11 @@ struct cairn_handle {
 	 * without any skips the fsync (NFS clients commit what they wrote through the
 	 * same server; a write-behind error still surfaces on flush/close). */
 	bool unstable;
+	/* Made by this handle's open2 (CREATE, OPEN with create) and not written yet: its
+	 * first WRITE, if at offset 0 and at most CAIRN_SYNC_FIRST_WRITE bytes (a small
+	 * file's whole content), is made durable in its own round trip (cairn_write_sync)
+	 * and answered FILE_SYNC, so no COMMIT round trip follows. */
+	bool fresh;
 	/* NFSv4 delegations Ganesha granted on this file (under the object's st_lock,
 	 * which Ganesha holds around lease_op2): the backend delegation of this export's
 	 * mount is taken on the first and given back with the last. */
@@ -114,6 +145,10 @@ struct cairn_handle {
  * Ganesha's default Attr_Expiration_Time (60 s) would hide such a change for up to a
  * minute. An export's smaller Attr_Expiration_Time is kept. */
 #define CAIRN_ATTR_EXPIRE 5
+
+/* The largest first WRITE of a new file made durable with it (see `fresh`): Linux's
+ * largest wsize. A bigger file pays one fsync with its first WRITE, once. */
+#define CAIRN_SYNC_FIRST_WRITE (1024 * 1024)
 
 #define CAIRN_SUPPORTED_ATTRS ((const attrmask_t) (ATTRS_POSIX | ATTR_ACL | \
 						  ATTR4_XATTR))
@@ -161,7 +196,6 @@ struct state_t *cairn_alloc_state(struct fsal_export *exp_hdl,
 void cairn_free_state(struct fsal_export *exp_hdl, struct state_t *state);
 
 /* mds.c: pNFS metadata server (FILES and Flexible Files layouts) */
-int cairn_pnfs_parse_ds_addrs(struct cairn_export *export);
 void cairn_mds_export_ops_init(struct export_ops *ops);
 void cairn_mds_handle_ops_init(struct fsal_obj_ops *ops);
 void cairn_mds_module_ops_init(struct fsal_ops *ops);
@@ -172,13 +206,29 @@ nfsstat4 cairn_layoutget_check(object_file_type_t type, layouttype4 served,
 nfsstat4 cairn_layoutcommit_check(layouttype4 served,
 				  const struct fsal_layoutcommit_arg *arg);
 
-/* recall.c: layout recalls when the volume map changes */
-uint64_t cairn_layout_digest(const cairn_layout_t *lo);
+
+/* recall.c: layout recalls when the volume map or a DS's liveness changes */
+uint64_t cairn_layout_digest(struct cairn_export *export,
+			     const cairn_layout_t *lo);
 void cairn_layouts_granted(struct cairn_export *export, cairn_id_t inode,
-			   const cairn_layout_t *lo);
+			   const cairn_layout_t *lo, uint32_t ds_gen);
+void cairn_layouts_recheck(struct cairn_export *export);
 void cairn_layouts_returned(struct cairn_export *export, cairn_id_t inode);
 int cairn_layouts_register(struct cairn_export *export);
 void cairn_layouts_unregister(struct cairn_export *export);
+
+/* dservers.c: where each DS of a PNFS export listens (DS_Addrs) and whether it answers
+ * (an NFS NULL call every second) */
+int cairn_pnfs_parse_ds_addrs(struct cairn_export *export);
+int cairn_ds_addr_of(const struct cairn_export *export,
+		     const cairn_layout_brick_t *b, fsal_multipath_member_t *out);
+int cairn_ds_watch_start(struct cairn_export *export);
+void cairn_ds_watch_stop(struct cairn_export *export);
+bool cairn_ds_up(struct cairn_export *export, const char *node,
+		 const fsal_multipath_member_t *h);
+bool cairn_ds_brick_up(struct cairn_export *export,
+		       const cairn_layout_brick_t *b);
+uint32_t cairn_ds_gen(struct cairn_export *export);
 
 /* ds.c: pNFS data server */
 void cairn_ds_module_ops_init(struct fsal_ops *ops);

@@ -19,12 +19,11 @@
  *
  * Enabled per export: FSAL { Name = CAIRN; ...; PNFS = true; [Layout = flexfiles;]
  *                            DS_Addrs = "n1=ADDR:PORT,..."; }
- * DS_Addrs maps a brick node's name to its DS's IPv4 address; an unlisted node's DS is
- * taken to listen on the host of its cairnd address, port 2049. See docs/nfs.md "pNFS".
+ * Where each DS listens (DS_Addrs) and whether it answers: dservers.c; a DS that does
+ * not is left out of layouts (the next up brick's DS, or no layout). See docs/nfs.md
+ * "pNFS".
  */
 
-#include <arpa/inet.h>
-#include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
 #include "fsal.h"
@@ -47,125 +46,14 @@ _Static_assert(sizeof(struct pnfs_deviceid) == CAIRN_FF_DEVICEID_SIZE,
 
 /* The stripe unit of a one-stripe layout only bounds the client's request sizes. */
 #define CAIRN_STRIPE_UNIT (1 << 20)
-#define CAIRN_DS_DEFAULT_PORT 2049
 /* RFC 8881 §3.3.13 netaddr4 of an IPv4 DS: "tcp" and "a.b.c.d.p1.p2". */
 #define CAIRN_DA_ADDR_SIZE 0x1000
 #define CAIRN_LOC_BODY_SIZE 0x400
 /* A Flexible Files device's rsize and wsize: Ganesha's default MaxRead/MaxWrite. */
 #define CAIRN_FF_IO_SIZE (1 << 20)
-/* A FF device id names one brick: devid = brick index + 1 (a FILES device has 0). */
-#define CAIRN_FF_DEVID_BASE 1
-
-/* ---- DS_Addrs ------------------------------------------------------------------ */
-
-/* Parse "HOST:PORT" (HOST an IPv4 address or a name resolving to one). */
-static int parse_ipv4_port(const char *s, size_t len, uint32_t *addr,
-			   uint16_t *port)
-{
-	char host[256];
-	const char *colon = memrchr(s, ':', len);
-	struct in_addr in;
-	char *end;
-	unsigned long p;
-	size_t hl;
-
-	if (colon == NULL)
-		return -EINVAL;
-	hl = colon - s;
-	if (hl == 0 || hl >= sizeof(host))
-		return -EINVAL;
-	memcpy(host, s, hl);
-	host[hl] = '\0';
-	errno = 0;
-	p = strtoul(colon + 1, &end, 10);
-	if (end != s + len || end == colon + 1 || p == 0 || p > 65535 ||
-	    errno != 0)
-		return -EINVAL;
-	if (inet_pton(AF_INET, host, &in) != 1) {
-		struct addrinfo hints = { .ai_family = AF_INET,
-					  .ai_socktype = SOCK_STREAM };
-		struct addrinfo *res = NULL;
-
-		if (getaddrinfo(host, NULL, &hints, &res) != 0 || res == NULL)
-			return -ENOENT;
-		in = ((struct sockaddr_in *)res->ai_addr)->sin_addr;
-		freeaddrinfo(res);
-	}
-	*addr = ntohl(in.s_addr);
-	*port = (uint16_t)p;
-	return 0;
-}
-
-int cairn_pnfs_parse_ds_addrs(struct cairn_export *export)
-{
-	const char *s = export->ds_addrs;
-	size_t n = 0;
-
-	export->nds = 0;
-	if (s == NULL)
-		return 0;
-	while (*s != '\0') {
-		const char *comma = strchrnul(s, ',');
-		const char *eq = memchr(s, '=', comma - s);
-		struct cairn_ds_addr *d;
-		size_t nl;
-
-		while (*s == ' ')
-			s++;
-		if (eq == NULL || eq == s || n >= CAIRN_MAX_DS_ADDRS) {
-			LogCrit(COMPONENT_FSAL,
-				"CAIRN: volume %s: DS_Addrs entry '%.*s' is not NODE=ADDR:PORT (at most %d entries)",
-				export->volume, (int)(comma - s), s,
-				CAIRN_MAX_DS_ADDRS);
-			return -EINVAL;
-		}
-		d = &export->ds[n];
-		nl = eq - s;
-		if (nl >= sizeof(d->node)) {
-			LogCrit(COMPONENT_FSAL,
-				"CAIRN: volume %s: DS_Addrs node name '%.*s' too long",
-				export->volume, (int)nl, s);
-			return -EINVAL;
-		}
-		memcpy(d->node, s, nl);
-		d->node[nl] = '\0';
-		if (parse_ipv4_port(eq + 1, comma - eq - 1, &d->addr,
-				    &d->port) < 0) {
-			LogCrit(COMPONENT_FSAL,
-				"CAIRN: volume %s: DS_Addrs address '%.*s' of node %s is not IPV4:PORT",
-				export->volume, (int)(comma - eq - 1), eq + 1,
-				d->node);
-			return -EINVAL;
-		}
-		n++;
-		s = *comma ? comma + 1 : comma;
-	}
-	export->nds = n;
-	return 0;
-}
-
-/* The DS address of a brick's node: DS_Addrs, else its cairnd host at port 2049. */
-static int ds_addr_of(const struct cairn_export *export,
-		      const cairn_layout_brick_t *b,
-		      fsal_multipath_member_t *out)
-{
-	size_t i;
-	uint16_t port;
-
-	for (i = 0; i < export->nds; i++) {
-		if (strcmp(export->ds[i].node, b->node) == 0) {
-			out->proto = IPPROTO_TCP;
-			out->addr = export->ds[i].addr;
-			out->port = export->ds[i].port;
-			return 0;
-		}
-	}
-	if (parse_ipv4_port(b->addr, strlen(b->addr), &out->addr, &port) < 0)
-		return -EINVAL;
-	out->proto = IPPROTO_TCP;
-	out->port = CAIRN_DS_DEFAULT_PORT;
-	return 0;
-}
+/* A device id names one brick's DS: devid = brick index + 1 (FILES and Flexible
+ * Files). A FILES devid 0 (handed out before) names the DS of the set's chain head. */
+#define CAIRN_DEVID_BASE 1
 
 /* ---- export operations ------------------------------------------------------------ */
 
@@ -271,7 +159,7 @@ static void whole_file_segment(struct fsal_layoutget_res *res)
  * order (the head first, with the highest efficiency), the chain head's only for RW. */
 static nfsstat4 layoutget_ff(struct cairn_handle *obj, XDR *loc_body,
 			     layoutiomode4 iomode, const cairn_layout_t *lo,
-			     struct fsal_layoutget_res *res)
+			     uint32_t ds_gen, struct fsal_layoutget_res *res)
 {
 	struct cairn_export *export = obj->export;
 	const cairn_layout_t *lo_used = lo;
@@ -279,7 +167,7 @@ static nfsstat4 layoutget_ff(struct cairn_handle *obj, XDR *loc_body,
 	fsal_multipath_member_t addr[CAIRN_LAYOUT_MAX_BRICKS];
 	uint8_t fh[NFS4_FHSIZE];
 	size_t fhlen;
-	uint32_t n = 0, i, j;
+	uint32_t n = 0, ds_down = 0, i, j;
 	cairn_attr_t ca;
 	int rc;
 
@@ -292,7 +180,7 @@ static nfsstat4 layoutget_ff(struct cairn_handle *obj, XDR *loc_body,
 
 		if (b->state != CAIRN_BRICK_UP)
 			continue;
-		if (ds_addr_of(export, b, &addr[n]) < 0) {
+		if (cairn_ds_addr_of(export, b, &addr[n]) < 0) {
 			LogMajor(COMPONENT_PNFS,
 				 "CAIRN: volume %s: no DS address for node %s (cairnd %s): add it to DS_Addrs",
 				 export->volume, b->node, b->addr);
@@ -304,15 +192,22 @@ static nfsstat4 layoutget_ff(struct cairn_handle *obj, XDR *loc_body,
 			       addr[j].port == addr[n].port;
 		if (dup)
 			continue;
+		/* a DS that does not answer: the next replica's (dservers.c) */
+		if (!cairn_ds_up(export, b->node, &addr[n])) {
+			ds_down++;
+			continue;
+		}
 		d.device_id2 = export->export.export_id;
 		d.device_id4 = lo->set;
-		d.devid = (uint64_t)b->index + CAIRN_FF_DEVID_BASE;
+		d.devid = (uint64_t)b->index + CAIRN_DEVID_BASE;
 		memcpy(m[n].deviceid, &d, sizeof(d));
 		m[n].efficiency = lo->nbricks - i;
 		n++;
 	}
+	/* no DS answers: the client does its I/O through the MDS */
 	if (n == 0)
-		return NFS4ERR_LAYOUTTRYLATER;
+		return ds_down != 0 ? NFS4ERR_LAYOUTUNAVAILABLE :
+				      NFS4ERR_LAYOUTTRYLATER;
 	/* ffds_user/ffds_group: the file's owner (a loosely coupled client's AUTH_SYS
 	 * identity at the DS; a tightly coupled one uses its own) */
 	rc = cairn_getattr(export->fs, NULL, obj->key.wire.inode, &ca);
@@ -334,7 +229,7 @@ static nfsstat4 layoutget_ff(struct cairn_handle *obj, XDR *loc_body,
 		return NFS4ERR_SERVERFAULT;
 	}
 	whole_file_segment(res);
-	cairn_layouts_granted(export, obj->key.wire.inode, lo_used);
+	cairn_layouts_granted(export, obj->key.wire.inode, lo_used, ds_gen);
 	return NFS4_OK;
 }
 
@@ -406,6 +301,8 @@ static nfsstat4 layoutget(struct fsal_obj_handle *obj_pub, XDR *loc_body,
 	uint16_t ds_id = export->export.export_id;
 	cairn_layout_t lo;
 	const cairn_layout_t *lo_used = &lo;
+	fsal_multipath_member_t ds;
+	uint32_t ds_gen, i;
 	nfsstat4 st;
 	int rc;
 
@@ -424,6 +321,9 @@ static nfsstat4 layoutget(struct fsal_obj_handle *obj_pub, XDR *loc_body,
 			 arg->minlength, nfsstat4_to_str(st));
 		return st;
 	}
+	/* before the layout is read: a DS that changes state after this is checked
+	 * again (recall.c) */
+	ds_gen = cairn_ds_gen(export);
 	rc = cairn_layout(export->fs, obj->key.wire.inode, &lo);
 	if (rc < 0) {
 		LogMajor(COMPONENT_PNFS, "CAIRN: volume %s: cairn_layout: %s",
@@ -434,7 +334,29 @@ static nfsstat4 layoutget(struct fsal_obj_handle *obj_pub, XDR *loc_body,
 		return NFS4ERR_LAYOUTTRYLATER;
 
 	if (export->layout_type == LAYOUT4_FLEX_FILES)
-		return layoutget_ff(obj, loc_body, res->segment.io_mode, &lo, res);
+		return layoutget_ff(obj, loc_body, res->segment.io_mode, &lo,
+				    ds_gen, res);
+	/* the device names one brick's DS (devid = its index + 1), so what a client
+	 * caches of it never changes (RFC 8881 §12.2.10): the chain head's, or, if that
+	 * DS does not answer (dservers.c), the DS of the next up brick in chain order
+	 * that answers; if none does, no layout: the client does its I/O through the
+	 * MDS. A new head comes with a recall and a new device (recall.c). */
+	for (i = 0; i < lo.nbricks; i++) {
+		if (lo.bricks[i].state != CAIRN_BRICK_UP ||
+		    cairn_ds_addr_of(export, &lo.bricks[i], &ds) < 0)
+			continue;
+		if (cairn_ds_up(export, lo.bricks[i].node, &ds)) {
+			deviceid.devid = (uint64_t)lo.bricks[i].index +
+					 CAIRN_DEVID_BASE;
+			break;
+		}
+	}
+	if (deviceid.devid == 0) {
+		LogDebug(COMPONENT_PNFS,
+			 "CAIRN: volume %s: LAYOUTGET: no data server of set %u answers",
+			 export->volume, lo.set);
+		return NFS4ERR_LAYOUTUNAVAILABLE;
+	}
 	deviceid.device_id1 = (uint8_t)lo.rotation;
 	deviceid.device_id2 = export->export.export_id;
 	deviceid.device_id4 = lo.set;
@@ -449,7 +371,7 @@ static nfsstat4 layoutget(struct fsal_obj_handle *obj_pub, XDR *loc_body,
 		return st;
 	}
 	whole_file_segment(res);
-	cairn_layouts_granted(export, obj->key.wire.inode, lo_used);
+	cairn_layouts_granted(export, obj->key.wire.inode, lo_used, ds_gen);
 	return NFS4_OK;
 }
 
@@ -464,16 +386,16 @@ static void log_ff_ioerr(const struct cairn_ff_ioerr *e, void *arg)
 	uint32_t i;
 
 	memcpy(&d, e->deviceid, sizeof(d));
-	if (d.devid >= CAIRN_FF_DEVID_BASE &&
+	if (d.devid >= CAIRN_DEVID_BASE &&
 	    cairn_set_layout(export->fs, d.device_id4, 0, &lo) == 0)
 		for (i = 0; i < lo.nbricks; i++)
-			if ((uint64_t)lo.bricks[i].index + CAIRN_FF_DEVID_BASE ==
+			if ((uint64_t)lo.bricks[i].index + CAIRN_DEVID_BASE ==
 			    d.devid)
 				node = lo.bricks[i].node;
 	LogEvent(COMPONENT_PNFS,
 		 "CAIRN: volume %s: a client reports that the data server of brick %" PRIu64
 		 " (node %s, set %u) failed %s with %s at %" PRIu64 "+%" PRIu64,
-		 export->volume, d.devid - CAIRN_FF_DEVID_BASE, node,
+		 export->volume, d.devid - CAIRN_DEVID_BASE, node,
 		 d.device_id4, nfsop4_to_str(e->opnum),
 		 nfsstat4_to_str(e->status), e->offset, e->length);
 }
@@ -612,10 +534,11 @@ static size_t fs_da_addr_size(struct fsal_module *fsal_hdl)
 }
 
 /* Encode nfsv4_1_file_layout_ds_addr4 for one stripe: stripe_indices <0>, and one
- * multipath list: the DS of the first brick in chain order that is up (the head), else
- * of the first one with an address. */
+ * multipath list: the DS of brick DEVID - 1; with DEVID 0 (a device of an older MDS),
+ * the DS of the first brick in chain order that is up (the head), else of the first one
+ * with an address. */
 static nfsstat4 encode_ds_addr(XDR *xdr, const struct cairn_export *export,
-			       const cairn_layout_t *lo)
+			       const cairn_layout_t *lo, uint64_t devid)
 {
 	fsal_multipath_member_t hosts[CAIRN_LAYOUT_MAX_BRICKS];
 	uint32_t one = 1, zero = 0, n = 0, pass, i, j;
@@ -626,9 +549,11 @@ static nfsstat4 encode_ds_addr(XDR *xdr, const struct cairn_export *export,
 			fsal_multipath_member_t h;
 			bool dup = false;
 
-			if ((b->state == CAIRN_BRICK_UP) != (pass == 0))
+			if (devid != 0 ? pass != 0 ||
+			    (uint64_t)b->index + CAIRN_DEVID_BASE != devid :
+			    (b->state == CAIRN_BRICK_UP) != (pass == 0))
 				continue;
-			if (ds_addr_of(export, b, &h) < 0) {
+			if (cairn_ds_addr_of(export, b, &h) < 0) {
 				LogMajor(COMPONENT_PNFS,
 					 "CAIRN: volume %s: no DS address for node %s (cairnd %s): add it to DS_Addrs",
 					 export->volume, b->node, b->addr);
@@ -664,7 +589,7 @@ static nfsstat4 encode_ff_device(XDR *xdr, const struct cairn_export *export,
 	uint32_t i;
 	int rc;
 
-	if (deviceid->devid < CAIRN_FF_DEVID_BASE)
+	if (deviceid->devid < CAIRN_DEVID_BASE)
 		return NFS4ERR_NOENT;
 	rc = cairn_set_layout(export->fs, deviceid->device_id4, 0, &lo);
 	if (rc < 0) {
@@ -677,9 +602,9 @@ static nfsstat4 encode_ff_device(XDR *xdr, const struct cairn_export *export,
 	for (i = 0; i < lo.nbricks; i++) {
 		const cairn_layout_brick_t *b = &lo.bricks[i];
 
-		if ((uint64_t)b->index + CAIRN_FF_DEVID_BASE != deviceid->devid)
+		if ((uint64_t)b->index + CAIRN_DEVID_BASE != deviceid->devid)
 			continue;
-		if (ds_addr_of(export, b, &h) < 0) {
+		if (cairn_ds_addr_of(export, b, &h) < 0) {
 			LogMajor(COMPONENT_PNFS,
 				 "CAIRN: volume %s: no DS address for node %s (cairnd %s): add it to DS_Addrs",
 				 export->volume, b->node, b->addr);
@@ -734,7 +659,8 @@ static nfsstat4 getdeviceinfo(struct fsal_module *fsal_hdl, XDR *da_addr_body,
 			st = NFS4ERR_NOENT;
 			break;
 		}
-		st = encode_ds_addr(da_addr_body, export, &lo);
+		st = encode_ds_addr(da_addr_body, export, &lo,
+				    deviceid->devid);
 		break;
 	}
 	PTHREAD_RWLOCK_unlock(&fsal_hdl->lock);

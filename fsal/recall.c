@@ -1,5 +1,5 @@
 /*
- * FSAL_CAIRN as a pNFS MDS: recalling layouts when the volume map changes.
+ * FSAL_CAIRN as a pNFS MDS: recalling layouts when the volume map or a DS changes.
  * SPDX-License-Identifier: LGPL-3.0-or-later
  *
  * A layout names the DS of a file's chain head (FILES; a Flexible Files RW layout too) or
@@ -14,6 +14,9 @@
  * layout would differ has its layouts recalled (Ganesha's up-call layoutrecall, a
  * CB_LAYOUTRECALL of the whole file to each client that holds one, clora_changed set);
  * the client returns them and asks again, and gets the new layout.
+ *
+ * The digest also covers whether the DS of each brick answers (dservers.c): a DS that
+ * dies or comes back while its node's map entry stays the same queues the same check.
  *
  * The comparison runs on a Ganesha fridge thread (libcairn threads are not Ganesha
  * threads, and layoutrecall must not run inside layoutget). See docs/nfs.md "Recalls".
@@ -40,8 +43,10 @@ struct scan_job {
 };
 
 /* What a layout of the file is built from: its set, the chain order, which bricks are
- * up and on which node. Two maps with the same digest give the same layout. */
-uint64_t cairn_layout_digest(const cairn_layout_t *lo)
+ * up and on which node, and which of their data servers answer (dservers.c). Two maps
+ * and DS states with the same digest give the same layout. */
+uint64_t cairn_layout_digest(struct cairn_export *export,
+			     const cairn_layout_t *lo)
 {
 	uint64_t h = 1469598103934665603ULL;	/* FNV-1a */
 	uint32_t i;
@@ -54,6 +59,7 @@ uint64_t cairn_layout_digest(const cairn_layout_t *lo)
 	for (i = 0; i < lo->nbricks && i < CAIRN_LAYOUT_MAX_BRICKS; i++) {
 		MIX(lo->bricks[i].index);
 		MIX(lo->bricks[i].state == CAIRN_BRICK_UP);
+		MIX(cairn_ds_brick_up(export, &lo->bricks[i]));
 		for (c = lo->bricks[i].node; *c != '\0'; c++)
 			MIX((unsigned char)*c);
 	}
@@ -116,19 +122,17 @@ static void recall_one(struct cairn_export *export, cairn_id_t inode,
 	}
 }
 
-/* On a fridge thread: compare every granted layout with the map the mount holds now and
- * recall those that changed. */
-static void scan_job_run(struct fridgethr_context *ctx)
+/* Compare every granted layout with the map the mount holds now (and the DS states) and
+ * recall those that changed. On a Ganesha thread (a fridge's or dservers.c's). */
+static void scan(struct cairn_export *export, uint64_t epoch)
 {
-	struct scan_job *job = ctx->arg;
-	struct cairn_export *export = job->export;
 	struct glist_head *g;
 	struct { cairn_id_t inode; uint32_t set; } *recall = NULL;
 	size_t n = 0, cap = 0, i;
 
 	PTHREAD_MUTEX_lock(&export->lo_mutex);
-	if (job->epoch > export->lo_epoch)
-		export->lo_epoch = job->epoch;
+	if (epoch > export->lo_epoch)
+		export->lo_epoch = epoch;
 	glist_for_each(g, &export->lo_granted) {
 		struct cairn_granted *e =
 			glist_entry(g, struct cairn_granted, link);
@@ -137,7 +141,7 @@ static void scan_job_run(struct fridgethr_context *ctx)
 
 		if (cairn_layout(export->fs, e->inode, &lo) < 0)
 			continue;
-		d = cairn_layout_digest(&lo);
+		d = cairn_layout_digest(export, &lo);
 		if (d == e->digest)
 			continue;
 		e->digest = d;
@@ -152,10 +156,17 @@ static void scan_job_run(struct fridgethr_context *ctx)
 	PTHREAD_MUTEX_unlock(&export->lo_mutex);
 
 	for (i = 0; i < n; i++)
-		recall_one(export, recall[i].inode, recall[i].set, job->epoch);
+		recall_one(export, recall[i].inode, recall[i].set, epoch);
 	gsh_free(recall);
+}
+
+static void scan_job_run(struct fridgethr_context *ctx)
+{
+	struct scan_job *job = ctx->arg;
+
+	scan(job->export, job->epoch);
+	(void) atomic_dec_uint32_t(&job->export->lo_jobs);
 	gsh_free(job);
-	(void) atomic_dec_uint32_t(&export->lo_jobs);
 }
 
 /* Queue a check of every granted layout against the map the mount holds now. The export
@@ -184,17 +195,33 @@ static void queue_scan(struct cairn_export *export, uint64_t epoch)
 	}
 }
 
+/* A data server went down or came back: check every granted layout, on the calling
+ * thread (dservers.c's probe thread, named for Ganesha's log; the export waits for it
+ * to end before it goes away, and it holds no lock here). */
+void cairn_layouts_recheck(struct cairn_export *export)
+{
+	uint64_t epoch;
+
+	PTHREAD_MUTEX_lock(&export->lo_mutex);
+	epoch = export->lo_epoch;
+	PTHREAD_MUTEX_unlock(&export->lo_mutex);
+	scan(export, epoch);
+}
+
 /* libcairn's map-change upcall (a library thread; cairn_unmount waits for it). */
 static void map_change_upcall(uint64_t epoch, void *arg)
 {
 	queue_scan(arg, epoch);
 }
 
+/* DS_GEN: cairn_ds_gen before the layout was built; a DS that changed state since
+ * may be named wrongly in it, so it is recorded to be recalled at the next check. */
 void cairn_layouts_granted(struct cairn_export *export, cairn_id_t inode,
-			   const cairn_layout_t *lo)
+			   const cairn_layout_t *lo, uint32_t ds_gen)
 {
 	struct cairn_granted *e;
-	bool stale;
+	uint64_t digest = cairn_layout_digest(export, lo);
+	bool stale, ds_changed = cairn_ds_gen(export) != ds_gen;
 
 	PTHREAD_MUTEX_lock(&export->lo_mutex);
 	e = find_locked(export, inode);
@@ -203,11 +230,12 @@ void cairn_layouts_granted(struct cairn_export *export, cairn_id_t inode,
 		e->inode = inode;
 		glist_add_tail(&export->lo_granted, &e->link);
 	}
-	e->digest = cairn_layout_digest(lo);
+	e->digest = ds_changed ? 0 : digest;
 	e->set = lo->set;
 	e->segments++;
-	/* a check of a newer map ran before this layout was recorded: check again */
-	stale = lo->epoch < export->lo_epoch;
+	/* a check of a newer map or DS state ran before this layout was recorded:
+	 * check again */
+	stale = lo->epoch < export->lo_epoch || ds_changed;
 	PTHREAD_MUTEX_unlock(&export->lo_mutex);
 	if (stale)
 		queue_scan(export, export->lo_epoch);
@@ -233,6 +261,7 @@ int cairn_layouts_register(struct cairn_export *export)
 	export->lo_ready = true;
 	if (!export->pnfs)
 		return 0;
+	(void) cairn_ds_watch_start(export);
 	return cairn_register_map_change(export->fs, map_change_upcall, export);
 }
 
@@ -242,6 +271,7 @@ void cairn_layouts_unregister(struct cairn_export *export)
 
 	if (!export->lo_ready)
 		return;
+	cairn_ds_watch_stop(export);
 	atomic_store_uint32_t(&export->lo_closing, 1);
 	if (export->pnfs)
 		(void) cairn_register_map_change(export->fs, NULL, NULL);

@@ -52,13 +52,20 @@ start_etcd() {
     if [[ $CAIRN_ETCD_TLS == 1 ]]; then
         etcd_tls_auth "$CAIRN_ETCD_URL" "$CAIRN_ETCD_TLS_DIR" /cairn ||
             die "cannot turn etcd auth on at $CAIRN_ETCD_URL (users root and cairn)"
+        # this node's own etcd identity, as on the appliance: user cairn-NODE, whose role
+        # may not write other nodes' liveness keys (docs/security.md, "etcd")
+        etcd_tls_client "$CAIRN_ETCD_TLS_DIR" "cairn-$CAIRN_NODE" ||
+            die "cannot make the etcd client certificate cairn-$CAIRN_NODE in $CAIRN_ETCD_TLS_DIR"
+        etcd_tls_own_node_user "$CAIRN_ETCD_URL" "$CAIRN_ETCD_TLS_DIR" "$CAIRN_NODE" /cairn ||
+            die "cannot make etcd user cairn-$CAIRN_NODE at $CAIRN_ETCD_URL"
     fi
 }
 
 start_cairnd() {
     local pidfile=$PID_DIR/cairnd-$CAIRN_NODE.pid cairnd tls=()
     cairnd=$(bin cairnd)
-    [[ $CAIRN_ETCD_TLS != 1 ]] || mapfile -t tls < <(etcd_tls_cairnd_args "$CAIRN_ETCD_TLS_DIR")
+    [[ $CAIRN_ETCD_TLS != 1 ]] ||
+        mapfile -t tls < <(etcd_tls_cairnd_args "$CAIRN_ETCD_TLS_DIR" "cairn-$CAIRN_NODE")
     if pidfile_alive "$pidfile" cairnd; then
         log "cairnd already runs (pid $(cat "$pidfile"))"
     else
@@ -289,7 +296,9 @@ start_nfs_ds() {
           mount -t nfs -o vers=4.2,port=$CAIRN_NFS_PORT 127.0.0.1:/$CAIRN_VOLUME-pnfs /mnt   (reads and writes go to the DS)"
 }
 
+# CAIRN_GATEWAYS=0: no NFS or SMB gateway (etcd, cairnd, the volume and its mount only).
 start_gateways() {
+    [[ ${CAIRN_GATEWAYS:-1} == 1 ]] || { log "CAIRN_GATEWAYS=0: no NFS or SMB gateway"; return 0; }
     start_nfs_ganesha
     start_smbd
 }
@@ -299,7 +308,7 @@ print_summary() {
 
 Cairn runs on this host (all on 127.0.0.1; run dir $CAIRN_RUN_DIR):
   etcd    pid $(cat "$PID_DIR/etcd.pid")  client $CAIRN_ETCD_URL  peer port $CAIRN_ETCD_PEER_PORT  log $LOG_DIR/etcd.log
-          $( [[ $CAIRN_ETCD_TLS == 1 ]] && echo "TLS, client certificates and auth: CA and keys in $CAIRN_ETCD_TLS_DIR (0600)" || echo "plain HTTP (CAIRN_ETCD_TLS=0)")
+          $( [[ $CAIRN_ETCD_TLS == 1 ]] && echo "TLS, client certificates and auth (cairnd as etcd user cairn-$CAIRN_NODE): CA and keys in $CAIRN_ETCD_TLS_DIR (0600)" || echo "plain HTTP (CAIRN_ETCD_TLS=0)")
   cairnd  pid $(cat "$PID_DIR/cairnd-$CAIRN_NODE.pid")  node $CAIRN_NODE  $CAIRN_ADDR  log $LOG_DIR/cairnd-$CAIRN_NODE.log
   volume  $CAIRN_VOLUME (replica $CAIRN_REPLICA, $CAIRN_BRICKS bricks in $CAIRN_RUN_DIR/bricks)
   mount   $CAIRN_MNT  log $LOG_DIR/mount-$CAIRN_VOLUME.log

@@ -19,6 +19,11 @@
 #                                 etcd user NAME (no password: its certificate's CN) with
 #                                 role cairn, so a node's own certificate works and the
 #                                 etcd audit trail names the node. Idempotent.
+#   etcd_tls_own_node_user ENDPOINT DIR NODE PREFIX
+#                                 etcd user cairn-NODE with its own role cairn-NODE: read
+#                                 everything under PREFIX, write everything there except
+#                                 other nodes' liveness keys (PREFIX/live/OTHER; its own
+#                                 PREFIX/live/NODE only). Replaces role cairn. Idempotent.
 #   etcd_tls_lock_user ENDPOINT DIR NAME KEY
 #                                 etcd user NAME (its certificate's CN) whose role NAME may
 #                                 read and write the one key KEY and nothing else: the CTDB
@@ -96,6 +101,39 @@ etcd_tls_node_user() {
         etcd_tls_ctl "$endpoint" "$d" user add "$n" --no-password >/dev/null || return 1
     etcd_tls_ctl "$endpoint" "$d" user get "$n" 2>/dev/null | grep -q 'Roles:.*cairn' ||
         etcd_tls_ctl "$endpoint" "$d" user grant-role "$n" cairn >/dev/null
+}
+
+# The byte after PREFIX's range: PREFIX with its last byte incremented (etcd's prefix end).
+etcd_tls_prefix_end() {
+    local p=$1 c
+    c=$(printf '%d' "'${p: -1}")
+    printf '%s%b' "${p:0:${#p}-1}" "$(printf '\\%03o' $((c + 1)))"
+}
+
+etcd_tls_own_node_user() {
+    local endpoint=$1 d=$2 node=$3 prefix=$4 n="cairn-$3" end
+    [[ $prefix == /* && $prefix != */ ]] || {
+        echo "etcd_tls_own_node_user: the prefix must be absolute, without a trailing /: '$prefix'" >&2
+        return 1
+    }
+    end=$(etcd_tls_prefix_end "$prefix")
+    etcd_tls_ctl "$endpoint" "$d" user get "$n" >/dev/null 2>&1 ||
+        etcd_tls_ctl "$endpoint" "$d" user add "$n" --no-password >/dev/null || return 1
+    etcd_tls_ctl "$endpoint" "$d" role get "$n" >/dev/null 2>&1 ||
+        etcd_tls_ctl "$endpoint" "$d" role add "$n" >/dev/null || return 1
+    # etcd's permissions only allow: the liveness keys are left out of the write ranges
+    # (cairnd's watch and snapshots read the whole prefix)
+    etcd_tls_ctl "$endpoint" "$d" role grant-permission "$n" read --prefix=true "$prefix" >/dev/null &&
+        etcd_tls_ctl "$endpoint" "$d" role grant-permission "$n" readwrite "$prefix" "$prefix/live/" >/dev/null &&
+        etcd_tls_ctl "$endpoint" "$d" role grant-permission "$n" readwrite "$prefix/live0" "$end" >/dev/null &&
+        etcd_tls_ctl "$endpoint" "$d" role grant-permission "$n" readwrite "$prefix/live/$node" >/dev/null ||
+        return 1
+    etcd_tls_ctl "$endpoint" "$d" user get "$n" 2>/dev/null | grep -q "Roles:.*\b$n\b" ||
+        etcd_tls_ctl "$endpoint" "$d" user grant-role "$n" "$n" >/dev/null || return 1
+    # a user made by etcd_tls_node_user before: its role cairn would write everything
+    if etcd_tls_ctl "$endpoint" "$d" user get "$n" 2>/dev/null | grep -Eq 'Roles:(.* )?cairn( |$)'; then
+        etcd_tls_ctl "$endpoint" "$d" user revoke-role "$n" cairn >/dev/null || return 1
+    fi
 }
 
 etcd_tls_lock_user() {

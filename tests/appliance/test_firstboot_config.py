@@ -654,6 +654,10 @@ class EtcdAuthTest(unittest.TestCase):
                 r = ctl(cn, "put", "/cairn/peers/x", "y")
                 self.assertEqual(r.returncode, 0, f"{cn} cannot write under /cairn: {r.stderr}")
                 self.assertNotEqual(ctl(cn, "get", "/elsewhere").returncode, 0, f"{cn} reads outside /cairn")
+            # a node's own role: its liveness key, not another node's
+            self.assertEqual(ctl("cairn-g1", "put", "/cairn/live/g1", "a").returncode, 0)
+            r = ctl("cairn-g1", "put", "/cairn/live/n1", "a")
+            self.assertIn("permission denied", r.stderr, "cairn-g1 wrote another node's liveness key")
             r = ctl("nobody", "get", "/cairn/peers/x")
             self.assertNotEqual(r.returncode, 0, "a certificate whose CN is no etcd user got in")
             self.assertIn("permission denied", r.stderr + r.stdout)

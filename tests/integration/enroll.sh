@@ -169,9 +169,22 @@ if [[ $CL_ETCD_TLS == 1 ]]; then
         fail "n4's etcd certificate is not of the etcd CA"
     grep -q "etcd client certificate issued by the etcd CA" "$CL_DIR/log/cairnd-n4.log" ||
         fail "n4 did not say it stored its etcd certificate"
-    etcd_tls_ctl "$(cl_etcd_url)" "$tlsdir" user get cairn-n4 2>/dev/null | grep -q 'Roles:.*cairn' ||
-        fail "the CA node did not make etcd user cairn-n4 with role cairn"
-    pass "n4 enrolled through n2 and got its etcd client certificate (CN cairn-n4, key 0600) with it; the CA node made its etcd user; etcd takes it"
+    roles=$(etcd_tls_ctl "$(cl_etcd_url)" "$tlsdir" user get cairn-n4 2>/dev/null | sed -n 's/^Roles: *//p')
+    [[ $roles == cairn-n4 ]] ||
+        fail "the CA node did not make etcd user cairn-n4 with its own role cairn-n4 (roles: '$roles')"
+    # its own role: the cluster's keys and its own liveness key (cairnd published it), but
+    # not another node's
+    n4etcd() {
+        ETCDCTL_API=3 etcdctl --endpoints "$(cl_etcd_url)" --cacert "$tlsdir/ca.pem" \
+            --cert "$tlsdir/cairn-n4.pem" --key "$tlsdir/cairn-n4-key.pem" \
+            --dial-timeout 3s --command-timeout 5s "$@" 2>&1
+    }
+    n4_live() { [[ -n $(n4etcd get /cairn/live/n4 --print-value-only) ]]; }
+    wait_until 10 n4_live ||
+        fail "n4 did not publish /cairn/live/n4 as etcd user cairn-n4: $(n4etcd get /cairn/live/n4)"
+    out=$(n4etcd put /cairn/live/n1 127.0.0.1:1) && fail "cairn-n4 overwrote n1's liveness key: $out"
+    [[ $out == *"permission denied"* ]] || fail "cairn-n4 put /cairn/live/n1: not a permission refusal: $out"
+    pass "n4 enrolled through n2 and got its etcd client certificate (CN cairn-n4, key 0600) with it; the CA node made its etcd user with a role of its own (no other node's liveness key); etcd takes it"
     # the etcd member certificate: for n4's address (not for names it asked), server and
     # client (peer) authentication, of the etcd CA, the key 0600
     m=$CL_DIR/n4-member/server.pem

@@ -355,8 +355,8 @@ stop_live() {
 }
 trap 'stop_live; stop_writer; cl_cleanup' EXIT
 sleep 1
-out=$(cairn_cli volume rebalance gv start 2>&1) || fail "rebalance start: $out"
-pass "rebalance start: $out"
+out=$(cairn_cli volume rebalance gv start --throttle aggressive 2>&1) || fail "rebalance start: $out"
+pass "rebalance start --throttle aggressive: $out"
 if out=$(cairn_cli volume rebalance gv start 2>&1); then
     fail "a second rebalance start succeeded: $out"
 fi
@@ -367,6 +367,33 @@ if out=$(cairn_cli volume add-brick gv replica 2 "n1:$bd/x4" "n2:$bd/x5" force 2
 fi
 grep -q "a rebalance is running" <<<"$out" || fail "add-brick during the rebalance: '$out'"
 pass "a second start and an add-brick are refused while the rebalance runs"
+# pause holds every node's run (a node that already finished stays completed); resume.
+moved_sum() {
+    python3 -c 'import json,sys; d=json.load(sys.stdin); print(sum(n["moved"] for n in d["nodes"]))'
+}
+if out=$(cairn_cli volume rebalance gv pause 2>&1); then
+    paused_all=0
+    for _ in $(seq 300); do
+        st=$(cairn_cli --json volume rebalance gv status) || fail "rebalance status"
+        if python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(not all(n["state"] in ("paused", "completed") for n in d["nodes"]))' <<<"$st"; then
+            paused_all=1
+            break
+        fi
+        sleep 0.1
+    done
+    ((paused_all)) || fail "pause: the runs are not all paused or completed after 30 s: $st"
+    grep -q '"paused"' <<<"$st" || fail "pause: no node's run is paused: $st"
+    m1=$(moved_sum <<<"$st")
+    sleep 1.5
+    st=$(cairn_cli --json volume rebalance gv status) || fail "rebalance status"
+    m2=$(moved_sum <<<"$st")
+    [[ $m1 == "$m2" ]] || fail "files moved while paused ($m1, then $m2)"
+    out=$(cairn_cli volume rebalance gv resume 2>&1) || fail "rebalance resume: $out"
+    pass "pause held the runs ($m1 files moved, none while paused); resume: $out"
+else
+    grep -q "no rebalance is running" <<<"$out" || fail "rebalance pause: $out"
+    pass "the rebalance ended before pause: nothing to pause"
+fi
 # status --json, until no node runs.
 for _ in $(seq 600); do
     st=$(cairn_cli --json volume rebalance gv status) || fail "rebalance status"
@@ -380,10 +407,11 @@ assert d["volume"] == "gv", d
 nodes = d["nodes"]
 assert sorted(n["node"] for n in nodes) == ["n1", "n2"], nodes
 for n in nodes:
-    for k in ("node", "state", "layout_epoch", "scanned", "moved", "bytes", "skipped", "failures", "last_error", "started", "updated"):
+    for k in ("node", "state", "layout_epoch", "scanned", "moved", "bytes", "skipped", "failures", "last_error", "started", "updated", "throttle", "rate", "eta", "estimate", "resumes", "position"):
         assert k in n, (k, n)
     assert n["state"] == "completed", n
     assert n["failures"] == 0, n
+    assert n["throttle"] == "aggressive", n
 print(sum(n["moved"] for n in nodes), sum(n["bytes"] for n in nodes), sum(n["skipped"] for n in nodes))
 ' <<<"$st") || fail "rebalance status --json: $st"
 read -r moved bytes skipped <<<"$sum"

@@ -301,14 +301,14 @@ cl_one_node() {
 }
 
 # cl_mount VOL [DIR] [NODE]: mount VOL with mount-cairn through NODE (default the first);
-# sets CL_MNT to the mount dir.
+# sets CL_MNT to the mount dir. CL_MOUNT_OPTS: more `-o` options (comma-separated).
 cl_mount() {
     local vol=$1 dir=${2:-$CL_DIR/mnt/$1} node=${3:-${CL_NODES[0]}}
     mkdir -p "$dir"
     # The mount's own log (its warnings: each failed op with its errno) goes beside the
     # daemons' logs, so a failing suite shows it (cl_show_logs), not to /var/log/cairn.
     setsid "$CAIRN_BIN_DIR/mount-cairn" "$(cl_node_addr "$node"):/$vol" "$dir" \
-        -o "log_file=$CL_DIR/log/mount-$vol-${dir##*/}.log" \
+        -o "log_file=$CL_DIR/log/mount-$vol-${dir##*/}.log${CL_MOUNT_OPTS:+,$CL_MOUNT_OPTS}" \
         </dev/null >>"$CL_DIR/log/mount-$vol.log" 2>&1 &
     CL_MOUNTS[$dir]=$vol
     wait_mount "$dir" $! 30 || fail "mount of $vol at $dir through node $node failed"

@@ -11,50 +11,17 @@
 #     makes up for it (fsal/mds.c). The MDS must stay up and keep granting layouts.
 #  2. Layout recalls: a client holding a layout gets CB_LAYOUTRECALL when a node of the
 #     file's replica set stops (its chain head or mirror list changes), and returns it;
-#     the same when the node comes back and its bricks are up again.
+#     the same when the node comes back and its bricks are up again. A FILES device
+#     whose DS was n2's still names n2's DS after n2 stopped (a device never changes),
+#     and the file's new layout names n1's DS through another device.
 # About 80-100 s.
 set -euo pipefail
-# shellcheck source=tests/nfs/lib.sh
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=tests/nfs/lib-pnfs.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib-pnfs.sh"
 
-nfs_prereqs
-cluster_up 2 vol0 2 4
-trap 'rc=$?; set +e; nfs_cleanup_all; (exit $rc); cl_cleanup' EXIT
-
-declare -A DS_PORT=()
-for node in n1 n2; do
-    dir=$CL_DIR/ds-$node
-    DS_PORT[$node]=$(free_port)
-    NFS_DIR[ds-$node]=$dir
-    NFS_GWS+=("ds-$node")
-    mkdir -p "$dir"
-    {
-        nfs_ds_export_block 1 vol0 "$(cl_node_addr "$node")" /vol0
-        nfs_ds_export_block 3 vol0 "$(cl_node_addr "$node")" /vol0ff
-    } >"$dir/ds.conf"
-    nfs_render_ds_config "$dir" "${DS_PORT[$node]}" "$dir/ds.conf" "$NFS_PLUGINS"
-    nfs_start_ganesha "$dir" "${DS_PORT[$node]}" || fail "DS ganesha on $node did not start"
-done
-ds_addrs="n1=127.0.0.1:${DS_PORT[n1]},n2=127.0.0.1:${DS_PORT[n2]}"
-{
-    nfs_export_block 1 vol0 "$(cl_node_addr n1)" /vol0 127.0.0.1 / RW No_Root_Squash none \
-        "$ds_addrs"
-    nfs_export_block 3 vol0 "$(cl_node_addr n1)" /vol0ff 127.0.0.1 / RW No_Root_Squash none \
-        "$ds_addrs" flexfiles
-} >"$CL_DIR/exports.conf"
 LEASE=10
-NFS_LEASE_LIFETIME=$LEASE nfs_gw_start mds "$CL_DIR/exports.conf"
-mds_pid=$(cat "${NFS_DIR[mds]}/ganesha.pid.self")
+pnfs_up $LEASE
 pass "MDS on port ${NFS_PORT[mds]} (lease $LEASE s), DSs on ${DS_PORT[n1]} and ${DS_PORT[n2]}"
-
-state() { python3 "$CL_REPO/tests/nfs/pnfs_state.py" --port "${NFS_PORT[mds]}" "$@"; }
-# mds_alive WHAT: the MDS Ganesha still runs (else its log's last lines, and fail)
-mds_alive() {
-    if ! kill -0 "$mds_pid" 2>/dev/null; then
-        tail -n 20 "${NFS_DIR[mds]}/ganesha.log" >&2
-        fail "the MDS Ganesha died: $1"
-    fi
-}
 
 # 1. layout stateids used again, error reports, clients that go away
 out=$(state --export /vol0ff --flexfiles reuse 3 --prefix ff-ret-) ||
@@ -90,40 +57,30 @@ pass "two clients went away holding reused layouts: $((3 * LEASE + 5)) s later (
 
 # 2. layout recalls: a client holding a FILES and one holding a Flexible Files layout;
 # node n2 stops, so every set loses a brick (a new chain head or one mirror less)
-# hold_layouts NAME: a FILES and a Flexible Files holder of files NAME-files, NAME-ff, each
-# answering CB_LAYOUTRECALL (HOLDERS: their pids), once they have their layouts
-hold_layouts() {
-    local t
-    HOLDERS=()
-    state --export /vol0 hold "$1-files" --ready "$CL_DIR/ready-$1-files" --timeout 60 \
-        >"$CL_DIR/hold-$1-files.out" 2>&1 &
-    HOLDERS+=($!)
-    state --export /vol0ff --flexfiles hold "$1-ff" --ready "$CL_DIR/ready-$1-ff" --timeout 60 \
-        >"$CL_DIR/hold-$1-ff.out" 2>&1 &
-    HOLDERS+=($!)
-    for t in files ff; do
-        wait_until 30 test -s "$CL_DIR/ready-$1-$t" ||
-            { cat "$CL_DIR/hold-$1-$t.out" >&2; fail "$1-$t holder: no layout"; }
-    done
-}
-# check_recalled NAME WHAT: both holders of hold_layouts NAME were recalled and returned
-check_recalled() {
-    local t
-    wait "${HOLDERS[@]}" || true
-    for t in files ff; do
-        cat "$CL_DIR/hold-$1-$t.out"
-        grep -q "^recalled .* file " "$CL_DIR/hold-$1-$t.out" ||
-            fail "$1-$t: no CB_LAYOUTRECALL within 60 s of $2"
-        grep -q "^returned " "$CL_DIR/hold-$1-$t.out" || fail "$1-$t: the recalled layout was not returned"
-        ! grep -q "recall-of-another-file" "$CL_DIR/hold-$1-$t.out" || fail "$1-$t: a recall named another file"
-    done
-    mds_alive "after the recalls of $2"
-}
+# a FILES device names one brick's DS, so what a client cached of it never changes (RFC
+# 8881 12.2.10): a file whose head is on n2, its device asked for again once n2 stopped
+imm_dev=""
+for i in 0 1 2 3 4 5 6 7; do
+    out=$(state --export /vol0 layout "imm-$i") || { echo "$out" >&2; fail "FILES layout of imm-$i"; }
+    if [[ $(sed -n 's/^layout //p' <<<"$out") == "${DS_PORT[n2]}" ]]; then
+        imm_file=imm-$i
+        imm_dev=$(sed -n 's/^devices //p' <<<"$out")
+        break
+    fi
+done
+[[ -n $imm_dev ]] || fail "none of 8 files has its FILES layout at n2's DS"
 hold_layouts down
 t0=$SECONDS
 cl_stop_node n2 || fail "stopping n2"
 check_recalled down "n2 stopping"
 pass "n2 stopped: the FILES and Flexible Files layouts were recalled (CB_LAYOUTRECALL of the file, layout changed) and returned within $((SECONDS - t0)) s"
+out=$(state --export /vol0 device "$imm_dev")
+[[ $out == "device ${DS_PORT[n2]}" ]] ||
+    fail "the FILES device $imm_dev of $imm_file named n2's DS (${DS_PORT[n2]}) before n2 stopped and '$out' after: a device must not change"
+out=$(state --export /vol0 layout "$imm_file") || { echo "$out" >&2; fail "FILES layout of $imm_file after n2 stopped"; }
+[[ $(sed -n 's/^layout //p' <<<"$out") == "${DS_PORT[n1]}" && $(sed -n 's/^devices //p' <<<"$out") != "$imm_dev" ]] ||
+    { echo "$out" >&2; fail "the FILES layout of $imm_file after n2 stopped: want n1's DS (${DS_PORT[n1]}) through another device than $imm_dev"; }
+pass "a FILES device stays the same (n2's DS) after n2 stopped; $imm_file's new layout names n1's DS through another device"
 # n2 comes back: its bricks heal and come up again (the chains change back)
 hold_layouts up
 t0=$SECONDS

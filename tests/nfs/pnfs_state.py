@@ -12,6 +12,11 @@ CB_LAYOUTRECALL. Subcommands:
                --go-away the client instead disconnects holding its opens and layouts
                (its lease expires at the MDS), after a LAYOUTERROR (--flexfiles).
   probe        one LAYOUTGET on a new file: the MDS still works.
+  layout PATH  OPEN PATH (created), LAYOUTGET (--iomode), GETDEVICEINFO of each device
+               it names; prints `layout PORT,...` (the DS ports, FILES: the multipath
+               list, Flexible Files: one per mirror) and `devices HEX,...` (their ids), or
+               `error NFS4ERR_...`, then returns it and closes.
+  device HEX   GETDEVICEINFO of a device id: prints `device PORT,...` or `error ...`.
   hold PATH    OPEN PATH (created), LAYOUTGET RW, then wait for a
                CB_LAYOUTRECALL: prints `ready`, then `recalled T KIND IOMODE` (seconds since
                ready), answers it with LAYOUTRETURN and prints `returned T`, or
@@ -32,6 +37,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nfs4deleg  # noqa: E402
 from nfs4deleg import Client, Nfs4Error, stateid  # noqa: E402
 from xdr import Packer as P  # noqa: E402
+from pnfs import (decode_ds_addr, decode_ff_device, decode_ff_layout,  # noqa: E402
+                  decode_file_layout)
 
 nfs4deleg.OP.update({"GETDEVICEINFO": 47, "LAYOUTGET": 50, "LAYOUTRETURN": 51,
                      "LAYOUTERROR": 64})
@@ -39,6 +46,7 @@ LAYOUT4_NFSV4_1_FILES, LAYOUT4_FLEX_FILES = 1, 4
 IOMODE_READ, IOMODE_RW, IOMODE_ANY = 1, 2, 3
 ALL = 0xFFFFFFFFFFFFFFFF
 NFS4ERR_NXIO, OP_WRITE = 6, 38
+ERR_NAMES = {10058: "NFS4ERR_LAYOUTTRYLATER", 10059: "NFS4ERR_LAYOUTUNAVAILABLE"}
 WANT_NO_DELEG = 0x0400
 
 passed = failed = 0
@@ -165,6 +173,62 @@ def probe(args):
     return summary()
 
 
+def getdeviceinfo(c, devid, ltype):
+    p = P().fixed(devid).u32(ltype).u32(8192).u32(0)
+
+    def parse(u):
+        u.u32()  # layout type
+        body = u.opaque()
+        u.bitmap()
+        return body
+    return c.compound([("GETDEVICEINFO", p, parse)])[-1]
+
+
+def device_ports(c, devid, ltype):
+    """The DS ports a device names (FILES: its multipath list; Flexible Files: its
+    netaddrs)."""
+    body = getdeviceinfo(c, devid, ltype)
+    if ltype == LAYOUT4_FLEX_FILES:
+        return [a[2] for a in decode_ff_device(body)["netaddrs"]]
+    return [a[2] for a in decode_ds_addr(body)["multipath_ds_list"][0]]
+
+
+def device(args):
+    c = Client(args.port, args.export, f"device-{os.getpid()}")
+    ltype = LAYOUT4_FLEX_FILES if args.flexfiles else LAYOUT4_NFSV4_1_FILES
+    try:
+        ports = device_ports(c, bytes.fromhex(args.devid), ltype)
+    except Nfs4Error as e:
+        print(f"error {e.status}", flush=True)
+        return 0
+    print(f"device {','.join(str(p) for p in ports)}", flush=True)
+    return 0
+
+
+def layout(args):
+    c = Client(args.port, args.export, f"layout-{os.getpid()}")
+    ltype = LAYOUT4_FLEX_FILES if args.flexfiles else LAYOUT4_NFSV4_1_FILES
+    iomode = IOMODE_READ if args.iomode == "read" else IOMODE_RW
+    fh, osd = open_file(c, args.path)
+    try:
+        lsd, bodies = layoutget(c, fh, osd, ltype, iomode)
+    except Nfs4Error as e:
+        print(f"error {ERR_NAMES.get(e.status, e.status)}", flush=True)
+        close(c, fh, osd)
+        return 0
+    if args.flexfiles:
+        devids = [ds["deviceid"] for mirror in decode_ff_layout(bodies[0])["mirrors"]
+                  for ds in mirror]
+    else:
+        devids = [decode_file_layout(bodies[0])["deviceid"]]
+    ports = [p for d in devids for p in device_ports(c, d, ltype)]
+    print(f"layout {','.join(str(p) for p in ports)}", flush=True)
+    print(f"devices {','.join(d.hex() for d in devids)}", flush=True)
+    layoutreturn(c, fh, lsd, ltype)
+    close(c, fh, osd)
+    return 0
+
+
 def hold(args):
     c = Client(args.port, args.export, f"hold-{os.getpid()}")
     ltype = LAYOUT4_FLEX_FILES if args.flexfiles else LAYOUT4_NFSV4_1_FILES
@@ -227,12 +291,18 @@ def main():
     r.add_argument("--prefix", default="reuse-")
     r.add_argument("--go-away", action="store_true")
     sub.add_parser("probe")
+    lo = sub.add_parser("layout")
+    lo.add_argument("path")
+    lo.add_argument("--iomode", choices=("read", "rw"), default="rw")
+    d = sub.add_parser("device")
+    d.add_argument("devid")
     h = sub.add_parser("hold")
     h.add_argument("path")
     h.add_argument("--ready")
     h.add_argument("--timeout", type=float, default=60.0)
     args = a.parse_args()
-    return {"reuse": reuse, "probe": probe, "hold": hold}[args.cmd](args)
+    return {"reuse": reuse, "probe": probe, "layout": layout, "device": device,
+            "hold": hold}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@
     cairn-appliance etcd-tls client NAME          (a client certificate NAME of the etcd CA)
     cairn-appliance etcd-tls install-server       (etcd's files from the CA dir, this node)
     cairn-appliance etcd-tls install-client NAME  (this node's etcd identity from the CA dir)
+    cairn-appliance etcd-tls install-reclock      (the CTDB lock helper's, cairn-reclock)
     cairn-appliance etcd-tls auth [--endpoint URL] [--user cairn-NODE]...
                                                   (etcd auth on: users by certificate CN)
     cairn-appliance render firewall ROLE... [--etcd-member]
@@ -152,10 +153,11 @@ def parser() -> argparse.ArgumentParser:
     ts.add_parser("install-server")
     x = ts.add_parser("install-client")
     x.add_argument("name")
+    ts.add_parser("install-reclock")
     x = ts.add_parser("auth")
     x.add_argument("--endpoint", default="https://127.0.0.1:2379", help="an etcd client URL")
     x.add_argument("--user", action="append", default=[],
-                   help="a node's etcd user (its certificate's CN, cairn-NODE): role cairn")
+                   help="a node's etcd user (its certificate's CN, cairn-NODE): its own role")
     r = sub.add_parser("render")
     rs = r.add_subparsers(dest="what", required=True)
     x = rs.add_parser("firewall")
@@ -197,6 +199,7 @@ def main(argv=None) -> int:
                            "client": lambda: etcdtls.issue_client(a.name),
                            "install-server": etcdtls.install_server,
                            "install-client": lambda: etcdtls.install_client(a.name),
+                           "install-reclock": etcdtls.install_reclock,
                            "auth": lambda: etcdtls.enable_auth(a.endpoint, a.user)}[a.tls]()
             elif a.cmd == "prepare-disks":
                 changes: list = []

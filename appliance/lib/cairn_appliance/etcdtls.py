@@ -12,6 +12,9 @@ Three directories, each with what one kind of process may read:
   ETCD_CLIENT_DIR  ca.pem, client.pem, client-key.pem: every node's etcd client identity;
                    root, 0700, the key 0600. `cairnd --join` writes it from the enrollment
                    answer on a node that joins by token.
+  ETCD_RECLOCK_DIR the same three files for the CTDB lock helper of a gateway: the
+                   certificate of etcd user cairn-reclock (the lock key only, not the
+                   cluster's keys); root, 0700, the key 0600. ctdb-etcd-reclock prefers it.
 
 The certificates are made by scripts/etcd-tls.sh (openssl), as `make up` does.
 """
@@ -28,6 +31,7 @@ from . import paths
 CA_DIR = paths.ETCD_CA_DIR
 SERVER_DIR = paths.ETCD_SERVER_DIR
 CLIENT_DIR = paths.ETCD_CLIENT_DIR
+RECLOCK_DIR = paths.ETCD_RECLOCK_DIR
 # (CA, certificate, key) cairnd and the helpers present to etcd (appliance.env CAIRN_ETCD_*)
 # (the paths on the running system: appliance.env names them)
 CLIENT = ("/etc/cairn/etcd-client/ca.pem", "/etc/cairn/etcd-client/client.pem",
@@ -147,13 +151,26 @@ def install_member(group: Optional[str] = None) -> bool:
     return True
 
 
-def install_client(name: str) -> bool:
-    """The client certificate NAME of CA_DIR as this node's etcd identity (CLIENT_DIR)."""
-    changed = _dir(CLIENT_DIR, 0o700)
-    changed |= _copy(f"{CA_DIR}/ca.pem", f"{CLIENT_DIR}/ca.pem", 0o644)
-    changed |= _copy(f"{CA_DIR}/{name}.pem", f"{CLIENT_DIR}/client.pem", 0o644)
-    changed |= _copy(f"{CA_DIR}/{name}-key.pem", f"{CLIENT_DIR}/client-key.pem", 0o600)
+def install_client(name: str, dest: Optional[str] = None) -> bool:
+    """The client certificate NAME of CA_DIR as an etcd identity in DEST (default
+    CLIENT_DIR, this node's): ca.pem, client.pem, client-key.pem; root 0700, key 0600."""
+    dest = dest or CLIENT_DIR
+    for f in (f"{name}.pem", f"{name}-key.pem"):
+        if not os.path.exists(f"{CA_DIR}/{f}"):
+            raise EtcdTlsError(f"etcd TLS: no {CA_DIR}/{f} to install in {dest} "
+                               f"(`cairn-appliance etcd-tls client {name}` on the etcd CA's node)")
+    changed = _dir(dest, 0o700)
+    changed |= _copy(f"{CA_DIR}/ca.pem", f"{dest}/ca.pem", 0o644)
+    changed |= _copy(f"{CA_DIR}/{name}.pem", f"{dest}/client.pem", 0o644)
+    changed |= _copy(f"{CA_DIR}/{name}-key.pem", f"{dest}/client-key.pem", 0o600)
     return changed
+
+
+def install_reclock() -> bool:
+    """The CTDB lock helper's etcd identity (user cairn-reclock, the lock key only) into
+    RECLOCK_DIR, on a gateway whose CA_DIR holds it (the all-in-one node; Ansible copies
+    it from the CA node). ctdb-etcd-reclock uses it instead of the node's identity."""
+    return install_client(RECLOCK_USER, RECLOCK_DIR)
 
 
 # The etcd key of the CTDB cluster lock and the etcd user that may use only it
@@ -165,12 +182,17 @@ RECLOCK_USER = "cairn-reclock"
 def enable_auth(endpoint: str, users: Sequence[str] = (), prefix: str = "/cairn") -> bool:
     """etcd auth on at ENDPOINT (scripts/etcd-tls.sh etcd_tls_auth, as etcd's root with
     CA_DIR's root certificate): users root and cairn, role cairn (read-write under PREFIX
-    only); each of USERS (a node's cairn-NODE) an etcd user with role cairn; user
-    cairn-reclock limited to the CTDB lock key, with its client certificate issued in
-    CA_DIR. No passwords: a client certificate's CN is its etcd user. Idempotent; True."""
+    only); each of USERS (a node's cairn-NODE) an etcd user with a role of its own
+    (etcd_tls_own_node_user: read-write under PREFIX, but no other node's liveness key
+    PREFIX/live/OTHER); user cairn-reclock limited to the CTDB lock key, with its client
+    certificate issued in CA_DIR. No passwords: a client certificate's CN is its etcd
+    user. Idempotent; True."""
     _sh("etcd_tls_auth", endpoint, CA_DIR, prefix)
     for u in users:
-        _sh("etcd_tls_node_user", endpoint, CA_DIR, u)
+        if u.startswith("cairn-") and len(u) > len("cairn-"):
+            _sh("etcd_tls_own_node_user", endpoint, CA_DIR, u[len("cairn-"):], prefix)
+        else:
+            _sh("etcd_tls_node_user", endpoint, CA_DIR, u)
     issue_client(RECLOCK_USER)
     _sh("etcd_tls_lock_user", endpoint, CA_DIR, RECLOCK_USER, RECLOCK_KEY)
     return True

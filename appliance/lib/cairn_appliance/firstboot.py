@@ -337,6 +337,14 @@ def setup(cfg: config.Config, st: dict) -> None:
                     raise StepError(f"etcd auth: {e}")
                 time.sleep(2)
         step(f"etcd: auth on (users by certificate CN: cairn, {etcdtls.RECLOCK_USER}, root)")
+        if cfg.is_gateway:
+            # CTDB's lock helper presents cairn-reclock (its lock key only), not cairn
+            try:
+                etcdtls.install_reclock()
+            except (etcdtls.EtcdTlsError, OSError) as e:
+                raise StepError(f"etcd: the CTDB lock helper's certificate: {e}")
+            step(f"etcd: CTDB lock helper's identity {etcdtls.RECLOCK_USER} (lock key only) "
+                 f"in {paths.ETCD_RECLOCK_DIR}")
         step(f"etcd: single member on https://127.0.0.1:2379 and https://"
              f"{ips[0] if ips else 'ADDRESS'}:2379 (client certificates required; "
              f"server certificate for {', '.join(['127.0.0.1', *ips])})")

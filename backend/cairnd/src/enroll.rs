@@ -156,9 +156,12 @@ pub async fn handle(
             };
             // With etcd auth on, the certificate's CN must be an etcd user: made now, before
             // the token is used up (a refusal here leaves it valid).
-            let made = crate::etcd_cert::ensure_user(ca_dir, &store.endpoints(), &r.name)
-                .await
-                .map_err(|e| fail(Errno::EIO, what(format!("{e:#} (the token is not used up)"))))?;
+            let made =
+                crate::etcd_cert::ensure_user(ca_dir, &store.endpoints(), store.prefix(), &r.name)
+                    .await
+                    .map_err(|e| {
+                        fail(Errno::EIO, what(format!("{e:#} (the token is not used up)")))
+                    })?;
             tracing::info!(peer = %r.name, user = %crate::etcd_cert::common_name(&r.name), made, "etcd user for the enrolled node's certificate");
             Some(EtcdClientCert { cert, ca })
         }

@@ -274,12 +274,18 @@ impl MemberRequest {
 }
 
 /// The member's side, with etcd auth on: make the joining node's etcd user (its
-/// certificate's CN, role `cairn`), acting as etcd's `root` with the root client
+/// certificate's CN, with a role of its own: the cluster's keys under `prefix`, no other
+/// node's liveness key; `cairn_config::ensure_etcd_node_user`), acting as etcd's `root` with the root client
 /// certificate kept with the etcd CA (`CA_DIR/etcd-ca/root.pem`, made with it by
 /// `etcd_tls_make`). cairnd's own etcd user may not add users. Without a root certificate
 /// there, refused: the node would get a certificate etcd does not know. An etcd whose auth
 /// was never set up (no role `cairn`) is left alone.
-pub async fn ensure_user(ca_dir: &Path, endpoints: &[String], node: &str) -> anyhow::Result<bool> {
+pub async fn ensure_user(
+    ca_dir: &Path,
+    endpoints: &[String],
+    prefix: &str,
+    node: &str,
+) -> anyhow::Result<bool> {
     let dir = ca_dir.join(ETCD_CA_SUBDIR);
     let (cert, key) = (dir.join("root.pem"), dir.join("root-key.pem"));
     if !cert.exists() || !key.exists() {
@@ -300,9 +306,10 @@ pub async fn ensure_user(ca_dir: &Path, endpoints: &[String], node: &str) -> any
     } else {
         cairn_config::EtcdSecurity::default()
     };
-    cairn_config::ensure_etcd_node_user(endpoints, &root, &common_name(node)).await.with_context(
-        || format!("etcd user {} (role {})", common_name(node), cairn_config::ETCD_NODE_ROLE),
-    )
+    let user = common_name(node);
+    cairn_config::ensure_etcd_node_user(endpoints, &root, &user, node, prefix)
+        .await
+        .with_context(|| format!("etcd user {user} (its own role, under {prefix})"))
 }
 
 fn getrandom(b: &mut [u8]) {

@@ -338,6 +338,7 @@ async fn main() -> anyhow::Result<()> {
     }
     tracing::info!(node = %name, listen = %args.listen, "cairnd started");
     tokio::spawn(node.clone().run_reconciler());
+    tokio::spawn(rebalance::resume_all(node.clone()));
     tokio::spawn(node.clone().run_lease_keeper(args.lease_ttl));
     tokio::spawn(scrub::run_scrubber(node.clone()));
     tracing::info!(path = %audit.path().unwrap_or(&audit_path).display(), "audit log");

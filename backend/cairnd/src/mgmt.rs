@@ -416,9 +416,16 @@ pub async fn handle(node: &Arc<Node>, req: MgmtRequest) -> Result<MgmtReply, Rem
         }
         req @ MgmtRequest::BrickReset { .. } => brick_reset(node, req).await,
         MgmtRequest::VolumeAddBrick { name, replica, bricks, force } => {
-            add_brick(node, &name, replica, &bricks, force).await
+            let add = add_brick(node, &name, replica, &bricks, force);
+            with_layout_lock(node, &name, "add-brick", add).await
         }
         req @ MgmtRequest::BrickAdd { .. } => brick_add(node, req).await,
+        // A start checks and launches under the layout lock (the runs themselves are
+        // seen by add-brick in their records).
+        MgmtRequest::VolumeRebalance { name, action } if action.starts_with("start") => {
+            let start = rebalance(node, &name, &action);
+            with_layout_lock(node, &name, "rebalance start", start).await
+        }
         MgmtRequest::VolumeRebalance { name, action } => rebalance(node, &name, &action).await,
         MgmtRequest::RebalanceLocal { name, action } => rebalance_local(node, &name, &action).await,
     }

@@ -42,6 +42,7 @@ fn brick(epoch: u64, op: Op) -> Request {
         parents: false,
         inline: 0,
         layout_epoch: None,
+        sync: false,
     })
 }
 

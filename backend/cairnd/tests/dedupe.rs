@@ -37,6 +37,7 @@ async fn a_retried_write_is_answered_not_applied_again() {
             parents: false,
             inline: 0,
             layout_epoch: None,
+            sync: false,
         };
         conn.call(Request::Brick(r), Bytes::from(vec![byte; 4096]))
     };
@@ -51,6 +52,7 @@ async fn a_retried_write_is_answered_not_applied_again() {
             parents: false,
             inline: 0,
             layout_epoch: None,
+            sync: false,
         };
         let conn = conn.clone();
         async move {
@@ -159,6 +161,7 @@ async fn a_retried_rename_the_head_holds_from_a_catch_up_is_answered() {
         parents: true,
         inline: 0,
         layout_epoch: None,
+        sync: false,
     };
     let r1 = ReqId { client: 91, seq: 1 };
     // The old head's forward reached the replica, which remembers the request and records
@@ -186,6 +189,7 @@ async fn a_retried_rename_the_head_holds_from_a_catch_up_is_answered() {
         parents: false,
         inline: 0,
         layout_epoch: None,
+        sync: false,
     };
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {

@@ -28,6 +28,7 @@ fn brick(vol: &str, epoch: u64, op: Op) -> Request {
         parents: false,
         inline: 0,
         layout_epoch: None,
+        sync: false,
     })
 }
 

@@ -180,27 +180,15 @@ async fn a_finished_rebalance_clears_rebalancing_and_a_restart_keeps_files_whole
     }
     c.add_set(&b1, &vol).await;
     drop(vol);
-    // Cut a run short by restarting cairnd, then run it again: it finishes.
+    // Cut a run short by restarting cairnd: it resumes from its record by itself (no
+    // second `start`) and finishes.
     c.mgmt(MgmtRequest::VolumeRebalance { name: "v".into(), action: "start".into() })
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(150)).await;
     c.kill_daemon();
     c.start_daemon();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let s = loop {
-        match c
-            .mgmt(MgmtRequest::VolumeRebalance { name: "v".into(), action: "start".into() })
-            .await
-        {
-            Ok(_) => break rebalance_wait(&c).await,
-            Err(e) if Instant::now() < deadline => {
-                tracing_wait(&e);
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            Err(e) => panic!("{e}\n{}", c.log()),
-        }
-    };
+    let s = status_until(&c, "the run ends after the restart", |s| !s.active()).await;
     assert_eq!((s.state.as_str(), s.failures, s.skipped), ("completed", 0, 0), "{s:?}");
     let vol = c.mount("v").await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -224,18 +212,242 @@ async fn a_finished_rebalance_clears_rebalancing_and_a_restart_keeps_files_whole
     }
 }
 
-fn tracing_wait(e: &cairn_proto::RemoteError) {
-    eprintln!("waiting for cairnd: {e}");
+async fn start_with(c: &Cluster, action: &str) {
+    c.mgmt(MgmtRequest::VolumeRebalance { name: "v".into(), action: action.into() })
+        .await
+        .unwrap_or_else(|e| panic!("rebalance {action}: {e}\n{}", c.log()));
 }
 
-async fn rebalance_wait(c: &Cluster) -> RebalanceNode {
-    let deadline = Instant::now() + Duration::from_secs(60);
+/// Poll `status` (the record in etcd) until `done` holds for it.
+async fn status_until(
+    c: &Cluster,
+    what: &str,
+    done: impl Fn(&RebalanceNode) -> bool,
+) -> RebalanceNode {
+    let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        let s = status(c).await;
-        if s.state != "running" {
-            return s;
+        if let Ok(MgmtReply::Rebalance(v)) =
+            c.mgmt(MgmtRequest::VolumeRebalance { name: "v".into(), action: "status".into() }).await
+        {
+            assert!(v.len() <= 1, "one node: {v:?}");
+            if let Some(s) = v.into_iter().next() {
+                if done(&s) {
+                    return s;
+                }
+                assert!(Instant::now() < deadline, "{what}: {s:?}\n{}", c.log());
+            }
         }
-        assert!(Instant::now() < deadline, "rebalance still running: {s:?}");
+        assert!(Instant::now() < deadline, "{what}: no record\n{}", c.log());
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Files in `d` and in `d/sub`, by (directory, name, content index, id).
+async fn many_files(vol: &Volume, d: Id, n: usize) -> Vec<(Id, String, usize, Id)> {
+    let root = Creds::root();
+    let sub = vol.mkdir(&root, d, b"sub", 0o755).await.unwrap();
+    let mut files = vec![];
+    for i in 1..=n {
+        let dir = if i % 4 == 0 { sub.id } else { d };
+        let name = format!("r{i}");
+        let a = vol.create(&root, dir, name.as_bytes(), 0o644, true).await.unwrap();
+        vol.write_through(&root, a.id, 0, Bytes::from(content(i % 50 + 1))).await.unwrap();
+        files.push((dir, name, i % 50 + 1, a.id));
+    }
+    files
+}
+
+/// Every file whole, under its id, by its name, on the set its name hashes to.
+async fn check_files(c: &Cluster, files: &[(Id, String, usize, Id)]) {
+    let vol = c.mount("v").await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while vol.map().rebalancing {
+        assert!(Instant::now() < deadline, "rebalancing not cleared\n{}", c.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let map = vol.map();
+    let root = Creds::root();
+    let mut on_new = 0;
+    for (dir, name, i, id) in files {
+        let got = read_all(&vol, *id).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(got == content(*i), "{name}: content changed");
+        let l = vol.lookup(&root, *dir, name.as_bytes()).await.unwrap();
+        assert_eq!(l.id, *id, "{name}: the name names the same inode");
+        let hashed = cairn_placement::hashed_set(&map, *dir, name.as_bytes()).id;
+        let attr = vol.getattr(&root, *id).await.unwrap();
+        assert_eq!(attr.size, content(*i).len() as u64, "{name}");
+        if hashed == 2 {
+            on_new += 1;
+        }
+    }
+    assert!(on_new > 0, "some files hash to the new set");
+}
+
+/// A node's cairnd killed (SIGKILL) in the middle of a rebalance: started again, its run
+/// picks up from the record it kept in etcd — the scan does not start over (the count of
+/// entries scanned ends where one uninterrupted walk ends, give or take the entries done
+/// after the last record) — and ends complete, every file whole under its id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebalance_resumes_from_its_record_after_cairnd_is_killed() {
+    let mut c = Cluster::start();
+    let OneSet { b1, vol, d, .. } = c.one_set_volume().await;
+    let files = many_files(&vol, d.id, 240).await;
+    c.add_set(&b1, &vol).await;
+    drop(vol);
+    // Lazy: one file at a time with a pause, so the run is well under way, not done,
+    // when cairnd is killed.
+    start_with(&c, "start:lazy").await;
+    let before = status_until(&c, "the run records its progress", |s| {
+        s.scanned >= 80 && s.moved >= 10 && !s.position.stack.is_empty()
+    })
+    .await;
+    assert_eq!((before.state.as_str(), before.throttle.as_str()), ("running", "lazy"));
+    assert_eq!(before.estimate, files.len() as u64, "entries counted at the start: {before:?}");
+    assert!(before.rate > 0 && before.eta.is_some(), "rate and ETA: {before:?}");
+    c.kill_daemon();
+    c.start_daemon();
+    // No new `start`: the restarted cairnd resumes by itself.
+    let s = status_until(&c, "the resumed run ends", |s| s.resumes >= 1 && !s.active()).await;
+    assert_eq!(
+        (s.state.as_str(), s.failures, s.skipped),
+        ("completed", 0, 0),
+        "{s:?}\n{}",
+        c.log()
+    );
+    assert_eq!(s.throttle, "lazy", "the throttle survives the restart");
+    assert!(s.scanned >= before.scanned && s.moved >= before.moved, "{before:?}\n{s:?}");
+    // One walk scans every entry of the old set once and every moved file again on the
+    // new set; a walk that started over would scan `before.scanned` (80 or more) more.
+    // What the resumed run redoes is what the killed one did after its last record
+    // (written every second): entries it scans again, and moves it does not count again.
+    let once = files.len() as u64 + s.moved;
+    assert!(
+        s.scanned <= once + 40,
+        "the scan started over: {} scanned, {} for one walk (before the kill: {before:?})",
+        s.scanned,
+        once
+    );
+    check_files(&c, &files).await;
+}
+
+fn rebalance_req(action: &str) -> MgmtRequest {
+    MgmtRequest::VolumeRebalance { name: "v".into(), action: action.into() }
+}
+
+/// `pause` holds a run between files, across a restart of cairnd too; `resume` lets it
+/// finish. `lazy` moves one file at a time, pausing between moves at least 50 ms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_rebalance_stays_paused_across_a_restart_and_resume_finishes_it() {
+    let mut c = Cluster::start();
+    let OneSet { b1, vol, d, .. } = c.one_set_volume().await;
+    let files = many_files(&vol, d.id, 160).await;
+    // Nothing runs: nothing to pause or resume; a throttle that does not exist.
+    c.add_set(&b1, &vol).await;
+    drop(vol);
+    for (action, errno) in
+        [("pause", Errno::EINVAL), ("resume", Errno::EINVAL), ("start:fast", Errno::EINVAL)]
+    {
+        let e = c.mgmt(rebalance_req(action)).await.unwrap_err();
+        assert_eq!(e.errno, errno, "{action}: {e}");
+    }
+    let t0 = Instant::now();
+    start_with(&c, "start:lazy").await;
+    let e = c.mgmt(rebalance_req("start")).await.unwrap_err();
+    assert_eq!(e.errno, Errno::EBUSY, "a second start: {e}");
+    status_until(&c, "the run moves files", |s| s.moved >= 5).await;
+    start_with(&c, "pause").await;
+    let e = c.mgmt(rebalance_req("start")).await.unwrap_err();
+    assert_eq!(e.errno, Errno::EBUSY, "start while paused: {e}");
+    let paused = status_until(&c, "the run pauses", |s| s.state == "paused").await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let still = status_until(&c, "paused", |_| true).await;
+    assert_eq!(
+        (still.state.as_str(), still.scanned, still.moved),
+        ("paused", paused.scanned, paused.moved),
+        "no progress while paused"
+    );
+    // A restart keeps it paused (resumed from its record, in the paused state).
+    c.kill_daemon();
+    c.start_daemon();
+    let after = status_until(&c, "resumed paused", |s| s.resumes >= 1).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let after2 = status_until(&c, "paused", |_| true).await;
+    assert_eq!(after2.state, "paused", "{after2:?}");
+    assert_eq!((after2.scanned, after2.moved), (after.scanned, after.moved), "{after2:?}");
+    // Resume (retried while cairnd still opens the bricks).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while let Err(e) = c.mgmt(rebalance_req("resume")).await {
+        assert!(Instant::now() < deadline, "resume: {e}\n{}", c.log());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let s = status_until(&c, "the resumed run ends", |s| !s.active()).await;
+    assert_eq!((s.state.as_str(), s.failures, s.skipped), ("completed", 0, 0), "{s:?}");
+    assert_eq!((s.throttle.as_str(), s.in_flight_max), ("lazy", 1), "one file at a time: {s:?}");
+    // Each move is followed by a pause of at least 50 ms.
+    assert!(
+        t0.elapsed() >= Duration::from_millis(50) * s.moved as u32,
+        "{} files moved in {:?}",
+        s.moved,
+        t0.elapsed()
+    );
+    let e = c.mgmt(rebalance_req("pause")).await.unwrap_err();
+    assert_eq!(e.errno, Errno::EINVAL, "pause after the end: {e}");
+    check_files(&c, &files).await;
+}
+
+/// `aggressive` moves several files at a time (16 at most per node).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aggressive_rebalance_moves_several_files_at_a_time() {
+    let c = Cluster::start();
+    let OneSet { b1, vol, d, .. } = c.one_set_volume().await;
+    let files = many_files(&vol, d.id, 120).await;
+    c.add_set(&b1, &vol).await;
+    drop(vol);
+    start_with(&c, "start:aggressive").await;
+    let s = status_until(&c, "the run ends", |s| !s.active()).await;
+    assert_eq!((s.state.as_str(), s.failures, s.skipped), ("completed", 0, 0), "{s:?}");
+    assert_eq!(s.throttle, "aggressive");
+    assert!((2..=16).contains(&s.in_flight_max), "files in flight: {s:?}");
+    check_files(&c, &files).await;
+}
+
+/// The volume's layout lock in etcd (`layout-lock/v`): while another layout change holds
+/// it, add-brick and a rebalance start are refused (EBUSY, naming the holder) and change
+/// nothing; released, both go ahead, and neither leaves it held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_layout_lock_refuses_add_brick_and_rebalance_start() {
+    let c = Cluster::start();
+    let OneSet { b1, vol, d, .. } = c.one_set_volume().await;
+    let files = many_files(&vol, d.id, 40).await;
+    let store = cairn_config::Store::connect(&c.etcd.endpoints(), "/cairn").await.unwrap();
+    let other = "add-brick on elsewhere";
+    store.take_layout_lock("v", other, None).await.unwrap();
+    std::fs::create_dir_all(&b1).unwrap();
+    let add = MgmtRequest::VolumeAddBrick {
+        name: "v".into(),
+        replica: None,
+        bricks: vec![format!("t1:{}", b1.display())],
+        force: true,
+    };
+    let e = c.mgmt(add).await.unwrap_err();
+    assert_eq!(e.errno, Errno::EBUSY, "{e}");
+    assert!(e.message.contains(other), "names the holder: {e}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(vol.map().sets.len(), 1, "nothing changed");
+    store.release_layout_lock("v", other).await.unwrap();
+    c.add_set(&b1, &vol).await;
+    drop(vol);
+
+    store.take_layout_lock("v", other, None).await.unwrap();
+    let e = c.mgmt(rebalance_req("start")).await.unwrap_err();
+    assert_eq!(e.errno, Errno::EBUSY, "{e}");
+    assert!(e.message.contains(other), "names the holder: {e}");
+    store.release_layout_lock("v", other).await.unwrap();
+    start_with(&c, "start").await;
+    let s = status_until(&c, "the run ends", |s| !s.active()).await;
+    assert_eq!((s.state.as_str(), s.failures, s.skipped), ("completed", 0, 0), "{s:?}");
+    // Free again: the lock went with the start that took it.
+    store.take_layout_lock("v", other, None).await.unwrap();
+    store.release_layout_lock("v", other).await.unwrap();
+    check_files(&c, &files).await;
 }

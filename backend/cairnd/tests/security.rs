@@ -46,6 +46,7 @@ fn write(vol: &str, epoch: u64, id: Id) -> BrickRequest {
         parents: false,
         inline: 0,
         layout_epoch: None,
+        sync: false,
     }
 }
 

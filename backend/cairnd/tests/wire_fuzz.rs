@@ -83,6 +83,7 @@ async fn setup(c: &Cluster) -> Target {
                     parents: true,
                     inline: 4096,
                     layout_epoch: None,
+                    sync: false,
                 };
                 (Request::Brick(req), data)
             })
@@ -174,6 +175,7 @@ async fn one_case(
                     parents: n % 2 == 0,
                     inline: 0,
                     layout_epoch: None,
+                    sync: false,
                 };
                 (Request::Brick(req), data.clone())
             }

@@ -299,18 +299,37 @@ fn plan_volume(cmd: &VolumeCmd) -> Result<Plan, UsageError> {
             let req = grammar::parse_add_brick(&name, args)?;
             done("volume add-brick", name, req)
         }
-        VolumeCmd::Rebalance { name, action } => {
+        VolumeCmd::Rebalance { name, action, throttle } => {
+            use crate::args::{RebalanceAction as A, RebalanceThrottle as T};
             let name = volume("volume rebalance", name)?;
             let verb = match action {
-                crate::args::RebalanceAction::Start => "start",
-                crate::args::RebalanceAction::Status => "status",
-                crate::args::RebalanceAction::Stop => "stop",
+                A::Start => "start",
+                A::Status => "status",
+                A::Stop => "stop",
+                A::Pause => "pause",
+                A::Resume => "resume",
             };
-            let req = MgmtRequest::VolumeRebalance { name: name.clone(), action: verb.into() };
-            match action {
-                crate::args::RebalanceAction::Status => {
-                    read("volume rebalance", Some(name), req, Output::RebalanceStatus)
+            let verb = match (action, throttle) {
+                (A::Start, Some(t)) => {
+                    let t = match t {
+                        T::Lazy => "lazy",
+                        T::Normal => "normal",
+                        T::Aggressive => "aggressive",
+                    };
+                    format!("start:{t}")
                 }
+                (_, Some(_)) => {
+                    return Err(UsageError::new(
+                        "volume rebalance",
+                        &name,
+                        "--throttle goes with start".to_string(),
+                    ))
+                }
+                _ => verb.to_string(),
+            };
+            let req = MgmtRequest::VolumeRebalance { name: name.clone(), action: verb };
+            match action {
+                A::Status => read("volume rebalance", Some(name), req, Output::RebalanceStatus),
                 _ => done("volume rebalance", name, req),
             }
         }

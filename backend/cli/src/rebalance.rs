@@ -13,7 +13,11 @@ pub fn status(volume: &str, nodes: &[cairn_proto::mgmt::RebalanceNode]) -> Strin
     let rows: Vec<Vec<String>> = nodes
         .iter()
         .map(|n| {
-            let secs = n.updated.saturating_sub(n.started);
+            let secs = if n.elapsed > 0 { n.elapsed } else { n.updated.saturating_sub(n.started) };
+            let eta = match (n.state.as_str(), n.eta) {
+                ("running" | "paused", Some(e)) => hms(e),
+                _ => "-".into(),
+            };
             vec![
                 n.node.clone(),
                 n.moved.to_string(),
@@ -22,7 +26,11 @@ pub fn status(volume: &str, nodes: &[cairn_proto::mgmt::RebalanceNode]) -> Strin
                 n.failures.to_string(),
                 n.skipped.to_string(),
                 n.state.clone(),
-                format!("{}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60),
+                hms(secs),
+                format!("{}/s", n.rate),
+                eta,
+                n.throttle.clone(),
+                n.resumes.to_string(),
             ]
         })
         .collect();
@@ -36,6 +44,10 @@ pub fn status(volume: &str, nodes: &[cairn_proto::mgmt::RebalanceNode]) -> Strin
             "skipped",
             "status",
             "run time in h:m:s",
+            "rate (bytes)",
+            "ETA",
+            "throttle",
+            "resumed",
         ],
         &rows,
     );
@@ -46,4 +58,34 @@ pub fn status(volume: &str, nodes: &[cairn_proto::mgmt::RebalanceNode]) -> Strin
     }
     let _ = writeln!(o, "volume rebalance: {volume}: success");
     o
+}
+
+fn hms(secs: u64) -> String {
+    format!("{}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use cairn_proto::mgmt::RebalanceNode;
+
+    #[test]
+    fn the_table_shows_rate_eta_throttle_and_resumes() {
+        let n = RebalanceNode {
+            node: "n1".into(),
+            state: "running".into(),
+            scanned: 10,
+            moved: 3,
+            bytes: 3000,
+            elapsed: 3661,
+            rate: 1000,
+            eta: Some(75),
+            throttle: "lazy".into(),
+            resumes: 2,
+            ..Default::default()
+        };
+        let t = super::status("v", &[n]);
+        for want in ["n1", "1:01:01", "1000/s", "0:01:15", "lazy", "running", "ETA", "resumed"] {
+            assert!(t.contains(want), "{want} in\n{t}");
+        }
+    }
 }

@@ -838,6 +838,19 @@ ssize_t cairn_write_through(struct cairn_fs_t *fs,
                             size_t len);
 
 /**
+ * Write `len` bytes at `offset` and make the file durable (data and metadata, as
+ * `cairn_fsync` with `datasync` false) on every live replica before returning: a
+ * `cairn_write_through` and a `cairn_fsync` in one round trip for a write of at most
+ * 8 MiB (NFS FILE_SYNC, a COMMIT folded into the write). Returns `len` or a negative errno.
+ */
+ssize_t cairn_write_sync(struct cairn_fs_t *fs,
+                         const struct cairn_creds_t *creds,
+                         struct cairn_id_t id,
+                         uint64_t offset,
+                         const void *buf,
+                         size_t len);
+
+/**
  * Send the buffered writes of `id` to the servers; returns any deferred write error.
  */
 int cairn_flush(struct cairn_fs_t *fs, struct cairn_id_t id);

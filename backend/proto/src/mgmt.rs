@@ -445,7 +445,7 @@ mod tests {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct RebalanceNode {
     pub node: String,
-    /// `running`, `stopped`, `completed`, `failed` (completed with failures).
+    /// `running`, `paused`, `stopped`, `completed`, `failed` (completed with failures).
     pub state: String,
     /// The layout epoch the run moves files to.
     pub layout_epoch: u64,
@@ -462,4 +462,60 @@ pub struct RebalanceNode {
     /// Unix seconds.
     pub started: u64,
     pub updated: u64,
+    /// `lazy` (one file at a time, pausing between files), `normal` (4 in flight) or
+    /// `aggressive` (16 in flight).
+    #[serde(default)]
+    pub throttle: String,
+    /// How many times the run picked up from its record (its `cairnd` restarted, or the
+    /// node came back after a failure) instead of starting over.
+    #[serde(default)]
+    pub resumes: u32,
+    /// Seconds spent running (paused time and time while `cairnd` was down left out).
+    #[serde(default)]
+    pub elapsed: u64,
+    /// Entries to scan, counted when the run started (0: not counted yet).
+    #[serde(default)]
+    pub estimate: u64,
+    /// Bytes moved per second of running, and the seconds left at the scan rate so far
+    /// (`None` until there is a rate).
+    #[serde(default)]
+    pub rate: u64,
+    #[serde(default)]
+    pub eta: Option<u64>,
+    /// The most files this run (since its last start or resume) moved at a time: the
+    /// throttle at work.
+    #[serde(default)]
+    pub in_flight_max: u32,
+    /// Where the walk is: what a restarted run resumes from.
+    #[serde(default)]
+    pub position: RebalancePosition,
+}
+
+impl RebalanceNode {
+    /// Still to finish: `running` or `paused` (a layout change waits for it).
+    pub fn active(&self) -> bool {
+        self.state == "running" || self.state == "paused"
+    }
+}
+
+/// Where a node's rebalance walk is (`RebalanceNode::position`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RebalancePosition {
+    /// Replica sets walked to the end.
+    pub sets_done: Vec<u32>,
+    /// The set being walked, and the walk's stack: the root directory at the bottom, the
+    /// directory being listed on top.
+    pub set: Option<u32>,
+    pub stack: Vec<RebalanceFrame>,
+}
+
+/// One directory of the walk's stack: every entry up to `cookie` is done; `pending`
+/// are the subdirectories listed so far that are still to walk; `eof` once the listing
+/// reached its end.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RebalanceFrame {
+    pub dir: crate::Id,
+    pub cookie: u64,
+    pub pending: Vec<crate::Id>,
+    pub eof: bool,
 }

@@ -326,6 +326,7 @@ fn every_request() -> Vec<(Request, Vec<u8>)> {
                 parents: i % 3 == 0,
                 inline: if i % 5 == 0 { 65536 } else { 0 },
                 layout_epoch: (i % 4 == 0).then_some(i as u64),
+                sync: i % 6 == 0,
             }),
             data.clone(),
         ));
@@ -388,6 +389,7 @@ fn every_response() -> Vec<Response> {
         Reply::Attrs(vec![attr(Id::ROOT), attr(id)]),
         Reply::Data { eof: true },
         Reply::Written { count: 4096, attr: attr(id) },
+        Reply::Synced(Box::new(Reply::Written { count: 4096, attr: attr(id) })),
         Reply::Offset(1 << 40),
         Reply::Bytes(b"xattr value".to_vec()),
         Reply::Names(vec![b"user.a".to_vec(), b"user.b".to_vec()]),
@@ -682,10 +684,11 @@ fn request() -> impl Strategy<Value = Request> {
             req_id(),
             any::<bool>(),
             any::<u32>(),
-            prop::option::of(any::<u64>())
+            prop::option::of(any::<u64>()),
+            any::<bool>()
         )
             .prop_map(
-                |(volume, brick, epoch, creds, op, req, parents, inline, layout_epoch)| {
+                |(volume, brick, epoch, creds, op, req, parents, inline, layout_epoch, sync)| {
                     Request::Brick(BrickRequest {
                         volume,
                         brick,
@@ -696,6 +699,7 @@ fn request() -> impl Strategy<Value = Request> {
                         parents,
                         inline,
                         layout_epoch,
+                        sync,
                     })
                 }
             ),

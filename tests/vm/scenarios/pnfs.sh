@@ -108,8 +108,9 @@ ds_ops() { echo $(($(ops ds-n1 "$1") + $(ops ds-n2 "$1"))); }
 
 # kill_ds_during_write VERS: the guest writes file big 1 MiB at a time with fsync; once
 # a DS has taken two of its WRITEs, that DS's Ganesha is killed (SIGKILL). The client
-# must go on (Linux marks the device unavailable and sends the I/O through the MDS) and
-# every acknowledged MiB must be there.
+# must go on (Linux marks the device unavailable and sends the I/O through the MDS; the
+# MDS notices the dead DS within seconds and recalls the layout, and the next one names
+# the other node's DS: fsal/dservers.c) and every acknowledged MiB must be there.
 kill_ds_during_write() {
     local v=$1 node hit='' pid t mw0 rc=0
     local -A w0=()

@@ -198,6 +198,9 @@ async fn serve_op(
         if let Op::CopyRange { .. } = req.op {
             return copy_range(node, session, &slot, &map, req).await;
         }
+        if let (Op::Write { id, .. }, true) = (&req.op, req.sync) {
+            return write_sync(node, session, &slot, &map, *id, req, data).await;
+        }
         return mutate(node, session, &slot, &map, req, data).await;
     }
     let (set, _) = map
@@ -294,4 +297,28 @@ async fn serve_op(
             r
         }
     }
+}
+
+/// A `Write` asked with [`BrickRequest::sync`]: the write, then an `Fsync` of the file
+/// (metadata included) through the chain as a client's would run, answered together as
+/// [`Reply::Synced`] once both are done: one round trip for the client instead of two. A
+/// retry of it is answered the write's first result (dedupe) and fsyncs again.
+async fn write_sync(
+    node: &Arc<Node>,
+    session: &Arc<Session>,
+    slot: &Arc<crate::node::BrickSlot>,
+    map: &cairn_proto::map::VolumeMap,
+    id: cairn_proto::Id,
+    req: BrickRequest,
+    data: Bytes,
+) -> OpResult {
+    let fsync = BrickRequest {
+        op: Op::Fsync { id, datasync: false },
+        req: None,
+        sync: false,
+        ..req.clone()
+    };
+    let (reply, out) = mutate(node, session, slot, map, req, data).await?;
+    mutate(node, session, slot, map, fsync, Bytes::new()).await?;
+    Ok((Reply::Synced(Box::new(reply)), out))
 }

@@ -1,14 +1,43 @@
-//! `cairn volume rebalance VOL start|status|stop` (docs/rebalance.md): the node asked
-//! sends the action to every node with bricks of the volume (`RebalanceLocal`), each of
-//! which runs `crate::rebalance` for the files its bricks head; after a `start` it
-//! watches the runs and clears the volume's `rebalancing` flag once every node completed
-//! with nothing skipped or failed.
+//! `cairn volume rebalance VOL start|status|stop|pause|resume` (docs/rebalance.md): the
+//! node asked sends the action to every node with bricks of the volume
+//! (`RebalanceLocal`), each of which runs `crate::rebalance` for the files its bricks
+//! head and keeps its progress record in etcd (`rebalance/VOL/NODE`). `status` reads
+//! those records, so it shows every node's run, a node that is down included. The run
+//! that ends last with every record `completed` (nothing skipped or failed, the layout
+//! epoch unchanged) clears the volume's `rebalancing` flag (`rebalance/run.rs`).
+//!
+//! `start` takes an optional throttle after a colon (`start:lazy`, `start:normal`,
+//! `start:aggressive`): the action stays one string, so the request keeps its shape.
 
 use super::*;
 use cairn_proto::mgmt::RebalanceNode;
 
-/// How often the node that started a rebalance asks the others how far they are.
-const WATCH_EVERY: Duration = Duration::from_secs(1);
+fn brick_nodes(rec: &VolumeRecord) -> Vec<String> {
+    let mut nodes: Vec<String> =
+        rec.sets.iter().flat_map(|s| s.bricks.iter().map(|b| b.node.clone())).collect();
+    nodes.sort();
+    nodes.dedup();
+    nodes
+}
+
+async fn records(node: &Node, name: &str) -> Result<Vec<RebalanceNode>, RemoteError> {
+    node.store.rebalance_records(name).await.map_err(|e| {
+        fail(Errno::EIO, format!("volume rebalance: {name}: cannot read the progress records: {e}"))
+    })
+}
+
+/// Send `action` to every node in `nodes`; the nodes that took it.
+async fn each(node: &Arc<Node>, name: &str, nodes: &[String], action: &str) -> Vec<String> {
+    let mut took = vec![];
+    for n in nodes {
+        let req = MgmtRequest::RebalanceLocal { name: name.into(), action: action.into() };
+        match call_node(node, n, "", req).await {
+            Ok(_) => took.push(n.clone()),
+            Err(e) => tracing::debug!(volume = name, node = %n, action, error = %e, "rebalance"),
+        }
+    }
+    took
+}
 
 pub(super) async fn rebalance(
     node: &Arc<Node>,
@@ -16,12 +45,16 @@ pub(super) async fn rebalance(
     action: &str,
 ) -> Result<MgmtReply, RemoteError> {
     let (rec, _) = existing_volume(node, name).await?;
-    let mut nodes: Vec<String> =
-        rec.sets.iter().flat_map(|s| s.bricks.iter().map(|b| b.node.clone())).collect();
-    nodes.sort();
-    nodes.dedup();
-    match action {
+    let nodes = brick_nodes(&rec);
+    let (verb, throttle) = action.split_once(':').unwrap_or((action, ""));
+    match verb {
         "start" => {
+            let Some(throttle) = crate::rebalance::Throttle::parse(throttle) else {
+                return Err(fail(
+                    Errno::EINVAL,
+                    format!("volume rebalance: {name}: unknown throttle {throttle:?} (lazy, normal or aggressive)"),
+                ));
+            };
             if rec.status != VolumeStatus::Started {
                 return Err(fail(
                     Errno::EBUSY,
@@ -34,31 +67,26 @@ pub(super) async fn rebalance(
                     format!("volume rebalance: {name}: every file is on the set its name hashes to (no layout change since the last rebalance)"),
                 ));
             }
-            if let Ok(s) = gather(node, name, &nodes).await {
-                if let Some(r) = s.iter().find(|r| r.state == "running") {
-                    return Err(fail(
-                        Errno::EBUSY,
-                        format!(
-                            "volume rebalance: {name}: a rebalance is already running on {}",
-                            r.node
-                        ),
-                    ));
-                }
+            if let Some(r) =
+                records(node, name).await?.iter().find(|r| r.active() && nodes.contains(&r.node))
+            {
+                return Err(fail(
+                    Errno::EBUSY,
+                    format!(
+                        "volume rebalance: {name}: a rebalance is already {} on {} (stop it first)",
+                        r.state, r.node
+                    ),
+                ));
             }
             let mut started = vec![];
+            let local = format!("start:{}", throttle.name());
             for n in &nodes {
-                let req = MgmtRequest::RebalanceLocal { name: name.into(), action: "start".into() };
+                let req = MgmtRequest::RebalanceLocal { name: name.into(), action: local.clone() };
                 match call_node(node, n, "", req).await {
                     Ok(_) => started.push(n.clone()),
                     Err(e) => {
                         // Stop those started: a rebalance runs on every node or on none.
-                        for s in &started {
-                            let req = MgmtRequest::RebalanceLocal {
-                                name: name.into(),
-                                action: "stop".into(),
-                            };
-                            let _ = call_node(node, s, "", req).await;
-                        }
+                        each(node, name, &started, "stop").await;
                         return Err(fail(
                             e.errno,
                             format!("volume rebalance: {name}: cannot start on {n}: {}", e.message),
@@ -66,35 +94,58 @@ pub(super) async fn rebalance(
                     }
                 }
             }
-            let (node2, vol, epoch) = (node.clone(), name.to_string(), rec.layout_epoch);
-            tokio::spawn(async move { watch(&node2, &vol, &nodes, epoch).await });
             Ok(done(format!(
-                "Rebalance on {name} has been started successfully on {} node(s). Use rebalance status command to check status of the rebalance process.",
-                started.len()
+                "Rebalance on {name} has been started successfully on {} node(s) (throttle {}). Use rebalance status command to check status of the rebalance process.",
+                started.len(),
+                throttle.name()
             )))
         }
-        "status" => Ok(MgmtReply::Rebalance(gather(node, name, &nodes).await?)),
+        "status" => Ok(MgmtReply::Rebalance(records(node, name).await?)),
         "stop" => {
-            let mut stopped = 0;
-            for n in &nodes {
-                let req = MgmtRequest::RebalanceLocal { name: name.into(), action: "stop".into() };
-                if call_node(node, n, "", req).await.is_ok() {
-                    stopped += 1;
+            let stopped = each(node, name, &nodes, "stop").await;
+            // A node that is down keeps a record it would resume from when it comes
+            // back: mark it stopped (a node that answered writes its own).
+            let mut marked = 0;
+            for mut r in records(node, name).await? {
+                if r.active() && !stopped.contains(&r.node) {
+                    r.state = "stopped".into();
+                    if node.store.put_rebalance(name, &r).await.is_ok() {
+                        marked += 1;
+                    }
                 }
             }
-            if stopped == 0 {
+            if stopped.is_empty() && marked == 0 {
                 return Err(fail(
                     Errno::EINVAL,
                     format!("volume rebalance: {name}: no rebalance is running"),
                 ));
             }
             Ok(done(format!(
-                "volume rebalance: {name}: stopping on {stopped} node(s); files moved so far stay moved"
+                "volume rebalance: {name}: stopping on {} node(s); files moved so far stay moved",
+                stopped.len() + marked
+            )))
+        }
+        "pause" | "resume" => {
+            let took = each(node, name, &nodes, verb).await;
+            if took.is_empty() {
+                let what = if verb == "pause" { "running" } else { "paused" };
+                return Err(fail(
+                    Errno::EINVAL,
+                    format!("volume rebalance: {name}: no rebalance is {what}"),
+                ));
+            }
+            let did = if verb == "pause" { "pausing" } else { "resuming" };
+            Ok(done(format!(
+                "volume rebalance: {name}: {did} on {} node(s) ({})",
+                took.len(),
+                took.join(", ")
             )))
         }
         other => Err(fail(
             Errno::EINVAL,
-            format!("volume rebalance: unknown action {other:?} (start, status or stop)"),
+            format!(
+                "volume rebalance: unknown action {other:?} (start, status, stop, pause or resume)"
+            ),
         )),
     }
 }
@@ -105,9 +156,13 @@ pub(super) async fn rebalance_local(
     name: &str,
     action: &str,
 ) -> Result<MgmtReply, RemoteError> {
-    match action {
+    let (verb, throttle) = action.split_once(':').unwrap_or((action, ""));
+    match verb {
         "start" => {
-            let run = crate::rebalance::start(node, name)?;
+            let throttle = crate::rebalance::Throttle::parse(throttle).ok_or_else(|| {
+                fail(Errno::EINVAL, format!("unknown rebalance throttle {throttle:?}"))
+            })?;
+            let run = crate::rebalance::start(node, name, throttle).await?;
             tokio::spawn(run);
             Ok(done(format!("rebalance of {name} started on {}", node.name)))
         }
@@ -115,75 +170,46 @@ pub(super) async fn rebalance_local(
         "stop" if crate::rebalance::stop(name) => {
             Ok(done(format!("rebalance of {name} stopping on {}", node.name)))
         }
-        "stop" => Err(fail(Errno::EINVAL, format!("no rebalance of {name} runs on {}", node.name))),
+        "pause" if crate::rebalance::pause(name, true) => {
+            Ok(done(format!("rebalance of {name} pausing on {}", node.name)))
+        }
+        "resume" if crate::rebalance::pause(name, false) => {
+            Ok(done(format!("rebalance of {name} resuming on {}", node.name)))
+        }
+        "stop" | "pause" | "resume" => {
+            Err(fail(Errno::EINVAL, format!("no rebalance of {name} on {} to {verb}", node.name)))
+        }
         other => Err(fail(Errno::EINVAL, format!("unknown rebalance action {other:?}"))),
     }
 }
 
-/// The node on which a rebalance of volume `rec` runs, if one does: a layout change waits
-/// for it (one layout change per volume at a time).
+/// The node on which a rebalance of volume `rec` runs or is paused, if one does: a
+/// layout change waits for it (one layout change per volume at a time).
 pub(super) async fn rebalance_running(node: &Arc<Node>, rec: &VolumeRecord) -> Option<String> {
-    let mut nodes: Vec<String> =
-        rec.sets.iter().flat_map(|s| s.bricks.iter().map(|b| b.node.clone())).collect();
-    nodes.sort();
-    nodes.dedup();
-    let s = gather(node, &rec.name, &nodes).await.ok()?;
-    s.into_iter().find(|r| r.state == "running").map(|r| r.node)
+    let nodes = brick_nodes(rec);
+    let s = records(node, &rec.name).await.ok()?;
+    s.into_iter().find(|r| r.active() && nodes.contains(&r.node)).map(|r| r.node)
 }
 
-/// Every node's run of `name` (a node that has none, or does not answer, is left out).
-async fn gather(
+/// Run `f` holding volume `name`'s layout lock in etcd (`layout-lock/NAME`, bound to
+/// this node's lease) as `what`: at most one layout change per volume at a time
+/// (add-brick, a rebalance's start). EBUSY naming the holder while another holds it.
+pub(super) async fn with_layout_lock<T>(
     node: &Arc<Node>,
     name: &str,
-    nodes: &[String],
-) -> Result<Vec<RebalanceNode>, RemoteError> {
-    let mut out = vec![];
-    for n in nodes {
-        let req = MgmtRequest::RebalanceLocal { name: name.into(), action: "status".into() };
-        match call_node(node, n, "", req).await {
-            Ok(MgmtReply::Rebalance(v)) => out.extend(v),
-            Ok(_) => {}
-            Err(e) => tracing::debug!(volume = name, node = %n, error = %e, "rebalance status"),
-        }
+    what: &str,
+    f: impl std::future::Future<Output = Result<T, RemoteError>>,
+) -> Result<T, RemoteError> {
+    existing_volume(node, name).await?;
+    let holder = format!("{what} on {}", node.name);
+    let lease = node.lease().lease_id();
+    node.store.take_layout_lock(name, &holder, Some(lease)).await.map_err(|e| match e {
+        cairn_config::ConfigError::Conflict(m) => fail(Errno::EBUSY, m),
+        e => cfg(e),
+    })?;
+    let r = f.await;
+    if let Err(e) = node.store.release_layout_lock(name, &holder).await {
+        tracing::warn!(volume = name, holder, error = %e, "cannot release the layout lock; it goes with this node's lease");
     }
-    Ok(out)
-}
-
-/// Wait for every node's run to end; clear `rebalancing` if all completed with nothing
-/// skipped or failed for layout epoch `epoch` (and the epoch did not move meanwhile).
-async fn watch(node: &Arc<Node>, name: &str, nodes: &[String], epoch: u64) {
-    loop {
-        tokio::time::sleep(WATCH_EVERY).await;
-        let Ok(s) = gather(node, name, nodes).await else { continue };
-        if s.iter().any(|r| r.state == "running") {
-            continue;
-        }
-        let clean = s.len() == nodes.len()
-            && s.iter().all(|r| {
-                r.state == "completed"
-                    && r.skipped == 0
-                    && r.failures == 0
-                    && r.layout_epoch == epoch
-            });
-        if clean {
-            let r = edit_volume(node, name, |v| {
-                if v.layout_epoch == epoch {
-                    v.rebalancing = false;
-                }
-                Ok(())
-            })
-            .await;
-            match r {
-                Ok(_) => tracing::info!(
-                    volume = name,
-                    epoch,
-                    "rebalance completed on every node; the volume is no longer rebalancing"
-                ),
-                Err(e) => {
-                    tracing::warn!(volume = name, error = %e, "rebalance done; cannot clear rebalancing")
-                }
-            }
-        }
-        return;
-    }
+    r
 }

@@ -1,163 +1,192 @@
-//! This node's rebalance run of a volume: a walk of every directory of each replica set
-//! one of its bricks belongs to, moving each regular file whose chain head on that set
-//! is a brick of this node and whose name hashes to another set (`migrate_file`). So the
-//! work splits over nodes with no coordination, as heal's full crawl does. Progress is
-//! kept in memory ([`status`]); a run does not survive a restart of `cairnd` (started
-//! again, it walks from the start, skipping what is in place).
+//! This node's rebalance walk of a volume: every directory of each replica set one of
+//! its bricks belongs to, moving each regular file whose chain head on that set is a
+//! brick of this node and whose name hashes to another set (`migrate_file`). So the
+//! work splits over nodes with no coordination, as heal's full crawl does.
+//!
+//! The walk keeps its place in the run's record (`RebalancePosition`): the sets done,
+//! and a stack of directories, each with the readdir cookie of the last entry done and
+//! the subdirectories listed but not walked yet. A run resumed from its record re-reads
+//! from those cookies: at most the files of one batch (the throttle's files in flight)
+//! are looked at again.
 
+use super::run::{Run, Throttle};
 use super::{migrate_file, on_head, Outcome};
 use crate::node::Node;
-use cairn_proto::mgmt::RebalanceNode;
+use cairn_proto::mgmt::RebalanceFrame;
 use cairn_proto::msg::{Op, Reply};
-use cairn_proto::{Errno, FileType, Id, RemoteError};
-use parking_lot::Mutex;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, LazyLock};
-use std::time::{SystemTime, UNIX_EPOCH};
+use cairn_proto::{DirEntry, Errno, FileType, Id, RemoteError};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-/// What `status` of a run answers.
-type RunStatus = RebalanceNode;
+/// Entries asked per readdir.
+const PAGE: u32 = 256;
 
-struct Run {
-    status: Mutex<RunStatus>,
-    stop: AtomicBool,
-}
-
-/// This node's runs, by volume.
-static RUNS: LazyLock<Mutex<HashMap<String, Arc<Run>>>> = LazyLock::new(Mutex::default);
-
-fn now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
-}
-
-/// Start a run of volume `vol` on this node; refused while one runs. The returned future
-/// is the run: it ends with its final status.
-pub(crate) fn start(
-    node: &Arc<Node>,
-    vol: &str,
-) -> Result<impl std::future::Future<Output = RunStatus>, RemoteError> {
-    let map = node
-        .map(vol)
-        .ok_or_else(|| RemoteError::new(Errno::ENOENT, format!("Volume {vol} does not exist")))?;
-    let run = {
-        let mut runs = RUNS.lock();
-        if runs.get(vol).is_some_and(|r| r.status.lock().state == "running") {
-            return Err(RemoteError::new(
-                Errno::EBUSY,
-                format!("volume rebalance: {vol}: a rebalance is already running on {}", node.name),
-            ));
-        }
-        let run = Arc::new(Run {
-            status: Mutex::new(RunStatus {
-                node: node.name.clone(),
-                state: "running".into(),
-                layout_epoch: map.layout_epoch,
-                started: now(),
-                updated: now(),
-                ..Default::default()
-            }),
-            stop: AtomicBool::new(false),
-        });
-        runs.insert(vol.to_string(), run.clone());
-        run
-    };
-    let (node, vol) = (node.clone(), vol.to_string());
-    Ok(async move {
-        let r = walk(&node, &vol, &run).await;
-        let mut s = run.status.lock();
-        if let Err(e) = r {
-            s.failures += 1;
-            s.last_error = Some(e.to_string());
-        }
-        s.state = if run.stop.load(Ordering::Acquire) {
-            "stopped"
-        } else if s.failures > 0 {
-            "failed"
-        } else {
-            "completed"
-        }
-        .into();
-        s.updated = now();
-        tracing::info!(volume = %vol, state = %s.state, scanned = s.scanned, moved = s.moved, bytes = s.bytes, skipped = s.skipped, failures = s.failures, "rebalance run ended");
-        s.clone()
-    })
-}
-
-/// This node's run of `vol`, if it had one since it started.
-pub(crate) fn status(vol: &str) -> Option<RunStatus> {
-    RUNS.lock().get(vol).map(|r| r.status.lock().clone())
-}
-
-/// Ask this node's run of `vol` to stop after the file it is moving; false if none runs.
-pub(crate) fn stop(vol: &str) -> bool {
-    match RUNS.lock().get(vol) {
-        Some(r) if r.status.lock().state == "running" => {
-            r.stop.store(true, Ordering::Release);
-            true
-        }
-        _ => false,
-    }
-}
-
-async fn walk(node: &Arc<Node>, vol: &str, run: &Run) -> Result<(), RemoteError> {
+/// The sets of `vol` with a brick on this node, in the map's order.
+fn local_sets(node: &Node, vol: &str) -> Result<Vec<u32>, RemoteError> {
     let map =
         node.map(vol).ok_or_else(|| RemoteError::new(Errno::ENOENT, format!("no map of {vol}")))?;
-    let sets: Vec<u32> = map
+    Ok(map
         .sets
         .iter()
         .filter(|s| s.bricks.iter().any(|b| node.slot(vol, b.index).is_some()))
         .map(|s| s.id)
-        .collect();
-    for set in sets {
+        .collect())
+}
+
+/// One page of `dir` on `set` after `cookie`; `None` if the directory is gone.
+async fn page(
+    node: &Arc<Node>,
+    vol: &str,
+    set: u32,
+    dir: Id,
+    cookie: u64,
+) -> Result<Option<(Vec<DirEntry>, bool)>, RemoteError> {
+    let op = Op::ReadDir { dir, cookie, max: PAGE, plus: false };
+    match on_head(node, vol, set, dir, op).await {
+        Ok(Reply::Dir { entries, eof }) => Ok(Some((entries, eof))),
+        // Removed meanwhile.
+        Err(e) if e.errno == Errno::ENOENT || e.errno == Errno::ESTALE => Ok(None),
+        Ok(other) => Err(RemoteError::new(
+            Errno::EPROTO,
+            format!("{vol}: readdir of {dir} on set {set}: unexpected {other:?}"),
+        )),
+        Err(e) => Err(RemoteError::new(
+            e.errno,
+            format!("{vol}: readdir of {dir} on set {set}: {}", e.message),
+        )),
+    }
+}
+
+/// The entries (other than directories) on this node's sets: the run's estimate.
+pub(super) async fn count(node: &Arc<Node>, vol: &str) -> Result<u64, RemoteError> {
+    let mut n = 0;
+    for set in local_sets(node, vol)? {
         let mut stack = vec![Id::ROOT];
         while let Some(dir) = stack.pop() {
             let mut cookie = 0;
-            loop {
-                if run.stop.load(Ordering::Acquire) {
-                    return Ok(());
-                }
-                let op = Op::ReadDir { dir, cookie, max: 256, plus: false };
-                let (entries, eof) = match on_head(node, vol, set, dir, op).await {
-                    Ok(Reply::Dir { entries, eof }) => (entries, eof),
-                    // Removed meanwhile.
-                    Err(e) if e.errno == Errno::ENOENT || e.errno == Errno::ESTALE => break,
-                    Ok(other) => {
-                        return Err(RemoteError::new(
-                            Errno::EPROTO,
-                            format!("readdir of {dir}: unexpected {other:?}"),
-                        ))
-                    }
-                    Err(e) => return Err(e),
-                };
+            while let Some((entries, eof)) = page(node, vol, set, dir, cookie).await? {
                 cookie = entries.last().map(|e| e.cookie).unwrap_or(cookie);
-                let n = entries.len();
-                for e in entries {
+                for e in &entries {
                     match e.kind {
                         FileType::Directory => stack.push(e.id),
-                        _ => file(node, vol, run, set, dir, &e.name, e.id).await,
+                        _ => n += 1,
                     }
                 }
-                if eof || n == 0 {
+                if eof || entries.is_empty() {
                     break;
                 }
             }
         }
     }
+    Ok(n)
+}
+
+/// Walk from the run's position to the end (or until stopped).
+pub(super) async fn walk(node: &Arc<Node>, vol: &str, run: &Run) -> Result<(), RemoteError> {
+    for set in local_sets(node, vol)? {
+        {
+            let mut s = run.status.lock();
+            let p = &mut s.position;
+            if p.sets_done.contains(&set) {
+                continue;
+            }
+            if p.set != Some(set) || p.stack.is_empty() {
+                p.set = Some(set);
+                p.stack = vec![RebalanceFrame { dir: Id::ROOT, ..Default::default() }];
+            }
+        }
+        if !walk_set(node, vol, run, set).await? {
+            return Ok(());
+        }
+        let mut s = run.status.lock();
+        s.position.sets_done.push(set);
+        s.position.set = None;
+        s.position.stack.clear();
+    }
     Ok(())
 }
 
+/// Walk set `set` from the position's stack; false when stopped.
+async fn walk_set(node: &Arc<Node>, vol: &str, run: &Run, set: u32) -> Result<bool, RemoteError> {
+    loop {
+        if run.checkpoint(node, vol).await {
+            return Ok(false);
+        }
+        let top = {
+            let mut s = run.status.lock();
+            let stack = &mut s.position.stack;
+            let Some(top) = stack.last_mut() else { return Ok(true) };
+            if let Some(sub) = top.pending.pop() {
+                stack.push(RebalanceFrame { dir: sub, ..Default::default() });
+                continue;
+            }
+            if top.eof {
+                stack.pop();
+                continue;
+            }
+            top.clone()
+        };
+        let Some((entries, eof)) = page(node, vol, set, top.dir, top.cookie).await? else {
+            run.status.lock().position.stack.pop();
+            continue;
+        };
+        let n = entries.len();
+        for batch in entries.chunks(run.throttle.in_flight()) {
+            if run.checkpoint(node, vol).await {
+                return Ok(false);
+            }
+            let started = Instant::now();
+            let moves = batch
+                .iter()
+                .filter(|e| e.kind != FileType::Directory)
+                .map(|e| file(node, vol, run, set, top.dir, &e.name, e.id));
+            let tried = futures::future::join_all(moves).await;
+            // The batch is done: the position moves past it.
+            {
+                let mut s = run.status.lock();
+                let Some(f) = s.position.stack.last_mut() else { return Ok(true) };
+                f.pending
+                    .extend(batch.iter().filter(|e| e.kind == FileType::Directory).map(|e| e.id));
+                f.cookie = batch.last().map(|e| e.cookie).unwrap_or(f.cookie);
+            }
+            if run.throttle == Throttle::Lazy && tried.contains(&true) {
+                tokio::time::sleep(started.elapsed().max(Duration::from_millis(50))).await;
+            }
+        }
+        if eof || n == 0 {
+            if let Some(f) = run.status.lock().position.stack.last_mut() {
+                f.eof = true;
+            }
+        }
+    }
+}
+
 /// One entry of a listing of set `set`: moved if its name hashes elsewhere and this node
-/// heads it.
-async fn file(node: &Arc<Node>, vol: &str, run: &Run, set: u32, dir: Id, name: &[u8], id: Id) {
+/// heads it. True if a move was tried.
+async fn file(
+    node: &Arc<Node>,
+    vol: &str,
+    run: &Run,
+    set: u32,
+    dir: Id,
+    name: &[u8],
+    id: Id,
+) -> bool {
     run.status.lock().scanned += 1;
-    let Some(map) = node.map(vol) else { return };
+    let Some(map) = node.map(vol) else { return false };
     let to = cairn_placement::hashed_set(&map, dir, name).id;
     let here = map.set_by_id(set).and_then(|s| cairn_placement::head(s, id));
     if to == set || here.is_none_or(|b| node.slot(vol, b.index).is_none()) {
-        return;
+        return false;
+    }
+    let flying = run.flying.fetch_add(1, Ordering::AcqRel) + 1;
+    {
+        let mut s = run.status.lock();
+        s.in_flight_max = s.in_flight_max.max(flying);
     }
     let r = migrate_file(node, vol, dir, name, id, set, to).await;
+    run.flying.fetch_sub(1, Ordering::AcqRel);
     let mut s = run.status.lock();
     match r {
         Ok(Outcome::Moved(bytes)) => {
@@ -174,5 +203,5 @@ async fn file(node: &Arc<Node>, vol: &str, run: &Run, set: u32, dir: Id, name: &
             s.last_error = Some(e.to_string());
         }
     }
-    s.updated = now();
+    true
 }

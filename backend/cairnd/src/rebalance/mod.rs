@@ -1,14 +1,16 @@
 //! The rebalance: moving files to the replica set their names hash to after a layout
 //! change (docs/rebalance.md). `migrate.rs` moves one file, `crawl.rs` walks a volume
-//! for the files this node's bricks head; here are the checks every brick request passes
+//! for the files this node's bricks head, `run.rs` keeps each run and its progress
+//! record in etcd (resumed when `cairnd` starts again); here are the checks every brick request passes
 //! while files move ([`admit`], [`fenced`]) and the way the rebalancer sends ops
 //! ([`on_head`]).
 
 mod crawl;
 mod migrate;
+mod run;
 
-pub(crate) use crawl::{start, status, stop};
 pub(crate) use migrate::{migrate_file, Outcome};
+pub(crate) use run::{pause, resume_all, start, status, stop, Throttle};
 
 use crate::exec::stale;
 use crate::node::{BrickSlot, Node};

@@ -145,12 +145,27 @@ pub enum HealAction {
 /// What `volume rebalance NAME` does.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RebalanceAction {
-    /// Start this node's run: move the files its bricks head to the sets their names hash to.
+    /// Start a run on every node with bricks: each moves the files its bricks head to the sets their names hash to.
     Start,
-    /// Progress of the run: files scanned, moved (and bytes), skipped, failed.
+    /// Progress of each node's run: files scanned, moved (and bytes), skipped, failed, rate, ETA.
     Status,
-    /// Stop the run after the file it is moving; moved files stay moved.
+    /// Stop the runs after the files they are moving; moved files stay moved.
     Stop,
+    /// Pause the runs after the files they are moving (kept across a restart of cairnd).
+    Pause,
+    /// Resume paused runs where they stopped.
+    Resume,
+}
+
+/// How hard `volume rebalance NAME start` works.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RebalanceThrottle {
+    /// One file at a time per node, pausing between files as long as the move took.
+    Lazy,
+    /// 4 files in flight per node.
+    Normal,
+    /// 16 files in flight per node.
+    Aggressive,
 }
 
 #[derive(Subcommand, Debug, Clone, PartialEq, Eq)]

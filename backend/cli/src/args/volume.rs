@@ -194,18 +194,23 @@ cairn --json volume info vol0   # layout_epoch, rebalancing"
     /// Move files to the replica sets their names hash to after add-brick.
     #[command(
         name = "rebalance",
-        override_usage = "cairn volume rebalance NAME start|status|stop",
-        long_about = "After `add-brick`, names hash over the new replica sets too, but existing files stay where they were (the volume is `rebalancing`: lookups ask every set). `start` moves, on the node the command reaches, every regular file whose chain head is one of that node's bricks and whose name now hashes to another set, one at a time: the file is fenced (writes to it wait a moment), copied to the new set with its data, xattrs, owner, mode and times, named there, and its old place turned into a forwarding stub. Its inode number, NFS handle, SMB file id and open descriptors stay valid: an operation by id at the old set is answered with the set the file moved to, and the client goes there.
+        override_usage = "cairn volume rebalance NAME start [--throttle lazy|normal|aggressive]\n       cairn volume rebalance NAME status|stop|pause|resume",
+        long_about = "After `add-brick`, names hash over the new replica sets too, but existing files stay where they were (the volume is `rebalancing`: lookups ask every set). `start` runs on every node with bricks of the volume: each node moves every regular file whose chain head is one of its bricks and whose name now hashes to another set. A file is fenced (writes to it wait a moment), copied to the new set with its data, xattrs, owner, mode and times, named there, and its old place turned into a forwarding stub. Its inode number, NFS handle, SMB file id and open descriptors stay valid: an operation by id at the old set is answered with the set the file moved to, and the client goes there.
 
-Files that are open (unlinked while open), locked, hold share reservations or delegations, or have hard links are skipped and counted; run `start` again later. When a run that covers every brick of the volume ends with nothing skipped or failed, the volume stops `rebalancing`.
+Each node keeps a progress record in etcd (where its walk is; files and bytes scanned, moved, skipped, failed; its throttle), written about once a second. `status` reads them: one row per node, with the rate and an estimated time left, a node that is down included. A node whose cairnd restarts, or that comes back after a failure, resumes its run from the record, not from the start; a paused run stays paused.
 
-This version runs on the node the command reaches only (run it against each node that has bricks), keeps its progress in memory (`status` after a restart of cairnd shows no run; `start` again walks from the beginning and skips what is in place), and has no throttle or pause.",
-        after_help = "EXAMPLES:\n  cairn volume rebalance vol0 start\n  cairn volume rebalance vol0 status\n  cairn --json volume rebalance vol0 status\n  cairn volume rebalance vol0 stop"
+`--throttle lazy` moves one file at a time per node and pauses between files as long as the move took; `normal` (the default) moves 4 files at a time, `aggressive` 16. `pause` and `resume` act after the files in flight. `stop` ends the runs (a node that is down has its record marked stopped); files moved stay moved, and `start` again walks from the beginning, skipping what is in place.
+
+Files that are open (unlinked while open), locked, hold share reservations or delegations, or have hard links are skipped and counted; run `start` again later. When every node's run ends with nothing skipped or failed, the volume stops `rebalancing`. A rebalance running or paused refuses `add-brick`, and `start` and `add-brick` each take the volume's layout lock in etcd: one layout change at a time.",
+        after_help = "EXAMPLES:\n  cairn volume rebalance vol0 start\n  cairn volume rebalance vol0 start --throttle lazy\n  cairn volume rebalance vol0 status\n  cairn --json volume rebalance vol0 status\n  cairn volume rebalance vol0 pause\n  cairn volume rebalance vol0 resume\n  cairn volume rebalance vol0 stop"
     )]
     Rebalance {
         /// Name of the volume.
         name: String,
         #[arg(value_enum)]
         action: super::RebalanceAction,
+        /// With `start`: files moved at a time per node (lazy 1 with pauses, normal 4, aggressive 16).
+        #[arg(long, value_enum)]
+        throttle: Option<super::RebalanceThrottle>,
     },
 }

@@ -94,7 +94,7 @@ impl Inner {
         op: Op,
         data: Bytes,
     ) -> Result<(Reply, Bytes)> {
-        self.call_with(t, c, op, data, false, 0).await
+        self.call_with(t, c, op, data, false, 0, false).await
     }
 
     /// A namespace op at the head of `t`, asking for its copies of the op's parent
@@ -106,7 +106,7 @@ impl Inner {
         c: &Creds,
         op: Op,
     ) -> Result<(Reply, Option<Vec<Attr>>)> {
-        match self.call_with(t, c, op, Bytes::new(), true, 0).await?.0 {
+        match self.call_with(t, c, op, Bytes::new(), true, 0, false).await?.0 {
             Reply::WithParents { reply, parents } => Ok((*reply, Some(parents))),
             r => Ok((r, None)),
         }
@@ -120,6 +120,7 @@ impl Inner {
         data: Bytes,
         parents: bool,
         inline: u32,
+        sync: bool,
     ) -> Result<(Reply, Bytes)> {
         if self.closed.load(Ordering::Acquire) {
             return Err(err(Errno::ENOTCONN, "volume is unmounted"));
@@ -131,7 +132,7 @@ impl Inner {
         if mutation {
             self.data.invalidate(t.key);
         }
-        let r = self.call_loop(t, c, op, data, parents, inline).await;
+        let r = self.call_loop(t, c, op, data, parents, inline, sync).await;
         if mutation {
             self.data.invalidate(t.key);
         }
@@ -146,6 +147,7 @@ impl Inner {
         data: Bytes,
         parents: bool,
         inline: u32,
+        sync: bool,
     ) -> Result<(Reply, Bytes)> {
         let deadline = tokio::time::Instant::now() + RETRY_BUDGET;
         // The layout the caller routed the op by (it read the map just before): sent
@@ -184,6 +186,7 @@ impl Inner {
                         parents,
                         inline,
                         layout_epoch: Some(layout),
+                        sync,
                     };
                     self.count(op.name());
                     match self.pool.get(&b.addr).await {

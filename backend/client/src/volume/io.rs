@@ -156,13 +156,35 @@ impl Volume {
         i.write_now(c, id, offset, data).await
     }
 
+    /// Write through and make the file durable (data and metadata on every live replica)
+    /// before returning: NFS FILE_SYNC, or an UNSTABLE write with its COMMIT folded in.
+    /// One round trip for at most [`MAX_IO`] bytes: the head fsyncs after the write
+    /// (`BrickRequest::sync`); after a brick that did not (one built before it), the
+    /// fsync is sent here.
+    pub async fn write_sync(&self, c: &Creds, id: Id, offset: u64, data: Bytes) -> Result<u32> {
+        let i = &self.inner;
+        i.flush(id).await?;
+        if data.len() > MAX_IO {
+            let n = i.write_now(c, id, offset, data).await?;
+            i.on_home(c, id, Op::Fsync { id, datasync: false }).await?;
+            return Ok(n);
+        }
+        i.write_synced(c, id, offset, data).await
+    }
+
     /// Send buffered writes of `id` to the bricks; returns any deferred error.
     pub async fn flush(&self, id: Id) -> Result<()> {
         self.inner.flush(id).await
     }
 
+    /// Make `id` durable. What write-behind still buffers of it goes out with the fsync in
+    /// one round trip (`BrickRequest::sync`) instead of a flush and then an fsync.
     pub async fn fsync(&self, c: &Creds, id: Id, datasync: bool) -> Result<()> {
         let i = &self.inner;
+        if i.sync_buffered(id).await? {
+            // A write error of the file deferred meanwhile is reported here too.
+            return i.flush(id).await;
+        }
         i.flush(id).await?;
         i.on_home(c, id, Op::Fsync { id, datasync }).await.map(|_| ())
     }

@@ -23,7 +23,7 @@ impl Volume {
         let found = i.begin_tokens();
         let look = |set: u32| {
             let op = Op::Lookup { dir, name: name.to_vec() };
-            i.call_with(Target { set, key: dir }, c, op, Bytes::new(), false, inline)
+            i.call_with(Target { set, key: dir }, c, op, Bytes::new(), false, inline, false)
         };
         let mut at = hashed;
         let r = look(hashed).await;

@@ -56,6 +56,62 @@ impl Inner {
         }
     }
 
+    /// Write `data` (at most `MAX_IO` bytes) and make the file durable, in one round trip
+    /// when the head runs the fsync after the write (`BrickRequest::sync`); after a brick
+    /// that answered plainly (one built before it), the fsync is sent here.
+    pub(super) async fn write_synced(
+        &self,
+        c: &Creds,
+        id: Id,
+        offset: u64,
+        data: Bytes,
+    ) -> Result<u32> {
+        let t = Target { set: self.home(id), key: id };
+        let token = self.attrs.begin();
+        let op = Op::Write { id, offset };
+        let (reply, synced) = match self.call_with(t, c, op, data, false, 0, true).await?.0 {
+            Reply::Synced(r) => (*r, true),
+            r => (r, false),
+        };
+        let Reply::Written { count, attr } = reply else {
+            return Err(unexpected("write", &reply));
+        };
+        self.attrs.put_change(token, &attr);
+        if !synced {
+            self.on_home(c, id, Op::Fsync { id, datasync: false }).await?;
+        }
+        Ok(count)
+    }
+
+    /// An fsync of `id` whose last buffered extent, if any, carries it: every earlier
+    /// write of the file done first, then that extent sent with the fsync (one round trip,
+    /// not a flush and an fsync). `false` if nothing was buffered (the caller fsyncs).
+    pub(super) async fn sync_buffered(self: &Arc<Self>, id: Id) -> Result<bool> {
+        let earlier = self.wb.flights(id);
+        let Some(s) = self.wb.take(id) else { return Ok(false) };
+        let cairn_cache::Send { creds, offset, data, after, done } = s;
+        for w in earlier.into_iter().chain(after) {
+            w.wait().await;
+        }
+        // An earlier write's deferred error is reported, but the buffered extent is still
+        // sent, as a flush would.
+        let deferred = self.wb.take_error(id);
+        let r = if data.len() > MAX_IO {
+            match self.write_now(&creds, id, offset, data).await {
+                Ok(_) => self.on_home(&creds, id, Op::Fsync { id, datasync: false }).await,
+                Err(e) => Err(e),
+            }
+            .map(|_| 0)
+        } else {
+            self.write_synced(&creds, id, offset, data).await
+        };
+        drop(done);
+        match deferred {
+            Some(e) => Err(e),
+            None => r.map(|_| true),
+        }
+    }
+
     pub(super) async fn write_now(
         &self,
         c: &Creds,

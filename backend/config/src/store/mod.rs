@@ -11,6 +11,7 @@ mod gateway;
 mod lease;
 mod map;
 mod peers;
+mod rebalance;
 mod security;
 mod volumes;
 mod watch;

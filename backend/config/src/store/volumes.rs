@@ -116,18 +116,20 @@ impl Store {
         )))
     }
 
-    /// Deletes a volume and its brick states.
+    /// Deletes a volume, its brick states and its rebalance records.
     pub async fn delete_volume(&self, name: &str) -> Result<(), ConfigError> {
         check_name("volume", name)?;
         let op = format!("delete volume {name}");
         let key = self.ctx.key("volumes", name);
         let bricks = format!("{}/bricks/{}/", self.ctx.prefix, name);
         let stale = format!("{}/stale/{}/", self.ctx.prefix, name);
+        let rebalance = format!("{}/rebalance/{}/", self.ctx.prefix, name);
         let txn =
             Txn::new().when([Compare::version(key.as_str(), CompareOp::Greater, 0)]).and_then([
                 TxnOp::delete(key.as_str(), None),
                 TxnOp::delete(bricks, Some(DeleteOptions::new().with_prefix())),
                 TxnOp::delete(stale, Some(DeleteOptions::new().with_prefix())),
+                TxnOp::delete(rebalance, Some(DeleteOptions::new().with_prefix())),
             ]);
         if self.ctx.txn(&op, txn).await?.0 {
             info!(volume = name, "volume deleted");

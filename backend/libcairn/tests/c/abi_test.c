@@ -313,7 +313,11 @@ static void online(const char *servers, const char *volume)
 	CHECK(a.size == big + 6400, "size %llu", (unsigned long long)a.size);
 	CHECK(a.change != f.change, "change attribute moved");
 
-	/* write-through, compare-and-write, seek, fallocate, setattr */
+	/* write-sync, write-through, compare-and-write, seek, fallocate, setattr */
+	CHECK(cairn_write_sync(fs, &me, f.id, 0, "EFGH", 4) == 4, "write_sync");
+	CHECK(cairn_read(fs, &me, f.id, 0, buf, 4) == 4 && memcmp(buf, "EFGH", 4) == 0,
+	      "write_sync result");
+	CHECK(cairn_write_sync(fs, &me, f.id, 0, NULL, 0) == 0, "write_sync of nothing (fsync)");
 	CHECK(cairn_write_through(fs, &me, f.id, 0, "ABCD", 4) == 4, "write_through");
 	CHECK_RC(cairn_compare_and_write(fs, &me, f.id, 0, "ABCD", "WXYZ", 4), 0);
 	CHECK_RC(cairn_compare_and_write(fs, &me, f.id, 0, "ABCD", "QQQQ", 4), -CAIRN_EMISCOMPARE);

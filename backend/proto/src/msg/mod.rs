@@ -98,12 +98,20 @@ pub struct BrickRequest {
     /// before it (only a `Create`'s name is then checked, by its hash).
     #[serde(default, deserialize_with = "crate::frame::trailing")]
     pub layout_epoch: Option<u64>,
+    /// On a `Write`: the head also makes the file durable on every brick of the set that
+    /// applied the write (an [`Op::Fsync`] of the file, metadata included, run through the
+    /// chain after it) before answering, as [`Reply::Synced`]: a write and its fsync in one
+    /// round trip (NFS FILE_SYNC, a COMMIT folded into the write). A brick built before it
+    /// ignores it and answers plainly (the client then sends the fsync itself); decoded as
+    /// `false` when absent.
+    #[serde(default, deserialize_with = "trailing")]
+    pub sync: bool,
 }
 
 impl BrickRequest {
     /// A request for `op` at `brick` of `volume`, routed by map `epoch`, as `creds`, with
     /// every optional field off: no request id (not deduplicated), no parents' attributes,
-    /// no quick-read, no layout epoch. Set a field after it for more.
+    /// no quick-read, no layout epoch, no sync. Set a field after it for more.
     pub fn new(volume: impl Into<String>, brick: u32, epoch: u64, creds: Creds, op: Op) -> Self {
         BrickRequest {
             volume: volume.into(),
@@ -115,6 +123,7 @@ impl BrickRequest {
             parents: false,
             inline: 0,
             layout_epoch: None,
+            sync: false,
         }
     }
 }
@@ -292,6 +301,9 @@ pub enum Reply {
     },
     /// GETXATTRS: every client-visible xattr of the inode, in the brick's listing order.
     Xattrs(Vec<Xattr>),
+    /// A `Write` asked with [`BrickRequest::sync`]: its reply, sent once the file was made
+    /// durable on every brick that applied the write. Sent only to a client that set it.
+    Synced(Box<Reply>),
 }
 
 /// What a response frame carries.
