@@ -104,7 +104,7 @@ pub struct BrickRequest {
     /// round trip (NFS FILE_SYNC, a COMMIT folded into the write). A brick built before it
     /// ignores it and answers plainly (the client then sends the fsync itself); decoded as
     /// `false` when absent.
-    #[serde(default, deserialize_with = "trailing")]
+    #[serde(default, deserialize_with = "crate::frame::trailing")]
     pub sync: bool,
 }
 
