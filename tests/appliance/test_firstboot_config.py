@@ -576,6 +576,52 @@ class ReclockTlsTest(unittest.TestCase):
             shutil.rmtree(d, ignore_errors=True)
 
 
+class EtcdMemberCertTest(unittest.TestCase):
+    """A node that joins by user-data (cluster.join) asks its enrollment for an etcd server
+    and peer certificate (appliance.env CAIRN_ETCD_MEMBER_*, which cairnd-start passes as
+    --etcd-member-cert/--etcd-member-key), and first boot installs what cairnd stored for
+    etcd (etcdtls.install_member: root:etcd, the key 0640), as on the CA node."""
+
+    def test_appliance_env_asks_only_when_joining_over_tls(self):
+        from cairn_appliance import etcdtls
+        tls = etcdtls.CLIENT
+        env = render.parse_env(render.appliance_env("brick", "n2", "auto", ["https://e:2379"], "e:7420",
+                                                    "sha256:" + "ab" * 32, tls, etcdtls.MEMBER))
+        self.assertEqual((env["CAIRN_ETCD_MEMBER_CERT"], env["CAIRN_ETCD_MEMBER_KEY"]), etcdtls.MEMBER)
+        for args in [("brick", "n2", "auto", ["https://e:2379"], None, None, tls, etcdtls.MEMBER),
+                     ("brick", "n2", "auto", ["http://e:2379"], "e:7420", "sha256:" + "ab" * 32, None,
+                      etcdtls.MEMBER)]:
+            self.assertNotIn("CAIRN_ETCD_MEMBER_CERT", render.parse_env(render.appliance_env(*args)))
+
+    def test_install_member(self):
+        import grp
+        from cairn_appliance import etcdtls
+        d = tempfile.mkdtemp(prefix="etcd-member.")
+        saved = (etcdtls.MEMBER_DIR, etcdtls.CLIENT_DIR, etcdtls.SERVER_DIR)
+        group = grp.getgrgid(os.getgid()).gr_name
+        try:
+            etcdtls.MEMBER_DIR, etcdtls.CLIENT_DIR, etcdtls.SERVER_DIR = (
+                os.path.join(d, n) for n in ("member", "client", "server"))
+            self.assertFalse(etcdtls.install_member(group), "installed without an enrollment's certificate")
+            self.assertFalse(os.path.exists(etcdtls.SERVER_DIR))
+            for sub, files in (("member", ("server.pem", "server-key.pem")), ("client", ("ca.pem",))):
+                os.makedirs(os.path.join(d, sub), mode=0o700)
+                for f in files:
+                    with open(os.path.join(d, sub, f), "w", encoding="utf-8") as fh:
+                        fh.write(f"{sub}/{f}\n")
+            self.assertTrue(etcdtls.install_member(group))
+            srv = etcdtls.SERVER_DIR
+            for f, want, mode in (("ca.pem", "client/ca.pem", 0o644), ("server.pem", "member/server.pem", 0o644),
+                                  ("server-key.pem", "member/server-key.pem", 0o640)):
+                with open(os.path.join(srv, f), encoding="utf-8") as fh:
+                    self.assertEqual(fh.read(), want + "\n", f)
+                self.assertEqual(os.stat(os.path.join(srv, f)).st_mode & 0o777, mode, f)
+            self.assertEqual(os.stat(srv).st_mode & 0o777, 0o750)
+        finally:
+            etcdtls.MEMBER_DIR, etcdtls.CLIENT_DIR, etcdtls.SERVER_DIR = saved
+            shutil.rmtree(d, ignore_errors=True)
+
+
 class EtcdAuthTest(unittest.TestCase):
     """cairn-appliance etcd-tls auth (etcdtls.enable_auth, what first boot and site.yml run)
     against a real etcd with TLS: auth is on; cairnd's user cairn and a node's cairn-NODE

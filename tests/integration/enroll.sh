@@ -6,7 +6,8 @@
 # volume. A wrong CA hash, a used, expired or revoked token, or a malformed hash make it
 # exit saying which, with no certificate written and the pool unchanged. With etcd over TLS
 # (the default) a node joining with --etcd-cert gets its etcd client certificate in the
-# enrollment answer, or is refused before the token is used when the CA node has no etcd CA.
+# enrollment answer, or is refused before the token is used when the CA node has no etcd CA;
+# with --etcd-member-cert also an etcd server and peer certificate for its address.
 set -euo pipefail
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -30,6 +31,13 @@ ossl_pin=sha256:$(openssl x509 -in "$CAIRN_CA_DIR/ca.pem" -pubkey -noout |
     openssl pkey -pubin -outform der | sha256sum | cut -d' ' -f1)
 assert_eq "$pin" "$ossl_pin" "the CA hash is kubeadm's (SHA-256 of the CA's SubjectPublicKeyInfo, as openssl computes it)"
 pass "peer token create prints the token, the CA hash and a ready join command"
+# On the node itself over loopback (as on an appliance, where cairn talks to 127.0.0.1:7420)
+# the join address is the one the node advertises to the pool, not the one cairn used.
+n1_addr=$(cl_node_addr n1)
+lo_join=$("$CAIRN_BIN_DIR/cairn" --host "localhost:${n1_addr##*:}" --json peer token create --ttl 1m |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["join"])') || fail "peer token create through localhost"
+assert_eq "$n1_addr" "$lo_join" "the join address of a token made through localhost"
+pass "a token made over loopback names the node's advertised address to join through"
 
 etcd_tls=()
 [[ $CL_ETCD_TLS != 1 ]] || mapfile -t etcd_tls < <(etcd_tls_cairnd_args "$CL_DIR/etcd-tls")
@@ -147,8 +155,10 @@ if [[ $CL_ETCD_TLS == 1 ]]; then
     chmod 600 "$CL_DIR/n4.token"
     mkdir -p "$CL_DIR/ca-n4"
     # through n2 (no CA key): the request goes on to n1 with the etcd request in it
+    # and it asks for an etcd server and peer certificate for its address as well
     CL_CAIRND_ARGS=(--ca-dir "$CL_DIR/ca-n4" --join "$(cl_node_addr n2)"
-        --ca-cert-hash "$pin" --join-token-file "$CL_DIR/n4.token")
+        --ca-cert-hash "$pin" --join-token-file "$CL_DIR/n4.token"
+        --etcd-member-cert "$CL_DIR/n4-member/server.pem" --etcd-member-key "$CL_DIR/n4-member/server-key.pem")
     CL_ETCD_CLIENT=cairn-n4 cl_start_node n4
     rm -f "$CAIRN_CA_DIR/etcd-ca"
     in_pool n4 || fail "n4 enrolled with an etcd request but is not in the pool"
@@ -175,6 +185,22 @@ if [[ $CL_ETCD_TLS == 1 ]]; then
     out=$(n4etcd put /cairn/live/n1 127.0.0.1:1) && fail "cairn-n4 overwrote n1's liveness key: $out"
     [[ $out == *"permission denied"* ]] || fail "cairn-n4 put /cairn/live/n1: not a permission refusal: $out"
     pass "n4 enrolled through n2 and got its etcd client certificate (CN cairn-n4, key 0600) with it; the CA node made its etcd user with a role of its own (no other node's liveness key); etcd takes it"
+    # the etcd member certificate: for n4's address (not for names it asked), server and
+    # client (peer) authentication, of the etcd CA, the key 0600
+    m=$CL_DIR/n4-member/server.pem
+    n4_host=$(cl_node_addr n4)
+    n4_host=${n4_host%:*}
+    openssl verify -purpose sslserver -CAfile "$tlsdir/ca.pem" "$m" >/dev/null ||
+        fail "n4's etcd member certificate is not a server certificate of the etcd CA"
+    openssl verify -purpose sslclient -CAfile "$tlsdir/ca.pem" "$m" >/dev/null ||
+        fail "n4's etcd member certificate cannot authenticate as a peer (client)"
+    san=$(openssl x509 -in "$m" -noout -ext subjectAltName)
+    [[ $san == *"IP Address:$n4_host"* && $san == *"DNS:localhost"* ]] ||
+        fail "n4's etcd member certificate does not name $n4_host and localhost: $san"
+    assert_eq 600 "$(stat -c %a "$CL_DIR/n4-member/server-key.pem")" "mode of n4's etcd member key"
+    grep -q "etcd server and peer certificate issued by the etcd CA" "$CL_DIR/log/cairnd-n4.log" ||
+        fail "n4 did not say it stored its etcd member certificate"
+    pass "n4 got an etcd server and peer certificate for $n4_host (of the etcd CA, key 0600) in the same enrollment"
 fi
 
 # No token secret in logs or state.

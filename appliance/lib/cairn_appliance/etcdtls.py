@@ -38,6 +38,10 @@ CLIENT = ("/etc/cairn/etcd-client/ca.pem", "/etc/cairn/etcd-client/client.pem",
           "/etc/cairn/etcd-client/client-key.pem")
 # SERVER_DIR on the running system (etcd.env names it)
 SERVER_PATH = "/etc/cairn/etcd-server"
+# (certificate, key) a joining node's cairnd stores the etcd member certificate of its
+# enrollment at (appliance.env CAIRN_ETCD_MEMBER_*; root 0700, the key 0600)
+MEMBER_DIR = paths.ETCD_MEMBER_DIR
+MEMBER = ("/etc/cairn/etcd-member/server.pem", "/etc/cairn/etcd-member/server-key.pem")
 
 
 class EtcdTlsError(Exception):
@@ -129,6 +133,22 @@ def install_server(group: Optional[str] = None) -> bool:
     changed |= _copy(f"{CA_DIR}/server.pem", f"{SERVER_DIR}/server.pem", 0o644, gid)
     changed |= _copy(f"{CA_DIR}/server-key.pem", f"{SERVER_DIR}/server-key.pem", 0o640, gid)
     return changed
+
+
+def install_member(group: Optional[str] = None) -> bool:
+    """A joined node's etcd server and peer certificate (MEMBER_DIR, from its enrollment)
+    and the etcd CA (CLIENT_DIR's) into SERVER_DIR for etcd, as install_server does on the
+    CA node: the node can then run an etcd member (`etcdctl member add` on the cluster,
+    etcd.env on the node). False when the enrollment brought none."""
+    cert, key = f"{MEMBER_DIR}/server.pem", f"{MEMBER_DIR}/server-key.pem"
+    if not (os.path.exists(cert) and os.path.exists(key)):
+        return False
+    gid = _etcd_gid(group)
+    _dir(SERVER_DIR, 0o750, gid)
+    _copy(f"{CLIENT_DIR}/ca.pem", f"{SERVER_DIR}/ca.pem", 0o644, gid)
+    _copy(cert, f"{SERVER_DIR}/server.pem", 0o644, gid)
+    _copy(key, f"{SERVER_DIR}/server-key.pem", 0o640, gid)
+    return True
 
 
 def install_client(name: str, dest: Optional[str] = None) -> bool:

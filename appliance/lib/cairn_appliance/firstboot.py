@@ -306,7 +306,8 @@ def setup(cfg: config.Config, st: dict) -> None:
     if cfg.token:
         write(paths.TOKEN_FILE, cfg.token + "\n", 0o600)
     write(paths.APPLIANCE_ENV, render.appliance_env(cfg.role, node, cfg.address or "auto", etcd,
-                                                    cfg.join, cfg.ca_cert_hash, etcd_tls))
+                                                    cfg.join, cfg.ca_cert_hash, etcd_tls,
+                                                    etcdtls.MEMBER))
 
     if cfg.runs_etcd:
         # Served on every address, so that brick nodes and gateways can join this node by
@@ -358,6 +359,8 @@ def setup(cfg: config.Config, st: dict) -> None:
     systemctl("enable", "--now", "cairnd.service")
     wait_cairnd()
     step(f"cairnd: {node} on port {paths.CAIRND_PORT}, etcd {','.join(etcd)}")
+    if etcd_tls and not cfg.runs_etcd:
+        etcd_member_step(st)
 
     if cfg.is_gateway:
         gateway_setup(cfg, node, st)
@@ -401,6 +404,19 @@ def setup(cfg: config.Config, st: dict) -> None:
                 if _active(u):
                     systemctl("restart", u)
         step(f"gateway certificate: {node}, role gateway, volume {v.name} only ({paths.GATEWAY_PEM})")
+
+
+def etcd_member_step(st: dict) -> None:
+    """A node that enrolled through cluster.join got an etcd server and peer certificate for
+    its address (cairnd --etcd-member-cert): installed for etcd, so that the node can be
+    made an etcd member later (docs/appliance.md, "Joining an appliance by user-data")."""
+    try:
+        installed = etcdtls.install_member()
+    except (etcdtls.EtcdTlsError, OSError) as e:
+        raise StepError(f"etcd member certificate: {e}")
+    if installed:
+        st["steps"].append(f"etcd: server and peer certificate from the enrollment in "
+                           f"{etcdtls.SERVER_PATH} (not a member: etcdctl member add makes it one)")
 
 
 def gateway_setup(cfg: config.Config, node: str, st: dict) -> bool:

@@ -16,6 +16,7 @@ TOKEN_FILE = ETC + "/join-token"
 ETCD_CA_DIR = ETC + "/etcd-ca"  # the etcd CA (first node only; etcdtls.py)
 ETCD_SERVER_DIR = ETC + "/etcd-server"  # an etcd member's certificate and key
 ETCD_CLIENT_DIR = ETC + "/etcd-client"  # this node's etcd client certificate and key
+ETCD_MEMBER_DIR = ETC + "/etcd-member"  # a joined node's etcd member certificate (enrollment)
 ETCD_RECLOCK_DIR = ETC + "/etcd-reclock"  # a gateway's CTDB lock helper's (cairn-reclock)
 GATEWAY_PEM = ETC + "/gateway.pem"  # the gateway daemons' own certificate (role gateway)
 GATEWAY_ENV = ETC + "/gateway.env"  # CAIRN_CREDENTIALS for the gateway daemons' units

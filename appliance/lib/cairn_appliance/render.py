@@ -123,13 +123,17 @@ def _host(ip: str) -> str:
 
 def appliance_env(role: str, node: str, advertise: str, etcd: Sequence[str],
                   join: Optional[str] = None, ca_cert_hash: Optional[str] = None,
-                  etcd_tls: Optional[tuple[str, str, str]] = None) -> str:
+                  etcd_tls: Optional[tuple[str, str, str]] = None,
+                  etcd_member: Optional[tuple[str, str]] = None) -> str:
     """/etc/cairn/appliance.env, read by cairnd.service (through cairnd-start) and the CLI
     helpers. ADVERTISE may be `auto`: the primary address at each start. JOIN and
     CA_CERT_HASH (user-data cluster.join, cluster.ca_cert_hash): the member a node without a
     certificate enrolls through, and the pinned hash of the cluster CA. ETCD_TLS: (CA,
     client certificate, key) PEM paths cairnd presents to an etcd with client-cert-auth
-    (CAIRN_ETCD_CA, CAIRN_ETCD_CERT, CAIRN_ETCD_KEY; cairnd-start passes them)."""
+    (CAIRN_ETCD_CA, CAIRN_ETCD_CERT, CAIRN_ETCD_KEY; cairnd-start passes them). ETCD_MEMBER:
+    (certificate, key) where a joining node stores the etcd server and peer certificate its
+    enrollment brings (CAIRN_ETCD_MEMBER_CERT, CAIRN_ETCD_MEMBER_KEY; with ETCD_TLS and
+    JOIN only)."""
     env = {
         "CAIRN_ROLE": role,
         "CAIRN_NODE": node,
@@ -141,6 +145,8 @@ def appliance_env(role: str, node: str, advertise: str, etcd: Sequence[str],
         env["CAIRN_CA_CERT_HASH"] = ca_cert_hash
     if etcd_tls:
         env["CAIRN_ETCD_CA"], env["CAIRN_ETCD_CERT"], env["CAIRN_ETCD_KEY"] = etcd_tls
+        if etcd_member and "CAIRN_JOIN" in env:
+            env["CAIRN_ETCD_MEMBER_CERT"], env["CAIRN_ETCD_MEMBER_KEY"] = etcd_member
     return "# Written by cairn-appliance; read by cairnd.service and cairn-appliance\n" + \
         "".join(f"{k}={shlex.quote(v)}\n" for k, v in env.items())
 

@@ -167,15 +167,38 @@ pub async fn handle(
         }
         None => None,
     };
+    let etcd_member = match (&r.etcd_member_csr, &etcd) {
+        (None, _) => None,
+        (Some(_), None) => {
+            return Err(fail(
+                Errno::EINVAL,
+                what(
+                    "it asks for an etcd member certificate without an etcd client \
+                      certificate request (the token is not used up)"
+                        .into(),
+                ),
+            ))
+        }
+        (Some(csr), Some(_)) => {
+            // for the address the node joins with (checked above), nothing it names itself
+            let host = cairn_proto::HostPort::parse(&r.addr, cairn_proto::DEFAULT_PORT)
+                .map_err(|e| fail(Errno::EINVAL, what(e.to_string())))?;
+            let cert = crate::etcd_cert::sign_member(ca_dir, &r.name, host.host(), csr)
+                .map_err(|e| fail(Errno::EINVAL, what(format!("etcd member certificate: {e:#}"))))?
+                .ok_or_else(|| fail(Errno::EIO, what("the etcd CA went away".into())))?;
+            Some(cert)
+        }
+    };
     let by =
         format!("{} at {} (enrolled from {})", r.name, r.addr, session.peer.ip().to_canonical());
     let grant =
         cairn_config::consume_join_token(store, &r.token, &by).await.map_err(token_refused)?;
     // Only a change to the pool since the check above can refuse it now.
     store.add_peer(rec).await.map_err(|e| fail(Errno::EEXIST, what(e.to_string())))?;
-    tracing::info!(peer = %r.name, addr = %r.addr, token = grant.token_id, etcd_cert = etcd.is_some(), "node enrolled with a join token: certificate issued, added to the pool");
+    tracing::info!(peer = %r.name, addr = %r.addr, token = grant.token_id, etcd_cert = etcd.is_some(), etcd_member = etcd_member.is_some(), "node enrolled with a join token: certificate issued, added to the pool");
     node.kick.notify_one();
-    Ok(MgmtReply::Enrolled(EnrollReply { cert, ca: ca_pem, by: node.name.clone(), etcd }))
+    let by = node.name.clone();
+    Ok(MgmtReply::Enrolled(EnrollReply { cert, ca: ca_pem, by, etcd, etcd_member }))
 }
 
 /// A member without the CA key: ask each other member in turn (over node connections);
@@ -234,6 +257,9 @@ pub struct EtcdPaths {
     pub ca: PathBuf,
     pub cert: PathBuf,
     pub key: PathBuf,
+    /// Where to store an etcd server and peer certificate and its key (`--etcd-member-cert`,
+    /// `--etcd-member-key`); `None`: ask for none.
+    pub member: Option<(PathBuf, PathBuf)>,
 }
 
 /// Transient failures worth waiting out (a member still booting).
@@ -272,6 +298,12 @@ pub async fn join(
         Some(_) => Some(crate::etcd_cert::EtcdRequest::new(name)?),
         None => None,
     };
+    let member_req = match spec.etcd.as_ref().and_then(|e| e.member.as_ref()) {
+        Some(_) => Some(crate::etcd_cert::MemberRequest::new(name)?),
+        None => None,
+    };
+    let host = cairn_proto::HostPort::parse(addr, cairn_proto::DEFAULT_PORT)
+        .with_context(|| format!("--advertise {addr}"))?;
     let enroll = EnrollRequest {
         token,
         csr: req.csr_pem.clone(),
@@ -280,6 +312,7 @@ pub async fn join(
         uuid: uuid.into(),
         forwarded: false,
         etcd_csr: etcd_req.as_ref().map(|r| r.csr_pem.clone()),
+        etcd_member_csr: member_req.as_ref().map(|r| r.csr_pem.clone()),
     };
     let member = &spec.member;
     let deadline = std::time::Instant::now() + REACH_FOR;
@@ -331,6 +364,25 @@ pub async fn join(
         }
         _ => None,
     };
+    let etcd_member = match (&etcd, &member_req) {
+        (Some((paths, e, _)), Some(mr)) => {
+            // An older CA node ignores the request (a trailing field) but has used up the
+            // token and added this node: take the rest, without a member certificate.
+            match &reply.etcd_member {
+                None => {
+                    tracing::warn!(node = %name, by = %reply.by, "the enrollment answer carries no etcd member certificate (the CA node predates them): none stored; make one on the CA node to run an etcd member here");
+                    None
+                }
+                Some(cert) => {
+                    let key = mr.check(cert, &e.ca, host.host()).with_context(|| {
+                        format!("the etcd member certificate {member} issued for {}", host.host())
+                    })?;
+                    paths.member.as_ref().map(|(c, k)| (c, k, cert, key))
+                }
+            }
+        }
+        _ => None,
+    };
     std::fs::create_dir_all(state_dir)
         .with_context(|| format!("creating state dir {}", state_dir.display()))?;
     creds.save(&node_pem).with_context(|| format!("writing {}", node_pem.display()))?;
@@ -349,6 +401,11 @@ pub async fn join(
         crate::etcd_cert::save(&paths.ca, &paths.cert, &paths.key, &e.ca, &e.cert, &key)
             .context("storing the etcd client certificate")?;
         tracing::info!(node = %name, path = %paths.cert.display(), "etcd client certificate issued by the etcd CA");
+    }
+    if let Some((cert_path, key_path, cert, key)) = etcd_member {
+        crate::etcd_cert::save_member(cert_path, key_path, cert, &key)
+            .context("storing the etcd member certificate")?;
+        tracing::info!(node = %name, path = %cert_path.display(), host = %host.host(), "etcd server and peer certificate issued by the etcd CA");
     }
     tracing::info!(node = %name, member = %reply.by, path = %node_pem.display(), "enrolled: node certificate issued by the cluster CA; a member of the pool");
     Ok(())

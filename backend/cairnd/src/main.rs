@@ -116,6 +116,14 @@ struct Args {
     /// The pinned hash of the cluster CA (`sha256:` and 64 hex digits) --join trusts.
     #[arg(long, value_name = "sha256:HEX", requires = "join")]
     ca_cert_hash: Option<String>,
+    /// With --join and --etcd-cert: the enrollment also brings an etcd server and peer
+    /// certificate for --advertise's host (of the etcd CA), stored here, so the node can
+    /// run an etcd member (docs/security.md, "etcd").
+    #[arg(long, value_name = "PEM", requires_all = ["etcd_member_key", "join", "etcd_cert"])]
+    etcd_member_cert: Option<PathBuf>,
+    /// Key of --etcd-member-cert (written 0600).
+    #[arg(long, value_name = "PEM", requires = "etcd_member_cert")]
+    etcd_member_key: Option<PathBuf>,
 }
 
 fn node_uuid(state_dir: &std::path::Path) -> anyhow::Result<String> {
@@ -255,9 +263,12 @@ async fn main() -> anyhow::Result<()> {
             // etcd with client certificates (--etcd-cert): the enrollment brings this
             // node's, unless it has one
             etcd: match (&args.etcd_ca, &args.etcd_cert, &args.etcd_key) {
-                (Some(ca), Some(cert), Some(key)) if !cert.exists() => {
-                    Some(enroll::EtcdPaths { ca: ca.clone(), cert: cert.clone(), key: key.clone() })
-                }
+                (Some(ca), Some(cert), Some(key)) if !cert.exists() => Some(enroll::EtcdPaths {
+                    ca: ca.clone(),
+                    cert: cert.clone(),
+                    key: key.clone(),
+                    member: args.etcd_member_cert.clone().zip(args.etcd_member_key.clone()),
+                }),
                 _ => None,
             },
         };

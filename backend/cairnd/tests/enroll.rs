@@ -44,6 +44,7 @@ fn request(token: &str, req: &NodeRequest, name: &str) -> EnrollRequest {
         uuid: format!("uuid-{name}"),
         forwarded: false,
         etcd_csr: None,
+        etcd_member_csr: None,
     }
 }
 
@@ -296,5 +297,163 @@ async fn the_enrollment_brings_the_etcd_client_certificate() {
     match enroll(&c, r).await.expect("enroll n4") {
         MgmtReply::Enrolled(r) => assert!(r.etcd.is_none()),
         other => panic!("{other:?}"),
+    }
+}
+
+/// Runs `etcdctl` against `endpoint` as etcd's root (the root certificate beside the etcd
+/// CA in `tls`); its stdout, or the failure.
+fn etcdctl(tls: &std::path::Path, endpoint: &str, args: &[&str]) -> Result<String, String> {
+    let f = |n: &str| tls.join(n).display().to_string();
+    let out = std::process::Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .args(["--endpoints", endpoint, "--cacert", &f("ca.pem"), "--cert", &f("root.pem")])
+        .args(["--key", &f("root-key.pem"), "--dial-timeout", "3s", "--command-timeout", "5s"])
+        .args(args)
+        .output()
+        .expect("etcdctl");
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+/// The names (DNS and IP) of a certificate's subjectAltName, and its extended key usage.
+fn sans_and_eku(pem: &str) -> (Vec<String>, (bool, bool)) {
+    use x509_parser::extensions::GeneralName;
+    let (_, p) = x509_parser::pem::parse_x509_pem(pem.as_bytes()).unwrap();
+    let x = p.parse_x509().unwrap();
+    let names = x.subject_alternative_name().unwrap().expect("a subjectAltName");
+    let names = names
+        .value
+        .general_names
+        .iter()
+        .map(|g| match g {
+            GeneralName::DNSName(d) => d.to_string(),
+            GeneralName::IPAddress(b) => {
+                std::net::Ipv4Addr::from(<[u8; 4]>::try_from(*b).unwrap()).to_string()
+            }
+            other => format!("{other:?}"),
+        })
+        .collect();
+    let eku = x.extended_key_usage().unwrap().expect("an extended key usage").value;
+    (names, (eku.server_auth, eku.client_auth))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_enrollment_brings_an_etcd_member_certificate_for_the_nodes_address() {
+    let c = Cluster::start();
+    let good = token(&c).await;
+    let req = NodeRequest::new("n2").unwrap();
+    let (csr, _) = etcd_csr("cairn-n2");
+    // The joining node's member request: its key, and names it is not to get.
+    let member_key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(vec!["evil.example".into()]).unwrap();
+    params.subject_alt_names.push(rcgen::SanType::IpAddress("10.9.9.9".parse().unwrap()));
+    params.distinguished_name.push(rcgen::DnType::CommonName, "root");
+    let member_csr = params.serialize_request(&member_key).unwrap().pem().unwrap();
+    let base = EnrollRequest { addr: "127.0.0.2:7999".into(), ..request(&good, &req, "n2") };
+    let ca_dir = c.path("ca/etcd-ca");
+    etcd_ca(&ca_dir);
+
+    // A member request without a client request, or garbage: refused, the token kept.
+    let r = EnrollRequest { etcd_member_csr: Some(member_csr.clone()), ..base.clone() };
+    refused(enroll(&c, r).await, Errno::EINVAL, "without an etcd client certificate request");
+    let r = EnrollRequest {
+        etcd_csr: Some(csr.clone()),
+        etcd_member_csr: Some("garbage".into()),
+        ..base.clone()
+    };
+    refused(enroll(&c, r).await, Errno::EINVAL, "bad etcd member certificate request");
+    assert_eq!(peers(&c).await, vec!["t1".to_string()]);
+
+    let r = EnrollRequest {
+        etcd_csr: Some(csr.clone()),
+        etcd_member_csr: Some(member_csr),
+        ..base.clone()
+    };
+    let reply = match enroll(&c, r).await.expect("enroll n2 with an etcd member request") {
+        MgmtReply::Enrolled(r) => r,
+        other => panic!("{other:?}"),
+    };
+    let member = reply.etcd_member.expect("an etcd member certificate in the answer");
+    let etcd = reply.etcd.expect("an etcd client certificate in the answer");
+    let (names, eku) = sans_and_eku(&member);
+    assert_eq!(names, ["127.0.0.2", "127.0.0.1", "localhost"], "names of the member certificate");
+    assert_eq!(eku, (true, true), "server and client authentication");
+    let (_, p) = x509_parser::pem::parse_x509_pem(member.as_bytes()).unwrap();
+    let x = p.parse_x509().unwrap();
+    assert_eq!(x.subject().iter_common_name().next().unwrap().as_str().unwrap(), "etcd-member-n2");
+    let (_, p) = x509_parser::pem::parse_x509_pem(etcd.ca.as_bytes()).unwrap();
+    assert_eq!(x.issuer(), p.parse_x509().unwrap().subject(), "issued by the etcd CA");
+
+    // A real two-member etcd: e1 with the CA node's server certificate on 127.0.0.1, e2
+    // (the joined node) with its member certificate on 127.0.0.2, peer traffic over TLS
+    // with client certificates both ways. A write through e2 is read through e1.
+    let d = tempfile::tempdir().unwrap();
+    let tls2 = d.path().join("n2");
+    std::fs::create_dir(&tls2).unwrap();
+    std::fs::write(tls2.join("ca.pem"), &etcd.ca).unwrap();
+    std::fs::write(tls2.join("server.pem"), &member).unwrap();
+    cairn_proto::tls::write_private(
+        &tls2.join("server-key.pem"),
+        member_key.serialize_pem().as_bytes(),
+    )
+    .unwrap();
+    let ports = [
+        (1, common::free_port(), common::free_port()),
+        (2, common::free_port(), common::free_port()),
+    ];
+    let cluster = ports
+        .iter()
+        .map(|(i, _, p)| format!("e{i}=https://127.0.0.{i}:{p}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut children = vec![];
+    for (i, cp, pp) in ports {
+        let tls = if i == 1 { ca_dir.clone() } else { tls2.clone() };
+        let f = |n: &str| tls.join(n).display().to_string();
+        let (url, peer) =
+            (format!("https://127.0.0.{i}:{cp}"), format!("https://127.0.0.{i}:{pp}"));
+        let child = std::process::Command::new("etcd")
+            .args(["--name", &format!("e{i}")])
+            .args(["--data-dir", &d.path().join(format!("e{i}")).display().to_string()])
+            .args(["--listen-client-urls", &url, "--advertise-client-urls", &url])
+            .args(["--listen-peer-urls", &peer, "--initial-advertise-peer-urls", &peer])
+            .args(["--initial-cluster", &cluster, "--initial-cluster-state", "new"])
+            .args(["--cert-file", &f("server.pem"), "--key-file", &f("server-key.pem")])
+            .args(["--client-cert-auth", "--trusted-ca-file", &f("ca.pem")])
+            .args(["--peer-cert-file", &f("server.pem"), "--peer-key-file", &f("server-key.pem")])
+            .args(["--peer-client-cert-auth", "--peer-trusted-ca-file", &f("ca.pem")])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(d.path().join(format!("e{i}.log"))).unwrap())
+            .spawn()
+            .expect("spawn etcd");
+        children.push(KillOnDrop(child));
+    }
+    let e1 = format!("https://127.0.0.1:{}", ports[0].1);
+    let e2 = format!("https://127.0.0.2:{}", ports[1].1);
+    let mut put = Err(String::new());
+    for _ in 0..60 {
+        put = etcdctl(&ca_dir, &e2, &["put", "/joined", "n2"]);
+        if put.is_ok() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    let logs = || std::fs::read_to_string(d.path().join("e2.log")).unwrap_or_default();
+    put.unwrap_or_else(|e| panic!("put through e2 (the member certificate): {e}\n{}", logs()));
+    let got = etcdctl(&ca_dir, &e1, &["get", "--print-value-only", "/joined"]).unwrap();
+    assert_eq!(got.trim(), "n2", "e1 reads what e2 took");
+    let list = etcdctl(&ca_dir, &e1, &["member", "list"]).unwrap();
+    assert_eq!(list.matches(", started, ").count(), 2, "both members started: {list}");
+}
+
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }

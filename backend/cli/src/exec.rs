@@ -9,7 +9,7 @@ use crate::json::{
 };
 use crate::plan::{self, Output, Plan, Settings};
 use crate::{exit, format};
-use cairn_proto::mgmt::MgmtReply;
+use cairn_proto::mgmt::{MgmtReply, MgmtRequest};
 use clap::Parser;
 use std::ffi::OsString;
 use std::io::{BufRead, Write};
@@ -122,8 +122,32 @@ where
     };
     let result = rt.block_on(client::call(&settings.addr, plan.request.clone(), settings.timeout));
     match result {
+        Ok(reply @ MgmtReply::JoinToken { .. }) => {
+            let s = Settings { addr: rt.block_on(join_address(&settings)), ..settings.clone() };
+            show(out, err, &s, &plan, reply)
+        }
         Ok(reply) => show(out, err, &settings, &plan, reply),
         Err(e) => fail(out, err, &settings, &plan, &e),
+    }
+}
+
+/// The member a new node enrolls through (`cairnd --join`, user-data `cluster.join`): the
+/// node cairn talked to, by the address it advertises to the pool when cairn reached it
+/// over loopback (on the node itself, as on an appliance: `127.0.0.1:7420` is no address
+/// for another machine). Falls back to the address cairn used.
+async fn join_address(s: &Settings) -> String {
+    let loopback = match cairn_proto::HostPort::parse(&s.addr, cairn_proto::DEFAULT_PORT) {
+        Ok(h) => h.host() == "localhost" || h.ip().is_some_and(|ip| ip.is_loopback()),
+        Err(_) => false,
+    };
+    if !loopback {
+        return s.addr.clone();
+    }
+    match client::call(&s.addr, MgmtRequest::PeerStatus, s.timeout).await {
+        Ok(MgmtReply::Peers(peers)) => {
+            peers.into_iter().find(|p| p.local).map(|p| p.addr).unwrap_or_else(|| s.addr.clone())
+        }
+        _ => s.addr.clone(),
     }
 }
 

@@ -162,6 +162,16 @@ pub fn decode<T: serde::de::DeserializeOwned>(b: &[u8]) -> Result<T, bincode::Er
         .deserialize(b)
 }
 
+/// Decode a field added at the end of a message: a peer built before it sends nothing
+/// there (the decoder allows trailing bytes, so older peers ignore it in turn).
+pub(crate) fn trailing<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de> + Default,
+{
+    Ok(T::deserialize(d).unwrap_or_default())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

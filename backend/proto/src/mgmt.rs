@@ -197,6 +197,12 @@ pub struct EnrollRequest {
     /// when it talks to an etcd that requires one (docs/security.md, "etcd"). The member
     /// holding the etcd CA signs it; its key stays on the joining node too.
     pub etcd_csr: Option<String>,
+    /// A PKCS#10 request (PEM) for an etcd server and peer certificate, when the joining
+    /// node is to run an etcd member (only with `etcd_csr`). The member holding the etcd CA
+    /// signs the request's key alone, for `addr`'s host, 127.0.0.1 and localhost (names
+    /// asked in the request are ignored). Added at the end: absent from an older peer.
+    #[serde(default, deserialize_with = "crate::frame::trailing")]
+    pub etcd_member_csr: Option<String>,
 }
 
 /// A member's answer to [`EnrollRequest`].
@@ -211,6 +217,10 @@ pub struct EnrollReply {
     /// The node's etcd client certificate, when the request carried `etcd_csr` and the
     /// member holds the etcd CA.
     pub etcd: Option<EtcdClientCert>,
+    /// The node's etcd server and peer certificate (PEM, of the etcd CA in `etcd.ca`), when
+    /// the request carried `etcd_member_csr`. Added at the end: absent from an older peer.
+    #[serde(default, deserialize_with = "crate::frame::trailing")]
+    pub etcd_member: Option<String>,
 }
 
 /// An etcd client certificate (PEM) and the etcd CA's certificate (PEM), which also signed

@@ -220,6 +220,7 @@ fn enroll_request() -> EnrollRequest {
         uuid: "0b8f1c2e-0000-4000-8000-000000000001".into(),
         forwarded: true,
         etcd_csr: Some(csr.clone()),
+        etcd_member_csr: Some(csr.clone()),
     }
 }
 
@@ -490,6 +491,7 @@ fn every_response() -> Vec<Response> {
             ca: "-----BEGIN CERTIFICATE-----\n...".into(),
             by: "n1".into(),
             etcd: None,
+            etcd_member: None,
         })),
         Reply::Mgmt(MgmtReply::Enrolled(EnrollReply {
             cert: "-----BEGIN CERTIFICATE-----\n...".into(),
@@ -499,6 +501,7 @@ fn every_response() -> Vec<Response> {
                 cert: "-----BEGIN CERTIFICATE-----\netcd".into(),
                 ca: "-----BEGIN CERTIFICATE-----\netcd ca".into(),
             }),
+            etcd_member: Some("-----BEGIN CERTIFICATE-----\netcd member".into()),
         })),
         Reply::Mgmt(MgmtReply::Certs(vec![cert_info()])),
     ];

@@ -13,7 +13,8 @@
 #      hash: role brick. Its first boot checks a's etcd answers, cairnd enrolls through a
 #      (node certificate and etcd client certificate in the answer) and is a member.
 # Then: b is in a's pool; b's etcd client certificate is CN cairn-node-b, signed by a's
-# etcd CA, and opens a's etcd over the link, which refuses a client without one; vol1
+# etcd CA, and opens a's etcd over the link, which refuses a client without one; b's etcd
+# server and peer certificate (the same enrollment) names b's address; vol1
 # (replica 2, a brick on each node) is created and started on a; a client mount on a writes, the files are on both bricks; a client mount on b (a credential for
 # vol1 issued on a) reads them and writes one that a's mount reads; cairnd on a stopped,
 # b's mount, mounted again, still reads every file (from b's brick).
@@ -100,6 +101,18 @@ print(d["token"], d["ca_cert_hash"], d["join"])' "$VM_DIR/token.json") ||
         appliance_vm_fail "a's etcd answered b without a client certificate: $(cat "$VM_DIR/nocert.out")"
     fi
     vm_step "ok: b joined by user-data: in a's pool, node certificate, etcd client certificate CN cairn-node-b of a's etcd CA"
+    # b's etcd server and peer certificate (same enrollment): for b's address, of a's etcd
+    # CA, installed for etcd (root:etcd, the key 0640) so that b can be made a member
+    f=/etc/cairn/etcd-server
+    vm_ssh b "cat $f/server.pem" >"$VM_DIR/b-etcd-member.pem" 2>&1 ||
+        appliance_vm_fail "b: no etcd member certificate in $f: $(cat "$VM_DIR/b-etcd-member.pem")"
+    openssl verify -purpose sslserver -CAfile "$VM_DIR/etcd-ca.pem" "$VM_DIR/b-etcd-member.pem" >/dev/null ||
+        appliance_vm_fail "b's etcd member certificate is not a server certificate of a's etcd CA"
+    [[ $(openssl x509 -in "$VM_DIR/b-etcd-member.pem" -noout -ext subjectAltName) == *"IP Address:$join_net.12"* ]] ||
+        appliance_vm_fail "b's etcd member certificate does not name $join_net.12"
+    [[ $(vm_ssh b "stat -c '%a %U:%G' $f/server-key.pem") == "640 root:etcd" ]] ||
+        appliance_vm_fail "b's etcd member key: $(vm_ssh b "ls -l $f")"
+    vm_step "ok: b's etcd server and peer certificate names $join_net.12, of a's etcd CA, in $f"
 
     # --- b's bricks in a volume -----------------------------------------------------------
     vm_ssh b 'mkdir -p /srv/cairn/disk0/bricks/vol1' || appliance_vm_fail "b: brick dir"

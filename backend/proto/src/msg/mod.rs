@@ -77,26 +77,26 @@ pub struct BrickRequest {
     /// Identifies a mutation across the client's retries of it: a brick that already
     /// applied it answers with the first result instead of applying it again. Last field,
     /// decoded as `None` when absent (a peer built before it).
-    #[serde(default, deserialize_with = "trailing")]
+    #[serde(default, deserialize_with = "crate::frame::trailing")]
     pub req: Option<ReqId>,
     /// Ask for the attributes of the op's parent directories after a namespace op
     /// ([`Op::parent_dirs`]): answered as [`Reply::WithParents`]. A brick built before it
     /// ignores it and answers plainly; decoded as `false` when absent, so a client built
     /// before it never gets the new reply.
-    #[serde(default, deserialize_with = "trailing")]
+    #[serde(default, deserialize_with = "crate::frame::trailing")]
     pub parents: bool,
     /// Quick-read: on a `Lookup` that finds a regular file of at most this many bytes,
     /// also send its whole content, as [`Reply::EntryData`] (0: never). A brick built
     /// before it ignores it and answers plainly; decoded as 0 when absent, so a client
     /// built before it never gets the new reply.
-    #[serde(default, deserialize_with = "trailing")]
+    #[serde(default, deserialize_with = "crate::frame::trailing")]
     pub inline: u32,
     /// The layout epoch ([`crate::map::VolumeMap::layout_epoch`]) of the map the client
     /// routed this op by. A head refuses an op that makes a name ([`Op::makes_name`])
     /// routed by an older layout than its own (ESTALEMAP): the client fetches the map and
     /// routes the op again (docs/rebalance.md). Decoded as `None` from a client built
     /// before it (only a `Create`'s name is then checked, by its hash).
-    #[serde(default, deserialize_with = "trailing")]
+    #[serde(default, deserialize_with = "crate::frame::trailing")]
     pub layout_epoch: Option<u64>,
     /// On a `Write`: the head also makes the file durable on every brick of the set that
     /// applied the write (an [`Op::Fsync`] of the file, metadata included, run through the
@@ -104,7 +104,7 @@ pub struct BrickRequest {
     /// round trip (NFS FILE_SYNC, a COMMIT folded into the write). A brick built before it
     /// ignores it and answers plainly (the client then sends the fsync itself); decoded as
     /// `false` when absent.
-    #[serde(default, deserialize_with = "trailing")]
+    #[serde(default, deserialize_with = "crate::frame::trailing")]
     pub sync: bool,
 }
 
@@ -150,20 +150,20 @@ pub struct ReplicateRequest {
     /// The client's request id of the op, remembered by every brick that applies it, so a
     /// brick that becomes head knows the client's retry of it (decoded as `None` when
     /// absent).
-    #[serde(default, deserialize_with = "trailing")]
+    #[serde(default, deserialize_with = "crate::frame::trailing")]
     pub req: Option<ReqId>,
     /// Apply nothing: answer with the result of request `req` if this brick applied it,
     /// `ENOENT` if not. Sent by a head answering a client's retry of an op that it applied
     /// as a replica (its predecessor did not answer), so that every replica that missed
     /// the op is marked for heal. Decoded as `false` when absent.
-    #[serde(default, deserialize_with = "trailing")]
+    #[serde(default, deserialize_with = "crate::frame::trailing")]
     pub confirm: bool,
     /// With a heal's `HealApply`: the request ids whose effects the copy holds (the
     /// records the source has of requests that changed the inode, taken under its lock
     /// with the copy). The healed brick takes them as applied, not acknowledged, so a
     /// client's retry of one that it heads later is not applied twice. Last field, decoded
     /// as empty from a peer built before it.
-    #[serde(default, deserialize_with = "trailing")]
+    #[serde(default, deserialize_with = "crate::frame::trailing")]
     pub applied: Vec<AppliedRequest>,
 }
 
@@ -188,16 +188,6 @@ pub struct ReqId {
     pub client: u64,
     /// Grows with every mutation the client sends.
     pub seq: u64,
-}
-
-/// Decode a field added at the end of a message: a peer built before it sends nothing
-/// there (the decoder allows trailing bytes, so older peers ignore it in turn).
-fn trailing<'de, D, T>(d: D) -> Result<T, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de> + Default,
-{
-    Ok(T::deserialize(d).unwrap_or_default())
 }
 
 /// Most checksum entries one `HealSums` returns (65536 blocks of 4 KiB: 256 MiB of file,
@@ -228,7 +218,7 @@ pub struct HealSums {
     /// when none does. The blocks before the lower of both sides' hints are holes on both,
     /// zeros on both, so a heal of a sparse file skips them. `None`: no hint (a
     /// filesystem error, or a brick built before it: decoded as absent), nothing skipped.
-    #[serde(default, deserialize_with = "trailing")]
+    #[serde(default, deserialize_with = "crate::frame::trailing")]
     pub next: Option<u64>,
 }
 
@@ -484,5 +474,46 @@ mod tests {
         let old = &bytes[..bytes.len() - 9];
         let Ok(Reply::Sums(back)) = decode::<Response>(old).unwrap() else { panic!() };
         assert_eq!(*back, HealSums { next: None, ..sums });
+    }
+
+    /// The etcd member fields came at the end of `Enroll` and its answer, without a
+    /// protocol version change: an older peer's message decodes with them absent, and an
+    /// older peer decodes a newer message (it ignores the trailing bytes).
+    #[test]
+    fn etcd_member_fields_are_trailing() {
+        use crate::mgmt::{EnrollReply, EnrollRequest, EtcdClientCert};
+        #[derive(Serialize, Deserialize)]
+        struct OldRequest(String, String, String, String, String, bool, Option<String>);
+        #[derive(Serialize, Deserialize)]
+        struct OldReply(String, String, String, Option<EtcdClientCert>);
+        let s = |v: &str| v.to_string();
+        let old =
+            OldRequest(s("t"), s("csr"), s("n2"), s("10.0.0.2:7420"), s("u"), false, Some(s("e")));
+        let new: EnrollRequest = decode(&encode(&old)).unwrap();
+        assert_eq!((new.etcd_csr.as_deref(), new.etcd_member_csr), (Some("e"), None));
+        let new = EnrollRequest { etcd_member_csr: Some(s("m")), ..new };
+        let back: OldRequest = decode(&encode(&new)).unwrap();
+        assert_eq!((back.2, back.6), (s("n2"), Some(s("e"))));
+        let etcd = Some(EtcdClientCert { cert: s("c"), ca: s("ca") });
+        let r: EnrollReply =
+            decode(&encode(&OldReply(s("c"), s("ca"), s("n1"), etcd.clone()))).unwrap();
+        assert_eq!((r.etcd, r.etcd_member), (etcd, None));
+        // inside the messages that carry them (nothing follows them in a header)
+        let req = Request::Mgmt(MgmtRequest::Enroll(EnrollRequest {
+            etcd_member_csr: Some(s("m")),
+            ..decode(&encode(&old)).unwrap()
+        }));
+        match decode::<Request>(&encode(&req)).unwrap() {
+            Request::Mgmt(MgmtRequest::Enroll(r)) => assert_eq!(r.etcd_member_csr, Some(s("m"))),
+            other => panic!("{other:?}"),
+        }
+        let rep = Reply::Mgmt(MgmtReply::Enrolled(EnrollReply {
+            cert: s("c"),
+            ca: s("ca"),
+            by: s("n1"),
+            etcd: None,
+            etcd_member: Some(s("m")),
+        }));
+        assert_eq!(decode::<Reply>(&encode(&rep)).unwrap(), rep);
     }
 }

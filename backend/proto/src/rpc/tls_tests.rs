@@ -66,6 +66,7 @@ fn enroll_request() -> Request {
         uuid: "u".into(),
         forwarded: false,
         etcd_csr: None,
+        etcd_member_csr: None,
     }))
 }
 
