@@ -108,7 +108,7 @@ impl Connection {
                     })?
                     .map_err(|e| {
                         RemoteError::new(
-                            Errno::EACCES,
+                            handshake_errno(&e),
                             format!(
                                 "TLS handshake with {addr} failed: {}",
                                 crate::tls::explain(&e)
@@ -363,4 +363,24 @@ async fn dial(addr: &str, local: Option<std::net::IpAddr>) -> std::io::Result<Tc
         }
     }
     Err(last)
+}
+
+/// The errno of a failed TLS handshake: what TLS refused (a certificate, an alert, a peer
+/// that does not speak TLS) is EACCES, final; the connection ending under it (the peer
+/// killed or restarting: reset, end of file, broken pipe) is a transport failure the
+/// caller retries like a refused connect (a brick restart must read as "busy", not as a
+/// permission error: iSCSI turned it into a MEDIUM ERROR).
+fn handshake_errno(e: &std::io::Error) -> Errno {
+    use std::io::ErrorKind as K;
+    if crate::tls::tls_reason(e).is_some() {
+        return Errno::EACCES;
+    }
+    match e.kind() {
+        K::ConnectionReset | K::UnexpectedEof | K::ConnectionAborted => Errno(libc::ECONNRESET),
+        K::BrokenPipe => Errno(libc::EPIPE),
+        _ => match e.raw_os_error() {
+            Some(n) => Errno(n),
+            None => Errno::EACCES,
+        },
+    }
 }

@@ -289,3 +289,21 @@ async fn a_tls_client_of_a_plain_server_gets_a_clear_error() {
     let e = connect(&addr, &mine, PeerKind::Cli).await.err().expect("refused");
     assert!(e.message.contains(&format!("TLS handshake with {addr} failed")), "{e}");
 }
+
+#[tokio::test]
+async fn a_peer_that_dies_in_the_handshake_is_a_retryable_transport_error() {
+    // A node killed or restarting closes the connection under the handshake: the caller
+    // must see a transport failure it retries (ECONNRESET), not EACCES (final: an iSCSI
+    // write turned it into a MEDIUM ERROR during a brick restart).
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    tokio::spawn(async move {
+        while let Ok((s, _)) = l.accept().await {
+            drop(s);
+        }
+    });
+    let mine = test_ca::transport(&Principal::new("admin", Role::Admin));
+    let e = connect(&addr, &mine, PeerKind::Cli).await.err().expect("refused");
+    assert!(e.message.contains(&format!("TLS handshake with {addr} failed")), "{e}");
+    assert_eq!(e.errno, Errno(libc::ECONNRESET), "{e}");
+}
