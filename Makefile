@@ -185,7 +185,7 @@ bench: build
 
 # Two builds side by side (tests/bench/side-by-side.sh, docs/benchmarks.md): OLD and NEW are
 # commits (built in release with one shared target dir) or directories of release binaries.
-bench-sbs:
+bench-sbs: deps
 	@[[ -n "$(OLD)" ]] || { echo 'usage: make bench-sbs OLD=COMMIT|DIR [NEW=COMMIT|DIR] (NEW defaults to HEAD)'; exit 2; }
 	bash tests/bench/side-by-side.sh $(OLD) $(or $(NEW),HEAD)
 
