@@ -14,11 +14,8 @@ use std::time::{Duration, Instant};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retried_write_is_answered_not_applied_again() {
     let c = Cluster::start();
-    c.volume("v", 2, &[&c.path("b1"), &c.path("b2")]).await;
-    let vol = c.mount("v").await.unwrap();
+    let vol = c.replica2_up().await;
     let root = Creds::root();
-    // Both bricks up (the replica must take forwards).
-    c.wait_all_up(&vol).await;
     let f = vol.create(&root, Id::ROOT, b"f", 0o644, true).await.unwrap();
     let map = vol.map();
     let set = &map.sets[0];
@@ -120,10 +117,8 @@ async fn a_retried_write_is_answered_not_applied_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retried_rename_the_head_holds_from_a_catch_up_is_answered() {
     let c = Cluster::start();
-    c.volume("v", 2, &[&c.path("b1"), &c.path("b2")]).await;
-    let vol = c.mount("v").await.unwrap();
+    let vol = c.replica2_up().await;
     let root = Creds::root();
-    c.wait_all_up(&vol).await;
     let f = vol.create(&root, Id::ROOT, b"s", 0o644, true).await.unwrap();
     let map = vol.map();
     let set = &map.sets[0];

@@ -15,10 +15,8 @@ use common::Cluster;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_synced_write_is_one_round_trip_and_on_every_replica() {
     let c = Cluster::start();
-    c.volume("v", 2, &[&c.path("b1"), &c.path("b2")]).await;
-    let vol = c.mount("v").await.unwrap();
+    let vol = c.replica2_up().await;
     let root = Creds::root();
-    c.wait_all_up(&vol).await;
     let f = vol.create(&root, Id::ROOT, b"f", 0o644, true).await.unwrap();
 
     // Through the client: one "write" round trip, no "fsync".
@@ -26,12 +24,9 @@ async fn a_synced_write_is_one_round_trip_and_on_every_replica() {
     let n = vol.write_sync(&root, f.id, 0, Bytes::from(vec![b'a'; 4096])).await.unwrap();
     assert_eq!(n, 4096);
     let after = vol.stats();
-    let of = |s: &cairn_client::Stats, op: &str| {
-        s.by_op.iter().find(|(k, _)| *k == op).map(|(_, v)| *v).unwrap_or(0)
-    };
     assert_eq!(after.round_trips - before.round_trips, 1, "{before:?} -> {after:?}");
-    assert_eq!(of(&after, "write") - of(&before, "write"), 1);
-    assert_eq!(of(&after, "fsync"), of(&before, "fsync"), "the head fsynced, not a second call");
+    assert_eq!(after.of("write") - before.of("write"), 1);
+    assert_eq!(after.of("fsync"), before.of("fsync"), "the head fsynced, not a second call");
     // The write's attributes are cached: a getattr now costs nothing.
     let a = vol.getattr(&root, f.id).await.unwrap();
     assert_eq!(a.size, 4096);
@@ -85,14 +80,9 @@ async fn a_synced_write_is_one_round_trip_and_on_every_replica() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_fsync_carries_the_buffered_write() {
     let c = Cluster::start();
-    c.volume("v", 2, &[&c.path("b1"), &c.path("b2")]).await;
-    let vol = c.mount("v").await.unwrap();
+    let vol = c.replica2_up().await;
     let root = Creds::root();
-    c.wait_all_up(&vol).await;
     let f = vol.create(&root, Id::ROOT, b"f", 0o644, true).await.unwrap();
-    let of = |s: &cairn_client::Stats, op: &str| {
-        s.by_op.iter().find(|(k, _)| *k == op).map(|(_, v)| *v).unwrap_or(0)
-    };
     for round in 0..3u64 {
         let before = vol.stats();
         // Buffered: no round trip yet.
@@ -102,12 +92,12 @@ async fn an_fsync_carries_the_buffered_write() {
         vol.fsync(&root, f.id, round == 1).await.unwrap();
         let after = vol.stats();
         assert_eq!(after.round_trips - before.round_trips, 1, "{before:?} -> {after:?}");
-        assert_eq!(of(&after, "fsync"), of(&before, "fsync"), "no fsync of its own");
+        assert_eq!(after.of("fsync"), before.of("fsync"), "no fsync of its own");
     }
     // Nothing buffered: a plain fsync.
     let before = vol.stats();
     vol.fsync(&root, f.id, false).await.unwrap();
-    assert_eq!(of(&vol.stats(), "fsync") - of(&before, "fsync"), 1);
+    assert_eq!(vol.stats().of("fsync") - before.of("fsync"), 1);
     // Everything arrived, in order, and the size is right.
     let a = vol.getattr(&root, f.id).await.unwrap();
     assert_eq!(a.size, 3 * 8192);

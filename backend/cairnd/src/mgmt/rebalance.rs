@@ -49,12 +49,7 @@ pub(super) async fn rebalance(
     let (verb, throttle) = action.split_once(':').unwrap_or((action, ""));
     match verb {
         "start" => {
-            let Some(throttle) = crate::rebalance::Throttle::parse(throttle) else {
-                return Err(fail(
-                    Errno::EINVAL,
-                    format!("volume rebalance: {name}: unknown throttle {throttle:?} (lazy, normal or aggressive)"),
-                ));
-            };
+            let throttle = throttle_of(name, throttle)?;
             if rec.status != VolumeStatus::Started {
                 return Err(fail(
                     Errno::EBUSY,
@@ -150,6 +145,19 @@ pub(super) async fn rebalance(
     }
 }
 
+/// The throttle of a `start:THROTTLE` action (empty: normal), for the asked node and each
+/// node's own run alike.
+fn throttle_of(name: &str, throttle: &str) -> Result<crate::rebalance::Throttle, RemoteError> {
+    crate::rebalance::Throttle::parse(throttle).ok_or_else(|| {
+        fail(
+            Errno::EINVAL,
+            format!(
+                "volume rebalance: {name}: unknown throttle {throttle:?} (lazy, normal or aggressive)"
+            ),
+        )
+    })
+}
+
 /// Node to node: the action on this node's own run.
 pub(super) async fn rebalance_local(
     node: &Arc<Node>,
@@ -159,9 +167,7 @@ pub(super) async fn rebalance_local(
     let (verb, throttle) = action.split_once(':').unwrap_or((action, ""));
     match verb {
         "start" => {
-            let throttle = crate::rebalance::Throttle::parse(throttle).ok_or_else(|| {
-                fail(Errno::EINVAL, format!("unknown rebalance throttle {throttle:?}"))
-            })?;
+            let throttle = throttle_of(name, throttle)?;
             let run = crate::rebalance::start(node, name, throttle).await?;
             tokio::spawn(run);
             Ok(done(format!("rebalance of {name} started on {}", node.name)))

@@ -175,6 +175,15 @@ impl Cluster {
         self.mgmt(MgmtRequest::VolumeStart { name: name.into(), force: false }).await.unwrap();
     }
 
+    /// Volume "v", replica 2 on bricks b1 and b2, mounted once both bricks are up (a
+    /// replica takes forwards): the setup of the tests of one replicated write.
+    pub async fn replica2_up(&self) -> Arc<Volume> {
+        self.volume("v", 2, &[&self.path("b1"), &self.path("b2")]).await;
+        let vol = self.mount("v").await.unwrap();
+        self.wait_all_up(&vol).await;
+        vol
+    }
+
     pub async fn mount(&self, name: &str) -> Result<Arc<Volume>, RemoteError> {
         Volume::mount(MountOptions {
             servers: vec![self.addr.clone()],

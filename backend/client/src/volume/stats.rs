@@ -24,6 +24,13 @@ pub struct Stats {
     pub negative_hits: u64,
 }
 
+impl Stats {
+    /// Round trips of operation kind `op` ("write", "fsync", ...): 0 if none was sent.
+    pub fn of(&self, op: &str) -> u64 {
+        self.by_op.iter().find(|(k, _)| *k == op).map(|(_, v)| *v).unwrap_or(0)
+    }
+}
+
 impl Inner {
     pub(super) fn count(&self, op: &'static str) {
         self.round_trips.fetch_add(1, Ordering::Relaxed);
