@@ -1,10 +1,11 @@
 # shellcheck shell=bash
-# pNFS layout state suites (pnfs-state.sh, pnfs-ds.sh): a 2-node 2 x 2 cluster, a DS
+# pNFS suites (pnfs.sh, pnfs-state.sh, pnfs-ds.sh): a 2-node 2 x 2 cluster, a DS
 # Ganesha per node and an MDS Ganesha (/vol0 FILES, /vol0ff Flexible Files), driven by
 # tests/nfs/pnfs_state.py (a raw NFSv4.1 client with a back channel).
 #
 #   . "$(dirname "${BASH_SOURCE[0]}")/lib-pnfs.sh"
 #   pnfs_up LEASE          # sets DS_PORT[n1|n2], NFS_DIR[ds-n1|ds-n2], mds_pid
+#   pnfs_ds_up             # the cluster and the DSs only (pnfs.sh writes its own MDS)
 #   state --export /vol0 layout f1
 #   hold_layouts NAME; ...; check_recalled NAME WHAT
 
@@ -13,9 +14,10 @@
 
 declare -A DS_PORT=()
 
-# pnfs_up LEASE: the cluster, the DSs and the MDS (NFSv4 lease LEASE seconds).
-pnfs_up() {
-    local node dir ds_addrs
+# pnfs_ds_up: the cluster and a DS per node (each on its own port, /vol0 and /vol0ff
+# served through that node's cairnd); sets DS_PORT and DS_ADDRS (the MDS's DS_Addrs).
+pnfs_ds_up() {
+    local node dir
     nfs_prereqs
     cluster_up 2 vol0 2 4
     trap 'rc=$?; set +e; nfs_cleanup_all; (exit $rc); cl_cleanup' EXIT
@@ -32,12 +34,17 @@ pnfs_up() {
         nfs_render_ds_config "$dir" "${DS_PORT[$node]}" "$dir/ds.conf" "$NFS_PLUGINS"
         ds_start "$node"
     done
-    ds_addrs="n1=127.0.0.1:${DS_PORT[n1]},n2=127.0.0.1:${DS_PORT[n2]}"
+    DS_ADDRS="n1=127.0.0.1:${DS_PORT[n1]},n2=127.0.0.1:${DS_PORT[n2]}"
+}
+
+# pnfs_up LEASE: pnfs_ds_up and the MDS (NFSv4 lease LEASE seconds).
+pnfs_up() {
+    pnfs_ds_up
     {
         nfs_export_block 1 vol0 "$(cl_node_addr n1)" /vol0 127.0.0.1 / RW No_Root_Squash none \
-            "$ds_addrs"
+            "$DS_ADDRS"
         nfs_export_block 3 vol0 "$(cl_node_addr n1)" /vol0ff 127.0.0.1 / RW No_Root_Squash none \
-            "$ds_addrs" flexfiles
+            "$DS_ADDRS" flexfiles
     } >"$CL_DIR/exports.conf"
     NFS_LEASE_LIFETIME=$1 nfs_gw_start mds "$CL_DIR/exports.conf"
     mds_pid=$(cat "${NFS_DIR[mds]}/ganesha.pid.self")
@@ -46,6 +53,8 @@ pnfs_up() {
 # ds_start NODE: start (or start again, same port and config) NODE's DS Ganesha.
 ds_start() {
     nfs_start_ganesha "${NFS_DIR[ds-$1]}" "${DS_PORT[$1]}" || fail "DS ganesha on $1 did not start"
+    grep -q "CAIRN: DS 1 serves volume vol0" "${NFS_DIR[ds-$1]}/ganesha.log" ||
+        fail "DS on $1: no 'DS 1 serves volume vol0' in its log"
 }
 
 # ds_kill NODE: kill NODE's DS Ganesha with SIGKILL (cairnd and its bricks stay up).

@@ -9,43 +9,18 @@
 # 8435) the same way, reading every mirror. The data is then compared through the FUSE mount,
 # and a DS handle is read again after its DS restarted. About 30-60 s.
 set -euo pipefail
-# shellcheck source=tests/nfs/lib.sh
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=tests/nfs/lib-pnfs.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib-pnfs.sh"
 
-nfs_prereqs
-cluster_up 2 vol0 2 4
-trap 'rc=$?; set +e; nfs_cleanup_all; (exit $rc); cl_cleanup' EXIT
-
-# a DS per node, each on its own port, serving through that node's cairnd
-declare -A DS_PORT=()
-ds_start() {
-    local node=$1 dir=$CL_DIR/ds-$1
-    if [[ -z ${DS_PORT[$node]:-} ]]; then
-        DS_PORT[$node]=$(free_port)
-        NFS_DIR[ds-$node]=$dir
-        NFS_GWS+=("ds-$node")
-    fi
-    mkdir -p "$dir"
-    {
-        nfs_ds_export_block 1 vol0 "$(cl_node_addr "$node")" /vol0
-        nfs_ds_export_block 3 vol0 "$(cl_node_addr "$node")" /vol0ff
-    } >"$dir/ds.conf"
-    nfs_render_ds_config "$dir" "${DS_PORT[$node]}" "$dir/ds.conf" "$NFS_PLUGINS"
-    nfs_start_ganesha "$dir" "${DS_PORT[$node]}" || fail "DS ganesha on $node did not start"
-    grep -q "CAIRN: DS 1 serves volume vol0" "$dir/ganesha.log" ||
-        fail "DS on $node: no 'DS 1 serves volume vol0' in its log"
-}
-ds_start n1
-ds_start n2
+pnfs_ds_up
 pass "a DS per node: n1 on port ${DS_PORT[n1]}, n2 on port ${DS_PORT[n2]}"
 
-ds_addrs="n1=127.0.0.1:${DS_PORT[n1]},n2=127.0.0.1:${DS_PORT[n2]}"
 {
     nfs_export_block 1 vol0 "$(cl_node_addr n1)" /vol0 127.0.0.1 / RW No_Root_Squash none \
-        "$ds_addrs"
+        "$DS_ADDRS"
     nfs_export_block 2 vol0 "$(cl_node_addr n1)" /vol0np 127.0.0.1 / RW No_Root_Squash none
     nfs_export_block 3 vol0 "$(cl_node_addr n1)" /vol0ff 127.0.0.1 / RW No_Root_Squash none \
-        "$ds_addrs" flexfiles
+        "$DS_ADDRS" flexfiles
 } >"$CL_DIR/exports.conf"
 nfs_gw_start mds "$CL_DIR/exports.conf"
 pass "MDS on port ${NFS_PORT[mds]}: /vol0 with PNFS = true, /vol0np without, /vol0ff with Flexible Files"
