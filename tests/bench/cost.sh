@@ -24,6 +24,8 @@
 #      each call (where they wait), "-k -e trace=NAME" logs NAME's calls with stacks
 #      (with CAIRN_TEST_KEEP=1 the log stays in the run's dir as strace-PHASE.txt),
 #      COST_PERF=1 perf record of cairnd in the traced phases instead of strace,
+#      COST_CONTEXT=1 first the volumes, FUSE mounts and FUSE small-file runs run.sh has
+#      before its lib-2x2 small files (the side-by-side table's context),
 #      CAIRN_TRANSPORT (plain, as side-by-side.sh), CL_ETCD_TLS (0).
 # Needs root (strace attaching to cairnd). Exit 1 if a run failed.
 set -uo pipefail
@@ -47,6 +49,19 @@ if [[ ${1:-} == --one ]]; then
     cl_start_node n1
     cl_create_volume rep 2 4
     cairnd=${CL_PID[n1]}
+    if [[ ${COST_CONTEXT:-0} == 1 ]]; then
+        # As run.sh before its lib-2x2 small files: two more volumes, both mounted, and the
+        # same small-file workload through FUSE on each first.
+        cl_create_volume dist 1 4
+        cl_create_volume one 1 1
+        cl_mount rep "$CL_DIR/mnt/rep"
+        cl_mount dist "$CL_DIR/mnt/dist"
+        for t in fuse-2x2:rep fuse-4x1:dist; do
+            "$CAIRN_BIN_DIR/cairn-bench" posix-smallfiles --dir "$CL_DIR/mnt/${t#*:}" --target "${t%%:*}" \
+                --files "$COST_FILES" --threads "$COST_THREADS" >/dev/null ||
+                fail "cairn-bench posix-smallfiles on ${t%%:*} failed"
+        done
+    fi
     # cpu PID: utime+stime in clock ticks of the whole process (all threads, live or gone).
     cpu() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
     ucpu() { awk '{ sub(/^.*\) /, ""); print $12 }' "/proc/$1/stat"; }
@@ -191,8 +206,10 @@ traced = [r for r in rows if "syscalls" in r]
 for phase in ["create", "read", "stat", "delete"]:
     per = {lab: [r["syscalls"] for r in traced if r["side"] == lab and r["phase"] == phase]
            for lab in labels}
-    if not any(per.values()):
+    per = {lab: v for lab, v in per.items() if v}
+    if not per:
         continue
+    labels_all, labels = labels, list(per)
     names = sorted({n for v in per.values() for s in v for n in s})
     avg = {lab: {n: med([s.get(n, 0) for s in v]) for n in names} for lab, v in per.items()}
     print(f"\nSystem calls of cairnd per file, {phase} phase (strace -c -f):\n")
@@ -203,6 +220,7 @@ for phase in ["create", "read", "stat", "delete"]:
         if max(avg[l][n] for l in labels) >= 0.05:
             print(f"| {n} | " + " | ".join(f"{avg[l][n]:.2f}" for l in labels) + " |")
     print("| **total** | " + " | ".join(f"{tot[l]:.2f}" for l in labels) + " |")
+    labels = labels_all
 EOF
 cat "$out"
 echo "cost.sh: saved $out (raw: $raw)"
