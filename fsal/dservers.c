@@ -5,7 +5,7 @@
  *
  * FSAL { DS_Addrs = "n1=ADDR:PORT,..."; } maps a brick node's name to its DS's IPv4
  * address; an unlisted node's DS is taken to listen on the host of its cairnd address,
- * port 2049.
+ * port 20490 (CAIRN_DS_DEFAULT_PORT: the DS port of the appliance and `make up`).
  *
  * A DS is a Ganesha on a brick node. It can die while that node's cairnd and bricks
  * stay up: the volume map does not change, so recall.c's map check alone would leave
@@ -22,7 +22,7 @@
  * recalled and name it again.
  *
  * The probed DSs: those of DS_Addrs, and any other the MDS names (a node not listed
- * there: its cairnd host, port 2049), added when first named. See docs/nfs.md "Recalls".
+ * there: its cairnd host, port 20490), added when first named. See docs/nfs.md "Recalls".
  */
 
 #include <arpa/inet.h>
@@ -45,7 +45,7 @@
 #define CAIRN_DS_PROBE_TIMEOUT_MS 2000
 #define CAIRN_DS_PROBE_FAILS 3
 
-#define CAIRN_DS_DEFAULT_PORT 2049
+#define CAIRN_DS_DEFAULT_PORT 20490
 #define NFS_PROGRAM 100003
 #define NULL_CALL_WORDS 10	/* xid .. verifier: RFC 5531 call, AUTH_NONE */
 
@@ -137,7 +137,7 @@ int cairn_pnfs_parse_ds_addrs(struct cairn_export *export)
 	return 0;
 }
 
-/* The DS address of a brick's node: DS_Addrs, else its cairnd host at port 2049. */
+/* The DS address of a brick's node: DS_Addrs, else its cairnd host at port 20490. */
 int cairn_ds_addr_of(const struct cairn_export *export,
 		     const cairn_layout_brick_t *b, fsal_multipath_member_t *out)
 {

@@ -17,6 +17,9 @@ CB_LAYOUTRECALL. Subcommands:
                list, Flexible Files: one per mirror) and `devices HEX,...` (their ids), or
                `error NFS4ERR_...`, then returns it and closes.
   device HEX   GETDEVICEINFO of a device id: prints `device PORT,...` or `error ...`.
+  io PATH      OPEN PATH (created), LAYOUTGET RW, GETDEVICEINFO, then WRITE and READ back
+               --size bytes at the DS the device names (its address as given): prints
+               `ds HOST:PORT` and PASS/FAIL lines.
   hold PATH    OPEN PATH (created), LAYOUTGET RW, then wait for a
                CB_LAYOUTRECALL: prints `ready`, then `recalled T KIND IOMODE` (seconds since
                ready), answers it with LAYOUTRETURN and prints `returned T`, or
@@ -229,6 +232,37 @@ def layout(args):
     return 0
 
 
+def io(args):
+    """OPEN PATH, LAYOUTGET RW (FILES), GETDEVICEINFO; then at the DS that device names, at
+    the address it gives: WRITE --size random bytes FILE_SYNC, READ them back. Prints `ds
+    HOST:PORT`, then PASS/FAIL; the data is written to --out for a check through FUSE."""
+    c = Client(args.port, args.export, f"io-{os.getpid()}")
+    fh, osd = open_file(c, args.path)
+    lsd, bodies = layoutget(c, fh, osd, LAYOUT4_NFSV4_1_FILES, IOMODE_RW)
+    lo = decode_file_layout(bodies[0])
+    _, host, port = decode_ds_addr(getdeviceinfo(c, lo["deviceid"], LAYOUT4_NFSV4_1_FILES))[
+        "multipath_ds_list"][0][0]
+    print(f"ds {host}:{port}", flush=True)
+    ds = Client(port, "", f"io-ds-{os.getpid()}", host=host)
+    dsfh = lo["fh_list"][0]
+    data = os.urandom(args.size)
+    for off in range(0, len(data), 65536):
+        n = ds.write(dsfh, lsd, data[off:off + 65536], offset=off, stable=2)
+        check(n == len(data[off:off + 65536]), f"DS WRITE at {off}: {n} bytes")
+    got = b""
+    while len(got) < len(data):
+        chunk = ds.read(dsfh, lsd, offset=len(got))
+        if not chunk:
+            break
+        got += chunk
+    check(got == data, f"{len(data)} bytes written and read back at the DS {host}:{port}")
+    with open(args.out, "wb") as f:
+        f.write(data)
+    layoutreturn(c, fh, lsd, LAYOUT4_NFSV4_1_FILES)
+    close(c, fh, osd)
+    return summary()
+
+
 def hold(args):
     c = Client(args.port, args.export, f"hold-{os.getpid()}")
     ltype = LAYOUT4_FLEX_FILES if args.flexfiles else LAYOUT4_NFSV4_1_FILES
@@ -296,13 +330,17 @@ def main():
     lo.add_argument("--iomode", choices=("read", "rw"), default="rw")
     d = sub.add_parser("device")
     d.add_argument("devid")
+    i = sub.add_parser("io")
+    i.add_argument("path")
+    i.add_argument("--size", type=int, default=300000)
+    i.add_argument("--out", required=True)
     h = sub.add_parser("hold")
     h.add_argument("path")
     h.add_argument("--ready")
     h.add_argument("--timeout", type=float, default=60.0)
     args = a.parse_args()
     return {"reuse": reuse, "probe": probe, "layout": layout, "device": device,
-            "hold": hold}[args.cmd](args)
+            "hold": hold, "io": io}[args.cmd](args)
 
 
 if __name__ == "__main__":
