@@ -376,12 +376,13 @@ static nfsstat4 layoutget(struct fsal_obj_handle *obj_pub, XDR *loc_body,
 }
 
 /* One device error a Flexible Files client reported in LAYOUTRETURN: logged with the
- * brick and node the device names (an operator sees which DS clients cannot use). */
+ * brick and node the device names (an operator sees which DS clients cannot use), and
+ * that DS is probed at once. */
 static void log_ff_ioerr(const struct cairn_ff_ioerr *e, void *arg)
 {
 	struct cairn_export *export = arg;
 	struct pnfs_deviceid d;
-	const char *node = "?";
+	const cairn_layout_brick_t *b = NULL;
 	cairn_layout_t lo;
 	uint32_t i;
 
@@ -391,13 +392,17 @@ static void log_ff_ioerr(const struct cairn_ff_ioerr *e, void *arg)
 		for (i = 0; i < lo.nbricks; i++)
 			if ((uint64_t)lo.bricks[i].index + CAIRN_DEVID_BASE ==
 			    d.devid)
-				node = lo.bricks[i].node;
+				b = &lo.bricks[i];
 	LogEvent(COMPONENT_PNFS,
 		 "CAIRN: volume %s: a client reports that the data server of brick %" PRIu64
 		 " (node %s, set %u) failed %s with %s at %" PRIu64 "+%" PRIu64,
-		 export->volume, d.devid - CAIRN_DEVID_BASE, node,
+		 export->volume, d.devid - CAIRN_DEVID_BASE, b ? b->node : "?",
 		 d.device_id4, nfsop4_to_str(e->opnum),
 		 nfsstat4_to_str(e->status), e->offset, e->length);
+	/* probe it now: if it is down, its layouts are recalled at once, not after
+	 * the probe's 3 failures (dservers.c) */
+	if (b != NULL)
+		cairn_ds_suspect(export, b);
 }
 
 static nfsstat4 layoutreturn(struct fsal_obj_handle *obj_pub, XDR *lrf_body,
