@@ -123,6 +123,10 @@ class DataServerSetupTest(unittest.TestCase):
         self.assertEqual(ds["Unit"]["ConditionPathExists"], "/var/lib/cairn/nfs-ds/ganesha.conf")
         bus = unit("cairn-nfs-ds-bus.service")
         self.assertIn("--config-file=/var/lib/cairn/nfs-ds/dbus.conf", bus["Service"]["ExecStart"])
+        # started once the socket exists (Ganesha connects to it at its start)
+        self.assertIn("[ -S /run/cairn-nfs-ds/dbus.sock ]", bus["Service"]["ExecStartPost"])
+        # a shell $ is written $$ (systemd expands $VAR itself)
+        self.assertNotIn("$", bus["Service"]["ExecStartPost"].replace("$$", ""))
         self.assertEqual(bus["Service"]["RuntimeDirectory"], "cairn-nfs-ds")  # /run/cairn-nfs-ds/dbus.sock
         sync = unit("cairn-nfs-ds-sync.service")["Service"]
         self.assertTrue(sync["ExecStart"].endswith("nfs sync --watch --ds"), sync["ExecStart"])
@@ -143,7 +147,8 @@ class DataServerSetupTest(unittest.TestCase):
         self.assertFalse(config.Config(role="gateway").has_bricks)
         with open(os.path.join(REPO, "appliance", "lib", "cairn_appliance", "firstboot.py")) as f:
             src = f.read()
-        self.assertIn("    if cfg.has_bricks:\n        ds_setup(st)\n", src)
+        self.assertIn("    if cfg.has_bricks:\n", src)
+        self.assertIn("            ds_setup(st)\n        except StepError", src)
 
 
 if __name__ == "__main__":
