@@ -5,7 +5,7 @@
  *
  * FSAL { DS_Addrs = "n1=ADDR:PORT,..."; } maps a brick node's name to its DS's IPv4
  * address; an unlisted node's DS is taken to listen on the host of its cairnd address,
- * port 2049.
+ * port 20490 (CAIRN_DS_DEFAULT_PORT: the DS port of the appliance and `make up`).
  *
  * A DS is a Ganesha on a brick node. It can die while that node's cairnd and bricks
  * stay up: the volume map does not change, so recall.c's map check alone would leave
@@ -13,7 +13,7 @@
  * client would report it, breaks the connection: docs/nfs.md "Layout state"). So each
  * PNFS export probes the DSs it names in layouts: every CAIRN_DS_PROBE_INTERVAL_MS, an
  * NFSv4 NULL call on a new TCP connection to each (what a client would do first); one
- * that fails CAIRN_DS_PROBE_FAILS times in a row is down, one that answers is up again.
+ * that fails DS_Probe_Fails (3) times in a row is down, one that answers is up again.
  * Each change bumps the export's DS generation and runs recall.c's check: a layout's
  * digest covers the liveness of its set's DSs, so the layouts of the files of every set
  * with a brick on that node are recalled, and new layouts leave a dead DS out (mds.c:
@@ -22,7 +22,7 @@
  * recalled and name it again.
  *
  * The probed DSs: those of DS_Addrs, and any other the MDS names (a node not listed
- * there: its cairnd host, port 2049), added when first named. See docs/nfs.md "Recalls".
+ * there: its cairnd host, port 20490), added when first named. See docs/nfs.md "Recalls".
  */
 
 #include <arpa/inet.h>
@@ -39,13 +39,14 @@
 #include "internal.h"
 
 /* A refused connection fails at once: a dead Ganesha on a live host is down within
- * about 3 s; a host that is gone, within about 9 s. The timeout and the count leave room
- * for a loaded DS (a false "down" recalls layouts and sends I/O elsewhere). */
+ * about 3 s; a host that is gone, within about 9 s (FSAL { DS_Probe_Fails }, 3 by
+ * default, failures in a row). The timeout and the count leave room for a loaded DS (a
+ * false "down" recalls layouts and sends I/O elsewhere). A client's error report of a DS
+ * (cairn_ds_suspect) has it probed at once, and one failure is then enough. */
 #define CAIRN_DS_PROBE_INTERVAL_MS 1000
 #define CAIRN_DS_PROBE_TIMEOUT_MS 2000
-#define CAIRN_DS_PROBE_FAILS 3
 
-#define CAIRN_DS_DEFAULT_PORT 2049
+#define CAIRN_DS_DEFAULT_PORT 20490
 #define NFS_PROGRAM 100003
 #define NULL_CALL_WORDS 10	/* xid .. verifier: RFC 5531 call, AUTH_NONE */
 
@@ -137,7 +138,7 @@ int cairn_pnfs_parse_ds_addrs(struct cairn_export *export)
 	return 0;
 }
 
-/* The DS address of a brick's node: DS_Addrs, else its cairnd host at port 2049. */
+/* The DS address of a brick's node: DS_Addrs, else its cairnd host at port 20490. */
 int cairn_ds_addr_of(const struct cairn_export *export,
 		     const cairn_layout_brick_t *b, fsal_multipath_member_t *out)
 {
@@ -266,9 +267,11 @@ static const char *ipv4_str(uint32_t addr, char *buf, size_t len)
 	return inet_ntop(AF_INET, &in, buf, len) ? buf : "?";
 }
 
-/* A probe's result: down after CAIRN_DS_PROBE_FAILS failures in a row, up on an
- * answer. True when the DS changed state. Under the watch's mutex. */
-static bool probe_result(struct cairn_ds_state *d, int rc)
+/* A probe's result: down after FAILS failures in a row (one, when a client reported an
+ * error of it: SUSPECT), up on an answer. True when the DS changed state. Under the
+ * watch's mutex. */
+static bool probe_result(struct cairn_ds_state *d, int rc, uint32_t fails,
+			 bool suspect)
 {
 	if (rc == 0) {
 		d->fails = 0;
@@ -278,7 +281,7 @@ static bool probe_result(struct cairn_ds_state *d, int rc)
 		return true;
 	}
 	d->err = -rc;
-	if (++d->fails < CAIRN_DS_PROBE_FAILS || d->down)
+	if ((++d->fails < fails && !suspect) || d->down)
 		return false;
 	d->down = true;
 	return true;
@@ -310,15 +313,21 @@ static void *watch_thread(void *arg)
 		for (i = 0; i < n; i++) {
 			struct cairn_ds_state *d = &w->ds[i];
 
-			if (!probe_result(d, rc[i]))
+			/* a report that came during this probe is one it answered */
+			if (probe[i].suspect)
+				d->suspect = false;
+			if (!probe_result(d, rc[i], export->ds_probe_fails,
+					  probe[i].suspect))
 				continue;
 			w->gen++;
 			if (d->down)
 				LogEvent(COMPONENT_PNFS,
-					 "CAIRN: volume %s: the data server of node %s (%s:%u) does not answer (%s, %u probes): recalling its layouts; new layouts leave it out",
+					 "CAIRN: volume %s: the data server of node %s (%s:%u) does not answer (%s, %u probes%s): recalling its layouts; new layouts leave it out",
 					 export->volume, d->node,
 					 ipv4_str(d->addr, ip, sizeof(ip)),
-					 d->port, strerror(d->err), d->fails);
+					 d->port, strerror(d->err), d->fails,
+					 probe[i].suspect ?
+					 ", after a client's error report" : "");
 			else
 				LogEvent(COMPONENT_PNFS,
 					 "CAIRN: volume %s: the data server of node %s (%s:%u) answers again: layouts name it again",
@@ -333,6 +342,11 @@ static void *watch_thread(void *arg)
 		}
 		if (w->stop)
 			break;
+		/* a report while this pass probed: no wait (its signal came before it) */
+		for (i = 0; i < w->nds && !w->ds[i].suspect; i++)
+			;
+		if (i < w->nds)
+			continue;
 		clock_gettime(CLOCK_MONOTONIC, &until);
 		until.tv_sec += CAIRN_DS_PROBE_INTERVAL_MS / 1000;
 		until.tv_nsec += (CAIRN_DS_PROBE_INTERVAL_MS % 1000) * 1000000L;
@@ -405,6 +419,26 @@ uint32_t cairn_ds_gen(struct cairn_export *export)
 	gen = w->gen;
 	PTHREAD_MUTEX_unlock(&w->mutex);
 	return gen;
+}
+
+/* A client reported an I/O error of brick B's DS (a Flexible Files LAYOUTRETURN's
+ * ff_ioerr4; Ganesha 4.3 passes no LAYOUTERROR to the FSAL): wake the probe, which
+ * probes it now and takes one failure as down. One that answers stays up. */
+void cairn_ds_suspect(struct cairn_export *export, const cairn_layout_brick_t *b)
+{
+	struct cairn_ds_watch *w = &export->ds_watch;
+	fsal_multipath_member_t h;
+	struct cairn_ds_state *d;
+
+	if (!w->running || cairn_ds_addr_of(export, b, &h) < 0)
+		return;
+	PTHREAD_MUTEX_lock(&w->mutex);
+	d = find_or_add(w, b->node, &h);
+	if (d != NULL && !d->down && !d->suspect) {
+		d->suspect = true;
+		(void) pthread_cond_signal(&w->cond);
+	}
+	PTHREAD_MUTEX_unlock(&w->mutex);
 }
 
 int cairn_ds_watch_start(struct cairn_export *export)

@@ -58,9 +58,11 @@ struct cairn_ds_state {
 	char node[64];			/* for logs: the brick node it serves */
 	uint32_t addr;			/* IPv4, host order */
 	uint16_t port;
-	bool down;			/* failed CAIRN_DS_PROBE_FAILS probes in a row */
+	bool down;			/* failed DS_Probe_Fails probes in a row */
 	uint32_t fails;			/* failed probes in a row */
 	int err;			/* errno of the last failed probe */
+	bool suspect;			/* a client reported an error: probe it now,
+					 * one failed probe is down */
 };
 
 /* The data servers of a PNFS export and the thread probing them (dservers.c). */
@@ -87,6 +89,8 @@ struct cairn_export {
 					 * layouttype4 a PNFS export hands out */
 	bool ds_role;			/* FSAL { DS = true; }: a pNFS DS (ds.c) */
 	char *ds_addrs;			/* FSAL { DS_Addrs = ... } as given */
+	uint32_t ds_probe_fails;	/* FSAL { DS_Probe_Fails = 3; }: failed probes
+					 * in a row before a DS is down */
 	struct cairn_ds_addr ds[CAIRN_MAX_DS_ADDRS];
 	size_t nds;
 	uint8_t volume_id[16];
@@ -229,6 +233,8 @@ bool cairn_ds_up(struct cairn_export *export, const char *node,
 bool cairn_ds_brick_up(struct cairn_export *export,
 		       const cairn_layout_brick_t *b);
 uint32_t cairn_ds_gen(struct cairn_export *export);
+void cairn_ds_suspect(struct cairn_export *export,
+		      const cairn_layout_brick_t *b);
 
 /* ds.c: pNFS data server */
 void cairn_ds_module_ops_init(struct fsal_ops *ops);

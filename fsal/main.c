@@ -109,6 +109,8 @@ static struct config_item export_params[] = {
 			cairn_export, layout_type),
 	CONF_ITEM_BOOL("ds", false, cairn_export, ds_role),
 	CONF_ITEM_STR("ds_addrs", 1, 8192, NULL, cairn_export, ds_addrs),
+	CONF_ITEM_UI32("ds_probe_fails", 1, 100, 3, cairn_export,
+		       ds_probe_fails),
 	CONFIG_EOL
 };
 

@@ -11,7 +11,8 @@
  * libcairn's cairn_layout (docs/libcairn.md), without a round trip.
  *
  * A Flexible Files layout makes the replica set the mirror set: a READ layout lists one
- * mirror per brick's DS in chain order (ffds_efficiency falling from the head), an RW
+ * mirror per brick's DS in chain order rotated by the client ID (ffds_efficiency falling
+ * from the first: clients of one file spread over its replicas' DSs), an RW
  * layout the chain head's only (RFC 8435 §8.2: a client writes every mirror, and chain
  * replication already copies the head's writes). A FF device is one brick's DS:
  * ff_device_addr4 with its address, NFSv4.1, tightly coupled (the DS checks no stateid;
@@ -155,8 +156,26 @@ static void whole_file_segment(struct fsal_layoutget_res *res)
 	res->last_segment = true;
 }
 
+/* READ layouts spread the clients of a file over its mirrors: each client gets them in
+ * chain order rotated by its client ID, the first with the highest efficiency (Linux
+ * reads at the most efficient mirror and moves down the list when one fails). Every DS
+ * reads through libcairn, so any mirror serves any byte; what spreads is the DSs' NFS
+ * work and links. */
+static void spread_mirrors(struct cairn_ff_mirror *m, uint32_t n, uint32_t rot)
+{
+	struct cairn_ff_mirror in[CAIRN_LAYOUT_MAX_BRICKS];
+	uint32_t k;
+
+	memcpy(in, m, n * sizeof(*m));
+	for (k = 0; k < n; k++) {
+		m[k] = in[(k + rot) % n];
+		m[k].efficiency = n - k;
+	}
+}
+
 /* A Flexible Files layout: a mirror per DS of the set's bricks that are up, in chain
- * order (the head first, with the highest efficiency), the chain head's only for RW. */
+ * order (the head first, with the highest efficiency; READ: rotated per client,
+ * spread_mirrors), the chain head's only for RW. */
 static nfsstat4 layoutget_ff(struct cairn_handle *obj, XDR *loc_body,
 			     layoutiomode4 iomode, const cairn_layout_t *lo,
 			     uint32_t ds_gen, struct fsal_layoutget_res *res)
@@ -208,6 +227,9 @@ static nfsstat4 layoutget_ff(struct cairn_handle *obj, XDR *loc_body,
 	if (n == 0)
 		return ds_down != 0 ? NFS4ERR_LAYOUTUNAVAILABLE :
 				      NFS4ERR_LAYOUTTRYLATER;
+	if (iomode == LAYOUTIOMODE4_READ && n > 1 && op_ctx != NULL &&
+	    op_ctx->clientid != NULL)
+		spread_mirrors(m, n, (uint32_t)(*op_ctx->clientid % n));
 	/* ffds_user/ffds_group: the file's owner (a loosely coupled client's AUTH_SYS
 	 * identity at the DS; a tightly coupled one uses its own) */
 	rc = cairn_getattr(export->fs, NULL, obj->key.wire.inode, &ca);
@@ -376,12 +398,13 @@ static nfsstat4 layoutget(struct fsal_obj_handle *obj_pub, XDR *loc_body,
 }
 
 /* One device error a Flexible Files client reported in LAYOUTRETURN: logged with the
- * brick and node the device names (an operator sees which DS clients cannot use). */
+ * brick and node the device names (an operator sees which DS clients cannot use), and
+ * that DS is probed at once. */
 static void log_ff_ioerr(const struct cairn_ff_ioerr *e, void *arg)
 {
 	struct cairn_export *export = arg;
 	struct pnfs_deviceid d;
-	const char *node = "?";
+	const cairn_layout_brick_t *b = NULL;
 	cairn_layout_t lo;
 	uint32_t i;
 
@@ -391,13 +414,17 @@ static void log_ff_ioerr(const struct cairn_ff_ioerr *e, void *arg)
 		for (i = 0; i < lo.nbricks; i++)
 			if ((uint64_t)lo.bricks[i].index + CAIRN_DEVID_BASE ==
 			    d.devid)
-				node = lo.bricks[i].node;
+				b = &lo.bricks[i];
 	LogEvent(COMPONENT_PNFS,
 		 "CAIRN: volume %s: a client reports that the data server of brick %" PRIu64
 		 " (node %s, set %u) failed %s with %s at %" PRIu64 "+%" PRIu64,
-		 export->volume, d.devid - CAIRN_DEVID_BASE, node,
+		 export->volume, d.devid - CAIRN_DEVID_BASE, b ? b->node : "?",
 		 d.device_id4, nfsop4_to_str(e->opnum),
 		 nfsstat4_to_str(e->status), e->offset, e->length);
+	/* probe it now: if it is down, its layouts are recalled at once, not after
+	 * the probe's 3 failures (dservers.c) */
+	if (b != NULL)
+		cairn_ds_suspect(export, b);
 }
 
 static nfsstat4 layoutreturn(struct fsal_obj_handle *obj_pub, XDR *lrf_body,

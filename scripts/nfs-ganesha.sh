@@ -65,12 +65,12 @@ nfs_render_config() {
 }
 
 # nfs_export_block ID VOLUME SERVERS PSEUDO [CLIENTS] [PATH] [ACCESS] [SQUASH] [DELEGATIONS]
-#                  [DS_ADDRS] [LAYOUT]
+#                  [DS_ADDRS] [LAYOUT] [FSAL_EXTRA]
 # DELEGATIONS: none, read, write or readwrite (default $NFS_DELEGATIONS, else readwrite,
 # as `cairn nfs export add`). DS_ADDRS given (may be "-" for none): the export hands out
 # pNFS layouts (PNFS = true), its DSs at DS_ADDRS "NODE=IPV4:PORT,..." (docs/nfs.md
 # "pNFS"; a node not listed: its cairnd's host, port 2049); LAYOUT: files (the default)
-# or flexfiles.
+# or flexfiles. FSAL_EXTRA: more lines of the FSAL block (e.g. "DS_Probe_Fails = 100;").
 nfs_export_block() {
     local id=$1 volume=$2 servers=$3 pseudo=$4 clients=${5:-127.0.0.1} path=${6:-/}
     local access=${7:-RW} squash=${8:-No_Root_Squash} deleg=${9:-${NFS_DELEGATIONS:-readwrite}}
@@ -83,6 +83,8 @@ nfs_export_block() {
         [[ -n ${11:-} ]] && pnfs+="
         Layout = ${11};"
     fi
+    [[ -n ${12:-} ]] && pnfs+="
+        ${12}"
     cat <<CONF
 EXPORT {
     Export_Id = $id;

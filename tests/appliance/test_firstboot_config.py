@@ -306,12 +306,14 @@ class RenderTest(unittest.TestCase):
         aio = render.firewall_ports(["all-in-one"])
         # etcd's client port: nodes join an all-in-one node by user-data (TLS, client
         # certificates); its peer port stays closed (the single member's is on loopback)
-        self.assertEqual(aio["tcp"], [22, 111, 445, 2049, 2379, 3260, 7420, 20048, 32765, 32803])
+        self.assertEqual(aio["tcp"], [22, 111, 445, 2049, 2379, 3260, 7420, 20048, 20490, 32765, 32803])
         self.assertEqual(aio["udp"], [111, 32765])
         self.assertNotIn(2380, aio["tcp"])
         brick = render.firewall_ports(["brick"])
-        self.assertEqual(brick, {"tcp": [22, 7420], "udp": []})
-        self.assertEqual(render.firewall_ports(["brick", "etcd"])["tcp"], [22, 2379, 2380, 7420])
+        # the pNFS data server on nodes with bricks (cairn-nfs-ds), not on gateways
+        self.assertEqual(brick, {"tcp": [22, 7420, 20490], "udp": []})
+        self.assertEqual(render.firewall_ports(["brick", "etcd"])["tcp"], [22, 2379, 2380, 7420, 20490])
+        self.assertNotIn(20490, render.firewall_ports(["gateway"])["tcp"])
 
     def test_nftables_parses(self):
         with tempfile.NamedTemporaryFile("w", suffix=".nft") as f:

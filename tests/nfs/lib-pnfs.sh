@@ -4,7 +4,9 @@
 # tests/nfs/pnfs_state.py (a raw NFSv4.1 client with a back channel).
 #
 #   . "$(dirname "${BASH_SOURCE[0]}")/lib-pnfs.sh"
-#   pnfs_up LEASE          # sets DS_PORT[n1|n2], NFS_DIR[ds-n1|ds-n2], mds_pid
+#   pnfs_up LEASE          # sets DS_PORT[n1|n2], NFS_DIR[ds-n1|ds-n2], mds_pid; MDS exports
+#                          # /vol0 (FILES), /vol0ff and /vol0slow (Flexible Files; its DSs
+#                          # are down after 100 failed probes, DS_Probe_Fails)
 #   pnfs_ds_up             # the cluster and the DSs only (pnfs.sh writes its own MDS)
 #   state --export /vol0 layout f1
 #   hold_layouts NAME; ...; check_recalled NAME WHAT
@@ -30,6 +32,7 @@ pnfs_ds_up() {
         {
             nfs_ds_export_block 1 vol0 "$(cl_node_addr "$node")" /vol0
             nfs_ds_export_block 3 vol0 "$(cl_node_addr "$node")" /vol0ff
+            nfs_ds_export_block 5 vol0 "$(cl_node_addr "$node")" /vol0slow
         } >"$dir/ds.conf"
         nfs_render_ds_config "$dir" "${DS_PORT[$node]}" "$dir/ds.conf" "$NFS_PLUGINS"
         ds_start "$node"
@@ -45,6 +48,9 @@ pnfs_up() {
             "$DS_ADDRS"
         nfs_export_block 3 vol0 "$(cl_node_addr n1)" /vol0ff 127.0.0.1 / RW No_Root_Squash none \
             "$DS_ADDRS" flexfiles
+        # a dead DS alone is noticed here only after 100 s: pnfs-ds.sh's client error reports
+        nfs_export_block 5 vol0 "$(cl_node_addr n1)" /vol0slow 127.0.0.1 / RW No_Root_Squash none \
+            "$DS_ADDRS" flexfiles "DS_Probe_Fails = 100;"
     } >"$CL_DIR/exports.conf"
     NFS_LEASE_LIFETIME=$1 nfs_gw_start mds "$CL_DIR/exports.conf"
     mds_pid=$(cat "${NFS_DIR[mds]}/ganesha.pid.self")

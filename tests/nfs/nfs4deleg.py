@@ -36,7 +36,7 @@ from xdr import Packer as P, Unpacker as U, accepted, call_header, record, recv_
 PROG_NFS, CB_PROG = 100003, 0x40000000
 OP = {"CLOSE": 4, "DELEGRETURN": 8, "GETFH": 10, "LOOKUP": 15, "OPEN": 18, "PUTFH": 22,
       "PUTROOTFH": 24, "READ": 25, "WRITE": 38, "EXCHANGE_ID": 42, "CREATE_SESSION": 43,
-      "SEQUENCE": 53, "RECLAIM_COMPLETE": 58}
+      "SEQUENCE": 53, "RECLAIM_COMPLETE": 58, "DESTROY_SESSION": 44, "DESTROY_CLIENTID": 57}
 CB_SEQUENCE, CB_RECALL, CB_LAYOUTRECALL = 11, 4, 5
 NFS4ERR_DELAY, NFS4ERR_GRACE = 10008, 10013
 REVOKED_ERRS = {10011: "NFS4ERR_EXPIRED", 10087: "NFS4ERR_DELEG_REVOKED",
@@ -217,6 +217,13 @@ class Client:
             raise Nfs4Error(status, ops[n - 1][0] if n else "COMPOUND")
         return out[1:] if sequence else out
 
+    def destroy(self):
+        """DESTROY_SESSION, then DESTROY_CLIENTID (the client holds no state any more): the
+        server forgets it now, not when its lease expires (a Ganesha 4.3 client that
+        expires after a layout recall makes its reaper spin, docs/nfs.md)."""
+        self.compound([("DESTROY_SESSION", P().fixed(self.sessionid), None)], sequence=False)
+        self.compound([("DESTROY_CLIENTID", P().u64(self.clientid), None)], sequence=False)
+
     def _parse_sequence(self, u):
         u.fixed(16)
         for _ in range(4):
@@ -241,6 +248,7 @@ class Client:
                 u.u32()
             return cid, seq
         (cid, seq), = self.compound([("EXCHANGE_ID", p, parse_eid)], sequence=False)
+        self.clientid = cid
         p = P().u64(cid).u32(seq).u32(0x2)  # CREATE_SESSION4_FLAG_CONN_BACK_CHAN
         for _ in range(2):  # fore, back channel attributes
             p.u32(0).u32(1 << 20).u32(1 << 20).u32(8192).u32(16).u32(1).u32(0)

@@ -9,9 +9,12 @@
 #     (a device of its own);
 #  3. when it comes back, recall the layouts handed out meanwhile and name it again;
 #  4. with every DS dead, answer LAYOUTGET with NFS4ERR_LAYOUTUNAVAILABLE (FILES and
-#     Flexible Files); once they are back, grant layouts again.
-# Same cluster as pnfs-state.sh (tests/nfs/lib-pnfs.sh). About 55-130 s (load); the MDS
-# then takes 20 s to stop (Ganesha 4.3 reaper spin after a recall, docs/nfs.md "Layout state").
+#     Flexible Files); once they are back, grant layouts again;
+#  5. a client's error report (ff_ioerr4 in LAYOUTRETURN) of a DS has it probed at once:
+#     a live one stays up (no recall), a dead one's layouts are recalled within seconds on
+#     an export whose own probe would take 100 s (DS_Probe_Fails).
+# Same cluster as pnfs-state.sh (tests/nfs/lib-pnfs.sh). About 115-140 s (load).
+# The raw clients destroy their client IDs, so the MDS stops at once (docs/nfs.md "Layout state").
 set -euo pipefail
 # shellcheck source=tests/nfs/lib-pnfs.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib-pnfs.sh"
@@ -138,5 +141,55 @@ l=$(layout_of --export /vol0 layout again-files)
 [[ $l == layout\ * ]] || fail "FILES LAYOUTGET after the DSs came back: '$l'"
 mds_alive "after the DSs came back"
 pass "both DSs back (noticed within $took s): layouts granted again ($l)"
+
+# 5. a client's error report (an ff_ioerr4 in LAYOUTRETURN) has the MDS probe that DS at
+# once, one failure being enough (/vol0slow: its probe alone takes a DS for down only after
+# 100 failures, DS_Probe_Fails). A live DS stays up: no recall; a dead one: the layouts of
+# /vol0slow are recalled within seconds.
+slow_hold() {
+    state --export /vol0slow --flexfiles hold "$1" --ready "$CL_DIR/ready-$1" --timeout "$2" \
+        >"$CL_DIR/hold-$1.out" 2>&1 &
+    SLOW_HOLDER=$!
+    wait_until 30 test -s "$CL_DIR/ready-$1" || { cat "$CL_DIR/hold-$1.out" >&2; fail "$1 holder: no layout"; }
+}
+report_of() {
+    local out
+    out=$(state --export /vol0slow --flexfiles report "$1") || { echo "$out" >&2; fail "report $1"; }
+    sed -n 's/^reported //p' <<<"$out"
+}
+slow_hold rep-up 8
+p=$(report_of rep-up-r)
+wait "$SLOW_HOLDER" || true
+cat "$CL_DIR/hold-rep-up.out"
+grep -q "^no-recall" "$CL_DIR/hold-rep-up.out" || fail "a client's report of the live DS on port $p recalled a layout"
+grep -q "a client reports that the data server of brick .* failed WRITE" "${NFS_DIR[mds]}/ganesha.log" ||
+    fail "the MDS did not log the client's report"
+! grep -q "after a client's error report" "${NFS_DIR[mds]}/ganesha.log" || fail "a live DS was taken for down after a report"
+pass "a client's error report of a live DS (port $p): probed, still up, no recall"
+
+l=$(layout_of --export /vol0slow --flexfiles layout rep-down-r --iomode rw)
+port=${l#layout }
+case $port in
+"${DS_PORT[n1]}") Z=n1 ;;
+"${DS_PORT[n2]}") Z=n2 ;;
+*) fail "a Flexible Files RW layout of /vol0slow: '$l' (want one DS)" ;;
+esac
+slow_hold rep-down 60
+ds_kill "$Z"
+t0=$SECONDS
+p=$(report_of rep-down-r)
+[[ $p == "$port" ]] || fail "the report named the DS on port '$p' (want $Z's $port)"
+wait "$SLOW_HOLDER" || true
+took=$((SECONDS - t0))
+cat "$CL_DIR/hold-rep-down.out"
+grep -q "^recalled .* file " "$CL_DIR/hold-rep-down.out" ||
+    fail "no CB_LAYOUTRECALL within 60 s of a client's report of $Z's dead DS (/vol0slow probes alone need 100 s)"
+grep -q "^returned " "$CL_DIR/hold-rep-down.out" || fail "the recalled layout was not returned"
+((took <= 15)) || fail "the layout was recalled $took s after the report (want <= 15 s)"
+grep -q "the data server of node $Z (127.0.0.1:$port) does not answer (.*after a client's error report)" \
+    "${NFS_DIR[mds]}/ganesha.log" || fail "the MDS did not log $Z's DS down after the report"
+mds_alive "after the report of a dead DS"
+ds_start "$Z"
+pass "a client's error report of $Z's dead DS: /vol0slow's layout recalled and returned $took s after the report (its probe alone: 100 s)"
 
 finish

@@ -11,7 +11,8 @@ bogus stateid, LAYOUTCOMMIT with an impossible size, GETDEVICEINFO of an unknown
 
 With --ff-export, the same for an export with Flexible Files layouts (RFC 8435 §5.1
 ff_layout4, §5.2 ff_device_addr4, decoded here): an RW layout names the chain head's DS
-only, a READ layout one mirror per DS in chain order with falling efficiency, every
+only, a READ layout one mirror per DS in chain order rotated by the client ID (clients
+spread over the mirrors) with falling efficiency, every
 mirror's DS reads the data back, and a FILES LAYOUTGET or GETDEVICEINFO there is refused.
 
   pnfs.py --mds PORT --export /vol0 --plain-export /vol0np --ds n1=PORT,n2=PORT
@@ -280,6 +281,7 @@ def ff_checks(args, ds_port, head_node, ds_clients):
         return dev["netaddrs"][0][2]
 
     mirrors = []
+    spread_checked = False
     mds = Client(args.mds, 1, args.ff_export, "pnfs-ff")
     check(root_layout_types(mds) == [LAYOUT4_FLEX_FILES],
           f"{args.ff_export}: fs_layout_types = [LAYOUT4_FLEX_FILES]")
@@ -335,22 +337,43 @@ def ff_checks(args, ds_port, head_node, ds_clients):
             f.write(data)
         layoutreturn(mds, o.fh, lsid, LAYOUT4_FLEX_FILES)
         mds.close(o)
-        # a READ layout: a mirror per DS, chain order, efficiency falling from the head
+        # a READ layout: a mirror per DS, in chain order rotated by the client ID (clients
+        # spread over the mirrors), efficiency falling from the first
         o = mds.open(name, "read", "none")
         _, lsid, segs = layoutget(mds, o.fh, o.stateid, ltype=LAYOUT4_FLEX_FILES,
                                   iomode=IOMODE_READ)
         lo = decode_ff_layout(segs[0]["body"])
         mirrors = [m[0] for m in lo["mirrors"] if len(m) == 1]
         ports = [device_port(m["deviceid"], f"{name} READ mirror") for m in mirrors]
-        want = [ds_port[head_node[(rotation + i) % len(head_node)]]
-                for i in range(len(head_node))]
+        chain = [ds_port[head_node[(rotation + i) % len(head_node)]]
+                 for i in range(len(head_node))]
+        r = mds.clientid % len(chain)
+        want = chain[r:] + chain[:r]
         effs = [m["efficiency"] for m in mirrors]
         check(lo["rest"] == 0 and segs[0]["iomode"] == IOMODE_READ and
               len(mirrors) == len(lo["mirrors"]) and ports == want and
               effs == sorted(effs, reverse=True) and len(set(effs)) == len(effs) and
               len({m["deviceid"] for m in mirrors}) == len(mirrors),
-              f"{name}: LAYOUTGET READ: mirrors at ports {ports} (chain order {want}), "
-              f"efficiencies {effs} falling from the head, one device per brick")
+              f"{name}: LAYOUTGET READ: mirrors at ports {ports} (chain order {chain} "
+              f"rotated by client ID {mds.clientid:#x}: {want}), efficiencies {effs} "
+              f"falling from the first, one device per brick")
+        if not spread_checked:
+            spread_checked = True
+            firsts = {}
+            for k in range(4):
+                c = Client(args.mds, 1, args.ff_export, f"pnfs-ff-reader-{k}")
+                co = c.open(name, "read", "none")
+                _, csid, csegs = layoutget(c, co.fh, co.stateid, ltype=LAYOUT4_FLEX_FILES,
+                                           iomode=IOMODE_READ)
+                cm = [m[0] for m in decode_ff_layout(csegs[0]["body"])["mirrors"]]
+                firsts[c.clientid] = device_port(cm[0]["deviceid"], f"{name} reader {k}")
+                layoutreturn(c, co.fh, csid, LAYOUT4_FLEX_FILES)
+                c.close(co)
+                c.shutdown()
+            check(all(p == chain[cid % len(chain)] for cid, p in firsts.items()) and
+                  len(set(firsts.values())) > 1,
+                  f"{name}: 4 clients' READ layouts put different DSs first (client ID: "
+                  f"first mirror's port: { {hex(k): v for k, v in firsts.items()} })")
         for m, port in zip(mirrors, ports):
             got = read_all(ds_client(port), m["fh_vers"][0], anon, size)
             check(got == data, f"{name}: read at the mirror on port {port}: {len(got)} "

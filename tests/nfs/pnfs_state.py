@@ -17,10 +17,16 @@ CB_LAYOUTRECALL. Subcommands:
                list, Flexible Files: one per mirror) and `devices HEX,...` (their ids), or
                `error NFS4ERR_...`, then returns it and closes.
   device HEX   GETDEVICEINFO of a device id: prints `device PORT,...` or `error ...`.
+  io PATH      OPEN PATH (created), LAYOUTGET RW, GETDEVICEINFO, then WRITE and READ back
+               --size bytes at the DS the device names (its address as given): prints
+               `ds HOST:PORT` and PASS/FAIL lines.
+  report PATH  OPEN PATH (created), LAYOUTGET RW (Flexible Files), LAYOUTRETURN with an
+               ff_ioerr4 of its head's device: prints `reported PORT`.
   hold PATH    OPEN PATH (created), LAYOUTGET RW, then wait for a
                CB_LAYOUTRECALL: prints `ready`, then `recalled T KIND IOMODE` (seconds since
                ready), answers it with LAYOUTRETURN and prints `returned T`, or
-               `no-recall` after --timeout seconds.
+               `no-recall` after --timeout seconds (and returns it); then CLOSE and
+               DESTROY_SESSION, DESTROY_CLIENTID.
 
 Prints PASS/FAIL lines and a last line "N passed, M failed" (reuse, probe); exit 1 on any
 failure.
@@ -229,6 +235,55 @@ def layout(args):
     return 0
 
 
+def io(args):
+    """OPEN PATH, LAYOUTGET RW (FILES), GETDEVICEINFO; then at the DS that device names, at
+    the address it gives: WRITE --size random bytes FILE_SYNC, READ them back. Prints `ds
+    HOST:PORT`, then PASS/FAIL; the data is written to --out for a check through FUSE."""
+    c = Client(args.port, args.export, f"io-{os.getpid()}")
+    fh, osd = open_file(c, args.path)
+    lsd, bodies = layoutget(c, fh, osd, LAYOUT4_NFSV4_1_FILES, IOMODE_RW)
+    lo = decode_file_layout(bodies[0])
+    _, host, port = decode_ds_addr(getdeviceinfo(c, lo["deviceid"], LAYOUT4_NFSV4_1_FILES))[
+        "multipath_ds_list"][0][0]
+    print(f"ds {host}:{port}", flush=True)
+    ds = Client(port, "", f"io-ds-{os.getpid()}", host=host)
+    dsfh = lo["fh_list"][0]
+    data = os.urandom(args.size)
+    for off in range(0, len(data), 65536):
+        n = ds.write(dsfh, lsd, data[off:off + 65536], offset=off, stable=2)
+        check(n == len(data[off:off + 65536]), f"DS WRITE at {off}: {n} bytes")
+    got = b""
+    while len(got) < len(data):
+        chunk = ds.read(dsfh, lsd, offset=len(got))
+        if not chunk:
+            break
+        got += chunk
+    check(got == data, f"{len(data)} bytes written and read back at the DS {host}:{port}")
+    with open(args.out, "wb") as f:
+        f.write(data)
+    layoutreturn(c, fh, lsd, LAYOUT4_NFSV4_1_FILES)
+    close(c, fh, osd)
+    ds.destroy()
+    c.destroy()
+    return summary()
+
+
+def report(args):
+    """OPEN PATH, LAYOUTGET RW (Flexible Files: the head's DS), then LAYOUTRETURN with an
+    ff_ioerr4 of that device (WRITE failed with NFS4ERR_NXIO), CLOSE. Prints `reported
+    PORT` (the device's DS)."""
+    c = Client(args.port, args.export, f"report-{os.getpid()}")
+    fh, osd = open_file(c, args.path)
+    lsd, bodies = layoutget(c, fh, osd, LAYOUT4_FLEX_FILES, IOMODE_RW)
+    devid = ff_first_device(bodies[0])
+    port = device_ports(c, devid, LAYOUT4_FLEX_FILES)[0]
+    layoutreturn(c, fh, lsd, LAYOUT4_FLEX_FILES, ff_layoutreturn_body(lsd, devid))
+    close(c, fh, osd)
+    c.destroy()
+    print(f"reported {port}", flush=True)
+    return 0
+
+
 def hold(args):
     c = Client(args.port, args.export, f"hold-{os.getpid()}")
     ltype = LAYOUT4_FLEX_FILES if args.flexfiles else LAYOUT4_NFSV4_1_FILES
@@ -268,10 +323,18 @@ def hold(args):
             break
     if not done.is_set():
         say("no-recall")
+        try:
+            layoutreturn(c, fh, state["sd"], ltype)
+        except Nfs4Error as e:
+            say(f"return-failed-{e.status}")
     try:
         close(c, fh, osd)
     except Nfs4Error as e:
         say(f"close-failed-{e.status}")
+    try:
+        c.destroy()
+    except (Nfs4Error, ConnectionError, RuntimeError) as e:
+        say(f"destroy-failed-{e}")
     return 0
 
 
@@ -296,13 +359,19 @@ def main():
     lo.add_argument("--iomode", choices=("read", "rw"), default="rw")
     d = sub.add_parser("device")
     d.add_argument("devid")
+    i = sub.add_parser("io")
+    i.add_argument("path")
+    i.add_argument("--size", type=int, default=300000)
+    i.add_argument("--out", required=True)
+    rp = sub.add_parser("report")
+    rp.add_argument("path")
     h = sub.add_parser("hold")
     h.add_argument("path")
     h.add_argument("--ready")
     h.add_argument("--timeout", type=float, default=60.0)
     args = a.parse_args()
     return {"reuse": reuse, "probe": probe, "layout": layout, "device": device,
-            "hold": hold}[args.cmd](args)
+            "hold": hold, "io": io, "report": report}[args.cmd](args)
 
 
 if __name__ == "__main__":

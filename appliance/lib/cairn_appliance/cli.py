@@ -13,6 +13,7 @@
     cairn-appliance ensure smb-user NAME          (password on stdin)
     cairn-appliance prepare-disks [DEVICE...]     (format blank, mount at /srv/cairn/diskN)
     cairn-appliance setup-gateway --node NAME [--no-nfs] [--no-smb] [--no-iscsi]
+    cairn-appliance setup-ds                      (a brick node's pNFS data server)
     cairn-appliance etcd-tls ca [--ip IP]...      (the etcd CA and server certificate, kept)
     cairn-appliance etcd-tls client NAME          (a client certificate NAME of the etcd CA)
     cairn-appliance etcd-tls install-server       (etcd's files from the CA dir, this node)
@@ -143,6 +144,7 @@ def parser() -> argparse.ArgumentParser:
     x.add_argument("--no-nfs", action="store_true")
     x.add_argument("--no-smb", action="store_true")
     x.add_argument("--no-iscsi", action="store_true")
+    sub.add_parser("setup-ds")
 
     t = sub.add_parser("etcd-tls")
     ts = t.add_subparsers(dest="tls", required=True)
@@ -189,7 +191,7 @@ def main(argv=None) -> int:
         return status.main(["--json"] if a.json else [])
     if a.cmd == "firstboot":
         return firstboot.main(["--force"] if a.force else [])
-    if a.cmd in ("ensure", "prepare-disks", "setup-gateway", "etcd-tls"):
+    if a.cmd in ("ensure", "prepare-disks", "setup-gateway", "setup-ds", "etcd-tls"):
         extra = {}
         try:
             if a.cmd == "ensure":
@@ -206,6 +208,10 @@ def main(argv=None) -> int:
                 extra["mounts"] = firstboot.prepare_disks(a.disks, changes)
                 extra["changes"] = changes
                 changed = bool(changes)
+            elif a.cmd == "setup-ds":
+                st = {"steps": []}
+                changed = firstboot.ds_setup(st)
+                extra["steps"] = st["steps"]
             else:
                 cfg = config.Config(role="gateway", nfs=not a.no_nfs, smb=not a.no_smb,
                                     iscsi=not a.no_iscsi, smb_user="")

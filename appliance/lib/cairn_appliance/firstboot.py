@@ -185,7 +185,7 @@ def _has_signature(dev: str) -> bool:
     return subprocess.run(["blkid", "-p", dev], capture_output=True, check=False).returncode == 0
 
 
-NODE_PEM = paths.ROOT + "/var/lib/cairn/node/node.pem"  # cairnd --state-dir (cairnd-start)
+NODE_PEM = paths.NODE_PEM  # cairnd --state-dir (cairnd-start)
 
 
 def wait_cairnd(timeout: int = 60) -> None:
@@ -362,6 +362,16 @@ def setup(cfg: config.Config, st: dict) -> None:
     if etcd_tls and not cfg.runs_etcd:
         etcd_member_step(st)
 
+    if cfg.has_bricks:
+        # optional: without it pNFS clients do their I/O through the gateways (the MDS
+        # leaves a DS that does not answer out of layouts), so it does not fail first boot
+        try:
+            ds_setup(st)
+        except StepError as e:
+            log(f"the pNFS data server did not start: {e}")
+            step(f"nfs: the pNFS data server did not start ({e}); pNFS clients use the "
+                 "gateways (journalctl -u cairn-nfs-ds; cairn-appliance setup-ds to retry)")
+
     if cfg.is_gateway:
         gateway_setup(cfg, node, st)
 
@@ -471,6 +481,44 @@ def gateway_setup(cfg: config.Config, node: str, st: dict) -> bool:
         run(["modprobe", "target_core_user"], "loading target_core_user (LIO userspace backstores)")
         changed |= _enable(["tcmu-runner.service", "cairn-iscsi-sync.service"])
         step("iscsi: LIO with tcmu-runner (handler_cairn) ready; portal port 3260")
+    return changed
+
+
+DS_UNITS = ["cairn-nfs-ds-bus.service", "cairn-nfs-ds.service", "cairn-nfs-ds-sync.service"]
+
+
+def ds_files(bind: str = "0.0.0.0", plugins: str = "") -> bool:
+    """Write the pNFS data server's files: its ganesha.conf (scripts/nfs-ganesha.sh's
+    nfs_render_ds_config, as `make up`'s DS: NFSv4.1+ only, PNFS_DS, on BIND and port
+    NFS_DS_PORT, including the DS blocks `cairn nfs sync --ds` writes), its private bus's
+    config and the units' env. PLUGINS: Ganesha's FSAL dir (tests). True if one changed."""
+    os.makedirs(paths.NFS_DS_CONF_DIR, exist_ok=True)
+    exports = f"{paths.NFS_DS_CONF_DIR}/exports.conf"
+    changed = False
+    if not os.path.exists(exports):
+        changed |= write(exports, "")
+    changed |= write(f"{paths.NFS_DS_DIR}/dbus.conf", render.nfs_ds_bus_conf())
+    changed |= write(paths.NFS_DS_ENV, render.nfs_ds_env())
+    conf = f"{paths.NFS_DS_DIR}/ganesha.conf"
+    old = _read(conf)
+    run(["bash", "-c", f'. {paths.LIBEXEC}/scripts/common.sh && . {paths.LIBEXEC}/scripts/nfs-ganesha.sh && '
+         'nfs_render_ds_config "$@"', "render", paths.NFS_DS_DIR, str(paths.NFS_DS_PORT), exports,
+         plugins], "rendering the pNFS data server's ganesha.conf", env={"NFS_BIND_ADDR": bind})
+    return changed or _read(conf) != old
+
+
+def ds_setup(st: dict) -> bool:
+    """A node with bricks runs a pNFS data server: a Ganesha with FSAL_CAIRN in DS mode
+    on port NFS_DS_PORT (cairn-nfs-ds), its private bus (cairn-nfs-ds-bus) and
+    `cairn nfs sync --watch --ds` (cairn-nfs-ds-sync), which gives it a DS block of every
+    pNFS export of the config store. A gateway's `cairn nfs export add --pnfs` then
+    names it in layouts without --ds-addrs (FSAL_CAIRN's default: the node's cairnd host,
+    port NFS_DS_PORT). Returns True when something changed (Ansible's brick role runs
+    this too, `cairn-appliance setup-ds`)."""
+    changed = ds_files()
+    changed |= _enable(DS_UNITS, restart=changed)
+    st["steps"].append(f"nfs: pNFS data server (Ganesha, FSAL_CAIRN DS mode) on {paths.NFS_DS_PORT}, "
+                       "serving every pNFS export (cairn nfs sync --ds)")
     return changed
 
 

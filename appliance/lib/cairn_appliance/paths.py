@@ -24,6 +24,13 @@ DISKS_DIR = ROOT + "/srv/cairn"  # data disks mounted at /srv/cairn/diskN; brick
 MNT_DIR = ROOT + "/srv/cairn/mnt"  # cairn-mount@VOL mounts VOL at /srv/cairn/mnt/VOL
 NFS_DIR = ROOT + "/var/lib/cairn/nfs"  # ganesha.conf and the NFSv4 recovery dir
 NFS_CONF_DIR = ROOT + "/etc/ganesha/cairn"  # `cairn nfs` renders exports here
+# A brick node's pNFS data server (docs/nfs.md "pNFS"): its ganesha.conf and bus config,
+# the DS blocks `cairn nfs sync --ds` renders, and the env of its three units
+NFS_DS_DIR = ROOT + "/var/lib/cairn/nfs-ds"
+NFS_DS_CONF_DIR = ROOT + "/etc/ganesha/cairn-ds"
+NFS_DS_ENV = ETC + "/nfs-ds.env"
+NFS_DS_BUS = ROOT + "/run/cairn-nfs-ds/dbus.sock"  # its private DBus (cairn-nfs-ds-bus)
+NODE_PEM = ROOT + "/var/lib/cairn/node/node.pem"  # cairnd's own certificate (role node)
 SMB_CONF = ROOT + "/etc/samba/smb.conf"
 SMB_CONF_DIR = ROOT + "/etc/samba/cairn"  # `cairn smb` renders shares.conf here
 ISCSI_CONF_DIR = ROOT + "/etc/cairn/iscsi"  # exists on an iSCSI gateway
@@ -31,12 +38,14 @@ NFTABLES = ROOT + "/etc/nftables.conf"
 NFS_CONF_D = ROOT + "/etc/nfs.conf.d/cairn.conf"
 MOTD = ROOT + "/etc/motd"
 CONSOLE = ROOT + "/dev/console"  # a plain file under a test root
-LIBEXEC = "/usr/local/lib/cairn-appliance"  # scripts/ helpers shipped by scripts/dist.sh
+# scripts/ helpers shipped by scripts/dist.sh (tests: the repository)
+LIBEXEC = os.environ.get("CAIRN_APPLIANCE_LIBEXEC", "/usr/local/lib/cairn-appliance")
 
 CAIRND_PORT = 7420
 ETCD_CLIENT_PORT = 2379
 ETCD_PEER_PORT = 2380
 NFS_PORT = 2049
+NFS_DS_PORT = 20490  # FSAL_CAIRN's default DS port (fsal/dservers.c), as make up's
 NFS_MNT_PORT = 20048
 NFS_NLM_PORT = 32803
 STATD_PORT = 32765

@@ -16,7 +16,8 @@ def firewall_ports(roles: Iterable[str], etcd_member: bool = False) -> dict[str,
     client and peer ports on a member of a multi-node etcd; an all-in-one node's client port
     (its single etcd serves the brick nodes and gateways that join it by user-data; TLS
     with client certificates of its etcd CA only; its peer port stays on 127.0.0.1); NFS
-    (with rpcbind, mountd, NLM and statd pinned), SMB and iSCSI on gateways."""
+    (with rpcbind, mountd, NLM and statd pinned), SMB and iSCSI on gateways; the pNFS data
+    server's port on nodes with bricks."""
     roles = set(roles)
     tcp = {22, paths.CAIRND_PORT}
     udp: set[int] = set()
@@ -28,6 +29,8 @@ def firewall_ports(roles: Iterable[str], etcd_member: bool = False) -> dict[str,
         tcp |= {111, paths.NFS_PORT, paths.NFS_MNT_PORT, paths.NFS_NLM_PORT, paths.STATD_PORT,
                 paths.SMB_PORT, paths.ISCSI_PORT}
         udp |= {111, paths.STATD_PORT}
+    if roles & {"all-in-one", "brick"}:
+        tcp.add(paths.NFS_DS_PORT)  # the pNFS data server (NFSv4.1+ clients of the MDSs)
     return {"tcp": sorted(tcp), "udp": sorted(udp)}
 
 
@@ -201,6 +204,35 @@ def nfs_conf_d() -> str:
     """/etc/nfs.conf.d/cairn.conf: statd on fixed ports, so the firewall can open them."""
     return ("# Written by cairn-appliance: rpc.statd on fixed ports (NFSv3 locking)\n"
             f"[statd]\nport={paths.STATD_PORT}\noutgoing-port={paths.STATD_OUT_PORT}\n")
+
+
+def nfs_ds_env(credentials: str = paths.NODE_PEM, bus: str = paths.NFS_DS_BUS) -> str:
+    """/etc/cairn/nfs-ds.env, read by cairn-nfs-ds and cairn-nfs-ds-sync: the node's own
+    certificate (role node: data ops and reads of the exports, on every brick node, also
+    one that joined by token and holds no admin credential) and the DS Ganesha's private
+    bus (an all-in-one node's gateway Ganesha owns org.ganesha.nfsd on the system bus)."""
+    return ("# Written by cairn-appliance; read by cairn-nfs-ds and cairn-nfs-ds-sync\n"
+            f"CAIRN_CREDENTIALS={credentials}\n"
+            f"DBUS_SYSTEM_BUS_ADDRESS=unix:path={bus}\n")
+
+
+def nfs_ds_bus_conf(bus: str = paths.NFS_DS_BUS) -> str:
+    """The private bus of the DS Ganesha (cairn-nfs-ds-bus.service): root only, as
+    scripts/nfs-ganesha.sh's nfs_start_bus makes it for `make up`'s DS."""
+    return f"""<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<!-- Written by cairn-appliance: the bus of the pNFS data server's Ganesha -->
+<busconfig>
+  <type>system</type>
+  <listen>unix:path={bus}</listen>
+  <auth>EXTERNAL</auth>
+  <policy user="root">
+    <allow own="*"/>
+    <allow send_destination="*"/>
+    <allow receive_sender="*"/>
+  </policy>
+</busconfig>
+"""
 
 
 def connect_text(role: str, node: str, addrs: Sequence[str], volume: str | None,

@@ -18,6 +18,7 @@
 mod error;
 pub mod iscsi;
 pub mod nfs;
+pub mod nfs_ds;
 pub mod pnfs;
 pub mod smb;
 

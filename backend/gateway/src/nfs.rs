@@ -119,7 +119,7 @@ pub struct NfsExport {
     #[serde(default, skip_serializing_if = "PnfsLayout::is_files")]
     pub pnfs_layout: PnfsLayout,
     /// Where each brick node's DS listens, `NODE=IPV4:PORT` (FSAL `DS_Addrs`); a node not
-    /// listed: the host of its cairnd address, port 2049.
+    /// listed: the host of its cairnd address, port 20490 (the DS port).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ds_addrs: Vec<String>,
 }
@@ -398,17 +398,24 @@ impl Ganesha {
     /// to exactly that set: add new ones, update changed ones, remove the others (export
     /// id 0, the pseudo root, is never touched).
     pub fn apply(&self, exports: &[NfsExport], servers: &[String]) -> Result<ApplyReport, Error> {
+        self.apply_blocks(exports.iter().map(|e| (e.export_id, e.render(servers))))
+    }
+
+    /// [`Ganesha::apply`] of rendered EXPORT blocks, by export id.
+    pub(crate) fn apply_blocks(
+        &self,
+        blocks: impl Iterator<Item = (u16, String)>,
+    ) -> Result<ApplyReport, Error> {
         let dir = self.exports_dir();
         std::fs::create_dir_all(&dir).map_err(Error::file("create", &dir))?;
         let mut want: BTreeMap<u16, (String, bool)> = BTreeMap::new();
-        for e in exports {
-            let text = e.render(servers);
-            let path = self.export_file(e.export_id);
+        for (id, text) in blocks {
+            let path = self.export_file(id);
             let changed = std::fs::read_to_string(&path).map(|old| old != text).unwrap_or(true);
             if changed {
                 crate::write_atomic(&path, &text).map_err(Error::file("write", &path))?;
             }
-            want.insert(e.export_id, (text, changed));
+            want.insert(id, (text, changed));
         }
         // Files of exports that are gone.
         for entry in std::fs::read_dir(&dir).map_err(Error::file("read", &dir))? {

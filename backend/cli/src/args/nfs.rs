@@ -38,8 +38,10 @@ pub enum NfsCmd {
 exports/export.ID.conf each, listed by exports.conf) and bring the running Ganesha to \
 exactly that set over DBus: add new exports, update changed ones, remove the others. If \
 Ganesha is not running the files are still written and it serves them when it starts. \
-With --watch, keep doing so whenever the exports change.",
-        after_help = "EXAMPLES:\n  cairn nfs sync\n  cairn nfs sync --watch --interval 2"
+With --watch, keep doing so whenever the exports change. With --ds, CONF_DIR belongs to a \
+brick node's pNFS data server, which gets a DS block of each pNFS export instead.",
+        after_help = "EXAMPLES:\n  cairn nfs sync\n  cairn nfs sync --watch --interval 2\n  \
+CAIRN_NFS_CONF_DIR=/etc/ganesha/cairn-ds cairn nfs sync --watch --ds"
     )]
     Sync {
         /// Keep running; apply every change.
@@ -48,6 +50,11 @@ With --watch, keep doing so whenever the exports change.",
         /// Seconds between checks with --watch.
         #[arg(long, value_name = "SECONDS", default_value_t = 5)]
         interval: u64,
+        /// This is a brick node's pNFS data server (a Ganesha in DS mode), not a gateway:
+        /// serve each pNFS export's data under its export id (FSAL_CAIRN `DS = true`); the
+        /// other exports are not served.
+        #[arg(long)]
+        ds: bool,
     },
 }
 
@@ -118,7 +125,8 @@ cairn nfs export add vol0 --path /vol0ff --clients '*' --pnfs flexfiles"
         )]
         pnfs: Option<String>,
         /// With --pnfs: where each brick node's DS listens, NODE=IPV4:PORT, comma-separated
-        /// (a node not listed: its cairnd's host, port 2049).
+        /// (a node not listed: its cairnd's host, port 20490, the DS port of the appliance and
+        /// `make up`).
         #[arg(long, value_name = "LIST", requires = "pnfs")]
         ds_addrs: Option<String>,
         /// Export id (1-65535); the lowest free one by default.

@@ -86,7 +86,9 @@ pub fn nfs(s: &Settings, a: &NfsArgs, out: &mut dyn Write, err: &mut dyn Write) 
             NfsCmd::Export(NfsExportCmd::Show { export }) => {
                 show::<NfsExport>(s, export, out).await
             }
-            NfsCmd::Sync { watch, interval } => sync(s, &ganesha, *watch, *interval, out).await,
+            NfsCmd::Sync { watch, interval, ds } => {
+                sync(s, &ganesha, *watch, *interval, *ds, out).await
+            }
         }
     });
     report(s, command, name, r, out, err)
@@ -218,8 +220,9 @@ impl Managed for NfsExport {
             if self.pnfs {
                 if self.ds_addrs.is_empty() {
                     format!(
-                        "{} (DSs at each node's cairnd host, port 2049)",
-                        self.pnfs_layout.describe()
+                        "{} (DSs at each node's cairnd host, port {})",
+                        self.pnfs_layout.describe(),
+                        cairn_gateway::nfs_ds::DS_PORT
                     )
                 } else {
                     format!("{} (DSs {})", self.pnfs_layout.describe(), self.ds_addrs.join(", "))
@@ -299,6 +302,7 @@ async fn sync(
     g: &Ganesha,
     watch: bool,
     interval: u64,
+    ds: bool,
     out: &mut dyn Write,
 ) -> Result<(), Failure> {
     if !g.conf_dir.is_dir() {
@@ -307,7 +311,11 @@ async fn sync(
     }
     sync_loop("nfs", watch, interval, out, || async move {
         let (_, revision) = load_all::<NfsExport>(s).await?;
-        let report = g.apply_here(s).await?.expect("the config directory exists");
+        let report = if ds {
+            apply_ds(s, g).await?
+        } else {
+            g.apply_here(s).await?.expect("the config directory exists")
+        };
         let changed = !(report.added.is_empty()
             && report.updated.is_empty()
             && report.removed.is_empty()
@@ -319,6 +327,17 @@ async fn sync(
         Ok((text, changed, revision * 2 + report.live as u64, err))
     })
     .await
+}
+
+/// Apply the store's pNFS exports to this brick node's DS Ganesha (`sync --ds`).
+async fn apply_ds(s: &Settings, g: &Ganesha) -> Result<ApplyReport, Failure> {
+    let (exports, _) = load_all::<NfsExport>(s).await?;
+    let servers = servers(s).await?;
+    let g = Ganesha { conf_dir: g.conf_dir.clone(), bus: g.bus.clone() };
+    tokio::task::spawn_blocking(move || g.apply_ds(&exports, &servers))
+        .await
+        .map_err(|e| Failure::failed(format!("apply task failed: {e}")))?
+        .map_err(|e| Failure::failed(format!("cannot write the DS Ganesha config: {e}")))
 }
 
 #[cfg(test)]
