@@ -2,6 +2,9 @@
 # Gateway HA (issue 19): a VIP comes home by itself after a transient start failure on its
 # gateway. Three gateways in one Pacemaker cluster with fencing on (tests/ha/lib.sh), VIPs
 # on their home gateways:
+#   - `cairn gateway ha setup` (which ha_configure ran on every gateway) refuses a broken
+#     timeout budget, naming the values, and a --node list other than the cluster's,
+#     changing nothing (the CIB's epoch stays);
 #   - gw1 is drained (`cairn gateway ha drain gw1`): vip1 moves to another gateway;
 #   - gw1's view of the recovery records' vip/ directory turns read-only (a read-only
 #     tmpfs mounted over it in gw1's mount namespace: the kind of failure a mount that
@@ -21,7 +24,30 @@ set -euo pipefail
 HA_VIP_FAILURE_TIMEOUT=60 # cib-resources' default, the value shipped
 t_start=$SECONDS
 ha_cluster_up
-ha_pass "3 gateways, fencing on, VIPs placed"
+ha_pass "3 gateways, fencing on, VIPs placed (cairn gateway ha setup on each: only the first changed something)"
+
+# --- cairn gateway ha setup refuses, changing nothing ----------------------------------------
+epoch() { ha_gw gw2 cibadmin -Q 2>/dev/null | grep -o ' epoch="[0-9]*"' | head -1; }
+e0=$(epoch)
+rc=0 out=$(ha_setup gw2 "${HA_SETUP_ARGS[@]}" --client-timeout 30 2>&1) || rc=$?
+# corosync's running token: 3000 ms + token_coefficient 650 ms per node over two
+[[ $rc == 2 && $out == *"timeout budget broken (nothing changed"* && $out == *"corosync token 3.65 s + consensus 4.38 s"* &&
+    $out == *"= 43.03 s) must be shorter than the clients' I/O timeout (30 s, --client-timeout)"* ]] ||
+    ha_fail "cairn gateway ha setup --client-timeout 30: rc=$rc (want 2 naming the budget's values): $out"
+rc=0 out=$(ha_setup gw2 "${HA_SETUP_ARGS[@]}" --backend-timeout 8 2>&1) || rc=$?
+[[ $rc == 2 && $out == *"backend failure detection (10 s, --backend-detection) must be shorter than the gateway health check's backend timeout (8 s, --backend-timeout)"* ]] ||
+    ha_fail "cairn gateway ha setup --backend-timeout 8: rc=$rc (want 2): $out"
+two=()
+for ((i = 0; i < ${#HA_SETUP_ARGS[@]}; i++)); do
+    [[ ${HA_SETUP_ARGS[i]} == --node && ${HA_SETUP_ARGS[i + 1]} == gw3=* ]] && { i=$((i + 1)) && continue; }
+    [[ ${HA_SETUP_ARGS[i]} == --vip && ${HA_SETUP_ARGS[i + 1]} == "$(ha_vip gw3)" ]] && { i=$((i + 1)) && continue; }
+    two+=("${HA_SETUP_ARGS[i]}")
+done
+rc=0 out=$(ha_setup gw2 "${two[@]}" 2>&1) || rc=$?
+[[ $rc == 1 && $out == *"has the gateways gw1, gw2, gw3 but --node names gw1, gw2"* ]] ||
+    ha_fail "cairn gateway ha setup with gw3 left out: rc=$rc (want 1 naming both lists): $out"
+[[ $(epoch) == "$e0" ]] || ha_fail "a refused cairn gateway ha setup changed the CIB: $e0 -> $(epoch)"
+ha_pass "cairn gateway ha setup refuses a broken timeout budget (naming the values) and another set of gateways; the CIB is unchanged"
 
 # --- vip1 away from gw1 (a planned move) ------------------------------------------------------
 out=$(ha_gw gw2 "$CAIRN_BIN_DIR/cairn" gateway ha drain gw1 --timeout 60 --json 2>&1) ||

@@ -30,8 +30,10 @@ pub struct Budget {
 fn s(ms: u64) -> String {
     if ms.is_multiple_of(1000) {
         format!("{} s", ms / 1000)
-    } else {
+    } else if ms.is_multiple_of(100) {
         format!("{:.1} s", ms as f64 / 1000.0)
+    } else {
+        format!("{:.2} s", ms as f64 / 1000.0)
     }
 }
 
@@ -165,6 +167,18 @@ mod tests {
         assert_eq!(b.violations.len(), 1);
         let b = check(10, 15, 3000, Some(4000), 15, 10, 10, 43);
         assert!(b.violations.is_empty());
+    }
+
+    #[test]
+    fn corosync_adds_its_token_coefficient_per_node_over_two() {
+        // 3 nodes: token 3000 + 650 = 3650 ms, consensus 1.2 x 3650 = 4380 ms (runtime values)
+        let b = check(10, 15, 3650, Some(4380), 15, 10, 10, 60);
+        assert_eq!(b.failover_ms, 43_030);
+        assert!(
+            render(&b).contains("failover 43.03 s (token 3.65 s + consensus 4.38 s"),
+            "{}",
+            render(&b)
+        );
     }
 
     #[test]

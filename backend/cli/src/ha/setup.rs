@@ -6,7 +6,7 @@
 //! was rendered).
 
 use super::budget::{self, Budget};
-use super::status::{crm_status, HaStatus};
+use super::status::{crm_status, program_exists, HaStatus};
 use super::xml::tags;
 use crate::args::HaSetupArgs;
 use crate::exit;
@@ -204,7 +204,10 @@ pub fn check_args(a: &HaSetupArgs) -> Result<(), String> {
 
 /// The budget of these arguments with corosync's timeouts (running ones when known).
 pub fn budget_of(a: &HaSetupArgs, corosync: Option<(u64, Option<u64>)>) -> Budget {
-    let (token, consensus) = corosync.unwrap_or((a.token_ms, None));
+    // corosync's runtime token: the configured one plus token_coefficient (650 ms) per node
+    // over two; consensus defaults to 1.2 x that
+    let (token, consensus) =
+        corosync.unwrap_or((a.token_ms + 650 * (a.nodes.len() as u64).saturating_sub(2), None));
     budget::check(
         a.backend_detection,
         a.backend_timeout,
@@ -229,6 +232,12 @@ impl Ctx<'_> {
 
     fn form_cluster(&self) -> Result<(), String> {
         let a = self.a;
+        if !program_exists(&a.pcs) {
+            return Err(format!(
+                "no Pacemaker cluster runs here and {} is not found to form one (install pcs, or --pcs / CAIRN_PCS)",
+                a.pcs.display()
+            ));
+        }
         let pw_file = a.password_file.as_ref().ok_or(
             "no Pacemaker cluster runs here and --password-file is missing: pcs host auth needs the hacluster password",
         )?;
@@ -457,6 +466,22 @@ pub fn setup(a: &HaSetupArgs, json: bool, out: &mut dyn Write, err: &mut dyn Wri
                 format!(
                     "{} not found: --ha-dir / CAIRN_HA_DIR must name the HA helpers' directory",
                     a.ha_dir.join(h).display()
+                ),
+            );
+        }
+    }
+    for (prog, what) in [
+        (a.crm_mon.as_path(), "--crm-mon / CAIRN_CRM_MON"),
+        (Path::new("cibadmin"), "PATH"),
+        (Path::new("crm_attribute"), "PATH"),
+    ] {
+        if !program_exists(prog) {
+            return fail(
+                err,
+                exit::FAILED,
+                format!(
+                    "{} not found ({what}): install pacemaker and pacemaker-cli-utils",
+                    prog.display()
                 ),
             );
         }

@@ -141,8 +141,13 @@ fn setup_checks_what_clap_cannot() {
 #[test]
 fn setup_budget_uses_the_running_corosync_timeouts() {
     let a = parse(&with(&["--client-timeout", "45"])).unwrap();
-    // shipped token 3000 ms: 3 + 3.6 + 15 + 5 + 10 + 5 = 41.6 s < 45 s
+    // shipped token 3000 ms, two gateways: 3 + 3.6 + 15 + 5 + 10 + 5 = 41.6 s < 45 s
     assert!(budget_of(&a, None).violations.is_empty());
+    assert_eq!(budget_of(&a, None).failover_ms, 41_600);
+    // three gateways: corosync's token_coefficient makes the token 3650 ms
+    let a3 = parse(&with(&["--node", "gw3=10.0.0.23", "--vip", "10.0.0.33"])).unwrap();
+    assert_eq!(budget_of(&a3, None).token_ms, 3650);
+    assert_eq!(budget_of(&a3, None).failover_ms, 43_030);
     // a running cluster with token 5000 ms, consensus 6000 ms: 5 + 6 + 15 + 5 + 10 + 5 = 46 s
     let b = budget_of(&a, Some((5000, Some(6000))));
     assert_eq!(b.failover_ms, 46_000);
