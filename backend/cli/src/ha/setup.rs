@@ -148,6 +148,24 @@ fn corosync_timeouts() -> Option<(u64, Option<u64>)> {
     Some((get("runtime.config.totem.token")?, get("runtime.config.totem.consensus")))
 }
 
+/// The pcs command lines that form a new cluster, in order: host auth (the password goes
+/// to its stdin), cluster setup with the token, start on every node, enable at boot.
+pub fn pcs_form_commands(a: &HaSetupArgs) -> Vec<Vec<String>> {
+    let members = || a.nodes.iter().flat_map(|n| [n.name.clone(), format!("addr={}", n.addr)]);
+    let mut auth = strs(&["host", "auth"]);
+    auth.extend(members());
+    auth.extend(strs(&["-u", "hacluster"]));
+    let mut setup = strs(&["cluster", "setup", &a.cluster_name]);
+    setup.extend(members());
+    setup.extend(strs(&["totem", &format!("token={}", a.token_ms)]));
+    vec![
+        auth,
+        setup,
+        strs(&["cluster", "start", "--all", "--wait=120"]),
+        strs(&["cluster", "enable", "--all"]),
+    ]
+}
+
 /// The nodes of the running cluster must be exactly the ones asked for.
 pub fn check_cluster_nodes(st: &HaStatus, want: &[String]) -> Result<(), String> {
     let mut have: Vec<String> = st.nodes.iter().map(|n| n.name.clone()).collect();
@@ -244,24 +262,13 @@ impl Ctx<'_> {
         let pw = std::fs::read_to_string(pw_file)
             .map_err(|e| format!("cannot read --password-file {}: {e}", pw_file.display()))?;
         let pw = pw.trim_end_matches(['\n', '\r']);
-        let mut auth = strs(&["host", "auth"]);
-        for n in &a.nodes {
-            auth.push(n.name.clone());
-            auth.push(format!("addr={}", n.addr));
+        let cmds = pcs_form_commands(a);
+        // pcs host auth reads the password from stdin when it is not a terminal (never on
+        // the command line, where `ps` would show it)
+        run_input(&a.pcs, &cmds[0], &format!("{pw}\n"))?;
+        for c in &cmds[1..] {
+            run(&a.pcs, c, &[])?;
         }
-        auth.extend(strs(&["-u", "hacluster"]));
-        // pcs reads the password from stdin when it is not a terminal (never on the
-        // command line, where `ps` would show it)
-        run_input(&a.pcs, &auth, &format!("{pw}\n"))?;
-        let mut setup = strs(&["cluster", "setup", &a.cluster_name]);
-        for n in &a.nodes {
-            setup.push(n.name.clone());
-            setup.push(format!("addr={}", n.addr));
-        }
-        setup.extend(strs(&["totem", &format!("token={}", a.token_ms)]));
-        run(&a.pcs, &setup, &[])?;
-        run(&a.pcs, &strs(&["cluster", "start", "--all", "--wait=120"]), &[])?;
-        run(&a.pcs, &strs(&["cluster", "enable", "--all"]), &[])?;
         Ok(())
     }
 

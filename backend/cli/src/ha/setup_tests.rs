@@ -1,7 +1,7 @@
 //! `cairn gateway ha setup`: its command line, the checks it makes before it changes
 //! anything, and how it decides that the CIB already holds what it rendered.
 
-use super::setup::{budget_of, check_args, check_cluster_nodes, same_xml};
+use super::setup::{budget_of, check_args, check_cluster_nodes, pcs_form_commands, same_xml};
 use super::status::summarize;
 use crate::args::{Cli, Command, GatewayCmd, GatewayHaCmd, HaSetupArgs};
 use clap::Parser;
@@ -190,4 +190,21 @@ fn setup_takes_a_running_cluster_only_with_the_same_gateways() {
     assert!(check_cluster_nodes(&st, &["gw2".into(), "gw1".into()]).is_ok());
     let e = check_cluster_nodes(&st, &["gw1".into(), "gw3".into()]).unwrap_err();
     assert!(e.contains("has the gateways gw1, gw2 but --node names gw1, gw3"), "{e}");
+}
+
+#[test]
+fn setup_forms_a_cluster_with_these_pcs_commands() {
+    let a = parse(&with(&["--cluster-name", "gwc", "--token-ms", "4000"])).unwrap();
+    let cmds: Vec<String> = pcs_form_commands(&a).iter().map(|c| c.join(" ")).collect();
+    assert_eq!(
+        cmds,
+        vec![
+            "host auth gw1 addr=10.0.0.21 gw2 addr=10.0.0.22 -u hacluster",
+            "cluster setup gwc gw1 addr=10.0.0.21 gw2 addr=10.0.0.22 totem token=4000",
+            "cluster start --all --wait=120",
+            "cluster enable --all",
+        ]
+    );
+    // the password never is an argument
+    assert!(!cmds.iter().any(|c| c.contains(" -p")));
 }
