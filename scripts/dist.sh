@@ -8,7 +8,8 @@
 # modules in their hosts' module dirs: FSAL_CAIRN (make -C fsal), vfs_cairn (make -C
 # vfs-module), handler_cairn (make -C iscsi), built against TARGET_DIR's libcairn; and the
 # appliance: cairn-appliance, its Python package, systemd units, the scripts/ helpers it
-# reuses, and docs/appliance.md. A manifest (sha256 of every file) is at
+# reuses, and docs/appliance.md; the gateway HA helpers (/usr/lib/cairn/ha, the OCF agents
+# in /usr/lib/ocf/resource.d/cairn, /usr/sbin/fence_cairn). A manifest (sha256 of every file) is at
 # /usr/local/share/cairn/MANIFEST.
 set -euo pipefail
 CAIRN_LOG_TAG=dist
@@ -56,6 +57,15 @@ install -m 0644 "$repo/scripts/common.sh" "$repo/scripts/nfs-ganesha.sh" "$repo/
 cp -r "$repo"/appliance/systemd/. "$stage/usr/local/lib/systemd/system/"
 find "$stage/usr/local/lib/systemd/system" -type f -exec chmod 0644 {} +
 [[ ! -f $repo/docs/appliance.md ]] || install -m 0644 "$repo/docs/appliance.md" "$stage/usr/local/share/doc/cairn/"
+
+# --- gateway HA (docs/ha.md): what `cairn gateway ha setup` runs (the renderers), the OCF
+# agents, the backend fence agent (stonith agents are found in /usr/sbin), portblock's shims
+ha=$stage/usr/lib/cairn/ha
+install -d "$ha/bin" "$stage/usr/lib/ocf/resource.d/cairn" "$stage/usr/sbin"
+install -m 0755 "$repo"/appliance/ha/{cib-resources,ganesha-ha-conf,ctdb-etcd-reclock,fence_cairn} "$ha/"
+install -m 0755 "$repo"/appliance/ha/bin/* "$ha/bin/"
+install -m 0755 "$repo"/appliance/ha/ocf/* "$stage/usr/lib/ocf/resource.d/cairn/"
+ln -s /usr/lib/cairn/ha/fence_cairn "$stage/usr/sbin/fence_cairn"
 
 version=$(sed -n 's/^version *= *"\(.*\)"/\1/p' "$repo/backend/Cargo.toml" | head -n1)
 commit=$(git -C "$repo" describe --always --dirty 2>/dev/null || echo unknown)

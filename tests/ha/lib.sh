@@ -383,27 +383,23 @@ ha_gateways_up() {
     ha_log "pacemaker cluster of gw1 gw2 gw3 formed"
 }
 
-# ha_cib_resources: the gateway resources (see docs/ha.md), loaded with cibadmin.
+# ha_configure: the gateway resources (see docs/ha.md) loaded by `cairn gateway ha setup`,
+# run on each gateway in turn with the same arguments, as the Ansible role `ha` runs it:
+# the cluster formed by ha_gateways_up is taken as it is; the first run sets fencing on and
+# loads the resources (HA_FENCE_XML's fence devices with them, and with HA_BACKEND_FENCE=1
+# the fencing topology), the others must change nothing (their ganesha.conf, rendered by
+# ha_gw_ganesha with the same renderer, included), and a second run on gw1 neither.
 ha_configure() {
-    local xml=$HA_DIR/resources.xml cons=$HA_DIR/constraints.xml
-    ha_gw gw1 crm_attribute -t crm_config -n stonith-enabled -v "${HA_STONITH:-false}" || ha_fail "crm_attribute stonith-enabled"
-    ha_gw gw1 crm_attribute -t crm_config -n no-quorum-policy -v stop || ha_fail "crm_attribute no-quorum-policy"
+    local gw out want=True
     ha_gw gw1 crm_attribute -t crm_config -n cluster-recheck-interval -v 30s || true
-    CAIRN_CLI=$CAIRN_BIN_DIR/cairn "$HA_REPO/appliance/ha/cib-resources" --nodes gw1,gw2,gw3 \
-        --vips "$(ha_vip gw1),$(ha_vip gw2),$(ha_vip gw3)" --cidr 24 --nic eth0 \
-        --recovery-root /srv/cairn-ha/.cairn-ha --servers "$(ha_servers)" --volume "$HA_VOLUME" \
-        --resources-out "$xml" --constraints-out "$cons" ${HA_FENCE_XML:+--fencing "$HA_FENCE_XML"} \
-        --smb "${HA_SMB:-false}" ${HA_BACKEND_FENCE:+--unfence-credentials "$CAIRN_CREDENTIALS"} \
-        --services-ctl "$HA_LIB/gw-services $HA_DIR" \
-        --tickle-sync "$HA_REPO/appliance/ha/bin/cairn-tickle-sync" ||
-        ha_fail "rendering the CIB resources"
-    ha_gw gw1 cibadmin -C -o resources -x "$xml" || ha_fail "cibadmin: loading resources"
-    ha_gw gw1 cibadmin -C -o constraints -x "$cons" || ha_fail "cibadmin: loading constraints"
-    if [[ -n ${HA_BACKEND_FENCE:-} ]]; then
-        ha_fencing_topology >"$HA_DIR/topology.xml"
-        ha_gw gw1 cibadmin -C -o configuration -x "$HA_DIR/topology.xml" ||
-            ha_fail "cibadmin: loading the fencing topology"
-    fi
+    ha_setup_args
+    for gw in "${HA_GWS[@]}" gw1; do
+        out=$(ha_setup "$gw" --json "${HA_SETUP_ARGS[@]}" 2>&1) || ha_fail "cairn gateway ha setup on $gw: $out"
+        python3 -c 'import json, sys; d = json.loads(sys.argv[1]); sys.exit(0 if str(d["changed"]) == sys.argv[2] and d["cluster"] == "existing" and d["budget"]["violations"] == [] else 1)' \
+            "$out" "$want" || ha_fail "cairn gateway ha setup on $gw: want changed=$want on the running cluster: $out"
+        want=False
+    done
+    ha_log "cairn gateway ha setup: gw1 configured the cluster; ${HA_GWS[*]} and gw1 again changed nothing"
     local deadline=$((SECONDS + 60))
     until ha_vips_placed; do
         ((SECONDS < deadline)) || break
@@ -411,6 +407,34 @@ ha_configure() {
     done
     ha_vips_placed || ha_fail "VIPs not on their home gateways after 60s: $(ha_gw gw1 crm_mon -1 2>&1 | tail -25)"
     ha_log "VIPs placed: $(ha_where_all)"
+}
+
+# ha_setup GW [--json] ARGS...: `cairn [--json] gateway ha setup ARGS` on GW, with this tree's
+# renderers and GW's own ganesha.conf (the one ha_gw_ganesha wrote).
+ha_setup() {
+    local gw=$1 json=()
+    shift
+    [[ ${1:-} != --json ]] || { json=(--json) && shift; }
+    ha_gw "$gw" env CAIRN_HA_DIR="$HA_REPO/appliance/ha" "$CAIRN_BIN_DIR/cairn" "${json[@]}" gateway ha setup \
+        "$@" --ganesha-conf "$HA_DIR/$gw/ganesha.conf"
+}
+
+# ha_setup_args: HA_SETUP_ARGS, the arguments of `cairn gateway ha setup` for this test's
+# cluster (HA_FENCE_XML, HA_SMB, HA_BACKEND_FENCE as ha_configure describes).
+ha_setup_args() {
+    local gw args
+    args=(--cidr 24 --nic eth0 --recovery-root /srv/cairn-ha/.cairn-ha --servers "$(ha_servers)"
+        --volume "$HA_VOLUME" --ganesha-plugins "$HA_PLUGINS" --lease 10 --grace 10
+        --token-ms "$HA_TOKEN_MS" --wait 60)
+    for gw in "${HA_GWS[@]}"; do args+=(--node "$gw=${HA_IP[$gw]}" --vip "$(ha_vip "$gw")"); done
+    [[ -z ${HA_FENCE_XML:-} ]] || args+=(--fencing "$HA_FENCE_XML")
+    [[ ${HA_SMB:-false} != true ]] || args+=(--smb)
+    if [[ -n ${HA_BACKEND_FENCE:-} ]]; then
+        ha_fencing_topology >"$HA_DIR/topology.xml"
+        args+=(--fencing-topology "$HA_DIR/topology.xml" --unfence-credentials "$CAIRN_CREDENTIALS"
+            --services-ctl "$HA_LIB/gw-services $HA_DIR")
+    fi
+    HA_SETUP_ARGS=("${args[@]}")
 }
 
 # ha_where VIP_RESOURCE: the node running it ("" if none).

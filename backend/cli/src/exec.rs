@@ -80,6 +80,9 @@ where
         crate::args::Command::Gateway(crate::args::GatewayCmd::Ha(
             crate::args::GatewayHaCmd::Undrain(a),
         )) => return crate::ha::drain(a, false, cli.json, out, err),
+        crate::args::Command::Gateway(crate::args::GatewayCmd::Ha(
+            crate::args::GatewayHaCmd::Setup(a),
+        )) => return crate::ha::setup(a, cli.json, out, err),
         crate::args::Command::Gateway(
             g @ (crate::args::GatewayCmd::Fence(_)
             | crate::args::GatewayCmd::Unfence(_)

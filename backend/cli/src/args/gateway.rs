@@ -1,5 +1,6 @@
 //! `cairn gateway`: fencing and the gateways' Pacemaker cluster (`ha status|drain|undrain`).
 
+use super::ha_setup::HaSetupArgs;
 use clap::Subcommand;
 
 #[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
@@ -90,6 +91,11 @@ pub enum GatewayHaCmd {
     /// healthy and the VIPs have settled, and print the VIPs it holds.
     #[command(long_about = UNDRAIN_ABOUT)]
     Undrain(HaDrainArgs),
+    /// Form the gateways' Pacemaker cluster (pcs) or take the running one, render this
+    /// gateway's Ganesha HA config and load the HA resources, fencing on; checks the timeout
+    /// budget first. Idempotent.
+    #[command(long_about = super::ha_setup::SETUP_ABOUT)]
+    Setup(Box<HaSetupArgs>),
 }
 
 const DRAIN_ABOUT: &str = "\

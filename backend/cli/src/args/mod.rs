@@ -4,6 +4,7 @@
 
 mod certs;
 mod gateway;
+mod ha_setup;
 mod iscsi;
 mod nfs;
 mod pool;
@@ -12,6 +13,7 @@ mod volume;
 
 pub use certs::*;
 pub use gateway::*;
+pub use ha_setup::{HaNodeAddr, HaSetupArgs};
 pub use iscsi::*;
 pub use nfs::*;
 pub use pool::*;

@@ -17,18 +17,27 @@
 //! 1 otherwise (also when crm_mon cannot be run or its output cannot be read), or when a
 //! connected CTDB node is banned or unhealthy.
 //!
+//! `cairn gateway ha setup`: the cluster formed or taken, the HA config and resources loaded
+//! (`setup`), after the timeout budget is checked (`budget`).
+//!
 //! The module by idea: `status` (crm_mon summarised and printed), `xml` (the reader it
 //! needs), `ctdb` (CTDB's view), `drain` (planned moves), `fence` (backend fencing records).
 
+mod budget;
 mod ctdb;
 mod drain;
 mod fence;
+mod setup;
+#[cfg(test)]
+mod setup_tests;
 mod status;
 #[cfg(test)]
 mod tests;
 mod xml;
 
+pub use budget::{check as check_budget, Budget};
 pub use ctdb::{parse_ctdb_status, HaCtdb, HaCtdbNode};
 pub use drain::{check_node, drain, drain_done, undrain_done, vips_on, HaDrain, HaMove};
 pub use fence::{fence, fence_next, pending_nodes, AppliedReport, FenceRecord, FENCE_KIND};
+pub use setup::{check_args, check_cluster_nodes, same_xml, setup, HaSetup};
 pub use status::{status, summarize, HaFailure, HaFence, HaNode, HaStatus, HaVip};
