@@ -6,6 +6,11 @@
 # back. Then the CA is rotated under the same writer (`cairn cluster ca rotate`: both CAs
 # trusted, the nodes re-issue their certificates under the new one; `--finish`: the old
 # one retired): still no I/O error, and afterwards a certificate of the old CA is refused.
+# Two client-only processes write all along with credentials of their own: a FUSE mount
+# (mount.cairn -o credentials=) and a libcairn client (the gateways' library, its
+# `credentials` option). Their files are re-issued during the CA rotation; after it their
+# old certificates are revoked, which closes their sessions: they reconnect with the
+# re-issued files, read again without a restart, and see no error.
 set -euo pipefail
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -45,6 +50,42 @@ acked=$CL_DIR/acked stop=$CL_DIR/stop
 ) &
 writer=$!
 wait_until 30 test -s "$acked" || fail "the writer wrote nothing"
+
+# The client-only processes, each with a client certificate of its own (volume rot).
+issue_client() {
+    local out
+    out=$(cairn_cli client certificate issue "$1" --volumes rot --out "$CL_DIR/$1.pem") ||
+        fail "issue $1's certificate: $out"
+    grep -o 'serial [0-9a-f]*' <<<"$out" | cut -d' ' -f2
+}
+fuse_serial=$(issue_client fuse-client)
+lib_serial=$(issue_client lib-client)
+mkdir -p "$CL_MNT/c" "$CL_MNT/l"
+admin_mnt=$CL_MNT
+CL_MOUNT_OPTS=credentials=$CL_DIR/fuse-client.pem cl_mount rot "$CL_DIR/mnt/fc"
+CL_MNT=$admin_mnt
+: >"$CL_DIR/acked-c"
+(
+    i=0
+    while [[ ! -e $stop ]]; do
+        i=$((i + 1))
+        head -c 65536 /dev/urandom >"$CL_DIR/chunk-c"
+        if ! err=$(dd if="$CL_DIR/chunk-c" of="$CL_DIR/mnt/fc/c/f$i" bs=65536 conv=fsync status=none 2>&1); then
+            echo "write c/f$i failed: $err" >"$CL_DIR/writer-c-error"
+            exit 1
+        fi
+        echo "f$i $(sha256sum <"$CL_DIR/chunk-c" | cut -d' ' -f1)" >>"$CL_DIR/acked-c"
+    done
+) &
+writer_c=$!
+python3 "$(dirname "${BASH_SOURCE[0]}")/libcairn_writer.py" "$CAIRN_BIN_DIR/libcairn.so" \
+    "$(cl_node_addr n2)" rot "$CL_DIR/lib-client.pem" /l "$CL_DIR/acked-l" "$stop" \
+    >"$CL_DIR/log/libcairn-writer.log" 2>&1 &
+writer_l=$!
+wait_until 30 test -s "$CL_DIR/acked-c" || fail "the FUSE client (fuse-client) wrote nothing"
+wait_until 30 test -s "$CL_DIR/acked-l" ||
+    fail "the libcairn client (lib-client) wrote nothing: $(cat "$CL_DIR/log/libcairn-writer.log")"
+pass "a FUSE client and a libcairn client write with client certificates of their own"
 
 rotated() { grep -q "reloaded this node's certificate.*serial=$2" "$CL_DIR/log/cairnd-$1.log"; }
 for n in n1 n2; do
@@ -88,6 +129,9 @@ for c in old-client new-client; do
     grep -q "permission denied for client $c" <<<"$out" || fail "during the transition $c was not judged by role: $out"
 done
 assert_eq 3 "$(grep -c 'BEGIN CERTIFICATE' "$CL_DIR/new-client.pem")" "certificates in a credential issued during the rotation"
+# The client-only processes' files are re-issued under the new CA (trusting both).
+fuse_serial2=$(issue_client fuse-client)
+lib_serial2=$(issue_client lib-client)
 pass "cluster ca rotate: the nodes trust both CAs; certificates of the old and the new CA are accepted"
 
 n=$(wc -l <"$acked")
@@ -108,8 +152,32 @@ cairn_cli volume status rot >/dev/null || fail "the admin credential after the o
 (($(wc -l <"$acked") > n)) || fail "the writer stalled during the CA rotation"
 pass "cluster ca rotate --finish: the nodes re-issued their certificates; a certificate of the old CA is refused by n1 and n2; the admin, new-client and the writer go on"
 
+# The client-only processes' sessions were opened with their old certificates (of the
+# retired CA); revoking those closes them, and each process reconnects with the file
+# re-issued under the new CA: no error, and they write on.
+nc=$(wc -l <"$CL_DIR/acked-c") nl=$(wc -l <"$CL_DIR/acked-l")
+cairn_cli client certificate revoke "$fuse_serial" >/dev/null || fail "revoke fuse-client's old certificate"
+cairn_cli client certificate revoke "$lib_serial" >/dev/null || fail "revoke lib-client's old certificate"
+grows() { (($(wc -l <"$1") > $2 + 3)); }
+wait_until 30 grows "$CL_DIR/acked-c" "$nc" ||
+    fail "the FUSE client stopped writing after its old certificate was revoked: $(cat "$CL_DIR/writer-c-error" 2>/dev/null)"
+wait_until 30 grows "$CL_DIR/acked-l" "$nl" ||
+    fail "the libcairn client stopped writing after its old certificate was revoked: $(cat "$CL_DIR/log/libcairn-writer.log")"
+grep -q "reloaded the credentials file.*serial=$fuse_serial2" "$CL_DIR/log/mount-rot-fc.log" ||
+    fail "the FUSE client did not say it reloaded its credentials ($fuse_serial2)"
+pass "after the old CA was retired and their old certificates revoked, the FUSE and libcairn clients reconnected with their re-issued files ($fuse_serial2, $lib_serial2) and write on"
+
 touch "$stop"
 wait "$writer" || fail "the writer saw an I/O error: $(cat "$CL_DIR/writer-error" 2>/dev/null)"
+wait "$writer_c" || fail "the FUSE client saw an I/O error: $(cat "$CL_DIR/writer-c-error" 2>/dev/null)"
+wait "$writer_l" || fail "the libcairn client saw an error: $(cat "$CL_DIR/log/libcairn-writer.log")"
+for k in c l; do
+    while read -r f sum; do
+        got=$(sha256sum <"$CL_MNT/$k/$f" | cut -d' ' -f1)
+        [[ $got == "$sum" ]] || fail "$k/$f: acknowledged content lost or changed after the rotation"
+    done <"$CL_DIR/acked-$k"
+done
+pass "the FUSE and libcairn clients: no error; $(wc -l <"$CL_DIR/acked-c") and $(wc -l <"$CL_DIR/acked-l") acknowledged files read back intact"
 total=$(wc -l <"$acked")
 while read -r f sum; do
     got=$(sha256sum <"$CL_MNT/w/$f" | cut -d' ' -f1)
