@@ -39,7 +39,7 @@ cl_mount rot
 first_cert() { openssl x509 -in "$1"; }
 end_days() { echo $((($(date -d "$(openssl x509 -in "$1" -noout -enddate | cut -d= -f2)" +%s) - $(date +%s)) / 86400)); }
 renewed() { grep -q "renewed this node's certificate from the CA node: $2" "$CL_DIR/log/cairnd-$1.log"; }
-wait_until 45 renewed n2 "it nears its end" || fail "n2 did not renew its certificate from n1: $(tail -3 "$CL_DIR/log/cairnd-n2.log")"
+wait_until 75 renewed n2 "it nears its end" || fail "n2 did not renew its certificate from n1: $(tail -3 "$CL_DIR/log/cairnd-n2.log")"
 (($(end_days "$CL_DIR/state/n2/node.pem") > 300)) || fail "n2's renewed certificate ends in $(end_days "$CL_DIR/state/n2/node.pem") days"
 grep -q "renewed a certificate with the cluster CA holder=node n2" "$CL_DIR/log/cairnd-n1.log" || fail "n1 did not say it renewed n2's certificate"
 wait_until 15 grep -q "reloaded this node's certificate" "$CL_DIR/log/cairnd-n2.log" || fail "n2 did not reload its renewed certificate"

@@ -176,6 +176,8 @@ async fn ask(node: &Arc<Node>, r: RenewRequest) -> Result<RenewReply, RemoteErro
                     Errno::ETIMEDOUT,
                     Errno::EINVAL,
                     Errno(libc::ECONNREFUSED),
+                    Errno(libc::ECONNRESET),
+                    Errno(libc::EPROTO),
                 ]
                 .contains(&e.errno) =>
             {
