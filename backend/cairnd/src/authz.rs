@@ -102,6 +102,10 @@ fn mgmt(p: &Principal, m: &MgmtRequest) -> Result<(), RemoteError> {
         // The join token is the authorization (checked by `enroll::handle`); it is also
         // the one request of a connection without a certificate (`rpc::Session`).
         M::Enroll(_) => Ok(()),
+        // The holder's own certificate (or one a node passes on: `renew::handle`).
+        M::CertRenew(_) => need(p, &[Node, Gateway], || {
+            "CertRenew renews a node's or a gateway's own certificate".into()
+        }),
     }
 }
 

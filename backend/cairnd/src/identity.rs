@@ -15,8 +15,9 @@ use cairn_proto::tls::{self, Ca, Credentials, Transport};
 use std::os::fd::AsRawFd;
 use std::path::Path;
 
-/// A node certificate this close to its end is renewed (at start, and by the running
-/// node: `certs::run_credentials_watch`) when the CA is here.
+/// A node certificate this close to its end is renewed: at start and by the running node
+/// (`certs::run_credentials_watch`) when the CA is here, else from the node holding it
+/// (`renew::run`).
 pub const RENEW_BEFORE_SECS: i64 = 30 * 86400;
 
 pub fn setup(
@@ -47,7 +48,7 @@ pub fn setup(
         let mine = c.principal.name == name && c.principal.role == Role::Node;
         if mine && (fresh || !ca_dir.join("ca.key").exists()) {
             if !fresh {
-                tracing::warn!(path = %node_pem.display(), "node certificate expires soon; no cluster CA here to renew it");
+                tracing::warn!(path = %node_pem.display(), "node certificate expires soon; no cluster CA here: it is renewed from the node holding it once this node runs (renew.rs)");
             }
             return transport_of(&c, &node_pem);
         }

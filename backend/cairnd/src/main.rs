@@ -24,6 +24,7 @@ mod node;
 mod ops;
 mod peers;
 mod rebalance;
+mod renew;
 mod scrub;
 mod service;
 mod shares;
@@ -324,6 +325,13 @@ async fn main() -> anyhow::Result<()> {
     tokio::spawn(route_events(node.clone(), events));
     if let cairn_proto::tls::Transport::Tls(t) = &transport {
         tokio::spawn(certs::run_own_revocation_watch(node.clone(), t.clone()));
+        tokio::spawn(renew::run(
+            node.clone(),
+            t.clone(),
+            args.state_dir.join("node.pem"),
+            ca_dir.clone(),
+            identity::RENEW_BEFORE_SECS,
+        ));
     }
     let audit_path = args.audit_log.clone().unwrap_or_else(|| match &args.log_file {
         Some(f) => f.with_file_name("audit.log"),

@@ -237,7 +237,10 @@ pub async fn handle(node: &Arc<Node>, req: MgmtRequest) -> Result<MgmtReply, Rem
             Errno::EINVAL,
             "the audit log and enrollment are handled by the service (enroll.rs), not here",
         )),
-        MgmtRequest::CertRecord(_) | MgmtRequest::CertList | MgmtRequest::CertRevoke { .. } => {
+        MgmtRequest::CertRecord(_)
+        | MgmtRequest::CertList
+        | MgmtRequest::CertRevoke { .. }
+        | MgmtRequest::CertRenew(_) => {
             Err(fail(Errno::EINVAL, "certificates are handled by the service (certs.rs), not here"))
         }
         MgmtRequest::PeerDetach { name, force } => {

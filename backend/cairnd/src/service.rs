@@ -179,6 +179,9 @@ async fn dispatch(
                     MgmtRequest::Enroll(r) => {
                         crate::enroll::handle(&node, ca_dir.as_deref(), &session, r.clone()).await
                     }
+                    MgmtRequest::CertRenew(r) => {
+                        crate::renew::handle(&node, ca_dir.as_deref(), &session, r.clone()).await
+                    }
                     _ => mgmt::handle(&node, m.clone()).await,
                 },
             };

@@ -133,3 +133,64 @@ async fn certificates_hold_each_role_to_what_it_may_do() {
     assert_eq!(e.errno, Errno::EACCES, "{e}");
     assert!(e.message.contains("only TLS"), "{e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_and_gateways_renew_their_own_certificates_only() {
+    use cairn_proto::mgmt::RenewRequest;
+    use cairn_proto::tls::NodeRequest;
+    let c = Cluster::start();
+    let renew = |csr: &str, on_behalf: Option<(&str, &str)>| {
+        Request::Mgmt(MgmtRequest::CertRenew(RenewRequest {
+            csr: csr.into(),
+            on_behalf: on_behalf.map(|(n, u)| (n.into(), u.into())),
+        }))
+    };
+    // A gateway held to volume a gets a certificate for its new key, with the same limits.
+    let gw = Principal {
+        name: "gw1".into(),
+        role: Role::Gateway,
+        volumes: Some(vec!["a".into()]),
+        read_only: false,
+    };
+    let conn = c.connect_as(&transport(&gw), PeerKind::Cli).await.unwrap();
+    let req = NodeRequest::for_principal(&gw).unwrap();
+    let reply = match call(&conn, renew(&req.csr_pem, None), Bytes::new()).await {
+        Ok(Reply::Mgmt(MgmtReply::Renewed(r))) => r,
+        other => panic!("renewal of gw1: {other:?}"),
+    };
+    let creds = req.renewed(&reply.cert, &reply.cas).unwrap();
+    assert_eq!(creds.principal, gw);
+    // Recorded, so it can be listed and revoked.
+    let serial = creds.serial();
+    match c.mgmt(MgmtRequest::CertList).await.unwrap() {
+        MgmtReply::Certs(v) => assert!(v.iter().any(|r| r.serial == serial && r.name == "gw1")),
+        other => panic!("cert list: {other:?}"),
+    }
+    // Only the trust: no certificate.
+    match call(&conn, renew("", None), Bytes::new()).await {
+        Ok(Reply::Mgmt(MgmtReply::Renewed(r))) => {
+            assert!(r.cert.is_empty() && r.cas.contains("BEGIN CERTIFICATE"), "{r:?}")
+        }
+        other => panic!("trust of gw1: {other:?}"),
+    }
+    // Not for another identity: a request for admin, or for the gateway without limits.
+    for p in [Principal::new("admin", Role::Admin), Principal::new("gw1", Role::Gateway)] {
+        let other = NodeRequest::for_principal(&p).unwrap();
+        let e = call(&conn, renew(&other.csr_pem, None), Bytes::new()).await.unwrap_err();
+        assert_eq!(e.errno, Errno::EACCES, "{p}: {e}");
+        assert!(e.message.contains("not the holder's identity"), "{e}");
+    }
+    // A gateway cannot speak for another holder; only a node passes a request on.
+    let e =
+        call(&conn, renew("", Some(("n9", "cairn:role=node"))), Bytes::new()).await.unwrap_err();
+    assert_eq!(e.errno, Errno::EACCES, "{e}");
+    // A client (or admin) certificate is re-issued by an admin, not renewed by its holder.
+    let cl = c.connect_as(&client("c1", None, false), PeerKind::Cli).await.unwrap();
+    let e = call(&cl, renew("", None), Bytes::new()).await.unwrap_err();
+    assert_eq!(e.errno, Errno::EACCES, "{e}");
+    let node = c.as_node().await;
+    let e =
+        call(&node, renew("", Some(("root", "cairn:role=admin"))), Bytes::new()).await.unwrap_err();
+    assert_eq!(e.errno, Errno::EACCES, "{e}");
+    assert!(e.message.contains("not renewed by its holder"), "{e}");
+}

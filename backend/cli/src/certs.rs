@@ -2,11 +2,11 @@
 //! admins and joining nodes, issued locally on the node that holds the CA, then recorded
 //! in the cluster so they can be listed and revoked (docs/security.md).
 
-use crate::args::{CaRotate, CertIssue, IssueRole};
+use crate::args::{CaRotate, CertIssue, CertRenew, IssueRole};
 use crate::client;
 use crate::exit;
 use crate::plan::Settings;
-use cairn_proto::mgmt::{CertInfo, MgmtRequest};
+use cairn_proto::mgmt::{CertInfo, MgmtReply, MgmtRequest, RenewReply, RenewRequest};
 use cairn_proto::principal::{Principal, Role};
 use cairn_proto::tls::{Ca, Credentials, ENV_CREDENTIALS};
 use std::io::Write;
@@ -225,4 +225,113 @@ fn rotate_step(dir: &std::path::Path, finish: bool) -> Result<String, String> {
          credentials ('cairn client certificate issue'), then run 'cairn cluster ca rotate --finish'",
         dir.display()
     ))
+}
+
+/// A credential this close to its end is renewed by `renew --if-due`.
+const RENEW_BEFORE_SECS: i64 = 30 * 86400;
+
+/// CAs compared by key (the pin hash), sorted.
+fn ca_keys(pem: &str) -> Vec<String> {
+    let mut v: Vec<String> = cairn_proto::tls::pem_blocks(pem)
+        .iter()
+        .filter(|b| b.contains("BEGIN CERTIFICATE"))
+        .map(|c| cairn_proto::tls::ca_cert_hash(c).unwrap_or_else(|_| c.clone()))
+        .collect();
+    v.sort();
+    v
+}
+
+/// `cairn client certificate renew`: the certificate of the credentials in use, renewed
+/// from the node holding the cluster CA (`CertRenew`; docs/security.md, "Rotation").
+pub fn renew(
+    a: &CertRenew,
+    s: &Settings,
+    credentials: Option<&std::path::Path>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> i32 {
+    let fail = |err: &mut dyn Write, e: &dyn std::fmt::Display| {
+        let _ = writeln!(err, "client certificate renew: failed: {e}");
+        exit::FAILED
+    };
+    let path = match cairn_proto::tls::find_credentials(credentials) {
+        Ok(p) => p,
+        Err(e) => return fail(err, &e.message),
+    };
+    let cur = match Credentials::load(&path) {
+        Ok(c) => c,
+        Err(e) => return fail(err, &e),
+    };
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => return fail(err, &format!("cannot start the I/O runtime: {e}")),
+    };
+    let ask = |csr: String| -> Result<RenewReply, String> {
+        let req = MgmtRequest::CertRenew(RenewRequest { csr, on_behalf: None });
+        match rt.block_on(client::call(&s.addr, req, s.timeout)) {
+            Ok(MgmtReply::Renewed(r)) => Ok(r),
+            Ok(other) => Err(format!("unexpected reply {other:?}")),
+            Err(e) => Err(e.to_string()),
+        }
+    };
+    let target = a.out.clone().unwrap_or_else(|| path.clone());
+    if a.if_due {
+        let trust = match ask(String::new()) {
+            Ok(r) => r.cas,
+            Err(e) => return fail(err, &format!("{}: {e}", path.display())),
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0);
+        let due = cur.not_after() <= now + RENEW_BEFORE_SECS;
+        if !due && ca_keys(&cur.cas_pem()) == ca_keys(&trust) {
+            let _ = writeln!(
+                out,
+                "{} ({}): not due; valid for {} more days, and it trusts the cluster's CA certificates",
+                cur.principal,
+                path.display(),
+                (cur.not_after() - now) / 86400
+            );
+            return exit::OK;
+        }
+    }
+    let req = match cairn_proto::tls::NodeRequest::for_principal(&cur.principal) {
+        Ok(r) => r,
+        Err(e) => return fail(err, &e),
+    };
+    let reply = match ask(req.csr_pem.clone()) {
+        Ok(r) => r,
+        Err(e) => return fail(err, &format!("{}: {e}", path.display())),
+    };
+    let new = match req.renewed(&reply.cert, &reply.cas) {
+        Ok(c) => c,
+        Err(e) => return fail(err, &format!("the certificate {} issued: {e}", reply.by)),
+    };
+    if let Err(e) = new.save(&target) {
+        return fail(err, &e);
+    }
+    let p = &new.principal;
+    if s.json {
+        let _ = writeln!(
+            out,
+            "{{\"name\":{:?},\"identity\":{:?},\"serial\":{:?},\"by\":{:?},\"file\":{:?}}}",
+            p.name,
+            p.to_uri(),
+            new.serial(),
+            reply.by,
+            target.display().to_string()
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "renewed {p} ({}), serial {} (issued by {}, trusting {} CA certificate(s)): {}",
+            p.to_uri(),
+            new.serial(),
+            reply.by,
+            ca_keys(&reply.cas).len(),
+            target.display()
+        );
+    }
+    exit::OK
 }

@@ -56,6 +56,14 @@ where
                 Err(e) => usage(err, &e),
             }
         }
+        crate::args::Command::Client(crate::args::ClientCmd::Certificate(
+            crate::args::CertCmd::Renew(a),
+        )) => {
+            return match plan::settings(&cli) {
+                Ok(s) => crate::certs::renew(a, &s, cli.credentials.as_deref(), out, err),
+                Err(e) => usage(err, &e),
+            }
+        }
         crate::args::Command::Cluster(crate::args::ClusterCmd::Ca(crate::args::CaCmd::Rotate(
             a,
         ))) => return crate::certs::rotate(a, cli.json, out, err),

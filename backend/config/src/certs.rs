@@ -99,6 +99,27 @@ impl Store {
         Ok(v)
     }
 
+    /// Publish the cluster CA certificate(s) trusted now (PEM: the new and the old CA
+    /// during a rotation, else one), written by the node holding the CA. Other nodes
+    /// compare it with what they trust to learn of a rotation; they take the certificates
+    /// themselves from that node, over their authenticated connection, never from here.
+    pub async fn put_ca_trust(&self, pem: &str) -> Result<(), ConfigError> {
+        let key = self.ctx.key("ca", "trust");
+        let txn = Txn::new().and_then([TxnOp::put(key.as_str(), pem, None)]);
+        self.ctx.txn("publish the trusted CA certificates", txn).await?;
+        Ok(())
+    }
+
+    /// What [`Store::put_ca_trust`] published last (`None`: nothing yet).
+    pub async fn ca_trust(&self) -> Result<Option<String>, ConfigError> {
+        let key = self.ctx.key("ca", "trust");
+        Ok(self
+            .ctx
+            .get_one("read the trusted CA certificates", &key)
+            .await?
+            .map(|kv| String::from_utf8_lossy(kv.value()).into_owned()))
+    }
+
     /// The serial numbers of revoked certificates (one read: what every node's TLS
     /// revocation set is kept equal to).
     pub async fn revoked_serials(&self) -> Result<HashSet<String>, ConfigError> {

@@ -116,7 +116,8 @@ fn daemonize() -> std::io::Result<std::fs::File> {
 
 fn init_logging(args: &Args) {
     use tracing_subscriber::EnvFilter;
-    let default = if args.debug { "debug" } else { "warn" };
+    // Warnings, and the reloads of the credentials file (docs/security.md, "Rotation").
+    let default = if args.debug { "debug" } else { "warn,cairn_proto::tls=info" };
     let filter = EnvFilter::try_from_env("CAIRN_LOG").unwrap_or_else(|_| EnvFilter::new(default));
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
     if args.foreground {

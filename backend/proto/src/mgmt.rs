@@ -174,6 +174,36 @@ pub enum MgmtRequest {
         name: String,
         action: String,
     },
+    /// A node or a gateway asks the member holding the cluster CA for a new certificate
+    /// of its own identity: near its end, or during a CA rotation (docs/security.md,
+    /// "Rotation"). The certificate of the connection is the proof; the request carries
+    /// only the new key's request (or none: the cluster's trusted CA certificates only).
+    CertRenew(RenewRequest),
+}
+
+/// A renewal ([`MgmtRequest::CertRenew`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RenewRequest {
+    /// PKCS#10 request (PEM) for the holder's new key, subject CN = the holder's name;
+    /// empty: no certificate, only the CA certificates the cluster trusts now.
+    pub csr: String,
+    /// Set by a member without the CA key that passes a holder's request on: the
+    /// holder's name and `cairn:` URI as that member authenticated them. Taken only from
+    /// a node's connection, and not passed on again.
+    pub on_behalf: Option<(String, String)>,
+}
+
+/// The answer to [`RenewRequest`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RenewReply {
+    /// The new certificate (PEM) for the request's key and the holder's identity (its
+    /// role and limits unchanged); empty when none was asked.
+    pub cert: String,
+    /// The cluster CA certificate(s) the cluster trusts now (PEM): the new CA alone, or
+    /// during a rotation the new and the old one.
+    pub cas: String,
+    /// The member that issued it.
+    pub by: String,
 }
 
 /// What a joining node presents to a member: its token and the request for its node
@@ -374,6 +404,7 @@ pub enum MgmtReply {
     Certs(Vec<CertInfo>),
     /// A rebalance's progress, one entry per node that ran one.
     Rebalance(Vec<RebalanceNode>),
+    Renewed(RenewReply),
 }
 
 /// An issued certificate as recorded in the config store (docs/security.md, "Revocation").

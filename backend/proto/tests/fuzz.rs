@@ -228,6 +228,11 @@ fn every_mgmt_request() -> Vec<MgmtRequest> {
     let mut v = testing::sample_mgmt("vol");
     v.extend([
         MgmtRequest::Enroll(enroll_request()),
+        MgmtRequest::CertRenew(RenewRequest {
+            csr: enroll_request().csr,
+            on_behalf: Some(("gw1".into(), "cairn:role=gateway;volumes=a".into())),
+        }),
+        MgmtRequest::CertRenew(RenewRequest { csr: String::new(), on_behalf: None }),
         MgmtRequest::PeerProbe {
             addr: "10.0.0.2:7420".into(),
             token: Some("0123abcd.0123456789abcdef0123456789abcdef".into()),
@@ -492,6 +497,11 @@ fn every_response() -> Vec<Response> {
             by: "n1".into(),
             etcd: None,
             etcd_member: None,
+        })),
+        Reply::Mgmt(MgmtReply::Renewed(RenewReply {
+            cert: "-----BEGIN CERTIFICATE-----\n...".into(),
+            cas: "-----BEGIN CERTIFICATE-----\n...".into(),
+            by: "n1".into(),
         })),
         Reply::Mgmt(MgmtReply::Enrolled(EnrollReply {
             cert: "-----BEGIN CERTIFICATE-----\n...".into(),

@@ -69,6 +69,32 @@ pub enum CertCmd {
         #[arg(value_name = "NAME|SERIAL")]
         what: String,
     },
+    /// Renew the certificate of the credentials in use (a gateway's, or a node's) from the
+    /// node holding the cluster CA: a new key, the same identity and limits, and the CA
+    /// certificate(s) the cluster trusts now. No CA key needed here.
+    #[command(long_about = CERT_RENEW_ABOUT)]
+    Renew(CertRenew),
+}
+
+const CERT_RENEW_ABOUT: &str = "\
+Renew the certificate of the credentials this command connects with (--credentials, \
+$CAIRN_CREDENTIALS or the default paths) from the node holding the cluster CA, over that \
+authenticated connection: a new key made here, a certificate for the same holder, role and \
+volume limits, and the CA certificate(s) the cluster trusts now (both during a CA \
+rotation). Roles gateway and node only; a client's certificate is re-issued by an admin. \
+The file is replaced atomically (0600); processes using it (Ganesha, smbd, tcmu-runner, \
+mount.cairn) take it at their next connection. With --if-due only when the certificate \
+ends within 30 days, or the cluster's CA certificates changed (a CA rotation): for a timer.";
+
+#[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
+pub struct CertRenew {
+    /// Only when due: within 30 days of its end, or the cluster trusts other CA
+    /// certificates than the file does.
+    #[arg(long)]
+    pub if_due: bool,
+    /// Write the renewed credential to FILE instead of replacing the one in use.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<std::path::PathBuf>,
 }
 
 const CERT_REVOKE_EXAMPLES: &str = "\

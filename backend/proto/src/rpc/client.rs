@@ -93,7 +93,12 @@ impl Connection {
             Transport::Plain => stream::plain(stream),
             Transport::Tls(_) | Transport::Enroll(_) => {
                 let cfg = match transport {
-                    Transport::Tls(t) => t.client.clone(),
+                    Transport::Tls(t) => {
+                        // A client's credentials file re-issued since: this connection
+                        // and the later ones use the new one.
+                        t.refresh();
+                        t.client.clone()
+                    }
                     Transport::Enroll(c) => c.clone(),
                     Transport::Plain => unreachable!(),
                 };

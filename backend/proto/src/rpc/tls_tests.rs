@@ -211,6 +211,53 @@ async fn credentials_and_the_ca_rotate_without_a_restart() {
 }
 
 #[tokio::test]
+async fn a_clients_credentials_file_is_reloaded_before_a_new_connection() {
+    let old = crate::tls::Ca::create("old").unwrap();
+    let new = crate::tls::Ca::create("new").unwrap();
+    let bundle = format!("{}{}", old.cert_pem(), new.cert_pem());
+    let n1 = Principal::new("n1", Role::Node);
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let server = Transport::tls(&old.issue(&n1, 1).unwrap().with_cas(&bundle).unwrap()).unwrap();
+    let Transport::Tls(st) = &server else { unreachable!() };
+    let st = st.clone();
+    tokio::spawn(serve_with(l, Arc::new(Echo), server.clone()));
+    // A client process (mount.cairn, libcairn) with a credentials file of the old CA.
+    let dir = std::env::temp_dir().join(format!("cairn-reload-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("client.pem");
+    let c = Principal::new("c", Role::Client);
+    old.issue(&c, 1).unwrap().save(&path).unwrap();
+    let client = Transport::tls_file(&path).unwrap();
+    let live = connect(&addr, &client, PeerKind::Client).await.unwrap();
+    let who = |conn: Arc<Connection>| async move {
+        conn.call(Request::Ping, Bytes::new()).await.unwrap();
+    };
+    who(live.clone()).await;
+    // The CA is rotated and the client's file re-issued under the new CA (trusting both);
+    // then the old CA is retired: the node presents and trusts the new CA only.
+    let reissued = new.issue(&c, 1).unwrap().with_cas(&bundle).unwrap();
+    reissued.save(&path).unwrap();
+    st.reload(&new.issue(&n1, 1).unwrap().with_cas(&new.cert_pem()).unwrap()).unwrap();
+    // A new connection of the same process uses the new file (the old one would present
+    // a certificate of the retired CA and distrust the node's).
+    let c2 = connect(&addr, &client, PeerKind::Client).await.unwrap();
+    who(c2).await;
+    let Transport::Tls(ct) = &client else { unreachable!() };
+    assert_eq!(ct.serial(), reissued.serial());
+    // The connection opened before goes on.
+    who(live).await;
+    // A file for another holder, or a broken one, is not taken: the current one stays.
+    new.issue(&Principal::new("other", Role::Client), 1).unwrap().save(&path).unwrap();
+    connect(&addr, &client, PeerKind::Client).await.unwrap();
+    assert_eq!(ct.serial(), reissued.serial());
+    std::fs::write(&path, "not a credential").unwrap();
+    connect(&addr, &client, PeerKind::Client).await.unwrap();
+    assert_eq!(ct.serial(), reissued.serial());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
 async fn a_plaintext_client_is_refused_with_a_clear_error() {
     let addr = node_server().await;
     let e = connect(&addr, &Transport::Plain, PeerKind::Cli).await.err().expect("refused");

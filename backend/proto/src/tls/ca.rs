@@ -130,11 +130,17 @@ fn rand_bytes(b: &mut [u8]) {
 /// A node certificate for `name` (role node) for the key of a certificate signing request
 /// (PEM): how a joining node gets its certificate without its key leaving it.
 pub fn issue_node_cert(ca: &Ca, name: &str, csr_pem: &str) -> Result<String, TlsError> {
+    issue_for_csr(ca, &Principal::new(name, Role::Node), csr_pem)
+}
+
+/// A certificate for `p` (its role and limits, whatever the request names) for the key of
+/// a certificate signing request (PEM), valid [`CERT_DAYS`]: a renewal.
+pub fn issue_for_csr(ca: &Ca, p: &Principal, csr_pem: &str) -> Result<String, TlsError> {
     let csr = rcgen::CertificateSigningRequestParams::from_pem(csr_pem)
-        .map_err(|e| bad(format!("certificate request of node {name}: {e}")))?;
+        .map_err(|e| bad(format!("certificate request of {}: {e}", p.name)))?;
     let now = time::OffsetDateTime::now_utc();
     ca.sign(
-        &Principal::new(name, Role::Node),
+        p,
         &csr.public_key,
         now - time::Duration::hours(1),
         now + time::Duration::days(CERT_DAYS as i64),

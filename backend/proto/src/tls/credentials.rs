@@ -180,6 +180,14 @@ pub fn serial_of(cert: &CertificateDer<'_>) -> Option<String> {
     Some(x.tbs_certificate.raw_serial().iter().map(|b| format!("{b:02x}")).collect())
 }
 
+/// The serial number ([`serial_of`]) and end (seconds since the epoch) of the first
+/// certificate of a PEM text.
+pub fn serial_and_end(cert_pem: &str) -> Option<(String, i64)> {
+    let cert = CertificateDer::from_pem_slice(cert_pem.as_bytes()).ok()?;
+    let (_, x) = x509_parser::parse_x509_certificate(&cert).ok()?;
+    Some((serial_of(&cert)?, x.validity().not_after.timestamp()))
+}
+
 impl Credentials {
     /// The pin of the cluster CA these credentials trust.
     pub fn ca_cert_hash(&self) -> String {

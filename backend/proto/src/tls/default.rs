@@ -33,16 +33,18 @@ pub fn default_transport() -> Result<Transport, RemoteError> {
 }
 
 /// The transport for explicit options: `plain`, or TLS with `credentials` (or the
-/// environment's / a default path's).
+/// environment's / a default path's), reloaded when that file changes
+/// ([`TlsConfig::refresh`]).
 pub fn from_env(credentials: Option<&Path>) -> Result<Transport, RemoteError> {
     if std::env::var(ENV_TRANSPORT).is_ok_and(|v| v == "plain") {
         return Ok(Transport::Plain);
     }
     let path = find_credentials(credentials)?;
-    let creds = Credentials::load(&path)
-        .map_err(|e| RemoteError::new(Errno::EACCES, format!("cannot load credentials: {e}")))?;
-    Transport::tls(&creds)
-        .map_err(|e| RemoteError::new(Errno::EINVAL, format!("{}: {e}", path.display())))
+    // Loaded now, and again whenever the file changes (before a new connection).
+    Transport::tls_file_checked(&path).map_err(|e| match e {
+        Ok(e) => RemoteError::new(Errno::EACCES, format!("cannot load credentials: {e}")),
+        Err(e) => RemoteError::new(Errno::EINVAL, format!("{}: {e}", path.display())),
+    })
 }
 
 /// The credentials file to use: `explicit`, `$CAIRN_CREDENTIALS`, or the first of

@@ -26,6 +26,7 @@ pub fn enroll_transport(pin: &str) -> Result<Transport, TlsError> {
 /// `cairn:role=node`). The key stays here; the request goes to a member.
 pub struct NodeRequest {
     name: String,
+    principal: Principal,
     key: rcgen::KeyPair,
     /// The request, PEM.
     pub csr_pem: String,
@@ -47,7 +48,7 @@ impl NodeRequest {
             .serialize_request(&key)
             .and_then(|c| c.pem())
             .map_err(|e| bad(format!("certificate request of {}: {e}", p.name)))?;
-        Ok(NodeRequest { name: p.name.clone(), key, csr_pem })
+        Ok(NodeRequest { name: p.name.clone(), principal: p.clone(), key, csr_pem })
     }
 
     /// The credentials from a member's answer: `ca_pem` must have hash `pin`, and
@@ -88,6 +89,45 @@ impl NodeRequest {
             return Err(bad(format!(
                 "the certificate is for {}, not node {}",
                 c.principal, self.name
+            )));
+        }
+        Ok(c)
+    }
+}
+
+impl NodeRequest {
+    /// The credentials from a renewal's answer: `cert_pem` must be for this request's key
+    /// and principal and signed by one of the CA certificates in `cas_pem`, which the
+    /// credentials then trust.
+    pub fn renewed(&self, cert_pem: &str, cas_pem: &str) -> Result<Credentials, TlsError> {
+        let cert = CertificateDer::from_pem_slice(cert_pem.as_bytes())
+            .map_err(|e| bad(format!("renewed certificate: {e}")))?;
+        let mut roots = RootCertStore::empty();
+        for ca in CertificateDer::pem_slice_iter(cas_pem.as_bytes()) {
+            let ca = ca.map_err(|e| bad(format!("CA certificate: {e}")))?;
+            roots.add(ca).map_err(|e| bad(format!("cluster CA certificate: {e}")))?;
+        }
+        if roots.is_empty() {
+            return Err(bad("the answer carries no CA certificate"));
+        }
+        chains_to(&cert, &roots, &[], UnixTime::now()).map_err(|e| {
+            bad(format!("renewed certificate not signed by the cluster's CA certificates: {e}"))
+        })?;
+        let (_, x) = x509_parser::parse_x509_certificate(&cert)
+            .map_err(|e| bad(format!("renewed certificate: {e}")))?;
+        if x.public_key().raw != self.key.public_key_der() {
+            return Err(bad("the renewed certificate is not for this request's key"));
+        }
+        let c = Credentials::from_pem(&format!(
+            "{}\n{}\n{}",
+            cert_pem.trim(),
+            cas_pem.trim(),
+            self.key.serialize_pem()
+        ))?;
+        if c.principal != self.principal {
+            return Err(bad(format!(
+                "the renewed certificate is for {}, not {}",
+                c.principal, self.principal
             )));
         }
         Ok(c)

@@ -33,8 +33,10 @@ mod revoked;
 mod transport;
 mod verify;
 
-pub use ca::{issue_node_cert, Ca};
-pub use credentials::{pem_blocks, principal_of, serial_of, write_private, Credentials};
+pub use ca::{issue_for_csr, issue_node_cert, Ca};
+pub use credentials::{
+    pem_blocks, principal_of, serial_and_end, serial_of, write_private, Credentials,
+};
 pub use default::{
     default_transport, find_credentials, from_env, set_credentials_path, set_default,
 };
