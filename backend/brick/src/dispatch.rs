@@ -119,6 +119,7 @@ impl Brick {
                 unit(self.op_migrate_out(cx, *dir, name, *id, *to))
             }
             Op::MigrateDrop { id } => unit(self.op_migrate_drop(*id)),
+            Op::MigrateStub { id, to } => unit(self.op_migrate_stub(*id, *to)),
             Op::RemoveXattr { id, name } => unit(self.op_removexattr(cx, *id, name)),
             Op::StatFs => unit(self.op_statfs()),
             Op::ReadDir { dir, cookie, max, plus } => {

@@ -16,12 +16,14 @@ use std::path::PathBuf;
 pub(crate) struct Fail {
     pub errno: i32,
     pub what: String,
+    /// EMOVED's set (`RemoteError::moved`).
+    pub moved: Option<u32>,
 }
 
 pub(crate) type R<T> = Result<T, Fail>;
 
 pub(crate) fn fail(errno: i32, what: impl Into<String>) -> Fail {
-    Fail { errno, what: what.into() }
+    Fail { errno, what: what.into(), moved: None }
 }
 
 /// Add what was being done to an `io::Error`, keeping its errno (EIO when it has none).
@@ -34,14 +36,14 @@ impl<T> Ctx<T> for io::Result<T> {
         self.map_err(|e| {
             let errno = e.raw_os_error().unwrap_or(libc::EIO);
             let msg = io::Error::from_raw_os_error(errno);
-            Fail { errno, what: format!("{}: {}", what().into(), msg) }
+            Fail { errno, what: format!("{}: {}", what().into(), msg), moved: None }
         })
     }
 }
 
 impl From<RemoteError> for Fail {
     fn from(e: RemoteError) -> Fail {
-        Fail { errno: e.errno.0, what: e.message }
+        Fail { errno: e.errno.0, what: e.message, moved: e.moved }
     }
 }
 
@@ -56,11 +58,12 @@ pub(crate) struct BrickError {
     pub op: String,
     pub errno: i32,
     pub what: String,
+    pub moved: Option<u32>,
 }
 
 impl From<BrickError> for RemoteError {
     fn from(e: BrickError) -> RemoteError {
-        RemoteError::new(Errno(e.errno), e.to_string())
+        RemoteError { moved: e.moved, ..RemoteError::new(Errno(e.errno), e.to_string()) }
     }
 }
 

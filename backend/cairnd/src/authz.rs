@@ -92,6 +92,7 @@ fn mgmt(p: &Principal, m: &MgmtRequest) -> Result<(), RemoteError> {
         | M::ReplaceBrick { .. }
         | M::VolumeAddBrick { .. }
         | M::VolumeRebalance { .. }
+        | M::VolumeRemoveBrick { .. }
         | M::PeerTokenCreate { .. }
         | M::PeerTokenRevoke { .. }
         | M::CertRecord(_)
@@ -151,6 +152,7 @@ fn is_heal(op: &Op) -> bool {
             | Op::MigrateIn { .. }
             | Op::MigrateOut { .. }
             | Op::MigrateDrop { .. }
+            | Op::MigrateStub { .. }
     )
 }
 

@@ -5,12 +5,14 @@ mod bricks;
 mod grow;
 mod heal;
 mod rebalance;
+mod shrink;
 mod volume;
 
 use bricks::*;
 use grow::*;
 use heal::*;
 use rebalance::*;
+use shrink::*;
 use volume::*;
 
 use crate::node::Node;
@@ -431,6 +433,15 @@ pub async fn handle(node: &Arc<Node>, req: MgmtRequest) -> Result<MgmtReply, Rem
         }
         MgmtRequest::VolumeRebalance { name, action } => rebalance(node, &name, &action).await,
         MgmtRequest::RebalanceLocal { name, action } => rebalance_local(node, &name, &action).await,
+        // Every action but status changes the layout or the sets: one at a time.
+        MgmtRequest::VolumeRemoveBrick { name, bricks, action, force } if action == "status" => {
+            remove_brick(node, &name, &bricks, &action, force).await
+        }
+        MgmtRequest::VolumeRemoveBrick { name, bricks, action, force } => {
+            let what = format!("remove-brick {}", action.split(':').next().unwrap_or_default());
+            let f = remove_brick(node, &name, &bricks, &action, force);
+            with_layout_lock(node, &name, &what, f).await
+        }
     }
 }
 

@@ -47,7 +47,8 @@ pub fn key_id(op: &Op) -> Id {
         | Op::MigrateMark { id, .. }
         | Op::MigrateIn { id, .. }
         | Op::MigrateOut { id, .. }
-        | Op::MigrateDrop { id } => *id,
+        | Op::MigrateDrop { id }
+        | Op::MigrateStub { id, .. } => *id,
         Op::CopyRange { dst, .. } => *dst,
         Op::LookupPath { .. }
         | Op::StatFs
@@ -81,7 +82,10 @@ pub fn changed_ids(op: &Op) -> Vec<Id> {
         | Op::SetXattr { id, .. }
         | Op::RemoveXattr { id, .. } => vec![*id],
         Op::CopyRange { dst, .. } => vec![*dst],
-        Op::MigrateMark { id, .. } | Op::MigrateIn { id, .. } | Op::MigrateDrop { id } => {
+        Op::MigrateMark { id, .. }
+        | Op::MigrateIn { id, .. }
+        | Op::MigrateDrop { id }
+        | Op::MigrateStub { id, .. } => {
             vec![*id]
         }
         Op::MigrateOut { dir, id, .. } => vec![*dir, *id],

@@ -5,7 +5,7 @@ use crate::client::{self, CallError};
 use crate::grammar::{failed_message, UsageError};
 use crate::json::{
     self, AuditDoc, CertsDoc, HealDoc, HealStatsDoc, JoinTokenDoc, JoinTokensDoc, PeersDoc,
-    RebalanceDoc, ResultDoc, VolumeListDoc, VolumeStatusDoc,
+    RebalanceDoc, RemoveBrickDoc, ResultDoc, VolumeListDoc, VolumeStatusDoc,
 };
 use crate::plan::{self, Output, Plan, Settings};
 use crate::{exit, format};
@@ -279,6 +279,14 @@ fn show(out: &mut dyn Write, err: &mut dyn Write, s: &Settings, p: &Plan, reply:
                 json::render(&RebalanceDoc { volume, nodes })
             } else {
                 crate::rebalance::status(&volume, &nodes)
+            }
+        }
+        (Output::RemoveBrickStatus, MgmtReply::RemoveBrick(status)) => {
+            let volume = p.name.clone().unwrap_or_default();
+            if s.json {
+                json::render(&RemoveBrickDoc { volume, status })
+            } else {
+                crate::rebalance::remove_brick_status(&volume, &status)
             }
         }
         (Output::HealStatistics, MgmtReply::HealStats(bricks)) => {

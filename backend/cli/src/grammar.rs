@@ -267,6 +267,54 @@ pub fn parse_add_brick(name: &str, args: &[String]) -> Result<MgmtRequest, Usage
     })
 }
 
+pub const REMOVE_BRICK_USAGE: &str =
+    "Usage: cairn volume remove-brick NAME HOST:/PATH... start|status|stop|commit [force]";
+
+/// Parse `volume remove-brick NAME BRICK... start|status|stop|commit [force]` (gluster's
+/// grammar; `force` only after `commit`). Whether the bricks make whole replica sets is
+/// checked by cairnd, which knows the sets.
+pub fn parse_remove_brick(name: &str, args: &[String]) -> Result<MgmtRequest, UsageError> {
+    const CMD: &str = "volume remove-brick";
+    let err = |reason: String| UsageError::new(CMD, name, reason).with_usage(REMOVE_BRICK_USAGE);
+    check_volume_name(name).map_err(|e| UsageError::new(CMD, name, e))?;
+    let mut rest: &[String] = args;
+    let force = rest.last().is_some_and(|s| s == "force");
+    if force {
+        rest = &rest[..rest.len() - 1];
+    }
+    let Some((action, bricks)) = rest.split_last() else {
+        return Err(err("no action given".into()));
+    };
+    if !["start", "status", "stop", "commit"].contains(&action.as_str()) {
+        return Err(err(format!("'{action}' is not an action: start, status, stop or commit")));
+    }
+    if force && action != "commit" {
+        return Err(err(format!("'force' goes with commit only, not {action}")));
+    }
+    if bricks.is_empty() {
+        return Err(err("no bricks given".into()));
+    }
+    let mut parsed: Vec<Brick> = vec![];
+    for spec in bricks {
+        if spec == "replica" {
+            return Err(err(
+                "changing the replica count is not supported: remove whole replica sets".into(),
+            ));
+        }
+        let b = parse_brick(spec).map_err(|e| UsageError::new(CMD, name, e))?;
+        if parsed.iter().any(|p| p.same_host(&b) && p.path == b.path) {
+            return Err(UsageError::new(CMD, name, format!("brick {b} is given more than once")));
+        }
+        parsed.push(b);
+    }
+    Ok(MgmtRequest::VolumeRemoveBrick {
+        name: name.to_string(),
+        bricks: parsed.iter().map(|b| b.to_string()).collect(),
+        action: action.clone(),
+        force,
+    })
+}
+
 /// Keywords of gluster's `volume create` that Cairn does not implement.
 const UNSUPPORTED: &[&str] =
     &["stripe", "arbiter", "disperse", "disperse-data", "redundancy", "replica-count"];
@@ -480,6 +528,33 @@ mod tests {
         assert!(e("n1:/a force n2:/a").contains("'force' must come last"));
         assert!(e("n1:/a n1:/a").contains("more than once"));
         assert!(e("n1:relative").contains("n1:relative"));
+    }
+
+    #[test]
+    fn remove_brick_grammar() {
+        let r = parse_remove_brick("v", &args("n1:/b/2 n2:/b/2 commit force")).unwrap();
+        assert_eq!(
+            r,
+            MgmtRequest::VolumeRemoveBrick {
+                name: "v".into(),
+                bricks: vec!["n1:/b/2".into(), "n2:/b/2".into()],
+                action: "commit".into(),
+                force: true,
+            }
+        );
+        let r = parse_remove_brick("v", &args("n1:/b/2 status")).unwrap();
+        assert!(matches!(r, MgmtRequest::VolumeRemoveBrick { force: false, .. }));
+        for (bad, why) in [
+            ("n1:/b/2", "not an action"),
+            ("start", "no bricks"),
+            ("n1:/b/2 start force", "commit only"),
+            ("n1:/b/2 n1:/b/2 start", "more than once"),
+            ("n1:/b/2 bogus", "not an action"),
+            ("replica 1 n1:/b/2 start", "replica count"),
+        ] {
+            let e = parse_remove_brick("v", &args(bad)).unwrap_err().to_string();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
     }
 
     #[test]

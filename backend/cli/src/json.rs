@@ -172,6 +172,14 @@ pub struct RebalanceDoc {
     pub nodes: Vec<cairn_proto::mgmt::RebalanceNode>,
 }
 
+/// `volume remove-brick NAME BRICK... status --json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoveBrickDoc {
+    pub volume: String,
+    #[serde(flatten)]
+    pub status: cairn_proto::mgmt::RemoveBrickStatus,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HealStatsDoc {
     pub volume: String,

@@ -28,6 +28,8 @@ pub enum Output {
     Certs,
     /// `volume rebalance NAME status`.
     RebalanceStatus,
+    /// `volume remove-brick NAME BRICK... status`.
+    RemoveBrickStatus,
 }
 
 impl Output {
@@ -61,6 +63,8 @@ pub struct Settings {
     pub timeout: Duration,
 }
 
+pub const REMOVE_FORCE_QUESTION: &str = "Removing brick(s) with 'commit force' drops the \
+    files still on them from the volume. Do you want to continue? (y/n) ";
 pub const STOP_QUESTION: &str =
     "Stopping volume will make its data inaccessible. Do you want to continue? (y/n) ";
 pub const DELETE_QUESTION: &str = "Deleting volume will erase all information about the \
@@ -298,6 +302,20 @@ fn plan_volume(cmd: &VolumeCmd) -> Result<Plan, UsageError> {
             let name = volume("volume add-brick", name)?;
             let req = grammar::parse_add_brick(&name, args)?;
             done("volume add-brick", name, req)
+        }
+        VolumeCmd::RemoveBrick { name, args } => {
+            let name = volume("volume remove-brick", name)?;
+            let req = grammar::parse_remove_brick(&name, args)?;
+            match &req {
+                MgmtRequest::VolumeRemoveBrick { action, .. } if action == "status" => {
+                    read("volume remove-brick", Some(name), req, Output::RemoveBrickStatus)
+                }
+                MgmtRequest::VolumeRemoveBrick { force: true, .. } => Plan {
+                    confirm: Some(REMOVE_FORCE_QUESTION),
+                    ..done("volume remove-brick", name, req)
+                },
+                _ => done("volume remove-brick", name, req),
+            }
         }
         VolumeCmd::Rebalance { name, action, throttle } => {
             use crate::args::{RebalanceAction as A, RebalanceThrottle as T};

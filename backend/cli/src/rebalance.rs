@@ -60,6 +60,45 @@ pub fn status(volume: &str, nodes: &[cairn_proto::mgmt::RebalanceNode]) -> Strin
     o
 }
 
+/// `volume remove-brick NAME BRICK... status`, in gluster's columns plus what is left.
+pub fn remove_brick_status(volume: &str, s: &cairn_proto::mgmt::RemoveBrickStatus) -> String {
+    let rows: Vec<Vec<String>> = s
+        .nodes
+        .iter()
+        .map(|n| {
+            vec![
+                n.node.clone(),
+                n.moved.to_string(),
+                n.bytes.to_string(),
+                n.left_files.to_string(),
+                n.left_bytes.to_string(),
+                n.skipped.to_string(),
+                n.failures.to_string(),
+                n.state.clone(),
+            ]
+        })
+        .collect();
+    let mut o = table(
+        &["Node", "Rebalanced-files", "size", "left", "left size", "skipped", "failures", "status"],
+        &rows,
+    );
+    for n in &s.nodes {
+        if let Some(e) = &n.last_error {
+            let _ = writeln!(o, "{}: last failure: {e}", n.node);
+        }
+    }
+    let sets: Vec<String> = s.sets.iter().map(|x| x.to_string()).collect();
+    let _ = writeln!(
+        o,
+        "volume remove-brick: {volume}: set(s) {}: {} file(s) ({} bytes) left{}",
+        sets.join(", "),
+        s.left_files,
+        s.left_bytes,
+        if s.left_files == 0 { "; ready to commit" } else { "" }
+    );
+    o
+}
+
 fn hms(secs: u64) -> String {
     format!("{}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60)
 }

@@ -44,7 +44,7 @@ pub mod testing;
 mod tokens;
 
 pub use certs::{valid_serial, CertRecord};
-pub use records::{BrickRecord, PeerRecord, SetRecord, VolumeRecord};
+pub use records::{BrickRecord, PeerRecord, Removal, SetRecord, VolumeRecord};
 pub use store::{
     build_map, ensure_etcd_node_user, ConfigError, EtcdSecurity, NodeLease, RecordError, Store,
     DEFAULT_CONNECT_TIMEOUT, ETCD_NODE_ROLE,

@@ -43,4 +43,22 @@ pub struct VolumeRecord {
     /// show `Down`) until `reset-brick commit`.
     #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
     pub reset_bricks: std::collections::BTreeSet<u32>,
+    /// A `remove-brick start` under way: the sets being drained (out of the layout, still
+    /// serving what they hold) and the layout before it (what `stop` puts back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removing: Option<Removal>,
+    /// Sets dropped by `remove-brick commit`: their set ids and brick indexes are never
+    /// given again (ids homed on them route to the volume's first set, which holds their
+    /// stubs; docs/rebalance.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retired: Vec<SetRecord>,
+}
+
+/// `VolumeRecord::removing`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Removal {
+    /// Ids of the sets being drained.
+    pub sets: Vec<u32>,
+    /// The layout before `remove-brick start` (every set id, in ring order).
+    pub layout: Vec<u32>,
 }

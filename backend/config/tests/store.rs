@@ -34,6 +34,8 @@ fn volume(name: &str, bricks: &[(&str, &str)]) -> VolumeRecord {
         rebalancing: false,
         layout: vec![],
         reset_bricks: Default::default(),
+        removing: None,
+        retired: vec![],
     }
 }
 

@@ -117,6 +117,13 @@ impl fmt::Display for Errno {
 pub struct RemoteError {
     pub errno: Errno,
     pub message: String,
+    /// With [`Errno::EMOVED`]: the replica set the inode lives on now
+    /// ([`RemoteError::moved_to`]). Added at the end of the message, as `frame.rs` does
+    /// for other fields: a peer built before it sends nothing there (decoded `None`) and
+    /// ignores it in turn. Code that rewraps an error keeps it (`RemoteError { message,
+    /// ..e }`).
+    #[serde(default, deserialize_with = "crate::frame::trailing")]
+    pub moved: Option<u32>,
 }
 
 /// The words of an EMOVED message that name the set: `... moved to replica set N`.
@@ -130,19 +137,23 @@ pub fn moved_message(id: impl fmt::Display, set: u32) -> String {
 
 impl RemoteError {
     pub fn new(errno: Errno, message: impl Into<String>) -> Self {
-        RemoteError { errno, message: message.into() }
+        RemoteError { errno, message: message.into(), moved: None }
     }
 
     /// An EMOVED error: inode `id` lives on replica set `set` now.
     pub fn moved(id: impl fmt::Display, set: u32) -> Self {
-        RemoteError::new(Errno::EMOVED, moved_message(id, set))
+        RemoteError { moved: Some(set), ..RemoteError::new(Errno::EMOVED, moved_message(id, set)) }
     }
 
-    /// The replica set an EMOVED error names (the last one, if context repeated it);
-    /// `None` for any other error.
+    /// The replica set an EMOVED error names: its `moved` field; from a peer built before
+    /// the field, the last set its message names (context may repeat it). `None` for any
+    /// other error.
     pub fn moved_to(&self) -> Option<u32> {
         if self.errno != Errno::EMOVED {
             return None;
+        }
+        if self.moved.is_some() {
+            return self.moved;
         }
         let at = self.message.rfind(MOVED_TO)? + MOVED_TO.len();
         let digits: String =
@@ -173,5 +184,46 @@ mod tests {
         assert_eq!(wrapped.moved_to(), Some(3));
         assert_eq!(RemoteError::new(Errno::ESTALE, e.message).moved_to(), None);
         assert_eq!(Errno::EMOVED.name(), "EMOVED");
+    }
+
+    /// The set is a field of the error reply: read from it whatever the message says,
+    /// kept across the wire, absent (and read from the message) in an older peer's
+    /// reply, and ignored by an older peer.
+    #[test]
+    fn the_moved_to_set_is_a_trailing_field_of_the_error_reply() {
+        use crate::frame::{decode, encode};
+        use crate::msg::Response;
+        let e = RemoteError::moved("0000000200000000000000000000002a", 3);
+        assert_eq!(e.moved, Some(3));
+        // Rewrapped with a message that names no set (or another one): the field rules.
+        let rewrapped = RemoteError { message: "brick 0: getattr: moved".into(), ..e.clone() };
+        assert_eq!(rewrapped.moved_to(), Some(3));
+        let lying = RemoteError { message: moved_message("x", 9), ..e.clone() };
+        assert_eq!(lying.moved_to(), Some(3));
+        let r: Response = Err(rewrapped.clone());
+        let bytes = encode(&r);
+        assert_eq!(decode::<Response>(&bytes).unwrap(), r);
+        // An older peer's reply: no field; the message still names the set.
+        #[derive(Serialize, Deserialize)]
+        struct Old {
+            errno: Errno,
+            message: String,
+        }
+        let old: Result<crate::msg::Reply, Old> =
+            Err(Old { errno: Errno::EMOVED, message: e.message.clone() });
+        let back = decode::<Response>(&encode(&old)).unwrap().unwrap_err();
+        assert_eq!((back.moved, back.moved_to()), (None, Some(3)));
+        // An older peer decodes a newer reply (the field is trailing bytes to it).
+        let seen: Result<crate::msg::Reply, Old> = decode(&bytes).unwrap();
+        assert_eq!(seen.err().map(|o| o.message), Some(rewrapped.message));
+        // Other errors carry no set.
+        let stale = RemoteError::new(Errno::ESTALE, e.message);
+        assert_eq!(
+            decode::<Response>(&encode(&Err::<crate::msg::Reply, _>(stale)))
+                .unwrap()
+                .unwrap_err()
+                .moved_to(),
+            None
+        );
     }
 }

@@ -179,6 +179,17 @@ pub enum MgmtRequest {
     /// "Rotation"). The certificate of the connection is the proof; the request carries
     /// only the new key's request (or none: the cluster's trusted CA certificates only).
     CertRenew(RenewRequest),
+    /// `remove-brick VOL BRICK... start|status|stop|commit [force]` (docs/rebalance.md):
+    /// `bricks` must make whole replica sets. `start` takes them out of the layout and
+    /// moves every file off them (a rebalance); `status` shows what moved and what is
+    /// left; `stop` puts them back in the layout; `commit` drops them from the volume
+    /// once they hold no file (`force`: whatever they hold).
+    VolumeRemoveBrick {
+        name: String,
+        bricks: Vec<String>,
+        action: String,
+        force: bool,
+    },
 }
 
 /// A renewal ([`MgmtRequest::CertRenew`]).
@@ -405,6 +416,36 @@ pub enum MgmtReply {
     /// A rebalance's progress, one entry per node that ran one.
     Rebalance(Vec<RebalanceNode>),
     Renewed(RenewReply),
+    /// `remove-brick ... status`.
+    RemoveBrick(RemoveBrickStatus),
+}
+
+/// `remove-brick VOL BRICK... status`: the sets being drained and, per node with bricks
+/// of the volume, what its run moved and what is left on those sets (files and bytes of
+/// the names this node's bricks head there).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RemoveBrickStatus {
+    pub sets: Vec<u32>,
+    pub nodes: Vec<RemoveBrickNode>,
+    /// Files (and their bytes) still on the draining sets, all nodes together.
+    pub left_files: u64,
+    pub left_bytes: u64,
+}
+
+/// One node's row of [`RemoveBrickStatus`].
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RemoveBrickNode {
+    pub node: String,
+    /// The node's rebalance run: `running`, `paused`, `stopped`, `completed`, `failed`,
+    /// or `not started`.
+    pub state: String,
+    pub moved: u64,
+    pub bytes: u64,
+    pub left_files: u64,
+    pub left_bytes: u64,
+    pub skipped: u64,
+    pub failures: u64,
+    pub last_error: Option<String>,
 }
 
 /// An issued certificate as recorded in the config store (docs/security.md, "Revocation").

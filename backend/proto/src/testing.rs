@@ -294,11 +294,12 @@ pub fn sample_ops(dir: Id, file: Id, prefix: &str) -> Vec<(Op, Vec<u8>)> {
         (Op::MigrateIn { id: file, attr }, none()),
         (Op::MigrateOut { dir, name: name("f"), id: file, to: 2 }, none()),
         (Op::MigrateDrop { id: file }, none()),
+        (Op::MigrateStub { id: file, to: 2 }, none()),
     ]
 }
 
 /// Number of [`Op`] variants.
-pub const OP_KINDS: usize = 46;
+pub const OP_KINDS: usize = 47;
 
 /// Index of an op's variant; the match is exhaustive, so a new variant fails to build
 /// until it is given an index here (and [`OP_KINDS`] and [`sample_ops`] follow).
@@ -350,6 +351,7 @@ pub fn op_kind(op: &Op) -> usize {
         Op::MigrateIn { .. } => 43,
         Op::MigrateOut { .. } => 44,
         Op::MigrateDrop { .. } => 45,
+        Op::MigrateStub { .. } => 46,
     }
 }
 
@@ -716,6 +718,7 @@ pub fn op(id: BoxedStrategy<Id>, name: BoxedStrategy<Vec<u8>>) -> BoxedStrategy<
             to
         }),
         id().prop_map(|id| Op::MigrateDrop { id }),
+        (id(), num32()).prop_map(|(id, to)| Op::MigrateStub { id, to }),
     ]
     .boxed()
 }

@@ -251,6 +251,12 @@ fn every_mgmt_request() -> Vec<MgmtRequest> {
             bricks: vec!["n1:/b/5".into(), "n2:/b/5".into()],
             force: false,
         },
+        MgmtRequest::VolumeRemoveBrick {
+            name: "vol".into(),
+            bricks: vec!["n1:/b/5".into(), "n2:/b/5".into()],
+            action: "commit".into(),
+            force: true,
+        },
         MgmtRequest::BrickAdd {
             volume: "vol".into(),
             volume_id: 7,

@@ -196,6 +196,24 @@ impl Brick {
         Ok(Reply::Unit)
     }
 
+    /// `Op::MigrateStub`: make `id`'s index entry a moved stub naming `to`, or rewrite
+    /// the stub there; EEXIST if the entry is an inode (never replaced).
+    pub(crate) fn op_migrate_stub(&self, id: Id, to: u32) -> R<Reply> {
+        let what = || format!("moved stub of {id} to set {to}");
+        match self.idx.lstat_index(id) {
+            Ok(st) if !ids::stub_shaped(&st) => {
+                return Err(fail(libc::EEXIST, format!("{}: the inode itself is here", what())))
+            }
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+            Err(e) => return Err(e).ctx(what),
+        }
+        let _g = self.stripe(id).lock();
+        self.idx.make_stub(id, to).ctx(what)?;
+        self.csum.forget(id);
+        Ok(Reply::Unit)
+    }
+
     /// The state of a moved stub as attributes (for tests and `cairn` tools): `None` when
     /// `id`'s index entry here is not one.
     pub fn stub_attr(&self, id: Id) -> Option<(Attr, u32)> {

@@ -147,6 +147,7 @@ impl Brick {
                 op: what.to_string(),
                 errno: f.errno,
                 what: f.what,
+                moved: f.moved,
             });
             if corrupt {
                 tracing::error!(volume = %self.marker.volume, brick = self.marker.index, error = %e, "data corruption detected");
@@ -182,10 +183,13 @@ impl Brick {
     }
 
     /// EMOVED for `id`, whose index entry here is a moved stub: the error names the set
-    /// the inode lives on now (`RemoteError::moved_to` reads it back).
+    /// the inode lives on now, in its `moved` field (`RemoteError::moved_to`).
     fn moved_fail(&self, id: Id) -> crate::error::Fail {
         match self.idx.moved(id) {
-            Ok(Some(set)) => fail(libc::EREMOTE, cairn_proto::error::moved_message(id, set)),
+            Ok(Some(set)) => crate::error::Fail {
+                moved: Some(set),
+                ..fail(libc::EREMOTE, cairn_proto::error::moved_message(id, set))
+            },
             // Replaced again meanwhile (a heal): the client asks again.
             Ok(None) => fail(libc::ESTALE, format!("inode {id}: moved stub changed")),
             Err(e) => Err::<(), _>(e).ctx(|| format!("moved stub of {id}")).unwrap_err(),

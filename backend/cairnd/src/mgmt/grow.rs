@@ -49,6 +49,12 @@ pub(super) async fn add_brick(
             format!("volume {name}: a rebalance is running (on {n}): one layout change at a time; wait for it or stop it ('cairn volume rebalance {name} stop')"),
         ));
     }
+    if let Some(r) = &rec.removing {
+        return Err(fail(
+            Errno::EBUSY,
+            format!("volume {name}: remove-brick of set(s) {} is under way: one layout change at a time; commit or stop it first", ids(&r.sets)),
+        ));
+    }
     let r = rec.replica as usize;
     if specs.is_empty() || !specs.len().is_multiple_of(r) {
         return Err(inval(format!(
@@ -60,7 +66,10 @@ pub(super) async fn add_brick(
     let live = node.store.live_nodes().await.map_err(cfg)?;
     let volumes = node.store.list_volumes().await.map_err(cfg)?;
     let mut seen = HashSet::new();
-    let mut next_index = rec.sets.iter().flat_map(|s| &s.bricks).map(|b| b.index + 1).max();
+    // Sets and brick indexes of removed sets are never given again (ids homed on a
+    // removed set route to the volume's first set).
+    let all_sets = || rec.sets.iter().chain(&rec.retired);
+    let mut next_index = all_sets().flat_map(|s| &s.bricks).map(|b| b.index + 1).max();
     let mut bricks = vec![];
     for spec in specs {
         let (host, path) = parse_spec(spec)?;
@@ -98,7 +107,7 @@ pub(super) async fn add_brick(
         next_index = Some(index + 1);
         bricks.push(BrickRecord { index, node: peer.name.clone(), path });
     }
-    let first_set = rec.sets.iter().map(|s| s.id).max().unwrap_or(0) + 1;
+    let first_set = all_sets().map(|s| s.id).max().unwrap_or(0) + 1;
     let new_sets: Vec<SetRecord> = bricks
         .chunks(r)
         .enumerate()
@@ -243,7 +252,11 @@ async fn fill_new_sets(
 }
 
 /// Until `ok` holds for this node's map of `name` (true), or `BRICK_UP_WAIT` passed.
-async fn wait_map(node: &Arc<Node>, name: &str, ok: impl Fn(&VolumeMap) -> bool) -> bool {
+pub(super) async fn wait_map(
+    node: &Arc<Node>,
+    name: &str,
+    ok: impl Fn(&VolumeMap) -> bool,
+) -> bool {
     let deadline = Instant::now() + BRICK_UP_WAIT;
     loop {
         if node.map(name).map(|m| ok(&m)).unwrap_or(false) {
@@ -313,6 +326,19 @@ async fn list_dirs(
     set: u32,
     dir: Id,
 ) -> Result<Vec<DirEntry>, RemoteError> {
+    let mut all = list_all(node, name, set, dir).await?;
+    all.retain(|e| e.kind == FileType::Directory);
+    Ok(all)
+}
+
+/// Every entry of `dir` on set `set` (readdirplus, every page; linktos are not listed);
+/// none if the directory is gone.
+pub(super) async fn list_all(
+    node: &Arc<Node>,
+    name: &str,
+    set: u32,
+    dir: Id,
+) -> Result<Vec<DirEntry>, RemoteError> {
     let mut out = vec![];
     let mut cookie = 0;
     loop {
@@ -328,7 +354,7 @@ async fn list_dirs(
         };
         cookie = entries.last().map(|e| e.cookie).unwrap_or(cookie);
         let n = entries.len();
-        out.extend(entries.into_iter().filter(|e| e.kind == FileType::Directory));
+        out.extend(entries);
         if eof || n == 0 {
             return Ok(out);
         }

@@ -12,7 +12,7 @@
 use super::*;
 use cairn_proto::mgmt::RebalanceNode;
 
-fn brick_nodes(rec: &VolumeRecord) -> Vec<String> {
+pub(super) fn brick_nodes(rec: &VolumeRecord) -> Vec<String> {
     let mut nodes: Vec<String> =
         rec.sets.iter().flat_map(|s| s.bricks.iter().map(|b| b.node.clone())).collect();
     nodes.sort();
@@ -20,7 +20,7 @@ fn brick_nodes(rec: &VolumeRecord) -> Vec<String> {
     nodes
 }
 
-async fn records(node: &Node, name: &str) -> Result<Vec<RebalanceNode>, RemoteError> {
+pub(super) async fn records(node: &Node, name: &str) -> Result<Vec<RebalanceNode>, RemoteError> {
     node.store.rebalance_records(name).await.map_err(|e| {
         fail(Errno::EIO, format!("volume rebalance: {name}: cannot read the progress records: {e}"))
     })
@@ -73,22 +73,7 @@ pub(super) async fn rebalance(
                     ),
                 ));
             }
-            let mut started = vec![];
-            let local = format!("start:{}", throttle.name());
-            for n in &nodes {
-                let req = MgmtRequest::RebalanceLocal { name: name.into(), action: local.clone() };
-                match call_node(node, n, "", req).await {
-                    Ok(_) => started.push(n.clone()),
-                    Err(e) => {
-                        // Stop those started: a rebalance runs on every node or on none.
-                        each(node, name, &started, "stop").await;
-                        return Err(fail(
-                            e.errno,
-                            format!("volume rebalance: {name}: cannot start on {n}: {}", e.message),
-                        ));
-                    }
-                }
-            }
+            let started = launch_runs(node, name, &nodes, throttle).await?;
             Ok(done(format!(
                 "Rebalance on {name} has been started successfully on {} node(s) (throttle {}). Use rebalance status command to check status of the rebalance process.",
                 started.len(),
@@ -145,9 +130,39 @@ pub(super) async fn rebalance(
     }
 }
 
+/// Start a run on every node of `nodes` (each waits for the volume's current layout
+/// first); if one cannot start, those started are stopped: a rebalance runs on every
+/// node or on none. The nodes started.
+pub(super) async fn launch_runs(
+    node: &Arc<Node>,
+    name: &str,
+    nodes: &[String],
+    throttle: crate::rebalance::Throttle,
+) -> Result<Vec<String>, RemoteError> {
+    let mut started = vec![];
+    let local = format!("start:{}", throttle.name());
+    for n in nodes {
+        let req = MgmtRequest::RebalanceLocal { name: name.into(), action: local.clone() };
+        match call_node(node, n, "", req).await {
+            Ok(_) => started.push(n.clone()),
+            Err(e) => {
+                each(node, name, &started, "stop").await;
+                return Err(fail(
+                    e.errno,
+                    format!("volume rebalance: {name}: cannot start on {n}: {}", e.message),
+                ));
+            }
+        }
+    }
+    Ok(started)
+}
+
 /// The throttle of a `start:THROTTLE` action (empty: normal), for the asked node and each
 /// node's own run alike.
-fn throttle_of(name: &str, throttle: &str) -> Result<crate::rebalance::Throttle, RemoteError> {
+pub(super) fn throttle_of(
+    name: &str,
+    throttle: &str,
+) -> Result<crate::rebalance::Throttle, RemoteError> {
     crate::rebalance::Throttle::parse(throttle).ok_or_else(|| {
         fail(
             Errno::EINVAL,
@@ -168,6 +183,18 @@ pub(super) async fn rebalance_local(
     match verb {
         "start" => {
             let throttle = throttle_of(name, throttle)?;
+            // The run hashes by this node's map: it must have the layout that asked for
+            // it (remove-brick's start changes it just before).
+            let (rec, _) = existing_volume(node, name).await?;
+            if !wait_map(node, name, |m| m.layout_epoch >= rec.layout_epoch).await {
+                return Err(fail(
+                    Errno::EAGAIN,
+                    format!(
+                        "rebalance of {name}: {} has not the volume's layout epoch {} yet",
+                        node.name, rec.layout_epoch
+                    ),
+                ));
+            }
             let run = crate::rebalance::start(node, name, throttle).await?;
             tokio::spawn(run);
             Ok(done(format!("rebalance of {name} started on {}", node.name)))

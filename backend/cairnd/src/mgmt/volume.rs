@@ -146,6 +146,8 @@ pub(super) async fn volume_create(
         rebalancing: false,
         layout: vec![],
         reset_bricks: Default::default(),
+        removing: None,
+        retired: vec![],
     };
     node.store.create_volume(&rec).await.map_err(|e| fail(Errno::EEXIST, format!("{e}")))?;
     node.kick.notify_one();

@@ -22,16 +22,21 @@ use std::time::{Duration, Instant};
 /// Entries asked per readdir.
 const PAGE: u32 = 256;
 
-/// The sets of `vol` with a brick on this node, in the map's order.
+/// The sets of `vol` with a brick on this node, in the map's order, sets outside the
+/// layout (draining for a remove-brick) first.
 fn local_sets(node: &Node, vol: &str) -> Result<Vec<u32>, RemoteError> {
     let map =
         node.map(vol).ok_or_else(|| RemoteError::new(Errno::ENOENT, format!("no map of {vol}")))?;
-    Ok(map
+    let mut sets: Vec<u32> = map
         .sets
         .iter()
         .filter(|s| s.bricks.iter().any(|b| node.slot(vol, b.index).is_some()))
         .map(|s| s.id)
-        .collect())
+        .collect();
+    if !map.layout.is_empty() {
+        sets.sort_by_key(|s| map.layout.contains(s));
+    }
+    Ok(sets)
 }
 
 /// One page of `dir` on `set` after `cookie`; `None` if the directory is gone.

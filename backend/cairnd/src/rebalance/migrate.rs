@@ -74,16 +74,18 @@ pub(crate) async fn migrate_file(
     if a.nlink != 1 {
         return Ok(Outcome::Skipped(format!("{} hard links", a.nlink)));
     }
-    if id.home_set() != from {
-        return Ok(Outcome::Skipped(format!("moved once already (home set {})", id.home_set())));
-    }
     match on_head(node, vol, from, id, Op::MigrateMark { id, to: Some(to) }).await {
         Ok(_) => {}
         Err(e) if e.errno == Errno::EBUSY => return Ok(Outcome::Skipped(e.message)),
         Err(e) => return Err(ctx("fencing it", e)),
     }
     match copy_and_switch(node, vol, dir, name, &a, from, to).await {
-        Ok(bytes) => Ok(Outcome::Moved(bytes)),
+        // A file that moved before (it lives off the set that routes its id): that set's
+        // stub names `to` now (`from` forwards there meanwhile, until it is removed).
+        Ok(bytes) => match restub(node, vol, id, to).await {
+            Ok(()) => Ok(Outcome::Moved(bytes)),
+            Err(e) => Err(ctx("moved; its forwarding stub", e)),
+        },
         Err((linked, e)) => {
             // The file stays at `from`: take the copy and its name off `to`, lift the fence.
             if linked {
@@ -99,6 +101,31 @@ pub(crate) async fn migrate_file(
             }
             Err(ctx("copying", e))
         }
+    }
+}
+
+/// The set that routes `id` (its home set; the volume's first set for an id homed on a
+/// removed set: `cairn_placement::home_set`) forwards it to `to` with a moved stub,
+/// unless that set is `to` or holds the inode itself.
+pub(crate) async fn restub(
+    node: &Arc<Node>,
+    vol: &str,
+    id: Id,
+    to: u32,
+) -> Result<(), RemoteError> {
+    let map =
+        node.map(vol).ok_or_else(|| RemoteError::new(Errno::ENOENT, format!("no map of {vol}")))?;
+    let home = cairn_placement::home_set(&map, id).id;
+    if home == to {
+        return Ok(());
+    }
+    match on_head(node, vol, home, id, Op::MigrateStub { id, to }).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.errno == Errno::EEXIST => Ok(()),
+        Err(e) => Err(RemoteError::new(
+            e.errno,
+            format!("{vol}: stub of {id} on set {home} naming set {to}: {}", e.message),
+        )),
     }
 }
 

@@ -32,6 +32,7 @@ fn is_migrate(op: &Op) -> bool {
             | Op::MigrateIn { .. }
             | Op::MigrateOut { .. }
             | Op::MigrateDrop { .. }
+            | Op::MigrateStub { .. }
     )
 }
 

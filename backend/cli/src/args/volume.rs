@@ -191,6 +191,29 @@ cairn --json volume info vol0   # layout_epoch, rebalancing"
         #[arg(value_name = "ARGS", required = true, num_args = 1.., allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Shrink a live volume by whole replica sets: drain them, then drop them.
+    #[command(
+        name = "remove-brick",
+        override_usage = "cairn volume remove-brick NAME HOST:/PATH... start|status|stop|commit [force]",
+        long_about = "Take whole replica sets out of volume NAME while it serves (the bricks given must be every brick of each set, in any order).
+
+`start` takes the sets out of the layout at once (a new layout epoch: new files never go to them; what they hold is still found) and runs a rebalance on every node with bricks that moves every regular file off them, keeping its id, so NFS handles, SMB file ids and inode numbers stay valid. It holds the volume's layout lock like add-brick; the runs are resumable like a rebalance's (a node restarting picks up its run). `start` again for the same bricks runs the moves again (for files skipped as open, locked or with hard links).
+
+`status` shows, per node, the files and bytes moved, the files and bytes still on the draining sets, skipped files and failures (`--json` for the document). `stop` ends the runs and puts the sets back in the layout (files moved off stay where they are).
+
+`commit` drops the sets from the volume once they hold no file; it is refused, with the number of files and bytes left, while any file is left or a run is active. `commit force` drops them whatever they hold (those files leave the volume). Ids of files that lived on a removed set keep working: before the sets go, the volume's first remaining set gets a forwarding stub for each. The bricks' directories are left on disk.",
+        after_help = "EXAMPLES:\n  cairn volume remove-brick vol0 node3:/bricks/b1 node4:/bricks/b1 start\n  \
+cairn volume remove-brick vol0 node3:/bricks/b1 node4:/bricks/b1 status\n  \
+cairn --json volume remove-brick vol0 node3:/bricks/b1 node4:/bricks/b1 status\n  \
+cairn volume remove-brick vol0 node3:/bricks/b1 node4:/bricks/b1 commit"
+    )]
+    RemoveBrick {
+        /// Name of the volume to shrink.
+        name: String,
+        /// `HOST:/PATH... start|status|stop|commit [force]`
+        #[arg(value_name = "ARGS", required = true, num_args = 2.., allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Move files to the replica sets their names hash to after add-brick.
     #[command(
         name = "rebalance",

@@ -221,13 +221,14 @@ impl Inner {
                         ) {
                             self.pool.forget(&b.addr);
                         }
-                        RemoteError::new(
-                            e.errno,
-                            format!(
+                        // Keeps the errno and an EMOVED's set.
+                        RemoteError {
+                            message: format!(
                                 "{}: brick {} ({}:{}): {}",
                                 map.name, b.index, b.node, b.path, e.message
                             ),
-                        )
+                            ..e
+                        }
                     })
                 }
             };

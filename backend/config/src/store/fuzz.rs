@@ -36,6 +36,8 @@ fn volume() -> VolumeRecord {
         rebalancing: false,
         layout: vec![],
         reset_bricks: Default::default(),
+        removing: None,
+        retired: vec![],
     }
 }
 

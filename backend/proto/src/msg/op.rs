@@ -303,6 +303,14 @@ pub enum Op {
     MigrateDrop {
         id: Id,
     },
+    /// Rebalance and remove-brick, at the set that routes `id` (its home set, or the
+    /// volume's first set for an id whose home set was removed): make `id`'s index entry
+    /// a moved stub naming set `to`, or rewrite the stub there. An entry that is the
+    /// inode itself is left (EEXIST).
+    MigrateStub {
+        id: Id,
+        to: u32,
+    },
 }
 
 /// Bits of [`Op::Share`]'s `access` and `deny`.
@@ -339,6 +347,7 @@ impl Op {
                 | Op::MigrateIn { .. }
                 | Op::MigrateOut { .. }
                 | Op::MigrateDrop { .. }
+                | Op::MigrateStub { .. }
         )
     }
 
@@ -423,6 +432,7 @@ impl Op {
             Op::MigrateIn { .. } => "migrate_in",
             Op::MigrateOut { .. } => "migrate_out",
             Op::MigrateDrop { .. } => "migrate_drop",
+            Op::MigrateStub { .. } => "migrate_stub",
         }
     }
 }
