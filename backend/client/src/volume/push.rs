@@ -63,6 +63,7 @@ impl Inner {
                     self.attrs.invalidate(id);
                     self.xattrs.invalidate(id);
                     self.data.invalidate(id);
+                    self.lockstate.invalidate(id);
                     if entries {
                         self.entries.invalidate_dir(id);
                         self.complete.invalidate(id);
