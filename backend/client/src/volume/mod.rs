@@ -40,7 +40,7 @@ use crate::conn::Pool;
 use crate::Result;
 use bytes::Bytes;
 use cairn_cache::{
-    AttrCache, DataCache, DirStates, EntryCache, LockStates, WriteBehind, XattrCache,
+    AttrCache, DataCache, DirStates, EntryCache, LockStates, Searchers, WriteBehind, XattrCache,
 };
 use cairn_proto::map::VolumeMap;
 use cairn_proto::msg::{Op, Reply, Request};
@@ -104,6 +104,8 @@ struct Inner {
     data: DataCache,
     /// Files no other session holds a byte-range lock on, under their leases (`cairn_cache::LockStates`).
     lockstate: LockStates,
+    /// Callers the bricks let search a directory, until it changes (`cache/src/search.rs`).
+    searchers: Searchers,
     /// File type by id. An id's type never changes, so this is exact without leases even
     /// when the attribute cache is off; it spares the getattr that per-inode ops need to
     /// know whether to update a directory's copies on every set.
@@ -181,6 +183,7 @@ impl Volume {
             complete: DirStates::new(opts.cache_timeout),
             data: DataCache::new(opts.cache_timeout, QUICK_READ_BYTES),
             lockstate: LockStates::new(opts.cache_timeout),
+            searchers: Searchers::new(opts.cache_timeout),
             kinds: Mutex::default(),
             moved: moved::Relocations::default(),
             wb: WriteBehind::new(opts.write_behind_bytes),
@@ -258,6 +261,7 @@ impl Volume {
         self.inner.complete.clear();
         self.inner.data.clear();
         self.inner.lockstate.clear();
+        self.inner.searchers.clear();
     }
 
     pub async fn statfs(&self, c: &Creds) -> Result<StatFs> {

@@ -64,6 +64,7 @@ impl Inner {
                     self.xattrs.invalidate(id);
                     self.data.invalidate(id);
                     self.lockstate.invalidate(id);
+                    self.searchers.invalidate(id);
                     if entries {
                         self.entries.invalidate_dir(id);
                         self.complete.invalidate(id);
