@@ -140,7 +140,6 @@ struct cairn_mount {
 	cairn_fs_t *fs;
 	uint64_t dev;
 	struct cairn_nidx *nidx;	/* case-insensitive name indexes */
-	struct cairn_dslot *dcache;	/* directory lookups of path walks */
 	int nidx_count;
 	int nidx_ms;			/* how long an index is trusted */
 };
@@ -353,7 +352,6 @@ static void cairn_nidx_drain(void)
 		if (!all && !entries) {
 			continue;
 		}
-		TALLOC_FREE(m->dcache);	/* see cairn_dcache_get */
 		for (x = m->nidx; x != NULL; x = next) {
 			bool hit = all;
 
@@ -556,123 +554,12 @@ static const char *cairn_nidx_lookup(struct cairn_nidx *x, const char *name)
 }
 
 /*
- * Path walks and lookups: smbd names most files by path from the share root, and each
- * intermediate directory would be a lookup round trip. Each smbd process remembers which
- * directory or regular file a (directory id, name) pair led to, per caller (uid, gid: a
- * lookup checks the caller's search permission), under the same rules as the name index:
- * the lookup took a lease on the parent, a change of its entries by another client
- * recalls it and the upcall clears this table; this process's own removes and renames
- * clear it too; nothing is trusted longer than cairn:name cache ms. A hit still needs
- * the inode's attributes from the directory or file attribute cache (or a getattr).
+ * Path walks and lookups: smbd names most files by path from the share root. Which
+ * inode a (directory, name) led to is libcairn's entry cache (docs/libcairn.md), exact
+ * under the lease of the directory's entries and answered only to a caller the cached
+ * directory attributes let search it; the module kept its own per-uid table (about 130
+ * lines) until 2026-11-28.
  */
-#define CAIRN_DSLOTS 4096
-
-struct cairn_dslot {
-	bool used;
-	uint32_t uid, gid;
-	cairn_id_t parent, child;
-	uint8_t type;		/* DT_DIR or DT_REG */
-	char *name;
-	struct timespec when;
-};
-
-static uint32_t cairn_dslot_hash(const cairn_creds_t *cr, const cairn_id_t *parent,
-				 const char *name)
-{
-	uint32_t h = 2166136261u;
-	size_t i;
-
-	for (i = 0; i < sizeof(parent->bytes); i++) {
-		h = (h ^ parent->bytes[i]) * 16777619u;
-	}
-	for (; *name != '\0'; name++) {
-		h = (h ^ (uint8_t)*name) * 16777619u;
-	}
-	return (h ^ cr->uid ^ (cr->gid << 16)) % CAIRN_DSLOTS;
-}
-
-static void cairn_dcache_clear(struct cairn_mount *m)
-{
-	TALLOC_FREE(m->dcache);
-}
-
-static bool cairn_dcache_get(struct cairn_mount *m, const cairn_creds_t *cr,
-			     const cairn_id_t *parent, const char *name,
-			     cairn_id_t *child, uint8_t *type)
-{
-	struct cairn_dslot *d = NULL;
-	struct timespec now;
-
-	cairn_nidx_drain();
-	if (m->dcache == NULL) {
-		return false;
-	}
-	d = &m->dcache[cairn_dslot_hash(cr, parent, name)];
-	if (!d->used || d->uid != cr->uid || d->gid != cr->gid ||
-	    !cairn_id_eq(&d->parent, parent) || strcmp(d->name, name) != 0) {
-		return false;
-	}
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	if (nsec_time_diff(&now, &d->when) / 1000000 >= m->nidx_ms) {
-		d->used = false;
-		return false;
-	}
-	*child = d->child;
-	*type = d->type;
-	return true;
-}
-
-/* An own remove of (parent, name): forget it for every caller. */
-static void cairn_dcache_forget(struct cairn_mount *m, const cairn_id_t *parent,
-				const char *name)
-{
-	size_t i;
-
-	if (m->dcache == NULL) {
-		return;
-	}
-	for (i = 0; i < CAIRN_DSLOTS; i++) {
-		struct cairn_dslot *d = &m->dcache[i];
-
-		if (d->used && cairn_id_eq(&d->parent, parent) &&
-		    strcmp(d->name, name) == 0) {
-			d->used = false;
-		}
-	}
-}
-
-static void cairn_dcache_put(struct cairn_mount *m, const cairn_creds_t *cr,
-			     const cairn_id_t *parent, const char *name,
-			     const cairn_id_t *child, uint8_t type,
-			     const struct timespec *when)
-{
-	struct cairn_dslot *d = NULL;
-
-	if (m->nidx_ms <= 0 || (type != DT_DIR && type != DT_REG)) {
-		return;
-	}
-	if (m->dcache == NULL) {
-		m->dcache = talloc_zero_array(m, struct cairn_dslot, CAIRN_DSLOTS);
-		if (m->dcache == NULL) {
-			return;
-		}
-	}
-	d = &m->dcache[cairn_dslot_hash(cr, parent, name)];
-	TALLOC_FREE(d->name);
-	d->name = talloc_strdup(m->dcache, name);
-	if (d->name == NULL) {
-		d->used = false;
-		return;
-	}
-	d->used = true;
-	d->uid = cr->uid;
-	d->gid = cr->gid;
-	d->parent = *parent;
-	d->child = *child;
-	d->type = type;
-	d->when = *when;
-}
-
 /*
  * Attributes of files and directories come from libcairn's cache (cairn_getattr): it
  * keeps only the copy the inode's own chain head holds (a new file is headed by its
@@ -811,11 +698,6 @@ static int cairn_lookup_cached(struct vfs_handle_struct *handle,
 	struct cairn_mount *m = cairn_cc(handle)->m;
 	struct cairn_nidx *x = cairn_nidx_find(m, &dir);
 	cairn_attr_t d;
-	struct timespec t0;
-	cairn_id_t child;
-	uint8_t type;
-	uint64_t gen;
-	int ret;
 
 	if (x != NULL && cairn_nidx_lookup(x, name) == NULL) {
 		if (cairn_attr(m, cr, dir, &d) == 0 &&
@@ -823,23 +705,8 @@ static int cairn_lookup_cached(struct vfs_handle_struct *handle,
 			return -ENOENT;
 		}
 	}
-	/*
-	 * A name this caller looked up before: its attributes (a directory's merged over
-	 * every set, which a caller needs anyway) from libcairn's cache.
-	 */
-	if (cairn_dcache_get(m, cr, &dir, name, &child, &type) &&
-	    (type == DT_DIR || type == DT_REG) &&
-	    cairn_attr(m, cr, child, a) == 0) {
-		return 0;
-	}
-	gen = cairn_inval_generation();
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	ret = cairn_lookup(m->fs, cr, dir, name, a);
-	if (ret == 0 && cairn_inval_generation() == gen) {
-		/* The lookup took a lease on the directory's entries where they change. */
-		cairn_dcache_put(m, cr, &dir, name, &a->id, a->type, &t0);
-	}
-	return ret;
+	/* A name looked up before: libcairn's entry and attribute caches answer. */
+	return cairn_lookup(m->fs, cr, dir, name, a);
 }
 
 /*
@@ -908,26 +775,7 @@ again:
 				ret = -ENOTDIR;
 				goto out;
 			}
-			{
-				struct cairn_mount *m = cairn_cc(handle)->m;
-				cairn_id_t dir = a.id, child;
-				uint8_t type;
-
-				if (!last &&
-				    cairn_dcache_get(m, cr, &dir, p, &child,
-						     &type) &&
-				    type == DT_DIR) {
-					a.id = child;
-					a.type = DT_DIR;
-					done = talloc_asprintf(frame, "%s/%s",
-							       done, p);
-					*e = save;
-					p = e;
-					continue;
-				}
-				ret = cairn_lookup_cached(handle, cr, dir, p,
-							  &a);
-			}
+			ret = cairn_lookup_cached(handle, cr, a.id, p, &a);
 			if (ret < 0) {
 				goto out;
 			}
@@ -2336,7 +2184,6 @@ static int cairn_renameat(struct vfs_handle_struct *handle,
 				   dleaf, 0);
 	}
 	if (ret == 0) {
-		cairn_dcache_clear(cairn_cc(handle)->m);
 		cairn_nidx_removed(handle, &sdir, sleaf);
 		cairn_nidx_added(handle, &ddir, dleaf);
 	}
@@ -2467,12 +2314,6 @@ static int cairn_unlinkat(struct vfs_handle_struct *handle,
 		}
 	}
 	if (ret == 0) {
-		if (flags & AT_REMOVEDIR) {
-			cairn_dcache_clear(cairn_cc(handle)->m);
-		} else {
-			cairn_dcache_forget(cairn_cc(handle)->m, &parent,
-					    leaf);
-		}
 		cairn_nidx_removed(handle, &parent, leaf);
 	}
 	return cairn_ret(ret);

@@ -47,6 +47,14 @@ impl Leases {
         );
     }
 
+    /// Whether `session` holds an unexpired lease on `id`.
+    pub fn holds(&self, volume: &str, id: Id, session: u64) -> bool {
+        let h = self.holders.lock();
+        h.get(&(volume.to_string(), id))
+            .and_then(|m| m.get(&session))
+            .is_some_and(|l| l.until > Instant::now())
+    }
+
     /// Client instance `client` talks to this node over `session`.
     pub fn note_client(&self, client: u64, session: u64) {
         let mut c = self.clients.lock();

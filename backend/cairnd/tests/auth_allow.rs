@@ -43,6 +43,7 @@ fn brick(epoch: u64, op: Op) -> Request {
         inline: 0,
         layout_epoch: None,
         sync: false,
+        locks: false,
     })
 }
 

@@ -35,6 +35,7 @@ async fn a_retried_write_is_answered_not_applied_again() {
             inline: 0,
             layout_epoch: None,
             sync: false,
+            locks: false,
         };
         conn.call(Request::Brick(r), Bytes::from(vec![byte; 4096]))
     };
@@ -50,6 +51,7 @@ async fn a_retried_write_is_answered_not_applied_again() {
             inline: 0,
             layout_epoch: None,
             sync: false,
+            locks: false,
         };
         let conn = conn.clone();
         async move {
@@ -157,6 +159,7 @@ async fn a_retried_rename_the_head_holds_from_a_catch_up_is_answered() {
         inline: 0,
         layout_epoch: None,
         sync: false,
+        locks: false,
     };
     let r1 = ReqId { client: 91, seq: 1 };
     // The old head's forward reached the replica, which remembers the request and records
@@ -185,6 +188,7 @@ async fn a_retried_rename_the_head_holds_from_a_catch_up_is_answered() {
         inline: 0,
         layout_epoch: None,
         sync: false,
+        locks: false,
     };
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {

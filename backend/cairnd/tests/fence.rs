@@ -29,6 +29,7 @@ fn brick(vol: &str, epoch: u64, op: Op) -> Request {
         inline: 0,
         layout_epoch: None,
         sync: false,
+        locks: false,
     })
 }
 

@@ -109,6 +109,7 @@ async fn a_grown_volume_finds_old_files_and_refuses_duplicates() {
         inline: 0,
         layout_epoch: None,
         sync: false,
+        locks: false,
     };
     let e = conn.call(Request::Brick(req), Bytes::new()).await.unwrap_err();
     assert_eq!(e.errno, Errno::ESTALEMAP, "{e}");
@@ -190,6 +191,7 @@ async fn every_name_made_by_the_old_layout_follows_the_new_one() {
         inline: 0,
         layout_epoch,
         sync: false,
+        locks: false,
     };
     let mkdir =
         |name: &str| Op::Mkdir { dir: d.id, name: name.into(), id: Id::new_on_set(1), perm: 0o755 };
@@ -294,6 +296,7 @@ async fn removing_linktos_never_removes_a_real_file() {
             inline: 0,
             layout_epoch: Some(map.layout_epoch),
             sync: false,
+            locks: false,
         };
         conn.call(Request::Brick(req), Bytes::new()).await.unwrap();
         assert!(b1.join("data/d").join(name).is_file());

@@ -47,6 +47,7 @@ fn write(vol: &str, epoch: u64, id: Id) -> BrickRequest {
         inline: 0,
         layout_epoch: None,
         sync: false,
+        locks: false,
     }
 }
 

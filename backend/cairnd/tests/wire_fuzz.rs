@@ -84,6 +84,7 @@ async fn setup(c: &Cluster) -> Target {
                     inline: 4096,
                     layout_epoch: None,
                     sync: false,
+                    locks: false,
                 };
                 (Request::Brick(req), data)
             })
@@ -176,6 +177,7 @@ async fn one_case(
                     inline: 0,
                     layout_epoch: None,
                     sync: false,
+                    locks: false,
                 };
                 (Request::Brick(req), data.clone())
             }

@@ -338,6 +338,7 @@ fn every_request() -> Vec<(Request, Vec<u8>)> {
                 inline: if i % 5 == 0 { 65536 } else { 0 },
                 layout_epoch: (i % 4 == 0).then_some(i as u64),
                 sync: i % 6 == 0,
+                locks: i % 7 == 0,
             }),
             data.clone(),
         ));
@@ -401,6 +402,7 @@ fn every_response() -> Vec<Response> {
         Reply::Data { eof: true },
         Reply::Written { count: 4096, attr: attr(id) },
         Reply::Synced(Box::new(Reply::Written { count: 4096, attr: attr(id) })),
+        Reply::Unlocked { id, reply: Box::new(Reply::Attr(attr(id))) },
         Reply::Offset(1 << 40),
         Reply::Bytes(b"xattr value".to_vec()),
         Reply::Names(vec![b"user.a".to_vec(), b"user.b".to_vec()]),
@@ -716,6 +718,7 @@ fn request() -> impl Strategy<Value = Request> {
                         inline,
                         layout_epoch,
                         sync,
+                        locks: sync && parents,
                     })
                 }
             ),

@@ -86,6 +86,58 @@ pub async fn handle(
 ) -> OpResult {
     let retry = matches!(req.op, Op::Read { .. } | Op::CompareAndWrite { .. })
         .then(|| (req.clone(), data.clone()));
+    let lock_state = req.locks.then(|| (req.volume.clone(), req.brick, lock_state_of(&req.op)));
+    let r = serve_checked(node, session, req, data, retry).await;
+    match (r, lock_state) {
+        (Ok((reply, out)), Some((volume, brick, Some(id))))
+            if unlocked_here(node, session, &volume, brick, id) =>
+        {
+            Ok((Reply::Unlocked { id, reply: Box::new(reply) }, out))
+        }
+        (r, _) => r,
+    }
+}
+
+/// The file whose lease an op's reply may carry lock state for ([`BrickRequest::locks`]):
+/// the inode a getattr or an xattr read leases, or the one the session's own change leaves
+/// leased to it (`settle.rs`, `grant_own`).
+fn lock_state_of(op: &Op) -> Option<cairn_proto::Id> {
+    match op {
+        Op::GetAttr { id }
+        | Op::GetXattr { id, .. }
+        | Op::ListXattr { id }
+        | Op::GetXattrs { id } => Some(*id),
+        op => crate::ops::lease_on_change(op),
+    }
+}
+
+/// Whether `session` holds a lease on `id` at this brick, which keeps `id`'s byte-range
+/// locks (the head of `id` on its home set: where `Op::SetLock` goes), and no other
+/// session holds a lock on it. Checked after the lease was granted: a lock another session
+/// takes after this check recalls that lease before it is granted (`Op::SetLock` below),
+/// one taken before is seen here.
+fn unlocked_here(
+    node: &Node,
+    session: &Session,
+    volume: &str,
+    brick: u32,
+    id: cairn_proto::Id,
+) -> bool {
+    let Some(map) = node.map(volume) else { return false };
+    let Some((set, _)) = map.brick(brick) else { return false };
+    set.id == id.home_set()
+        && cairn_placement::head(set, id).map(|h| h.index) == Some(brick)
+        && node.leases.holds(volume, id, session.id)
+        && !node.locks.held_by_others(volume, id, session.id, false)
+}
+
+async fn serve_checked(
+    node: &Arc<Node>,
+    session: &Arc<Session>,
+    req: BrickRequest,
+    data: Bytes,
+    retry: Option<(BrickRequest, Bytes)>,
+) -> OpResult {
     match serve(node, session, req, data).await {
         Err(e) if e.errno == Errno::ECORRUPT => {
             let Some((req, data)) = retry else {
@@ -233,6 +285,11 @@ async fn serve_op(
             node.locks
                 .set(&req.volume, *id, session.id, lock, *wait, move || s.is_closed())
                 .await?;
+            // Leases of the file carry its lock state to their holders (`unlocked_here`):
+            // another session's lock recalls them before it is granted.
+            if lock.kind != cairn_proto::LockKind::Unlock {
+                node.leases.recall(&req.volume, &[(*id, false)], session.id).await;
+            }
             Ok((Reply::Unit, Bytes::new()))
         }
         Op::GetLock { id, lock } => {

@@ -79,6 +79,8 @@ impl Inner {
             drop(cur);
             self.map_changed.notify_waiters();
             if newer {
+                // A new head knows nothing of the leases that said a file was unlocked.
+                self.lockstate.clear();
                 if let Some(cb) = self.on_map_change.read().clone() {
                     cb(epoch);
                 }
@@ -184,6 +186,8 @@ impl Inner {
             client: self.client_id,
             seq: self.next_seq.fetch_add(1, Ordering::Relaxed),
         });
+        // Whether a file is locked by another session comes with its lease (`cairn_cache::LockStates`).
+        let lock_token = self.lockstate.begin();
         loop {
             let map = self.map();
             let set = map.set_by_id(t.set).or_else(|| map.sets.first()).ok_or_else(|| {
@@ -208,6 +212,7 @@ impl Inner {
                         inline,
                         layout_epoch: Some(layout),
                         sync,
+                        locks: true,
                     };
                     self.count(op.name());
                     match self.pool.get(&b.addr).await {
@@ -277,6 +282,10 @@ impl Inner {
                     if rerouted(&self.map(), &op, t.set, layout, &e) {
                         return Err(e);
                     }
+                }
+                Ok((Reply::Unlocked { id, reply }, out)) => {
+                    self.lockstate.put(lock_token, id);
+                    return Ok((*reply, out));
                 }
                 other => return other,
             }

@@ -20,6 +20,7 @@ impl Volume {
         let hashed = i.hashed(dir, name);
         let inline = if i.opts.quick_read > 0 && i.data.want() { i.opts.quick_read } else { 0 };
         let token = i.data.begin();
+        let searched = i.searchers.begin();
         let found = i.begin_tokens();
         let look = |set: u32| {
             let op = Op::Lookup { dir, name: name.to_vec() };
@@ -54,6 +55,10 @@ impl Volume {
             }
             r => r,
         };
+        // Found or not, the brick let `c` search `dir`.
+        if r.is_ok() || matches!(&r, Err(e) if e.errno == Errno::ENOENT) {
+            i.searchers.put(searched, dir, c);
+        }
         let attr = match r? {
             (Reply::EntryData { attr }, data) => {
                 i.remember_found(found, at, dir, name, &attr);
@@ -125,8 +130,36 @@ impl Volume {
         i.complete.install(token, dir, names, map.epoch);
     }
 
+    /// Whether `c` may search (look names up in) directory `dir`, as far as the cache
+    /// knows exactly: root may; a caller the bricks let search it since its last change
+    /// may (`cache/src/search.rs`); others by `dir`'s cached attributes (its merged copy,
+    /// under the lease), the owner by the owner bits, anyone else by the group or other
+    /// bits only while `dir`'s cached xattrs show no POSIX ACL (whose named entries may say
+    /// otherwise). `false` when not known: the brick answers (EACCES or the entry). A
+    /// cached entry or a complete directory answers only a caller this says yes to.
+    pub(super) fn may_search(&self, c: &Creds, dir: Id) -> bool {
+        if c.uid == 0 || self.inner.searchers.may(dir, c) {
+            return true;
+        }
+        let Some(a) = self.inner.attrs.get(dir) else { return false };
+        if c.uid == a.uid {
+            return a.perm & 0o100 != 0;
+        }
+        if !self.inner.xattrs.lacks(dir, b"system.posix_acl_access") {
+            return false;
+        }
+        if c.gid == a.gid || c.groups.contains(&a.gid) {
+            a.perm & 0o010 != 0
+        } else {
+            a.perm & 0o001 != 0
+        }
+    }
+
     pub(super) async fn lookup_cached(&self, c: &Creds, dir: Id, name: &[u8]) -> Result<Attr> {
         valid_name(name)?;
+        if !self.may_search(c, dir) {
+            return self.lookup_remote(c, dir, name).await;
+        }
         if let Some(id) = self.inner.entries.get(dir, name) {
             if let Some(a) = self.inner.attrs.get(id) {
                 return Ok(self.adjust(a));
@@ -185,7 +218,7 @@ impl Volume {
         let mut cur = Id::ROOT;
         let mut cached = true;
         for d in dirs {
-            match self.inner.entries.get(cur, d) {
+            match self.inner.entries.get(cur, d).filter(|_| self.may_search(c, cur)) {
                 Some(id) => cur = id,
                 None => {
                     cached = false;
@@ -329,6 +362,7 @@ impl Volume {
         let r = self.on_inode(c, id, Op::SetAttr { id, set: set.clone() }).await;
         if set.perm.is_some() || set.uid.is_some() || set.gid.is_some() {
             i.xattrs.invalidate(id);
+            i.searchers.invalidate(id);
         }
         let a = r.and_then(|(r, _)| attr_of("setattr", r));
         match &a {

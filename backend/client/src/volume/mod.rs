@@ -39,7 +39,9 @@ pub use stats::{process_round_trips, Stats};
 use crate::conn::Pool;
 use crate::Result;
 use bytes::Bytes;
-use cairn_cache::{AttrCache, DataCache, DirStates, EntryCache, WriteBehind, XattrCache};
+use cairn_cache::{
+    AttrCache, DataCache, DirStates, EntryCache, LockStates, Searchers, WriteBehind, XattrCache,
+};
 use cairn_proto::map::VolumeMap;
 use cairn_proto::msg::{Op, Reply, Request};
 use cairn_proto::{Attr, Creds, Errno, FileType, Id, RemoteError, StatFs};
@@ -100,6 +102,10 @@ struct Inner {
     complete: DirStates,
     /// Quick-read content (`MountOptions::quick_read`).
     data: DataCache,
+    /// Files no other session holds a byte-range lock on, under their leases (`cairn_cache::LockStates`).
+    lockstate: LockStates,
+    /// Callers the bricks let search a directory, until it changes (`cache/src/search.rs`).
+    searchers: Searchers,
     /// File type by id. An id's type never changes, so this is exact without leases even
     /// when the attribute cache is off; it spares the getattr that per-inode ops need to
     /// know whether to update a directory's copies on every set.
@@ -176,6 +182,8 @@ impl Volume {
             entries: EntryCache::new(opts.cache_timeout),
             complete: DirStates::new(opts.cache_timeout),
             data: DataCache::new(opts.cache_timeout, QUICK_READ_BYTES),
+            lockstate: LockStates::new(opts.cache_timeout),
+            searchers: Searchers::new(opts.cache_timeout),
             kinds: Mutex::default(),
             moved: moved::Relocations::default(),
             wb: WriteBehind::new(opts.write_behind_bytes),
@@ -252,6 +260,8 @@ impl Volume {
         self.inner.entries.clear();
         self.inner.complete.clear();
         self.inner.data.clear();
+        self.inner.lockstate.clear();
+        self.inner.searchers.clear();
     }
 
     pub async fn statfs(&self, c: &Creds) -> Result<StatFs> {

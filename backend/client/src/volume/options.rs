@@ -52,6 +52,8 @@ impl Inner {
         self.entries.set_ttl(ttl);
         self.complete.set_ttl(ttl);
         self.data.set_ttl(ttl);
+        self.lockstate.set_ttl(ttl);
+        self.searchers.set_ttl(ttl);
         let on = self.opts.write_behind && m.option("performance.write-behind") != Some("off");
         self.wb_on.store(on, Ordering::Release);
         if let Some(n) =

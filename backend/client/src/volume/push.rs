@@ -63,6 +63,8 @@ impl Inner {
                     self.attrs.invalidate(id);
                     self.xattrs.invalidate(id);
                     self.data.invalidate(id);
+                    self.lockstate.invalidate(id);
+                    self.searchers.invalidate(id);
                     if entries {
                         self.entries.invalidate_dir(id);
                         self.complete.invalidate(id);

@@ -151,6 +151,10 @@ impl Volume {
         how: XattrChange<'_>,
     ) {
         let x = &self.inner.xattrs;
+        if name.starts_with(b"system.") {
+            // A POSIX ACL changes who may search a directory.
+            self.inner.searchers.invalidate(id);
+        }
         if ok && !name.starts_with(b"system.") {
             x.changed(token, id, c, name, how);
         } else {

@@ -106,12 +106,21 @@ pub struct BrickRequest {
     /// `false` when absent.
     #[serde(default, deserialize_with = "crate::frame::trailing")]
     pub sync: bool,
+    /// Lock state with the lease: when the head leases this client's session the
+    /// attributes of a regular file with this op's reply (a getattr, lookup, GETXATTRS, or
+    /// the session's own change of it) and no other session holds a byte-range lock on that
+    /// file, it answers [`Reply::Unlocked`]; another session's lock of the file then
+    /// recalls the lease before it is granted, so until a recall the client knows that no
+    /// other session holds one (a gateway's lock test costs no round trip). A brick built
+    /// before it ignores it and answers plainly; decoded as `false` when absent.
+    #[serde(default, deserialize_with = "crate::frame::trailing")]
+    pub locks: bool,
 }
 
 impl BrickRequest {
     /// A request for `op` at `brick` of `volume`, routed by map `epoch`, as `creds`, with
     /// every optional field off: no request id (not deduplicated), no parents' attributes,
-    /// no quick-read, no layout epoch, no sync. Set a field after it for more.
+    /// no quick-read, no layout epoch, no sync, no lock state. Set a field after it for more.
     pub fn new(volume: impl Into<String>, brick: u32, epoch: u64, creds: Creds, op: Op) -> Self {
         BrickRequest {
             volume: volume.into(),
@@ -124,6 +133,7 @@ impl BrickRequest {
             inline: 0,
             layout_epoch: None,
             sync: false,
+            locks: false,
         }
     }
 }
@@ -304,6 +314,14 @@ pub enum Reply {
     /// A `Write` asked with [`BrickRequest::sync`]: its reply, sent once the file was made
     /// durable on every brick that applied the write. Sent only to a client that set it.
     Synced(Box<Reply>),
+    /// Asked with [`BrickRequest::locks`]: the reply leased file `id` to the session and
+    /// no other session held a byte-range lock on it then (checked after the lease was
+    /// granted; a lock another session takes later recalls the lease first). Wraps the
+    /// other wrappers. Sent only to a client that set it.
+    Unlocked {
+        id: Id,
+        reply: Box<Reply>,
+    },
 }
 
 /// What a response frame carries.
