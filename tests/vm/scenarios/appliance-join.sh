@@ -139,7 +139,8 @@ print(d["token"], d["ca_cert_hash"], d["join"])' "$VM_DIR/token.json") ||
     vm_step "ok: vol1 (replica 2 over node-a and node-b) written through a's mount; every file on both bricks"
 
     # --- a client on b ------------------------------------------------------------------
-    vm_ssh a 'cairn client certificate issue node-b-mount --volumes vol1 --out /root/node-b-mount.pem' \
+    # the appliance's cluster CA is in /etc/cairn (cairnd --ca-dir), not the CLI's default
+    vm_ssh a 'cairn client certificate issue node-b-mount --volumes vol1 --ca-dir /etc/cairn --out /root/node-b-mount.pem' \
         >"$VM_DIR/cred.out" 2>&1 || appliance_vm_fail "a: client certificate issue: $(cat "$VM_DIR/cred.out")"
     vm_ssh a 'cat /root/node-b-mount.pem' | vm_ssh b 'umask 077 && cat >/etc/cairn/credentials.pem' ||
         appliance_vm_fail "b: installing its mount credential"
