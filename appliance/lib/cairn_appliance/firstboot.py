@@ -81,13 +81,16 @@ def systemctl(*args: str) -> None:
 
 # --- facts of this instance --------------------------------------------------------------
 
-def primary_addresses() -> list[str]:
-    """Global unicast addresses, the one of the default route first."""
-    addrs = []
+def primary_addresses(advertise: Optional[str] = None) -> list[str]:
+    """Global unicast addresses, the one of the default route first; ADVERTISE (the node's
+    cairn.address, `auto` or None for none) before them all. The default route's address
+    is the one to show only when nothing is advertised: behind NAT (qemu's user network, a
+    cloud's private address) it is not what other nodes and clients reach."""
+    addrs = [advertise] if advertise and advertise != "auto" else []
     try:
         out = run(["ip", "-j", "-4", "route", "get", "192.0.2.1"], "route lookup", 10)
         src = json.loads(out)[0].get("prefsrc")
-        if src:
+        if src and src not in addrs:
             addrs.append(src)
     except (StepError, ValueError, IndexError):
         pass
@@ -283,7 +286,7 @@ def setup(cfg: config.Config, st: dict) -> None:
     node = cfg.node_name or socket.gethostname().split(".")[0]
     if cfg.node_name and socket.gethostname() != cfg.node_name:
         run(["hostnamectl", "set-hostname", cfg.node_name], "setting the host name")
-    addrs = primary_addresses()
+    addrs = primary_addresses(cfg.address)
     st.update(node=node, addresses=addrs)
     step = st["steps"].append
 

@@ -90,7 +90,7 @@ def collect() -> dict:
     doc: dict = {
         "node": env.get("CAIRN_NODE") or (fb or {}).get("node"),
         "role": role,
-        "addresses": primary_addresses(),
+        "addresses": primary_addresses(env.get("CAIRN_ADVERTISE")),
         "etcd": [u for u in env.get("CAIRN_ETCD", "").split(",") if u],
         "firstboot": {
             "state": ("not run" if fb is None else

@@ -52,6 +52,11 @@ scenario_main() {
         vm_fail "a: cairn-appliance status: $(cat "$VM_DIR/a-status.out")"
     grep -q "ETCD_LISTEN_CLIENT_URLS=https://0.0.0.0:2379" <(vm_ssh a 'cat /etc/cairn/etcd.env') ||
         vm_fail "a: etcd does not serve the network: $(vm_ssh a 'cat /etc/cairn/etcd.env')"
+    # how to connect names cairn.address, not qemu's NAT address (the default route's)
+    vm_ssh a 'cat /etc/motd' >"$VM_DIR/a-motd.out" 2>&1
+    if ! grep -q "portal $join_net.11:3260" "$VM_DIR/a-motd.out" || ! grep -q "//$join_net.11/vol0" "$VM_DIR/a-motd.out"; then
+        appliance_vm_fail "a: /etc/motd does not name cairn.address $join_net.11: $(cat "$VM_DIR/a-motd.out")"
+    fi
 
     # --- a join token, as an operator would take it -------------------------------------
     vm_ssh a 'cairn --json peer token create --ttl 2h' >"$VM_DIR/token.json" ||
@@ -134,7 +139,8 @@ print(d["token"], d["ca_cert_hash"], d["join"])' "$VM_DIR/token.json") ||
     vm_step "ok: vol1 (replica 2 over node-a and node-b) written through a's mount; every file on both bricks"
 
     # --- a client on b ------------------------------------------------------------------
-    vm_ssh a 'cairn client certificate issue node-b-mount --volumes vol1 --out /root/node-b-mount.pem' \
+    # the appliance's cluster CA is in /etc/cairn (cairnd --ca-dir), not the CLI's default
+    vm_ssh a 'cairn client certificate issue node-b-mount --volumes vol1 --ca-dir /etc/cairn --out /root/node-b-mount.pem' \
         >"$VM_DIR/cred.out" 2>&1 || appliance_vm_fail "a: client certificate issue: $(cat "$VM_DIR/cred.out")"
     vm_ssh a 'cat /root/node-b-mount.pem' | vm_ssh b 'umask 077 && cat >/etc/cairn/credentials.pem' ||
         appliance_vm_fail "b: installing its mount credential"
