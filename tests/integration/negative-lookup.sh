@@ -48,13 +48,20 @@ l1=$(cl_mount_stat "$a" brick.lookup)
 pass "20 creates through a: $((l1 - l0)) brick LOOKUP"
 
 # a_knows TAG: a's state of d holds again (one miss re-lists d, the next create is local).
+# Up to three tries: under load a recall of the change before (another set's push, sent
+# before the listing's answer) can land after the re-listing and drop it once more; a
+# client without the listed state pays the LOOKUP on every try.
 a_knows() {
-    create_new "$a/d" "k$1a" || fail "create k$1a through a"
-    local l0 l1
-    l0=$(cl_mount_stat "$a" brick.lookup)
-    create_new "$a/d" "k$1b" || fail "create k$1b through a"
-    l1=$(cl_mount_stat "$a" brick.lookup)
-    assert_eq 0 $((l1 - l0)) "brick LOOKUPs of a's create of k$1b (directory listed)"
+    local l0 l1 try
+    for try in 1 2 3; do
+        create_new "$a/d" "k$1a$try" || fail "create k$1a$try through a"
+        l0=$(cl_mount_stat "$a" brick.lookup)
+        create_new "$a/d" "k$1b$try" || fail "create k$1b$try through a"
+        l1=$(cl_mount_stat "$a" brick.lookup)
+        ((l1 - l0 == 0)) && return 0
+        echo "a's create of k$1b$try cost $((l1 - l0)) brick LOOKUP(s) (try $try of 3)"
+    done
+    fail "brick LOOKUPs of a's create of k$1b$try (directory listed): $((l1 - l0)) on each of 3 tries, want 0"
 }
 
 # a_sees NAME WHAT: the name b made is found through a at once, and a cannot create it.

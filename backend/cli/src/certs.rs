@@ -12,8 +12,12 @@ use cairn_proto::tls::{Ca, Credentials, ENV_CREDENTIALS};
 use std::io::Write;
 use std::path::PathBuf;
 
-/// Where the cluster CA is looked for: `--ca-dir`, `CAIRN_CA_DIR`, cairnd's default state
-/// dir.
+/// Where the cluster CA is looked for without `--ca-dir` or `CAIRN_CA_DIR`: cairnd's default
+/// state dir (`make up`, Ansible), then the appliance's `/etc/cairn`; the first that holds
+/// `ca.key`, else the first (named in the error).
+const CA_DIRS: &[&str] = &["/var/lib/cairn", "/etc/cairn"];
+
+/// Where the cluster CA is looked for: `--ca-dir`, `CAIRN_CA_DIR`, [`CA_DIRS`].
 fn ca_dir(a: &CertIssue) -> PathBuf {
     ca_dir_of(&a.ca_dir)
 }
@@ -21,7 +25,32 @@ fn ca_dir(a: &CertIssue) -> PathBuf {
 fn ca_dir_of(d: &Option<PathBuf>) -> PathBuf {
     d.clone()
         .or_else(|| std::env::var_os("CAIRN_CA_DIR").filter(|d| !d.is_empty()).map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from("/var/lib/cairn"))
+        .unwrap_or_else(|| default_ca_dir(CA_DIRS))
+}
+
+fn default_ca_dir(dirs: &[&str]) -> PathBuf {
+    let dirs: Vec<PathBuf> = dirs.iter().map(PathBuf::from).collect();
+    dirs.iter().find(|d| d.join("ca.key").is_file()).unwrap_or(&dirs[0]).clone()
+}
+
+#[cfg(test)]
+mod ca_dir_tests {
+    use super::default_ca_dir;
+
+    #[test]
+    fn the_first_default_dir_holding_the_ca_key_is_taken() {
+        let t = std::env::temp_dir().join(format!("cairn-ca-dir-test-{}", std::process::id()));
+        let (a, b) = (t.join("var"), t.join("etc"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        let dirs = [a.to_str().unwrap(), b.to_str().unwrap()];
+        assert_eq!(default_ca_dir(&dirs), a, "no CA anywhere: the first, for the error");
+        std::fs::write(b.join("ca.key"), "k").unwrap();
+        assert_eq!(default_ca_dir(&dirs), b, "the appliance's /etc/cairn");
+        std::fs::write(a.join("ca.key"), "k").unwrap();
+        assert_eq!(default_ca_dir(&dirs), a);
+        std::fs::remove_dir_all(&t).unwrap();
+    }
 }
 
 /// Record the issued certificate through the cairnd at `s.addr` (admin credentials); the

@@ -41,7 +41,8 @@ pub struct CaRotate {
     /// Retire the old CA (the second step).
     #[arg(long)]
     pub finish: bool,
-    /// Directory of the cluster CA. Default: $CAIRN_CA_DIR, else /var/lib/cairn.
+    /// Directory of the cluster CA. Default: $CAIRN_CA_DIR, else the first of
+    /// /var/lib/cairn and /etc/cairn (the appliance's) that holds ca.key.
     #[arg(long, value_name = "DIR")]
     pub ca_dir: Option<std::path::PathBuf>,
 }
@@ -152,8 +153,8 @@ pub struct CertIssue {
     /// Write the credential to FILE (mode 0600) instead of stdout.
     #[arg(long, value_name = "FILE")]
     pub out: Option<std::path::PathBuf>,
-    /// Directory of the cluster CA (ca.pem, ca.key). Default: $CAIRN_CA_DIR, else
-    /// /var/lib/cairn.
+    /// Directory of the cluster CA (ca.pem, ca.key). Default: $CAIRN_CA_DIR, else the
+    /// first of /var/lib/cairn and /etc/cairn (the appliance's) that holds ca.key.
     #[arg(long, value_name = "DIR")]
     pub ca_dir: Option<std::path::PathBuf>,
 }
