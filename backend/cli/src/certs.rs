@@ -33,26 +33,6 @@ fn default_ca_dir(dirs: &[&str]) -> PathBuf {
     dirs.iter().find(|d| d.join("ca.key").is_file()).unwrap_or(&dirs[0]).clone()
 }
 
-#[cfg(test)]
-mod ca_dir_tests {
-    use super::default_ca_dir;
-
-    #[test]
-    fn the_first_default_dir_holding_the_ca_key_is_taken() {
-        let t = std::env::temp_dir().join(format!("cairn-ca-dir-test-{}", std::process::id()));
-        let (a, b) = (t.join("var"), t.join("etc"));
-        std::fs::create_dir_all(&a).unwrap();
-        std::fs::create_dir_all(&b).unwrap();
-        let dirs = [a.to_str().unwrap(), b.to_str().unwrap()];
-        assert_eq!(default_ca_dir(&dirs), a, "no CA anywhere: the first, for the error");
-        std::fs::write(b.join("ca.key"), "k").unwrap();
-        assert_eq!(default_ca_dir(&dirs), b, "the appliance's /etc/cairn");
-        std::fs::write(a.join("ca.key"), "k").unwrap();
-        assert_eq!(default_ca_dir(&dirs), a);
-        std::fs::remove_dir_all(&t).unwrap();
-    }
-}
-
 /// Record the issued certificate through the cairnd at `s.addr` (admin credentials); the
 /// error in words when that fails.
 fn record(s: &Settings, creds: &Credentials, days: u32) -> Result<(), String> {
@@ -363,4 +343,24 @@ pub fn renew(
         );
     }
     exit::OK
+}
+
+#[cfg(test)]
+mod ca_dir_tests {
+    use super::default_ca_dir;
+
+    #[test]
+    fn the_first_default_dir_holding_the_ca_key_is_taken() {
+        let t = std::env::temp_dir().join(format!("cairn-ca-dir-test-{}", std::process::id()));
+        let (a, b) = (t.join("var"), t.join("etc"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        let dirs = [a.to_str().unwrap(), b.to_str().unwrap()];
+        assert_eq!(default_ca_dir(&dirs), a, "no CA anywhere: the first, for the error");
+        std::fs::write(b.join("ca.key"), "k").unwrap();
+        assert_eq!(default_ca_dir(&dirs), b, "the appliance's /etc/cairn");
+        std::fs::write(a.join("ca.key"), "k").unwrap();
+        assert_eq!(default_ca_dir(&dirs), a);
+        std::fs::remove_dir_all(&t).unwrap();
+    }
 }
