@@ -22,6 +22,7 @@ DEB_PACKAGES += curl              # etcd health checks in scripts/ and tests/
 DEB_PACKAGES += python3           # JSON checks and free-port picking in scripts/ and tests/
 DEB_PACKAGES += python3-pip       # Python test tools (later suites)
 DEB_PACKAGES += shellcheck        # lints scripts/ and tests/ in make test
+DEB_PACKAGES += strace            # tests/bench/cost.sh: system calls per operation
 # NFS gateway (issue 3): Ganesha and what its FSAL builds against; userspace NFS clients.
 DEB_PACKAGES += nfs-ganesha nfs-ganesha-vfs rpcbind nfs-common  # server, FSAL_VFS to compare, statd (NLM)
 DEB_PACKAGES += cmake bison flex libntirpc-dev liburcu-dev libkrb5-dev libdbus-1-dev \
