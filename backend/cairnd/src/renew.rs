@@ -213,8 +213,14 @@ pub async fn run(
 ) {
     let mut published: Option<String> = None;
     let mut asked_for: Option<String> = None;
+    let mut first = true;
     loop {
-        tokio::time::sleep(crate::certs::REFRESH).await;
+        // The CA node publishes its trust at once, before clients come: a config store
+        // write while a client's connection is dying kept that session (and its share
+        // reservations) past the keepalive (faults/share-dead-client; cause not found yet).
+        if !std::mem::take(&mut first) {
+            tokio::time::sleep(crate::certs::REFRESH).await;
+        }
         if ca_dir.join("ca.key").exists() {
             let Some(trust) = trust_of(&ca_dir) else { continue };
             if published.as_ref() != Some(&trust) {
